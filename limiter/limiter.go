@@ -1,0 +1,172 @@
+package limiter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"time"
+)
+
+// FailPolicy says what a Limiter decides when its store fails.
+type FailPolicy string
+
+const (
+	// FailOpen lets the request through (the default): an outage of the
+	// store must not become an outage of the API.
+	FailOpen FailPolicy = "open"
+	// FailClosed refuses the request.
+	FailClosed FailPolicy = "closed"
+	// FailLocal decides with an in-process MemoryStore, so each instance
+	// still enforces the limit on its own traffic while the store is down.
+	FailLocal FailPolicy = "local"
+)
+
+// ParseFailPolicy returns the FailPolicy named s ("open", "closed", "local").
+func ParseFailPolicy(s string) (FailPolicy, error) {
+	switch p := FailPolicy(s); p {
+	case FailOpen, FailClosed, FailLocal:
+		return p, nil
+	}
+	return "", fmt.Errorf("unknown fail policy %q (want open, closed or local)", s)
+}
+
+// DefaultTimeout is the default deadline of one store call.
+const DefaultTimeout = 100 * time.Millisecond
+
+// Config configures a Limiter. The zero value of every optional field is a
+// usable default.
+type Config struct {
+	// Limit is what is enforced. Required.
+	Limit Limit
+	// Store decides. Required.
+	Store Store
+	// FailPolicy applies when Store returns an error. Default FailOpen.
+	FailPolicy FailPolicy
+	// Timeout bounds each store call. Default DefaultTimeout; negative disables.
+	Timeout time.Duration
+	// Observer, when set, is told the duration and outcome of every store call.
+	Observer Observer
+	// Local is the store used under FailLocal. Default: a new MemoryStore.
+	Local Store
+	// Breaker, when its Threshold is > 0, stops calling a failing store for
+	// a while (see Breaker).
+	Breaker BreakerConfig
+}
+
+// Limiter enforces one Limit on a Store. It is safe for concurrent use; its
+// configuration is immutable after New.
+type Limiter struct {
+	cfg     Config
+	breaker *breaker
+}
+
+// New validates cfg and returns a Limiter.
+func New(cfg Config) (*Limiter, error) {
+	if cfg.Store == nil {
+		return nil, errors.New("limiter: Store is required")
+	}
+	if err := cfg.Limit.Validate(); err != nil {
+		return nil, fmt.Errorf("limiter: limit: %w", err)
+	}
+	if cfg.FailPolicy == "" {
+		cfg.FailPolicy = FailOpen
+	}
+	if _, err := ParseFailPolicy(string(cfg.FailPolicy)); err != nil {
+		return nil, fmt.Errorf("limiter: %w", err)
+	}
+	if cfg.Timeout == 0 {
+		cfg.Timeout = DefaultTimeout
+	}
+	if cfg.FailPolicy == FailLocal && cfg.Local == nil {
+		cfg.Local = NewMemoryStore(MemoryConfig{})
+	}
+	l := &Limiter{cfg: cfg}
+	if cfg.Breaker.Threshold > 0 {
+		l.breaker = newBreaker(cfg.Breaker)
+	}
+	return l, nil
+}
+
+// Limit returns the limit this Limiter enforces.
+func (l *Limiter) Limit() Limit { return l.cfg.Limit }
+
+// Allow is AllowN with a cost of 1.
+func (l *Limiter) Allow(ctx context.Context, key string) (Decision, error) {
+	return l.AllowN(ctx, key, 1)
+}
+
+// AllowN decides whether cost units for key may pass now.
+//
+// A cost below 1 or above the limit's quota returns an error wrapping
+// ErrInvalidCost or ErrCostExceedsLimit and a rejected Decision, without
+// calling the store. When the store fails, the returned Decision follows the
+// FailPolicy, its Failure field says so, and the store's error is returned
+// beside it (wrapped): callers let the Decision decide and count the error.
+func (l *Limiter) AllowN(ctx context.Context, key string, cost int64) (Decision, error) {
+	lim := l.cfg.Limit
+	if err := lim.CheckCost(cost); err != nil {
+		return Decision{Limit: lim.Quota()}, err
+	}
+	if l.breaker != nil && !l.breaker.allow() {
+		return l.fail(ctx, key, cost, ErrCircuitOpen)
+	}
+	callCtx := ctx
+	if l.cfg.Timeout > 0 {
+		var cancel context.CancelFunc
+		callCtx, cancel = context.WithTimeout(ctx, l.cfg.Timeout)
+		defer cancel()
+	}
+	start := time.Now()
+	d, err := l.cfg.Store.Decide(callCtx, key, lim, cost)
+	if l.cfg.Observer != nil {
+		l.cfg.Observer.ObserveStore(ctx, string(lim.Algorithm), time.Since(start), err)
+	}
+	if l.breaker != nil {
+		l.breaker.record(err == nil)
+	}
+	if err != nil {
+		return l.fail(ctx, key, cost, fmt.Errorf("%s store: %w", l.cfg.Store.Name(), err))
+	}
+	return d, nil
+}
+
+func (l *Limiter) fail(ctx context.Context, key string, cost int64, err error) (Decision, error) {
+	lim := l.cfg.Limit
+	switch l.cfg.FailPolicy {
+	case FailClosed:
+		return Decision{Limit: lim.Quota(), RetryAfter: time.Second, Failure: FailureClosed}, err
+	case FailLocal:
+		d, lerr := l.cfg.Local.Decide(ctx, key, lim, cost)
+		if lerr == nil {
+			d.Failure = FailureLocal
+			return d, err
+		}
+	}
+	return Decision{Allowed: true, Limit: lim.Quota(), Remaining: lim.Quota(), Failure: FailureOpen}, err
+}
+
+// ErrCircuitOpen is returned, wrapped, when the circuit breaker has stopped
+// calling a failing store.
+var ErrCircuitOpen = errors.New("circuit breaker open: store not called")
+
+// ErrorKind classifies a store error for metrics: "timeout" for deadlines
+// and network timeouts, "circuit_open" when the breaker skipped the store,
+// "error" otherwise, "" for nil.
+func ErrorKind(err error) string {
+	if err == nil {
+		return ""
+	}
+	if errors.Is(err, ErrCircuitOpen) {
+		return "circuit_open"
+	}
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded) {
+		return "timeout"
+	}
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return "timeout"
+	}
+	return "error"
+}

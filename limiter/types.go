@@ -1,0 +1,231 @@
+// Package limiter decides whether a request may pass a rate limit.
+//
+// It knows nothing of HTTP or Prometheus: callers give it a key, a cost and a
+// Limit, and it answers with a Decision. Decisions are made by a Store — the
+// embedded MemoryStore, or the Redis store in package limiter/redisstore — so
+// that the same Limit behaves the same on one process and on a fleet sharing
+// one Redis.
+package limiter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Algorithm names one of the six rate-limiting algorithms. The identifiers
+// are used verbatim in configuration, on the command line, in metric labels
+// and in documentation.
+type Algorithm string
+
+// The six algorithms.
+const (
+	// FixedWindow counts requests in consecutive windows of Period. Cheapest,
+	// but a client can send 2×Rate across a window boundary.
+	FixedWindow Algorithm = "fixed_window"
+	// SlidingLog keeps one timestamp per admitted unit: exact, memory grows with Rate.
+	SlidingLog Algorithm = "sliding_log"
+	// SlidingWindow weights the previous window's count by the share of it
+	// still inside the sliding window: approximate, two counters per key.
+	SlidingWindow Algorithm = "sliding_window"
+	// TokenBucket holds up to Burst tokens refilled at Rate per Period.
+	TokenBucket Algorithm = "token_bucket"
+	// LeakyBucket is a queue of up to Burst requests drained at Rate per
+	// Period; admitted requests carry the Delay to hold them for.
+	LeakyBucket Algorithm = "leaky_bucket"
+	// GCRA is the generic cell rate algorithm: a token bucket kept as one
+	// timestamp (the theoretical arrival time) per key.
+	GCRA Algorithm = "gcra"
+)
+
+// Algorithms lists every Algorithm in a stable order.
+var Algorithms = []Algorithm{FixedWindow, SlidingLog, SlidingWindow, TokenBucket, LeakyBucket, GCRA}
+
+// ParseAlgorithm returns the Algorithm named s, or an error listing the valid names.
+func ParseAlgorithm(s string) (Algorithm, error) {
+	for _, a := range Algorithms {
+		if string(a) == s {
+			return a, nil
+		}
+	}
+	return "", fmt.Errorf("unknown algorithm %q (want one of fixed_window, sliding_log, sliding_window, token_bucket, leaky_bucket, gcra)", s)
+}
+
+// Limit is what a Limiter enforces. It is a plain value: copy it freely.
+//
+// Rate requests are admitted per Period. For the window algorithms
+// (fixed_window, sliding_log, sliding_window) Rate is the window's limit and
+// Period its length. For the bucket algorithms (token_bucket, leaky_bucket,
+// gcra) Burst is the bucket size and Rate/Period the refill (or drain) rate.
+type Limit struct {
+	// Algorithm selects how the limit is enforced.
+	Algorithm Algorithm
+	// Rate is the number of requests per Period; must be > 0.
+	Rate int64
+	// Period is the window length or the refill interval; must be > 0.
+	Period time.Duration
+	// Burst is the bucket size of token_bucket, leaky_bucket and gcra.
+	// Zero means Rate. Ignored by the window algorithms.
+	Burst int64
+	// NoDelay makes leaky_bucket admit at once instead of returning a Delay,
+	// while still counting the request in the bucket (NGINX's nodelay).
+	NoDelay bool
+	// AlignWindows makes fixed_window and sliding_window start their windows
+	// on multiples of Period since the Unix epoch. By default each key's
+	// windows are offset by a hash of the key so that clients do not all
+	// reset at the same instant.
+	AlignWindows bool
+}
+
+// PerSecond returns a Limit of rate requests per second with the given algorithm.
+func PerSecond(a Algorithm, rate int64) Limit { return Limit{Algorithm: a, Rate: rate, Period: time.Second} }
+
+// PerMinute returns a Limit of rate requests per minute with the given algorithm.
+func PerMinute(a Algorithm, rate int64) Limit { return Limit{Algorithm: a, Rate: rate, Period: time.Minute} }
+
+// PerHour returns a Limit of rate requests per hour with the given algorithm.
+func PerHour(a Algorithm, rate int64) Limit { return Limit{Algorithm: a, Rate: rate, Period: time.Hour} }
+
+// IsBucket reports whether the algorithm is one of the bucket algorithms,
+// whose quota is Burst rather than Rate.
+func (a Algorithm) IsBucket() bool {
+	return a == TokenBucket || a == LeakyBucket || a == GCRA
+}
+
+// Quota is the number of requests a client can make at once from a fresh
+// state: Rate for window algorithms, the bucket size for bucket algorithms.
+// It is what the X-RateLimit-Limit header and the RateLimit-Policy q
+// parameter carry.
+func (l Limit) Quota() int64 {
+	if l.Algorithm.IsBucket() {
+		if l.Burst > 0 {
+			return l.Burst
+		}
+		return l.Rate
+	}
+	return l.Rate
+}
+
+// Window is the window length for window algorithms, and for bucket
+// algorithms the time an empty bucket takes to refill (or a full one to
+// drain) completely. It is the RateLimit-Policy w parameter.
+func (l Limit) Window() time.Duration {
+	if l.Algorithm.IsBucket() {
+		return time.Duration(float64(l.Period) * float64(l.Quota()) / float64(l.Rate))
+	}
+	return l.Period
+}
+
+// Interval is the time one unit of Rate takes to refill or drain: Period/Rate.
+func (l Limit) Interval() time.Duration { return l.Period / time.Duration(l.Rate) }
+
+// Validate reports whether the limit is usable, naming the first field that is not.
+func (l Limit) Validate() error {
+	if _, err := ParseAlgorithm(string(l.Algorithm)); err != nil {
+		return fmt.Errorf("algorithm: %w", err)
+	}
+	if l.Rate <= 0 {
+		return fmt.Errorf("rate: must be > 0, got %d", l.Rate)
+	}
+	if l.Period <= 0 {
+		return fmt.Errorf("period: must be > 0, got %s", l.Period)
+	}
+	if l.Period < time.Millisecond {
+		return fmt.Errorf("period: must be at least 1ms, got %s", l.Period)
+	}
+	if l.Burst < 0 {
+		return fmt.Errorf("burst: must be >= 0, got %d", l.Burst)
+	}
+	if l.Period/time.Duration(l.Rate) <= 0 {
+		return fmt.Errorf("rate: %d per %s is finer than one nanosecond per request", l.Rate, l.Period)
+	}
+	return nil
+}
+
+// ErrCostExceedsLimit is returned, wrapped, when a single request costs more
+// than the quota, so it could never be admitted.
+var ErrCostExceedsLimit = errors.New("cost exceeds the limit's quota")
+
+// ErrInvalidCost is returned, wrapped, for a cost below 1.
+var ErrInvalidCost = errors.New("cost must be at least 1")
+
+// CheckCost validates a cost against the limit's quota.
+func (l Limit) CheckCost(cost int64) error {
+	if cost < 1 {
+		return fmt.Errorf("%w: got %d", ErrInvalidCost, cost)
+	}
+	if q := l.Quota(); cost > q {
+		return fmt.Errorf("%w: cost %d > quota %d", ErrCostExceedsLimit, cost, q)
+	}
+	return nil
+}
+
+// Failure says whether, and how, a Decision was made without the store.
+type Failure uint8
+
+const (
+	// FailureNone: the store decided.
+	FailureNone Failure = iota
+	// FailureOpen: the store failed and the request is let through.
+	FailureOpen
+	// FailureClosed: the store failed and the request is refused.
+	FailureClosed
+	// FailureLocal: the store failed and a local in-memory limiter decided.
+	FailureLocal
+)
+
+// String returns "none", "open", "closed" or "local".
+func (f Failure) String() string {
+	switch f {
+	case FailureOpen:
+		return "open"
+	case FailureClosed:
+		return "closed"
+	case FailureLocal:
+		return "local"
+	}
+	return "none"
+}
+
+// Decision is the answer to one request. It is a plain value.
+type Decision struct {
+	// Allowed is true when the request may pass.
+	Allowed bool
+	// Limit is the quota in force (Limit.Quota()).
+	Limit int64
+	// Remaining is how many more units could be admitted right now; 0 when rejected.
+	Remaining int64
+	// ResetAfter is how long until the full quota is available again.
+	ResetAfter time.Duration
+	// RetryAfter is, for a rejected request, how long until the same cost
+	// could be admitted; 0 when allowed.
+	RetryAfter time.Duration
+	// Delay is, for an admitted leaky_bucket request without NoDelay, how
+	// long to hold the request before passing it on; otherwise 0.
+	Delay time.Duration
+	// Failure is FailureNone when the store decided; otherwise the policy
+	// that decided in its place (and the error is returned beside the Decision).
+	Failure Failure
+}
+
+// Store makes decisions atomically. Implementations are safe for concurrent
+// use by many goroutines.
+type Store interface {
+	// Decide admits or rejects cost units for key under lim. lim has been
+	// validated and cost checked against it by the caller. An error means the
+	// store could not decide; the Decision is then ignored.
+	Decide(ctx context.Context, key string, lim Limit, cost int64) (Decision, error)
+	// Name is a short identifier of the store kind ("memory", "redis") for
+	// logs and metric labels.
+	Name() string
+}
+
+// Observer is told how long each store call took. The collector implements
+// it; the limiter never imports Prometheus. Implementations must be safe for
+// concurrent use and cheap: they run on the decision path.
+type Observer interface {
+	// ObserveStore reports one store call for the given algorithm
+	// (operation) that took elapsed and ended with err (nil on success).
+	ObserveStore(ctx context.Context, operation string, elapsed time.Duration, err error)
+}
