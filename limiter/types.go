@@ -79,13 +79,19 @@ type Limit struct {
 }
 
 // PerSecond returns a Limit of rate requests per second with the given algorithm.
-func PerSecond(a Algorithm, rate int64) Limit { return Limit{Algorithm: a, Rate: rate, Period: time.Second} }
+func PerSecond(a Algorithm, rate int64) Limit {
+	return Limit{Algorithm: a, Rate: rate, Period: time.Second}
+}
 
 // PerMinute returns a Limit of rate requests per minute with the given algorithm.
-func PerMinute(a Algorithm, rate int64) Limit { return Limit{Algorithm: a, Rate: rate, Period: time.Minute} }
+func PerMinute(a Algorithm, rate int64) Limit {
+	return Limit{Algorithm: a, Rate: rate, Period: time.Minute}
+}
 
 // PerHour returns a Limit of rate requests per hour with the given algorithm.
-func PerHour(a Algorithm, rate int64) Limit { return Limit{Algorithm: a, Rate: rate, Period: time.Hour} }
+func PerHour(a Algorithm, rate int64) Limit {
+	return Limit{Algorithm: a, Rate: rate, Period: time.Hour}
+}
 
 // IsBucket reports whether the algorithm is one of the bucket algorithms,
 // whose quota is Burst rather than Rate.
@@ -140,8 +146,17 @@ func (l Limit) Validate() error {
 	if l.Period/time.Duration(l.Rate) <= 0 {
 		return fmt.Errorf("rate: %d per %s is finer than one nanosecond per request", l.Rate, l.Period)
 	}
+	// Both stores count in units of 1/Period µs, up to Quota·Period; Lua
+	// numbers are doubles, exact only up to 2^53.
+	if q, p := l.Quota(), int64(l.Period/time.Microsecond); q > maxExactInteger/p || l.Rate > maxExactInteger/p {
+		return fmt.Errorf("rate/burst: %d per %s needs more than 2^53 microsecond units; use a shorter period or a smaller limit", max(q, l.Rate), l.Period)
+	}
 	return nil
 }
+
+// maxExactInteger is 2^53, the largest integer up to which every integer
+// is exactly representable as a float64.
+const maxExactInteger = 1 << 53
 
 // ErrCostExceedsLimit is returned, wrapped, when a single request costs more
 // than the quota, so it could never be admitted.
@@ -194,7 +209,8 @@ type Decision struct {
 	Allowed bool
 	// Limit is the quota in force (Limit.Quota()).
 	Limit int64
-	// Remaining is how many more units could be admitted right now; 0 when rejected.
+	// Remaining is how many units could still be admitted right now, after
+	// this decision (a rejected decision changes nothing); never negative.
 	Remaining int64
 	// ResetAfter is how long until the full quota is available again.
 	ResetAfter time.Duration

@@ -1,0 +1,468 @@
+package limiter
+
+import (
+	"context"
+	"hash/maphash"
+	"math"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Defaults of MemoryConfig.
+const (
+	// DefaultMemoryShards is the default number of shards of a MemoryStore.
+	DefaultMemoryShards = 64
+	// DefaultMemoryMaxKeys is the default bound on the number of keys a
+	// MemoryStore holds (about 100 MiB of state at the default, see MemoryStore).
+	DefaultMemoryMaxKeys = 1 << 20
+)
+
+// evictionSamples is how many entries an insertion looks at to drop idle
+// keys, and, when the shard is full, to choose the one to evict.
+const evictionSamples = 5
+
+// MemoryConfig configures a MemoryStore. The zero value is usable.
+type MemoryConfig struct {
+	// Now is the clock. Default time.Now; tests inject a controllable clock.
+	// It should not go backwards; when it does, window algorithms start a
+	// new window and bucket algorithms count no refill.
+	Now func() time.Time
+	// Shards is the number of independently locked parts the keys are
+	// spread over, rounded up to a power of two. Default DefaultMemoryShards.
+	Shards int
+	// MaxKeys bounds the number of keys held (per key and algorithm). It is
+	// enforced per shard, as ceil(MaxKeys/Shards) keys per shard, so the
+	// store never holds more than Shards×ceil(MaxKeys/Shards) keys. When a
+	// shard is full, inserting a new key evicts a sampled key: an idle one
+	// if the sample holds one, else the one whose state is closest to fresh.
+	// Default DefaultMemoryMaxKeys.
+	MaxKeys int
+}
+
+// MemoryStore is the embedded Store: decisions are made in process, under a
+// per-shard mutex, so unrelated keys rarely contend. It is safe for
+// concurrent use by many goroutines. Deciding for a key that already exists
+// does not allocate.
+//
+// Memory is bounded. Each key's state is dropped once it is equivalent to a
+// fresh key's (a window that has passed, a bucket full or empty again): each
+// insertion of a new key samples a few entries of its shard and drops those
+// that are idle, and Sweep drops all of them. Independently, a shard never
+// holds more than ceil(MaxKeys/Shards) keys. A key costs about 100 bytes
+// plus its length (map slot, entry, the key string), except for
+// sliding_log, which also keeps one 16-byte entry per distinct admission
+// timestamp inside the window: up to Rate entries, so its memory grows with
+// the limit.
+//
+// State is kept per key and algorithm: two Limits with the same algorithm
+// share a key's state, so callers that enforce several limits of one
+// algorithm on the same client give each its own key prefix.
+type MemoryStore struct {
+	now      func() time.Time
+	seed     maphash.Seed
+	mask     uint64
+	perShard int
+	shards   []memShard
+}
+
+type memShard struct {
+	mu sync.Mutex
+	m  map[memKey]*memEntry
+	_  [48]byte // keep neighbouring shards' mutexes off one cache line
+}
+
+type memKey struct {
+	alg Algorithm
+	key string
+}
+
+// memEntry is one key's state. The fields' meaning depends on the algorithm:
+//
+//	fixed_window:   a = window start, b = count
+//	sliding_window: a = window start, b = current count, c = previous count
+//	token_bucket, leaky_bucket: a = last update, b = level (1/P units)
+//	gcra:           tat = theoretical arrival time (µs, float)
+//	sliding_log:    log
+type memEntry struct {
+	a, b, c int64
+	tat     float64
+	// idleAt is when the state becomes equivalent to a fresh key's (µs).
+	idleAt int64
+	log    *timestampLog
+}
+
+// NewMemoryStore returns a MemoryStore configured by cfg.
+func NewMemoryStore(cfg MemoryConfig) *MemoryStore {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Shards <= 0 {
+		cfg.Shards = DefaultMemoryShards
+	}
+	if cfg.MaxKeys <= 0 {
+		cfg.MaxKeys = DefaultMemoryMaxKeys
+	}
+	n := 1
+	for n < cfg.Shards {
+		n <<= 1
+	}
+	s := &MemoryStore{
+		now:      cfg.Now,
+		seed:     maphash.MakeSeed(),
+		mask:     uint64(n - 1),
+		perShard: (cfg.MaxKeys + n - 1) / n,
+		shards:   make([]memShard, n),
+	}
+	for i := range s.shards {
+		s.shards[i].m = make(map[memKey]*memEntry)
+	}
+	return s
+}
+
+// Name returns "memory".
+func (s *MemoryStore) Name() string { return "memory" }
+
+// Len returns the number of keys held, counting each key once per algorithm.
+func (s *MemoryStore) Len() int {
+	n := 0
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		n += len(sh.m)
+		sh.mu.Unlock()
+	}
+	return n
+}
+
+// Sweep drops every key whose state is equivalent to a fresh key's and
+// returns how many it dropped. It locks one shard at a time. Calling it is
+// optional: insertions already drop idle keys they come across.
+func (s *MemoryStore) Sweep() int {
+	now := s.now().UnixMicro()
+	dropped := 0
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		for k, e := range sh.m {
+			if e.idleAt <= now {
+				delete(sh.m, k)
+				dropped++
+			}
+		}
+		sh.mu.Unlock()
+	}
+	return dropped
+}
+
+// Decide implements Store. It never returns an error; ctx is not consulted
+// because a decision never waits.
+func (s *MemoryStore) Decide(_ context.Context, key string, lim Limit, cost int64) (Decision, error) {
+	now := s.now().UnixMicro()
+	sh := &s.shards[maphash.String(s.seed, key)&s.mask]
+	mk := memKey{alg: lim.Algorithm, key: key}
+	sh.mu.Lock()
+	e := sh.m[mk]
+	fresh := e == nil
+	if fresh {
+		e = sh.insert(memKey{alg: lim.Algorithm, key: strings.Clone(key)}, now, s.perShard)
+	}
+	var d Decision
+	switch lim.Algorithm {
+	case FixedWindow:
+		d = e.fixedWindow(now, key, lim, cost)
+	case SlidingWindow:
+		d = e.slidingWindow(now, key, lim, cost)
+	case SlidingLog:
+		d = e.slidingLog(now, lim, cost)
+	case TokenBucket:
+		d = e.tokenBucket(now, fresh, lim, cost)
+	case LeakyBucket:
+		d = e.leakyBucket(now, lim, cost)
+	case GCRA:
+		d = e.gcra(now, lim, cost)
+	}
+	sh.mu.Unlock()
+	d.Limit = lim.Quota()
+	return d, nil
+}
+
+// insert adds a new entry for k, first dropping idle entries among a few
+// sampled ones and, when the shard is still full, evicting the sampled
+// entry that becomes idle soonest. The caller holds sh.mu.
+func (sh *memShard) insert(k memKey, now int64, max int) *memEntry {
+	var (
+		victim   memKey
+		victimAt int64 = math.MaxInt64
+		seen     int
+	)
+	for sk, se := range sh.m {
+		if se.idleAt <= now {
+			delete(sh.m, sk)
+		} else if se.idleAt < victimAt {
+			victim, victimAt = sk, se.idleAt
+		}
+		if seen++; seen == evictionSamples {
+			break
+		}
+	}
+	if len(sh.m) >= max && victimAt != math.MaxInt64 {
+		delete(sh.m, victim)
+	}
+	e := &memEntry{}
+	sh.m[k] = e
+	return e
+}
+
+func us(d time.Duration) int64     { return int64(d / time.Microsecond) }
+func fromUS(v int64) time.Duration { return time.Duration(v) * time.Microsecond }
+func ceilDiv(a, b int64) int64     { return (a + b - 1) / b } // a >= 0, b > 0
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if (a%b != 0) && ((a < 0) != (b < 0)) {
+		q--
+	}
+	return q
+}
+func windowStart(now, off, p int64) int64 { return floorDiv(now-off, p)*p + off }
+
+// windowOffset is the offset of key's windows in µs (0 when aligned).
+func windowOffset(key string, lim Limit) int64 {
+	if lim.AlignWindows {
+		return 0
+	}
+	return us(WindowOffset(key, lim.Period))
+}
+
+func (e *memEntry) fixedWindow(now int64, key string, lim Limit, cost int64) Decision {
+	p, r := us(lim.Period), lim.Rate
+	ws := windowStart(now, windowOffset(key, lim), p)
+	if e.a != ws {
+		e.a, e.b = ws, 0
+	}
+	e.idleAt = ws + p
+	if e.b+cost > r {
+		return Decision{Remaining: max(r-e.b, 0), ResetAfter: fromUS(ws + p - now), RetryAfter: fromUS(ws + p - now)}
+	}
+	e.b += cost
+	return Decision{Allowed: true, Remaining: r - e.b, ResetAfter: fromUS(ws + p - now)}
+}
+
+// slidingWindow compares in integers scaled by P, which is exact: the
+// float weighted = prev·(P−e)/P of the definition is only compared and
+// floored, and R·P ≤ 2^53 (Limit.Validate).
+func (e *memEntry) slidingWindow(now int64, key string, lim Limit, cost int64) Decision {
+	p, r := us(lim.Period), lim.Rate
+	ws := windowStart(now, windowOffset(key, lim), p)
+	switch e.a {
+	case ws:
+	case ws - p:
+		e.a, e.b, e.c = ws, 0, e.b
+	default:
+		e.a, e.b, e.c = ws, 0, 0
+	}
+	cur, prev := e.b, e.c
+	el := now - ws
+	weightedP := prev * (p - el) // weighted·P
+	allowed := (cur+cost)*p+weightedP <= r*p
+	if allowed {
+		cur += cost
+		e.b = cur
+	}
+	d := Decision{Allowed: allowed, Remaining: max(floorDiv(r*p-cur*p-weightedP, p), 0)}
+	switch {
+	case cur > 0:
+		d.ResetAfter = fromUS(ws + 2*p - now)
+		e.idleAt = ws + 2*p
+	case prev > 0:
+		d.ResetAfter = fromUS(ws + p - now)
+		e.idleAt = ws + p
+	default:
+		e.idleAt = now
+	}
+	if allowed {
+		return d
+	}
+	if prev > 0 && cur+cost <= r {
+		// Smallest e' with prev·(P−e') ≤ (R−cur−c)·P within this window.
+		at := p - (r-cur-cost)*p/prev
+		d.RetryAfter = fromUS(at - el)
+	} else {
+		// Into the next window, where the previous count is cur.
+		at := p - (r-cost)*p/cur
+		d.RetryAfter = fromUS(ws + p - now + at)
+	}
+	return d
+}
+
+func (e *memEntry) slidingLog(now int64, lim Limit, cost int64) Decision {
+	p, r := us(lim.Period), lim.Rate
+	if e.log == nil {
+		e.log = &timestampLog{}
+	}
+	lg := e.log
+	lg.expire(now - p)
+	n := lg.total
+	d := Decision{}
+	if n+cost <= r {
+		lg.add(now, cost, r)
+		d.Allowed = true
+		n += cost
+	} else {
+		d.RetryAfter = fromUS(lg.nthOldest(n+cost-r) + p - now)
+	}
+	d.Remaining = max(r-n, 0)
+	if lg.size > 0 {
+		newest := lg.newest()
+		d.ResetAfter = fromUS(newest + p - now)
+		e.idleAt = newest + p
+	} else {
+		e.idleAt = now
+	}
+	return d
+}
+
+// refillElapsed is now − ts, clamped to [0, ceil(full/rate)] so that
+// elapsed·rate cannot overflow for a long-idle key.
+func refillElapsed(now, ts, full, rate int64) int64 {
+	el := now - ts
+	if el < 0 {
+		return 0
+	}
+	return min(el, ceilDiv(full, rate))
+}
+
+func (e *memEntry) tokenBucket(now int64, fresh bool, lim Limit, cost int64) Decision {
+	p, r, b := us(lim.Period), lim.Rate, lim.Quota()
+	full := b * p
+	level := full
+	if !fresh {
+		level = min(full, e.b+refillElapsed(now, e.a, full, r)*r)
+	}
+	d := Decision{}
+	if level >= cost*p {
+		level -= cost * p
+		d.Allowed = true
+	} else {
+		d.RetryAfter = fromUS(ceilDiv(cost*p-level, r))
+	}
+	e.a, e.b = now, level
+	refill := ceilDiv(full-level, r)
+	e.idleAt = now + refill
+	d.Remaining = level / p
+	d.ResetAfter = fromUS(refill)
+	return d
+}
+
+func (e *memEntry) leakyBucket(now int64, lim Limit, cost int64) Decision {
+	p, r, b := us(lim.Period), lim.Rate, lim.Quota()
+	full := b * p
+	level := max(0, e.b-refillElapsed(now, e.a, full, r)*r)
+	d := Decision{}
+	if level+cost*p <= full {
+		if !lim.NoDelay {
+			d.Delay = fromUS(ceilDiv(level, r))
+		}
+		level += cost * p
+		d.Allowed = true
+	} else {
+		d.RetryAfter = fromUS(ceilDiv(level+cost*p-full, r))
+	}
+	e.a, e.b = now, level
+	drain := ceilDiv(level, r)
+	e.idleAt = now + drain
+	d.Remaining = (full - level) / p
+	d.ResetAfter = fromUS(drain)
+	return d
+}
+
+// gcraEpsilon absorbs float rounding when a quantity measured in emission
+// intervals should be a whole number (the values compared are at most about
+// 2^53/P in magnitude, far above their rounding error, far below 1).
+const gcraEpsilon = 1e-9
+
+// gcra works relative to now: d = TAT − now is exact (both are timestamps
+// of similar magnitude), and every later step handles small numbers.
+func (e *memEntry) gcra(now int64, lim Limit, cost int64) Decision {
+	p, r, b := us(lim.Period), lim.Rate, lim.Quota()
+	t := float64(p) / float64(r)
+	nowF := float64(now)
+	ahead := max(e.tat-nowF, 0) // tat − now
+	newAhead := ahead + float64(cost)*t
+	tolerance := float64(b) * t
+	d := Decision{}
+	if wait := newAhead - tolerance; wait/t > gcraEpsilon {
+		d.RetryAfter = fromUS(int64(math.Ceil(wait - gcraEpsilon*t)))
+		d.Remaining = max(int64(math.Floor((tolerance-ahead)/t+gcraEpsilon)), 0)
+		d.ResetAfter = fromUS(int64(math.Ceil(ahead - gcraEpsilon*t)))
+		e.idleAt = now + int64(math.Ceil(ahead))
+		return d
+	}
+	e.tat = nowF + newAhead
+	d.Allowed = true
+	d.Remaining = max(int64(math.Floor((tolerance-newAhead)/t+gcraEpsilon)), 0)
+	d.ResetAfter = fromUS(int64(math.Ceil(newAhead - gcraEpsilon*t)))
+	e.idleAt = now + int64(math.Ceil(newAhead))
+	return d
+}
+
+// timestampLog is a ring of (timestamp, units) pairs in ascending time
+// order; admissions within one microsecond share a pair. It grows by
+// doubling up to the limit's Rate pairs.
+type timestampLog struct {
+	ring  []logEntry
+	head  int
+	size  int
+	total int64 // units in the log
+}
+
+type logEntry struct{ ts, n int64 }
+
+// expire drops entries with ts ≤ cutoff.
+func (l *timestampLog) expire(cutoff int64) {
+	for l.size > 0 && l.ring[l.head].ts <= cutoff {
+		l.total -= l.ring[l.head].n
+		l.head = (l.head + 1) % len(l.ring)
+		l.size--
+	}
+	if l.size == 0 {
+		l.head = 0
+	}
+}
+
+func (l *timestampLog) newest() int64 {
+	return l.ring[(l.head+l.size-1)%len(l.ring)].ts
+}
+
+func (l *timestampLog) add(ts, n, rate int64) {
+	l.total += n
+	if l.size > 0 {
+		last := &l.ring[(l.head+l.size-1)%len(l.ring)]
+		if last.ts == ts {
+			last.n += n
+			return
+		}
+	}
+	if l.size == len(l.ring) {
+		c := max(min(2*len(l.ring), int(rate)), 4, l.size+1)
+		grown := make([]logEntry, c)
+		for i := 0; i < l.size; i++ {
+			grown[i] = l.ring[(l.head+i)%len(l.ring)]
+		}
+		l.ring, l.head = grown, 0
+	}
+	l.ring[(l.head+l.size)%len(l.ring)] = logEntry{ts: ts, n: n}
+	l.size++
+}
+
+// nthOldest returns the timestamp of the k-th oldest unit (1-based).
+func (l *timestampLog) nthOldest(k int64) int64 {
+	for i := 0; i < l.size; i++ {
+		en := l.ring[(l.head+i)%len(l.ring)]
+		if k <= en.n {
+			return en.ts
+		}
+		k -= en.n
+	}
+	return l.newest()
+}
