@@ -44,7 +44,8 @@ type Config struct {
 	Store Store
 	// FailPolicy applies when Store returns an error. Default FailOpen.
 	FailPolicy FailPolicy
-	// Timeout bounds each store call. Default DefaultTimeout; negative disables.
+	// Timeout bounds each store call. Default DefaultTimeout; negative
+	// disables. A MemoryStore never waits and is given no deadline.
 	Timeout time.Duration
 	// Observer, when set, is told the duration and outcome of every store call.
 	Observer Observer
@@ -113,7 +114,7 @@ func (l *Limiter) AllowN(ctx context.Context, key string, cost int64) (Decision,
 		return l.fail(ctx, key, cost, ErrCircuitOpen)
 	}
 	callCtx := ctx
-	if l.cfg.Timeout > 0 {
+	if _, inProcess := l.cfg.Store.(inProcessStore); l.cfg.Timeout > 0 && !inProcess {
 		var cancel context.CancelFunc
 		callCtx, cancel = context.WithTimeout(ctx, l.cfg.Timeout)
 		defer cancel()
@@ -146,6 +147,11 @@ func (l *Limiter) fail(ctx context.Context, key string, cost int64, err error) (
 	}
 	return Decision{Allowed: true, Limit: lim.Quota(), Remaining: lim.Quota(), Failure: FailureOpen}, err
 }
+
+// inProcessStore is a Store that decides without waiting (MemoryStore): the
+// Limiter gives it no deadline, which keeps its decisions free of
+// allocations.
+type inProcessStore interface{ decidesInProcess() }
 
 // ErrCircuitOpen is returned, wrapped, when the circuit breaker has stopped
 // calling a failing store.

@@ -120,6 +120,8 @@ func NewMemoryStore(cfg MemoryConfig) *MemoryStore {
 	return s
 }
 
+func (s *MemoryStore) decidesInProcess() {}
+
 // Name returns "memory".
 func (s *MemoryStore) Name() string { return "memory" }
 
