@@ -1,0 +1,175 @@
+package httplimit
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/rl-exporter/rl-exporter/limiter"
+)
+
+// CheckPath is where serve mounts the decision API.
+const CheckPath = "/v1/check"
+
+// MaxCheckBody is the largest decision API request body; larger ones get 413.
+const MaxCheckBody = 4 << 10
+
+// maxCheckKey bounds the caller-supplied key.
+const maxCheckKey = 512
+
+// CheckRequest is the body of POST /v1/check.
+type CheckRequest struct {
+	// Key identifies the client; used verbatim (the proxy's own keys are
+	// "user:<id>", "apikey:<hash>" and "ip:<address>", so a caller that
+	// passes the same string shares the client's budget).
+	Key string `json:"key"`
+	// Endpoint is "METHOD /path", matched against the route patterns like a
+	// request; a bare "/path" is a GET. Unmatched ones fall to the default class.
+	Endpoint string `json:"endpoint"`
+	// PlanTier is the client's plan tier; empty or unknown means the default tier.
+	PlanTier string `json:"plan_tier"`
+	// Cost is the number of units to take; default 1.
+	Cost *int64 `json:"cost"`
+}
+
+// CheckResponse is the body the decision API answers with. On a 429 it also
+// carries the error fields of the 429 body.
+type CheckResponse struct {
+	// Allowed says whether the request may pass (true in shadow mode and on fail-open).
+	Allowed bool `json:"allowed"`
+	// Status is how the request fared: allowed, rejected, shadow_rejected, fail_open, fail_closed.
+	Status limiter.Status `json:"status"`
+	// Endpoint is the matched route pattern.
+	Endpoint string `json:"endpoint"`
+	// Class is the route's class, also the RateLimit-Policy name.
+	Class string `json:"class"`
+	// PlanTier is the tier applied.
+	PlanTier string `json:"plan_tier"`
+	// Limit is the quota (X-RateLimit-Limit).
+	Limit int64 `json:"limit"`
+	// Remaining is what could still be admitted now (X-RateLimit-Remaining).
+	Remaining int64 `json:"remaining"`
+	// Reset is the seconds until the full quota is available again.
+	Reset int64 `json:"reset"`
+	// RetryAfter is the Retry-After in seconds of a refused request, else 0.
+	RetryAfter int64 `json:"retry_after"`
+	// DelayMS is how long a leaky_bucket admission should be held, in milliseconds.
+	DelayMS int64 `json:"delay_ms"`
+	// Error and Message are set on a 429 and a 503, as in the 429 body.
+	Error   string `json:"error,omitempty"`
+	Message string `json:"message,omitempty"`
+}
+
+// CheckHandler returns the decision API: POST a CheckRequest as JSON
+// (whatever the Content-Type) and get a CheckResponse with the same headers
+// the middleware would send, status 200 when allowed, 429 when rejected,
+// 503 when fail-closed, 400 for a bad body and 413 for one over MaxCheckBody.
+func (m *Middleware) CheckHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			w.Header().Set("Allow", http.MethodPost)
+			writeJSON(w, "application/json", http.StatusMethodNotAllowed, RejectedBody{Error: "method_not_allowed", Message: "use POST"})
+			return
+		}
+		req, status, err := readCheckRequest(w, r)
+		if err != nil {
+			writeJSON(w, "application/json", status, RejectedBody{Error: "bad_request", Message: err.Error()})
+			return
+		}
+		p := m.policy.Load()
+		probe, err := endpointRequest(req.Endpoint)
+		if err != nil {
+			writeJSON(w, "application/json", http.StatusBadRequest, RejectedBody{Error: "bad_request", Message: err.Error()})
+			return
+		}
+		rt := p.match(probe)
+		cost := int64(1)
+		if req.Cost != nil {
+			cost = *req.Cost
+		}
+		if err := rt.class.limiterFor(p.tier(req.PlanTier)).Limit().CheckCost(cost); err != nil {
+			writeJSON(w, "application/json", http.StatusBadRequest, RejectedBody{Error: "bad_request", Message: "cost: " + err.Error()})
+			return
+		}
+		tier := p.tier(req.PlanTier)
+		o := m.decide(r.Context(), rt, tier, req.Key, cost)
+		resp := CheckResponse{
+			Allowed:  o.status != limiter.StatusRejected && o.status != limiter.StatusFailClosed,
+			Status:   o.status,
+			Endpoint: rt.pattern, Class: rt.class.name, PlanTier: tier,
+			Limit: o.n.quota, Remaining: o.n.remaining, Reset: o.n.reset,
+			DelayMS: o.d.Delay.Milliseconds(),
+		}
+		code := http.StatusOK
+		switch o.status {
+		case limiter.StatusRejected:
+			p.headers.write(w.Header(), o.n)
+			w.Header().Set("Cache-Control", "no-store")
+			resp.RetryAfter = o.n.retry
+			resp.Error = "rate_limit_exceeded"
+			resp.Message = fmt.Sprintf("rate limit exceeded on %s; retry in %d s", rt.pattern, o.n.retry)
+			code = http.StatusTooManyRequests
+		case limiter.StatusFailClosed:
+			resp.RetryAfter = retryAfterSeconds(o.d)
+			resp.Error = "rate_limit_unavailable"
+			resp.Message = "the rate limiter cannot decide right now; retry later"
+			w.Header().Set("Retry-After", fmt.Sprint(resp.RetryAfter))
+			w.Header().Set("Cache-Control", "no-store")
+			code = http.StatusServiceUnavailable
+		case limiter.StatusAllowed:
+			p.headers.write(w.Header(), o.n)
+		}
+		writeJSON(w, "application/json", code, resp)
+	})
+}
+
+func readCheckRequest(w http.ResponseWriter, r *http.Request) (CheckRequest, int, error) {
+	var req CheckRequest
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxCheckBody))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return req, http.StatusRequestEntityTooLarge, fmt.Errorf("body over %d bytes", MaxCheckBody)
+		}
+		return req, http.StatusBadRequest, fmt.Errorf("read body: %w", err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		return req, http.StatusBadRequest, fmt.Errorf("body is not a JSON check request: %w", err)
+	}
+	if dec.More() {
+		return req, http.StatusBadRequest, errors.New("body has data after the JSON object")
+	}
+	switch {
+	case req.Key == "":
+		return req, http.StatusBadRequest, errors.New("key: required")
+	case len(req.Key) > maxCheckKey:
+		return req, http.StatusBadRequest, fmt.Errorf("key: longer than %d bytes", maxCheckKey)
+	case req.Endpoint == "":
+		return req, http.StatusBadRequest, errors.New(`endpoint: required, as "METHOD /path"`)
+	}
+	return req, 0, nil
+}
+
+// endpointRequest turns "METHOD /path" into a request to match.
+func endpointRequest(ep string) (*http.Request, error) {
+	method, path, ok := strings.Cut(strings.TrimSpace(ep), " ")
+	if !ok {
+		method, path = http.MethodGet, method
+	}
+	path = strings.TrimSpace(path)
+	if method == "" || strings.ContainsAny(method, " /") {
+		return nil, fmt.Errorf("endpoint %q: want \"METHOD /path\"", ep)
+	}
+	u, err := url.ParseRequestURI(path)
+	if err != nil || !strings.HasPrefix(path, "/") {
+		return nil, fmt.Errorf("endpoint %q: path must start with /", ep)
+	}
+	return &http.Request{Method: strings.ToUpper(method), URL: &url.URL{Path: u.Path, RawPath: u.RawPath}, Header: http.Header{}}, nil
+}

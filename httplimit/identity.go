@@ -1,0 +1,328 @@
+package httplimit
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/netip"
+	"strings"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+)
+
+// IdentityConfig says how the client of a request is identified and which
+// plan tier it is on. The zero value keys every request by its direct peer's
+// IP address and puts it on the default tier.
+//
+// Identities are tried in this order: an Identity in the request context
+// (set with WithIdentity by a Go service that authenticated the request),
+// the JWT's sub claim (when JWT is set and the request carries a token; a
+// token that fails verification makes the request keyed by IP, whatever
+// else it carries), UserHeader, APIKeyHeader, and finally the client IP.
+type IdentityConfig struct {
+	// TrustedProxies are the networks whose X-Forwarded-For and Forwarded
+	// headers are believed. From any other peer those headers are ignored,
+	// so a client cannot choose its own key.
+	TrustedProxies []netip.Prefix
+	// UserHeader names a header carrying an authenticated user id, set by a
+	// gateway in front that overwrites whatever the client sent (X-User-ID).
+	UserHeader string
+	// APIKeyHeader names a header carrying the client's API key (X-API-Key).
+	// Keys are hashed before they become part of a limiter key.
+	APIKeyHeader string
+	// RequireKnownAPIKey ignores API keys that are not in TierByKey, so a
+	// client cannot escape its limit by inventing keys.
+	RequireKnownAPIKey bool
+	// JWT, when set, verifies bearer tokens and keys clients by their sub claim.
+	JWT *JWTConfig
+	// TierHeader names a trusted header carrying the plan tier (X-Plan-Tier).
+	TierHeader string
+	// TierByKey maps user ids, JWT subjects and API keys to plan tiers.
+	TierByKey map[string]string
+}
+
+// JWTConfig verifies JSON Web Tokens. Exactly one algorithm is accepted.
+type JWTConfig struct {
+	// Header carries the token; default "Authorization", with the "Bearer " scheme.
+	Header string
+	// Algorithm is the only accepted signing algorithm: HS256, HS384,
+	// HS512, RS256, RS384, RS512, ES256, ES384 or ES512.
+	Algorithm string
+	// Secret is the HMAC secret for HS* algorithms.
+	Secret []byte
+	// PublicKeyPEM is the PEM public key for RS* and ES* algorithms.
+	PublicKeyPEM []byte
+	// Issuer and Audience, when set, must match the token's iss and aud.
+	Issuer, Audience string
+	// Leeway tolerates clock skew on exp and nbf.
+	Leeway time.Duration
+	// Now is the clock; default time.Now.
+	Now func() time.Time
+}
+
+// Identity is a client identity verified by the caller. It is a plain value.
+type Identity struct {
+	// Key identifies the client (a user or account id); required.
+	Key string
+	// Tier is the client's plan tier; unknown or empty means the default tier.
+	Tier string
+}
+
+type identityKey struct{}
+
+// WithIdentity returns a context carrying id, for Go services that
+// authenticate requests before the middleware runs. It takes precedence over
+// every header.
+func WithIdentity(ctx context.Context, id Identity) context.Context {
+	return context.WithValue(ctx, identityKey{}, id)
+}
+
+// IdentityFrom returns the Identity set by WithIdentity, if any.
+func IdentityFrom(ctx context.Context) (Identity, bool) {
+	id, ok := ctx.Value(identityKey{}).(Identity)
+	return id, ok && id.Key != ""
+}
+
+type identity struct {
+	cfg    IdentityConfig
+	jwt    *jwt.Parser
+	jwtKey any
+	jwtHdr string
+}
+
+func newIdentity(cfg IdentityConfig) (*identity, error) {
+	id := &identity{cfg: cfg}
+	for _, p := range cfg.TrustedProxies {
+		if !p.IsValid() {
+			return nil, fmt.Errorf("trusted proxy %v: not a valid network", p)
+		}
+	}
+	if cfg.JWT == nil {
+		return id, nil
+	}
+	j := cfg.JWT
+	id.jwtHdr = j.Header
+	if id.jwtHdr == "" {
+		id.jwtHdr = "Authorization"
+	}
+	switch {
+	case strings.HasPrefix(j.Algorithm, "HS"):
+		if len(j.Secret) == 0 {
+			return nil, fmt.Errorf("jwt: algorithm %s needs a secret", j.Algorithm)
+		}
+		id.jwtKey = j.Secret
+	case strings.HasPrefix(j.Algorithm, "RS"):
+		k, err := jwt.ParseRSAPublicKeyFromPEM(j.PublicKeyPEM)
+		if err != nil {
+			return nil, fmt.Errorf("jwt: %s public key: %w", j.Algorithm, err)
+		}
+		id.jwtKey = k
+	case strings.HasPrefix(j.Algorithm, "ES"):
+		k, err := jwt.ParseECPublicKeyFromPEM(j.PublicKeyPEM)
+		if err != nil {
+			return nil, fmt.Errorf("jwt: %s public key: %w", j.Algorithm, err)
+		}
+		id.jwtKey = k
+	}
+	switch j.Algorithm {
+	case "HS256", "HS384", "HS512", "RS256", "RS384", "RS512", "ES256", "ES384", "ES512":
+	default:
+		return nil, fmt.Errorf("jwt: unsupported algorithm %q (want HS256, HS384, HS512, RS256, RS384, RS512, ES256, ES384 or ES512)", j.Algorithm)
+	}
+	opts := []jwt.ParserOption{jwt.WithValidMethods([]string{j.Algorithm}), jwt.WithExpirationRequired()}
+	if j.Leeway > 0 {
+		opts = append(opts, jwt.WithLeeway(j.Leeway))
+	}
+	if j.Issuer != "" {
+		opts = append(opts, jwt.WithIssuer(j.Issuer))
+	}
+	if j.Audience != "" {
+		opts = append(opts, jwt.WithAudience(j.Audience))
+	}
+	if j.Now != nil {
+		opts = append(opts, jwt.WithTimeFunc(j.Now))
+	}
+	id.jwt = jwt.NewParser(opts...)
+	return id, nil
+}
+
+// client is who is asking: the key part naming the client, and the tier it
+// claims (validated by the Policy).
+type client struct {
+	key  string
+	tier string
+}
+
+// resolve identifies the client of r.
+func (id *identity) resolve(r *http.Request) client {
+	if ctxID, ok := IdentityFrom(r.Context()); ok {
+		return client{key: "user:" + ctxID.Key, tier: id.tierOf(r, ctxID.Key, ctxID.Tier)}
+	}
+	if id.jwt != nil {
+		if raw, ok := id.bearer(r); ok {
+			sub, err := id.verify(raw)
+			if err != nil {
+				// Never trusted: key by address, on the default tier.
+				return client{key: "ip:" + id.clientIP(r).String()}
+			}
+			return client{key: "user:" + sub, tier: id.tierOf(r, sub, "")}
+		}
+	}
+	if h := id.cfg.UserHeader; h != "" {
+		if v := r.Header.Get(h); v != "" {
+			return client{key: "user:" + v, tier: id.tierOf(r, v, "")}
+		}
+	}
+	if h := id.cfg.APIKeyHeader; h != "" {
+		if v := r.Header.Get(h); v != "" {
+			_, known := id.cfg.TierByKey[v]
+			if known || !id.cfg.RequireKnownAPIKey {
+				sum := sha256.Sum256([]byte(v))
+				return client{key: "apikey:" + hex.EncodeToString(sum[:8]), tier: id.tierOf(r, v, "")}
+			}
+		}
+	}
+	return client{key: "ip:" + id.clientIP(r).String(), tier: id.tierOf(r, "", "")}
+}
+
+// tierOf picks the tier: the trusted tier header, then the key→tier lookup,
+// then the tier that came with a context identity.
+func (id *identity) tierOf(r *http.Request, key, fallback string) string {
+	if h := id.cfg.TierHeader; h != "" {
+		if v := r.Header.Get(h); v != "" {
+			return v
+		}
+	}
+	if key != "" {
+		if t, ok := id.cfg.TierByKey[key]; ok {
+			return t
+		}
+	}
+	return fallback
+}
+
+func (id *identity) bearer(r *http.Request) (string, bool) {
+	v := r.Header.Get(id.jwtHdr)
+	if v == "" {
+		return "", false
+	}
+	if len(v) > 7 && strings.EqualFold(v[:7], "bearer ") {
+		v = strings.TrimSpace(v[7:])
+	}
+	return v, v != ""
+}
+
+var errNoSubject = errors.New("token has no sub claim")
+
+func (id *identity) verify(raw string) (string, error) {
+	tok, err := id.jwt.Parse(raw, func(*jwt.Token) (any, error) { return id.jwtKey, nil })
+	if err != nil {
+		return "", err
+	}
+	sub, err := tok.Claims.GetSubject()
+	if err != nil {
+		return "", err
+	}
+	if sub == "" {
+		return "", errNoSubject
+	}
+	return sub, nil
+}
+
+func (id *identity) trusted(a netip.Addr) bool {
+	a = a.Unmap()
+	for _, p := range id.cfg.TrustedProxies {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
+// clientIP is the direct peer's address, or — when the peer is a trusted
+// proxy — the rightmost address in Forwarded (or else X-Forwarded-For) that
+// is not itself a trusted proxy.
+func (id *identity) clientIP(r *http.Request) netip.Addr {
+	peer := peerAddr(r.RemoteAddr)
+	if !peer.IsValid() || len(id.cfg.TrustedProxies) == 0 || !id.trusted(peer) {
+		return peer
+	}
+	hops := forwardedFor(r.Header.Values("Forwarded"))
+	if hops == nil {
+		hops = xForwardedFor(r.Header.Values("X-Forwarded-For"))
+	}
+	last := peer
+	for i := len(hops) - 1; i >= 0; i-- {
+		a := parseHop(hops[i])
+		if !a.IsValid() {
+			// A hop we cannot read (obfuscated, "unknown", junk): the
+			// trusted proxy that added it is the last thing we know.
+			return last
+		}
+		if !id.trusted(a) {
+			return a
+		}
+		last = a
+	}
+	return last
+}
+
+func peerAddr(remote string) netip.Addr {
+	if ap, err := netip.ParseAddrPort(remote); err == nil {
+		return ap.Addr().Unmap()
+	}
+	host, _, err := net.SplitHostPort(remote)
+	if err != nil {
+		host = remote
+	}
+	a, _ := netip.ParseAddr(strings.Trim(host, "[]"))
+	return a.Unmap()
+}
+
+func xForwardedFor(values []string) []string {
+	var hops []string
+	for _, v := range values {
+		for _, h := range strings.Split(v, ",") {
+			hops = append(hops, strings.TrimSpace(h))
+		}
+	}
+	return hops
+}
+
+// forwardedFor extracts the for= parameters of RFC 7239 Forwarded headers,
+// one per element; nil when there are none.
+func forwardedFor(values []string) []string {
+	var hops []string
+	for _, v := range values {
+		for _, elem := range strings.Split(v, ",") {
+			found := ""
+			for _, pair := range strings.Split(elem, ";") {
+				k, val, ok := strings.Cut(strings.TrimSpace(pair), "=")
+				if ok && strings.EqualFold(k, "for") {
+					found = strings.Trim(val, `"`)
+				}
+			}
+			hops = append(hops, found)
+		}
+	}
+	return hops
+}
+
+// parseHop reads "1.2.3.4", "1.2.3.4:80", "[2001:db8::1]:80" or "2001:db8::1".
+func parseHop(h string) netip.Addr {
+	if a, err := netip.ParseAddr(h); err == nil {
+		return a.Unmap()
+	}
+	if ap, err := netip.ParseAddrPort(h); err == nil {
+		return ap.Addr().Unmap()
+	}
+	if a, err := netip.ParseAddr(strings.Trim(h, "[]")); err == nil {
+		return a.Unmap()
+	}
+	return netip.Addr{}
+}

@@ -1,0 +1,229 @@
+package httplimit
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/pem"
+	"net/http"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/rl-exporter/rl-exporter/limiter"
+)
+
+func lastKey(t *testing.T, rec *records) string {
+	t.Helper()
+	all := rec.all()
+	if len(all) == 0 {
+		t.Fatal("nothing recorded")
+	}
+	return all[len(all)-1].Key
+}
+
+func clientOf(key string) string {
+	// class|tier|endpoint|client
+	n := 0
+	for i := range key {
+		if key[i] == '|' {
+			n++
+			if n == 3 {
+				return key[i+1:]
+			}
+		}
+	}
+	return key
+}
+
+func TestForwardedAddressesAreBelievedOnlyFromTrustedProxies(t *testing.T) {
+	_, h, rec := setup(t, PolicyConfig{Identity: IdentityConfig{
+		TrustedProxies: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("fd00::/8")},
+	}}, newClock())
+	cases := []struct {
+		name   string
+		remote string
+		hdr    map[string]string
+		want   string
+	}{
+		{"an untrusted peer forging X-Forwarded-For is keyed by its own address",
+			"203.0.113.7:4000", map[string]string{"X-Forwarded-For": "198.51.100.1"}, "ip:203.0.113.7"},
+		{"an untrusted peer forging Forwarded is keyed by its own address",
+			"203.0.113.7:4000", map[string]string{"Forwarded": "for=198.51.100.1"}, "ip:203.0.113.7"},
+		{"a trusted proxy's X-Forwarded-For names the client",
+			"10.1.2.3:4000", map[string]string{"X-Forwarded-For": "198.51.100.1"}, "ip:198.51.100.1"},
+		{"a client prepending a forged hop behind a trusted proxy is keyed by its real address",
+			"10.1.2.3:4000", map[string]string{"X-Forwarded-For": "1.1.1.1, 198.51.100.1"}, "ip:198.51.100.1"},
+		{"a chain of trusted proxies is walked from the right",
+			"10.1.2.3:4000", map[string]string{"X-Forwarded-For": "198.51.100.1, 10.9.9.9"}, "ip:198.51.100.1"},
+		{"Forwarded is preferred and understands IPv6 with a port",
+			"[fd00::1]:4000", map[string]string{"Forwarded": `for="[2001:db8::17]:4711";proto=https`, "X-Forwarded-For": "198.51.100.1"}, "ip:2001:db8::17"},
+		{"an unreadable hop stops at the trusted proxy that added it",
+			"10.1.2.3:4000", map[string]string{"X-Forwarded-For": "198.51.100.1, garbage"}, "ip:10.1.2.3"},
+		{"a trusted proxy without forwarding headers is the client",
+			"10.1.2.3:4000", nil, "ip:10.1.2.3"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			do(h, "GET", "/", c.remote, c.hdr)
+			if got := clientOf(lastKey(t, rec)); got != c.want {
+				t.Errorf("keyed by %q, want %q", got, c.want)
+			}
+		})
+	}
+}
+
+func TestAForgedForwardedHeaderDoesNotEscapeTheLimit(t *testing.T) {
+	_, h, _ := setup(t, PolicyConfig{Classes: []Class{oneClass("default", limiter.PerMinute(limiter.FixedWindow, 2))}}, newClock())
+	codes := []int{}
+	for i := 0; i < 4; i++ {
+		w := do(h, "GET", "/", "203.0.113.7:4000", map[string]string{"X-Forwarded-For": "198.51.100." + string(rune('1'+i))})
+		codes = append(codes, w.Code)
+	}
+	if codes[2] != 429 || codes[3] != 429 {
+		t.Errorf("statuses %v: a client rotating X-Forwarded-For must still be limited after 2", codes)
+	}
+}
+
+type jwtKeys struct {
+	hsSecret []byte
+	rsa      *rsa.PrivateKey
+	ec       *ecdsa.PrivateKey
+}
+
+func pemPublic(t *testing.T, pub any) []byte {
+	t.Helper()
+	der, err := x509.MarshalPKIXPublicKey(pub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der})
+}
+
+func sign(t *testing.T, m jwt.SigningMethod, key any, claims jwt.MapClaims) string {
+	t.Helper()
+	s, err := jwt.NewWithClaims(m, claims).SignedString(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestJWTSubjectsAreTrustedOnlyWhenTheTokenVerifies(t *testing.T) {
+	rk, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ek, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	otherRSA, _ := rsa.GenerateKey(rand.Reader, 2048)
+	clk := newClock()
+	exp := clk.Now().Add(time.Hour).Unix()
+	past := clk.Now().Add(-time.Minute).Unix()
+	secret := []byte("s3cret-for-tests")
+
+	type tc struct {
+		name  string
+		cfg   JWTConfig
+		token string
+		want  string
+	}
+	cases := []tc{
+		{"a valid HS256 token keys by sub", JWTConfig{Algorithm: "HS256", Secret: secret},
+			sign(t, jwt.SigningMethodHS256, secret, jwt.MapClaims{"sub": "alice", "exp": exp}), "user:alice"},
+		{"an HS256 token with a bad signature keys by IP", JWTConfig{Algorithm: "HS256", Secret: secret},
+			sign(t, jwt.SigningMethodHS256, []byte("wrong"), jwt.MapClaims{"sub": "alice", "exp": exp}), "ip:192.0.2.1"},
+		{"an expired token keys by IP", JWTConfig{Algorithm: "HS256", Secret: secret},
+			sign(t, jwt.SigningMethodHS256, secret, jwt.MapClaims{"sub": "alice", "exp": past}), "ip:192.0.2.1"},
+		{"a token without expiry keys by IP", JWTConfig{Algorithm: "HS256", Secret: secret},
+			sign(t, jwt.SigningMethodHS256, secret, jwt.MapClaims{"sub": "alice"}), "ip:192.0.2.1"},
+		{"a token signed with another algorithm than the pinned one keys by IP", JWTConfig{Algorithm: "HS256", Secret: secret},
+			sign(t, jwt.SigningMethodHS512, secret, jwt.MapClaims{"sub": "alice", "exp": exp}), "ip:192.0.2.1"},
+		{"an alg=none token keys by IP", JWTConfig{Algorithm: "HS256", Secret: secret},
+			sign(t, jwt.SigningMethodNone, jwt.UnsafeAllowNoneSignatureType, jwt.MapClaims{"sub": "alice", "exp": exp}), "ip:192.0.2.1"},
+		{"a valid RS256 token keys by sub", JWTConfig{Algorithm: "RS256", PublicKeyPEM: pemPublic(t, &rk.PublicKey)},
+			sign(t, jwt.SigningMethodRS256, rk, jwt.MapClaims{"sub": "bob", "exp": exp}), "user:bob"},
+		{"an RS256 token from another key keys by IP", JWTConfig{Algorithm: "RS256", PublicKeyPEM: pemPublic(t, &rk.PublicKey)},
+			sign(t, jwt.SigningMethodRS256, otherRSA, jwt.MapClaims{"sub": "bob", "exp": exp}), "ip:192.0.2.1"},
+		{"an HS256 token signed with the RSA public key as secret keys by IP", JWTConfig{Algorithm: "RS256", PublicKeyPEM: pemPublic(t, &rk.PublicKey)},
+			sign(t, jwt.SigningMethodHS256, pemPublic(t, &rk.PublicKey), jwt.MapClaims{"sub": "bob", "exp": exp}), "ip:192.0.2.1"},
+		{"a valid ES256 token keys by sub", JWTConfig{Algorithm: "ES256", PublicKeyPEM: pemPublic(t, &ek.PublicKey)},
+			sign(t, jwt.SigningMethodES256, ek, jwt.MapClaims{"sub": "carol", "exp": exp}), "user:carol"},
+		{"a wrong audience keys by IP", JWTConfig{Algorithm: "HS256", Secret: secret, Audience: "api"},
+			sign(t, jwt.SigningMethodHS256, secret, jwt.MapClaims{"sub": "alice", "exp": exp, "aud": "other"}), "ip:192.0.2.1"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := c.cfg
+			cfg.Now = clk.Now
+			_, h, rec := setup(t, PolicyConfig{Identity: IdentityConfig{JWT: &cfg, UserHeader: "X-User-ID"}}, clk)
+			// X-User-ID is sent too: an invalid token must not fall back to it.
+			do(h, "GET", "/", "192.0.2.1:1", map[string]string{"Authorization": "Bearer " + c.token, "X-User-ID": "mallory"})
+			if got := clientOf(lastKey(t, rec)); got != c.want {
+				t.Errorf("keyed by %q, want %q", got, c.want)
+			}
+		})
+	}
+}
+
+func TestIdentitySourcesInOrder(t *testing.T) {
+	_, h, rec := setup(t, PolicyConfig{Identity: IdentityConfig{UserHeader: "X-User-ID", APIKeyHeader: "X-API-Key"}}, newClock())
+	cases := []struct {
+		name string
+		hdr  map[string]string
+		ctx  *Identity
+		want string
+	}{
+		{"a verified identity in the context wins", map[string]string{"X-User-ID": "bob"}, &Identity{Key: "alice"}, "user:alice"},
+		{"the user header", map[string]string{"X-User-ID": "bob", "X-API-Key": "k1"}, nil, "user:bob"},
+		{"an API key is hashed", map[string]string{"X-API-Key": "k1"}, nil, "apikey:b4d5ad8f0e9b2e80"},
+		{"nothing keys by IP", nil, nil, "ip:192.0.2.1"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := newRequest("GET", "/", "192.0.2.1:1")
+			for k, v := range c.hdr {
+				r.Header.Set(k, v)
+			}
+			if c.ctx != nil {
+				r = r.WithContext(WithIdentity(context.Background(), *c.ctx))
+			}
+			h.ServeHTTP(newRecorder(), r)
+			got := clientOf(lastKey(t, rec))
+			if c.name == "an API key is hashed" {
+				if len(got) != len("apikey:")+16 || got[:7] != "apikey:" || got == "apikey:k1" {
+					t.Errorf("keyed by %q, want apikey: and 16 hex digits", got)
+				}
+				return
+			}
+			if got != c.want {
+				t.Errorf("keyed by %q, want %q", got, c.want)
+			}
+		})
+	}
+}
+
+func TestUnknownAPIKeysAreIgnoredWhenKnownKeysAreRequired(t *testing.T) {
+	_, h, rec := setup(t, PolicyConfig{
+		Tiers: []string{"free", "pro"}, DefaultTier: "free",
+		Classes:  []Class{{Name: "default", Limits: map[string]limiter.Limit{"free": DefaultLimit}}},
+		Identity: IdentityConfig{APIKeyHeader: "X-API-Key", RequireKnownAPIKey: true, TierByKey: map[string]string{"good-key": "pro"}},
+	}, newClock())
+	do(h, "GET", "/", "192.0.2.1:1", map[string]string{"X-API-Key": "invented"})
+	if got := clientOf(lastKey(t, rec)); got != "ip:192.0.2.1" {
+		t.Errorf("invented key: keyed by %q, want ip:192.0.2.1", got)
+	}
+	do(h, "GET", "/", "192.0.2.1:1", map[string]string{"X-API-Key": "good-key"})
+	all := rec.all()
+	if last := all[len(all)-1]; clientOf(last.Key)[:7] != "apikey:" || last.PlanTier != "pro" {
+		t.Errorf("known key: keyed by %q on tier %q, want an apikey on pro", last.Key, last.PlanTier)
+	}
+	_ = http.StatusOK
+}

@@ -1,0 +1,320 @@
+// Package httplimit enforces rate limits on HTTP requests: a net/http
+// middleware for Go services and the engine behind `rl-exporter serve`.
+//
+// A Policy groups route patterns (Go 1.22 ServeMux syntax, such as
+// "GET /api/v1/orders/{id}") into classes; each class has a limit per plan
+// tier. For each request the Middleware finds the matched pattern — the
+// endpoint's name everywhere: limiter keys, metrics, logs —, its class, the
+// client's identity and plan tier, asks the class's limiter, writes the
+// rate-limit headers and either passes the request on or answers 429 (or 503
+// when the store failed and the policy is fail-closed).
+//
+// The package knows the limiter and its Recorder interface, never which store
+// is behind the limiter nor Prometheus.
+package httplimit
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/rl-exporter/rl-exporter/limiter"
+)
+
+// CatchAll is the pattern under which requests that match no configured
+// route are counted, in the default class. It is their endpoint name.
+const CatchAll = "/"
+
+// Class is a group of routes that share how they are limited. It is a plain
+// value used to build a Policy.
+type Class struct {
+	// Name identifies the class in keys, logs and the RateLimit-Policy
+	// field. Letters, digits, '_' and '-' only.
+	Name string
+	// Routes are ServeMux patterns ("GET /orders/{id}", "/admin/").
+	Routes []string
+	// Limits is the limit per plan tier. The policy's default tier must be
+	// present; a tier without an entry uses the default tier's limit.
+	Limits map[string]limiter.Limit
+	// Shadow makes the class decide and record but never reject: requests
+	// over the limit pass and are recorded as shadow_rejected.
+	Shadow bool
+	// Shared makes all routes of the class share one budget per client,
+	// instead of one budget per endpoint and client.
+	Shared bool
+}
+
+// PolicyConfig is everything a Policy is built from. The zero value of each
+// optional field is a usable default.
+type PolicyConfig struct {
+	// Classes are the route classes. Default: one class named "default"
+	// with 100 requests per minute (fixed_window) for every endpoint per client.
+	Classes []Class
+	// DefaultClass receives requests that match no route, under the
+	// CatchAll endpoint. Default: the first class.
+	DefaultClass string
+	// Tiers are the plan tier names. Default: just DefaultTier.
+	Tiers []string
+	// DefaultTier is the tier of clients whose tier is unknown. Default "default".
+	DefaultTier string
+
+	// Store is where decisions are made. Required.
+	Store limiter.Store
+	// FailPolicy, Timeout, Breaker and Observer configure every limiter
+	// built for the policy (see limiter.Config).
+	FailPolicy limiter.FailPolicy
+	Timeout    time.Duration
+	Breaker    limiter.BreakerConfig
+	Observer   limiter.Observer
+
+	// Identity says who is asking.
+	Identity IdentityConfig
+	// Headers says which rate-limit headers and 429 body to send.
+	Headers HeaderConfig
+}
+
+// DefaultLimit is the limit of the built-in default class.
+var DefaultLimit = limiter.PerMinute(limiter.FixedWindow, 100)
+
+// Policy is a compiled PolicyConfig: routes, classes with their limiters,
+// identity and header settings. It is immutable and safe for concurrent use;
+// a reload builds a new Policy and swaps it in (Middleware.Swap).
+type Policy struct {
+	mux          *http.ServeMux
+	routes       map[string]*class // pattern → class
+	classes      []*class
+	defaultClass *class
+	tiers        map[string]bool
+	tierNames    []string
+	defaultTier  string
+	identity     *identity
+	headers      HeaderConfig
+}
+
+type class struct {
+	name   string
+	shadow bool
+	shared bool
+	byTier map[string]*limiter.Limiter
+	dflt   *limiter.Limiter
+	routes []string
+}
+
+var braces = strings.NewReplacer("{", "<", "}", ">")
+
+var namePattern = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
+
+// NewPolicy validates cfg and compiles it. Errors name the class, tier or
+// route at fault.
+func NewPolicy(cfg PolicyConfig) (*Policy, error) {
+	if cfg.Store == nil {
+		return nil, errors.New("policy: Store is required")
+	}
+	if cfg.DefaultTier == "" {
+		cfg.DefaultTier = "default"
+	}
+	if len(cfg.Tiers) == 0 {
+		cfg.Tiers = []string{cfg.DefaultTier}
+	}
+	if len(cfg.Classes) == 0 {
+		cfg.Classes = []Class{{Name: "default", Limits: map[string]limiter.Limit{cfg.DefaultTier: DefaultLimit}}}
+	}
+	if cfg.DefaultClass == "" {
+		cfg.DefaultClass = cfg.Classes[0].Name
+	}
+	p := &Policy{
+		mux:         http.NewServeMux(),
+		routes:      map[string]*class{},
+		tiers:       map[string]bool{},
+		defaultTier: cfg.DefaultTier,
+		headers:     cfg.Headers,
+	}
+	for _, t := range cfg.Tiers {
+		if !namePattern.MatchString(t) {
+			return nil, fmt.Errorf("policy: tier %q: name must be letters, digits, '_' or '-'", t)
+		}
+		if p.tiers[t] {
+			return nil, fmt.Errorf("policy: tier %q listed twice", t)
+		}
+		p.tiers[t] = true
+		p.tierNames = append(p.tierNames, t)
+	}
+	if !p.tiers[cfg.DefaultTier] {
+		return nil, fmt.Errorf("policy: default tier %q is not one of the tiers %v", cfg.DefaultTier, cfg.Tiers)
+	}
+	seen := map[string]bool{}
+	for _, c := range cfg.Classes {
+		if !namePattern.MatchString(c.Name) {
+			return nil, fmt.Errorf("policy: class %q: name must be letters, digits, '_' or '-'", c.Name)
+		}
+		if seen[c.Name] {
+			return nil, fmt.Errorf("policy: class %q defined twice", c.Name)
+		}
+		seen[c.Name] = true
+		cl := &class{name: c.Name, shadow: c.Shadow, shared: c.Shared, byTier: map[string]*limiter.Limiter{}}
+		if _, ok := c.Limits[cfg.DefaultTier]; !ok {
+			return nil, fmt.Errorf("policy: class %q: no limit for the default tier %q", c.Name, cfg.DefaultTier)
+		}
+		for tier, lim := range c.Limits {
+			if !p.tiers[tier] {
+				return nil, fmt.Errorf("policy: class %q: limit for unknown tier %q", c.Name, tier)
+			}
+			l, err := limiter.New(limiter.Config{
+				Limit: lim, Store: cfg.Store, FailPolicy: cfg.FailPolicy,
+				Timeout: cfg.Timeout, Observer: cfg.Observer, Breaker: cfg.Breaker,
+			})
+			if err != nil {
+				return nil, fmt.Errorf("policy: class %q tier %q: %w", c.Name, tier, err)
+			}
+			cl.byTier[tier] = l
+		}
+		cl.dflt = cl.byTier[cfg.DefaultTier]
+		for _, pat := range c.Routes {
+			if err := register(p.mux, pat); err != nil {
+				return nil, fmt.Errorf("policy: class %q: route %q: %w", c.Name, pat, err)
+			}
+			p.routes[pat] = cl
+			cl.routes = append(cl.routes, pat)
+		}
+		p.classes = append(p.classes, cl)
+		if c.Name == cfg.DefaultClass {
+			p.defaultClass = cl
+		}
+	}
+	if p.defaultClass == nil {
+		return nil, fmt.Errorf("policy: default class %q is not defined", cfg.DefaultClass)
+	}
+	if _, ok := p.routes[CatchAll]; !ok {
+		if err := register(p.mux, CatchAll); err != nil {
+			return nil, fmt.Errorf("policy: catch-all route: %w", err)
+		}
+		p.routes[CatchAll] = p.defaultClass
+		p.defaultClass.routes = append(p.defaultClass.routes, CatchAll)
+	}
+	id, err := newIdentity(cfg.Identity)
+	if err != nil {
+		return nil, fmt.Errorf("policy: identity: %w", err)
+	}
+	p.identity = id
+	return p, nil
+}
+
+// ValidatePattern reports whether pattern is a valid ServeMux pattern.
+func ValidatePattern(pattern string) error {
+	return register(http.NewServeMux(), pattern)
+}
+
+// register adds pattern to mux, turning ServeMux's panics on invalid or
+// conflicting patterns into errors.
+func register(mux *http.ServeMux, pattern string) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			msg := fmt.Sprint(r)
+			// ServeMux prefixes its messages with the package and function name.
+			if i := strings.Index(msg, ": "); i >= 0 && strings.HasPrefix(msg, "http:") {
+				msg = msg[i+2:]
+			}
+			err = errors.New(msg)
+		}
+	}()
+	mux.Handle(pattern, http.NotFoundHandler())
+	return nil
+}
+
+// route is what a request matched.
+type route struct {
+	pattern string
+	class   *class
+}
+
+// match finds the route of a request: its ServeMux pattern and class, or
+// CatchAll and the default class.
+func (p *Policy) match(r *http.Request) route {
+	_, pat := p.mux.Handler(r)
+	if c, ok := p.routes[pat]; ok {
+		return route{pattern: pat, class: c}
+	}
+	return route{pattern: CatchAll, class: p.routes[CatchAll]}
+}
+
+// tier returns t when it is a configured tier, else the default tier.
+func (p *Policy) tier(t string) string {
+	if t != "" && p.tiers[t] {
+		return t
+	}
+	return p.defaultTier
+}
+
+func (c *class) limiterFor(tier string) *limiter.Limiter {
+	if l, ok := c.byTier[tier]; ok {
+		return l
+	}
+	return c.dflt
+}
+
+// EndpointLimit is one limit in force: what the Policy applies to an
+// endpoint for a plan tier. It is a plain value.
+type EndpointLimit struct {
+	// Endpoint is the route pattern (CatchAll for unmatched requests).
+	Endpoint string
+	// Class is the route's class.
+	Class string
+	// PlanTier is the tier.
+	PlanTier string
+	// Limit is the limit applied.
+	Limit limiter.Limit
+	// Shadow is true when the class never rejects.
+	Shadow bool
+}
+
+// Limits lists every endpoint × tier with the limit in force, sorted by
+// endpoint then tier. The collector uses it to create its series at start-up
+// and to show the limit in force; call it again after every Swap.
+func (p *Policy) Limits() []EndpointLimit {
+	var out []EndpointLimit
+	for pat, c := range p.routes {
+		for _, t := range p.tierNames {
+			out = append(out, EndpointLimit{Endpoint: pat, Class: c.name, PlanTier: t, Limit: c.limiterFor(t).Limit(), Shadow: c.shadow})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Endpoint != out[j].Endpoint {
+			return out[i].Endpoint < out[j].Endpoint
+		}
+		return out[i].PlanTier < out[j].PlanTier
+	})
+	return out
+}
+
+// Endpoints lists every endpoint name the policy can produce, sorted.
+func (p *Policy) Endpoints() []string {
+	out := make([]string, 0, len(p.routes))
+	for pat := range p.routes {
+		out = append(out, pat)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Tiers lists the configured plan tiers in configuration order.
+func (p *Policy) Tiers() []string { return append([]string(nil), p.tierNames...) }
+
+// DefaultTier is the tier of clients whose tier is unknown.
+func (p *Policy) DefaultTier() string { return p.defaultTier }
+
+// key is the limiter key of a client on a route for a tier. The class and
+// tier are part of it so that classes and tiers never share state; the
+// endpoint too unless the class is shared. Braces are replaced so that the
+// pattern's wildcards never act as a Redis Cluster hash tag.
+func (rt route) key(tier, client string) string {
+	ep := rt.pattern
+	if rt.class.shared {
+		ep = "*"
+	}
+	ep = braces.Replace(ep)
+	return rt.class.name + "|" + tier + "|" + ep + "|" + client
+}
