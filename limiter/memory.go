@@ -2,6 +2,7 @@ package limiter
 
 import (
 	"context"
+	"fmt"
 	"hash/maphash"
 	"math"
 	"strings"
@@ -48,7 +49,7 @@ type MemoryConfig struct {
 // Memory is bounded. Each key's state is dropped once it is equivalent to a
 // fresh key's (a window that has passed, a bucket full or empty again): each
 // insertion of a new key samples a few entries of its shard and drops those
-// that are idle, and Sweep drops all of them. Independently, a shard never
+// that have been idle for over a second, and Sweep drops all idle ones. Independently, a shard never
 // holds more than ceil(MaxKeys/Shards) keys. A key costs about 100 bytes
 // plus its length (map slot, entry, the key string), except for
 // sliding_log, which also keeps one 16-byte entry per distinct admission
@@ -73,8 +74,38 @@ type memShard struct {
 }
 
 type memKey struct {
-	alg Algorithm
+	alg algorithmIndex
 	key string
+}
+
+// algorithmIndex is an Algorithm as a small integer, cheaper to hash.
+type algorithmIndex uint8
+
+const (
+	fixedWindowIndex algorithmIndex = iota + 1
+	slidingWindowIndex
+	slidingLogIndex
+	tokenBucketIndex
+	leakyBucketIndex
+	gcraIndex
+)
+
+func indexOf(a Algorithm) algorithmIndex {
+	switch a {
+	case FixedWindow:
+		return fixedWindowIndex
+	case SlidingWindow:
+		return slidingWindowIndex
+	case SlidingLog:
+		return slidingLogIndex
+	case TokenBucket:
+		return tokenBucketIndex
+	case LeakyBucket:
+		return leakyBucketIndex
+	case GCRA:
+		return gcraIndex
+	}
+	return 0
 }
 
 // memEntry is one key's state. The fields' meaning depends on the algorithm:
@@ -157,31 +188,40 @@ func (s *MemoryStore) Sweep() int {
 	return dropped
 }
 
-// Decide implements Store. It never returns an error; ctx is not consulted
-// because a decision never waits.
+// Decide implements Store. It returns an error only for a limit or cost
+// that Limit.Validate or Limit.CheckCost would refuse (a Limiter never
+// passes one); ctx is not consulted because a decision never waits.
 func (s *MemoryStore) Decide(_ context.Context, key string, lim Limit, cost int64) (Decision, error) {
+	alg := indexOf(lim.Algorithm)
+	if alg == 0 || lim.Rate <= 0 || lim.Period < time.Millisecond {
+		if err := lim.Validate(); err != nil {
+			return Decision{}, fmt.Errorf("memory store: limit: %w", err)
+		}
+	}
+	if err := lim.CheckCost(cost); err != nil {
+		return Decision{Limit: lim.Quota()}, fmt.Errorf("memory store: %w", err)
+	}
 	now := s.now().UnixMicro()
 	sh := &s.shards[maphash.String(s.seed, key)&s.mask]
-	mk := memKey{alg: lim.Algorithm, key: key}
 	sh.mu.Lock()
-	e := sh.m[mk]
+	e := sh.m[memKey{alg: alg, key: key}]
 	fresh := e == nil
 	if fresh {
-		e = sh.insert(memKey{alg: lim.Algorithm, key: strings.Clone(key)}, now, s.perShard)
+		e = sh.insert(memKey{alg: alg, key: strings.Clone(key)}, now, s.perShard)
 	}
 	var d Decision
-	switch lim.Algorithm {
-	case FixedWindow:
+	switch alg {
+	case fixedWindowIndex:
 		d = e.fixedWindow(now, key, lim, cost)
-	case SlidingWindow:
+	case slidingWindowIndex:
 		d = e.slidingWindow(now, key, lim, cost)
-	case SlidingLog:
+	case slidingLogIndex:
 		d = e.slidingLog(now, lim, cost)
-	case TokenBucket:
+	case tokenBucketIndex:
 		d = e.tokenBucket(now, fresh, lim, cost)
-	case LeakyBucket:
+	case leakyBucketIndex:
 		d = e.leakyBucket(now, lim, cost)
-	case GCRA:
+	case gcraIndex:
 		d = e.gcra(now, lim, cost)
 	}
 	sh.mu.Unlock()
@@ -189,18 +229,27 @@ func (s *MemoryStore) Decide(_ context.Context, key string, lim Limit, cost int6
 	return d, nil
 }
 
+// idleGrace is how long past becoming equivalent to fresh a key is kept
+// when insertions come across it, so that a key used again soon keeps its
+// entry instead of being dropped and allocated again. Sweep does not wait
+// for it.
+const idleGrace = int64(time.Second / time.Microsecond)
+
 // insert adds a new entry for k, first dropping idle entries among a few
 // sampled ones and, when the shard is still full, evicting the sampled
-// entry that becomes idle soonest. The caller holds sh.mu.
+// entry that becomes idle soonest. A dropped entry is reused for k. The
+// caller holds sh.mu.
 func (sh *memShard) insert(k memKey, now int64, max int) *memEntry {
 	var (
+		reuse    *memEntry
 		victim   memKey
 		victimAt int64 = math.MaxInt64
 		seen     int
 	)
 	for sk, se := range sh.m {
-		if se.idleAt <= now {
+		if se.idleAt+idleGrace <= now {
 			delete(sh.m, sk)
+			reuse = se
 		} else if se.idleAt < victimAt {
 			victim, victimAt = sk, se.idleAt
 		}
@@ -209,11 +258,25 @@ func (sh *memShard) insert(k memKey, now int64, max int) *memEntry {
 		}
 	}
 	if len(sh.m) >= max && victimAt != math.MaxInt64 {
+		reuse = sh.m[victim]
 		delete(sh.m, victim)
 	}
-	e := &memEntry{}
-	sh.m[k] = e
-	return e
+	if reuse == nil {
+		reuse = &memEntry{}
+	} else {
+		reuse.reset()
+	}
+	sh.m[k] = reuse
+	return reuse
+}
+
+// reset makes e a fresh key's state, keeping the log's ring for reuse.
+func (e *memEntry) reset() {
+	lg := e.log
+	*e = memEntry{log: lg}
+	if lg != nil {
+		lg.head, lg.size, lg.total = 0, 0, 0
+	}
 }
 
 func us(d time.Duration) int64     { return int64(d / time.Microsecond) }

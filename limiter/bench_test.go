@@ -1,0 +1,71 @@
+package limiter_test
+
+import (
+	"context"
+	"strconv"
+	"sync/atomic"
+	"testing"
+
+	"github.com/rl-exporter/rl-exporter/limiter"
+)
+
+// benchLimit is 10,000 per second: under a benchmark's load a key sees
+// both admissions and rejections.
+func benchLimit(a limiter.Algorithm) limiter.Limit { return limiter.PerSecond(a, 10_000) }
+
+// BenchmarkMemoryStore measures one decision on the memory store with the
+// real clock: on one existing key from one goroutine, and from all
+// goroutines over 100,000 keys.
+func BenchmarkMemoryStore(b *testing.B) {
+	ctx := context.Background()
+	keys := make([]string, 100_000)
+	for i := range keys {
+		keys[i] = "client-" + strconv.Itoa(i)
+	}
+	for _, a := range limiter.Algorithms {
+		lim := benchLimit(a)
+		b.Run(string(a)+"/existing_key", func(b *testing.B) {
+			store := limiter.NewMemoryStore(limiter.MemoryConfig{})
+			store.Decide(ctx, "client-42", lim, 1)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for b.Loop() {
+				store.Decide(ctx, "client-42", lim, 1)
+			}
+		})
+		b.Run(string(a)+"/parallel_100k_keys", func(b *testing.B) {
+			store := limiter.NewMemoryStore(limiter.MemoryConfig{})
+			for _, k := range keys {
+				store.Decide(ctx, k, lim, 1)
+			}
+			var next atomic.Int64
+			b.ReportAllocs()
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				i := int(next.Add(7919)) // each goroutine starts elsewhere
+				for pb.Next() {
+					i++
+					if i >= len(keys) {
+						i = 0
+					}
+					store.Decide(ctx, keys[i], lim, 1)
+				}
+			})
+		})
+	}
+}
+
+// BenchmarkLimiterAllow is one decision through the Limiter on the memory
+// store: validation, the optional breaker and the store.
+func BenchmarkLimiterAllow(b *testing.B) {
+	l, err := limiter.New(limiter.Config{Limit: benchLimit(limiter.GCRA), Store: limiter.NewMemoryStore(limiter.MemoryConfig{})})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	l.Allow(ctx, "client-42")
+	b.ReportAllocs()
+	for b.Loop() {
+		l.Allow(ctx, "client-42")
+	}
+}

@@ -1,0 +1,236 @@
+package limiter_test
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rl-exporter/rl-exporter/limiter"
+)
+
+// heapInUse returns the live heap after a full collection.
+func heapInUse() uint64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
+}
+
+// distinctKeys is how many distinct keys the bound tests insert. Under
+// -race, where each decision is about ten times slower, a quarter as many
+// keep the test within seconds; the bounds checked are the same.
+func distinctKeys() int {
+	if raceEnabled {
+		return 250_000
+	}
+	return 1_000_000
+}
+
+func TestMemoryStoreStaysBounded(t *testing.T) {
+	ctx := context.Background()
+	keys := distinctKeys()
+	key := make([]byte, 0, 32)
+
+	t.Run("a million distinct keys never hold more than MaxKeys", func(t *testing.T) {
+		const maxKeys = 50_000
+		clock := newFakeClock() // frozen: no key ever becomes idle
+		before := heapInUse()
+		store := limiter.NewMemoryStore(limiter.MemoryConfig{Now: clock.Now, MaxKeys: maxKeys, Shards: 64})
+		lim := limiter.PerMinute(limiter.TokenBucket, 100)
+		for i := 0; i < keys; i++ {
+			key = strconv.AppendInt(append(key[:0], "client-"...), int64(i), 10)
+			if _, err := store.Decide(ctx, string(key), lim, 1); err != nil {
+				t.Fatal(err)
+			}
+		}
+		n := store.Len()
+		// Each of the 64 shards holds at most ceil(50000/64) = 782 keys.
+		if n > 64*782 {
+			t.Fatalf("%d keys held, more than the bound %d", n, 64*782)
+		}
+		if n < maxKeys*9/10 {
+			t.Fatalf("only %d keys held: eviction drops far more than it must", n)
+		}
+		grown := heapInUse() - before
+		t.Logf("%d keys inserted, %d held, heap grew %d bytes (%d per key held)", keys, n, grown, grown/uint64(n))
+		// About 150 bytes per key; a store keeping every key would need
+		// more than 100 MB.
+		if grown > 30<<20 {
+			t.Fatalf("heap grew %d bytes for %d keys", grown, n)
+		}
+		// The most recent key is still there and remembers its state.
+		d, _ := store.Decide(ctx, string(key), lim, 100)
+		if d.Allowed {
+			t.Fatalf("the last key inserted lost its state: %+v", d)
+		}
+		runtime.KeepAlive(store)
+	})
+
+	t.Run("keys idle for longer than their window are dropped as new keys arrive", func(t *testing.T) {
+		clock := newFakeClock()
+		store := limiter.NewMemoryStore(limiter.MemoryConfig{Now: clock.Now})
+		// One new key every millisecond, each idle a second after its last
+		// request and dropped a second later (the grace): about 2000 keys
+		// are worth keeping at any time.
+		lim := limiter.Limit{Algorithm: limiter.FixedWindow, Rate: 10, Period: time.Second, AlignWindows: true}
+		most := 0
+		for i := 0; i < keys; i++ {
+			clock.Advance(time.Millisecond)
+			key = strconv.AppendInt(append(key[:0], "client-"...), int64(i), 10)
+			if _, err := store.Decide(ctx, string(key), lim, 1); err != nil {
+				t.Fatal(err)
+			}
+			if i%10_000 == 0 {
+				most = max(most, store.Len())
+			}
+		}
+		t.Logf("at most %d keys held while %d were inserted", most, keys)
+		if most > 5_000 {
+			t.Fatalf("%d keys held at once, want close to the ~2000 worth keeping", most)
+		}
+		clock.Advance(time.Second)
+		if n := store.Sweep(); n == 0 || store.Len() != 0 {
+			t.Fatalf("Sweep dropped %d and left %d keys, want every key dropped", n, store.Len())
+		}
+	})
+}
+
+func TestIdleStateIsEquivalentToFresh(t *testing.T) {
+	// A key dropped once idle must decide exactly as if it had been kept.
+	ctx := context.Background()
+	for _, a := range limiter.Algorithms {
+		t.Run(string(a)+" decides the same after its idle state is swept", func(t *testing.T) {
+			lim := limiter.Limit{Algorithm: a, Rate: 4, Period: time.Second, Burst: 4}
+			kept, swept := newFakeClock(), newFakeClock()
+			keep := limiter.NewMemoryStore(limiter.MemoryConfig{Now: kept.Now})
+			sweep := limiter.NewMemoryStore(limiter.MemoryConfig{Now: swept.Now})
+			steps := []time.Duration{0, 0, 100 * time.Millisecond, 100 * time.Millisecond, 100 * time.Millisecond,
+				3 * time.Second, 3*time.Second + 10*time.Millisecond, 7 * time.Second}
+			for i, at := range steps {
+				kept.Set(at)
+				swept.Set(at)
+				sweep.Sweep()
+				dk, _ := keep.Decide(ctx, "k", lim, 2)
+				ds, _ := sweep.Decide(ctx, "k", lim, 2)
+				if dk != ds {
+					t.Fatalf("step %d at %s: kept %+v, swept %+v", i, at, dk, ds)
+				}
+			}
+			if sweep.Len() != 1 {
+				t.Fatalf("%d keys after the last request, want 1", sweep.Len())
+			}
+		})
+	}
+}
+
+func TestMemoryStoreDoesNotAllocateForAnExistingKey(t *testing.T) {
+	ctx := context.Background()
+	for _, a := range limiter.Algorithms {
+		t.Run(string(a), func(t *testing.T) {
+			clock := newFakeClock()
+			store := limiter.NewMemoryStore(limiter.MemoryConfig{Now: clock.Now})
+			lim := limiter.Limit{Algorithm: a, Rate: 100, Period: time.Second}
+			l, err := limiter.New(limiter.Config{Limit: lim, Store: store})
+			if err != nil {
+				t.Fatal(err)
+			}
+			key := "client-42"
+			// Warm up: create the key and let sliding_log's ring reach its size.
+			for i := 0; i < 1000; i++ {
+				clock.Advance(time.Millisecond)
+				l.Allow(ctx, key)
+			}
+			allocs := testing.AllocsPerRun(1000, func() {
+				clock.Advance(time.Millisecond)
+				if _, err := l.Allow(ctx, key); err != nil {
+					t.Fatal(err)
+				}
+			})
+			if allocs != 0 {
+				t.Fatalf("%v allocations per decision, want 0", allocs)
+			}
+		})
+	}
+}
+
+func TestMemoryStoreIsExactUnderContention(t *testing.T) {
+	// 64 goroutines on one key: no algorithm admits one more or one less
+	// than its quota while nothing refills.
+	for _, a := range limiter.Algorithms {
+		t.Run(string(a)+" admits exactly its quota to 64 goroutines", func(t *testing.T) {
+			clock := newFakeClock()
+			store := limiter.NewMemoryStore(limiter.MemoryConfig{Now: clock.Now})
+			lim := limiter.Limit{Algorithm: a, Rate: 500, Period: time.Hour, AlignWindows: true}
+			var (
+				wg      sync.WaitGroup
+				mu      sync.Mutex
+				allowed int
+			)
+			for g := 0; g < 64; g++ {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					n := 0
+					for i := 0; i < 20; i++ {
+						if d, _ := store.Decide(context.Background(), "shared", lim, 1); d.Allowed {
+							n++
+						}
+					}
+					mu.Lock()
+					allowed += n
+					mu.Unlock()
+				}()
+			}
+			wg.Wait()
+			if allowed != 500 {
+				t.Fatalf("admitted %d of 1280, want exactly 500", allowed)
+			}
+		})
+	}
+}
+
+func TestAlgorithmsKeepSeparateStateForOneKey(t *testing.T) {
+	store := limiter.NewMemoryStore(limiter.MemoryConfig{})
+	for _, a := range limiter.Algorithms {
+		d, _ := store.Decide(context.Background(), "k", limiter.PerMinute(a, 1), 1)
+		if !d.Allowed {
+			t.Fatalf("%s was refused after other algorithms used the key: %+v", a, d)
+		}
+	}
+	if n := store.Len(); n != len(limiter.Algorithms) {
+		t.Fatalf("%d entries, want one per algorithm", n)
+	}
+}
+
+func Example() {
+	// A fixed clock keeps this example's output the same on every run;
+	// leave Now unset to use time.Now.
+	noon := time.Date(2025, 1, 1, 12, 0, 0, 0, time.UTC)
+	store := limiter.NewMemoryStore(limiter.MemoryConfig{Now: func() time.Time { return noon }})
+
+	// A queue of 3 drained at 2 per second, like NGINX limit_req burst=2.
+	l, err := limiter.New(limiter.Config{
+		Limit: limiter.Limit{Algorithm: limiter.LeakyBucket, Rate: 2, Period: time.Second, Burst: 3},
+		Store: store,
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for i := 0; i < 4; i++ {
+		d, err := l.Allow(context.Background(), "user:42")
+		fmt.Printf("allowed=%v remaining=%d delay=%s retry-after=%s err=%v\n", d.Allowed, d.Remaining, d.Delay, d.RetryAfter, err)
+	}
+	_, err = l.AllowN(context.Background(), "user:42", 4)
+	fmt.Println(err)
+	// Output:
+	// allowed=true remaining=2 delay=0s retry-after=0s err=<nil>
+	// allowed=true remaining=1 delay=500ms retry-after=0s err=<nil>
+	// allowed=true remaining=0 delay=1s retry-after=0s err=<nil>
+	// allowed=false remaining=0 delay=0s retry-after=500ms err=<nil>
+	// cost exceeds the limit's quota: cost 4 > quota 3
+}
