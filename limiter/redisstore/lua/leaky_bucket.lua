@@ -1,0 +1,48 @@
+-- leaky_bucket (a queue, like NGINX limit_req with a burst): one decision,
+-- atomically, on Redis's clock.
+-- KEYS[1]  hash {l = queued work in units of 1/period request (0..burst·period),
+--                t = time of l (µs)}; a missing key is an empty bucket
+-- ARGV     burst, rate, period (µs), cost, nodelay (0/1)
+-- returns  {allowed (0/1), remaining, reset after (µs), retry after (µs), delay (µs)}
+local burst = tonumber(ARGV[1])
+local rate = tonumber(ARGV[2])
+local period = tonumber(ARGV[3])
+local cost = tonumber(ARGV[4])
+local nodelay = tonumber(ARGV[5])
+
+local function floordiv(a, b)
+  local r = math.fmod(a, b)
+  if r < 0 then r = r + b end
+  return (a - r) / b
+end
+local function ceildiv(a, b) -- a >= 0
+  return floordiv(a + b - 1, b)
+end
+
+local clock = redis.call('TIME')
+local now = tonumber(clock[1]) * 1000000 + tonumber(clock[2])
+local full = burst * period
+
+local level = 0
+local state = redis.call('HMGET', KEYS[1], 'l', 't')
+local stored, at = tonumber(state[1]), tonumber(state[2])
+if stored and at then
+  -- Clamp the elapsed time so that elapsed·rate stays within 2^53.
+  local elapsed = math.min(math.max(now - at, 0), ceildiv(full, rate))
+  level = math.max(0, stored - elapsed * rate)
+end
+
+if level + cost * period <= full then
+  local delay = 0
+  if nodelay == 0 then
+    -- The queue ahead drains first.
+    delay = ceildiv(level, rate)
+  end
+  level = level + cost * period
+  local drain = ceildiv(level, rate)
+  redis.call('HSET', KEYS[1], 'l', level, 't', now)
+  -- Once drained the state is that of a fresh key.
+  redis.call('PEXPIRE', KEYS[1], math.ceil(drain / 1000))
+  return {1, floordiv(full - level, period), drain, 0, delay}
+end
+return {0, floordiv(full - level, period), ceildiv(level, rate), ceildiv(level + cost * period - full, rate), 0}
