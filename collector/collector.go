@@ -1,0 +1,420 @@
+package collector
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/rl-exporter/rl-exporter/limiter"
+)
+
+// StoreDurationBuckets are the classic buckets of
+// rate_limit_redis_duration_seconds. The generated SLO rules read them:
+// changing them is a breaking change.
+var StoreDurationBuckets = []float64{0.001, 0.005, 0.01, 0.025, 0.05, 0.1}
+
+// DelayBuckets are the classic buckets of rate_limit_delay_seconds.
+var DelayBuckets = []float64{0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}
+
+// FailureReasons are the reason label values of rate_limit_fail_open_total
+// and rate_limit_fail_closed_total, as returned by limiter.ErrorKind.
+var FailureReasons = []string{"timeout", "error", "circuit_open"}
+
+// StoreErrorKinds are the kind label values of rate_limit_store_errors_total.
+var StoreErrorKinds = []string{"timeout", "error"}
+
+// Indices into the per-status counters, in the order of limiter.Statuses.
+const (
+	statusAllowed = iota
+	statusRejected
+	statusShadowRejected
+	statusFailOpen
+	statusFailClosed
+	numStatuses
+)
+
+const (
+	reasonTimeout = iota
+	reasonError
+	reasonCircuitOpen
+	numReasons
+)
+
+// Indices of rate_limit_labels_folded_total.
+const (
+	foldEndpointUnconfigured = iota
+	foldEndpointCap
+	foldTierUnconfigured
+	numFolds
+)
+
+var foldLabels = [numFolds][2]string{
+	{"endpoint", "unconfigured"},
+	{"endpoint", "cardinality_cap"},
+	{"plan_tier", "unconfigured"},
+}
+
+// pairSeries holds the counters of one (endpoint, plan_tier) label set.
+type pairSeries struct {
+	tier      string
+	requests  [numStatuses]atomic.Uint64
+	nearLimit atomic.Uint64
+}
+
+// endpointFails holds the per-endpoint failure counters.
+type endpointFails struct {
+	open   [numReasons]atomic.Uint64
+	closed [numReasons]atomic.Uint64
+}
+
+// endpointSeries is one endpoint label value with its tiers. It is
+// immutable once published in a labelIndex; the counters it points to
+// outlive reconfigurations.
+type endpointSeries struct {
+	name        string
+	tiers       map[string]*pairSeries
+	order       []*pairSeries // tiers in configured order, for Collect
+	defaultPair *pairSeries
+	fails       *endpointFails
+	delay       prometheus.Observer
+}
+
+// labelIndex is an immutable snapshot of every label set; RecordDecision
+// reads it without locking, reconfiguration swaps in a new one.
+type labelIndex struct {
+	endpoints map[string]*endpointSeries // configured (kept) endpoints and "other"
+	order     []*endpointSeries          // kept endpoints in configured order, then "other"
+	capped    map[string]struct{}        // configured endpoints beyond the cap
+	other     *endpointSeries
+	plan      labelPlan
+}
+
+type limitKey struct{ endpoint, tier string }
+
+type limitValue struct {
+	algorithm string
+	quota     float64
+}
+
+// Collector counts decisions and store calls and exposes them to
+// Prometheus. RecordDecision and ObserveStore are safe for concurrent use,
+// lock-free and allocation-free for configured label sets; Reconfigure and
+// SetLimit may be called concurrently with them and with scrapes.
+type Collector struct {
+	cfg       Config
+	nearShare float64
+	exemplars bool
+
+	index atomic.Pointer[labelIndex]
+	mu    sync.Mutex // serialises Reconfigure and SetLimit; guards limits
+	limits map[limitKey]limitValue
+
+	folded      [numFolds]atomic.Uint64
+	storeErrors [2]atomic.Uint64 // by StoreErrorKinds
+
+	storeDuration *prometheus.HistogramVec
+	storeObs      map[string]prometheus.Observer // by operation, read-only after New
+	delay         *prometheus.HistogramVec
+
+	top *topK
+	reg *prometheus.Registry
+
+	requestsDesc, nearLimitDesc, failOpenDesc, failClosedDesc *prometheus.Desc
+	storeErrorsDesc, limitDesc, buildInfoDesc, foldedDesc     *prometheus.Desc
+}
+
+var (
+	_ prometheus.Collector = (*Collector)(nil)
+	_ limiter.Recorder     = (*Collector)(nil)
+	_ limiter.Observer     = (*Collector)(nil)
+)
+
+// New validates cfg and returns a Collector with every series of the
+// configured endpoints and tiers at zero, registered on its own registry
+// (see Registry and Handler) together with the Go and process collectors.
+func New(cfg Config) (*Collector, error) {
+	if err := cfg.defaults(); err != nil {
+		return nil, fmt.Errorf("collector: %w", err)
+	}
+	plan, err := planLabels(cfg.Endpoints, cfg.Tiers, cfg.DefaultTier, cfg.MaxLabelSets)
+	if err != nil {
+		return nil, fmt.Errorf("collector: %w", err)
+	}
+	c := &Collector{
+		cfg:       cfg,
+		nearShare: cfg.NearLimitShare,
+		exemplars: cfg.Exemplars,
+		limits:    map[limitKey]limitValue{},
+		top:       newTopK(cfg.TopKeys, cfg.TopWindow, cfg.Now),
+
+		requestsDesc: prometheus.NewDesc("rate_limit_requests_total",
+			"Rate-limit decisions, exactly one per request, by outcome (allowed, rejected, shadow_rejected, fail_open, fail_closed).",
+			[]string{"status", "endpoint", "plan_tier"}, nil),
+		nearLimitDesc: prometheus.NewDesc("rate_limit_near_limit_total",
+			"Allowed decisions that left less than the configured share of the limit.",
+			[]string{"endpoint", "plan_tier"}, nil),
+		failOpenDesc: prometheus.NewDesc("rate_limit_fail_open_total",
+			"Requests let through because the store failed, by reason.",
+			[]string{"endpoint", "reason"}, nil),
+		failClosedDesc: prometheus.NewDesc("rate_limit_fail_closed_total",
+			"Requests refused with 503 because the store failed, by reason.",
+			[]string{"endpoint", "reason"}, nil),
+		storeErrorsDesc: prometheus.NewDesc("rate_limit_store_errors_total",
+			"Store calls that failed, by kind.",
+			[]string{"store", "kind"}, nil),
+		limitDesc: prometheus.NewDesc("rate_limit_limit",
+			"The limit in force: requests per window, or the bucket size for bucket algorithms.",
+			[]string{"endpoint", "plan_tier", "algorithm"}, nil),
+		buildInfoDesc: prometheus.NewDesc("rl_exporter_build_info",
+			"A constant 1 labelled with the version, revision and Go version of rl-exporter.",
+			[]string{"version", "revision", "goversion"}, nil),
+		foldedDesc: prometheus.NewDesc("rate_limit_labels_folded_total",
+			`Decisions whose endpoint was counted as "other" or whose plan tier as the default tier, because the value was not configured or beyond the cardinality cap.`,
+			[]string{"label", "reason"}, nil),
+	}
+	c.storeDuration = prometheus.NewHistogramVec(histogramOpts(
+		"rate_limit_redis_duration_seconds",
+		"Time each decision waited on the store (Redis or memory), timeouts included, by operation (the algorithm).",
+		StoreDurationBuckets, cfg.NativeHistograms), []string{"operation"})
+	c.storeObs = make(map[string]prometheus.Observer, len(limiter.Algorithms))
+	for _, a := range limiter.Algorithms {
+		c.storeObs[string(a)] = c.storeDuration.WithLabelValues(string(a))
+	}
+	c.delay = prometheus.NewHistogramVec(histogramOpts(
+		"rate_limit_delay_seconds",
+		"Delay given to admitted leaky_bucket requests (observed only when above zero).",
+		DelayBuckets, cfg.NativeHistograms), []string{"endpoint"})
+	c.index.Store(c.buildIndex(nil, plan))
+	for _, e := range plan.folded {
+		cfg.Logger.Warn("endpoint beyond the cardinality cap is counted as other", "endpoint", e, "max_label_sets", cfg.MaxLabelSets)
+	}
+	c.reg = prometheus.NewRegistry()
+	if err := c.Register(c.reg); err != nil {
+		return nil, fmt.Errorf("collector: register: %w", err)
+	}
+	return c, nil
+}
+
+func histogramOpts(name, help string, buckets []float64, native bool) prometheus.HistogramOpts {
+	o := prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets}
+	if native {
+		o.NativeHistogramBucketFactor = 1.1
+		// Beyond 160 buckets the resolution is halved instead of the
+		// histogram being reset (NativeHistogramMinResetDuration is zero).
+		o.NativeHistogramMaxBucketNumber = 160
+	}
+	return o
+}
+
+// buildIndex makes the label index for plan, reusing the counters of old
+// so that reconfiguration never resets a counter of a label set it keeps.
+func (c *Collector) buildIndex(old *labelIndex, plan labelPlan) *labelIndex {
+	idx := &labelIndex{
+		endpoints: make(map[string]*endpointSeries, len(plan.endpoints)+1),
+		capped:    make(map[string]struct{}, len(plan.folded)),
+		plan:      plan,
+	}
+	for _, e := range plan.folded {
+		idx.capped[e] = struct{}{}
+	}
+	names := append(append(make([]string, 0, len(plan.endpoints)+1), plan.endpoints...), OtherEndpoint)
+	for _, name := range names {
+		var prev *endpointSeries
+		if old != nil {
+			prev = old.endpoints[name]
+		}
+		ep := &endpointSeries{name: name, tiers: make(map[string]*pairSeries, len(plan.tiers))}
+		if prev != nil {
+			ep.fails = prev.fails
+		} else {
+			ep.fails = &endpointFails{}
+		}
+		ep.delay = c.delay.WithLabelValues(name)
+		for _, t := range plan.tiers {
+			var ps *pairSeries
+			if prev != nil {
+				ps = prev.tiers[t]
+			}
+			if ps == nil {
+				ps = &pairSeries{tier: t}
+			}
+			ep.tiers[t] = ps
+			ep.order = append(ep.order, ps)
+		}
+		ep.defaultPair = ep.tiers[plan.defaultTier]
+		idx.endpoints[name] = ep
+		idx.order = append(idx.order, ep)
+	}
+	idx.other = idx.endpoints[OtherEndpoint]
+	return idx
+}
+
+// Reconfigure replaces the configured endpoints, tiers and default tier,
+// keeping the counts of every label set that stays. Label sets that go
+// disappear from the next scrape. On error nothing changes. Safe for
+// concurrent use with recording and scrapes.
+func (c *Collector) Reconfigure(endpoints, tiers []string, defaultTier string) error {
+	plan, err := planLabels(endpoints, tiers, defaultTier, c.cfg.MaxLabelSets)
+	if err != nil {
+		return fmt.Errorf("collector: reconfigure: %w", err)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	old := c.index.Load()
+	idx := c.buildIndex(old, plan)
+	c.index.Store(idx)
+	for _, ep := range old.order {
+		if _, ok := idx.endpoints[ep.name]; !ok {
+			c.delay.DeleteLabelValues(ep.name)
+		}
+	}
+	for k := range c.limits {
+		ep, ok := idx.endpoints[k.endpoint]
+		if !ok || ep.tiers[k.tier] == nil {
+			delete(c.limits, k)
+		}
+	}
+	for _, e := range plan.folded {
+		c.cfg.Logger.Warn("endpoint beyond the cardinality cap is counted as other", "endpoint", e, "max_label_sets", c.cfg.MaxLabelSets)
+	}
+	return nil
+}
+
+// ErrUnknownLabel is returned, wrapped, by SetLimit for an endpoint or
+// plan tier that is not configured.
+var ErrUnknownLabel = errors.New("not configured")
+
+// SetLimit sets rate_limit_limit for an endpoint and plan tier to the quota
+// of lim (lim.Quota(): requests per window, or the bucket size), labelled
+// with its algorithm; a later call for the same endpoint and tier replaces
+// it, algorithm included. An endpoint folded by the cardinality cap is
+// ignored (its limit would be a label set beyond the cap). Safe for
+// concurrent use.
+func (c *Collector) SetLimit(endpoint, tier string, lim limiter.Limit) error {
+	if _, err := limiter.ParseAlgorithm(string(lim.Algorithm)); err != nil {
+		return fmt.Errorf("collector: set limit of %s (tier %s): %w", endpoint, tier, err)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	idx := c.index.Load()
+	if _, ok := idx.capped[endpoint]; ok {
+		return nil
+	}
+	ep, ok := idx.endpoints[endpoint]
+	if !ok || endpoint == OtherEndpoint {
+		return fmt.Errorf("collector: set limit: endpoint %q: %w", endpoint, ErrUnknownLabel)
+	}
+	if tier == "" {
+		tier = idx.plan.defaultTier
+	}
+	if ep.tiers[tier] == nil {
+		return fmt.Errorf("collector: set limit of %s: plan tier %q: %w", endpoint, tier, ErrUnknownLabel)
+	}
+	c.limits[limitKey{endpoint, tier}] = limitValue{algorithm: string(lim.Algorithm), quota: float64(lim.Quota())}
+	return nil
+}
+
+// Register registers the Collector, the Go and process collectors on reg.
+// Go and process collectors that reg already has are left alone.
+func (c *Collector) Register(reg prometheus.Registerer) error {
+	if err := reg.Register(c); err != nil {
+		return err
+	}
+	for _, extra := range []prometheus.Collector{
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	} {
+		if err := reg.Register(extra); err != nil {
+			var are prometheus.AlreadyRegisteredError
+			if !errors.As(err, &are) {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// Registry is the Collector's own registry, which Handler serves. Other
+// parts of the server may register their collectors on it.
+func (c *Collector) Registry() *prometheus.Registry { return c.reg }
+
+// Handler serves the Collector's registry at /metrics with promhttp, in
+// OpenMetrics when the scraper asks for it (so exemplars reach Prometheus),
+// counting its own scrapes in promhttp_metric_handler_requests_total.
+func (c *Collector) Handler() http.Handler {
+	return HandlerFor(c.reg, c.cfg.Logger)
+}
+
+// HandlerFor serves any registry the way Handler does.
+func HandlerFor(reg *prometheus.Registry, logger *slog.Logger) http.Handler {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return promhttp.InstrumentMetricHandler(reg, promhttp.HandlerFor(reg, promhttp.HandlerOpts{
+		EnableOpenMetrics: true,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelError),
+		ErrorHandling:     promhttp.ContinueOnError,
+		Registry:          reg,
+	}))
+}
+
+// Describe sends the descriptors of every series. Part of prometheus.Collector.
+func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{
+		c.requestsDesc, c.nearLimitDesc, c.failOpenDesc, c.failClosedDesc,
+		c.storeErrorsDesc, c.limitDesc, c.buildInfoDesc, c.foldedDesc,
+	} {
+		ch <- d
+	}
+	c.storeDuration.Describe(ch)
+	c.delay.Describe(ch)
+}
+
+// Collect sends the current value of every series. Part of prometheus.Collector.
+func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+	idx := c.index.Load()
+	for _, ep := range idx.order {
+		for _, ps := range ep.order {
+			for i, s := range limiter.Statuses {
+				ch <- prometheus.MustNewConstMetric(c.requestsDesc, prometheus.CounterValue,
+					float64(ps.requests[i].Load()), string(s), ep.name, ps.tier)
+			}
+			ch <- prometheus.MustNewConstMetric(c.nearLimitDesc, prometheus.CounterValue,
+				float64(ps.nearLimit.Load()), ep.name, ps.tier)
+		}
+		for i, r := range FailureReasons {
+			ch <- prometheus.MustNewConstMetric(c.failOpenDesc, prometheus.CounterValue,
+				float64(ep.fails.open[i].Load()), ep.name, r)
+			ch <- prometheus.MustNewConstMetric(c.failClosedDesc, prometheus.CounterValue,
+				float64(ep.fails.closed[i].Load()), ep.name, r)
+		}
+	}
+	for i, k := range StoreErrorKinds {
+		ch <- prometheus.MustNewConstMetric(c.storeErrorsDesc, prometheus.CounterValue,
+			float64(c.storeErrors[i].Load()), c.cfg.Store, k)
+	}
+	for i, l := range foldLabels {
+		ch <- prometheus.MustNewConstMetric(c.foldedDesc, prometheus.CounterValue,
+			float64(c.folded[i].Load()), l[0], l[1])
+	}
+	ch <- prometheus.MustNewConstMetric(c.buildInfoDesc, prometheus.GaugeValue, 1,
+		c.cfg.Version, c.cfg.Revision, c.cfg.GoVersion)
+	c.mu.Lock()
+	limits := make([]prometheus.Metric, 0, len(c.limits))
+	for k, v := range c.limits {
+		limits = append(limits, prometheus.MustNewConstMetric(c.limitDesc, prometheus.GaugeValue, v.quota, k.endpoint, k.tier, v.algorithm))
+	}
+	c.mu.Unlock()
+	for _, m := range limits {
+		ch <- m
+	}
+	c.storeDuration.Collect(ch)
+	c.delay.Collect(ch)
+}

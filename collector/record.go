@@ -1,0 +1,134 @@
+package collector
+
+import (
+	"context"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/rl-exporter/rl-exporter/limiter"
+)
+
+// RecordDecision counts one decision: rate_limit_requests_total by status,
+// rate_limit_near_limit_total for allowed decisions close to the limit,
+// the fail-open and fail-closed counters by reason (limiter.ErrorKind of
+// r.Err), the leaky-bucket delay, and the key of a rejected or
+// shadow-rejected decision in the top-limited sketch.
+//
+// An endpoint that is not configured (or beyond the cardinality cap) counts
+// as "other", a plan tier that is not configured as the default tier, and
+// rate_limit_labels_folded_total says how often. A Status outside
+// limiter.Statuses is derived from r.Decision.
+//
+// Part of limiter.Recorder: safe for concurrent use; for configured label
+// sets it takes no lock and allocates nothing (rejections take a short
+// per-shard lock in the sketch).
+func (c *Collector) RecordDecision(_ context.Context, r limiter.Record) {
+	idx := c.index.Load()
+	ep, ok := idx.endpoints[r.Endpoint]
+	if !ok {
+		ep = idx.other
+		if _, capped := idx.capped[r.Endpoint]; capped {
+			c.folded[foldEndpointCap].Add(1)
+		} else {
+			c.folded[foldEndpointUnconfigured].Add(1)
+		}
+	}
+	ps, ok := ep.tiers[r.PlanTier]
+	if !ok {
+		ps = ep.defaultPair
+		if r.PlanTier != "" {
+			c.folded[foldTierUnconfigured].Add(1)
+		}
+	}
+	s := statusIndex(r.Status, r.Decision)
+	ps.requests[s].Add(1)
+	switch s {
+	case statusAllowed:
+		d := r.Decision
+		if d.Limit > 0 && float64(d.Remaining) < c.nearShare*float64(d.Limit) {
+			ps.nearLimit.Add(1)
+		}
+		if d.Delay > 0 {
+			ep.delay.Observe(d.Delay.Seconds())
+		}
+	case statusRejected, statusShadowRejected:
+		if r.Key != "" {
+			c.top.add(r.Key, ep.name, ps.tier)
+		}
+	case statusFailOpen:
+		ep.fails.open[reasonIndex(r.Err)].Add(1)
+	case statusFailClosed:
+		ep.fails.closed[reasonIndex(r.Err)].Add(1)
+	}
+}
+
+func statusIndex(s limiter.Status, d limiter.Decision) int {
+	switch s {
+	case limiter.StatusAllowed:
+		return statusAllowed
+	case limiter.StatusRejected:
+		return statusRejected
+	case limiter.StatusShadowRejected:
+		return statusShadowRejected
+	case limiter.StatusFailOpen:
+		return statusFailOpen
+	case limiter.StatusFailClosed:
+		return statusFailClosed
+	}
+	switch {
+	case d.Failure == limiter.FailureOpen:
+		return statusFailOpen
+	case d.Failure == limiter.FailureClosed:
+		return statusFailClosed
+	case d.Allowed:
+		return statusAllowed
+	}
+	return statusRejected
+}
+
+func reasonIndex(err error) int {
+	switch limiter.ErrorKind(err) {
+	case "timeout":
+		return reasonTimeout
+	case "circuit_open":
+		return reasonCircuitOpen
+	}
+	return reasonError
+}
+
+// ObserveStore observes one store call in rate_limit_redis_duration_seconds
+// (operation: the algorithm; an unknown one counts as "other"), timed-out
+// and failed calls included, and counts a failed call in
+// rate_limit_store_errors_total by kind. With Config.Exemplars, a sampled
+// span in ctx makes its trace id the observation's exemplar.
+//
+// Part of limiter.Observer: safe for concurrent use, lock-free.
+func (c *Collector) ObserveStore(ctx context.Context, operation string, elapsed time.Duration, err error) {
+	obs, ok := c.storeObs[operation]
+	if !ok {
+		obs = c.storeDuration.WithLabelValues(OtherEndpoint)
+	}
+	v := elapsed.Seconds()
+	if c.exemplars {
+		if sc := trace.SpanContextFromContext(ctx); sc.IsSampled() {
+			obs.(prometheus.ExemplarObserver).ObserveWithExemplar(v, prometheus.Labels{"trace_id": sc.TraceID().String()})
+			c.countStoreError(err)
+			return
+		}
+	}
+	obs.Observe(v)
+	c.countStoreError(err)
+}
+
+func (c *Collector) countStoreError(err error) {
+	if err == nil {
+		return
+	}
+	if limiter.ErrorKind(err) == "timeout" {
+		c.storeErrors[0].Add(1)
+	} else {
+		c.storeErrors[1].Add(1)
+	}
+}
