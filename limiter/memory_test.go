@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -190,6 +191,34 @@ func TestMemoryStoreIsExactUnderContention(t *testing.T) {
 				t.Fatalf("admitted %d of 1280, want exactly 500", allowed)
 			}
 		})
+	}
+}
+
+func TestMemoryStoreRefusesWhatItCannotCount(t *testing.T) {
+	// Called directly, without a Limiter's validation, the store answers
+	// with an error instead of dividing by zero.
+	store := limiter.NewMemoryStore(limiter.MemoryConfig{})
+	tests := []struct {
+		name string
+		lim  limiter.Limit
+		cost int64
+		want string
+	}{
+		{"an unknown algorithm is named", limiter.Limit{Algorithm: "bogus", Rate: 1, Period: time.Second}, 1, `unknown algorithm "bogus"`},
+		{"a zero rate is refused", limiter.Limit{Algorithm: limiter.TokenBucket, Period: time.Second}, 1, "rate: must be > 0"},
+		{"a zero period is refused", limiter.Limit{Algorithm: limiter.FixedWindow, Rate: 5}, 1, "period: must be > 0"},
+		{"a cost above the quota is refused", limiter.PerSecond(limiter.GCRA, 5), 6, "cost 6 > quota 5"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			d, err := store.Decide(context.Background(), "k", tc.lim, tc.cost)
+			if err == nil || !strings.Contains(err.Error(), tc.want) || d.Allowed {
+				t.Fatalf("got %+v, %v; want a refusal mentioning %q", d, err, tc.want)
+			}
+		})
+	}
+	if store.Len() != 0 {
+		t.Fatalf("%d keys stored for refused calls", store.Len())
 	}
 }
 

@@ -1,10 +1,3 @@
-// Package limiter decides whether a request may pass a rate limit.
-//
-// It knows nothing of HTTP or Prometheus: callers give it a key, a cost and a
-// Limit, and it answers with a Decision. Decisions are made by a Store — the
-// embedded MemoryStore, or the Redis store in package limiter/redisstore — so
-// that the same Limit behaves the same on one process and on a fleet sharing
-// one Redis.
 package limiter
 
 import (
