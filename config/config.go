@@ -1,0 +1,354 @@
+// Package config is rl-exporter's typed configuration: one Config struct
+// loaded from YAML with koanf, on top of built-in defaults, strictly (an
+// unknown key is an error) and validated with errors that name the file, the
+// key and the reason.
+//
+// The package reads only the files it is given (the config file and the
+// secret and key files it names); flags and the environment are read by
+// cmd/rl-exporter, which applies them to the loaded Config.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/go-viper/mapstructure/v2"
+	"github.com/knadh/koanf/parsers/yaml"
+	"github.com/knadh/koanf/providers/confmap"
+	"github.com/knadh/koanf/providers/rawbytes"
+	"github.com/knadh/koanf/v2"
+)
+
+// DefaultListen is the address of serve's main listener when none is configured.
+const DefaultListen = ":8480"
+
+// BuiltIn names the source of a Config loaded without a file.
+const BuiltIn = "built-in defaults"
+
+// Config is the whole configuration. It is a plain value, safe to read
+// concurrently once loaded; a reload loads a new one.
+type Config struct {
+	// Server holds the listeners and the upstream.
+	Server Server `koanf:"server"`
+	// Log configures the structured logs.
+	Log Log `koanf:"log"`
+	// Store says where decisions are made.
+	Store Store `koanf:"store"`
+	// Tiers are the plan tiers.
+	Tiers Tiers `koanf:"tiers"`
+	// Identity says who is asking.
+	Identity Identity `koanf:"identity"`
+	// Headers selects the rate-limit header families and the 429 body.
+	Headers Headers `koanf:"headers"`
+	// Classes are the route classes by name.
+	Classes map[string]Class `koanf:"classes"`
+	// DefaultClass receives the requests no route matches. Default: the
+	// only class, or the class named "default".
+	DefaultClass string `koanf:"default_class"`
+
+	// Source is the file the Config was loaded from, or BuiltIn.
+	Source string `koanf:"-"`
+	// dir resolves relative file names in the config.
+	dir string
+}
+
+// Server configures the listeners of `rl-exporter serve`.
+type Server struct {
+	// Listen is the main listener: the proxy, /v1/check and, unless
+	// MetricsListen is set, /metrics, /healthz and /readyz. Default DefaultListen.
+	Listen string `koanf:"listen"`
+	// MetricsListen, when set, serves /metrics, /healthz and /readyz instead of Listen.
+	MetricsListen string `koanf:"metrics_listen"`
+	// AdminListen, when set, serves what shows users' keys. Off by default.
+	AdminListen string `koanf:"admin_listen"`
+	// Upstream is the URL requests are proxied to; without it only the
+	// decision API and the health endpoints are served.
+	Upstream string `koanf:"upstream"`
+	// ShutdownTimeout bounds the drain of in-flight requests on SIGTERM. Default 15s.
+	ShutdownTimeout time.Duration `koanf:"shutdown_timeout"`
+	// ReadyTimeout bounds the store ping of /readyz. Default 1s.
+	ReadyTimeout time.Duration `koanf:"ready_timeout"`
+}
+
+// Log configures log/slog.
+type Log struct {
+	// Format is "text" (default) or "json".
+	Format string `koanf:"format"`
+	// Level is "debug", "info" (default), "warn" or "error".
+	Level string `koanf:"level"`
+}
+
+// Store says where decisions are made.
+type Store struct {
+	// Type is "memory" (default, in process) or "redis".
+	Type string `koanf:"type"`
+	// Timeout bounds each decision's store call. Default 100ms.
+	Timeout time.Duration `koanf:"timeout"`
+	// FailPolicy is "open" (default), "closed" or "local".
+	FailPolicy string `koanf:"fail_policy"`
+	// Redis says how to reach Redis when Type is "redis".
+	Redis Redis `koanf:"redis"`
+}
+
+// Redis locates Redis: exactly one of URL, ClusterAddrs or SentinelAddrs
+// (with SentinelMaster).
+type Redis struct {
+	URL            string   `koanf:"url"`
+	ClusterAddrs   []string `koanf:"cluster_addrs"`
+	SentinelAddrs  []string `koanf:"sentinel_addrs"`
+	SentinelMaster string   `koanf:"sentinel_master"`
+	// PasswordFile holds the Redis password (never logged).
+	PasswordFile string `koanf:"password_file"`
+	// PoolSize is the connections per node; default 10 × GOMAXPROCS.
+	PoolSize int `koanf:"pool_size"`
+	// Prefix is the first component of every Redis key; default "rl".
+	Prefix string `koanf:"prefix"`
+}
+
+// Tiers are the plan tiers.
+type Tiers struct {
+	// Names lists the tiers. Default: just Default.
+	Names []string `koanf:"names"`
+	// Default is the tier of clients whose tier is unknown. Default "default".
+	Default string `koanf:"default"`
+	// Header names a trusted header carrying the tier (X-Plan-Tier).
+	Header string `koanf:"header"`
+	// Keys lists, per tier, the user ids, JWT subjects and API keys on it.
+	Keys map[string][]string `koanf:"keys"`
+}
+
+// Identity says how clients are identified.
+type Identity struct {
+	// TrustedProxies are CIDRs whose X-Forwarded-For and Forwarded are believed.
+	TrustedProxies []string `koanf:"trusted_proxies"`
+	// UserHeader names a trusted header carrying the user id (X-User-ID).
+	UserHeader string `koanf:"user_header"`
+	// APIKeyHeader names the header carrying an API key (X-API-Key).
+	APIKeyHeader string `koanf:"api_key_header"`
+	// RequireKnownAPIKey ignores API keys not listed under tiers.keys.
+	RequireKnownAPIKey bool `koanf:"require_known_api_key"`
+	// JWT verifies bearer tokens when Algorithm is set.
+	JWT JWT `koanf:"jwt"`
+}
+
+// JWT configures bearer-token verification.
+type JWT struct {
+	// Algorithm is the only one accepted (HS256, RS256, ES256, ...); empty disables JWT.
+	Algorithm string `koanf:"algorithm"`
+	// Header carries the token; default Authorization (Bearer).
+	Header string `koanf:"header"`
+	// SecretFile holds the HMAC secret (HS*).
+	SecretFile string `koanf:"secret_file"`
+	// PublicKeyFile holds the PEM public key (RS*, ES*).
+	PublicKeyFile string `koanf:"public_key_file"`
+	// Issuer and Audience, when set, must match.
+	Issuer   string `koanf:"issuer"`
+	Audience string `koanf:"audience"`
+	// Leeway tolerates clock skew.
+	Leeway time.Duration `koanf:"leeway"`
+}
+
+// Headers selects the header families and the 429 body.
+type Headers struct {
+	// XRateLimit sends X-RateLimit-Limit/-Remaining/-Reset. Default true.
+	XRateLimit bool `koanf:"x_ratelimit"`
+	// RateLimit sends the IETF draft-10 RateLimit-Policy and RateLimit fields. Default true.
+	RateLimit bool `koanf:"ratelimit"`
+	// Legacy sends RateLimit-Limit/-Remaining/-Reset. Default false.
+	Legacy bool `koanf:"legacy"`
+	// ProblemJSON makes 429 bodies application/problem+json. Default false.
+	ProblemJSON bool `koanf:"problem_json"`
+}
+
+// Class is a route class.
+type Class struct {
+	// Routes are ServeMux patterns ("GET /orders/{id}").
+	Routes []string `koanf:"routes"`
+	// Shadow decides and records but never rejects.
+	Shadow bool `koanf:"shadow"`
+	// Shared gives the whole class one budget per client instead of one per endpoint.
+	Shared bool `koanf:"shared"`
+	// Limits is the limit per tier; the default tier is required.
+	Limits map[string]Limit `koanf:"limits"`
+}
+
+// Limit is one limit. For fixed_window, sliding_log and sliding_window, Rate
+// requests per Period (the window). For token_bucket, leaky_bucket and gcra,
+// a bucket of Burst (default Rate) refilled at Rate per Period.
+type Limit struct {
+	Algorithm    string        `koanf:"algorithm"`
+	Rate         int64         `koanf:"rate"`
+	Period       time.Duration `koanf:"period"`
+	Burst        int64         `koanf:"burst"`
+	NoDelay      bool          `koanf:"no_delay"`
+	AlignWindows bool          `koanf:"align_windows"`
+}
+
+// defaults are the scalar defaults, loaded under the file. Maps and lists
+// (classes, tiers) get theirs in fill, so that a file's classes replace the
+// built-in one instead of merging with it.
+func defaults() map[string]any {
+	return map[string]any{
+		"server.listen":           DefaultListen,
+		"server.shutdown_timeout": "15s",
+		"server.ready_timeout":    "1s",
+		"log.format":              "text",
+		"log.level":               "info",
+		"store.type":              "memory",
+		"store.timeout":           "100ms",
+		"store.fail_policy":       "open",
+		"tiers.default":           "default",
+		"headers.x_ratelimit":     true,
+		"headers.ratelimit":       true,
+	}
+}
+
+// Default returns the built-in configuration: one class, "default", that
+// limits every endpoint per client to 100 requests per minute.
+func Default() *Config {
+	c, err := Parse(BuiltIn, nil)
+	if err != nil {
+		panic("config: built-in defaults are invalid: " + err.Error()) // a bug, caught by the tests
+	}
+	return c
+}
+
+// Load reads and validates the YAML file at path.
+func Load(path string) (*Config, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("config %s: %w", path, err)
+	}
+	return Parse(path, b)
+}
+
+// Parse validates YAML data from the file named name (used in errors and to
+// resolve relative file names). Nil data means the built-in defaults.
+func Parse(name string, data []byte) (*Config, error) {
+	k, err := NewKoanf(name, data)
+	if err != nil {
+		return nil, err
+	}
+	return FromKoanf(name, k)
+}
+
+// NewKoanf returns a koanf instance holding the defaults and, over them, the
+// YAML data of the file named name. Further layers (environment, flags) can
+// be loaded into it before FromKoanf.
+func NewKoanf(name string, data []byte) (*koanf.Koanf, error) {
+	k := koanf.New(".")
+	if err := k.Load(confmap.Provider(defaults(), "."), nil); err != nil {
+		return nil, fmt.Errorf("config defaults: %w", err)
+	}
+	if len(data) > 0 {
+		if err := k.Load(rawbytes.Provider(data), yaml.Parser()); err != nil {
+			return nil, fmt.Errorf("config %s: %w", name, err)
+		}
+	}
+	return k, nil
+}
+
+// FromKoanf decodes k strictly into a Config, fills the defaults and validates it.
+func FromKoanf(name string, k *koanf.Koanf) (*Config, error) {
+	var c Config
+	err := k.UnmarshalWithConf("", &c, koanf.UnmarshalConf{DecoderConfig: &mapstructure.DecoderConfig{
+		DecodeHook: mapstructure.ComposeDecodeHookFunc(
+			mapstructure.StringToTimeDurationHookFunc(),
+			mapstructure.StringToSliceHookFunc(","),
+		),
+		ErrorUnused: true,
+		Result:      &c,
+		TagName:     "koanf",
+	}})
+	if err != nil {
+		return nil, fmt.Errorf("config %s: %s", name, decodeMessage(err))
+	}
+	c.Source = name
+	if name != BuiltIn {
+		c.dir = filepath.Dir(name)
+	}
+	c.fill()
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+// decodeMessage turns mapstructure's multi-line report into one line.
+func decodeMessage(err error) string {
+	var lines []string
+	for _, l := range strings.Split(err.Error(), "\n") {
+		l = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(l), "* "))
+		if l == "" || strings.HasSuffix(l, "error(s):") || strings.HasSuffix(l, "error(s) decoding:") {
+			continue
+		}
+		lines = append(lines, l)
+	}
+	// 'classes[public].limits[free]' → classes.public.limits.free, the
+	// way keys are named everywhere else.
+	msg := strings.Join(lines, "; ")
+	return quotedKey.ReplaceAllStringFunc(msg, func(q string) string {
+		return strings.NewReplacer("'", "", "[", ".", "]", "").Replace(q)
+	})
+}
+
+// fill applies the defaults of maps and lists.
+func (c *Config) fill() {
+	if len(c.Tiers.Names) == 0 {
+		c.Tiers.Names = []string{c.Tiers.Default}
+	}
+	if len(c.Classes) == 0 {
+		c.Classes = map[string]Class{"default": {Limits: map[string]Limit{
+			c.Tiers.Default: {Algorithm: "fixed_window", Rate: 100, Period: time.Minute},
+		}}}
+	}
+	if c.DefaultClass == "" {
+		if len(c.Classes) == 1 {
+			for n := range c.Classes {
+				c.DefaultClass = n
+			}
+		} else if _, ok := c.Classes["default"]; ok {
+			c.DefaultClass = "default"
+		}
+	}
+}
+
+var quotedKey = regexp.MustCompile(`'[A-Za-z0-9_.\[\]-]*'`)
+
+var namePattern = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
+
+// ClassNames returns the class names, sorted.
+func (c *Config) ClassNames() []string {
+	names := make([]string, 0, len(c.Classes))
+	for n := range c.Classes {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// Path resolves a file name from the config relative to the config file's directory.
+func (c *Config) Path(p string) string {
+	if p == "" || filepath.IsAbs(p) || c.dir == "" {
+		return p
+	}
+	return filepath.Join(c.dir, p)
+}
+
+// errs collects validation errors, each naming the file and key.
+type errs struct {
+	source string
+	list   []error
+}
+
+func (e *errs) add(key, format string, args ...any) {
+	e.list = append(e.list, fmt.Errorf("config %s: %s: %s", e.source, key, fmt.Sprintf(format, args...)))
+}
+
+func (e *errs) err() error { return errors.Join(e.list...) }

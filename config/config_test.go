@@ -1,0 +1,131 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rl-exporter/rl-exporter/httplimit"
+	"github.com/rl-exporter/rl-exporter/limiter"
+)
+
+func TestTheBuiltInDefaultsLimitEveryEndpointTo100PerMinute(t *testing.T) {
+	c := Default()
+	if c.Server.Listen != DefaultListen || c.Store.Type != "memory" || c.DefaultClass != "default" {
+		t.Errorf("defaults %+v: want listen %s, memory store, default class", c, DefaultListen)
+	}
+	pc, err := c.PolicyConfig(limiter.NewMemoryStore(limiter.MemoryConfig{}), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := httplimit.NewPolicy(pc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lims := p.Limits()
+	if len(lims) != 1 || lims[0].Limit != limiter.PerMinute(limiter.FixedWindow, 100) || lims[0].Endpoint != httplimit.CatchAll {
+		t.Errorf("limits %+v, want one: 100/min fixed_window on every endpoint", lims)
+	}
+	if pc.Headers != (httplimit.HeaderConfig{}) {
+		t.Errorf("headers %+v: want X-RateLimit and RateLimit on, legacy and problem+json off", pc.Headers)
+	}
+}
+
+func TestTheDemoConfigIsValid(t *testing.T) {
+	c, err := Load("../examples/demo.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Classes) < 2 {
+		t.Errorf("the demo has %d classes, want several", len(c.Classes))
+	}
+}
+
+func TestAFileReplacesTheBuiltInClassAndKeepsScalarDefaults(t *testing.T) {
+	c, err := Parse("x.yaml", []byte(`
+tiers: {names: [free, pro], default: free}
+classes:
+  public:
+    routes: ["GET /orders/{id}"]
+    limits:
+      free: {algorithm: token_bucket, rate: 10, period: 1s, burst: 20}
+      pro: {algorithm: gcra, rate: 100, period: 1s}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := c.Classes["default"]; ok || c.DefaultClass != "public" {
+		t.Errorf("classes %v default %q: want only public, and it the default", c.ClassNames(), c.DefaultClass)
+	}
+	if c.Store.Timeout != 100*time.Millisecond || !c.Headers.XRateLimit || c.Server.Listen != DefaultListen {
+		t.Errorf("scalar defaults lost: %+v", c)
+	}
+	if got := c.Classes["public"].Limits["free"]; got.Burst != 20 || got.Period != time.Second {
+		t.Errorf("free limit %+v", got)
+	}
+}
+
+func TestInvalidConfigsNameTheFileTheKeyAndTheReason(t *testing.T) {
+	dir := t.TempDir()
+	short := filepath.Join(dir, "short.secret")
+	if err := os.WriteFile(short, []byte("tiny"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	badPEM := filepath.Join(dir, "bad.pem")
+	if err := os.WriteFile(badPEM, []byte("not a key"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name string
+		yaml string
+		want []string
+	}{
+		{"an unknown top-level key", "listen: \":1\"\n", []string{"listen"}},
+		{"an unknown nested key", "store: {timout: 1s}\n", []string{"timout"}},
+		{"an unknown key in a limit", "classes: {default: {limits: {default: {algorithm: gcra, rate: 1, period: 1s, bust: 2}}}}\n", []string{"bust"}},
+		{"a wrong type", "store: {timeout: soon}\n", []string{"store.timeout"}},
+		{"a zero limit", "classes: {default: {limits: {default: {algorithm: fixed_window, rate: 0, period: 1m}}}}\n", []string{"classes.default.limits.default.rate", "must be > 0"}},
+		{"a negative window", "classes: {default: {limits: {default: {algorithm: fixed_window, rate: 5, period: -1m}}}}\n", []string{"classes.default.limits.default.period"}},
+		{"an unknown algorithm", "classes: {default: {limits: {default: {algorithm: magic, rate: 5, period: 1m}}}}\n", []string{"classes.default.limits.default.algorithm", "magic"}},
+		{"a negative burst", "classes: {default: {limits: {default: {algorithm: gcra, rate: 5, period: 1m, burst: -1}}}}\n", []string{"burst"}},
+		{"a malformed route", "classes: {default: {routes: [\"GET orders\"], limits: {default: {algorithm: gcra, rate: 5, period: 1m}}}}\n", []string{"classes.default.routes[0]", "GET orders"}},
+		{"two classes claiming one route", "default_class: a\nclasses:\n  a: {routes: [/x], limits: {default: {algorithm: gcra, rate: 5, period: 1m}}}\n  b: {routes: [/x], limits: {default: {algorithm: gcra, rate: 5, period: 1m}}}\n", []string{"classes", "/x"}},
+		{"an unparsable CIDR", "identity: {trusted_proxies: [10.0.0.0/33]}\n", []string{"identity.trusted_proxies[0]", "10.0.0.0/33"}},
+		{"a limit for an unknown tier", "classes: {default: {limits: {default: {algorithm: gcra, rate: 5, period: 1m}, gold: {algorithm: gcra, rate: 5, period: 1m}}}}\n", []string{"classes.default.limits.gold", "unknown tier"}},
+		{"a default tier outside the names", "tiers: {names: [free], default: pro}\n", []string{"tiers.default", "pro"}},
+		{"several classes without a default", "classes:\n  a: {limits: {default: {algorithm: gcra, rate: 5, period: 1m}}}\n  b: {limits: {default: {algorithm: gcra, rate: 5, period: 1m}}}\n", []string{"default_class"}},
+		{"an unknown store type", "store: {type: etcd}\n", []string{"store.type", "etcd"}},
+		{"redis without an address", "store: {type: redis}\n", []string{"store.redis"}},
+		{"an unknown fail policy", "store: {fail_policy: maybe}\n", []string{"store.fail_policy", "maybe"}},
+		{"a listener without a port", "server: {listen: localhost}\n", []string{"server.listen"}},
+		{"an upstream that is not a URL", "server: {upstream: \"ftp://x\"}\n", []string{"server.upstream"}},
+		{"an unknown log format", "log: {format: xml}\n", []string{"log.format"}},
+		{"an unsupported JWT algorithm", "identity: {jwt: {algorithm: none, secret_file: x}}\n", []string{"identity.jwt", "none"}},
+		{"a short HMAC secret", "identity: {jwt: {algorithm: HS256, secret_file: short.secret}}\n", []string{"identity.jwt", "secret_file", "16"}},
+		{"a public key file that is no key", "identity: {jwt: {algorithm: RS256, public_key_file: bad.pem}}\n", []string{"identity.jwt", "RS256"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			file := filepath.Join(dir, "rl.yaml")
+			_, err := Parse(file, []byte(c.yaml))
+			if err == nil {
+				t.Fatalf("no error for %q", c.yaml)
+			}
+			msg := err.Error()
+			for _, w := range append([]string{file}, c.want...) {
+				if !strings.Contains(msg, w) {
+					t.Errorf("error %q does not mention %q", msg, w)
+				}
+			}
+		})
+	}
+}
+
+func TestAMissingFileIsAnErrorNamingIt(t *testing.T) {
+	_, err := Load("/nonexistent/rl.yaml")
+	if err == nil || !strings.Contains(err.Error(), "/nonexistent/rl.yaml") {
+		t.Errorf("error %v, want one naming the file", err)
+	}
+}

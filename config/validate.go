@@ -1,0 +1,342 @@
+package config
+
+import (
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"net/url"
+	"os"
+	"strings"
+
+	"github.com/rl-exporter/rl-exporter/httplimit"
+	"github.com/rl-exporter/rl-exporter/limiter"
+	"github.com/rl-exporter/rl-exporter/limiter/redisstore"
+)
+
+// Validate reports every problem of c, each naming the file, the key and
+// the reason, joined into one error; nil when c is usable.
+func (c *Config) Validate() error {
+	e := &errs{source: c.Source}
+	c.validateServer(e)
+	c.validateStore(e)
+	c.validateTiers(e)
+	c.validateIdentity(e)
+	c.validateClasses(e)
+	if len(e.list) == 0 {
+		// Everything named is fine on its own; compile the policy to catch
+		// what only shows together (two classes claiming one route).
+		pc, err := c.PolicyConfig(limiter.NewMemoryStore(limiter.MemoryConfig{}), nil)
+		if err == nil {
+			_, err = httplimit.NewPolicy(pc)
+		}
+		if err != nil {
+			e.add("classes", "%s", strings.TrimPrefix(err.Error(), "policy: "))
+		}
+	}
+	return e.err()
+}
+
+func validAddr(a string) error {
+	_, port, err := net.SplitHostPort(a)
+	if err != nil {
+		return err
+	}
+	if port == "" {
+		return fmt.Errorf("no port")
+	}
+	return nil
+}
+
+func (c *Config) validateServer(e *errs) {
+	s := c.Server
+	seen := map[string]string{}
+	for _, l := range []struct{ key, addr string }{
+		{"server.listen", s.Listen}, {"server.metrics_listen", s.MetricsListen}, {"server.admin_listen", s.AdminListen},
+	} {
+		if l.addr == "" {
+			if l.key == "server.listen" {
+				e.add(l.key, "required")
+			}
+			continue
+		}
+		if err := validAddr(l.addr); err != nil {
+			e.add(l.key, "%q is not host:port: %v", l.addr, err)
+			continue
+		}
+		if other, dup := seen[l.addr]; dup && !strings.HasSuffix(l.addr, ":0") {
+			e.add(l.key, "%q is already %s", l.addr, other)
+		}
+		seen[l.addr] = l.key
+	}
+	if s.Upstream != "" {
+		u, err := url.Parse(s.Upstream)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			e.add("server.upstream", "%q is not an http:// or https:// URL with a host", s.Upstream)
+		}
+	}
+	if s.ShutdownTimeout <= 0 {
+		e.add("server.shutdown_timeout", "must be > 0, got %s", s.ShutdownTimeout)
+	}
+	if s.ReadyTimeout <= 0 {
+		e.add("server.ready_timeout", "must be > 0, got %s", s.ReadyTimeout)
+	}
+	if c.Log.Format != "text" && c.Log.Format != "json" {
+		e.add("log.format", "%q: want text or json", c.Log.Format)
+	}
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(c.Log.Level)); err != nil {
+		e.add("log.level", "%q: want debug, info, warn or error", c.Log.Level)
+	}
+}
+
+func (c *Config) validateStore(e *errs) {
+	s := c.Store
+	switch s.Type {
+	case "memory":
+	case "redis":
+		if _, err := c.RedisClientConfig(); err != nil {
+			e.add("store.redis", "%v", err)
+		}
+	default:
+		e.add("store.type", "%q: want memory or redis", s.Type)
+	}
+	if s.Timeout <= 0 {
+		e.add("store.timeout", "must be > 0, got %s", s.Timeout)
+	}
+	if _, err := limiter.ParseFailPolicy(s.FailPolicy); err != nil {
+		e.add("store.fail_policy", "%v", err)
+	}
+	if strings.ContainsAny(s.Redis.Prefix, "{}") {
+		e.add("store.redis.prefix", "%q must not contain '{' or '}'", s.Redis.Prefix)
+	}
+}
+
+// RedisClientConfig returns how to reach Redis, reading the password file.
+func (c *Config) RedisClientConfig() (redisstore.ClientConfig, error) {
+	r := c.Store.Redis
+	cc := redisstore.ClientConfig{
+		URL: r.URL, ClusterAddrs: r.ClusterAddrs, SentinelAddrs: r.SentinelAddrs, MasterName: r.SentinelMaster,
+		PoolSize: r.PoolSize,
+	}
+	if r.PasswordFile != "" {
+		b, err := os.ReadFile(c.Path(r.PasswordFile))
+		if err != nil {
+			return cc, fmt.Errorf("password_file: %w", err)
+		}
+		cc.Password = strings.TrimRight(string(b), "\r\n")
+	}
+	if _, err := cc.Options(); err != nil {
+		return cc, err
+	}
+	return cc, nil
+}
+
+func (c *Config) validateTiers(e *errs) {
+	t := c.Tiers
+	seen := map[string]bool{}
+	for i, n := range t.Names {
+		if !namePattern.MatchString(n) {
+			e.add(fmt.Sprintf("tiers.names[%d]", i), "%q: letters, digits, '_' and '-' only", n)
+		}
+		if seen[n] {
+			e.add(fmt.Sprintf("tiers.names[%d]", i), "%q listed twice", n)
+		}
+		seen[n] = true
+	}
+	if !seen[t.Default] {
+		e.add("tiers.default", "%q is not one of tiers.names %v", t.Default, t.Names)
+	}
+	owner := map[string]string{}
+	for tier, keys := range t.Keys {
+		if !seen[tier] {
+			e.add("tiers.keys."+tier, "unknown tier (tiers.names is %v)", t.Names)
+		}
+		for _, k := range keys {
+			if k == "" {
+				e.add("tiers.keys."+tier, "empty key")
+			}
+			if o, dup := owner[k]; dup && o != tier {
+				e.add("tiers.keys."+tier, "a key is also listed under %s", o)
+			}
+			owner[k] = tier
+		}
+	}
+}
+
+func (c *Config) validateIdentity(e *errs) {
+	id := c.Identity
+	for i, p := range id.TrustedProxies {
+		if _, err := parsePrefix(p); err != nil {
+			e.add(fmt.Sprintf("identity.trusted_proxies[%d]", i), "%q is not a CIDR or an IP address", p)
+		}
+	}
+	j := id.JWT
+	if j.Algorithm == "" {
+		if j.SecretFile != "" || j.PublicKeyFile != "" {
+			e.add("identity.jwt.algorithm", "required when a secret or key file is set")
+		}
+		return
+	}
+	if _, err := c.jwtConfig(); err != nil {
+		e.add("identity.jwt", "%v", err)
+	}
+}
+
+func parsePrefix(s string) (netip.Prefix, error) {
+	if strings.Contains(s, "/") {
+		p, err := netip.ParsePrefix(s)
+		return p.Masked(), err
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		return netip.Prefix{}, err
+	}
+	return netip.PrefixFrom(a, a.BitLen()), nil
+}
+
+func (c *Config) jwtConfig() (*httplimit.JWTConfig, error) {
+	j := c.Identity.JWT
+	if j.Algorithm == "" {
+		return nil, nil
+	}
+	out := &httplimit.JWTConfig{Header: j.Header, Algorithm: j.Algorithm, Issuer: j.Issuer, Audience: j.Audience, Leeway: j.Leeway}
+	switch {
+	case strings.HasPrefix(j.Algorithm, "HS"):
+		if j.SecretFile == "" {
+			return nil, fmt.Errorf("secret_file: required for %s", j.Algorithm)
+		}
+		b, err := os.ReadFile(c.Path(j.SecretFile))
+		if err != nil {
+			return nil, fmt.Errorf("secret_file: %w", err)
+		}
+		out.Secret = []byte(strings.TrimRight(string(b), "\r\n"))
+		if len(out.Secret) < 16 {
+			return nil, fmt.Errorf("secret_file: the secret is %d bytes; use at least 16", len(out.Secret))
+		}
+	case strings.HasPrefix(j.Algorithm, "RS"), strings.HasPrefix(j.Algorithm, "ES"):
+		if j.PublicKeyFile == "" {
+			return nil, fmt.Errorf("public_key_file: required for %s", j.Algorithm)
+		}
+		b, err := os.ReadFile(c.Path(j.PublicKeyFile))
+		if err != nil {
+			return nil, fmt.Errorf("public_key_file: %w", err)
+		}
+		out.PublicKeyPEM = b
+	default:
+		return nil, fmt.Errorf("algorithm: %q is not supported (want HS256, HS384, HS512, RS256, RS384, RS512, ES256, ES384 or ES512)", j.Algorithm)
+	}
+	// Parse the key now, so a bad file is reported here with its key name.
+	if _, err := httplimit.NewPolicy(httplimit.PolicyConfig{Store: limiter.NewMemoryStore(limiter.MemoryConfig{}), Identity: httplimit.IdentityConfig{JWT: out}}); err != nil {
+		return nil, fmt.Errorf("%s", strings.TrimPrefix(err.Error(), "policy: identity: jwt: "))
+	}
+	return out, nil
+}
+
+func (c *Config) validateClasses(e *errs) {
+	tiers := map[string]bool{}
+	for _, t := range c.Tiers.Names {
+		tiers[t] = true
+	}
+	for _, name := range c.ClassNames() {
+		cl := c.Classes[name]
+		key := "classes." + name
+		if !namePattern.MatchString(name) {
+			e.add(key, "class name: letters, digits, '_' and '-' only")
+		}
+		for i, r := range cl.Routes {
+			if err := httplimit.ValidatePattern(r); err != nil {
+				e.add(fmt.Sprintf("%s.routes[%d]", key, i), "%q: %v", r, err)
+			}
+		}
+		if _, ok := cl.Limits[c.Tiers.Default]; !ok {
+			e.add(key+".limits", "no limit for the default tier %q", c.Tiers.Default)
+		}
+		for tier, l := range cl.Limits {
+			lk := key + ".limits." + tier
+			if !tiers[tier] {
+				e.add(lk, "unknown tier (tiers.names is %v)", c.Tiers.Names)
+				continue
+			}
+			if err := l.limit().Validate(); err != nil {
+				e.add(lk+"."+strings.SplitN(err.Error(), ":", 2)[0], "%s", strings.TrimSpace(strings.SplitN(err.Error(), ":", 2)[1]))
+			}
+		}
+	}
+	if _, ok := c.Classes[c.DefaultClass]; !ok {
+		if c.DefaultClass == "" {
+			e.add("default_class", "required when there are several classes and none is named \"default\"")
+		} else {
+			e.add("default_class", "%q is not a class (classes are %v)", c.DefaultClass, c.ClassNames())
+		}
+	}
+}
+
+func (l Limit) limit() limiter.Limit {
+	return limiter.Limit{
+		Algorithm: limiter.Algorithm(l.Algorithm), Rate: l.Rate, Period: l.Period, Burst: l.Burst,
+		NoDelay: l.NoDelay, AlignWindows: l.AlignWindows,
+	}
+}
+
+// PolicyConfig converts c into what httplimit.NewPolicy compiles, deciding
+// on store. It reads the JWT secret or key file.
+func (c *Config) PolicyConfig(store limiter.Store, observer limiter.Observer) (httplimit.PolicyConfig, error) {
+	pc := httplimit.PolicyConfig{
+		DefaultClass: c.DefaultClass,
+		Tiers:        c.Tiers.Names,
+		DefaultTier:  c.Tiers.Default,
+		Store:        store,
+		FailPolicy:   limiter.FailPolicy(c.Store.FailPolicy),
+		Timeout:      c.Store.Timeout,
+		Observer:     observer,
+		Headers: httplimit.HeaderConfig{
+			OmitXRateLimit: !c.Headers.XRateLimit,
+			OmitRateLimit:  !c.Headers.RateLimit,
+			Legacy:         c.Headers.Legacy,
+			ProblemJSON:    c.Headers.ProblemJSON,
+		},
+		Identity: httplimit.IdentityConfig{
+			UserHeader:         c.Identity.UserHeader,
+			APIKeyHeader:       c.Identity.APIKeyHeader,
+			RequireKnownAPIKey: c.Identity.RequireKnownAPIKey,
+			TierHeader:         c.Tiers.Header,
+		},
+	}
+	for _, p := range c.Identity.TrustedProxies {
+		pre, err := parsePrefix(p)
+		if err != nil {
+			return pc, fmt.Errorf("identity.trusted_proxies: %q: %w", p, err)
+		}
+		pc.Identity.TrustedProxies = append(pc.Identity.TrustedProxies, pre)
+	}
+	if len(c.Tiers.Keys) > 0 {
+		pc.Identity.TierByKey = map[string]string{}
+		for tier, keys := range c.Tiers.Keys {
+			for _, k := range keys {
+				pc.Identity.TierByKey[k] = tier
+			}
+		}
+	}
+	j, err := c.jwtConfig()
+	if err != nil {
+		return pc, fmt.Errorf("identity.jwt: %w", err)
+	}
+	pc.Identity.JWT = j
+	for _, name := range c.ClassNames() {
+		cl := c.Classes[name]
+		hc := httplimit.Class{Name: name, Routes: cl.Routes, Shadow: cl.Shadow, Shared: cl.Shared, Limits: map[string]limiter.Limit{}}
+		for tier, l := range cl.Limits {
+			hc.Limits[tier] = l.limit()
+		}
+		pc.Classes = append(pc.Classes, hc)
+	}
+	return pc, nil
+}
+
+// SlogLevel is the configured log level.
+func (c *Config) SlogLevel() slog.Level {
+	var l slog.Level
+	_ = l.UnmarshalText([]byte(c.Log.Level))
+	return l
+}
