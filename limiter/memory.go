@@ -30,11 +30,12 @@ type MemoryConfig struct {
 	// new window and bucket algorithms count no refill.
 	Now func() time.Time
 	// Shards is the number of independently locked parts the keys are
-	// spread over, rounded up to a power of two. Default DefaultMemoryShards.
+	// spread over, rounded up to a power of two (and down to at most
+	// MaxKeys). Default DefaultMemoryShards.
 	Shards int
 	// MaxKeys bounds the number of keys held (per key and algorithm). It is
-	// enforced per shard, as ceil(MaxKeys/Shards) keys per shard, so the
-	// store never holds more than Shards×ceil(MaxKeys/Shards) keys. When a
+	// enforced per shard, as floor(MaxKeys/Shards) keys per shard, so the
+	// store never holds more than MaxKeys keys. When a
 	// shard is full, inserting a new key evicts a sampled key: an idle one
 	// if the sample holds one, else the one whose state is closest to fresh.
 	// Default DefaultMemoryMaxKeys.
@@ -50,8 +51,8 @@ type MemoryConfig struct {
 // a fresh key's (a window that has passed, a bucket full or empty again):
 // each insertion of a new key samples a few entries of its shard and drops
 // those that have been idle for over a second, and Sweep drops every idle
-// one. Independently, a shard never holds more than ceil(MaxKeys/Shards)
-// keys, so the store never holds more than about MaxKeys. A key costs about
+// one. Independently, a shard never holds more than floor(MaxKeys/Shards)
+// keys, so the store never holds more than MaxKeys. A key costs about
 // 200 bytes of heap plus its length (map slot, entry, the key string; 213
 // bytes measured for 50,000 keys of 13 bytes), so the default bound of
 // 1,048,576 keys is about 220 MiB at worst. sliding_log keys also keep one
@@ -140,11 +141,14 @@ func NewMemoryStore(cfg MemoryConfig) *MemoryStore {
 	for n < cfg.Shards {
 		n <<= 1
 	}
+	for n > 1 && n > cfg.MaxKeys { // at least one key per shard
+		n >>= 1
+	}
 	s := &MemoryStore{
 		now:      cfg.Now,
 		seed:     maphash.MakeSeed(),
 		mask:     uint64(n - 1),
-		perShard: (cfg.MaxKeys + n - 1) / n,
+		perShard: cfg.MaxKeys / n,
 		shards:   make([]memShard, n),
 	}
 	for i := range s.shards {

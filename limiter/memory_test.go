@@ -49,9 +49,8 @@ func TestMemoryStoreStaysBounded(t *testing.T) {
 			}
 		}
 		n := store.Len()
-		// Each of the 64 shards holds at most ceil(50000/64) = 782 keys.
-		if n > 64*782 {
-			t.Fatalf("%d keys held, more than the bound %d", n, 64*782)
+		if n > maxKeys {
+			t.Fatalf("%d keys held, more than MaxKeys %d", n, maxKeys)
 		}
 		if n < maxKeys*9/10 {
 			t.Fatalf("only %d keys held: eviction drops far more than it must", n)
@@ -191,6 +190,18 @@ func TestMemoryStoreIsExactUnderContention(t *testing.T) {
 				t.Fatalf("admitted %d of 1280, want exactly 500", allowed)
 			}
 		})
+	}
+}
+
+func TestSmallMaxKeysIsNeverExceeded(t *testing.T) {
+	clock := newFakeClock()
+	store := limiter.NewMemoryStore(limiter.MemoryConfig{Now: clock.Now, MaxKeys: 10})
+	for i := 0; i < 1000; i++ {
+		store.Decide(context.Background(), "client-"+strconv.Itoa(i), limiter.PerHour(limiter.GCRA, 5), 1)
+	}
+	// 8 shards of one key each: at most MaxKeys, at least half of it.
+	if n := store.Len(); n > 10 || n < 5 {
+		t.Fatalf("%d keys held with MaxKeys 10", n)
 	}
 }
 
