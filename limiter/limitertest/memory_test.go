@@ -1,0 +1,23 @@
+package limitertest_test
+
+import (
+	"testing"
+
+	"github.com/rl-exporter/rl-exporter/limiter"
+	"github.com/rl-exporter/rl-exporter/limiter/limitertest"
+)
+
+func TestMemoryStoreConforms(t *testing.T) {
+	limitertest.Run(t, func(t *testing.T) limiter.Store {
+		return limiter.NewMemoryStore(limiter.MemoryConfig{})
+	})
+}
+
+func TestMemoryStoreIsExactUnderContention(t *testing.T) {
+	store := limiter.NewMemoryStore(limiter.MemoryConfig{})
+	// Four clients of one in-process store, 64 goroutines each.
+	res := limitertest.Contention(t, []limiter.Store{store, store, store, store}, 64)
+	for _, r := range res {
+		t.Logf("%s: %d of %d admitted", r.Algorithm, r.Allowed, r.Attempts)
+	}
+}
