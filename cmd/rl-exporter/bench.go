@@ -1,0 +1,403 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+	"golang.org/x/term"
+
+	"github.com/rl-exporter/rl-exporter/limiter"
+	"github.com/rl-exporter/rl-exporter/limiter/redisstore"
+	"github.com/rl-exporter/rl-exporter/loadgen"
+)
+
+func init() {
+	register("bench", "measure decisions per second and latency of a limit on a store", runBench)
+}
+
+// benchOptions are the flags of rl-exporter bench, validated.
+type benchOptions struct {
+	store        string
+	redisURL     string
+	clusterAddrs []string
+	limit        limiter.Limit
+	limitText    string
+	concurrency  int
+	keys         int
+	zipf         float64
+	duration     time.Duration
+	timeout      time.Duration
+	json         bool
+	// redisClient and redisAddr are set for --store redis.
+	redisClient redisstore.ClientConfig
+	redisAddr   string
+}
+
+// usageError is a bad flag value: reported with the flag's name, exit 2.
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
+
+func usagef(format string, args ...any) error { return usageError{fmt.Sprintf(format, args...)} }
+
+func parseBenchFlags(args []string, stderr io.Writer) (benchOptions, error) {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var o benchOptions
+	var algorithm, clusterAddrs string
+	var burst int64
+	var poolSize int
+	fs.StringVar(&o.store, "store", "memory", "store to measure: memory or redis")
+	fs.StringVar(&o.redisURL, "redis-url", "", "Redis URL for --store redis, e.g. redis://127.0.0.1:6379/0")
+	fs.StringVar(&clusterAddrs, "cluster-addrs", "", "comma-separated Redis Cluster node addresses for --store redis, e.g. redis-1:6379,redis-2:6379,redis-3:6379")
+	fs.StringVar(&algorithm, "algorithm", string(limiter.GCRA), "algorithm: fixed_window, sliding_log, sliding_window, token_bucket, leaky_bucket or gcra")
+	fs.StringVar(&o.limitText, "limit", "1000000/m", "limit per key: N/s, N/m, N/h or N/<duration> (e.g. 100/10s)")
+	fs.Int64Var(&burst, "burst", 0, "bucket size of token_bucket, leaky_bucket and gcra (0 = the rate)")
+	fs.IntVar(&o.concurrency, "concurrency", 64, "number of concurrent callers")
+	fs.IntVar(&o.keys, "keys", 10000, "number of distinct keys")
+	fs.Float64Var(&o.zipf, "zipf", 0, "key skew: 0 = uniform; s > 1 makes low-numbered keys hot (1.1 mild, 2 strong)")
+	fs.DurationVar(&o.duration, "duration", 10*time.Second, "how long to run")
+	fs.IntVar(&poolSize, "pool-size", 0, "connections per Redis node (0 = 10 per CPU)")
+	fs.DurationVar(&o.timeout, "timeout", limiter.DefaultTimeout, "deadline of one store call; a call past it counts as an error")
+	fs.BoolVar(&o.json, "json", false, "print the result as one JSON object on the last line of standard output")
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), "usage: rl-exporter bench [flags]\n\n"+
+			"Runs concurrent callers against a limiter for a while and reports decisions per\n"+
+			"second, allowed/rejected/errors and latency percentiles. Against Redis it writes\n"+
+			"keys prefixed rl-exporter-bench: that expire on their own after the run.\n\nflags:\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if fs.NArg() > 0 {
+		return o, usagef("unexpected argument %q", fs.Arg(0))
+	}
+	switch o.store {
+	case "memory":
+		if o.redisURL != "" || clusterAddrs != "" || poolSize != 0 {
+			return o, usagef("--redis-url, --cluster-addrs and --pool-size need --store redis")
+		}
+	case "redis":
+		if clusterAddrs != "" {
+			for _, a := range strings.Split(clusterAddrs, ",") {
+				if a = strings.TrimSpace(a); a != "" {
+					o.clusterAddrs = append(o.clusterAddrs, a)
+				}
+			}
+			if len(o.clusterAddrs) == 0 {
+				return o, usagef("--cluster-addrs: no address in %q", clusterAddrs)
+			}
+		}
+		switch {
+		case o.redisURL != "" && len(o.clusterAddrs) > 0:
+			return o, usagef("--redis-url and --cluster-addrs: give one, not both")
+		case o.redisURL == "" && len(o.clusterAddrs) == 0:
+			return o, usagef("--store redis needs --redis-url or --cluster-addrs")
+		}
+		if poolSize < 0 {
+			return o, usagef("--pool-size: must be >= 0, got %d", poolSize)
+		}
+		o.redisClient = redisstore.ClientConfig{URL: o.redisURL, ClusterAddrs: o.clusterAddrs, PoolSize: poolSize}
+		opts, err := o.redisClient.Options()
+		if err != nil {
+			if o.redisURL != "" {
+				return o, usagef("--redis-url: %v", err)
+			}
+			return o, usagef("--cluster-addrs: %v", err)
+		}
+		o.redisAddr = strings.Join(opts.Addrs, ",")
+	default:
+		return o, usagef("--store: unknown store %q (want memory or redis)", o.store)
+	}
+	alg, err := limiter.ParseAlgorithm(algorithm)
+	if err != nil {
+		return o, usagef("--algorithm: %v", err)
+	}
+	rate, period, err := parseRate(o.limitText)
+	if err != nil {
+		return o, usagef("--limit: %v", err)
+	}
+	o.limit = limiter.Limit{Algorithm: alg, Rate: rate, Period: period, Burst: burst}
+	if err := o.limit.Validate(); err != nil {
+		if strings.HasPrefix(err.Error(), "burst") {
+			return o, usagef("--burst: %v", err)
+		}
+		return o, usagef("--limit: %v", err)
+	}
+	if o.concurrency < 1 {
+		return o, usagef("--concurrency: must be at least 1, got %d", o.concurrency)
+	}
+	if o.keys < 1 || o.keys > loadgen.MaxKeys {
+		return o, usagef("--keys: must be between 1 and %d, got %d", loadgen.MaxKeys, o.keys)
+	}
+	if o.zipf != 0 && !(o.zipf > 1) {
+		return o, usagef("--zipf: must be 0 (uniform) or greater than 1, got %g", o.zipf)
+	}
+	if o.duration <= 0 {
+		return o, usagef("--duration: must be > 0, got %s", o.duration)
+	}
+	return o, nil
+}
+
+// parseRate reads "N/s", "N/m", "N/h" or "N/<duration>" (e.g. "100/10s").
+func parseRate(s string) (int64, time.Duration, error) {
+	num, per, ok := strings.Cut(strings.TrimSpace(s), "/")
+	if !ok {
+		return 0, 0, fmt.Errorf("%q: want N/s, N/m, N/h or N/<duration>", s)
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(num), 10, 64)
+	if err != nil || n <= 0 {
+		return 0, 0, fmt.Errorf("%q: the count %q is not a positive integer", s, num)
+	}
+	var d time.Duration
+	switch per = strings.TrimSpace(per); per {
+	case "s":
+		d = time.Second
+	case "m":
+		d = time.Minute
+	case "h":
+		d = time.Hour
+	default:
+		d, err = time.ParseDuration(per)
+		if err != nil || d <= 0 {
+			return 0, 0, fmt.Errorf("%q: the period %q is not s, m, h or a positive duration like 10s", s, per)
+		}
+	}
+	return n, d, nil
+}
+
+// benchReport is the --json output; its field names are a stable interface
+// for scripts.
+type benchReport struct {
+	Store              string  `json:"store"`
+	Algorithm          string  `json:"algorithm"`
+	Limit              string  `json:"limit"`
+	Concurrency        int     `json:"concurrency"`
+	Keys               int     `json:"keys"`
+	Zipf               float64 `json:"zipf"`
+	DurationSeconds    float64 `json:"duration_seconds"`
+	Decisions          uint64  `json:"decisions"`
+	DecisionsPerSecond float64 `json:"decisions_per_second"`
+	Allowed            uint64  `json:"allowed"`
+	Rejected           uint64  `json:"rejected"`
+	Errors             uint64  `json:"errors"`
+	FirstError         string  `json:"first_error,omitempty"`
+	P50Seconds         float64 `json:"p50_seconds"`
+	P90Seconds         float64 `json:"p90_seconds"`
+	P99Seconds         float64 `json:"p99_seconds"`
+	P999Seconds        float64 `json:"p999_seconds"`
+	MaxSeconds         float64 `json:"max_seconds"`
+}
+
+func runBench(ctx context.Context, args []string, _ func(string) string, stdout, stderr io.Writer) int {
+	o, err := parseBenchFlags(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return exitOK
+	}
+	if err != nil {
+		var ue usageError
+		if errors.As(err, &ue) {
+			fmt.Fprintf(stderr, "rl-exporter bench: %v\n", err)
+		}
+		// The flag package has already printed its own error and the usage.
+		return exitUsage
+	}
+
+	store, storeName, closeStore, err := openBenchStore(ctx, o)
+	if err != nil {
+		fmt.Fprintf(stderr, "rl-exporter bench: %v\n", err)
+		return exitFailure
+	}
+	defer closeStore()
+	lim, err := limiter.New(limiter.Config{Limit: o.limit, Store: store, Timeout: o.timeout})
+	if err != nil {
+		fmt.Fprintf(stderr, "rl-exporter bench: %v\n", err)
+		return exitFailure
+	}
+	decide := func(ctx context.Context, key string) (bool, error) {
+		d, err := lim.Allow(ctx, key)
+		if err != nil {
+			return false, err
+		}
+		return d.Allowed, nil
+	}
+
+	fmt.Fprintf(stderr, "rl-exporter bench: %s, %s %s, %d callers, %d keys (%s) for %s\n",
+		storeName, o.limit.Algorithm, o.limitText, o.concurrency, o.keys, keyDistribution(o.zipf), o.duration)
+	cfg := loadgen.Config{
+		Duration:    o.duration,
+		Concurrency: o.concurrency,
+		Keys:        o.keys,
+		Zipf:        o.zipf,
+		KeyPrefix:   "k",
+	}
+	bar := newBenchProgress(stderr, o.duration)
+	if bar != nil {
+		cfg.Progress = bar.update
+	}
+	res, runErr := loadgen.Run(ctx, cfg, decide)
+	if bar != nil {
+		bar.finish()
+	}
+	if runErr != nil && res.Decisions == 0 {
+		fmt.Fprintf(stderr, "rl-exporter bench: %v\n", runErr)
+		return exitFailure
+	}
+	if runErr != nil {
+		fmt.Fprintf(stderr, "rl-exporter bench: stopped early (%v); partial result:\n", runErr)
+	}
+
+	rep := benchReport{
+		Store: storeName, Algorithm: string(o.limit.Algorithm), Limit: o.limitText,
+		Concurrency: o.concurrency, Keys: o.keys, Zipf: o.zipf,
+		DurationSeconds: res.Elapsed.Seconds(), Decisions: res.Decisions,
+		DecisionsPerSecond: res.DecisionsPerSecond(),
+		Allowed:            res.Allowed, Rejected: res.Rejected, Errors: res.Errors,
+		P50Seconds:  res.Latency.Quantile(0.50).Seconds(),
+		P90Seconds:  res.Latency.Quantile(0.90).Seconds(),
+		P99Seconds:  res.Latency.Quantile(0.99).Seconds(),
+		P999Seconds: res.Latency.Quantile(0.999).Seconds(),
+		MaxSeconds:  res.Latency.Max().Seconds(),
+	}
+	if res.FirstError != nil {
+		rep.FirstError = res.FirstError.Error()
+	}
+	if o.json {
+		b, err := json.Marshal(rep)
+		if err != nil {
+			fmt.Fprintf(stderr, "rl-exporter bench: encode result: %v\n", err)
+			return exitFailure
+		}
+		fmt.Fprintf(stdout, "%s\n", b)
+	} else {
+		printBenchReport(stdout, rep, res)
+	}
+	if runErr != nil {
+		return exitFailure
+	}
+	return exitOK
+}
+
+func keyDistribution(zipf float64) string {
+	if zipf == 0 {
+		return "uniform"
+	}
+	return fmt.Sprintf("zipf %g", zipf)
+}
+
+func printBenchReport(w io.Writer, r benchReport, res loadgen.Result) {
+	pct := func(n uint64) float64 {
+		if r.Decisions == 0 {
+			return 0
+		}
+		return 100 * float64(n) / float64(r.Decisions)
+	}
+	fmt.Fprintf(w, "store        %s\n", r.Store)
+	fmt.Fprintf(w, "limit        %s %s per key\n", r.Algorithm, r.Limit)
+	fmt.Fprintf(w, "callers      %d, keys %d (%s)\n", r.Concurrency, r.Keys, keyDistribution(r.Zipf))
+	fmt.Fprintf(w, "duration     %s\n", res.Elapsed.Round(time.Millisecond))
+	fmt.Fprintf(w, "decisions    %d (%.0f/s)\n", r.Decisions, r.DecisionsPerSecond)
+	fmt.Fprintf(w, "allowed      %d (%.1f%%)\n", r.Allowed, pct(r.Allowed))
+	fmt.Fprintf(w, "rejected     %d (%.1f%%)\n", r.Rejected, pct(r.Rejected))
+	fmt.Fprintf(w, "errors       %d (%.1f%%)\n", r.Errors, pct(r.Errors))
+	if r.FirstError != "" {
+		fmt.Fprintf(w, "first error  %s\n", r.FirstError)
+	}
+	h := res.Latency
+	fmt.Fprintf(w, "latency      p50 %s  p90 %s  p99 %s  p99.9 %s  max %s\n",
+		roundLatency(h.Quantile(0.5)), roundLatency(h.Quantile(0.9)), roundLatency(h.Quantile(0.99)),
+		roundLatency(h.Quantile(0.999)), roundLatency(h.Max()))
+}
+
+// roundLatency keeps three significant digits or so.
+func roundLatency(d time.Duration) time.Duration {
+	switch {
+	case d >= 100*time.Millisecond:
+		return d.Round(time.Millisecond)
+	case d >= 100*time.Microsecond:
+		return d.Round(time.Microsecond)
+	case d >= 10*time.Microsecond:
+		return d.Round(100 * time.Nanosecond)
+	}
+	return d.Round(10 * time.Nanosecond)
+}
+
+// benchProgress draws a bar on a terminal; it is nil when stderr is not one.
+type benchProgress struct {
+	bar *progressbar.ProgressBar
+}
+
+func newBenchProgress(stderr io.Writer, total time.Duration) *benchProgress {
+	f, ok := stderr.(*os.File)
+	if !ok || !term.IsTerminal(int(f.Fd())) {
+		return nil
+	}
+	return &benchProgress{bar: progressbar.NewOptions64(int64(total/time.Millisecond),
+		progressbar.OptionSetWriter(stderr),
+		progressbar.OptionSetWidth(30),
+		progressbar.OptionSetPredictTime(false),
+		progressbar.OptionSetElapsedTime(false),
+		progressbar.OptionThrottle(100*time.Millisecond),
+		progressbar.OptionClearOnFinish(),
+		progressbar.OptionSetDescription("running"),
+	)}
+}
+
+func (p *benchProgress) update(elapsed time.Duration, decisions uint64) {
+	rate := 0.0
+	if elapsed > 0 {
+		rate = float64(decisions) / elapsed.Seconds()
+	}
+	p.bar.Describe(fmt.Sprintf("%d decisions, %.0f/s", decisions, rate))
+	_ = p.bar.Set64(min(int64(elapsed/time.Millisecond), p.bar.GetMax64()))
+}
+
+func (p *benchProgress) finish() {
+	_ = p.bar.Finish()
+	_ = p.bar.Clear()
+}
+
+// openBenchStore builds the store the flags name and checks that it answers.
+func openBenchStore(ctx context.Context, o benchOptions) (limiter.Store, string, func(), error) {
+	switch o.store {
+	case "memory":
+		maxKeys := max(limiter.DefaultMemoryMaxKeys, o.keys)
+		return limiter.NewMemoryStore(limiter.MemoryConfig{MaxKeys: maxKeys}), "memory", func() {}, nil
+	}
+	return openBenchRedis(ctx, o)
+}
+
+// openBenchRedis connects as rl-exporter serve does (redisstore.ClientConfig)
+// and checks that Redis answers before the run starts.
+func openBenchRedis(ctx context.Context, o benchOptions) (limiter.Store, string, func(), error) {
+	client, err := o.redisClient.NewClient()
+	if err != nil {
+		return nil, "", nil, err
+	}
+	name := "redis " + o.redisAddr
+	if len(o.clusterAddrs) > 0 {
+		name = "redis cluster " + strings.Join(o.clusterAddrs, ",")
+	}
+	pingCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := client.Ping(pingCtx).Err(); err != nil {
+		client.Close()
+		return nil, "", nil, fmt.Errorf("%s: %w", name, err)
+	}
+	store, err := redisstore.New(client, redisstore.Config{Prefix: "rl-exporter-bench"})
+	if err != nil {
+		client.Close()
+		return nil, "", nil, err
+	}
+	return store, name, func() { client.Close() }, nil
+}
