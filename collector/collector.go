@@ -112,8 +112,8 @@ type Collector struct {
 	nearShare float64
 	exemplars bool
 
-	index atomic.Pointer[labelIndex]
-	mu    sync.Mutex // serialises Reconfigure and SetLimit; guards limits
+	index  atomic.Pointer[labelIndex]
+	mu     sync.Mutex // serialises Reconfigure and SetLimit; guards limits
 	limits map[limitKey]limitValue
 
 	folded      [numFolds]atomic.Uint64
