@@ -1,0 +1,61 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"time"
+)
+
+func init() {
+	register("demo-upstream", "run a tiny HTTP API to put serve in front of (for the demo and tests)", runDemoUpstream)
+}
+
+// demoUpstreamHandler answers every request with what it received, as JSON.
+func demoUpstreamHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]string{
+			"upstream":        "rl-exporter demo-upstream",
+			"method":          r.Method,
+			"path":            r.URL.Path,
+			"x_forwarded_for": r.Header.Get("X-Forwarded-For"),
+			"x_user_id":       r.Header.Get("X-User-ID"),
+		})
+	})
+}
+
+func runDemoUpstream(ctx context.Context, args []string, _ func(string) string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("demo-upstream", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	listen := fs.String("listen", "127.0.0.1:8481", "address to listen on")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		return exitUsage
+	}
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		fmt.Fprintf(stderr, "rl-exporter demo-upstream: %v\n", err)
+		return exitFailure
+	}
+	fmt.Fprintf(stdout, "demo upstream listening on http://%s\n", ln.Addr())
+	srv := &http.Server{Handler: demoUpstreamHandler(), ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}()
+	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		fmt.Fprintf(stderr, "rl-exporter demo-upstream: %v\n", err)
+		return exitFailure
+	}
+	return exitOK
+}

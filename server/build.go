@@ -1,0 +1,144 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"sync"
+
+	"github.com/rl-exporter/rl-exporter/config"
+	"github.com/rl-exporter/rl-exporter/httplimit"
+	"github.com/rl-exporter/rl-exporter/limiter"
+	"github.com/rl-exporter/rl-exporter/limiter/redisstore"
+)
+
+// Deps are the parts the caller wires in besides the config: the collector's
+// recorder, observer and /metrics handler, admin handlers, the logger.
+type Deps struct {
+	// Recorder is told of every decision (the collector).
+	Recorder limiter.Recorder
+	// Observer is told of every store call (the collector).
+	Observer limiter.Observer
+	// MetricsHandler serves /metrics; see Config.MetricsHandler for the default.
+	MetricsHandler http.Handler
+	// AdminHandlers are mounted on the admin listener.
+	AdminHandlers map[string]http.Handler
+	// OnPolicy is told of every policy put in force (the limits in force).
+	OnPolicy func(*httplimit.Policy)
+	// Logger; default discard.
+	Logger *slog.Logger
+}
+
+// Build opens the store the config names (memory, or Redis without
+// contacting it), compiles the policy, and returns a Server with its
+// listeners open. The store is closed by the Server's shutdown.
+func Build(cfg *config.Config, d Deps) (*Built, error) {
+	store, ready, closer, err := OpenStore(cfg)
+	if err != nil {
+		return nil, err
+	}
+	closers := []io.Closer{}
+	if closer != nil {
+		closers = append(closers, closer)
+	}
+	fail := func(err error) (*Built, error) {
+		for _, c := range closers {
+			_ = c.Close()
+		}
+		return nil, err
+	}
+	b := &Built{store: store, observer: d.Observer}
+	p, err := b.policy(cfg)
+	if err != nil {
+		return fail(err)
+	}
+	mw, err := httplimit.New(httplimit.Config{Policy: p, Recorder: d.Recorder, Logger: d.Logger, OnPolicy: d.OnPolicy})
+	if err != nil {
+		return fail(err)
+	}
+	var upstream *url.URL
+	if cfg.Server.Upstream != "" {
+		if upstream, err = url.Parse(cfg.Server.Upstream); err != nil {
+			return fail(fmt.Errorf("config %s: server.upstream: %w", cfg.Source, err))
+		}
+	}
+	srv, err := New(Config{
+		Listen: cfg.Server.Listen, MetricsListen: cfg.Server.MetricsListen, AdminListen: cfg.Server.AdminListen,
+		Upstream: upstream, Middleware: mw, Ready: ready, ReadyTimeout: cfg.Server.ReadyTimeout,
+		MetricsHandler: d.MetricsHandler, AdminHandlers: d.AdminHandlers,
+		ShutdownTimeout: cfg.Server.ShutdownTimeout, Closers: closers, Logger: d.Logger,
+	})
+	if err != nil {
+		return fail(err)
+	}
+	b.Server = srv
+	return b, nil
+}
+
+// Built is a Server built from a config, able to reload its policy.
+type Built struct {
+	*Server
+	store    limiter.Store
+	observer limiter.Observer
+	mu       sync.Mutex
+}
+
+// Store is the store decisions are made on.
+func (b *Built) Store() limiter.Store { return b.store }
+
+func (b *Built) policy(cfg *config.Config) (*httplimit.Policy, error) {
+	pc, err := cfg.PolicyConfig(b.store, b.observer)
+	if err != nil {
+		return nil, fmt.Errorf("config %s: %w", cfg.Source, err)
+	}
+	p, err := httplimit.NewPolicy(pc)
+	if err != nil {
+		return nil, fmt.Errorf("config %s: %w", cfg.Source, err)
+	}
+	return p, nil
+}
+
+// Reload compiles cfg's policy (routes, classes, limits, tiers, identity,
+// headers) on the same store and swaps it in atomically. Listeners and the
+// store are not changed by a reload. On error the policy in force stays.
+func (b *Built) Reload(cfg *config.Config) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	p, err := b.policy(cfg)
+	if err != nil {
+		return err
+	}
+	b.Middleware().Swap(p)
+	return nil
+}
+
+// OpenStore returns the store cfg names, a readiness check (nil for the
+// memory store) and what to close at shutdown (nil for the memory store).
+// Redis is not contacted: a Redis that is down at start-up makes /readyz
+// unready and decisions follow the fail policy, instead of a crash loop.
+func OpenStore(cfg *config.Config) (limiter.Store, func(context.Context) error, io.Closer, error) {
+	switch cfg.Store.Type {
+	case "", "memory":
+		return limiter.NewMemoryStore(limiter.MemoryConfig{}), nil, nil, nil
+	case "redis":
+		cc, err := cfg.RedisClientConfig()
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("config %s: store.redis: %w", cfg.Source, err)
+		}
+		client, err := cc.NewClient()
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("config %s: store.redis: %w", cfg.Source, err)
+		}
+		st, err := redisstore.New(client, redisstore.Config{Prefix: cfg.Store.Redis.Prefix})
+		if err != nil {
+			_ = client.Close()
+			return nil, nil, nil, fmt.Errorf("config %s: store.redis: %w", cfg.Source, err)
+		}
+		ready := func(ctx context.Context) error { return client.Ping(ctx).Err() }
+		return st, ready, client, nil
+	}
+	return nil, nil, nil, fmt.Errorf("config %s: store.type: unknown %q", cfg.Source, cfg.Store.Type)
+}

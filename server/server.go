@@ -1,0 +1,321 @@
+// Package server is the process behind `rl-exporter serve`: a reverse proxy
+// to an upstream with the rate-limit middleware in front, the decision API,
+// health and readiness endpoints, /metrics, and an optional admin listener,
+// with a graceful shutdown.
+//
+// Reserved paths on the main listener (never proxied):
+//
+//	POST /v1/check   the decision API (httplimit.CheckHandler)
+//	/metrics         Prometheus metrics      } moved to their own listener
+//	/healthz         the process is up       } when MetricsListen is set
+//	/readyz          the store is reachable  }
+//
+// Anything that shows users' keys is served only on the admin listener,
+// which is off unless AdminListen is set.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/rl-exporter/rl-exporter/httplimit"
+)
+
+// Reserved paths.
+const (
+	MetricsPath = "/metrics"
+	HealthPath  = "/healthz"
+	ReadyPath   = "/readyz"
+)
+
+// Defaults of Config.
+const (
+	DefaultShutdownTimeout = 15 * time.Second
+	DefaultReadyTimeout    = time.Second
+)
+
+// Config configures a Server. Listen and Middleware are required.
+type Config struct {
+	// Listen is the main listener's address ("host:port"; port 0 picks one).
+	Listen string
+	// MetricsListen, when set, serves /metrics, /healthz and /readyz
+	// instead of the main listener, so the upstream can have those paths.
+	MetricsListen string
+	// AdminListen, when set, serves AdminHandlers. Off by default.
+	AdminListen string
+	// Upstream is where non-reserved requests are proxied. Nil: they get 404.
+	Upstream *url.URL
+	// Middleware enforces the limits in front of the proxy and answers /v1/check.
+	Middleware *httplimit.Middleware
+	// Ready reports whether the store is reachable (a Redis PING); nil
+	// means always ready. It is called with a context bounded by ReadyTimeout.
+	Ready func(context.Context) error
+	// ReadyTimeout bounds Ready. Default DefaultReadyTimeout.
+	ReadyTimeout time.Duration
+	// MetricsHandler serves /metrics. Default: promhttp on a registry of
+	// its own holding the Go and process collectors.
+	MetricsHandler http.Handler
+	// AdminHandlers are mounted on the admin listener by ServeMux pattern.
+	AdminHandlers map[string]http.Handler
+	// ShutdownTimeout bounds the drain of in-flight requests. Default DefaultShutdownTimeout.
+	ShutdownTimeout time.Duration
+	// Closers are closed after the drain, in order (the Redis client).
+	Closers []io.Closer
+	// Logger receives start, stop and proxy-error lines. Default: discard.
+	Logger *slog.Logger
+}
+
+// Server is a running (or ready to run) serve process. Its methods are safe
+// for concurrent use.
+type Server struct {
+	cfg       Config
+	logger    *slog.Logger
+	listeners map[string]net.Listener // "main", "metrics", "admin"
+	servers   map[string]*http.Server
+	stopping  atomic.Bool
+	closeOnce sync.Once
+}
+
+// New validates cfg and opens the listeners, so their addresses are known
+// (Addr) before Serve is called.
+func New(cfg Config) (*Server, error) {
+	if cfg.Listen == "" {
+		return nil, errors.New("server: Listen is required")
+	}
+	if cfg.Middleware == nil {
+		return nil, errors.New("server: Middleware is required")
+	}
+	if cfg.ReadyTimeout <= 0 {
+		cfg.ReadyTimeout = DefaultReadyTimeout
+	}
+	if cfg.ShutdownTimeout <= 0 {
+		cfg.ShutdownTimeout = DefaultShutdownTimeout
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if cfg.MetricsHandler == nil {
+		reg := prometheus.NewRegistry()
+		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		cfg.MetricsHandler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})
+	}
+	s := &Server{cfg: cfg, logger: cfg.Logger, listeners: map[string]net.Listener{}, servers: map[string]*http.Server{}}
+	handlers := map[string]http.Handler{"main": s.mainHandler()}
+	addrs := map[string]string{"main": cfg.Listen}
+	if cfg.MetricsListen != "" {
+		addrs["metrics"] = cfg.MetricsListen
+		handlers["metrics"] = s.opsHandler()
+	}
+	if cfg.AdminListen != "" {
+		addrs["admin"] = cfg.AdminListen
+		mux := http.NewServeMux()
+		for pat, h := range cfg.AdminHandlers {
+			mux.Handle(pat, h)
+		}
+		handlers["admin"] = mux
+	}
+	for _, name := range []string{"main", "metrics", "admin"} {
+		addr, ok := addrs[name]
+		if !ok {
+			continue
+		}
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			s.closeListeners()
+			return nil, fmt.Errorf("server: %s listener %s: %w", name, addr, err)
+		}
+		s.listeners[name] = ln
+		s.servers[name] = &http.Server{
+			Handler:           handlers[name],
+			ReadHeaderTimeout: 10 * time.Second,
+			IdleTimeout:       2 * time.Minute,
+			ErrorLog:          slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn),
+		}
+	}
+	return s, nil
+}
+
+func (s *Server) closeListeners() {
+	for _, ln := range s.listeners {
+		_ = ln.Close()
+	}
+}
+
+// Addr returns the bound address of the "main", "metrics" or "admin"
+// listener, or "" when it is not open.
+func (s *Server) Addr(name string) string {
+	if ln, ok := s.listeners[name]; ok {
+		return ln.Addr().String()
+	}
+	return ""
+}
+
+// Middleware returns the middleware in front of the proxy (to Swap policies).
+func (s *Server) Middleware() *httplimit.Middleware { return s.cfg.Middleware }
+
+// mainHandler dispatches the reserved paths exactly (no path cleaning, so
+// the upstream sees the path the client sent) and proxies the rest.
+func (s *Server) mainHandler() http.Handler {
+	check := s.cfg.Middleware.CheckHandler()
+	var rest http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, "not_found", "no upstream is configured; only "+httplimit.CheckPath+" is served")
+	})
+	if s.cfg.Upstream != nil {
+		rest = s.proxy(s.cfg.Upstream)
+	}
+	limited := s.cfg.Middleware.Handler(rest)
+	ops := s.cfg.MetricsListen == ""
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case httplimit.CheckPath:
+			check.ServeHTTP(w, r)
+			return
+		case MetricsPath, HealthPath, ReadyPath:
+			if ops {
+				s.opsHandler().ServeHTTP(w, r)
+				return
+			}
+		}
+		limited.ServeHTTP(w, r)
+	})
+}
+
+// opsHandler serves /metrics, /healthz and /readyz.
+func (s *Server) opsHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case MetricsPath:
+			s.cfg.MetricsHandler.ServeHTTP(w, r)
+		case HealthPath:
+			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+			_, _ = io.WriteString(w, "ok\n")
+		case ReadyPath:
+			s.ready(w, r)
+		default:
+			http.NotFound(w, r)
+		}
+	})
+}
+
+func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	if s.stopping.Load() {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = io.WriteString(w, "not ready: shutting down\n")
+		return
+	}
+	if s.cfg.Ready != nil {
+		ctx, cancel := context.WithTimeout(r.Context(), s.cfg.ReadyTimeout)
+		defer cancel()
+		if err := s.cfg.Ready(ctx); err != nil {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = fmt.Fprintf(w, "not ready: store unreachable: %v\n", err)
+			return
+		}
+	}
+	_, _ = io.WriteString(w, "ready\n")
+}
+
+// proxy forwards to upstream, appending the client to X-Forwarded-For.
+func (s *Server) proxy(upstream *url.URL) http.Handler {
+	return &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetURL(upstream)
+			pr.Out.Host = pr.In.Host
+			// SetXForwarded replaces X-Forwarded-For; keep the chain so far.
+			if prior, ok := pr.In.Header["X-Forwarded-For"]; ok {
+				pr.Out.Header["X-Forwarded-For"] = append([]string(nil), prior...)
+			}
+			pr.SetXForwarded()
+		},
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			if errors.Is(err, context.Canceled) {
+				return
+			}
+			s.logger.LogAttrs(r.Context(), slog.LevelWarn, "upstream error", slog.String("path", r.URL.Path), slog.String("error", err.Error()))
+			writeError(w, http.StatusBadGateway, "bad_gateway", "the upstream did not answer")
+		},
+	}
+}
+
+func writeError(w http.ResponseWriter, code int, kind, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_, _ = fmt.Fprintf(w, "{\"error\":%q,\"message\":%q}\n", kind, msg)
+}
+
+// Serve serves every listener until ctx is done, then shuts down
+// gracefully: /readyz turns unready, listeners stop accepting, in-flight
+// requests drain for up to ShutdownTimeout, and the Closers are closed. It
+// returns nil after a clean shutdown, or the first serving error.
+func (s *Server) Serve(ctx context.Context) error {
+	errc := make(chan error, len(s.servers))
+	for name, srv := range s.servers {
+		s.logger.Info("listening", slog.String("listener", name), slog.String("addr", s.Addr(name)))
+		go func(srv *http.Server, ln net.Listener) {
+			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				errc <- err
+			}
+		}(srv, s.listeners[name])
+	}
+	var serveErr error
+	select {
+	case <-ctx.Done():
+	case serveErr = <-errc:
+	}
+	if err := s.Shutdown(); serveErr == nil {
+		serveErr = err
+	}
+	return serveErr
+}
+
+// Shutdown drains in-flight requests for up to ShutdownTimeout and closes
+// the Closers. It is called by Serve; calling it again does nothing.
+func (s *Server) Shutdown() error {
+	var firstErr error
+	s.closeOnce.Do(func() {
+		s.stopping.Store(true)
+		s.logger.Info("shutting down", slog.Duration("drain_timeout", s.cfg.ShutdownTimeout))
+		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
+		defer cancel()
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		for name, srv := range s.servers {
+			wg.Add(1)
+			go func(name string, srv *http.Server) {
+				defer wg.Done()
+				if err := srv.Shutdown(ctx); err != nil {
+					mu.Lock()
+					if firstErr == nil {
+						firstErr = fmt.Errorf("drain %s listener: %w", name, err)
+					}
+					mu.Unlock()
+					_ = srv.Close()
+				}
+			}(name, srv)
+		}
+		wg.Wait()
+		for _, c := range s.cfg.Closers {
+			if err := c.Close(); err != nil && firstErr == nil {
+				firstErr = fmt.Errorf("close: %w", err)
+			}
+		}
+		s.logger.Info("stopped")
+	})
+	return firstErr
+}
