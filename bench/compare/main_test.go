@@ -1,0 +1,59 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+)
+
+func TestCompareRunsEveryLimiterAndPrintsOneTableWithRatios(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), []string{"--duration", "150ms", "--warmup", "50ms", "--callers", "1,4", "--keys", "100"}, &stdout, &stderr)
+	if code != 0 {
+		t.Fatalf("exit %d; stderr:\n%s", code, stderr.String())
+	}
+	out := stdout.String()
+	var rows []string
+	for _, line := range strings.Split(out, "\n") {
+		if strings.HasPrefix(line, "| redis |") || strings.HasPrefix(line, "| memory |") {
+			rows = append(rows, line)
+		}
+	}
+	// 4 Redis and 4 memory limiters, at 2 caller counts.
+	if len(rows) != 16 {
+		t.Fatalf("%d table rows, want 16:\n%s", len(rows), out)
+	}
+	for _, name := range []string{"rl-exporter gcra", "rl-exporter fixed_window", "redis_rate v10 (GCRA) (baseline)",
+		"ulule/limiter v3 (fixed window)", "x/time/rate + mutex map (baseline)", "rl-exporter token_bucket"} {
+		if !strings.Contains(out, "| "+name+" |") {
+			t.Errorf("no row for %s:\n%s", name, out)
+		}
+	}
+	for _, r := range rows {
+		if strings.Contains(r, "rejected") || strings.Contains(r, "errors") {
+			t.Errorf("a decision was refused or failed: %s", r)
+		}
+		if strings.Contains(r, "(baseline)") && !strings.Contains(r, "| 1.00× | 1.00× |") {
+			t.Errorf("baseline row is not 1.00× of itself: %s", r)
+		}
+		if strings.Contains(r, "| – |") {
+			t.Errorf("row without a ratio: %s", r)
+		}
+	}
+	if !strings.Contains(out, "redis-server ") {
+		t.Errorf("the table does not say which Redis it measured:\n%s", out)
+	}
+}
+
+func TestCompareRejectsBadFlagsNamingThem(t *testing.T) {
+	for _, args := range [][]string{{"--callers", "0"}, {"--duration", "0s"}, {"--stores", "etcd"}, {"--only", "("}} {
+		var stdout, stderr bytes.Buffer
+		if code := run(context.Background(), args, &stdout, &stderr); code != 2 {
+			t.Errorf("%v: exit %d, want 2", args, code)
+		}
+		if !strings.Contains(stderr.String(), args[0]) {
+			t.Errorf("%v: stderr does not name the flag: %s", args, stderr.String())
+		}
+	}
+}

@@ -1,0 +1,20 @@
+module github.com/rl-exporter/rl-exporter/bench
+
+go 1.26.8
+
+replace github.com/rl-exporter/rl-exporter => ../
+
+require (
+	github.com/go-redis/redis_rate/v10 v10.0.1
+	github.com/redis/go-redis/v9 v9.23.0
+	github.com/rl-exporter/rl-exporter v0.0.0
+	github.com/ulule/limiter/v3 v3.11.2
+	golang.org/x/time v0.16.0
+)
+
+require (
+	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/pkg/errors v0.9.1 // indirect
+	go.uber.org/atomic v1.12.0 // indirect
+	golang.org/x/sys v0.49.0 // indirect
+)
