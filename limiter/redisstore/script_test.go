@@ -1,0 +1,211 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/rl-exporter/rl-exporter/internal/redistest"
+	"github.com/rl-exporter/rl-exporter/limiter"
+)
+
+// clockLine is the one line of every script that reads Redis's clock.
+const clockLine = "local clock = redis.call('TIME')"
+
+// scriptAt returns algorithm a's script with its clock read from the last
+// two ARGV (seconds, microseconds) instead of TIME, and nothing else
+// changed, so a test can run it at chosen instants.
+func scriptAt(t *testing.T, a limiter.Algorithm) *redis.Script {
+	t.Helper()
+	src, err := luaFiles.ReadFile("lua/" + string(a) + ".lua")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(src), clockLine); n != 1 {
+		t.Fatalf("%s.lua reads the clock %d times, want exactly once via %q", a, n, clockLine)
+	}
+	if n := strings.Count(string(src), "redis.call('TIME')"); n != 1 {
+		t.Fatalf("%s.lua calls TIME %d times", a, n)
+	}
+	return redis.NewScript(strings.Replace(string(src), clockLine, "local clock = {ARGV[#ARGV - 1], ARGV[#ARGV]}", 1))
+}
+
+// TestScriptsMatchTheMemoryStore runs each script on a real Redis at
+// chosen instants and the memory store at the same instants on its
+// controllable clock, and requires identical decisions: both stores
+// implement one definition, to the microsecond.
+//
+// The scripts still set their real expiry, so the instants advance at
+// least as fast as real time: a key that expires in Redis has then also
+// become equivalent to a fresh key on the chosen clock.
+func TestScriptsMatchTheMemoryStore(t *testing.T) {
+	srv := redistest.Single(t)
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1})
+	t.Cleanup(func() { _ = client.Close() })
+	store, err := New(client, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	limits := map[limiter.Algorithm][]limiter.Limit{}
+	for _, a := range limiter.Algorithms {
+		limits[a] = []limiter.Limit{
+			{Algorithm: a, Rate: 5, Period: time.Second},
+			{Algorithm: a, Rate: 7, Period: 3 * time.Second, Burst: 4},
+			{Algorithm: a, Rate: 3, Period: 1700 * time.Millisecond, Burst: 9, AlignWindows: true},
+			{Algorithm: a, Rate: 20, Period: time.Minute, Burst: 12},
+		}
+	}
+	limits[limiter.LeakyBucket] = append(limits[limiter.LeakyBucket],
+		limiter.Limit{Algorithm: limiter.LeakyBucket, Rate: 2, Period: time.Second, Burst: 5, NoDelay: true})
+
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, a := range limiter.Algorithms {
+		script := scriptAt(t, a)
+		for li, lim := range limits[a] {
+			t.Run(fmt.Sprintf("%s limit %d", a, li), func(t *testing.T) {
+				key := fmt.Sprintf("diff:%s:%d:{ü}", a, li)
+				var now int64 = 1_750_000_000_123_457 // µs, a realistic Unix time
+				clock := now
+				mem := limiter.NewMemoryStore(limiter.MemoryConfig{Now: func() time.Time { return time.UnixMicro(clock) }})
+				period := int64(lim.Period / time.Microsecond)
+				lastReal := time.Now()
+				var allowed, rejected int
+				for step := 0; step < 150; step++ {
+					// Mostly short gaps (bursts), sometimes a fraction of the
+					// period, now and then longer than a window.
+					var gap int64
+					switch r := rng.IntN(20); {
+					case r < 10:
+						gap = rng.Int64N(3)
+					case r < 19:
+						gap = rng.Int64N(2 * period / lim.Rate)
+					default:
+						gap = rng.Int64N(3 * period)
+					}
+					real := int64(time.Since(lastReal)/time.Microsecond) + 1000
+					now += max(gap, real)
+					lastReal = time.Now()
+					cost := 1 + rng.Int64N(min(lim.Quota(), 4))
+
+					clock = now
+					want, err := mem.Decide(ctx, key, lim, cost)
+					if err != nil {
+						t.Fatal(err)
+					}
+					args := append(scriptArgs(key, lim, cost), now/1_000_000, now%1_000_000)
+					reply, err := script.Run(ctx, client, store.Keys(key, a), args...).Result()
+					if err != nil {
+						t.Fatalf("step %d: script: %v", step, err)
+					}
+					got, err := decodeReply(reply)
+					if err != nil {
+						t.Fatalf("step %d: %v", step, err)
+					}
+					got.Limit = lim.Quota()
+					if got != want {
+						t.Fatalf("step %d at +%dµs, cost %d:\nredis  %+v\nmemory %+v", step, now-1_750_000_000_123_457, cost, got, want)
+					}
+					if got.Allowed {
+						allowed++
+					} else {
+						rejected++
+					}
+				}
+				// The sequence must exercise both branches of the script.
+				if allowed < 10 || rejected < 10 {
+					t.Fatalf("%d allowed and %d rejected: the sequence does not exercise both branches", allowed, rejected)
+				}
+			})
+		}
+	}
+}
+
+func TestDecodeReplyRejectsUnexpectedShapes(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		reply any
+	}{
+		{"a string instead of an array", "OK"},
+		{"an array of four", []any{int64(1), int64(2), int64(3), int64(4)}},
+		{"a string element", []any{int64(1), "2", int64(3), int64(4), int64(0)}},
+		{"a float element", []any{int64(1), 2.5, int64(3), int64(4), int64(0)}},
+		{"a negative duration", []any{int64(1), int64(2), int64(-3), int64(4), int64(0)}},
+		{"an allowed flag of 2", []any{int64(2), int64(2), int64(3), int64(4), int64(0)}},
+		{"nil", nil},
+	} {
+		t.Run(tc.name+" is an error, not a panic", func(t *testing.T) {
+			if d, err := decodeReply(tc.reply); err == nil {
+				t.Fatalf("decodeReply(%v) = %+v, nil; want an error", tc.reply, d)
+			}
+		})
+	}
+	d, err := decodeReply([]any{int64(1), int64(2), int64(3000), int64(0), int64(5)})
+	if err != nil || !d.Allowed || d.Remaining != 2 || d.ResetAfter != 3*time.Millisecond || d.Delay != 5*time.Microsecond {
+		t.Fatalf("decodeReply of a good reply = %+v, %v", d, err)
+	}
+}
+
+func TestKeysCarryOneHashTagAndNeverCollide(t *testing.T) {
+	s, err := New(redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}), Config{Prefix: "app"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for key, want := range map[string]string{
+		"user:42":   "app:{user:42}:gcra",
+		"{a}":       "app:{%7Ba%7D}:gcra",
+		"%7Ba%7D":   "app:{%257Ba%257D}:gcra",
+		"":          "app:{%00}:gcra",
+		"%00":       "app:{%2500}:gcra",
+		"ключ{}":    "app:{ключ%7B%7D}:gcra",
+		"}{":        "app:{%7D%7B}:gcra",
+		"a}:gcra:x": "app:{a%7D:gcra:x}:gcra",
+	} {
+		if got := s.Keys(key, limiter.GCRA)[0]; got != want {
+			t.Errorf("key %q: %q, want %q", key, got, want)
+		}
+	}
+	if got := s.Keys("k", limiter.SlidingLog); len(got) != 2 || got[1] != "app:{k}:sliding_log:seq" {
+		t.Errorf("sliding_log keys = %q", got)
+	}
+	seen := map[string]string{}
+	for _, key := range []string{"", "%", "%00", "%25", "{", "}", "{}", "%7B", "%7D", "%7B%7D", "a", "{a}", "a:b", "a:{b}", "a}", "{a"} {
+		k := s.Keys(key, limiter.FixedWindow)[0]
+		if prev, dup := seen[k]; dup {
+			t.Errorf("keys %q and %q both map to %q", prev, key, k)
+		}
+		seen[k] = key
+		// Exactly one '{' and one '}': the hash tag is the escaped key.
+		if strings.Count(k, "{") != 1 || strings.Count(k, "}") != 1 {
+			t.Errorf("key %q maps to %q with more than one brace pair", key, k)
+		}
+	}
+	if _, err := New(redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}), Config{Prefix: "a{b}"}); err == nil {
+		t.Fatalf("New accepted a prefix with braces")
+	}
+}
+
+func TestScriptArgsAreIntegers(t *testing.T) {
+	// go-redis writes int64 arguments with strconv: no fmt on the decision path.
+	for _, a := range limiter.Algorithms {
+		for _, v := range scriptArgs("k", limiter.PerSecond(a, 10), 1) {
+			if _, ok := v.(int64); !ok {
+				t.Fatalf("%s: argument %v is a %T, want int64", a, v, v)
+			}
+		}
+	}
+	off := scriptArgs("k", limiter.PerMinute(limiter.FixedWindow, 10), 1)[2].(int64)
+	if want := int64(limiter.WindowOffset("k", time.Minute) / time.Microsecond); off != want {
+		t.Fatalf("window offset argument = %d, want %d", off, want)
+	}
+	aligned := limiter.PerMinute(limiter.FixedWindow, 10)
+	aligned.AlignWindows = true
+	if off := scriptArgs("k", aligned, 1)[2].(int64); off != 0 {
+		t.Fatalf("aligned window offset argument = %d, want 0", off)
+	}
+}
