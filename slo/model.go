@@ -1,0 +1,425 @@
+package slo
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/common/model"
+)
+
+// LatencyBuckets are the classic bucket bounds, in seconds, of
+// rate_limit_redis_duration_seconds (plus +Inf): part of the exporter's
+// metric contract.
+var LatencyBuckets = []float64{0.001, 0.005, 0.01, 0.025, 0.05, 0.1}
+
+// Severities an alert may carry; the Alertmanager routes are built on them.
+var Severities = []string{"page", "ticket", "warning"}
+
+// Alert names: stable, part of what on-call people search for.
+const (
+	AlertRejectionRatioHigh = "RateLimitRejectionRatioHigh"
+	AlertStoreLatencyHigh   = "RateLimitStoreLatencyHigh"
+	AlertFailOpen           = "RateLimitFailOpen"
+	AlertErrorBudgetBurn    = "RateLimitErrorBudgetBurn"
+	AlertMetricsAbsent      = "RateLimitMetricsAbsent"
+)
+
+// Model is a validated spec with every default applied and every duration
+// parsed: the input of the generators. Disabled objectives are nil. A Model
+// is immutable after [Compile] and safe for concurrent use.
+type Model struct {
+	// Source is the spec file the model was compiled from.
+	Source string
+	// Job is the Prometheus scrape job of the exporter.
+	Job string
+
+	Rejection    *RejectionObjective
+	Latency      *LatencyObjective
+	FailOpen     *FailOpenObjective
+	Absent       *Alert
+	Availability *AvailabilitySLO
+	Routing      Routing
+	// Warnings are things worth telling the operator that do not make the
+	// spec invalid, such as a burn-rate row that can never fire.
+	Warnings []string
+}
+
+// Alert is what every generated alert has: when it fires and what it says.
+type Alert struct {
+	Name     string
+	For      time.Duration
+	Severity string
+	// Labels are the spec-wide labels overlaid with the alert's own.
+	Labels      map[string]string
+	RunbookURL  string
+	Summary     string
+	Description string
+}
+
+// RejectionObjective alerts on the share of 429s per endpoint and plan tier.
+type RejectionObjective struct {
+	Alert
+	Threshold float64 // ratio, 0.05 for 5 %
+	MinRate   float64 // decisions per second below which it stays quiet
+	Window    time.Duration
+}
+
+// LatencyObjective alerts on a quantile of the store latency histogram.
+type LatencyObjective struct {
+	Alert
+	Quantile  float64
+	Threshold float64 // seconds, one of LatencyBuckets
+	Window    time.Duration
+}
+
+// FailOpenObjective alerts on requests let through because the store failed.
+type FailOpenObjective struct {
+	Alert
+	Threshold float64 // events within Window
+	Window    time.Duration
+}
+
+// AvailabilitySLO is the limiter's availability objective with its
+// multi-window multi-burn-rate table.
+type AvailabilitySLO struct {
+	Objective float64 // ratio, 0.999 for 99.9 %
+	Period    time.Duration
+	Rows      []BurnRateRow
+	// Template holds labels, runbook and texts shared by every row's alert.
+	Template Alert
+}
+
+// BurnRateRow is one row of the burn-rate table. Factor is the burn rate:
+// BudgetShare × Period ÷ Long; Threshold is the error ratio it stands for:
+// Factor × (1 − Objective). A row whose Threshold exceeds 1 can never fire
+// (CanFire false) and gets no alert.
+type BurnRateRow struct {
+	Long, Short time.Duration
+	BudgetShare float64
+	Severity    string
+	For         time.Duration
+	Factor      float64
+	Threshold   float64
+	CanFire     bool
+}
+
+// Routing is the validated routing section.
+type Routing struct {
+	GroupBy                                  []string
+	GroupWait, GroupInterval, RepeatInterval time.Duration
+	Page, Ticket                             ReceiverSpec
+}
+
+// Compile applies the defaults to a decoded spec and validates it. file
+// names the spec in errors. All problems are reported at once, joined.
+func Compile(spec Spec, file string) (*Model, error) {
+	c := &compiler{file: file}
+	m := &Model{Source: file, Job: spec.Job}
+	if spec.Job == "" {
+		c.fail("job", "must not be empty")
+	}
+	c.labels("labels", spec.Labels)
+	if _, err := url.ParseRequestURI(spec.RunbookURL); err != nil && spec.RunbookURL != "" {
+		c.fail("runbook_url", fmt.Sprintf("not a URL: %v", err))
+	}
+
+	if r := spec.RejectionRatio; r.Enabled {
+		o := &RejectionObjective{
+			Alert:     c.alert("rejection_ratio", AlertRejectionRatioHigh, spec, r.AlertSpec),
+			Threshold: c.percent("rejection_ratio.threshold_percent", r.ThresholdPercent) / 100,
+			MinRate:   c.nonNegative("rejection_ratio.min_requests_per_second", r.MinRequestsPerSecond),
+			Window:    c.window("rejection_ratio.window", r.Window),
+		}
+		m.Rejection = o
+	}
+	if l := spec.StoreLatency; l.Enabled {
+		o := &LatencyObjective{
+			Alert:    c.alert("store_latency", AlertStoreLatencyHigh, spec, l.AlertSpec),
+			Quantile: l.Quantile,
+			Window:   c.window("store_latency.window", l.Window),
+		}
+		if !(l.Quantile > 0 && l.Quantile < 1) {
+			c.fail("store_latency.quantile", fmt.Sprintf("%v is not between 0 and 1 (exclusive)", l.Quantile))
+		}
+		o.Threshold = c.bucketBound("store_latency.threshold", l.Threshold)
+		m.Latency = o
+	}
+	if f := spec.FailOpen; f.Enabled {
+		m.FailOpen = &FailOpenObjective{
+			Alert:     c.alert("fail_open", AlertFailOpen, spec, f.AlertSpec),
+			Threshold: c.nonNegative("fail_open.threshold", f.Threshold),
+			Window:    c.window("fail_open.window", f.Window),
+		}
+	}
+	if a := spec.MetricsAbsent; a.Enabled {
+		al := c.alert("metrics_absent", AlertMetricsAbsent, spec, a)
+		m.Absent = &al
+	}
+	if a := spec.Availability; a.Enabled {
+		m.Availability = c.availability(spec, a)
+		for i, row := range m.Availability.Rows {
+			if !row.CanFire {
+				m.Warnings = append(m.Warnings, fmt.Sprintf(
+					"%s: availability.windows[%d]: burn rate %s × (1 − %s) = %s exceeds 1: this row can never fire and gets no alert",
+					file, i, formatFloat(row.Factor), formatFloat(m.Availability.Objective), formatFloat(row.Threshold)))
+			}
+		}
+	}
+	m.Routing = c.routing(spec.Routing)
+	if len(c.errs) > 0 {
+		return nil, errors.Join(c.errs...)
+	}
+	return m, nil
+}
+
+type compiler struct {
+	file string
+	errs []error
+}
+
+func (c *compiler) fail(field, reason string) {
+	c.errs = append(c.errs, &FieldError{File: c.file, Field: field, Reason: reason})
+}
+
+// duration parses a Prometheus duration; zero is allowed when allowZero.
+func (c *compiler) duration(field, s string, allowZero bool) time.Duration {
+	if s == "" {
+		c.fail(field, "must not be empty")
+		return 0
+	}
+	d, err := model.ParseDuration(s)
+	if err != nil {
+		c.fail(field, fmt.Sprintf("%q does not parse as a duration (like 30s, 5m, 1h, 3d): %v", s, err))
+		return 0
+	}
+	if d == 0 && !allowZero {
+		c.fail(field, "must be longer than 0s")
+	}
+	return time.Duration(d)
+}
+
+func (c *compiler) window(field, s string) time.Duration { return c.duration(field, s, false) }
+
+func (c *compiler) percent(field string, v float64) float64 {
+	if !(v > 0 && v < 100) {
+		c.fail(field, fmt.Sprintf("%v is not a percentage above 0 and below 100", v))
+	}
+	return v
+}
+
+func (c *compiler) nonNegative(field string, v float64) float64 {
+	if v < 0 || math.IsNaN(v) || math.IsInf(v, 0) {
+		c.fail(field, fmt.Sprintf("%v must be a finite number, 0 or more", v))
+	}
+	return v
+}
+
+func (c *compiler) severity(field, s string) string {
+	if !slices.Contains(Severities, s) {
+		c.fail(field, fmt.Sprintf("%q is not one of %s", s, strings.Join(Severities, ", ")))
+	}
+	return s
+}
+
+// reservedLabels are set by the generator and cannot be overridden.
+var reservedLabels = []string{"alertname", "severity", "long_window", "short_window", "job", "endpoint", "plan_tier", "operation"}
+
+func (c *compiler) labels(field string, l map[string]string) {
+	for k, v := range l {
+		switch {
+		case !model.LabelName(k).IsValidLegacy():
+			c.fail(field+"."+k, "not a valid label name (letters, digits and _; not starting with a digit)")
+		case strings.HasPrefix(k, "__"):
+			c.fail(field+"."+k, "label names starting with __ are reserved by Prometheus")
+		case slices.Contains(reservedLabels, k):
+			c.fail(field+"."+k, "set by the generator; choose another label name")
+		case !model.LabelValue(v).IsValid():
+			c.fail(field+"."+k, "label value is not valid UTF-8")
+		}
+	}
+}
+
+func (c *compiler) alert(field, name string, spec Spec, a AlertSpec) Alert {
+	c.labels(field+".labels", a.Labels)
+	labels := map[string]string{}
+	for k, v := range spec.Labels {
+		labels[k] = v
+	}
+	for k, v := range a.Labels {
+		labels[k] = v
+	}
+	runbook := a.RunbookURL
+	if runbook == "" && spec.RunbookURL != "" {
+		runbook = spec.RunbookURL + "#" + strings.ToLower(name)
+	} else if runbook != "" {
+		if _, err := url.ParseRequestURI(runbook); err != nil {
+			c.fail(field+".runbook_url", fmt.Sprintf("not a URL: %v", err))
+		}
+	}
+	return Alert{
+		Name:        name,
+		For:         c.duration(field+".for", a.For, true),
+		Severity:    c.severity(field+".severity", a.Severity),
+		Labels:      labels,
+		RunbookURL:  runbook,
+		Summary:     a.Summary,
+		Description: a.Description,
+	}
+}
+
+func (c *compiler) bucketBound(field, s string) float64 {
+	d := c.duration(field, s, false)
+	if d == 0 {
+		return 0
+	}
+	secs := d.Seconds()
+	i := slices.Index(LatencyBuckets, secs)
+	if i < 0 || i == len(LatencyBuckets)-1 {
+		bounds := make([]string, 0, len(LatencyBuckets))
+		for _, b := range LatencyBuckets[:len(LatencyBuckets)-1] {
+			bounds = append(bounds, model.Duration(time.Duration(b*float64(time.Second))).String())
+		}
+		why := "is not a bucket bound of rate_limit_redis_duration_seconds, so the quantile would be interpolated across a bucket"
+		if i == len(LatencyBuckets)-1 {
+			why = "is the highest finite bucket bound of rate_limit_redis_duration_seconds; histogram_quantile never reports more, so the alert could not fire"
+		}
+		c.fail(field, fmt.Sprintf("%s %s; use one of %s (buckets %s, +Inf)", s, why,
+			strings.Join(bounds, ", "), bucketList()))
+	}
+	return secs
+}
+
+func bucketList() string {
+	s := make([]string, len(LatencyBuckets))
+	for i, b := range LatencyBuckets {
+		s[i] = strconv.FormatFloat(b, 'g', -1, 64)
+	}
+	return strings.Join(s, ", ")
+}
+
+func (c *compiler) availability(spec Spec, a AvailabilitySpec) *AvailabilitySLO {
+	slo := &AvailabilitySLO{Period: c.window("availability.period", a.Period)}
+	if !(a.ObjectivePercent > 0 && a.ObjectivePercent < 100) {
+		c.fail("availability.objective_percent", fmt.Sprintf("%v is not a percentage above 0 and below 100 (an objective of 100 %% leaves no error budget)", a.ObjectivePercent))
+	}
+	slo.Objective = a.ObjectivePercent / 100
+	slo.Template = c.alert("availability", AlertErrorBudgetBurn, spec, AlertSpec{
+		Labels: a.Labels, RunbookURL: a.RunbookURL, Summary: a.Summary, Description: a.Description,
+		For: "0s", Severity: "page",
+	})
+	if len(a.Windows) == 0 {
+		c.fail("availability.windows", "needs at least one row (or set availability.enabled: false)")
+	}
+	for i, w := range a.Windows {
+		f := fmt.Sprintf("availability.windows[%d]", i)
+		row := BurnRateRow{
+			Long:        c.window(f+".long", w.Long),
+			Short:       c.window(f+".short", w.Short),
+			BudgetShare: c.percentUpTo100(f+".budget_percent", w.BudgetPercent) / 100,
+			Severity:    c.severity(f+".severity", w.Severity),
+			For:         c.duration(f+".for", w.For, true),
+		}
+		if row.Long > 0 && row.Short >= row.Long {
+			c.fail(f+".short", fmt.Sprintf("%s must be shorter than the long window %s", w.Short, w.Long))
+		}
+		if row.Long > slo.Period && slo.Period > 0 {
+			c.fail(f+".long", fmt.Sprintf("%s is longer than the SLO period %s", w.Long, a.Period))
+		}
+		if row.Long > 0 && slo.Period > 0 {
+			row.Factor = roundSig(row.BudgetShare*float64(slo.Period)/float64(row.Long), 10)
+			row.Threshold = roundSig(row.Factor*(1-slo.Objective), 10)
+			row.CanFire = row.Threshold < 1
+		}
+		for j, prev := range slo.Rows {
+			if prev.Long == row.Long && prev.Short == row.Short && prev.Long > 0 {
+				c.fail(f, fmt.Sprintf("same long and short windows as availability.windows[%d]", j))
+			}
+		}
+		slo.Rows = append(slo.Rows, row)
+	}
+	return slo
+}
+
+func (c *compiler) percentUpTo100(field string, v float64) float64 {
+	if !(v > 0 && v <= 100) {
+		c.fail(field, fmt.Sprintf("%v is not a percentage above 0 and at most 100", v))
+	}
+	return v
+}
+
+func (c *compiler) routing(r RoutingSpec) Routing {
+	out := Routing{
+		GroupBy:        r.GroupBy,
+		GroupWait:      c.window("routing.group_wait", r.GroupWait),
+		GroupInterval:  c.window("routing.group_interval", r.GroupInterval),
+		RepeatInterval: c.window("routing.repeat_interval", r.RepeatInterval),
+		Page:           c.receiver("routing.page", r.Page),
+		Ticket:         c.receiver("routing.ticket", r.Ticket),
+	}
+	for i, l := range r.GroupBy {
+		if l != "..." && !model.LabelName(l).IsValidLegacy() {
+			c.fail(fmt.Sprintf("routing.group_by[%d]", i), fmt.Sprintf("%q is not a valid label name", l))
+		}
+	}
+	return out
+}
+
+func (c *compiler) receiver(field string, r ReceiverSpec) ReceiverSpec {
+	if r.Webhook == nil && r.PagerDuty == nil && r.Opsgenie == nil && r.Slack == nil {
+		r.Webhook = &WebhookSpec{URL: DefaultWebhookURL}
+	}
+	if w := r.Webhook; w != nil {
+		c.httpURL(field+".webhook.url", w.URL, true)
+	}
+	if p := r.PagerDuty; p != nil {
+		if (p.RoutingKeyFile == "") == (p.ServiceKeyFile == "") {
+			c.fail(field+".pagerduty", "needs exactly one of routing_key_file (Events API v2) or service_key_file (v1)")
+		}
+		c.httpURL(field+".pagerduty.url", p.URL, false)
+	}
+	if o := r.Opsgenie; o != nil {
+		if o.APIKeyFile == "" {
+			c.fail(field+".opsgenie.api_key_file", "must name the file holding the Opsgenie API key")
+		}
+		c.httpURL(field+".opsgenie.api_url", o.APIURL, false)
+	}
+	if s := r.Slack; s != nil && s.APIURLFile == "" {
+		c.fail(field+".slack.api_url_file", "must name the file holding the Slack webhook URL")
+	}
+	return r
+}
+
+func (c *compiler) httpURL(field, s string, required bool) {
+	if s == "" {
+		if required {
+			c.fail(field, "must not be empty")
+		}
+		return
+	}
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		c.fail(field, fmt.Sprintf("%q is not an http or https URL", s))
+	}
+}
+
+// roundSig rounds v to n significant digits, so 0.02 × 720 is 14.4 and not
+// 14.400000000000002 in the generated expressions.
+func roundSig(v float64, n int) float64 {
+	if v == 0 || math.IsNaN(v) || math.IsInf(v, 0) {
+		return v
+	}
+	f, _ := strconv.ParseFloat(strconv.FormatFloat(v, 'g', n, 64), 64)
+	return f
+}
+
+// formatFloat writes v as short as it reads back exactly.
+func formatFloat(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
+
+// formatDuration writes d the way Prometheus does (5m, 1h, 3d).
+func formatDuration(d time.Duration) string { return model.Duration(d).String() }

@@ -1,0 +1,267 @@
+package slo
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/common/model"
+	"github.com/prometheus/prometheus/model/rulefmt"
+	"github.com/prometheus/prometheus/promql/parser"
+	"go.yaml.in/yaml/v3"
+)
+
+// Series read by the rules: the exporter's public metric contract.
+const (
+	metricRequests     = "rate_limit_requests_total"
+	metricRedisLatency = "rate_limit_redis_duration_seconds"
+	metricFailOpen     = "rate_limit_fail_open_total"
+)
+
+// Rule group names, one per objective: a group evaluates its recording rules
+// before the alerts that read them, in the same evaluation.
+const (
+	GroupRejections   = "rl-exporter-rejections"
+	GroupStoreLatency = "rl-exporter-store-latency"
+	GroupFailOpen     = "rl-exporter-fail-open"
+	GroupAvailability = "rl-exporter-availability-slo"
+	GroupMetrics      = "rl-exporter-metrics"
+)
+
+// Recording rule names, in the level:metric:operations convention.
+
+// RejectionRatioRecord names the per endpoint and plan tier 429 ratio.
+func RejectionRatioRecord(window time.Duration) string {
+	return "endpoint_plan_tier:rate_limit_rejections:ratio_rate" + formatDuration(window)
+}
+
+// RequestRateRecord names the per endpoint and plan tier decision rate.
+func RequestRateRecord(window time.Duration) string {
+	return "endpoint_plan_tier:rate_limit_requests:rate" + formatDuration(window)
+}
+
+// LatencyQuantileRecord names the per operation store latency quantile.
+func LatencyQuantileRecord(q float64, window time.Duration) string {
+	return "operation:rate_limit_redis_duration_seconds:" + quantileName(q) + "_rate" + formatDuration(window)
+}
+
+// FailOpenRecord names the fail-open events within window, over the job.
+func FailOpenRecord(window time.Duration) string {
+	return "job:rate_limit_fail_open:increase" + formatDuration(window)
+}
+
+// ErrorRatioRecord names the availability SLO's error ratio over window.
+func ErrorRatioRecord(window time.Duration) string {
+	return "job:rate_limit_errors:ratio_rate" + formatDuration(window)
+}
+
+// promqlParser is the parser every generated expression must pass.
+var promqlParser = parser.NewParser(parser.Options{})
+
+// RuleGroups builds the recording and alerting rules of the model as
+// Prometheus's own rulefmt types and checks every expression with the PromQL
+// parser.
+func (m *Model) RuleGroups() (*rulefmt.RuleGroups, error) {
+	var groups []rulefmt.RuleGroup
+	sel := func(extra string) string {
+		s := "job=" + strconv.Quote(m.Job)
+		if extra != "" {
+			s += "," + extra
+		}
+		return "{" + s + "}"
+	}
+	if o := m.Rejection; o != nil {
+		w := formatDuration(o.Window)
+		rate := RequestRateRecord(o.Window)
+		ratio := RejectionRatioRecord(o.Window)
+		groups = append(groups, rulefmt.RuleGroup{Name: GroupRejections, Rules: []rulefmt.Rule{
+			{Record: rate, Expr: fmt.Sprintf("sum by (endpoint, plan_tier) (rate(%s%s[%s]))", metricRequests, sel(""), w)},
+			{Record: ratio, Expr: fmt.Sprintf(
+				"sum by (endpoint, plan_tier) (rate(%s%s[%s]))\n/\n(sum by (endpoint, plan_tier) (rate(%s%s[%s])) > 0)",
+				metricRequests, sel(`status="rejected"`), w, metricRequests, sel(""), w)},
+			alertRule(o.Alert,
+				fmt.Sprintf("%s > %s\nand on (endpoint, plan_tier)\n%s >= %s", ratio, formatFloat(o.Threshold), rate, formatFloat(o.MinRate)),
+				nil,
+				"Too many requests to {{ $labels.endpoint }} ({{ $labels.plan_tier }}) are rejected with 429",
+				fmt.Sprintf("{{ $value | humanizePercentage }} of the rate limiter's decisions for endpoint {{ $labels.endpoint }}, plan tier {{ $labels.plan_tier }}, were rejections over the last %s (threshold %s, alerting only above %s decisions/s). A limit may be too low for real traffic, or a client is hammering the API.",
+					w, percent(o.Threshold), formatFloat(o.MinRate))),
+		}})
+	}
+	if o := m.Latency; o != nil {
+		w := formatDuration(o.Window)
+		rec := LatencyQuantileRecord(o.Quantile, o.Window)
+		groups = append(groups, rulefmt.RuleGroup{Name: GroupStoreLatency, Rules: []rulefmt.Rule{
+			{Record: rec, Expr: fmt.Sprintf(
+				"histogram_quantile(%s,\n  sum by (operation, le) (rate(%s_bucket%s[%s]))\n  and on (operation)\n  (sum by (operation) (rate(%s_count%s[%s])) > 0)\n)",
+				formatFloat(o.Quantile), metricRedisLatency, sel(""), w, metricRedisLatency, sel(""), w)},
+			alertRule(o.Alert, fmt.Sprintf("%s > %s", rec, formatFloat(o.Threshold)), nil,
+				"The rate limiter waits too long on its store ({{ $labels.operation }})",
+				fmt.Sprintf("The %s quantile of %s for operation {{ $labels.operation }} is {{ $value | humanizeDuration }} over the last %s (threshold %s): every decision waits on the store, so requests feel it.",
+					quantileName(o.Quantile), metricRedisLatency, w, formatDuration(time.Duration(o.Threshold*float64(time.Second))))),
+		}})
+	}
+	if o := m.FailOpen; o != nil {
+		w := formatDuration(o.Window)
+		rec := FailOpenRecord(o.Window)
+		groups = append(groups, rulefmt.RuleGroup{Name: GroupFailOpen, Rules: []rulefmt.Rule{
+			{Record: rec, Expr: fmt.Sprintf("sum by (job) (increase(%s%s[%s]))", metricFailOpen, sel(""), w)},
+			alertRule(o.Alert, fmt.Sprintf("%s > %s", rec, formatFloat(o.Threshold)), nil,
+				"Requests pass the rate limiter unchecked because its store fails",
+				fmt.Sprintf("{{ $value | humanize }} requests failed open within %s, summed over all instances and endpoints (threshold %s): the store is failing or too slow, and limits are not enforced.",
+					w, formatFloat(o.Threshold))),
+		}})
+	}
+	if s := m.Availability; s != nil {
+		var rules []rulefmt.Rule
+		for _, w := range s.windows() {
+			rules = append(rules, rulefmt.Rule{Record: ErrorRatioRecord(w), Expr: fmt.Sprintf(
+				"sum by (job) (rate(%s%s[%s]))\n/\n(sum by (job) (rate(%s%s[%s])) > 0)",
+				metricRequests, sel(`status=~"fail_open|fail_closed"`), formatDuration(w), metricRequests, sel(""), formatDuration(w))})
+		}
+		for _, row := range s.Rows {
+			if !row.CanFire {
+				continue
+			}
+			a := s.Template
+			a.Severity = row.Severity
+			a.For = row.For
+			long, short := formatDuration(row.Long), formatDuration(row.Short)
+			th := formatFloat(row.Threshold)
+			rules = append(rules, alertRule(a,
+				fmt.Sprintf("%s > %s\nand\n%s > %s", ErrorRatioRecord(row.Long), th, ErrorRatioRecord(row.Short), th),
+				map[string]string{"long_window": long, "short_window": short},
+				fmt.Sprintf("The rate limiter burns its error budget at %s× the sustainable rate (%s and %s windows)", formatFloat(row.Factor), long, short),
+				fmt.Sprintf("{{ $value | humanizePercentage }} of the rate limiter's decisions failed open or closed over the last %s, and over the last %s too (threshold %s: a burn rate of %s against the %s objective over %s spends %s of the period's error budget in %s).",
+					long, short, percent(row.Threshold), formatFloat(row.Factor), percent(s.Objective), formatDuration(s.Period), percent(row.BudgetShare), long)))
+		}
+		groups = append(groups, rulefmt.RuleGroup{Name: GroupAvailability, Rules: rules})
+	}
+	if a := m.Absent; a != nil {
+		groups = append(groups, rulefmt.RuleGroup{Name: GroupMetrics, Rules: []rulefmt.Rule{
+			alertRule(*a, fmt.Sprintf("absent(%s%s)", metricRequests, sel("")), nil,
+				fmt.Sprintf("Prometheus receives no rate limiter metrics from job %s", m.Job),
+				fmt.Sprintf("No %s series from job %s for %s: the exporter is down or no longer scraped, and every rate-limit alert is blind.",
+					metricRequests, m.Job, formatDuration(a.For))),
+		}})
+	}
+	rg := &rulefmt.RuleGroups{Groups: groups}
+	if err := checkRuleGroups(rg); err != nil {
+		return nil, err
+	}
+	return rg, nil
+}
+
+// windows lists the distinct windows the burn-rate rows read, shortest first.
+func (s *AvailabilitySLO) windows() []time.Duration {
+	seen := map[time.Duration]bool{}
+	var out []time.Duration
+	for _, r := range s.Rows {
+		if !r.CanFire {
+			continue
+		}
+		for _, w := range []time.Duration{r.Short, r.Long} {
+			if !seen[w] {
+				seen[w] = true
+				out = append(out, w)
+			}
+		}
+	}
+	sortDurations(out)
+	return out
+}
+
+func sortDurations(d []time.Duration) {
+	for i := 1; i < len(d); i++ {
+		for j := i; j > 0 && d[j] < d[j-1]; j-- {
+			d[j], d[j-1] = d[j-1], d[j]
+		}
+	}
+}
+
+// alertRule assembles an alerting rule; the spec's texts replace the
+// defaults when set.
+func alertRule(a Alert, expr string, extra map[string]string, summary, description string) rulefmt.Rule {
+	labels := map[string]string{"severity": a.Severity}
+	maps.Copy(labels, a.Labels)
+	maps.Copy(labels, extra)
+	if a.Summary != "" {
+		summary = a.Summary
+	}
+	if a.Description != "" {
+		description = a.Description
+	}
+	ann := map[string]string{"summary": summary, "description": description}
+	if a.RunbookURL != "" {
+		ann["runbook_url"] = a.RunbookURL
+	}
+	return rulefmt.Rule{Alert: a.Name, Expr: expr, For: model.Duration(a.For), Labels: labels, Annotations: ann}
+}
+
+func percent(ratio float64) string { return formatFloat(roundSig(ratio*100, 10)) + "%" }
+
+// quantileName writes 0.99 as p99, 0.5 as p50 and 0.999 as p999.
+func quantileName(q float64) string {
+	digits := strings.TrimPrefix(strconv.FormatFloat(q, 'f', -1, 64), "0.")
+	if len(digits) == 1 {
+		digits += "0"
+	}
+	return "p" + digits
+}
+
+// checkRuleGroups parses every expression with the PromQL parser and then
+// the whole encoded file with rulefmt, as Prometheus does when it loads it.
+func checkRuleGroups(rg *rulefmt.RuleGroups) error {
+	var errs []error
+	for _, g := range rg.Groups {
+		for _, r := range g.Rules {
+			if _, err := promqlParser.ParseExpr(r.Expr); err != nil {
+				errs = append(errs, fmt.Errorf("group %s, rule %s%s: %w", g.Name, r.Record, r.Alert, err))
+			}
+		}
+	}
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	var buf bytes.Buffer
+	if err := encodeYAML(&buf, rg); err != nil {
+		return err
+	}
+	return CheckRules(buf.Bytes())
+}
+
+// CheckRules validates a rule file the way Prometheus loads it: strict
+// rulefmt decoding, every expression parsed, every template checked.
+func CheckRules(content []byte) error {
+	_, errs := rulefmt.Parse(content, false, model.LegacyValidation, promqlParser, slog.New(slog.DiscardHandler))
+	if len(errs) > 0 {
+		return fmt.Errorf("generated rules do not validate: %w", errors.Join(errs...))
+	}
+	return nil
+}
+
+// WriteRules encodes rule groups as a Prometheus rule file, under a
+// "Code generated" header naming the spec it came from.
+func WriteRules(w io.Writer, rg *rulefmt.RuleGroups, source string) error {
+	var buf bytes.Buffer
+	fmt.Fprintf(&buf, "# Code generated by rl-exporter rules from %s. DO NOT EDIT.\n", source)
+	if err := encodeYAML(&buf, rg); err != nil {
+		return err
+	}
+	_, err := w.Write(buf.Bytes())
+	return err
+}
+
+func encodeYAML(w io.Writer, v any) error {
+	enc := yaml.NewEncoder(w)
+	enc.SetIndent(2)
+	if err := enc.Encode(v); err != nil {
+		return fmt.Errorf("encode YAML: %w", err)
+	}
+	return enc.Close()
+}
