@@ -17,13 +17,10 @@ func TestSingleServerConforms(t *testing.T) {
 	limitertest.Run(t, func(*testing.T) limiter.Store { return store })
 }
 
-func TestClusterConforms(t *testing.T) {
-	cl := redistest.Cluster(t, 3)
-	store := newStore(t, redisstore.ClientConfig{ClusterAddrs: cl.Addrs})
-	limitertest.Run(t, func(*testing.T) limiter.Store { return store })
-}
+// The conformance suite on a Redis Cluster runs in TestCluster.
 
 func TestSentinelReachesThePrimary(t *testing.T) {
+	t.Parallel()
 	sn := redistest.Sentinel(t)
 	store := newStore(t, redisstore.ClientConfig{SentinelAddrs: sn.SentinelAddrs, MasterName: sn.MasterName})
 	lim := limiter.Limit{Algorithm: limiter.SlidingLog, Rate: 2, Period: time.Minute}

@@ -1,0 +1,88 @@
+package redisstore_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/rl-exporter/rl-exporter/internal/redistest"
+	"github.com/rl-exporter/rl-exporter/limiter"
+	"github.com/rl-exporter/rl-exporter/limiter/limitertest"
+	"github.com/rl-exporter/rl-exporter/limiter/redisstore"
+)
+
+// awkwardKeys are user keys with braces, colons, percent signs, unicode
+// and the empty key; several would collide or share a slot if they were
+// written into Redis key names unescaped.
+var awkwardKeys = []string{
+	"", "{", "}", "{}", "}{", "{a}", "a", "%7Ba%7D", "%", "%25", "%00",
+	"user:42", "user:{42}", "{user}:42", "{user}:43", "a:b:c", "::",
+	"ключ", "键{値}", "🔑", "tenant{x}:user:1", "tenant{x}:user:2",
+}
+
+// TestCluster runs the conformance suite on a real 3-master Redis Cluster
+// and checks how keys are spread over its slots.
+func TestCluster(t *testing.T) {
+	cl := redistest.Cluster(t, 3)
+	store := newStore(t, redisstore.ClientConfig{ClusterAddrs: cl.Addrs})
+	ctx := context.Background()
+
+	t.Run("conformance", func(t *testing.T) {
+		limitertest.Run(t, func(*testing.T) limiter.Store { return store })
+	})
+
+	t.Run("every key of one decision is in the same slot, as Redis computes it", func(t *testing.T) {
+		for _, key := range awkwardKeys {
+			keys := store.Keys(key, limiter.SlidingLog)
+			first, err := cl.KeySlot(keys[0])
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, k := range keys[1:] {
+				if s, _ := cl.KeySlot(k); s != first {
+					t.Fatalf("user key %q: %q in slot %d but %q in slot %d", key, keys[0], first, k, s)
+				}
+			}
+			for _, a := range limiter.Algorithms {
+				if s, _ := cl.KeySlot(store.Keys(key, a)[0]); s != first {
+					t.Fatalf("user key %q: %s state in slot %d, sliding_log in %d", key, a, s, first)
+				}
+			}
+		}
+	})
+
+	t.Run("braces in a user key do not pick the slot", func(t *testing.T) {
+		slots := map[int64]bool{}
+		for i := 0; i < 32; i++ {
+			s, err := cl.KeySlot(store.Keys(fmt.Sprintf("{tenant}:user:%d", i), limiter.GCRA)[0])
+			if err != nil {
+				t.Fatal(err)
+			}
+			slots[s] = true
+		}
+		if len(slots) < 8 {
+			t.Fatalf("32 keys sharing the text {tenant} landed in %d slots: the user's braces chose the slot", len(slots))
+		}
+	})
+
+	t.Run("decisions on the cluster keep every awkward key apart", func(t *testing.T) {
+		for _, a := range []limiter.Algorithm{limiter.SlidingLog, limiter.FixedWindow, limiter.GCRA} {
+			lim := limiter.Limit{Algorithm: a, Rate: 1, Period: time.Minute}
+			for _, key := range awkwardKeys {
+				d, err := store.Decide(ctx, key, lim, 1)
+				if err != nil {
+					t.Fatalf("%s key %q: %v", a, key, err)
+				}
+				if !d.Allowed {
+					t.Fatalf("%s key %q: first request rejected: its state collides with another key's", a, key)
+				}
+			}
+			for _, key := range awkwardKeys {
+				if d, err := store.Decide(ctx, key, lim, 1); err != nil || d.Allowed {
+					t.Fatalf("%s key %q: second request of a limit of 1: %+v, %v", a, key, d, err)
+				}
+			}
+		}
+	})
+}
