@@ -69,7 +69,8 @@ type Config struct {
 	// afresh every TopWindow and the previous window stays readable.
 	// Default DefaultTopWindow.
 	TopWindow time.Duration
-	// Now is the clock of the top-limited windows. Default time.Now.
+	// Now is the clock of the top-limited windows, for tests. Default: the
+	// monotonic clock (cheaper than time.Now on the rejection path).
 	Now func() time.Time
 	// Logger receives the few events worth logging (label folding on
 	// reconfiguration). Default: discard.
@@ -115,9 +116,6 @@ func (c *Config) defaults() error {
 	}
 	if c.TopWindow < 0 {
 		return fmt.Errorf("top window: must be > 0, got %s", c.TopWindow)
-	}
-	if c.Now == nil {
-		c.Now = time.Now
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)

@@ -25,23 +25,11 @@ import (
 // sets it takes no lock and allocates nothing (rejections take a short
 // per-shard lock in the sketch).
 func (c *Collector) RecordDecision(_ context.Context, r limiter.Record) {
-	idx := c.index.Load()
-	ep, ok := idx.endpoints[r.Endpoint]
+	ref, ok := c.index.Load().pairs[pairKey{r.Endpoint, r.PlanTier}]
 	if !ok {
-		ep = idx.other
-		if _, capped := idx.capped[r.Endpoint]; capped {
-			c.folded[foldEndpointCap].Add(1)
-		} else {
-			c.folded[foldEndpointUnconfigured].Add(1)
-		}
+		ref = c.fold(r.Endpoint, r.PlanTier)
 	}
-	ps, ok := ep.tiers[r.PlanTier]
-	if !ok {
-		ps = ep.defaultPair
-		if r.PlanTier != "" {
-			c.folded[foldTierUnconfigured].Add(1)
-		}
-	}
+	ep, ps := ref.ep, ref.ps
 	s := statusIndex(r.Status, r.Decision)
 	ps.requests[s].Add(1)
 	switch s {
@@ -62,6 +50,29 @@ func (c *Collector) RecordDecision(_ context.Context, r limiter.Record) {
 	case statusFailClosed:
 		ep.fails.closed[reasonIndex(r.Err)].Add(1)
 	}
+}
+
+// fold resolves a label set that is not configured as such: an unknown
+// endpoint becomes "other", an unknown or empty tier the default tier.
+func (c *Collector) fold(endpoint, tier string) pairRef {
+	idx := c.index.Load()
+	ep, ok := idx.endpoints[endpoint]
+	if !ok {
+		ep = idx.other
+		if _, capped := idx.capped[endpoint]; capped {
+			c.folded[foldEndpointCap].Add(1)
+		} else {
+			c.folded[foldEndpointUnconfigured].Add(1)
+		}
+	}
+	ps, ok := ep.tiers[tier]
+	if !ok {
+		ps = ep.defaultPair
+		if tier != "" {
+			c.folded[foldTierUnconfigured].Add(1)
+		}
+	}
+	return pairRef{ep, ps}
 }
 
 func statusIndex(s limiter.Status, d limiter.Decision) int {

@@ -127,11 +127,11 @@ func (s *spaceSaving) down(i int) {
 
 // topWindow is one window of the top-limited sketch.
 type topWindow struct {
-	start  time.Time
+	start  int64 // nanoseconds since topK.base
 	shards [topShards]*spaceSaving
 }
 
-func newTopWindow(start time.Time, perShard int) *topWindow {
+func newTopWindow(start int64, perShard int) *topWindow {
 	w := &topWindow{start: start}
 	for i := range w.shards {
 		w.shards[i] = newSpaceSaving(perShard)
@@ -142,8 +142,9 @@ func newTopWindow(start time.Time, perShard int) *topWindow {
 // topK keeps the most-rejected keys of the current and the previous window.
 type topK struct {
 	keys   int
-	window time.Duration
-	now    func() time.Time
+	window int64 // nanoseconds
+	base   time.Time
+	clock  func() int64 // nanoseconds since base
 	seed   maphash.Seed
 
 	rotate sync.Mutex
@@ -152,28 +153,35 @@ type topK struct {
 }
 
 func newTopK(keys int, window time.Duration, now func() time.Time) *topK {
-	t := &topK{keys: keys, window: window, now: now, seed: maphash.MakeSeed()}
-	t.cur.Store(newTopWindow(now(), keys))
+	t := &topK{keys: keys, window: int64(window), seed: maphash.MakeSeed()}
+	if now == nil {
+		t.base = time.Now()
+		t.clock = func() int64 { return int64(time.Since(t.base)) }
+	} else {
+		t.base = now()
+		t.clock = func() int64 { return int64(now().Sub(t.base)) }
+	}
+	t.cur.Store(newTopWindow(0, keys))
 	return t
 }
 
 // current returns the window that covers now, rotating when it is over.
-func (t *topK) current(now time.Time) *topWindow {
+func (t *topK) current(now int64) *topWindow {
 	w := t.cur.Load()
-	if now.Sub(w.start) < t.window {
+	if now-w.start < t.window {
 		return w
 	}
 	t.rotate.Lock()
 	defer t.rotate.Unlock()
 	w = t.cur.Load()
-	elapsed := now.Sub(w.start)
+	elapsed := now - w.start
 	if elapsed < t.window {
 		return w
 	}
-	start := w.start.Add(elapsed / t.window * t.window)
+	start := w.start + elapsed/t.window*t.window
 	prev := w
 	if elapsed >= 2*t.window {
-		prev = newTopWindow(start.Add(-t.window), 0) // nothing was rejected then
+		prev = newTopWindow(start-t.window, 0) // nothing was rejected then
 	}
 	next := newTopWindow(start, t.keys)
 	t.prev.Store(prev)
@@ -181,8 +189,10 @@ func (t *topK) current(now time.Time) *topWindow {
 	return next
 }
 
+func (t *topK) at(nanos int64) time.Time { return t.base.Add(time.Duration(nanos)).UTC().Round(0) }
+
 func (t *topK) add(key, endpoint, tier string) {
-	w := t.current(t.now())
+	w := t.current(t.clock())
 	w.shards[maphash.String(t.seed, key)%topShards].add(key, endpoint, tier)
 }
 
@@ -223,8 +233,8 @@ type TopLimited struct {
 	Previous *TopWindow `json:"previous,omitempty"`
 }
 
-func (t *topK) report(w *topWindow, to time.Time, n int) TopWindow {
-	out := TopWindow{From: w.start.UTC(), To: to.UTC(), Keys: []TopKey{}}
+func (t *topK) report(w *topWindow, to int64, n int) TopWindow {
+	out := TopWindow{From: t.at(w.start), To: t.at(to), Keys: []TopKey{}}
 	for _, s := range w.shards {
 		s.mu.Lock()
 		out.Rejected += s.total
@@ -253,11 +263,11 @@ func (c *Collector) TopLimited(n int) TopLimited {
 	if n <= 0 || n > t.keys {
 		n = t.keys
 	}
-	now := t.now()
+	now := t.clock()
 	cur := t.current(now)
-	out := TopLimited{Capacity: t.keys, WindowSeconds: t.window.Seconds(), Current: t.report(cur, now, n)}
+	out := TopLimited{Capacity: t.keys, WindowSeconds: time.Duration(t.window).Seconds(), Current: t.report(cur, now, n)}
 	if p := t.prev.Load(); p != nil {
-		r := t.report(p, p.start.Add(t.window), n)
+		r := t.report(p, p.start+t.window, n)
 		out.Previous = &r
 	}
 	return out
