@@ -194,4 +194,3 @@ func grepLines(s, substr string) string {
 	}
 	return strings.Join(out, "\n")
 }
-
