@@ -6,12 +6,21 @@ REVISION ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 LDFLAGS  := -s -w -X main.version=$(VERSION) -X main.revision=$(REVISION)
 TEST_DEPS := redis-server redis-cli promtool amtool prometheus prometheus-alertmanager
 
-.PHONY: help build test deps bench lint compare
+.PHONY: help build test deps bench lint compare run
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-8s %s\n", $$1, $$2}'
 
 build: ## build bin/rl-exporter
 	CGO_ENABLED=0 $(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/rl-exporter
+
+run: build ## start serve (memory store, examples/demo.yaml) in front of a demo upstream; Ctrl-C stops both
+	@echo "rl-exporter serve on http://127.0.0.1:8480 in front of the demo upstream on http://127.0.0.1:8481"
+	@echo "try:  curl -i http://127.0.0.1:8480/hello       (5 per minute per client: the 6th gets 429)"
+	@echo "      curl -i -X POST http://127.0.0.1:8480/v1/check -d '{\"key\":\"alice\",\"endpoint\":\"GET /api/v1/orders/42\"}'"
+	@echo "      curl -s http://127.0.0.1:8480/metrics | head"
+	@$(BIN) demo-upstream --listen 127.0.0.1:8481 >/dev/null & up=$$!; \
+	trap 'kill $$up 2>/dev/null' EXIT INT TERM; \
+	$(BIN) serve --config examples/demo.yaml
 
 deps: ## install the programs the tests run (redis-server, promtool, amtool) when missing
 	@./scripts/ensure-deps.sh $(TEST_DEPS)
