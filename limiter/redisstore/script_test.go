@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -207,5 +208,62 @@ func TestScriptArgsAreIntegers(t *testing.T) {
 	aligned.AlignWindows = true
 	if off := scriptArgs("k", aligned, 1)[2].(int64); off != 0 {
 		t.Fatalf("aligned window offset argument = %d, want 0", off)
+	}
+}
+
+// Every command a script sends names a key from KEYS (or is TIME): no
+// script builds a key name, which Redis Cluster would refuse.
+func TestScriptsTouchOnlyDeclaredKeys(t *testing.T) {
+	call := regexp.MustCompile(`redis\.call\('([A-Z]+)'(?:,\s*([^,)]+))?`)
+	for _, a := range limiter.Algorithms {
+		src, err := luaFiles.ReadFile("lua/" + string(a) + ".lua")
+		if err != nil {
+			t.Fatal(err)
+		}
+		calls := call.FindAllStringSubmatch(string(src), -1)
+		if len(calls) < 2 {
+			t.Fatalf("%s.lua: found %d redis.call, the pattern no longer matches the scripts", a, len(calls))
+		}
+		for _, c := range calls {
+			if c[1] == "TIME" {
+				continue
+			}
+			if !regexp.MustCompile(`^KEYS\[\d\]$`).MatchString(strings.TrimSpace(c[2])) {
+				t.Errorf("%s.lua: %s on %q, want a key from KEYS", a, c[1], c[2])
+			}
+		}
+		if n := strings.Count(string(src), "redis.call("); n != len(calls) {
+			t.Errorf("%s.lua: %d redis.call, %d checked", a, n, len(calls))
+		}
+	}
+}
+
+// After SCRIPT FLUSH (a restart, a failover to a replica without the
+// script) EVALSHA answers NOSCRIPT and the store sends the script again.
+func TestDecisionsSurviveAFlushedScriptCache(t *testing.T) {
+	srv := redistest.Single(t)
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1})
+	t.Cleanup(func() { _ = client.Close() })
+	store, err := New(client, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	lim := limiter.PerMinute(limiter.GCRA, 10)
+	for i := 0; i < 3; i++ {
+		if _, err := srv.Do("SCRIPT", "FLUSH"); err != nil {
+			t.Fatal(err)
+		}
+		d, err := store.Decide(ctx, "flushed", lim, 1)
+		if err != nil || !d.Allowed || d.Remaining != int64(9-i) {
+			t.Fatalf("decision %d after SCRIPT FLUSH: %+v, %v", i+1, d, err)
+		}
+	}
+	r, err := srv.Do("SCRIPT", "EXISTS", store.scripts[limiter.GCRA].Hash())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, ok := r.([]any); !ok || len(got) != 1 || got[0] != int64(1) {
+		t.Fatalf("SCRIPT EXISTS after a decision = %v: the script is not cached again", r)
 	}
 }
