@@ -31,7 +31,9 @@ type CheckRequest struct {
 	// Endpoint is "METHOD /path", matched against the route patterns like a
 	// request; a bare "/path" is a GET. Unmatched ones fall to the default class.
 	Endpoint string `json:"endpoint"`
-	// PlanTier is the client's plan tier; empty or unknown means the default tier.
+	// PlanTier is the client's plan tier. Empty: the tier the key→tier
+	// lookup gives Key (with or without a "user:" prefix), else the default
+	// tier; unknown: the default tier.
 	PlanTier string `json:"plan_tier"`
 	// Cost is the number of units to take; default 1.
 	Cost *int64 `json:"cost"`
@@ -92,11 +94,14 @@ func (m *Middleware) CheckHandler() http.Handler {
 		if req.Cost != nil {
 			cost = *req.Cost
 		}
-		if err := rt.class.limiterFor(p.tier(req.PlanTier)).Limit().CheckCost(cost); err != nil {
+		tier := p.tier(req.PlanTier)
+		if req.PlanTier == "" {
+			tier = p.tier(p.identity.tierOf(probe, strings.TrimPrefix(req.Key, "user:"), ""))
+		}
+		if err := rt.class.limiterFor(tier).Limit().CheckCost(cost); err != nil {
 			writeJSON(w, "application/json", http.StatusBadRequest, RejectedBody{Error: "bad_request", Message: "cost: " + err.Error()})
 			return
 		}
-		tier := p.tier(req.PlanTier)
 		o := m.decide(r.Context(), rt, tier, req.Key, cost)
 		resp := CheckResponse{
 			Allowed:  o.status != limiter.StatusRejected && o.status != limiter.StatusFailClosed,

@@ -117,3 +117,19 @@ func TestTheDecisionAPIRefusesBadBodies(t *testing.T) {
 		t.Errorf("GET: status %d Allow %q, want 405 with Allow: POST", w.Code, w.Header().Get("Allow"))
 	}
 }
+
+func TestTheDecisionAPILooksUpTheTierOfAKeyWithoutOne(t *testing.T) {
+	m, _, _ := setup(t, PolicyConfig{
+		Tiers: []string{"free", "pro"}, DefaultTier: "free",
+		Classes: []Class{{Name: "default", Limits: map[string]limiter.Limit{
+			"free": limiter.PerMinute(limiter.FixedWindow, 1), "pro": limiter.PerMinute(limiter.FixedWindow, 9)}}},
+		Identity: IdentityConfig{TierByKey: map[string]string{"carol": "pro"}},
+	}, newClock())
+	for _, key := range []string{"carol", "user:carol"} {
+		var resp CheckResponse
+		decodeJSON(t, postCheck(m.CheckHandler(), "", `{"key":"`+key+`","endpoint":"GET /"}`).Body.Bytes(), &resp)
+		if resp.PlanTier != "pro" || resp.Limit != 9 {
+			t.Errorf("key %s: tier %q limit %d, want pro with 9", key, resp.PlanTier, resp.Limit)
+		}
+	}
+}
