@@ -3,7 +3,7 @@
 // rate-limit headers the client acted on. Waits and retries are logged to
 // stderr as they happen.
 //
-//	go run ./examples/client -url http://127.0.0.1:8080/ -n 12 -slow-down-below 2
+//	go run ./examples/client -url http://127.0.0.1:8480/ -n 12 -slow-down-below 2
 package main
 
 import (
@@ -22,7 +22,7 @@ import (
 )
 
 func main() {
-	url := flag.String("url", "http://127.0.0.1:8080/", "URL to request (an endpoint served through rl-exporter serve)")
+	url := flag.String("url", "http://127.0.0.1:8480/", "URL to request (an endpoint served through rl-exporter serve)")
 	n := flag.Int("n", 10, "number of requests to send")
 	retries := flag.Int("retries", rlclient.DefaultMaxRetries, "retries after a 429 or 503 (negative: none)")
 	maxWait := flag.Duration("max-wait", 70*time.Second, "longest wait before one retry")
@@ -66,7 +66,7 @@ func main() {
 		}
 		_, _ = io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
-		fmt.Printf("%2d  +%-6s %d", i, time.Since(start).Round(100*time.Millisecond), resp.StatusCode)
+		fmt.Printf("%3d  +%-6s %d", i, time.Since(start).Round(100*time.Millisecond), resp.StatusCode)
 		for _, h := range []string{"RateLimit", "RateLimit-Policy", "X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset", "Retry-After"} {
 			if v := resp.Header.Get(h); v != "" {
 				fmt.Printf("  %s: %s", h, v)
