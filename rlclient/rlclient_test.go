@@ -269,6 +269,7 @@ func TestTransportReplaysBodiesOnlyWhenItCan(t *testing.T) {
 }
 
 func TestTransportStopsWaitingWhenTheContextIsCancelled(t *testing.T) {
+	t.Parallel()
 	api, url := serve(t, respond(429, "", "Retry-After", "30"), respond(200, "ok"))
 	tr := New(Config{}) // the real clock: the wait is really cut short
 	ctx, cancel := context.WithCancel(context.Background())
@@ -293,6 +294,7 @@ func TestTransportStopsWaitingWhenTheContextIsCancelled(t *testing.T) {
 }
 
 func TestTransportReallyWaitsRetryAfter(t *testing.T) {
+	t.Parallel()
 	var first atomic.Int64
 	_, url := serve(t,
 		func(w http.ResponseWriter) {

@@ -1,0 +1,4 @@
+package rlclient
+
+// RaceEnabled lets the external tests skip timing assertions under -race.
+const RaceEnabled = raceEnabled
