@@ -18,6 +18,11 @@
 // body, and requests with GetBody set (http.NewRequest sets it for
 // *bytes.Buffer, *bytes.Reader and *strings.Reader bodies). Every wait ends
 // early when the request's context is done.
+//
+// A 429, and a 503 from rl-exporter's fail-closed policy, mean the request
+// was not processed, so retrying is safe whatever the method; a 503 from the
+// service behind the limiter may not mean that, so give requests that must
+// never be repeated a Transport with MaxRetries -1.
 package rlclient
 
 import (
