@@ -150,7 +150,8 @@ func (c *suite) cost(t *testing.T) {
 
 func (c *suite) costAboveQuota(t *testing.T) {
 	lim := c.longLimit(3)
-	l, err := limiter.New(limiter.Config{Limit: lim, Store: c.store, FailPolicy: limiter.FailClosed})
+	// A generous deadline: this test is about cost validation, not timing.
+	l, err := limiter.New(limiter.Config{Limit: lim, Store: c.store, FailPolicy: limiter.FailClosed, Timeout: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
