@@ -80,28 +80,37 @@ type endpointFails struct {
 type endpointSeries struct {
 	name        string
 	tiers       map[string]*pairSeries
-	order       []*pairSeries // tiers in configured order, for Collect
+	order       []*pairSeries // tiers in configured order, for Collect and lookup
 	defaultPair *pairSeries
 	fails       *endpointFails
 	delay       prometheus.Observer
 }
 
+// maxScannedTiers: up to this many tiers, a linear scan with string
+// comparisons finds a tier faster than hashing it.
+const maxScannedTiers = 8
+
+// tier returns the series of plan tier t, or nil.
+func (ep *endpointSeries) tier(t string) *pairSeries {
+	if len(ep.order) <= maxScannedTiers {
+		for _, ps := range ep.order {
+			if ps.tier == t {
+				return ps
+			}
+		}
+		return nil
+	}
+	return ep.tiers[t]
+}
+
 // labelIndex is an immutable snapshot of every label set; RecordDecision
 // reads it without locking, reconfiguration swaps in a new one.
 type labelIndex struct {
-	pairs     map[pairKey]pairRef        // every (endpoint, tier) label set: the one lookup of the fast path
 	endpoints map[string]*endpointSeries // configured (kept) endpoints and "other"
 	order     []*endpointSeries          // kept endpoints in configured order, then "other"
 	capped    map[string]struct{}        // configured endpoints beyond the cap
 	other     *endpointSeries
 	plan      labelPlan
-}
-
-type pairKey struct{ endpoint, tier string }
-
-type pairRef struct {
-	ep *endpointSeries
-	ps *pairSeries
 }
 
 type limitKey struct{ endpoint, tier string }
@@ -225,7 +234,6 @@ func histogramOpts(name, help string, buckets []float64, native bool) prometheus
 // so that reconfiguration never resets a counter of a label set it keeps.
 func (c *Collector) buildIndex(old *labelIndex, plan labelPlan) *labelIndex {
 	idx := &labelIndex{
-		pairs:     make(map[pairKey]pairRef, (len(plan.endpoints)+1)*len(plan.tiers)),
 		endpoints: make(map[string]*endpointSeries, len(plan.endpoints)+1),
 		capped:    make(map[string]struct{}, len(plan.folded)),
 		plan:      plan,
@@ -256,7 +264,6 @@ func (c *Collector) buildIndex(old *labelIndex, plan labelPlan) *labelIndex {
 			}
 			ep.tiers[t] = ps
 			ep.order = append(ep.order, ps)
-			idx.pairs[pairKey{name, t}] = pairRef{ep, ps}
 		}
 		ep.defaultPair = ep.tiers[plan.defaultTier]
 		idx.endpoints[name] = ep

@@ -669,3 +669,19 @@ func TestRegisterOnAnotherRegistry(t *testing.T) {
 		t.Error("registering the same collector twice succeeded")
 	}
 }
+
+func TestManyTiersAreFoundToo(t *testing.T) {
+	var tiers []string
+	for i := range 12 {
+		tiers = append(tiers, fmt.Sprintf("t%d", i))
+	}
+	c := newTestCollector(t, Config{Endpoints: []string{"/x"}, Tiers: tiers, DefaultTier: "t0"})
+	c.RecordDecision(context.Background(), rec("/x", "t11", limiter.StatusRejected))
+	c.RecordDecision(context.Background(), rec("/x", "t12", limiter.StatusRejected))
+	if got := counter(t, c, "rate_limit_requests_total", map[string]string{"endpoint": "/x", "plan_tier": "t11", "status": "rejected"}); got != 1 {
+		t.Errorf("t11 rejected = %v, want 1", got)
+	}
+	if got := counter(t, c, "rate_limit_requests_total", map[string]string{"endpoint": "/x", "plan_tier": "t0", "status": "rejected"}); got != 1 {
+		t.Errorf("unknown tier t12 under the default t0 = %v, want 1", got)
+	}
+}

@@ -25,11 +25,14 @@ import (
 // sets it takes no lock and allocates nothing (rejections take a short
 // per-shard lock in the sketch).
 func (c *Collector) RecordDecision(_ context.Context, r limiter.Record) {
-	ref, ok := c.index.Load().pairs[pairKey{r.Endpoint, r.PlanTier}]
-	if !ok {
-		ref = c.fold(r.Endpoint, r.PlanTier)
+	ep, ok := c.index.Load().endpoints[r.Endpoint]
+	var ps *pairSeries
+	if ok {
+		ps = ep.tier(r.PlanTier)
 	}
-	ep, ps := ref.ep, ref.ps
+	if ps == nil {
+		ep, ps = c.fold(r.Endpoint, r.PlanTier)
+	}
 	s := statusIndex(r.Status, r.Decision)
 	ps.requests[s].Add(1)
 	switch s {
@@ -54,7 +57,7 @@ func (c *Collector) RecordDecision(_ context.Context, r limiter.Record) {
 
 // fold resolves a label set that is not configured as such: an unknown
 // endpoint becomes "other", an unknown or empty tier the default tier.
-func (c *Collector) fold(endpoint, tier string) pairRef {
+func (c *Collector) fold(endpoint, tier string) (*endpointSeries, *pairSeries) {
 	idx := c.index.Load()
 	ep, ok := idx.endpoints[endpoint]
 	if !ok {
@@ -65,14 +68,14 @@ func (c *Collector) fold(endpoint, tier string) pairRef {
 			c.folded[foldEndpointUnconfigured].Add(1)
 		}
 	}
-	ps, ok := ep.tiers[tier]
-	if !ok {
+	ps := ep.tier(tier)
+	if ps == nil {
 		ps = ep.defaultPair
 		if tier != "" {
 			c.folded[foldTierUnconfigured].Add(1)
 		}
 	}
-	return pairRef{ep, ps}
+	return ep, ps
 }
 
 func statusIndex(s limiter.Status, d limiter.Decision) int {
