@@ -9,12 +9,15 @@
 package config
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -51,6 +54,16 @@ type Config struct {
 	// DefaultClass receives the requests no route matches. Default: the
 	// only class, or the class named "default".
 	DefaultClass string `koanf:"default_class"`
+	// Metrics configures /metrics and the decision metrics.
+	Metrics Metrics `koanf:"metrics"`
+	// Tracing configures OpenTelemetry traces.
+	Tracing Tracing `koanf:"tracing"`
+	// Admin configures the admin API's bearer tokens.
+	Admin Admin `koanf:"admin"`
+	// Live configures the limits held in the store and changed without a deploy.
+	Live Live `koanf:"live"`
+	// Reload configures the hot reload of the config file.
+	Reload Reload `koanf:"reload"`
 
 	// Source is the file the Config was loaded from, or BuiltIn.
 	Source string `koanf:"-"`
@@ -103,13 +116,129 @@ type Redis struct {
 	ClusterAddrs   []string `koanf:"cluster_addrs"`
 	SentinelAddrs  []string `koanf:"sentinel_addrs"`
 	SentinelMaster string   `koanf:"sentinel_master"`
+	// Username authenticates with Redis ACLs (with the password).
+	Username string `koanf:"username"`
+	// Password authenticates to Redis; best given as RL_STORE__REDIS__PASSWORD
+	// or through PasswordFile. Never logged.
+	Password Secret `koanf:"password"`
 	// PasswordFile holds the Redis password (never logged).
 	PasswordFile string `koanf:"password_file"`
 	// PoolSize is the connections per node; default 10 × GOMAXPROCS.
 	PoolSize int `koanf:"pool_size"`
+	// DialTimeout bounds connecting to Redis. Default 1s.
+	DialTimeout time.Duration `koanf:"dial_timeout"`
 	// Prefix is the first component of every Redis key; default "rl".
 	Prefix string `koanf:"prefix"`
+	// TLS configures TLS to Redis (a rediss:// URL turns it on too).
+	TLS RedisTLS `koanf:"tls"`
 }
+
+// RedisTLS configures TLS connections to Redis.
+type RedisTLS struct {
+	// Enabled turns TLS on for every connection.
+	Enabled bool `koanf:"enabled"`
+	// CAFile holds the PEM CA certificates to verify the server with.
+	// Default: the system's.
+	CAFile string `koanf:"ca_file"`
+	// CertFile and KeyFile hold a PEM client certificate and key (mutual TLS).
+	CertFile string `koanf:"cert_file"`
+	KeyFile  string `koanf:"key_file"`
+	// ServerName overrides the name checked in the server's certificate.
+	ServerName string `koanf:"server_name"`
+	// InsecureSkipVerify skips verifying the server's certificate (tests only).
+	InsecureSkipVerify bool `koanf:"insecure_skip_verify"`
+}
+
+// Metrics configures /metrics and the decision metrics.
+type Metrics struct {
+	// MaxLabelSets caps the (endpoint, plan_tier) label sets; the endpoints
+	// beyond it are counted as "other". Default 1000.
+	MaxLabelSets int `koanf:"max_label_sets"`
+	// NativeHistograms adds native histograms beside the classic buckets.
+	NativeHistograms bool `koanf:"native_histograms"`
+	// Exemplars attaches trace ids to store-duration observations.
+	Exemplars bool `koanf:"exemplars"`
+	// NearLimitShare: an allowed decision with less than this share of the
+	// quota left counts as near the limit. Default 0.2.
+	NearLimitShare float64 `koanf:"near_limit_share"`
+	// TopKeys is how many top-limited keys are tracked. Default 100.
+	TopKeys int `koanf:"top_keys"`
+	// TopWindow is the length of one top-limited window. Default 10m.
+	TopWindow time.Duration `koanf:"top_window"`
+	// WebConfigFile is an exporter-toolkit web config (TLS, basic auth) for /metrics.
+	WebConfigFile string `koanf:"web_config_file"`
+}
+
+// Tracing configures OpenTelemetry traces.
+type Tracing struct {
+	// Exporter is none (default), stdout, otlp-grpc or otlp-http.
+	Exporter string `koanf:"exporter"`
+	// Endpoint is the OTLP collector (host:port or URL).
+	Endpoint string `koanf:"endpoint"`
+	// Insecure sends OTLP without TLS.
+	Insecure bool `koanf:"insecure"`
+	// SampleRatio is the share of new traces sampled, in [0, 1]. Default 1.
+	SampleRatio float64 `koanf:"sample_ratio"`
+	// ServiceName names this process in traces. Default rl-exporter.
+	ServiceName string `koanf:"service_name"`
+	// Headers are sent with every OTLP export.
+	Headers map[string]string `koanf:"headers"`
+}
+
+// Admin configures the admin API's bearer tokens. Without any token the
+// admin API does not start.
+type Admin struct {
+	// TokensFile holds one token per line: "<name> <role> <token>", role
+	// read-only or read-write; '#' starts a comment.
+	TokensFile string `koanf:"tokens_file"`
+	// Tokens are more tokens as "<name>:<role>:<token>", comma-separated;
+	// best given as RL_ADMIN__TOKENS. Never logged.
+	Tokens Secret `koanf:"tokens"`
+}
+
+// Live configures the limits held in the store (Redis hashes
+// <prefix>:config:<tier> and <prefix>:config:<class>:<tier>).
+type Live struct {
+	// Enabled reads live limits from the store. Default true.
+	Enabled bool `koanf:"enabled"`
+	// RefreshInterval is the period of the full re-read that backs up the
+	// pub/sub notifications. Default 10s.
+	RefreshInterval time.Duration `koanf:"refresh_interval"`
+}
+
+// Reload configures the hot reload of the config file.
+type Reload struct {
+	// Watch reloads the file when it changes. Default true.
+	Watch bool `koanf:"watch"`
+	// Interval is the period of the content check that backs up file
+	// notifications (network file systems, a file removed and re-created).
+	// Default 5s.
+	Interval time.Duration `koanf:"interval"`
+}
+
+// Secret is a string that never shows in logs or formatted output: String,
+// LogValue and MarshalJSON print "[redacted]". Reveal returns the value.
+type Secret string
+
+// Reveal returns the secret itself.
+func (s Secret) Reveal() string { return string(s) }
+
+// String returns "[redacted]" (or "" when empty).
+func (s Secret) String() string {
+	if s == "" {
+		return ""
+	}
+	return "[redacted]"
+}
+
+// LogValue keeps the secret out of slog output.
+func (s Secret) LogValue() slog.Value { return slog.StringValue(s.String()) }
+
+// MarshalJSON keeps the secret out of JSON output.
+func (s Secret) MarshalJSON() ([]byte, error) { return json.Marshal(s.String()) }
+
+// GoString keeps the secret out of %#v output.
+func (s Secret) GoString() string { return strconv.Quote(s.String()) }
 
 // Tiers are the plan tiers.
 type Tiers struct {
@@ -174,6 +303,9 @@ type Class struct {
 	Shadow bool `koanf:"shadow"`
 	// Shared gives the whole class one budget per client instead of one per endpoint.
 	Shared bool `koanf:"shared"`
+	// Cost is the units each request takes. Default 1; every limit's quota
+	// (burst, or rate for the window algorithms) must be at least Cost.
+	Cost int64 `koanf:"cost"`
 	// Limits is the limit per tier; the default tier is required.
 	Limits map[string]Limit `koanf:"limits"`
 }
@@ -195,17 +327,28 @@ type Limit struct {
 // built-in one instead of merging with it.
 func defaults() map[string]any {
 	return map[string]any{
-		"server.listen":           DefaultListen,
-		"server.shutdown_timeout": "15s",
-		"server.ready_timeout":    "1s",
-		"log.format":              "text",
-		"log.level":               "info",
-		"store.type":              "memory",
-		"store.timeout":           "100ms",
-		"store.fail_policy":       "open",
-		"tiers.default":           "default",
-		"headers.x_ratelimit":     true,
-		"headers.ratelimit":       true,
+		"server.listen":            DefaultListen,
+		"server.shutdown_timeout":  "15s",
+		"server.ready_timeout":     "1s",
+		"log.format":               "text",
+		"log.level":                "info",
+		"store.type":               "memory",
+		"store.timeout":            "100ms",
+		"store.fail_policy":        "open",
+		"tiers.default":            "default",
+		"headers.x_ratelimit":      true,
+		"headers.ratelimit":        true,
+		"metrics.max_label_sets":   1000,
+		"metrics.near_limit_share": 0.2,
+		"metrics.top_keys":         100,
+		"metrics.top_window":       "10m",
+		"tracing.exporter":         "none",
+		"tracing.sample_ratio":     1.0,
+		"tracing.service_name":     "rl-exporter",
+		"live.enabled":             true,
+		"live.refresh_interval":    "10s",
+		"reload.watch":             true,
+		"reload.interval":          "5s",
 	}
 }
 
@@ -307,6 +450,12 @@ func (c *Config) fill() {
 		c.Classes = map[string]Class{"default": {Limits: map[string]Limit{
 			c.Tiers.Default: {Algorithm: "fixed_window", Rate: 100, Period: time.Minute},
 		}}}
+	}
+	for n, cl := range c.Classes {
+		if cl.Cost == 0 {
+			cl.Cost = 1
+			c.Classes[n] = cl
+		}
 	}
 	if c.DefaultClass == "" {
 		if len(c.Classes) == 1 {

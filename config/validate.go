@@ -1,6 +1,9 @@
 package config
 
 import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -8,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/rl-exporter/rl-exporter/httplimit"
 	"github.com/rl-exporter/rl-exporter/limiter"
@@ -23,6 +27,10 @@ func (c *Config) Validate() error {
 	c.validateTiers(e)
 	c.validateIdentity(e)
 	c.validateClasses(e)
+	c.validateMetrics(e)
+	c.validateTracing(e)
+	c.validateAdmin(e)
+	c.validateLive(e)
 	if len(e.list) == 0 {
 		// Everything named is fine on its own; compile the policy to catch
 		// what only shows together (two classes claiming one route).
@@ -117,8 +125,22 @@ func (c *Config) RedisClientConfig() (redisstore.ClientConfig, error) {
 	r := c.Store.Redis
 	cc := redisstore.ClientConfig{
 		URL: r.URL, ClusterAddrs: r.ClusterAddrs, SentinelAddrs: r.SentinelAddrs, MasterName: r.SentinelMaster,
-		PoolSize: r.PoolSize,
+		PoolSize: r.PoolSize, DialTimeout: r.DialTimeout, Username: r.Username, Password: r.Password.Reveal(),
 	}
+	if r.PoolSize < 0 {
+		return cc, fmt.Errorf("pool_size: must be >= 0, got %d", r.PoolSize)
+	}
+	if r.DialTimeout < 0 {
+		return cc, fmt.Errorf("dial_timeout: must be >= 0, got %s", r.DialTimeout)
+	}
+	if r.PasswordFile != "" && r.Password != "" {
+		return cc, errors.New("password and password_file: set one, not both")
+	}
+	tc, err := c.redisTLS()
+	if err != nil {
+		return cc, fmt.Errorf("tls: %w", err)
+	}
+	cc.TLS = tc
 	if r.PasswordFile != "" {
 		b, err := os.ReadFile(c.Path(r.PasswordFile))
 		if err != nil {
@@ -130,6 +152,91 @@ func (c *Config) RedisClientConfig() (redisstore.ClientConfig, error) {
 		return cc, err
 	}
 	return cc, nil
+}
+
+// redisTLS builds the TLS configuration of store.redis.tls, reading its files.
+func (c *Config) redisTLS() (*tls.Config, error) {
+	t := c.Store.Redis.TLS
+	if !t.Enabled {
+		if t.CAFile != "" || t.CertFile != "" || t.KeyFile != "" || t.ServerName != "" || t.InsecureSkipVerify {
+			return nil, errors.New("enabled: must be true when other tls keys are set")
+		}
+		return nil, nil
+	}
+	tc := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: t.ServerName, InsecureSkipVerify: t.InsecureSkipVerify} //nolint:gosec // an explicit, documented opt-in
+	if t.CAFile != "" {
+		b, err := os.ReadFile(c.Path(t.CAFile))
+		if err != nil {
+			return nil, fmt.Errorf("ca_file: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(b) {
+			return nil, fmt.Errorf("ca_file: %s holds no PEM certificate", t.CAFile)
+		}
+		tc.RootCAs = pool
+	}
+	if (t.CertFile == "") != (t.KeyFile == "") {
+		return nil, errors.New("cert_file and key_file: set both or neither")
+	}
+	if t.CertFile != "" {
+		cert, err := tls.LoadX509KeyPair(c.Path(t.CertFile), c.Path(t.KeyFile))
+		if err != nil {
+			return nil, fmt.Errorf("cert_file/key_file: %w", err)
+		}
+		tc.Certificates = []tls.Certificate{cert}
+	}
+	return tc, nil
+}
+
+func (c *Config) validateMetrics(e *errs) {
+	m := c.Metrics
+	if m.MaxLabelSets < 1 {
+		e.add("metrics.max_label_sets", "must be >= 1, got %d", m.MaxLabelSets)
+	}
+	if m.NearLimitShare <= 0 || m.NearLimitShare > 1 {
+		e.add("metrics.near_limit_share", "must be in (0, 1], got %g", m.NearLimitShare)
+	}
+	if m.TopKeys < 1 {
+		e.add("metrics.top_keys", "must be >= 1, got %d", m.TopKeys)
+	}
+	if m.TopWindow <= 0 {
+		e.add("metrics.top_window", "must be > 0, got %s", m.TopWindow)
+	}
+	if m.WebConfigFile != "" {
+		if _, err := os.Stat(c.Path(m.WebConfigFile)); err != nil {
+			e.add("metrics.web_config_file", "%v", err)
+		}
+	}
+}
+
+func (c *Config) validateTracing(e *errs) {
+	t := c.Tracing
+	switch t.Exporter {
+	case "none", "stdout", "otlp-grpc", "otlp-http":
+	default:
+		e.add("tracing.exporter", "%q: want none, stdout, otlp-grpc or otlp-http", t.Exporter)
+	}
+	if t.SampleRatio < 0 || t.SampleRatio > 1 {
+		e.add("tracing.sample_ratio", "must be in [0, 1], got %g", t.SampleRatio)
+	}
+	if t.ServiceName == "" {
+		e.add("tracing.service_name", "required")
+	}
+}
+
+func (c *Config) validateAdmin(e *errs) {
+	if _, err := c.AdminTokens(); err != nil {
+		e.add("admin", "%v", err)
+	}
+}
+
+func (c *Config) validateLive(e *errs) {
+	if c.Live.RefreshInterval < 100*time.Millisecond {
+		e.add("live.refresh_interval", "must be at least 100ms, got %s", c.Live.RefreshInterval)
+	}
+	if c.Reload.Interval < 100*time.Millisecond {
+		e.add("reload.interval", "must be at least 100ms, got %s", c.Reload.Interval)
+	}
 }
 
 func (c *Config) validateTiers(e *errs) {
@@ -252,13 +359,16 @@ func (c *Config) validateClasses(e *errs) {
 		if _, ok := cl.Limits[c.Tiers.Default]; !ok {
 			e.add(key+".limits", "no limit for the default tier %q", c.Tiers.Default)
 		}
+		if cl.Cost < 1 {
+			e.add(key+".cost", "must be >= 1, got %d", cl.Cost)
+		}
 		for tier, l := range cl.Limits {
 			lk := key + ".limits." + tier
 			if !tiers[tier] {
 				e.add(lk, "unknown tier (tiers.names is %v)", c.Tiers.Names)
 				continue
 			}
-			if err := l.limit().Validate(); err != nil {
+			if err := ValidateLimit(l.limit(), cl.Cost); err != nil {
 				e.add(lk+"."+strings.SplitN(err.Error(), ":", 2)[0], "%s", strings.TrimSpace(strings.SplitN(err.Error(), ":", 2)[1]))
 			}
 		}
@@ -270,6 +380,25 @@ func (c *Config) validateClasses(e *errs) {
 			e.add("default_class", "%q is not a class (classes are %v)", c.DefaultClass, c.ClassNames())
 		}
 	}
+}
+
+// ValidateLimit checks a limit as the config file's limits are checked: the
+// limit itself, and a quota that admits one request of the class's cost.
+// The error starts with the field at fault ("burst: ...").
+func ValidateLimit(l limiter.Limit, cost int64) error {
+	if err := l.Validate(); err != nil {
+		return err
+	}
+	if cost > 1 {
+		if err := l.CheckCost(cost); err != nil {
+			field := "rate"
+			if l.Algorithm.IsBucket() && l.Burst > 0 {
+				field = "burst"
+			}
+			return fmt.Errorf("%s: the quota %d is below the class cost %d, so no request could ever pass", field, l.Quota(), cost)
+		}
+	}
+	return nil
 }
 
 func (l Limit) limit() limiter.Limit {
@@ -325,7 +454,7 @@ func (c *Config) PolicyConfig(store limiter.Store, observer limiter.Observer) (h
 	pc.Identity.JWT = j
 	for _, name := range c.ClassNames() {
 		cl := c.Classes[name]
-		hc := httplimit.Class{Name: name, Routes: cl.Routes, Shadow: cl.Shadow, Shared: cl.Shared, Limits: map[string]limiter.Limit{}}
+		hc := httplimit.Class{Name: name, Routes: cl.Routes, Shadow: cl.Shadow, Shared: cl.Shared, Cost: cl.Cost, Limits: map[string]limiter.Limit{}}
 		for tier, l := range cl.Limits {
 			hc.Limits[tier] = l.limit()
 		}

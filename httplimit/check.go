@@ -90,7 +90,7 @@ func (m *Middleware) CheckHandler() http.Handler {
 			return
 		}
 		rt := p.match(probe)
-		cost := int64(1)
+		cost := rt.class.cost
 		if req.Cost != nil {
 			cost = *req.Cost
 		}
@@ -98,7 +98,8 @@ func (m *Middleware) CheckHandler() http.Handler {
 		if req.PlanTier == "" {
 			tier = p.tier(p.identity.tierOf(probe, strings.TrimPrefix(req.Key, "user:"), ""))
 		}
-		if err := rt.class.limiterFor(tier).Limit().CheckCost(cost); err != nil {
+		if l, _ := rt.class.pick(tier, req.Key); l.Limit().CheckCost(cost) != nil {
+			err := l.Limit().CheckCost(cost) // the limit the client is on, live change included
 			writeJSON(w, "application/json", http.StatusBadRequest, RejectedBody{Error: "bad_request", Message: "cost: " + err.Error()})
 			return
 		}
@@ -128,6 +129,10 @@ func (m *Middleware) CheckHandler() http.Handler {
 			code = http.StatusServiceUnavailable
 		case limiter.StatusAllowed:
 			p.headers.write(w.Header(), o.n)
+		case limiter.StatusShadowRejected:
+			if o.passed {
+				p.headers.write(w.Header(), o.n)
+			}
 		}
 		writeJSON(w, "application/json", code, resp)
 	})

@@ -84,11 +84,18 @@ type outcome struct {
 	err    error
 	status limiter.Status
 	n      numbers
+	// passed is true when the enforced limit admitted the request, even if
+	// a live change in shadow would not have (status shadow_rejected).
+	passed bool
 }
+
+// shadowSuffix keeps the state of a live change in shadow apart from the
+// state of the limit enforced on the same client.
+const shadowSuffix = "|shadow"
 
 // decide asks the route's limiter and records the decision once.
 func (m *Middleware) decide(ctx context.Context, rt route, tier, client string, cost int64) outcome {
-	l := rt.class.limiterFor(tier)
+	l, shadow := rt.class.pick(tier, client)
 	o := outcome{route: rt, tier: tier, key: rt.key(tier, client), limit: l.Limit()}
 	o.d, o.err = l.AllowN(ctx, o.key, cost)
 	switch {
@@ -107,6 +114,15 @@ func (m *Middleware) decide(ctx context.Context, rt route, tier, client string, 
 		}
 	case o.d.Allowed:
 		o.status = limiter.StatusAllowed
+		o.passed = true
+		if shadow != nil && !rt.class.shadow {
+			// A live change in shadow: ask it too, on its own state, and
+			// record what it would have done.
+			sd, serr := shadow.lim.AllowN(ctx, o.key+shadowSuffix, cost)
+			if serr == nil && !sd.Allowed {
+				o.status = limiter.StatusShadowRejected
+			}
+		}
 	case rt.class.shadow:
 		o.status = limiter.StatusShadowRejected
 	default:
@@ -134,6 +150,7 @@ func (m *Middleware) decide(ctx context.Context, rt route, tier, client string, 
 		m.logger.LogAttrs(ctx, slog.LevelDebug, "rate limited",
 			slog.String("endpoint", rt.pattern), slog.String("class", rt.class.name), slog.String("plan_tier", tier),
 			slog.String("key", o.key), slog.Bool("shadow", o.status == limiter.StatusShadowRejected),
+			slog.Bool("live_shadow", o.passed && o.status == limiter.StatusShadowRejected),
 			slog.Int64("retry_after", o.n.retry))
 	}
 	return o
@@ -154,7 +171,7 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 		rt := p.match(r)
 		c := p.identity.resolve(r)
 		tier := p.tier(c.tier)
-		cost := int64(1)
+		cost := rt.class.cost
 		if m.cost != nil {
 			cost = m.cost(r)
 		}
@@ -169,8 +186,14 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 			return
 		case limiter.StatusAllowed:
 			p.headers.write(w.Header(), o.n)
+		case limiter.StatusShadowRejected:
+			if o.passed {
+				// Only a live change in shadow objected: the enforced
+				// limit's headers still hold.
+				p.headers.write(w.Header(), o.n)
+			}
 		}
-		if o.d.Delay > 0 && o.status == limiter.StatusAllowed {
+		if o.d.Delay > 0 && o.passed {
 			t := time.NewTimer(o.d.Delay)
 			select {
 			case <-t.C:

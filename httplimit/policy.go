@@ -46,6 +46,49 @@ type Class struct {
 	// Shared makes all routes of the class share one budget per client,
 	// instead of one budget per endpoint and client.
 	Shared bool
+	// Cost is the units each request of the class takes, unless the
+	// Middleware's Config.Cost says otherwise. Default 1.
+	Cost int64
+	// Live holds, per plan tier, a limit changed at run time that replaces
+	// the tier's limit for the clients it covers (see LiveLimit).
+	Live map[string]LiveLimit
+}
+
+// LiveLimit is a limit changed at run time (by the admin API or straight in
+// the store), applied on top of a class's configured limit for one plan
+// tier. It is a plain value.
+type LiveLimit struct {
+	// Limit replaces the configured limit for the clients covered.
+	Limit limiter.Limit
+	// RolloutPercent is the share of clients covered, 0 to 100: a client is
+	// covered when RolloutBucket(client) < RolloutPercent, so raising the
+	// percentage keeps the clients already covered and adds others, and the
+	// same clients are covered on every instance.
+	RolloutPercent int
+	// Shadow runs the change as a dark launch: the configured limit is still
+	// enforced, and the covered clients' requests that the new limit would
+	// refuse pass and are recorded as shadow_rejected.
+	Shadow bool
+	// Source names where the change comes from (a store key), for logs and Limits.
+	Source string
+}
+
+// RolloutBucket places a client key in one of 100 buckets, 0 to 99, by a
+// stable hash (FNV-1a, then a 64-bit finalizer): the same key lands in the
+// same bucket in every process and release.
+func RolloutBucket(client string) int {
+	h := uint64(14695981039346656037)
+	for i := 0; i < len(client); i++ {
+		h ^= uint64(client[i])
+		h *= 1099511628211
+	}
+	// splitmix64's finalizer spreads FNV's weak low bits.
+	h ^= h >> 30
+	h *= 0xbf58476d1ce4e5b9
+	h ^= h >> 27
+	h *= 0x94d049bb133111eb
+	h ^= h >> 31
+	return int(h % 100)
 }
 
 // PolicyConfig is everything a Policy is built from. The zero value of each
@@ -99,9 +142,28 @@ type class struct {
 	name   string
 	shadow bool
 	shared bool
+	cost   int64
 	byTier map[string]*limiter.Limiter
 	dflt   *limiter.Limiter
+	live   map[string]*liveLimiter // tier → live change
 	routes []string
+}
+
+// liveLimiter is a compiled LiveLimit.
+type liveLimiter struct {
+	LiveLimit
+	lim *limiter.Limiter
+}
+
+// covers reports whether the change applies to client.
+func (l *liveLimiter) covers(client string) bool {
+	switch {
+	case l.RolloutPercent >= 100:
+		return true
+	case l.RolloutPercent <= 0:
+		return false
+	}
+	return RolloutBucket(client) < l.RolloutPercent
 }
 
 var braces = strings.NewReplacer("{", "<", "}", ">")
@@ -155,7 +217,13 @@ func NewPolicy(cfg PolicyConfig) (*Policy, error) {
 			return nil, fmt.Errorf("policy: class %q defined twice", c.Name)
 		}
 		seen[c.Name] = true
-		cl := &class{name: c.Name, shadow: c.Shadow, shared: c.Shared, byTier: map[string]*limiter.Limiter{}}
+		cl := &class{name: c.Name, shadow: c.Shadow, shared: c.Shared, cost: c.Cost, byTier: map[string]*limiter.Limiter{}}
+		if cl.cost == 0 {
+			cl.cost = 1
+		}
+		if cl.cost < 0 {
+			return nil, fmt.Errorf("policy: class %q: cost must be >= 1, got %d", c.Name, c.Cost)
+		}
 		if _, ok := c.Limits[cfg.DefaultTier]; !ok {
 			return nil, fmt.Errorf("policy: class %q: no limit for the default tier %q", c.Name, cfg.DefaultTier)
 		}
@@ -173,6 +241,25 @@ func NewPolicy(cfg PolicyConfig) (*Policy, error) {
 			cl.byTier[tier] = l
 		}
 		cl.dflt = cl.byTier[cfg.DefaultTier]
+		for tier, lv := range c.Live {
+			if !p.tiers[tier] {
+				return nil, fmt.Errorf("policy: class %q: live limit for unknown tier %q", c.Name, tier)
+			}
+			if lv.RolloutPercent < 0 || lv.RolloutPercent > 100 {
+				return nil, fmt.Errorf("policy: class %q tier %q: live limit %s: rollout percent must be 0 to 100, got %d", c.Name, tier, lv.Source, lv.RolloutPercent)
+			}
+			l, err := limiter.New(limiter.Config{
+				Limit: lv.Limit, Store: cfg.Store, FailPolicy: cfg.FailPolicy,
+				Timeout: cfg.Timeout, Observer: cfg.Observer, Breaker: cfg.Breaker,
+			})
+			if err != nil {
+				return nil, fmt.Errorf("policy: class %q tier %q: live limit %s: %w", c.Name, tier, lv.Source, err)
+			}
+			if cl.live == nil {
+				cl.live = map[string]*liveLimiter{}
+			}
+			cl.live[tier] = &liveLimiter{LiveLimit: lv, lim: l}
+		}
 		for _, pat := range c.Routes {
 			if err := register(p.mux, pat); err != nil {
 				return nil, fmt.Errorf("policy: class %q: route %q: %w", c.Name, pat, err)
@@ -256,6 +343,20 @@ func (c *class) limiterFor(tier string) *limiter.Limiter {
 	return c.dflt
 }
 
+// pick returns the limiter enforced for client on tier, and the live change
+// to run in shadow beside it (nil when there is none for this client).
+func (c *class) pick(tier, client string) (enforced *limiter.Limiter, shadow *liveLimiter) {
+	enforced = c.limiterFor(tier)
+	lv := c.live[tier]
+	if lv == nil || !lv.covers(client) {
+		return enforced, nil
+	}
+	if lv.Shadow {
+		return enforced, lv
+	}
+	return lv.lim, nil
+}
+
 // EndpointLimit is one limit in force: what the Policy applies to an
 // endpoint for a plan tier. It is a plain value.
 type EndpointLimit struct {
@@ -269,16 +370,43 @@ type EndpointLimit struct {
 	Limit limiter.Limit
 	// Shadow is true when the class never rejects.
 	Shadow bool
+	// Configured is the limit the PolicyConfig's Limits give, before any
+	// live change.
+	Configured limiter.Limit
+	// Source is "file" when Limit is the configured limit, else the Source
+	// of the live change in force.
+	Source string
+	// RolloutPercent is the share of clients a live change covers (100
+	// without one).
+	RolloutPercent int
+	// LiveShadow is true when a live change runs in shadow beside the
+	// configured limit, which stays in Limit.
+	LiveShadow bool
 }
+
+// SourceFile is EndpointLimit.Source for a limit that comes from the configuration.
+const SourceFile = "file"
 
 // Limits lists every endpoint × tier with the limit in force, sorted by
 // endpoint then tier. The collector uses it to create its series at start-up
-// and to show the limit in force; call it again after every Swap.
+// and to show the limit in force; call it again after every Swap. Limit is
+// a live change's limit as soon as it is enforced for some clients (not in
+// shadow, rollout above 0), else the configured one.
 func (p *Policy) Limits() []EndpointLimit {
 	var out []EndpointLimit
 	for pat, c := range p.routes {
 		for _, t := range p.tierNames {
-			out = append(out, EndpointLimit{Endpoint: pat, Class: c.name, PlanTier: t, Limit: c.limiterFor(t).Limit(), Shadow: c.shadow})
+			base := c.limiterFor(t).Limit()
+			el := EndpointLimit{Endpoint: pat, Class: c.name, PlanTier: t, Limit: base, Shadow: c.shadow,
+				Configured: base, Source: SourceFile, RolloutPercent: 100}
+			if lv := c.live[t]; lv != nil {
+				el.Source, el.RolloutPercent, el.LiveShadow = lv.Source, lv.RolloutPercent, lv.Shadow
+				// The gauge shows a change the moment it is enforced for anyone.
+				if !lv.Shadow && lv.RolloutPercent > 0 {
+					el.Limit = lv.Limit
+				}
+			}
+			out = append(out, el)
 		}
 	}
 	sort.Slice(out, func(i, j int) bool {
