@@ -61,6 +61,10 @@ type Config struct {
 type Limiter struct {
 	cfg     Config
 	breaker *breaker
+	// inProcess: the store never waits, so it gets no deadline.
+	inProcess bool
+	// timeouts is the store when it applies Config.Timeout itself.
+	timeouts TimeoutStore
 }
 
 // New validates cfg and returns a Limiter.
@@ -84,6 +88,8 @@ func New(cfg Config) (*Limiter, error) {
 		cfg.Local = NewMemoryStore(MemoryConfig{})
 	}
 	l := &Limiter{cfg: cfg}
+	_, l.inProcess = cfg.Store.(inProcessStore)
+	l.timeouts, _ = cfg.Store.(TimeoutStore)
 	if cfg.Breaker.Threshold > 0 {
 		l.breaker = newBreaker(cfg.Breaker)
 	}
@@ -113,14 +119,22 @@ func (l *Limiter) AllowN(ctx context.Context, key string, cost int64) (Decision,
 	if l.breaker != nil && !l.breaker.allow() {
 		return l.fail(ctx, key, cost, ErrCircuitOpen)
 	}
-	callCtx := ctx
-	if _, inProcess := l.cfg.Store.(inProcessStore); l.cfg.Timeout > 0 && !inProcess {
-		var cancel context.CancelFunc
-		callCtx, cancel = context.WithTimeout(ctx, l.cfg.Timeout)
-		defer cancel()
+	var start time.Time
+	if l.cfg.Observer != nil {
+		start = time.Now()
 	}
-	start := time.Now()
-	d, err := l.cfg.Store.Decide(callCtx, key, lim, cost)
+	var d Decision
+	var err error
+	switch {
+	case l.cfg.Timeout <= 0 || l.inProcess:
+		d, err = l.cfg.Store.Decide(ctx, key, lim, cost)
+	case l.timeouts != nil:
+		d, err = l.timeouts.DecideTimeout(ctx, key, lim, cost, l.cfg.Timeout)
+	default:
+		callCtx, cancel := context.WithTimeout(ctx, l.cfg.Timeout)
+		d, err = l.cfg.Store.Decide(callCtx, key, lim, cost)
+		cancel()
+	}
 	if l.cfg.Observer != nil {
 		l.cfg.Observer.ObserveStore(ctx, string(lim.Algorithm), time.Since(start), err)
 	}
@@ -152,6 +166,20 @@ func (l *Limiter) fail(ctx context.Context, key string, cost int64, err error) (
 // Limiter gives it no deadline, which keeps its decisions free of
 // allocations.
 type inProcessStore interface{ decidesInProcess() }
+
+// TimeoutStore is a Store that bounds a call by a timeout itself. The
+// Limiter calls DecideTimeout with Config.Timeout instead of wrapping ctx in
+// context.WithTimeout, whose timer and allocations cost more than some
+// stores' whole decision (the Redis store keeps one reusable timer per
+// waiting call instead). Implementations are safe for concurrent use.
+type TimeoutStore interface {
+	Store
+	// DecideTimeout is Decide bounded by ctx and by timeout, whichever ends
+	// first: once timeout has passed it returns an error wrapping
+	// context.DeadlineExceeded, and it bounds its network I/O by the same
+	// deadline.
+	DecideTimeout(ctx context.Context, key string, lim Limit, cost int64, timeout time.Duration) (Decision, error)
+}
 
 // ErrCircuitOpen is returned, wrapped, when the circuit breaker has stopped
 // calling a failing store.

@@ -40,6 +40,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -59,21 +61,34 @@ type Config struct {
 	// several applications can share one Redis. Default DefaultPrefix. It
 	// must not contain '{' or '}', which would change the hash slot.
 	Prefix string
+	// Batch says how concurrent decisions share script calls. The zero
+	// value batches (see BatchConfig).
+	Batch BatchConfig
 }
 
 // Store is a limiter.Store on Redis. It is safe for concurrent use by many
-// goroutines; it holds no state of its own besides the client and the
-// scripts, so any number of Stores (in any number of processes) on one
-// Redis share their limits.
+// goroutines; it holds no state of its own besides the client, the scripts
+// and the decisions waiting to be sent, so any number of Stores (in any
+// number of processes) on one Redis share their limits.
 type Store struct {
 	client  redis.UniversalClient
+	cluster bool
 	prefix  string
+	algs    [algCount]algScripts
+	// scripts are the single-decision scripts by algorithm.
 	scripts map[limiter.Algorithm]*redis.Script
+	batch   *batcher
+	// deciding counts the decisions in progress: one alone goes straight
+	// to Redis, without the batcher.
+	deciding atomic.Int64
+	requests sync.Pool
 }
 
 // New returns a Store deciding on client, which may be a *redis.Client, a
 // failover (Sentinel) client or a *redis.ClusterClient. It does not contact
-// Redis; scripts are loaded on first use.
+// Redis; scripts are loaded on first use. Batching applies to
+// *redis.Client (single server and Sentinel) and *redis.ClusterClient; with
+// any other client each decision is its own call.
 func New(client redis.UniversalClient, cfg Config) (*Store, error) {
 	if client == nil {
 		return nil, errors.New("redisstore: client is required")
@@ -84,13 +99,19 @@ func New(client redis.UniversalClient, cfg Config) (*Store, error) {
 	if strings.ContainsAny(cfg.Prefix, "{}") {
 		return nil, fmt.Errorf("redisstore: prefix %q: must not contain '{' or '}'", cfg.Prefix)
 	}
-	s := &Store{client: client, prefix: cfg.Prefix, scripts: make(map[limiter.Algorithm]*redis.Script, len(limiter.Algorithms))}
-	for _, a := range limiter.Algorithms {
-		src, err := luaFiles.ReadFile("lua/" + string(a) + ".lua")
-		if err != nil {
-			return nil, fmt.Errorf("redisstore: script for %s: %w", a, err)
-		}
-		s.scripts[a] = redis.NewScript(string(src))
+	algs, err := loadScripts()
+	if err != nil {
+		return nil, fmt.Errorf("redisstore: %w", err)
+	}
+	s := &Store{client: client, prefix: cfg.Prefix, algs: algs, scripts: make(map[limiter.Algorithm]*redis.Script, len(limiter.Algorithms))}
+	for _, a := range algs {
+		s.scripts[a.alg] = redis.NewScript(a.single.src)
+	}
+	s.requests.New = func() any { return &request{done: make(chan struct{}, 1)} }
+	_, s.cluster = client.(*redis.ClusterClient)
+	_, single := client.(*redis.Client)
+	if !cfg.Batch.Disabled && (s.cluster || single) {
+		s.batch = newBatcher(s, cfg.Batch)
 	}
 	return s, nil
 }
@@ -147,34 +168,143 @@ func writeEscaped(b *strings.Builder, key string) {
 	}
 }
 
-// Decide implements limiter.Store: one script call, atomic on Redis. It
+// Decide implements limiter.Store: one decision, atomic on Redis. It
 // validates lim and cost itself before calling Redis. ctx bounds the call
 // (on the socket too when the client has ContextTimeoutEnabled).
+//
+// A decision made while no other is in progress is sent at once as its own
+// script call. Decisions that arrive while others are on their way wait for
+// a free sender and then travel together, grouped by algorithm (and by
+// Cluster slot), as one call of a batch script that makes each of them in
+// turn, atomically; each gets its own answer. A decision whose ctx ends
+// while it waits returns the context's error then.
 func (s *Store) Decide(ctx context.Context, key string, lim limiter.Limit, cost int64) (limiter.Decision, error) {
+	return s.decide(ctx, key, lim, cost, 0)
+}
+
+// DecideTimeout implements limiter.TimeoutStore: Decide bounded by timeout
+// too, with a timer reused across calls rather than a new context.
+func (s *Store) DecideTimeout(ctx context.Context, key string, lim limiter.Limit, cost int64, timeout time.Duration) (limiter.Decision, error) {
+	return s.decide(ctx, key, lim, cost, timeout)
+}
+
+func (s *Store) decide(ctx context.Context, key string, lim limiter.Limit, cost int64, timeout time.Duration) (limiter.Decision, error) {
 	if err := lim.Validate(); err != nil {
 		return limiter.Decision{}, fmt.Errorf("redis store: limit: %w", err)
 	}
 	if err := lim.CheckCost(cost); err != nil {
 		return limiter.Decision{}, fmt.Errorf("redis store: %w", err)
 	}
-	script := s.scripts[lim.Algorithm]
-	keys := s.Keys(key, lim.Algorithm)
-	args := scriptArgs(key, lim, cost)
-	reply, err := script.Run(ctx, s.client, keys, args...).Result()
-	if err != nil {
-		return limiter.Decision{}, fmt.Errorf("redis %s script for %s: %w", lim.Algorithm, keys[0], err)
+	r := s.requests.Get().(*request)
+	s.fill(r, key, lim, cost)
+	var (
+		d        limiter.Decision
+		err      error
+		reusable = true
+	)
+	if s.batch == nil {
+		d, err = s.direct(ctx, r, timeout)
+	} else if s.deciding.Add(1) == 1 {
+		d, err = s.direct(ctx, r, timeout)
+		s.deciding.Add(-1)
+	} else {
+		d, err, reusable = s.batch.do(ctx, r, timeout)
+		s.deciding.Add(-1)
 	}
-	d, err := decodeReply(reply)
 	if err != nil {
-		return limiter.Decision{}, fmt.Errorf("redis %s script for %s: %w", lim.Algorithm, keys[0], err)
+		err = fmt.Errorf("redis %s script for %s: %w", lim.Algorithm, r.key, err)
 	}
-	d.Limit = lim.Quota()
-	return d, nil
+	if reusable {
+		r.reset()
+		s.requests.Put(r)
+	}
+	return d, err
+}
+
+// fill prepares r for one decision: its keys and script arguments.
+func (s *Store) fill(r *request, key string, lim limiter.Limit, cost int64) {
+	r.alg = algIndex(lim.Algorithm)
+	r.key = s.baseKey(key, lim.Algorithm)
+	if lim.Algorithm == limiter.SlidingLog {
+		r.seq = r.key + ":seq"
+	}
+	r.nargs = copy(r.args[:], scriptArgsInto(r.args[:0], key, lim, cost))
+	r.limit = lim.Quota()
+	if s.cluster {
+		r.slot = keySlot(r.key)
+	}
+}
+
+// direct sends r alone, as one call of its algorithm's single script, on
+// the caller's goroutine.
+func (s *Store) direct(ctx context.Context, r *request, timeout time.Duration) (limiter.Decision, error) {
+	if timeout > 0 {
+		if dl, ok := ctx.Deadline(); !ok || time.Until(dl) > timeout {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, timeout)
+			defer cancel()
+		}
+	}
+	sc := &s.algs[r.alg]
+	ints, err := s.run(ctx, sc.single, r.cmdArgs(sc.nkeys), r.ints[:0])
+	r.ints = ints
+	if err != nil {
+		return limiter.Decision{}, err
+	}
+	d, err := decodeInts(ints)
+	d.Limit = r.limit
+	return d, err
+}
+
+// run sends one EVALSHA of sc with args (whose first two elements are left
+// for the command name and the SHA) and reads its integer array reply into
+// dst; when Redis does not hold the script it sends it with EVAL.
+func (s *Store) run(ctx context.Context, sc script, args []any, dst []int64) ([]int64, error) {
+	args[0], args[1] = "evalsha", sc.sha
+	ints, err := s.call(ctx, args, dst)
+	if isNoScript(err) {
+		args[0], args[1] = "eval", sc.src
+		ints, err = s.call(ctx, args, dst)
+	}
+	return ints, err
+}
+
+// call sends one script command. On a single server the reply is read raw
+// and parsed without allocating; on a Cluster it goes through go-redis's
+// typed reply, which is what lets go-redis follow MOVED and ASK.
+func (s *Store) call(ctx context.Context, args []any, dst []int64) ([]int64, error) {
+	if s.cluster {
+		cmd := redis.NewCmd(ctx, args...)
+		cmd.SetFirstKeyPos(3)
+		_ = s.client.Process(ctx, cmd)
+		if err := cmd.Err(); err != nil {
+			return dst[:0], err
+		}
+		return anyInts(cmd.Val(), dst)
+	}
+	cmd := redis.NewRawCmd(ctx, args...)
+	cmd.SetFirstKeyPos(3)
+	_ = s.client.Process(ctx, cmd)
+	raw, err := cmd.Result()
+	if err != nil {
+		return dst[:0], err
+	}
+	return parseInts(raw, dst)
 }
 
 // scriptArgs are the ARGV of lim's script, as integers (go-redis writes
 // them with strconv; no fmt on the decision path). Time is in µs.
 func scriptArgs(key string, lim limiter.Limit, cost int64) []any {
+	ints := scriptArgsInto(make([]int64, 0, 5), key, lim, cost)
+	args := make([]any, len(ints))
+	for i, v := range ints {
+		args[i] = v
+	}
+	return args
+}
+
+// scriptArgsInto appends the ARGV of lim's script to dst.
+func scriptArgsInto(dst []int64, key string, lim limiter.Limit, cost int64) []int64 {
 	period := int64(lim.Period / time.Microsecond)
 	switch lim.Algorithm {
 	case limiter.FixedWindow, limiter.SlidingWindow:
@@ -182,17 +312,17 @@ func scriptArgs(key string, lim limiter.Limit, cost int64) []any {
 		if !lim.AlignWindows {
 			offset = int64(limiter.WindowOffset(key, lim.Period) / time.Microsecond)
 		}
-		return []any{lim.Rate, period, offset, cost}
+		return append(dst, lim.Rate, period, offset, cost)
 	case limiter.SlidingLog:
-		return []any{lim.Rate, period, cost}
+		return append(dst, lim.Rate, period, cost)
 	case limiter.LeakyBucket:
 		var noDelay int64
 		if lim.NoDelay {
 			noDelay = 1
 		}
-		return []any{lim.Quota(), lim.Rate, period, cost, noDelay}
+		return append(dst, lim.Quota(), lim.Rate, period, cost, noDelay)
 	default: // token_bucket, gcra
-		return []any{lim.Quota(), lim.Rate, period, cost}
+		return append(dst, lim.Quota(), lim.Rate, period, cost)
 	}
 }
 

@@ -1,0 +1,416 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/rl-exporter/rl-exporter/limiter"
+)
+
+// Defaults of BatchConfig.
+const (
+	// DefaultBatchMaxSize is the default cap on decisions per script call.
+	DefaultBatchMaxSize = 128
+	// DefaultBatchSenders is the default number of batches on their way
+	// to Redis at once.
+	DefaultBatchSenders = 2
+)
+
+// senderIdle is how long a sender goroutine waits for work before it
+// exits; the next decision starts one again.
+const senderIdle = 2 * time.Second
+
+// BatchConfig says how concurrent decisions share script calls. The zero
+// value is the default: batching on.
+//
+// A decision made while no other is in progress goes to Redis at once, as
+// its own call, on the caller's goroutine: batching adds no latency when
+// there is nothing to batch. Decisions that arrive while others are in
+// progress are queued; each of up to Senders sender goroutines takes
+// everything queued (up to MaxSize), groups it by algorithm (and, on a
+// Cluster, by hash slot), sends each group as one call of a batch script
+// (the groups of one batch in one pipeline) and hands every decision its
+// answer. There is no timer: a batch holds what arrived while the previous
+// ones were on their way. A script runs atomically, so every decision in a
+// batch is as atomic as when made alone, and the batch script makes each
+// exactly as the single script would (one Redis TIME per call).
+type BatchConfig struct {
+	// Disabled makes every decision its own script call.
+	Disabled bool
+	// MaxSize caps the decisions in one batch. Default DefaultBatchMaxSize.
+	MaxSize int
+	// Senders is the number of batches on their way to Redis at once.
+	// Default DefaultBatchSenders.
+	Senders int
+}
+
+// request is one decision on its way: its keys and arguments, and, once
+// made, its answer. Requests are pooled; one whose caller gave up waiting
+// (deadline, cancellation) is left to the garbage collector, because a
+// sender may still write its answer.
+type request struct {
+	alg   int
+	key   string // the state key
+	seq   string // sliding_log's sequence key
+	args  [5]int64
+	nargs int
+	limit int64 // the quota, Decision.Limit
+	slot  int   // Cluster hash slot
+
+	ctx      context.Context
+	deadline time.Time // zero: none besides ctx's
+
+	done  chan struct{} // receives once the answer is set
+	timer *time.Timer   // the caller's deadline, reused
+	d     limiter.Decision
+	err   error
+
+	// argv and ints are reused buffers of the direct path.
+	argv [12]any
+	ints []int64
+}
+
+// reset clears r's per-decision fields for reuse.
+func (r *request) reset() {
+	r.key, r.seq, r.ctx, r.err = "", "", nil, nil
+	r.deadline = time.Time{}
+	r.d = limiter.Decision{}
+}
+
+// cmdArgs is the command of a single-script call for r, with two slots
+// left for the command name and the SHA. Pointers box without allocating.
+func (r *request) cmdArgs(nkeys int) []any {
+	a := r.argv[:0]
+	a = append(a, nil, nil, nkeys, &r.key)
+	if nkeys == 2 {
+		a = append(a, &r.seq)
+	}
+	for i := 0; i < r.nargs; i++ {
+		a = append(a, &r.args[i])
+	}
+	return a
+}
+
+// batcher queues decisions and runs the senders.
+type batcher struct {
+	s       *Store
+	queue   chan *request
+	maxSize int
+	senders int32
+	running atomic.Int32
+}
+
+func newBatcher(s *Store, cfg BatchConfig) *batcher {
+	if cfg.MaxSize <= 0 {
+		cfg.MaxSize = DefaultBatchMaxSize
+	}
+	if cfg.Senders <= 0 {
+		cfg.Senders = DefaultBatchSenders
+	}
+	return &batcher{s: s, queue: make(chan *request, 4*cfg.MaxSize*cfg.Senders), maxSize: cfg.MaxSize, senders: int32(cfg.Senders)}
+}
+
+// errDeadline is returned when a decision's timeout passes while it waits.
+var errDeadline = context.DeadlineExceeded
+
+// do queues r and waits for its answer, its deadline or the end of ctx,
+// whichever comes first. It reports whether r is free to reuse: not when
+// the caller gave up, since a sender may still answer it.
+func (b *batcher) do(ctx context.Context, r *request, timeout time.Duration) (limiter.Decision, error, bool) {
+	r.ctx = ctx
+	var expired <-chan time.Time
+	if timeout > 0 {
+		r.deadline = time.Now().Add(timeout)
+		if dl, ok := ctx.Deadline(); ok && dl.Before(r.deadline) {
+			r.deadline = dl // ctx.Done ends the wait
+		} else {
+			if r.timer == nil {
+				r.timer = time.NewTimer(timeout)
+			} else {
+				r.timer.Reset(timeout)
+			}
+			expired = r.timer.C
+		}
+	} else if dl, ok := ctx.Deadline(); ok {
+		r.deadline = dl
+	}
+
+	select {
+	case b.queue <- r:
+	default:
+		select {
+		case b.queue <- r:
+		case <-ctx.Done():
+			if expired != nil {
+				r.timer.Stop()
+			}
+			return limiter.Decision{}, ctx.Err(), true
+		case <-expired:
+			return limiter.Decision{}, errDeadline, true
+		}
+	}
+	b.wake()
+
+	select {
+	case <-r.done:
+		if expired != nil {
+			r.timer.Stop()
+		}
+		return r.d, r.err, true
+	case <-ctx.Done():
+		if expired != nil {
+			r.timer.Stop()
+		}
+		return limiter.Decision{}, ctx.Err(), false
+	case <-expired:
+		return limiter.Decision{}, errDeadline, false
+	}
+}
+
+// wake starts a sender when fewer than the configured number run.
+func (b *batcher) wake() {
+	for {
+		n := b.running.Load()
+		if n >= b.senders {
+			return
+		}
+		if b.running.CompareAndSwap(n, n+1) {
+			go b.send()
+			return
+		}
+	}
+}
+
+// send is one sender goroutine: it takes what is queued, sends it and
+// delivers the answers, until it has had nothing to do for senderIdle.
+func (b *batcher) send() {
+	sd := newSender(b)
+	idle := time.NewTimer(senderIdle)
+	defer idle.Stop()
+	for {
+		var first *request
+		select {
+		case first = <-b.queue:
+		default:
+			idle.Reset(senderIdle)
+			select {
+			case first = <-b.queue:
+				idle.Stop()
+			case <-idle.C:
+				b.running.Add(-1)
+				// A decision queued just before the count went down would
+				// wait for the next one: take it on after all.
+				if len(b.queue) > 0 && b.running.Add(1) <= b.senders {
+					continue
+				}
+				return
+			}
+		}
+		batch := append(sd.batch[:0], first)
+	drain:
+		for len(batch) < b.maxSize {
+			select {
+			case r := <-b.queue:
+				batch = append(batch, r)
+			default:
+				break drain
+			}
+		}
+		sd.batch = batch
+		sd.flush(batch)
+		clear(sd.batch) // drop references to delivered requests
+	}
+}
+
+// sender is the reusable state of one sender goroutine.
+type sender struct {
+	b      *batcher
+	batch  []*request
+	groups []group
+	byKey  map[int]int // group index by algorithm and slot
+	args   []any
+	ints   []int64
+}
+
+// group is the decisions of one batch that go in one script call.
+type group struct {
+	alg     int
+	members []*request
+	cmd     redis.Cmder
+	args    []any
+}
+
+func newSender(b *batcher) *sender {
+	return &sender{b: b, byKey: make(map[int]int)}
+}
+
+// deliver hands r its answer.
+func deliver(r *request, d limiter.Decision, err error) {
+	r.d, r.err = d, err
+	r.done <- struct{}{}
+}
+
+// flush sends one batch and delivers every answer.
+func (sd *sender) flush(batch []*request) {
+	s := sd.b.s
+	now := time.Now()
+	var latest time.Time
+	noDeadline := false
+	live := batch[:0]
+	for _, r := range batch {
+		if err := r.ctx.Err(); err != nil {
+			deliver(r, limiter.Decision{}, err)
+			continue
+		}
+		if r.deadline.IsZero() {
+			noDeadline = true
+		} else if !now.Before(r.deadline) {
+			deliver(r, limiter.Decision{}, errDeadline)
+			continue
+		} else if r.deadline.After(latest) {
+			latest = r.deadline
+		}
+		live = append(live, r)
+	}
+	if len(live) == 0 {
+		return
+	}
+	// The call lasts until the last member's deadline: each member stops
+	// waiting at its own.
+	ctx := context.Background()
+	if !noDeadline {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, latest)
+		defer cancel()
+	}
+
+	// Group by algorithm and, on a Cluster, by slot.
+	sd.groups = sd.groups[:0]
+	clear(sd.byKey)
+	for _, r := range live {
+		k := r.alg
+		if s.cluster {
+			k = r.alg*clusterSlots + r.slot
+		}
+		gi, ok := sd.byKey[k]
+		if !ok {
+			gi = len(sd.groups)
+			sd.byKey[k] = gi
+			if gi < cap(sd.groups) {
+				sd.groups = sd.groups[:gi+1]
+				sd.groups[gi].alg, sd.groups[gi].members = r.alg, sd.groups[gi].members[:0]
+			} else {
+				sd.groups = append(sd.groups, group{alg: r.alg})
+			}
+		}
+		sd.groups[gi].members = append(sd.groups[gi].members, r)
+	}
+
+	// Build each group's command: EVALSHA sha numkeys keys... args...
+	sd.args = sd.args[:0]
+	for gi := range sd.groups {
+		g := &sd.groups[gi]
+		sc := &s.algs[g.alg]
+		start := len(sd.args)
+		sd.args = append(sd.args, "evalsha", sc.batch.sha, len(g.members)*sc.nkeys)
+		for _, r := range g.members {
+			sd.args = append(sd.args, &r.key)
+			if sc.nkeys == 2 {
+				sd.args = append(sd.args, &r.seq)
+			}
+		}
+		for _, r := range g.members {
+			for i := 0; i < r.nargs; i++ {
+				sd.args = append(sd.args, &r.args[i])
+			}
+		}
+		g.args = sd.args[start:len(sd.args):len(sd.args)]
+	}
+	sd.exec(ctx)
+	for gi := range sd.groups {
+		g := &sd.groups[gi]
+		sd.deliverGroup(ctx, g)
+		clear(g.members)
+		g.cmd, g.args = nil, nil
+	}
+	clear(sd.args)
+}
+
+// newCmd is a script command on args: raw on a single server, typed on a
+// Cluster (see Store.call).
+func (sd *sender) newCmd(ctx context.Context, args []any) redis.Cmder {
+	if sd.b.s.cluster {
+		c := redis.NewCmd(ctx, args...)
+		c.SetFirstKeyPos(3)
+		return c
+	}
+	c := redis.NewRawCmd(ctx, args...)
+	c.SetFirstKeyPos(3)
+	return c
+}
+
+// exec sends every group's command: one call when there is one group, a
+// pipeline otherwise (on a Cluster, go-redis sends one pipeline per node).
+func (sd *sender) exec(ctx context.Context) {
+	s := sd.b.s
+	for gi := range sd.groups {
+		sd.groups[gi].cmd = sd.newCmd(ctx, sd.groups[gi].args)
+	}
+	if len(sd.groups) == 1 {
+		_ = s.client.Process(ctx, sd.groups[0].cmd)
+		return
+	}
+	pipe := s.client.Pipeline()
+	for gi := range sd.groups {
+		_ = pipe.Process(ctx, sd.groups[gi].cmd)
+	}
+	_, _ = pipe.Exec(ctx)
+}
+
+// replyInts reads a group's reply into sd.ints.
+func (sd *sender) replyInts(cmd redis.Cmder) error {
+	var err error
+	switch c := cmd.(type) {
+	case *redis.RawCmd:
+		raw, cerr := c.Result()
+		if cerr != nil {
+			return cerr
+		}
+		sd.ints, err = parseInts(raw, sd.ints)
+	case *redis.Cmd:
+		if cerr := c.Err(); cerr != nil {
+			return cerr
+		}
+		sd.ints, err = anyInts(c.Val(), sd.ints)
+	default:
+		err = errors.New("unexpected command type")
+	}
+	return err
+}
+
+// deliverGroup decodes a group's reply and hands each member its answer.
+// A group whose script Redis did not hold is sent again with EVAL.
+func (sd *sender) deliverGroup(ctx context.Context, g *group) {
+	err := sd.replyInts(g.cmd)
+	if isNoScript(err) {
+		sc := &sd.b.s.algs[g.alg]
+		g.args[0], g.args[1] = "eval", sc.batch.src
+		sd.ints, err = sd.b.s.call(ctx, g.args, sd.ints)
+	}
+	if err == nil && len(sd.ints) != replyLen*len(g.members) {
+		err = errors.New("unexpected batch reply length")
+	}
+	for i, r := range g.members {
+		if err != nil {
+			deliver(r, limiter.Decision{}, err)
+			continue
+		}
+		d, derr := decodeInts(sd.ints[i*replyLen : (i+1)*replyLen])
+		d.Limit = r.limit
+		deliver(r, d, derr)
+	}
+}
