@@ -156,7 +156,8 @@ type Metrics struct {
 	MaxLabelSets int `koanf:"max_label_sets"`
 	// NativeHistograms adds native histograms beside the classic buckets.
 	NativeHistograms bool `koanf:"native_histograms"`
-	// Exemplars attaches trace ids to store-duration observations.
+	// Exemplars attaches trace ids to store-duration observations when
+	// tracing is on; false keeps them out even then. Default true.
 	Exemplars bool `koanf:"exemplars"`
 	// NearLimitShare: an allowed decision with less than this share of the
 	// quota left counts as near the limit. Default 0.2.
@@ -340,6 +341,7 @@ func defaults() map[string]any {
 		"headers.ratelimit":        true,
 		"metrics.max_label_sets":   1000,
 		"metrics.near_limit_share": 0.2,
+		"metrics.exemplars":        true,
 		"metrics.top_keys":         100,
 		"metrics.top_window":       "10m",
 		"tracing.exporter":         "none",

@@ -129,3 +129,44 @@ func TestAMissingFileIsAnErrorNamingIt(t *testing.T) {
 		t.Errorf("error %v, want one naming the file", err)
 	}
 }
+
+func TestMoreInvalidConfigsNameTheFileTheKeyAndTheReason(t *testing.T) {
+	cases := []struct {
+		name string
+		yaml string
+		want []string
+	}{
+		{"a burst below the class cost", "classes: {default: {cost: 5, limits: {default: {algorithm: token_bucket, rate: 10, period: 1s, burst: 3}}}}\n", []string{"classes.default.limits.default.burst", "below the class cost 5"}},
+		{"a window limit below the class cost", "classes: {default: {cost: 5, limits: {default: {algorithm: fixed_window, rate: 3, period: 1s}}}}\n", []string{"classes.default.limits.default.rate", "cost"}},
+		{"a negative cost", "classes: {default: {cost: -1, limits: {default: {algorithm: fixed_window, rate: 3, period: 1s}}}}\n", []string{"classes.default.cost"}},
+		{"a wrong type for a limit", "classes: {default: {limits: {default: {algorithm: gcra, rate: lots, period: 1s}}}}\n", []string{"classes.default.limits.default.rate"}},
+		{"a wrong type for a list", "identity: {trusted_proxies: {a: b}}\n", []string{"identity.trusted_proxies"}},
+		{"an unknown metrics key", "metrics: {cardinality: 5}\n", []string{"cardinality"}},
+		{"a zero cardinality cap", "metrics: {max_label_sets: 0}\n", []string{"metrics.max_label_sets"}},
+		{"an unknown trace exporter", "tracing: {exporter: zipkin}\n", []string{"tracing.exporter", "zipkin"}},
+		{"a sample ratio above 1", "tracing: {sample_ratio: 2}\n", []string{"tracing.sample_ratio"}},
+		{"a missing tokens file", "admin: {tokens_file: nope.tokens}\n", []string{"admin", "tokens_file", "nope.tokens"}},
+		{"a refresh interval too short", "live: {refresh_interval: 1ms}\n", []string{"live.refresh_interval"}},
+		{"a Redis password twice", "store: {type: redis, redis: {url: \"redis://127.0.0.1:1\", password: x, password_file: y}}\n", []string{"store.redis", "password"}},
+		{"a Redis TLS CA file missing", "store: {type: redis, redis: {url: \"redis://127.0.0.1:1\", tls: {enabled: true, ca_file: nope.pem}}}\n", []string{"store.redis", "ca_file"}},
+		{"a Redis TLS key without a cert", "store: {type: redis, redis: {url: \"redis://127.0.0.1:1\", tls: {enabled: true, key_file: k.pem}}}\n", []string{"store.redis", "cert_file"}},
+		{"a negative pool size", "store: {type: redis, redis: {url: \"redis://127.0.0.1:1\", pool_size: -1}}\n", []string{"store.redis", "pool_size"}},
+		{"an unparsable route pattern", "classes: {default: {routes: [\"GET /a/{x\"], limits: {default: {algorithm: gcra, rate: 5, period: 1m}}}}\n", []string{"classes.default.routes[0]"}},
+		{"an unparsable CIDR in a list", "identity: {trusted_proxies: [10.0.0.0/8, not-a-cidr]}\n", []string{"identity.trusted_proxies[1]", "not-a-cidr"}},
+	}
+	dir := t.TempDir()
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			file := filepath.Join(dir, "rl.yaml")
+			_, err := Parse(file, []byte(c.yaml))
+			if err == nil {
+				t.Fatalf("no error for %q", c.yaml)
+			}
+			for _, w := range append([]string{file}, c.want...) {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not mention %q", err, w)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,217 @@
+package config
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+func writeFile(t *testing.T, dir, name, content string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestPrecedenceIsDefaultsThenFileThenEnvironmentThenFlags(t *testing.T) {
+	file := writeFile(t, t.TempDir(), "rl.yaml", `
+server: {listen: "127.0.0.1:1001", metrics_listen: "127.0.0.1:2001", admin_listen: "127.0.0.1:3001"}
+store: {timeout: 250ms}
+`)
+	env := []string{
+		"HOME=/root", // not ours: ignored
+		"RL_SERVER__METRICS_LISTEN=127.0.0.1:2002",
+		"RL_SERVER__ADMIN_LISTEN=127.0.0.1:3002",
+		"RL_STORE__REDIS__POOL_SIZE=7",
+		"RL_METRICS__NATIVE_HISTOGRAMS=true",
+		"RL_IDENTITY__TRUSTED_PROXIES=10.0.0.0/8, 192.168.0.0/16",
+		"RL_CLASSES__DEFAULT__LIMITS__DEFAULT__RATE=42",
+		"RL_CLASSES__DEFAULT__LIMITS__DEFAULT__ALGORITHM=gcra",
+		"RL_CLASSES__DEFAULT__LIMITS__DEFAULT__PERIOD=1s",
+	}
+	flags := []Override{{Key: "server.admin_listen", Value: "127.0.0.1:3003", From: "--admin-listen"}}
+	c, err := Sources{File: file, Env: env, Flags: flags}.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range []struct{ what, got, want string }{
+		{"listen (file only)", c.Server.Listen, "127.0.0.1:1001"},
+		{"metrics_listen (file < env)", c.Server.MetricsListen, "127.0.0.1:2002"},
+		{"admin_listen (file < env < flag)", c.Server.AdminListen, "127.0.0.1:3003"},
+		{"store.timeout (file over default)", c.Store.Timeout.String(), "250ms"},
+		{"store.fail_policy (default)", c.Store.FailPolicy, "open"},
+		{"pool_size (env int)", fmt.Sprint(c.Store.Redis.PoolSize), "7"},
+		{"native_histograms (env bool)", fmt.Sprint(c.Metrics.NativeHistograms), "true"},
+		{"trusted_proxies (env list)", fmt.Sprint(c.Identity.TrustedProxies), "[10.0.0.0/8 192.168.0.0/16]"},
+		{"a class limit (env map key)", fmt.Sprint(c.Classes["default"].Limits["default"]), "{gcra 42 1s 0 false false}"},
+	} {
+		if g.got != g.want {
+			t.Errorf("%s = %q, want %q", g.what, g.got, g.want)
+		}
+	}
+}
+
+func TestBadEnvironmentVariablesAreNamed(t *testing.T) {
+	for _, c := range []struct{ name, env string }{
+		{"an unknown key", "RL_STORE__TIMOUT=1s"},
+		{"a wrong type", "RL_STORE__REDIS__POOL_SIZE=many"},
+		{"a bad duration", "RL_STORE__TIMEOUT=soon"},
+		{"a section", "RL_STORE=redis"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := Sources{Env: []string{c.env}}.Load()
+			name, _, _ := strings.Cut(c.env, "=")
+			if err == nil || !strings.Contains(err.Error(), name) {
+				t.Errorf("error %v, want one naming %s", err, name)
+			}
+		})
+	}
+}
+
+func TestAnInvalidValueFromTheEnvironmentOrAFlagNamesWhereItCameFrom(t *testing.T) {
+	_, err := Sources{Env: []string{"RL_STORE__FAIL_POLICY=maybe"}}.Load()
+	if err == nil || !strings.Contains(err.Error(), "store.fail_policy") || !strings.Contains(err.Error(), "RL_STORE__FAIL_POLICY") {
+		t.Errorf("error %v, want the key and the variable", err)
+	}
+	_, err = Sources{Flags: []Override{{Key: "server.listen", Value: "nowhere", From: "--listen"}}}.Load()
+	if err == nil || !strings.Contains(err.Error(), "server.listen") || !strings.Contains(err.Error(), "--listen") {
+		t.Errorf("error %v, want the key and the flag", err)
+	}
+}
+
+func TestSecretsNeverShowInFormattedOrLoggedOutput(t *testing.T) {
+	c, err := Sources{Env: []string{"RL_STORE__REDIS__PASSWORD=hunter2hunter2", "RL_ADMIN__TOKENS=ops:read-write:0123456789abcdef-secret"}}.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Store.Redis.Password.Reveal() != "hunter2hunter2" {
+		t.Fatalf("password %q not loaded", c.Store.Redis.Password.Reveal())
+	}
+	var logged strings.Builder
+	slog.New(slog.NewJSONHandler(&logged, nil)).Info("config", "redis", c.Store.Redis, "admin", c.Admin)
+	js, _ := json.Marshal(c)
+	for _, out := range []string{fmt.Sprintf("%v %+v %#v", c, c, c), logged.String(), string(js)} {
+		if strings.Contains(out, "hunter2") || strings.Contains(out, "0123456789abcdef") {
+			t.Errorf("a secret shows in %s", out)
+		}
+	}
+	toks, err := c.AdminTokens()
+	if err != nil || len(toks) != 1 || toks[0].Name != "ops" || toks[0].Role != RoleReadWrite {
+		t.Errorf("tokens %+v, %v", toks, err)
+	}
+}
+
+func TestAdminTokenFilesAreCheckedWithoutShowingTheToken(t *testing.T) {
+	dir := t.TempDir()
+	for _, c := range []struct{ name, content, want string }{
+		{"a missing field", "ops read-write\n", "line 1"},
+		{"an unknown role", "# comment\nops admin 0123456789abcdef-tok\n", "line 2"},
+		{"a short token", "ops read-only short\n", "shorter than 16"},
+		{"a name used twice", "a read-only 0123456789abcdef-one\na read-only 0123456789abcdef-two\n", "used twice"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := writeFile(t, dir, "tokens", c.content)
+			_, err := Parse(filepath.Join(dir, "rl.yaml"), []byte("admin: {tokens_file: tokens}\n"))
+			if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "admin") {
+				t.Fatalf("error %v, want one with %q", err, c.want)
+			}
+			if strings.Contains(err.Error(), "0123456789abcdef") {
+				t.Errorf("the error shows a token: %v", err)
+			}
+			_ = f
+		})
+	}
+	writeFile(t, dir, "tokens", "# name role token\nops read-write 0123456789abcdef-rw\ngrafana read-only 0123456789abcdef-ro\n")
+	c, err := Parse(filepath.Join(dir, "rl.yaml"), []byte("admin: {tokens_file: tokens}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	toks, _ := c.AdminTokens()
+	if len(toks) != 2 || toks[1].Name != "grafana" || toks[1].Role != RoleReadOnly {
+		t.Errorf("tokens %+v", toks)
+	}
+}
+
+func TestRestartRequiredNamesWhatAReloadCannotApply(t *testing.T) {
+	old := Default()
+	nw := Default()
+	nw.Server.Listen = "127.0.0.1:9"
+	nw.Store.Redis.URL = "redis://x:1"
+	nw.Headers.Legacy = true                   // reloadable
+	nw.Classes = map[string]Class{"other": {}} // reloadable
+	got := fmt.Sprint(RestartRequired(old, nw))
+	if got != "[server.listen store.redis]" {
+		t.Errorf("RestartRequired = %s", got)
+	}
+	if got := RestartRequired(old, Default()); len(got) != 0 {
+		t.Errorf("RestartRequired of equal configs = %v", got)
+	}
+}
+
+func TestTheExampleConfigIsValidAndShowsEverySection(t *testing.T) {
+	c, err := Load("../config.example.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile("../config.example.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, section := range []string{"server:", "log:", "store:", "tiers:", "identity:", "headers:", "classes:", "metrics:", "tracing:", "admin:", "live:", "reload:"} {
+		if !strings.Contains(string(b), "\n"+section) {
+			t.Errorf("config.example.yaml has no %s section", section)
+		}
+	}
+	if len(c.Classes) < 2 || len(c.Tiers.Names) < 2 {
+		t.Errorf("the example has %d classes and %d tiers; show several", len(c.Classes), len(c.Tiers.Names))
+	}
+}
+
+func TestWatchSeesAnEditAndARemovedAndRecreatedFile(t *testing.T) {
+	dir := t.TempDir()
+	path := writeFile(t, dir, "rl.yaml", "log: {level: info}\n")
+	var changes atomic.Int32
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { Watch(ctx, path, 300*time.Millisecond, nil, func() { changes.Add(1) }); close(done) }()
+	defer func() { cancel(); <-done }()
+	wait := func(want int32) {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for changes.Load() < want && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
+		}
+		if got := changes.Load(); got != want {
+			t.Fatalf("%d changes seen, want %d", got, want)
+		}
+	}
+	time.Sleep(100 * time.Millisecond)
+	writeFile(t, dir, "rl.yaml", "log: {level: debug}\n")
+	wait(1)
+	// Same content again: no change.
+	writeFile(t, dir, "rl.yaml", "log: {level: debug}\n")
+	time.Sleep(500 * time.Millisecond)
+	wait(1)
+	// Removed, then created with new content (what some editors do).
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond)
+	writeFile(t, dir, "rl.yaml", "log: {level: warn}\n")
+	wait(2)
+	// Replaced by a rename, as most editors and ConfigMaps do.
+	tmp := writeFile(t, dir, ".rl.yaml.tmp", "log: {level: error}\n")
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+	wait(3)
+}

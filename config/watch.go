@@ -1,0 +1,101 @@
+package config
+
+import (
+	"context"
+	"crypto/sha256"
+	"log/slog"
+	"os"
+	"sync/atomic"
+	"time"
+
+	"github.com/knadh/koanf/providers/file"
+)
+
+// watchDebounce lets an editor finish writing (truncate, then write) before
+// the file is read.
+const watchDebounce = 100 * time.Millisecond
+
+// Watch calls onChange each time the content of the file at path changes,
+// until ctx is done. Two triggers feed it: file-system notifications
+// (fsnotify, through koanf's file provider, which also follows the symlink
+// swap by which Kubernetes updates a mounted ConfigMap), debounced by
+// 100ms; and a check every interval, the safety net for file systems
+// without notifications (NFS, some container mounts) and for a file that
+// was removed and created again, which ends a notification watch. Either
+// way the file is hashed and onChange runs only when the content differs
+// from the last seen, so duplicate events never cause duplicate reloads.
+// onChange runs on Watch's goroutine, one call at a time. Watch blocks.
+func Watch(ctx context.Context, path string, interval time.Duration, logger *slog.Logger, onChange func()) {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	notify := make(chan struct{}, 1)
+	var fp *file.File
+	var alive atomic.Bool
+	arm := func() {
+		if alive.Load() {
+			return
+		}
+		if fp != nil {
+			_ = fp.Unwatch()
+			fp = nil
+		}
+		// koanf's Watch must not be called on a missing file.
+		if _, err := os.Stat(path); err != nil {
+			return
+		}
+		p := file.Provider(path)
+		err := p.Watch(func(_ any, err error) {
+			if err != nil {
+				alive.Store(false)
+				logger.Warn("config file watch ended; checking every interval until it can be watched again",
+					slog.String("file", path), slog.String("error", err.Error()), slog.Duration("interval", interval))
+			}
+			select {
+			case notify <- struct{}{}:
+			default:
+			}
+		})
+		if err == nil {
+			fp = p
+			alive.Store(true)
+		}
+	}
+	arm()
+	defer func() {
+		if fp != nil {
+			_ = fp.Unwatch()
+		}
+	}()
+	last := hashFile(path)
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-notify:
+			select {
+			case <-time.After(watchDebounce):
+			case <-ctx.Done():
+				return
+			}
+		case <-tick.C:
+			arm() // re-arm a notification watch that ended (the file was removed)
+		}
+		if h := hashFile(path); h != last && h != ([32]byte{}) {
+			last = h
+			onChange()
+		}
+	}
+}
+
+// hashFile returns the SHA-256 of the file, or zero when it cannot be read
+// (in the middle of a replacement): a missing file is not a change.
+func hashFile(path string) [32]byte {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return [32]byte{}
+	}
+	return sha256.Sum256(b)
+}
