@@ -1,0 +1,476 @@
+// Package admin is the admin API of rl-exporter serve: it shows the limits
+// in force and changes them live, without a deploy, through the live-limit
+// hashes of package livelimits.
+//
+//	GET    /admin/v1/limits                  every limit in force and every live change
+//	GET    /admin/v1/limits/{tier}           the tier's live change and limits
+//	PUT    /admin/v1/limits/{tier}           replace the tier's live change (JSON body)
+//	PATCH  /admin/v1/limits/{tier}           change some fields (raise a rollout, ...)
+//	DELETE /admin/v1/limits/{tier}           remove it: the configured limits apply again
+//	... and the same under /admin/v1/limits/{class}/{tier}
+//
+// Every request needs a bearer token (compared in constant time); a
+// read-only token may only GET. Every change is logged as an audit line
+// naming the token (never the token itself), the key, and the old and new
+// values. The package is served only on the admin listener.
+package admin
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/rl-exporter/rl-exporter/limiter"
+	"github.com/rl-exporter/rl-exporter/livelimits"
+)
+
+// Path is the root of the admin API.
+const Path = "/admin/v1/limits"
+
+// maxBody bounds a request body.
+const maxBody = 16 << 10
+
+// Token is one bearer token. It is a plain value.
+type Token struct {
+	// Name identifies the token in audit lines.
+	Name string
+	// ReadWrite may change limits; otherwise the token is read-only.
+	ReadWrite bool
+	// Secret is the token itself.
+	Secret string
+}
+
+// Config configures an API. Tokens and Cache are required.
+type Config struct {
+	Tokens []Token
+	// Cache is the live-limit cache of this instance: what it knows, where
+	// it writes.
+	Cache *livelimits.Cache
+	// Logger receives the audit lines (info) and errors. Default: discard.
+	Logger *slog.Logger
+	// Now is the clock of expiries; default time.Now.
+	Now func() time.Time
+}
+
+// ErrNoTokens is returned by New when no token is configured: the admin
+// API must then not be served at all.
+var ErrNoTokens = errors.New("admin: no token configured")
+
+// API serves the admin API. It is safe for concurrent use.
+type API struct {
+	cfg    Config
+	hashes [][sha256.Size]byte
+}
+
+// New returns the API, or ErrNoTokens.
+func New(cfg Config) (*API, error) {
+	if len(cfg.Tokens) == 0 {
+		return nil, ErrNoTokens
+	}
+	if cfg.Cache == nil {
+		return nil, errors.New("admin: Cache is required")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	a := &API{cfg: cfg}
+	for _, t := range cfg.Tokens {
+		if t.Secret == "" || t.Name == "" {
+			return nil, errors.New("admin: a token without a name or secret")
+		}
+		a.hashes = append(a.hashes, sha256.Sum256([]byte(t.Secret)))
+	}
+	return a, nil
+}
+
+// Handlers returns the handlers by ServeMux pattern, for the admin listener.
+func (a *API) Handlers() map[string]http.Handler {
+	h := http.HandlerFunc(a.serve)
+	return map[string]http.Handler{Path: h, Path + "/": h}
+}
+
+// authenticate returns the token of the request, or nil. Every configured
+// token is compared, in constant time, whatever matches.
+func (a *API) authenticate(r *http.Request) (tok *Token, presented bool) {
+	h := r.Header.Get("Authorization")
+	scheme, given, ok := strings.Cut(h, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(given) == "" {
+		return nil, h != ""
+	}
+	sum := sha256.Sum256([]byte(strings.TrimSpace(given)))
+	match := -1
+	for i, want := range a.hashes {
+		if subtle.ConstantTimeCompare(sum[:], want[:]) == 1 {
+			match = i
+		}
+	}
+	if match < 0 {
+		return nil, true
+	}
+	return &a.cfg.Tokens[match], true
+}
+
+type errorBody struct {
+	Error   string `json:"error"`
+	Message string `json:"message"`
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(code)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}
+
+func fail(w http.ResponseWriter, code int, kind, format string, args ...any) {
+	writeJSON(w, code, errorBody{Error: kind, Message: fmt.Sprintf(format, args...)})
+}
+
+func (a *API) serve(w http.ResponseWriter, r *http.Request) {
+	tok, presented := a.authenticate(r)
+	if tok == nil {
+		challenge := `Bearer realm="rl-exporter admin"`
+		if presented {
+			challenge += `, error="invalid_token"`
+		}
+		w.Header().Set("WWW-Authenticate", challenge)
+		fail(w, http.StatusUnauthorized, "unauthorized", "a valid bearer token is required")
+		return
+	}
+	write := r.Method != http.MethodGet && r.Method != http.MethodHead
+	if write && !tok.ReadWrite {
+		fail(w, http.StatusForbidden, "forbidden", "token %q is read-only", tok.Name)
+		return
+	}
+	rest := strings.Trim(strings.TrimPrefix(r.URL.Path, Path), "/")
+	if rest == "" {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			w.Header().Set("Allow", "GET")
+			fail(w, http.StatusMethodNotAllowed, "method_not_allowed", "only GET on %s", Path)
+			return
+		}
+		writeJSON(w, http.StatusOK, a.list("", ""))
+		return
+	}
+	parts := strings.Split(rest, "/")
+	var class, tier string
+	switch len(parts) {
+	case 1:
+		tier = parts[0]
+	case 2:
+		class, tier = parts[0], parts[1]
+	default:
+		fail(w, http.StatusNotFound, "not_found", "want %s/{tier} or %s/{class}/{tier}", Path, Path)
+		return
+	}
+	key := a.key(class, tier)
+	if !a.known(key) {
+		if class != "" {
+			fail(w, http.StatusNotFound, "not_found", "no class %q with tier %q in the configuration", class, tier)
+		} else {
+			fail(w, http.StatusNotFound, "not_found", "no tier %q in the configuration", tier)
+		}
+		return
+	}
+	switch r.Method {
+	case http.MethodGet, http.MethodHead:
+		writeJSON(w, http.StatusOK, a.list(class, tier))
+	case http.MethodPut, http.MethodPatch:
+		a.change(w, r, tok, key, class, tier, r.Method == http.MethodPatch)
+	case http.MethodDelete:
+		a.remove(w, r, tok, key, class, tier)
+	default:
+		w.Header().Set("Allow", "GET, PUT, PATCH, DELETE")
+		fail(w, http.StatusMethodNotAllowed, "method_not_allowed", "use GET, PUT, PATCH or DELETE")
+	}
+}
+
+func (a *API) key(class, tier string) string {
+	if class == "" {
+		return livelimits.TierKey(a.cfg.Cache.Prefix(), tier)
+	}
+	return livelimits.ClassKey(a.cfg.Cache.Prefix(), class, tier)
+}
+
+func (a *API) known(key string) bool {
+	for _, k := range a.cfg.Cache.Keys() {
+		if k == key {
+			return true
+		}
+	}
+	return false
+}
+
+// ChangeRequest is the body of PUT and PATCH. Every field is optional; PUT
+// replaces the whole change, PATCH only the fields given.
+type ChangeRequest struct {
+	MaxRequests    *int64  `json:"max_requests"`
+	Window         *string `json:"window"`
+	Rate           *string `json:"rate"`
+	Burst          *int64  `json:"burst"`
+	Algorithm      *string `json:"algorithm"`
+	Shadow         *bool   `json:"shadow"`
+	RolloutPercent *int    `json:"rollout_percent"`
+	// ExpiresIn is a Go duration from now; ExpiresAt an RFC 3339 time. At most one.
+	ExpiresIn *string `json:"expires_in"`
+	ExpiresAt *string `json:"expires_at"`
+}
+
+func (a *API) change(w http.ResponseWriter, r *http.Request, tok *Token, key, class, tier string, patch bool) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	if err != nil {
+		fail(w, http.StatusRequestEntityTooLarge, "bad_request", "body over %d bytes", maxBody)
+		return
+	}
+	var req ChangeRequest
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		fail(w, http.StatusBadRequest, "bad_request", "body is not a JSON limit change: %v", err)
+		return
+	}
+	ctx := r.Context()
+	current, err := a.cfg.Cache.Backend().Read(ctx, []string{key})
+	if err != nil {
+		fail(w, http.StatusServiceUnavailable, "store_unavailable", "%v", err)
+		return
+	}
+	old := current[key]
+	fields := map[string]string{}
+	if patch {
+		if len(old) == 0 {
+			fail(w, http.StatusNotFound, "not_found", "no live change at %s to patch; PUT one", key)
+			return
+		}
+		for k, v := range old {
+			fields[k] = v
+		}
+	}
+	now := a.cfg.Now()
+	set := func(f string, v *string) {
+		if v != nil {
+			fields[f] = *v
+		}
+	}
+	num := func(n *int64) *string {
+		if n == nil {
+			return nil
+		}
+		s := fmt.Sprint(*n)
+		return &s
+	}
+	if req.Rate != nil {
+		delete(fields, livelimits.FieldMaxRequests)
+		delete(fields, livelimits.FieldWindow)
+	}
+	if req.MaxRequests != nil || req.Window != nil {
+		delete(fields, livelimits.FieldRate)
+	}
+	set(livelimits.FieldMaxRequests, num(req.MaxRequests))
+	set(livelimits.FieldWindow, req.Window)
+	set(livelimits.FieldRate, req.Rate)
+	set(livelimits.FieldBurst, num(req.Burst))
+	set(livelimits.FieldAlgorithm, req.Algorithm)
+	if req.Shadow != nil {
+		fields[livelimits.FieldShadow] = fmt.Sprint(*req.Shadow)
+	}
+	if req.RolloutPercent != nil {
+		fields[livelimits.FieldRolloutPercent] = fmt.Sprint(*req.RolloutPercent)
+	}
+	switch {
+	case req.ExpiresIn != nil && req.ExpiresAt != nil:
+		fail(w, http.StatusBadRequest, "bad_request", "expires_in and expires_at: set one, not both")
+		return
+	case req.ExpiresIn != nil:
+		d, err := time.ParseDuration(*req.ExpiresIn)
+		if err != nil || d <= 0 {
+			fail(w, http.StatusBadRequest, "bad_request", "expires_in: %q is not a positive Go duration (such as 30m, 2h)", *req.ExpiresIn)
+			return
+		}
+		fields[livelimits.FieldExpiresAt] = now.Add(d).UTC().Format(time.RFC3339Nano)
+	case req.ExpiresAt != nil:
+		fields[livelimits.FieldExpiresAt] = *req.ExpiresAt
+	}
+	delete(fields, livelimits.FieldUpdatedBy)
+	delete(fields, livelimits.FieldUpdatedAt)
+	ch, err := livelimits.ParseFields(fields)
+	if err == nil {
+		err = a.cfg.Cache.Check(key, ch)
+	}
+	if err != nil {
+		fail(w, http.StatusBadRequest, "invalid_limit", "%s: %v", key, err)
+		return
+	}
+	if ch.Expired(now) {
+		fail(w, http.StatusBadRequest, "invalid_limit", "%s: expires_at: %s is not in the future", key, ch.ExpiresAt.Format(time.RFC3339))
+		return
+	}
+	ch.UpdatedBy, ch.UpdatedAt = tok.Name, now
+	if err := a.cfg.Cache.Backend().Write(ctx, key, ch.Fields(), ch.ExpiresAt); err != nil && !strings.Contains(err.Error(), "stored;") {
+		fail(w, http.StatusServiceUnavailable, "store_unavailable", "%v", err)
+		return
+	}
+	if err := a.cfg.Cache.Refresh(ctx, key); err != nil {
+		a.cfg.Logger.Warn("admin: re-read after a change failed", slog.String("key", key), slog.String("error", err.Error()))
+	}
+	action := "put"
+	if patch {
+		action = "patch"
+	}
+	a.audit(r, tok, action, key, old, ch.Fields())
+	writeJSON(w, http.StatusOK, a.list(class, tier))
+}
+
+func (a *API) remove(w http.ResponseWriter, r *http.Request, tok *Token, key, class, tier string) {
+	ctx := r.Context()
+	current, err := a.cfg.Cache.Backend().Read(ctx, []string{key})
+	if err != nil {
+		fail(w, http.StatusServiceUnavailable, "store_unavailable", "%v", err)
+		return
+	}
+	if len(current[key]) == 0 {
+		fail(w, http.StatusNotFound, "not_found", "no live change at %s", key)
+		return
+	}
+	if err := a.cfg.Cache.Backend().Delete(ctx, key); err != nil && !strings.Contains(err.Error(), "stored;") {
+		fail(w, http.StatusServiceUnavailable, "store_unavailable", "%v", err)
+		return
+	}
+	if err := a.cfg.Cache.Refresh(ctx, key); err != nil {
+		a.cfg.Logger.Warn("admin: re-read after a change failed", slog.String("key", key), slog.String("error", err.Error()))
+	}
+	a.audit(r, tok, "delete", key, current[key], nil)
+	writeJSON(w, http.StatusOK, a.list(class, tier))
+}
+
+// audit logs one change: who (the token's name), what, old → new.
+func (a *API) audit(r *http.Request, tok *Token, action, key string, old, new map[string]string) {
+	show := func(m map[string]string) string {
+		if len(m) == 0 {
+			return "(configured limit)"
+		}
+		var parts []string
+		for k, v := range m {
+			if k == livelimits.FieldUpdatedAt || k == livelimits.FieldUpdatedBy {
+				continue
+			}
+			parts = append(parts, k+"="+v)
+		}
+		sort.Strings(parts)
+		return strings.Join(parts, " ")
+	}
+	a.cfg.Logger.LogAttrs(r.Context(), slog.LevelInfo, "admin audit: live limit changed",
+		slog.String("token", tok.Name), slog.String("action", action), slog.String("key", key),
+		slog.String("old", show(old)), slog.String("new", show(new)), slog.String("remote", r.RemoteAddr))
+}
+
+// LimitJSON is a limit as the admin API shows it.
+type LimitJSON struct {
+	Algorithm   limiter.Algorithm `json:"algorithm"`
+	MaxRequests int64             `json:"max_requests"`
+	Window      string            `json:"window"`
+	Burst       int64             `json:"burst,omitempty"`
+}
+
+func limitJSON(l limiter.Limit) LimitJSON {
+	return LimitJSON{Algorithm: l.Algorithm, MaxRequests: l.Rate, Window: l.Period.String(), Burst: l.Burst}
+}
+
+// InForce is the limit one class × tier enforces.
+type InForce struct {
+	Class      string    `json:"class"`
+	Tier       string    `json:"tier"`
+	Configured LimitJSON `json:"configured"`
+	// Live is the live change's limit, when one applies.
+	Live *LimitJSON `json:"live,omitempty"`
+	// Source is "file" or the key of the live change.
+	Source         string     `json:"source"`
+	RolloutPercent int        `json:"rollout_percent"`
+	Shadow         bool       `json:"shadow"`
+	ExpiresAt      *time.Time `json:"expires_at,omitempty"`
+}
+
+// ChangeJSON is one live change as stored.
+type ChangeJSON struct {
+	Key            string     `json:"key"`
+	Class          string     `json:"class,omitempty"`
+	Tier           string     `json:"tier"`
+	MaxRequests    int64      `json:"max_requests,omitempty"`
+	Window         string     `json:"window,omitempty"`
+	Burst          int64      `json:"burst,omitempty"`
+	Algorithm      string     `json:"algorithm,omitempty"`
+	Shadow         bool       `json:"shadow"`
+	RolloutPercent int        `json:"rollout_percent"`
+	ExpiresAt      *time.Time `json:"expires_at,omitempty"`
+	UpdatedBy      string     `json:"updated_by,omitempty"`
+	UpdatedAt      *time.Time `json:"updated_at,omitempty"`
+	// Error says why the hash's current content is ignored (the values
+	// above are then the last good ones, if any).
+	Error string `json:"error,omitempty"`
+}
+
+// List is the body of every successful answer.
+type List struct {
+	Limits  []InForce    `json:"limits"`
+	Changes []ChangeJSON `json:"changes"`
+}
+
+func timePtr(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
+}
+
+// list shows the limits in force and the changes, narrowed to a tier or a
+// class and tier when given.
+func (a *API) list(class, tier string) List {
+	out := List{Limits: []InForce{}, Changes: []ChangeJSON{}}
+	ov := a.cfg.Cache.Overlay()
+	for _, t := range a.cfg.Cache.Targets() {
+		if (tier != "" && t.Tier != tier) || (class != "" && t.Class != class) {
+			continue
+		}
+		in := InForce{Class: t.Class, Tier: t.Tier, Configured: limitJSON(t.Limit), Source: "file", RolloutPercent: 100}
+		if ap, ok := ov[t.Class][t.Tier]; ok {
+			l := limitJSON(ap.Limit)
+			in.Live, in.Source, in.RolloutPercent, in.Shadow, in.ExpiresAt = &l, ap.Source, ap.RolloutPercent, ap.Shadow, timePtr(ap.ExpiresAt)
+		}
+		out.Limits = append(out.Limits, in)
+	}
+	sort.Slice(out.Limits, func(i, j int) bool {
+		if out.Limits[i].Class != out.Limits[j].Class {
+			return out.Limits[i].Class < out.Limits[j].Class
+		}
+		return out.Limits[i].Tier < out.Limits[j].Tier
+	})
+	for _, e := range a.cfg.Cache.Entries() {
+		if (tier != "" && e.Tier != tier) || (class != "" && e.Class != class) || (tier != "" && class == "" && e.Class != "") {
+			continue
+		}
+		c := ChangeJSON{Key: e.Key, Class: e.Class, Tier: e.Tier, Error: e.Error}
+		if ch := e.Change; ch != nil {
+			c.MaxRequests, c.Burst, c.Algorithm, c.Shadow, c.RolloutPercent = ch.MaxRequests, ch.Burst, string(ch.Algorithm), ch.Shadow, ch.RolloutPercent
+			if ch.Window > 0 {
+				c.Window = ch.Window.String()
+			}
+			c.ExpiresAt, c.UpdatedBy, c.UpdatedAt = timePtr(ch.ExpiresAt), ch.UpdatedBy, timePtr(ch.UpdatedAt)
+		}
+		out.Changes = append(out.Changes, c)
+	}
+	return out
+}
