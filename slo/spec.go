@@ -255,11 +255,16 @@ func LoadFile(path string) (*Model, error) {
 // file the errors point at. Unknown fields, wrong types and impossible
 // values are reported together as [FieldError]s joined with errors.Join.
 func Load(data []byte, name string) (*Model, error) {
-	spec, err := Decode(data, name)
-	if err != nil {
+	spec, decodeErr := Decode(data, name)
+	var fe *FieldError
+	if errors.As(decodeErr, &fe) && fe.Field == "" {
+		return nil, decodeErr // not YAML at all
+	}
+	m, compileErr := Compile(spec, name)
+	if err := errors.Join(decodeErr, compileErr); err != nil {
 		return nil, err
 	}
-	return Compile(spec, name)
+	return m, nil
 }
 
 // Decode reads a YAML spec strictly over [DefaultSpec] without validating
