@@ -102,6 +102,9 @@ type batcher struct {
 	maxSize int
 	senders int32
 	running atomic.Int32
+	// batched counts the decisions sent together with others (in one
+	// script call or one pipeline).
+	batched atomic.Int64
 }
 
 func newBatcher(s *Store, cfg BatchConfig) *batcher {
@@ -331,6 +334,9 @@ func (sd *sender) flush(batch []*request) {
 		g.args = sd.args[start:len(sd.args):len(sd.args)]
 	}
 	sd.exec(ctx)
+	if len(live) > 1 {
+		sd.b.batched.Add(int64(len(live)))
+	}
 	for gi := range sd.groups {
 		g := &sd.groups[gi]
 		sd.deliverGroup(ctx, g)

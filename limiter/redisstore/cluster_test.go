@@ -3,6 +3,9 @@ package redisstore_test
 import (
 	"context"
 	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -48,6 +51,56 @@ func TestCluster(t *testing.T) {
 				if s, _ := cl.KeySlot(store.Keys(key, a)[0]); s != first {
 					t.Fatalf("user key %q: %s state in slot %d, sliding_log in %d", key, a, s, first)
 				}
+			}
+		}
+	})
+
+	t.Run("the store groups batches by the slot Redis computes for each key", func(t *testing.T) {
+		for i, key := range append(awkwardKeys, "a", "user:1", "user:2", "x{y}z") {
+			k := store.Keys(key, limiter.GCRA)[0]
+			want, err := cl.KeySlot(k)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := redisstore.KeySlot(k); int64(got) != want {
+				t.Fatalf("key %d %q: slot %d, Redis says %d", i, k, got, want)
+			}
+		}
+	})
+
+	t.Run("concurrent decisions on many keys, batched per slot and pipelined per node, admit exactly each key's quota", func(t *testing.T) {
+		const keys, quota, callers = 60, 3, 48
+		run := strconv.FormatInt(time.Now().UnixNano(), 36)
+		for _, a := range []limiter.Algorithm{limiter.GCRA, limiter.SlidingLog, limiter.FixedWindow} {
+			lim := limiter.Limit{Algorithm: a, Rate: quota, Period: time.Hour}
+			var admitted [keys]atomic.Int64
+			before := redisstore.Batched(store)
+			var wg sync.WaitGroup
+			for g := 0; g < callers; g++ {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for i := 0; i < 2*keys*quota/callers+keys/callers+1; i++ {
+						k := (g*7 + i) % keys
+						d, err := store.Decide(ctx, "many:"+run+":"+strconv.Itoa(k), lim, 1)
+						if err != nil {
+							t.Error(err)
+							return
+						}
+						if d.Allowed {
+							admitted[k].Add(1)
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			for k := range admitted {
+				if n := admitted[k].Load(); n != quota {
+					t.Errorf("%s key %d: admitted %d, want exactly %d", a, k, n, quota)
+				}
+			}
+			if redisstore.Batched(store) == before {
+				t.Errorf("%s: no decision shared a batch", a)
 			}
 		}
 	})

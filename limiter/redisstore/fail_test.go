@@ -2,6 +2,9 @@ package redisstore_test
 
 import (
 	"context"
+	"strconv"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -110,4 +113,103 @@ func TestUnresponsiveRedisGivesThePolicyDecisionWithinTheDeadline(t *testing.T) 
 	t.Parallel()
 	srv := redistest.Single(t)
 	outage(t, srv, srv.Freeze, srv.Thaw, "timeout")
+}
+
+// Many concurrent callers, so that decisions wait in batches: during an
+// outage every one of them still gets its policy's decision by its own
+// deadline, and after it the batches flow again.
+func TestConcurrentBatchedDecisionsFollowThePolicyWithinTheirDeadline(t *testing.T) {
+	t.Parallel()
+	for _, mode := range []struct {
+		name     string
+		wantKind string
+		down, up func(*redistest.Server)
+	}{
+		{"a frozen Redis", "timeout", (*redistest.Server).Freeze, (*redistest.Server).Thaw},
+		{"a stopped Redis", "", (*redistest.Server).Stop, (*redistest.Server).Start},
+	} {
+		t.Run(mode.name, func(t *testing.T) {
+			srv := redistest.Single(t)
+			timeout := limiter.DefaultTimeout
+			if raceEnabled {
+				timeout = 500 * time.Millisecond
+			}
+			store := newStore(t, redisstore.ClientConfig{URL: srv.URL()})
+			limiters := map[limiter.FailPolicy]*limiter.Limiter{}
+			for _, p := range policies {
+				l, err := limiter.New(limiter.Config{Limit: limiter.Limit{Algorithm: limiter.GCRA, Rate: 1000, Period: time.Second},
+					Store: store, FailPolicy: p.policy, Timeout: timeout})
+				if err != nil {
+					t.Fatal(err)
+				}
+				limiters[p.policy] = l
+			}
+			burst := func(check func(p policyCase, d limiter.Decision, err error, took time.Duration)) {
+				var wg sync.WaitGroup
+				for _, p := range policies {
+					for g := 0; g < 32; g++ {
+						wg.Add(1)
+						go func() {
+							defer wg.Done()
+							for i := 0; i < 3; i++ {
+								start := time.Now()
+								d, err := limiters[p.policy].Allow(context.Background(), "concurrent-outage:"+strconv.Itoa(g))
+								check(p, d, err, time.Since(start))
+							}
+						}()
+					}
+				}
+				wg.Wait()
+			}
+			var healthy atomic.Int64
+			burst(func(p policyCase, d limiter.Decision, err error, _ time.Duration) {
+				if err != nil || d.Failure != limiter.FailureNone || !d.Allowed {
+					t.Errorf("fail %s before the outage: %+v, %v", p.policy, d, err)
+				}
+				healthy.Add(1)
+			})
+			if redisstore.Batched(store) == 0 {
+				t.Fatalf("%d concurrent decisions and none shared a batch", healthy.Load())
+			}
+
+			mode.down(srv)
+			burst(func(p policyCase, d limiter.Decision, err error, took time.Duration) {
+				if err == nil {
+					t.Errorf("fail %s during the outage: no error (%+v)", p.policy, d)
+					return
+				}
+				if d.Allowed != p.allowed || d.Failure != p.failure {
+					t.Errorf("fail %s during the outage: Allowed %v Failure %s, want %v %s (err %v)", p.policy, d.Allowed, d.Failure, p.allowed, p.failure, err)
+				}
+				if kind := limiter.ErrorKind(err); mode.wantKind != "" && kind != mode.wantKind {
+					t.Errorf("fail %s: error kind %q, want %q: %v", p.policy, kind, mode.wantKind, err)
+				}
+				if !raceEnabled && took > timeout+deadlineMargin {
+					t.Errorf("fail %s: decision took %s, want within the %s deadline (+%s)", p.policy, took, timeout, deadlineMargin)
+				}
+			})
+
+			mode.up(srv)
+			deadline := time.Now().Add(5 * time.Second)
+			for {
+				d, err := limiters[limiter.FailClosed].Allow(context.Background(), "concurrent-outage:probe")
+				if err == nil && d.Failure == limiter.FailureNone {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("Redis is back but decisions still fail: %+v, %v", d, err)
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			before := redisstore.Batched(store)
+			burst(func(p policyCase, d limiter.Decision, err error, _ time.Duration) {
+				if err != nil || d.Failure != limiter.FailureNone || !d.Allowed {
+					t.Errorf("fail %s after recovery: %+v, %v", p.policy, d, err)
+				}
+			})
+			if redisstore.Batched(store) == before {
+				t.Errorf("after recovery no decision shared a batch")
+			}
+		})
+	}
 }

@@ -1,0 +1,191 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/rl-exporter/rl-exporter/internal/redistest"
+	"github.com/rl-exporter/rl-exporter/limiter"
+)
+
+// batchScriptAt returns algorithm a's batch script with its clock read from
+// the last two ARGV (seconds, microseconds) instead of TIME.
+func batchScriptAt(t *testing.T, a limiter.Algorithm) *redis.Script {
+	t.Helper()
+	src, err := luaFiles.ReadFile("lua/" + string(a) + ".lua")
+	if err != nil {
+		t.Fatal(err)
+	}
+	nk, na := shape(a)
+	b, err := batchSource(string(src), nk, na, "{ARGV[#ARGV - 1], ARGV[#ARGV]}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The production batch script differs only in its clock.
+	prod, err := batchSource(string(src), nk, na, redisClock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Replace(b, "{ARGV[#ARGV - 1], ARGV[#ARGV]}", redisClock, 1) != prod {
+		t.Fatalf("%s: the batch script at chosen instants is not the production one", a)
+	}
+	if strings.Count(prod, "redis.call('TIME')") != 1 {
+		t.Fatalf("%s: the batch script reads the clock %d times, want once per call", a, strings.Count(prod, "redis.call('TIME')"))
+	}
+	return redis.NewScript(b)
+}
+
+// TestBatchScriptsMatchTheMemoryStore runs each batch script on a real
+// Redis at chosen instants, with batches of several decisions on a few keys
+// (the same key several times in one batch too), and the memory store on
+// the same decisions in the same order at the same instants: every answer
+// must be identical, to the microsecond.
+func TestBatchScriptsMatchTheMemoryStore(t *testing.T) {
+	srv := redistest.Single(t)
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1})
+	t.Cleanup(func() { _ = client.Close() })
+	store, err := New(client, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(3, 4))
+	for _, a := range limiter.Algorithms {
+		t.Run(string(a), func(t *testing.T) {
+			script := batchScriptAt(t, a)
+			// One limit per key: a batch mixes decisions of different limits.
+			lims := []limiter.Limit{
+				{Algorithm: a, Rate: 5, Period: time.Second},
+				{Algorithm: a, Rate: 7, Period: 3 * time.Second, Burst: 4},
+				{Algorithm: a, Rate: 3, Period: 1700 * time.Millisecond, Burst: 9, AlignWindows: true},
+				{Algorithm: a, Rate: 2, Period: time.Second, Burst: 5, NoDelay: true},
+			}
+			keys := make([]string, len(lims))
+			for i := range keys {
+				keys[i] = fmt.Sprintf("batchdiff:%s:%d:{ü}", a, i)
+			}
+			var now int64 = 1_750_000_000_123_457
+			clock := now
+			mem := limiter.NewMemoryStore(limiter.MemoryConfig{Now: func() time.Time { return time.UnixMicro(clock) }})
+			lastReal := time.Now()
+			var allowed, rejected, shared int
+			for step := 0; step < 60; step++ {
+				var gap int64
+				switch r := rng.IntN(10); {
+				case r < 4:
+					gap = rng.Int64N(3)
+				case r < 9:
+					gap = rng.Int64N(400_000)
+				default:
+					gap = rng.Int64N(4_000_000)
+				}
+				now += max(gap, int64(time.Since(lastReal)/time.Microsecond)+1000)
+				lastReal = time.Now()
+				clock = now
+
+				n := 1 + rng.IntN(8)
+				var rkeys []string
+				var args []any
+				var want []limiter.Decision
+				seen := map[int]bool{}
+				for i := 0; i < n; i++ {
+					k := rng.IntN(len(keys))
+					if seen[k] {
+						shared++
+					}
+					seen[k] = true
+					lim := lims[k]
+					cost := 1 + rng.Int64N(min(lim.Quota(), 3))
+					d, err := mem.Decide(ctx, keys[k], lim, cost)
+					if err != nil {
+						t.Fatal(err)
+					}
+					want = append(want, d)
+					rkeys = append(rkeys, store.Keys(keys[k], a)...)
+					args = append(args, scriptArgs(keys[k], lim, cost)...)
+				}
+				args = append(args, now/1_000_000, now%1_000_000)
+				reply, err := script.Run(ctx, client, rkeys, args...).Result()
+				if err != nil {
+					t.Fatalf("step %d: batch script: %v", step, err)
+				}
+				ints, err := anyInts(reply, nil)
+				if err != nil || len(ints) != replyLen*n {
+					t.Fatalf("step %d: reply %v (%v), want %d integers", step, reply, err, replyLen*n)
+				}
+				for i := 0; i < n; i++ {
+					got, err := decodeInts(ints[i*replyLen : (i+1)*replyLen])
+					if err != nil {
+						t.Fatalf("step %d decision %d: %v", step, i, err)
+					}
+					got.Limit = want[i].Limit
+					if got != want[i] {
+						t.Fatalf("step %d at +%dµs, decision %d of %d:\nredis  %+v\nmemory %+v", step, now-1_750_000_000_123_457, i+1, n, got, want[i])
+					}
+					if got.Allowed {
+						allowed++
+					} else {
+						rejected++
+					}
+				}
+			}
+			if allowed < 10 || rejected < 10 || shared < 10 {
+				t.Fatalf("%d allowed, %d rejected, %d decisions sharing a batch with their key: the sequence does not exercise the batch script", allowed, rejected, shared)
+			}
+		})
+	}
+}
+
+func TestParseIntsReadsRawArraysAndRejectsOtherShapes(t *testing.T) {
+	got, err := parseInts([]byte("*3\r\n:1\r\n:-20\r\n:300000000000\r\n"), nil)
+	if err != nil || len(got) != 3 || got[0] != 1 || got[1] != -20 || got[2] != 300000000000 {
+		t.Fatalf("parseInts of a good reply = %v, %v", got, err)
+	}
+	if got, err := parseInts([]byte("*0\r\n"), nil); err != nil || len(got) != 0 {
+		t.Fatalf("parseInts of an empty array = %v, %v", got, err)
+	}
+	_, err = parseInts([]byte("-NOSCRIPT No matching script. Please use EVAL.\r\n"), nil)
+	if !isNoScript(err) {
+		t.Fatalf("NOSCRIPT reply: err = %v, want a NOSCRIPT error", err)
+	}
+	for name, raw := range map[string]string{
+		"an empty reply":             "",
+		"a string instead of array":  "+OK\r\n",
+		"a bulk string element":      "*2\r\n:1\r\n$1\r\n2\r\n",
+		"a truncated array":          "*3\r\n:1\r\n:2\r\n",
+		"an element without CRLF":    "*1\r\n:12",
+		"garbage after the reply":    "*1\r\n:1\r\nxyz",
+		"a number too long":          "*1\r\n:12345678901234567890\r\n",
+		"a float element":            "*1\r\n,1.5\r\n",
+		"an error reply":             "-ERR user_script:1: boom\r\n",
+		"an array length not number": "*x\r\n",
+	} {
+		t.Run(name+" is an error, not a panic", func(t *testing.T) {
+			if got, err := parseInts([]byte(raw), nil); err == nil {
+				t.Fatalf("parseInts(%q) = %v, nil; want an error", raw, got)
+			}
+		})
+	}
+}
+
+func TestKeySlotMatchesRedisClusterExamples(t *testing.T) {
+	// Values of CLUSTER KEYSLOT on Redis.
+	for key, want := range map[string]int{
+		"foo":                  12182,
+		"bar":                  5061,
+		"{user1000}.following": 3443,
+		"{user1000}.followers": 3443,
+		"foo{}{bar}":           8363,
+		"{}foo":                9500,
+	} {
+		if got := keySlot(key); got != want {
+			t.Errorf("keySlot(%q) = %d, want %d", key, got, want)
+		}
+	}
+}
