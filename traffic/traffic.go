@@ -1,0 +1,298 @@
+// Package traffic sends HTTP requests through rl-exporter serve the way a
+// mixed population of clients would: many well-behaved clients that stay
+// under their limits, and a few abusive ones that hammer one endpoint and
+// collect 429s. It feeds the demo stack's dashboards and alerts, and drives
+// the end-to-end alert test.
+//
+// Each client has its own identity (the user header) and plan tier (the
+// tier header), sends at a steady rate, and spreads its requests over the
+// targets in turn, so several serve replicas share one population.
+package traffic
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Defaults of Config.
+const (
+	DefaultNormal      = 20
+	DefaultNormalRate  = 0.5
+	DefaultAbusive     = 2
+	DefaultAbusiveRate = 20
+	DefaultUserHeader  = "X-User-ID"
+	DefaultTierHeader  = "X-Plan-Tier"
+	DefaultTimeout     = 5 * time.Second
+)
+
+// DefaultNormalPaths are what well-behaved clients request, in turn: the
+// public, internal and default classes of examples/demo.yaml.
+var DefaultNormalPaths = []string{"GET /api/v1/orders/42", "POST /api/v1/orders", "GET /internal/stats", "GET /hello"}
+
+// DefaultAbusivePaths are what abusive clients hammer.
+var DefaultAbusivePaths = []string{"GET /api/v1/orders/42"}
+
+// Config describes a population of clients. The zero value of every field
+// but Targets is a usable default; Abusive 0 means DefaultAbusive, so a
+// population with no abusive client sets NoAbusive.
+type Config struct {
+	// Targets are the base URLs of the serve replicas (http://host:port).
+	Targets []string
+	// Normal clients send NormalRate requests per second each, over
+	// NormalPaths. Defaults DefaultNormal, DefaultNormalRate.
+	Normal     int
+	NormalRate float64
+	// Abusive clients send AbusiveRate requests per second each, over
+	// AbusivePaths. Defaults DefaultAbusive, DefaultAbusiveRate.
+	Abusive     int
+	AbusiveRate float64
+	// NoAbusive leaves the abusive clients out (Abusive is then ignored).
+	NoAbusive bool
+	// NormalPaths and AbusivePaths are "METHOD /path" requests, taken in
+	// turn. Defaults DefaultNormalPaths, DefaultAbusivePaths.
+	NormalPaths, AbusivePaths []string
+	// Tiers are sent in TierHeader, one per client in turn (client i gets
+	// Tiers[i % len]); empty sends no tier header.
+	Tiers []string
+	// UserHeader and TierHeader name the identity and plan tier headers.
+	// Defaults DefaultUserHeader, DefaultTierHeader.
+	UserHeader, TierHeader string
+	// Client sends the requests. Default: a client with DefaultTimeout.
+	Client *http.Client
+	// Logger gets request errors at debug level. Default: discard.
+	Logger *slog.Logger
+}
+
+type request struct{ method, path string }
+
+func (c *Config) defaults() ([]request, []request, error) {
+	if len(c.Targets) == 0 {
+		return nil, nil, errors.New("traffic: no target")
+	}
+	for i, t := range c.Targets {
+		u, err := url.Parse(t)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, nil, fmt.Errorf("traffic: target %d: %q is not an http or https URL", i, t)
+		}
+		c.Targets[i] = strings.TrimSuffix(t, "/")
+	}
+	if c.Normal == 0 {
+		c.Normal = DefaultNormal
+	}
+	if c.NormalRate == 0 {
+		c.NormalRate = DefaultNormalRate
+	}
+	if c.Abusive == 0 {
+		c.Abusive = DefaultAbusive
+	}
+	if c.AbusiveRate == 0 {
+		c.AbusiveRate = DefaultAbusiveRate
+	}
+	if c.NoAbusive {
+		c.Abusive = 0
+	}
+	if c.Normal < 0 || c.Abusive < 0 {
+		return nil, nil, fmt.Errorf("traffic: client counts must be 0 or more, got normal %d, abusive %d", c.Normal, c.Abusive)
+	}
+	if !(c.NormalRate > 0) || !(c.AbusiveRate > 0) || c.NormalRate > 1000 || c.AbusiveRate > 1000 {
+		return nil, nil, fmt.Errorf("traffic: rates must be above 0 and at most 1000 per client, got normal %v, abusive %v", c.NormalRate, c.AbusiveRate)
+	}
+	if len(c.NormalPaths) == 0 {
+		c.NormalPaths = DefaultNormalPaths
+	}
+	if len(c.AbusivePaths) == 0 {
+		c.AbusivePaths = DefaultAbusivePaths
+	}
+	normal, err := parseRequests("normal", c.NormalPaths)
+	if err != nil {
+		return nil, nil, err
+	}
+	abusive, err := parseRequests("abusive", c.AbusivePaths)
+	if err != nil {
+		return nil, nil, err
+	}
+	if c.UserHeader == "" {
+		c.UserHeader = DefaultUserHeader
+	}
+	if c.TierHeader == "" {
+		c.TierHeader = DefaultTierHeader
+	}
+	if c.Client == nil {
+		c.Client = &http.Client{Timeout: DefaultTimeout}
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return normal, abusive, nil
+}
+
+func parseRequests(kind string, in []string) ([]request, error) {
+	out := make([]request, 0, len(in))
+	for i, s := range in {
+		method, path, ok := strings.Cut(strings.TrimSpace(s), " ")
+		if !ok {
+			method, path = http.MethodGet, s
+		}
+		if !strings.HasPrefix(path, "/") || method == "" || strings.ToUpper(method) != method {
+			return nil, fmt.Errorf("traffic: %s path %d: %q is not \"METHOD /path\" or \"/path\"", kind, i, s)
+		}
+		out = append(out, request{method: method, path: path})
+	}
+	return out, nil
+}
+
+// Stats counts what the clients saw. Safe for concurrent use.
+type Stats struct {
+	sent, errs atomic.Uint64
+	mu         sync.Mutex
+	byStatus   map[int]uint64
+}
+
+// Snapshot is a copy of Stats at one instant.
+type Snapshot struct {
+	Sent     uint64 // requests completed (answered or failed)
+	Errors   uint64 // requests that got no HTTP response
+	ByStatus map[int]uint64
+}
+
+// Snapshot copies the counts.
+func (s *Stats) Snapshot() Snapshot {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	by := make(map[int]uint64, len(s.byStatus))
+	for k, v := range s.byStatus {
+		by[k] = v
+	}
+	return Snapshot{Sent: s.sent.Load(), Errors: s.errs.Load(), ByStatus: by}
+}
+
+func (s *Stats) count(status int) {
+	s.mu.Lock()
+	if s.byStatus == nil {
+		s.byStatus = map[int]uint64{}
+	}
+	s.byStatus[status]++
+	s.mu.Unlock()
+}
+
+// String writes "sent 120: 200=100 429=20, errors 0".
+func (s Snapshot) String() string {
+	codes := make([]int, 0, len(s.ByStatus))
+	for c := range s.ByStatus {
+		codes = append(codes, c)
+	}
+	for i := 1; i < len(codes); i++ {
+		for j := i; j > 0 && codes[j] < codes[j-1]; j-- {
+			codes[j], codes[j-1] = codes[j-1], codes[j]
+		}
+	}
+	parts := make([]string, 0, len(codes))
+	for _, c := range codes {
+		parts = append(parts, strconv.Itoa(c)+"="+strconv.FormatUint(s.ByStatus[c], 10))
+	}
+	return fmt.Sprintf("sent %d: %s, errors %d", s.Sent, strings.Join(parts, " "), s.Errors)
+}
+
+// Run sends requests until ctx is done and returns what the clients saw.
+// stats, when not nil, is updated as requests complete, so a caller can
+// report progress; otherwise Run keeps its own.
+func Run(ctx context.Context, cfg Config, stats *Stats) (Snapshot, error) {
+	normal, abusive, err := cfg.defaults()
+	if err != nil {
+		return Snapshot{}, err
+	}
+	if stats == nil {
+		stats = &Stats{}
+	}
+	var wg sync.WaitGroup
+	client := 0
+	start := func(kind string, n int, rate float64, reqs []request) {
+		for i := range n {
+			c := clientState{
+				cfg: &cfg, stats: stats, reqs: reqs,
+				user:     fmt.Sprintf("%s-%d", kind, i+1),
+				interval: time.Duration(float64(time.Second) / rate),
+				offset:   client,
+			}
+			if len(cfg.Tiers) > 0 {
+				c.tier = cfg.Tiers[client%len(cfg.Tiers)]
+			}
+			client++
+			wg.Go(func() { c.run(ctx) })
+		}
+	}
+	start("normal", cfg.Normal, cfg.NormalRate, normal)
+	start("abusive", cfg.Abusive, cfg.AbusiveRate, abusive)
+	wg.Wait()
+	return stats.Snapshot(), nil
+}
+
+type clientState struct {
+	cfg        *Config
+	stats      *Stats
+	reqs       []request
+	user, tier string
+	interval   time.Duration
+	offset     int
+}
+
+func (c *clientState) run(ctx context.Context) {
+	// A random first delay spreads the clients over the interval.
+	select {
+	case <-ctx.Done():
+		return
+	case <-time.After(rand.N(c.interval + 1)):
+	}
+	tick := time.NewTicker(c.interval)
+	defer tick.Stop()
+	for n := c.offset; ; n++ {
+		c.send(ctx, n)
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+func (c *clientState) send(ctx context.Context, n int) {
+	// Every target in turn, then the next path: every path reaches every
+	// target, whatever the two counts.
+	nt := len(c.cfg.Targets)
+	target := c.cfg.Targets[n%nt]
+	r := c.reqs[(n/nt)%len(c.reqs)]
+	req, err := http.NewRequestWithContext(ctx, r.method, target+r.path, nil)
+	if err != nil {
+		c.stats.sent.Add(1)
+		c.stats.errs.Add(1)
+		return
+	}
+	req.Header.Set(c.cfg.UserHeader, c.user)
+	if c.tier != "" {
+		req.Header.Set(c.cfg.TierHeader, c.tier)
+	}
+	resp, err := c.cfg.Client.Do(req)
+	if err != nil {
+		if ctx.Err() == nil {
+			c.stats.sent.Add(1)
+			c.stats.errs.Add(1)
+			c.cfg.Logger.Debug("request failed", slog.String("target", target), slog.Any("error", err))
+		}
+		return
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	_ = resp.Body.Close()
+	c.stats.sent.Add(1)
+	c.stats.count(resp.StatusCode)
+}
