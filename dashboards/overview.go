@@ -389,7 +389,7 @@ func failuresPanel(m *slo.Model, q queries, id uint32) *timeseries.PanelBuilder 
 	}
 	w := duration(window)
 	p := timeseriesPanel(id, "Fail-open and fail-closed events per "+w, "", unitCount).
-		AxisLabel("requests per "+w).
+		AxisLabel("requests per " + w).
 		WithTarget(target("A",
 			fmt.Sprintf("sum by (endpoint, reason) (increase(%s%s[%s]))", metricFailOpen, q.sel(true, false), w),
 			"fail open {{endpoint}} ({{reason}})")).
@@ -440,7 +440,7 @@ func budgetPanel(m *slo.Model, q queries, id uint32) *stat.PanelBuilder {
 	burn := runbook(true, func() slo.Alert { return s.Template })
 	return stat.NewPanelBuilder().
 		Id(id).
-		Title("Error budget remaining ("+duration(s.Period)+")").
+		Title("Error budget remaining (" + duration(s.Period) + ")").
 		Description(fmt.Sprintf("Share of the %s error budget (1 − %s objective = %s of decisions may fail open or closed) "+
 			"not yet spent over the last %s. A 429 is the limiter doing its job and never spends it. Below 0: the SLO is missed.",
 			duration(s.Period), percent(s.Objective), percent(budget), duration(s.Period))).
