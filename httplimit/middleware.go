@@ -27,6 +27,9 @@ type Config struct {
 	// policy passed to Swap, after it is in force — the hook through which
 	// the collector learns the limits in force (Policy.Limits).
 	OnPolicy func(*Policy)
+	// Trace, when set, wraps every decision in a span (see TraceFunc).
+	// Nil: no tracing, at no cost.
+	Trace TraceFunc
 	// Now is the clock used for X-RateLimit-Reset; default time.Now.
 	Now func() time.Time
 }
@@ -40,6 +43,7 @@ type Middleware struct {
 	logger   *slog.Logger
 	cost     func(*http.Request) int64
 	onPolicy func(*Policy)
+	trace    TraceFunc
 	now      func() time.Time
 }
 
@@ -48,7 +52,7 @@ func New(cfg Config) (*Middleware, error) {
 	if cfg.Policy == nil {
 		return nil, errors.New("httplimit: Policy is required")
 	}
-	m := &Middleware{recorder: cfg.Recorder, logger: cfg.Logger, cost: cfg.Cost, onPolicy: cfg.OnPolicy, now: cfg.Now}
+	m := &Middleware{recorder: cfg.Recorder, logger: cfg.Logger, cost: cfg.Cost, onPolicy: cfg.OnPolicy, now: cfg.Now, trace: cfg.Trace}
 	if m.logger == nil {
 		m.logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
@@ -97,6 +101,11 @@ const shadowSuffix = "|shadow"
 func (m *Middleware) decide(ctx context.Context, rt route, tier, client string, cost int64) outcome {
 	l, shadow := rt.class.pick(tier, client)
 	o := outcome{route: rt, tier: tier, key: rt.key(tier, client), limit: l.Limit()}
+	if m.trace != nil {
+		var end func(limiter.Status, limiter.Decision, error)
+		ctx, end = m.trace(ctx, rt.pattern, tier, o.limit.Algorithm)
+		defer func() { end(o.status, o.d, o.err) }()
+	}
 	o.d, o.err = l.AllowN(ctx, o.key, cost)
 	switch {
 	case o.err != nil && (errors.Is(o.err, limiter.ErrCostExceedsLimit) || errors.Is(o.err, limiter.ErrInvalidCost)):

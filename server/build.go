@@ -9,6 +9,8 @@ import (
 	"net/url"
 	"sync"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/rl-exporter/rl-exporter/config"
 	"github.com/rl-exporter/rl-exporter/httplimit"
 	"github.com/rl-exporter/rl-exporter/limiter"
@@ -28,6 +30,11 @@ type Deps struct {
 	AdminHandlers map[string]http.Handler
 	// OnPolicy is told of every policy put in force (the limits in force).
 	OnPolicy func(*httplimit.Policy)
+	// Trace, when set, wraps every decision in a span (Telemetry.Deps sets it).
+	Trace httplimit.TraceFunc
+	// InstrumentRedis, when set, is given the Redis client before first use
+	// (to trace its round trips).
+	InstrumentRedis func(redis.UniversalClient) error
 	// Logger; default discard.
 	Logger *slog.Logger
 }
@@ -50,12 +57,19 @@ func Build(cfg *config.Config, d Deps) (*Built, error) {
 		}
 		return nil, err
 	}
+	if err := instrumentStore(closer, d.InstrumentRedis); err != nil {
+		return fail(fmt.Errorf("config %s: store.redis: %w", cfg.Source, err))
+	}
+	webConfig, err := metricsWebConfig(cfg)
+	if err != nil {
+		return fail(err)
+	}
 	b := &Built{store: store, observer: d.Observer}
 	p, err := b.policy(cfg)
 	if err != nil {
 		return fail(err)
 	}
-	mw, err := httplimit.New(httplimit.Config{Policy: p, Recorder: d.Recorder, Logger: d.Logger, OnPolicy: d.OnPolicy})
+	mw, err := httplimit.New(httplimit.Config{Policy: p, Recorder: d.Recorder, Logger: d.Logger, OnPolicy: d.OnPolicy, Trace: d.Trace})
 	if err != nil {
 		return fail(err)
 	}
@@ -68,7 +82,7 @@ func Build(cfg *config.Config, d Deps) (*Built, error) {
 	srv, err := New(Config{
 		Listen: cfg.Server.Listen, MetricsListen: cfg.Server.MetricsListen, AdminListen: cfg.Server.AdminListen,
 		Upstream: upstream, Middleware: mw, Ready: ready, ReadyTimeout: cfg.Server.ReadyTimeout,
-		MetricsHandler: d.MetricsHandler, AdminHandlers: d.AdminHandlers,
+		MetricsHandler: d.MetricsHandler, AdminHandlers: d.AdminHandlers, MetricsWebConfigFile: webConfig,
 		ShutdownTimeout: cfg.Server.ShutdownTimeout, Closers: closers, Logger: d.Logger,
 	})
 	if err != nil {

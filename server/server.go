@@ -69,6 +69,9 @@ type Config struct {
 	// MetricsHandler serves /metrics. Default: promhttp on a registry of
 	// its own holding the Go and process collectors.
 	MetricsHandler http.Handler
+	// MetricsWebConfigFile, when set, is an exporter-toolkit web config
+	// (TLS, basic auth) applied to the whole MetricsListen listener.
+	MetricsWebConfigFile string
 	// AdminHandlers are mounted on the admin listener by ServeMux pattern.
 	AdminHandlers map[string]http.Handler
 	// ShutdownTimeout bounds the drain of in-flight requests. Default DefaultShutdownTimeout.
@@ -268,7 +271,7 @@ func (s *Server) Serve(ctx context.Context) error {
 	for name, srv := range s.servers {
 		s.logger.Info("listening", slog.String("listener", name), slog.String("addr", s.Addr(name)))
 		go func(srv *http.Server, ln net.Listener) {
-			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			if err := s.serveListener(name, srv, ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				errc <- err
 			}
 		}(srv, s.listeners[name])

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"time"
 
 	"github.com/rl-exporter/rl-exporter/config"
 	"github.com/rl-exporter/rl-exporter/server"
@@ -94,7 +95,7 @@ func newLogger(cfg *config.Config, w io.Writer) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, opts))
 }
 
-func runServe(ctx context.Context, args []string, _ func(string) string, _, stderr io.Writer) int {
+func runServe(ctx context.Context, args []string, _ func(string) string, stdout, stderr io.Writer) int {
 	f, set, err := parseServeFlags(args, stderr)
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -109,7 +110,20 @@ func runServe(ctx context.Context, args []string, _ func(string) string, _, stde
 		return exitFailure
 	}
 	logger := newLogger(cfg, stderr)
-	srv, err := server.Build(cfg, server.Deps{Logger: logger})
+	tel, err := server.NewTelemetry(ctx, cfg, server.TelemetryInfo{Version: version, Revision: revision, TraceWriter: stdout, Logger: logger})
+	if err != nil {
+		fmt.Fprintf(stderr, "rl-exporter serve: %v\n", err)
+		return exitFailure
+	}
+	defer func() {
+		// Flush the last spans, without letting a dead trace collector hold the exit.
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := tel.Shutdown(sctx); err != nil {
+			logger.Warn("tracing shutdown", slog.String("error", err.Error()))
+		}
+	}()
+	srv, err := server.Build(cfg, tel.Deps(logger))
 	if err != nil {
 		fmt.Fprintf(stderr, "rl-exporter serve: %v\n", err)
 		return exitFailure
