@@ -1,0 +1,71 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/rl-exporter/rl-exporter/alertsink"
+)
+
+func init() {
+	register("alert-sink", "receive Alertmanager webhook notifications and log them (a stand-in for on-call)", runAlertSink)
+}
+
+func runAlertSink(ctx context.Context, args []string, _ func(string) string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("alert-sink", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	listen := fs.String("listen", "127.0.0.1:5001", "address to listen on; Alertmanager posts to http://ADDR/alerts (any path)")
+	format := fs.String("log-format", "text", "log format: text or json")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: rl-exporter alert-sink [flags]\n\n"+
+			"Logs one line per alert of every notification Alertmanager posts, and lists the\n"+
+			"latest notifications as JSON on GET.\n\nflags:")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		return exitUsage
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "rl-exporter alert-sink: unexpected argument %q\n", fs.Arg(0))
+		return exitUsage
+	}
+	var h slog.Handler
+	switch *format {
+	case "text":
+		h = slog.NewTextHandler(stdout, nil)
+	case "json":
+		h = slog.NewJSONHandler(stdout, nil)
+	default:
+		fmt.Fprintf(stderr, "rl-exporter alert-sink: --log-format: %q is not text or json\n", *format)
+		return exitUsage
+	}
+	logger := slog.New(h)
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		fmt.Fprintf(stderr, "rl-exporter alert-sink: %v\n", err)
+		return exitFailure
+	}
+	logger.Info("alert sink listening", slog.String("url", "http://"+ln.Addr().String()+"/alerts"))
+	srv := &http.Server{Handler: alertsink.New(alertsink.Config{Logger: logger}), ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}()
+	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		fmt.Fprintf(stderr, "rl-exporter alert-sink: %v\n", err)
+		return exitFailure
+	}
+	return exitOK
+}
