@@ -132,7 +132,7 @@ func Compile(spec Spec, file string) (*Model, error) {
 	if r := spec.RejectionRatio; r.Enabled {
 		o := &RejectionObjective{
 			Alert:     c.alert("rejection_ratio", AlertRejectionRatioHigh, spec, r.AlertSpec),
-			Threshold: c.percent("rejection_ratio.threshold_percent", r.ThresholdPercent) / 100,
+			Threshold: roundSig(c.percent("rejection_ratio.threshold_percent", r.ThresholdPercent)/100, 12),
 			MinRate:   c.nonNegative("rejection_ratio.min_requests_per_second", r.MinRequestsPerSecond),
 			Window:    c.window("rejection_ratio.window", r.Window),
 		}
@@ -308,7 +308,7 @@ func (c *compiler) availability(spec Spec, a AvailabilitySpec) *AvailabilitySLO 
 	if !(a.ObjectivePercent > 0 && a.ObjectivePercent < 100) {
 		c.fail("availability.objective_percent", fmt.Sprintf("%v is not a percentage above 0 and below 100 (an objective of 100 %% leaves no error budget)", a.ObjectivePercent))
 	}
-	slo.Objective = a.ObjectivePercent / 100
+	slo.Objective = roundSig(a.ObjectivePercent/100, 12)
 	slo.Template = c.alert("availability", AlertErrorBudgetBurn, spec, AlertSpec{
 		Labels: a.Labels, RunbookURL: a.RunbookURL, Summary: a.Summary, Description: a.Description,
 		For: "0s", Severity: "page",
@@ -321,7 +321,7 @@ func (c *compiler) availability(spec Spec, a AvailabilitySpec) *AvailabilitySLO 
 		row := BurnRateRow{
 			Long:        c.window(f+".long", w.Long),
 			Short:       c.window(f+".short", w.Short),
-			BudgetShare: c.percentUpTo100(f+".budget_percent", w.BudgetPercent) / 100,
+			BudgetShare: roundSig(c.percentUpTo100(f+".budget_percent", w.BudgetPercent)/100, 12),
 			Severity:    c.severity(f+".severity", w.Severity),
 			For:         c.duration(f+".for", w.For, true),
 		}

@@ -461,7 +461,7 @@ func (g *testGen) absent() (RuleTestFile, error) {
 
 // maxBurnEvaluations bounds the rule evaluations of one burn-rate test
 // group: promtool's cost grows with them, not with the simulated time.
-const maxBurnEvaluations = 150
+const maxBurnEvaluations = 100
 
 // burn writes one test file per row of the burn-rate table. Each file
 // samples at a fifth of its row's short window and evaluates the rules at
@@ -487,13 +487,16 @@ func (g *testGen) burn() ([]NamedRuleTestFile, error) {
 			continue
 		}
 		step := max(time.Second, (row.Short / 5).Truncate(time.Second))
-		eval := evalSteps(step, 2*longest/maxBurnEvaluations)
+		// A clean history long enough that the longer rows do not notice
+		// this row's burn, capped at the longest window.
+		history := min(longest, 24*row.Long)
+		eval := evalSteps(step, (history+2*row.Long)/maxBurnEvaluations)
 		// The clean history is sampled sparsely, but densely enough that
 		// the windows of Prometheus 2 (closed on the left) and 3 (open)
 		// see nearly the same samples.
 		sparse := max(1, int(shortestLong/24/step))
 		limit := int(longest/step) + 10*eval
-		newSim := func() *burnSim { return newBurnSim(step, eval, sparse, longest) }
+		newSim := func() *burnSim { return newBurnSim(step, eval, sparse, history) }
 		rowName := fmt.Sprintf("%s/%s %s", formatDuration(row.Long), formatDuration(row.Short), row.Severity)
 		var tests []RuleTest
 		for _, sc := range []struct {
@@ -535,11 +538,11 @@ func (g *testGen) burn() ([]NamedRuleTestFile, error) {
 	return files, nil
 }
 
-// spikeTest is a burst of failures short enough that the row's short window
-// has forgotten it while its long window still holds it: no alert. ok is
-// false when no such burst leaves every other row quiet too (with the
-// Workbook's table, a burst that the 1d/2h row's long window notices is one
-// the 3d/6h row notices as well).
+// spikeTest is a burst of failures that the row's long window still holds
+// but its short window has forgotten: no alert, where the long window alone
+// would have fired. ok is false when no such burst leaves every other row
+// quiet too (with the Workbook's table, a burst that the 1d/2h row's long
+// window notices is one the 3d/6h row notices as well).
 func (g *testGen) spikeTest(texts map[string]ruleTexts, row BurnRateRow, sim *burnSim) (RuleTest, bool, error) {
 	// Half again the errors the long window needs to cross the threshold,
 	// squeezed into as few steps as possible.
@@ -547,31 +550,33 @@ func (g *testGen) spikeTest(texts map[string]ruleTexts, row BurnRateRow, sim *bu
 	steps := int(math.Ceil(volume))
 	ratio := volume / float64(steps)
 	spike := time.Duration(steps) * sim.step
-	if spike >= row.Short {
+	// After the spike: long enough for the short window to forget it, and
+	// for the long window alone to have held through the for: duration.
+	evals := max(1, int(math.Ceil(float64(row.For)/float64(time.Duration(sim.eval)*sim.step))))
+	quiet := max(evals*sim.eval, int(row.Short/sim.step)+1)
+	if spike >= row.Short || time.Duration(steps+quiet+sim.eval)*sim.step >= row.Long {
 		return RuleTest{}, false, nil
 	}
-	// End the spike the short window plus a step before an evaluation, a
-	// few clean steps after the history: a window that starts right at the
-	// spike would see it in Prometheus 2 and miss its first step in 3.
-	total := steps + int(row.Short/sim.step) + 1
-	gap := (sim.eval - total%sim.eval) % sim.eval
+	// Start the spike a few clean steps after the history, so that the
+	// checked time falls on an evaluation.
+	gap := (sim.eval - (steps+quiet)%sim.eval) % sim.eval
 	if gap == 0 {
 		gap = sim.eval
 	}
 	sim.extend(time.Duration(gap)*sim.step, 0)
 	change := sim.last()
 	sim.extend(spike, ratio)
-	sim.extend(row.Short+sim.step, 0)
-	at, firing, err := sim.settle(g.m.Availability.Rows, change, 0, sim.eval)
+	sim.extend(time.Duration(quiet)*sim.step, 0)
+	at, firing, err := sim.settle(g.m.Availability.Rows, change, 0, 0)
 	if err != nil || len(firing) > 0 {
 		return RuleTest{}, false, nil
 	}
-	for _, leftOpen := range []bool{false, true} {
-		if l, ok := sim.ratio(at, row.Long, leftOpen); !ok || l <= row.Threshold*(1+thresholdMargin) {
-			return RuleTest{}, false, nil
-		}
+	longOnly := row
+	longOnly.Short = row.Long
+	if f, ok := sim.firing(longOnly, at); !f || !ok {
+		return RuleTest{}, false, nil
 	}
-	name := fmt.Sprintf("a %s spike of %s failures that the %s window has forgotten %s later fires nothing, though the %s window still holds it",
+	name := fmt.Sprintf("a %s spike of %s failures, forgotten by the %s window %s later, fires nothing; the %s window alone would have fired",
 		formatDuration(spike), percent(roundSig(ratio, 3)), formatDuration(row.Short), formatDuration(time.Duration(at-change-steps)*sim.step), formatDuration(row.Long))
 	t, err := g.burnTest(name, texts, sim, at, nil)
 	return t, err == nil, err
