@@ -401,6 +401,9 @@ func ValidateLimit(l limiter.Limit, cost int64) error {
 	return nil
 }
 
+// Limiter returns the limit as the limiter package takes it.
+func (l Limit) Limiter() limiter.Limit { return l.limit() }
+
 func (l Limit) limit() limiter.Limit {
 	return limiter.Limit{
 		Algorithm: limiter.Algorithm(l.Algorithm), Rate: l.Rate, Period: l.Period, Burst: l.Burst,

@@ -30,6 +30,9 @@ type Deps struct {
 	AdminHandlers map[string]http.Handler
 	// OnPolicy is told of every policy put in force (the limits in force).
 	OnPolicy func(*httplimit.Policy)
+	// Sources, when set with a file, are loaded again when the file
+	// changes (reload.watch) and the result applied (Built.Reload).
+	Sources *config.Sources
 	// Trace, when set, wraps every decision in a span (Telemetry.Deps sets it).
 	Trace httplimit.TraceFunc
 	// InstrumentRedis, when set, is given the Redis client before first use
@@ -65,6 +68,16 @@ func Build(cfg *config.Config, d Deps) (*Built, error) {
 		return fail(err)
 	}
 	b := &Built{store: store, observer: d.Observer}
+	if err := b.setupLive(cfg, d, closer); err != nil {
+		return fail(err)
+	}
+	adminHandlers, err := b.adminHandlers(cfg, d.AdminHandlers)
+	if err != nil {
+		return fail(err)
+	}
+	if d.MetricsHandler == nil {
+		d.MetricsHandler = defaultMetricsHandler(b.live.metrics)
+	}
 	p, err := b.policy(cfg)
 	if err != nil {
 		return fail(err)
@@ -82,13 +95,17 @@ func Build(cfg *config.Config, d Deps) (*Built, error) {
 	srv, err := New(Config{
 		Listen: cfg.Server.Listen, MetricsListen: cfg.Server.MetricsListen, AdminListen: cfg.Server.AdminListen,
 		Upstream: upstream, Middleware: mw, Ready: ready, ReadyTimeout: cfg.Server.ReadyTimeout,
-		MetricsHandler: d.MetricsHandler, AdminHandlers: d.AdminHandlers, MetricsWebConfigFile: webConfig,
+		MetricsHandler: d.MetricsHandler, AdminHandlers: adminHandlers, MetricsWebConfigFile: webConfig,
 		ShutdownTimeout: cfg.Server.ShutdownTimeout, Closers: closers, Logger: d.Logger,
 	})
 	if err != nil {
 		return fail(err)
 	}
+	b.mu.Lock()
 	b.Server = srv
+	b.mu.Unlock()
+	// A live change that arrived while building is applied now.
+	b.applyLive(nil)
 	return b, nil
 }
 
@@ -98,6 +115,7 @@ type Built struct {
 	store    limiter.Store
 	observer limiter.Observer
 	mu       sync.Mutex
+	live     liveState
 }
 
 // Store is the store decisions are made on.
@@ -108,24 +126,27 @@ func (b *Built) policy(cfg *config.Config) (*httplimit.Policy, error) {
 	if err != nil {
 		return nil, fmt.Errorf("config %s: %w", cfg.Source, err)
 	}
-	p, err := httplimit.NewPolicy(pc)
+	p, err := b.compile(pc)
 	if err != nil {
 		return nil, fmt.Errorf("config %s: %w", cfg.Source, err)
 	}
+	b.live.pc = pc
 	return p, nil
 }
 
 // Reload compiles cfg's policy (routes, classes, limits, tiers, identity,
-// headers) on the same store and swaps it in atomically. Listeners and the
-// store are not changed by a reload. On error the policy in force stays.
+// headers) on the same store, with the live changes, and swaps it in
+// atomically: every request sees the old policy or the new one, never a
+// mix. Listeners, the store and the other sections are not changed by a
+// reload; the keys that differ are logged as needing a restart. On error
+// the policy in force stays. Results are counted in ConfigMetrics.
 func (b *Built) Reload(cfg *config.Config) error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	p, err := b.policy(cfg)
+	err := b.reload(cfg)
 	if err != nil {
+		b.live.metrics.reloadsErr.Add(1)
 		return err
 	}
-	b.Middleware().Swap(p)
+	b.live.metrics.reloadsOK.Add(1)
 	return nil
 }
 

@@ -88,8 +88,15 @@ func writeConfig(t *testing.T, yaml string) string {
 // waits until each of the wanted listeners has logged its address.
 func startServe(t *testing.T, listeners []string, args ...string) *proc {
 	t.Helper()
+	return startServeEnv(t, nil, listeners, args...)
+}
+
+// startServeEnv is startServe with more environment variables ("NAME=value").
+func startServeEnv(t *testing.T, env []string, listeners []string, args ...string) *proc {
+	t.Helper()
 	args = append([]string{"serve", "--listen", "127.0.0.1:0", "--log-format", "json", "--log-level", "debug"}, args...)
 	p := &proc{cmd: exec.Command(binary, args...), addrs: map[string]string{}, done: make(chan struct{})}
+	p.cmd.Env = append(os.Environ(), env...)
 	stderr, err := p.cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"strings"
 	"time"
 
 	"github.com/rl-exporter/rl-exporter/config"
@@ -50,41 +52,43 @@ func parseServeFlags(args []string, stderr io.Writer) (serveFlags, map[string]bo
 	return f, set, nil
 }
 
-// loadServeConfig loads the config file (or the defaults) and applies the flags.
-func loadServeConfig(f serveFlags, set map[string]bool) (*config.Config, error) {
-	cfg := config.Default()
-	if f.config != "" {
-		var err error
-		if cfg, err = config.Load(f.config); err != nil {
-			return nil, err
+// serveSources are the layers serve's config is loaded from, by increasing
+// precedence: the file (or the built-in defaults), the RL_* environment, and
+// the flags given. A reload loads them again.
+func serveSources(f serveFlags, set map[string]bool, env func(string) string) config.Sources {
+	src := config.Sources{File: f.config}
+	for _, kv := range os.Environ() {
+		name, _, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(name, config.EnvPrefix) {
+			if v := env(name); v != "" {
+				src.Env = append(src.Env, name+"="+v)
+			}
 		}
 	}
-	apply := map[string]func(){
-		"listen":         func() { cfg.Server.Listen = f.listen },
-		"metrics-listen": func() { cfg.Server.MetricsListen = f.metricsListen },
-		"admin-listen":   func() { cfg.Server.AdminListen = f.adminListen },
-		"upstream":       func() { cfg.Server.Upstream = f.upstream },
-		"log-format":     func() { cfg.Log.Format = f.logFormat },
-		"log-level":      func() { cfg.Log.Level = f.logLevel },
-		"redis-url": func() {
-			cfg.Store.Type = "redis"
-			cfg.Store.Redis.URL = f.redisURL
-			cfg.Store.Redis.ClusterAddrs, cfg.Store.Redis.SentinelAddrs = nil, nil
-		},
+	byFlag := []struct {
+		flag string
+		keys map[string]any
+	}{
+		{"listen", map[string]any{"server.listen": f.listen}},
+		{"metrics-listen", map[string]any{"server.metrics_listen": f.metricsListen}},
+		{"admin-listen", map[string]any{"server.admin_listen": f.adminListen}},
+		{"upstream", map[string]any{"server.upstream": f.upstream}},
+		{"log-format", map[string]any{"log.format": f.logFormat}},
+		{"log-level", map[string]any{"log.level": f.logLevel}},
+		{"redis-url", map[string]any{
+			"store.type": "redis", "store.redis.url": f.redisURL,
+			"store.redis.cluster_addrs": []any{}, "store.redis.sentinel_addrs": []any{},
+		}},
 	}
-	applied := false
-	for name, fn := range apply {
-		if set[name] {
-			fn()
-			applied = true
+	for _, b := range byFlag {
+		if !set[b.flag] {
+			continue
+		}
+		for k, v := range b.keys {
+			src.Flags = append(src.Flags, config.Override{Key: k, Value: v, From: "--" + b.flag})
 		}
 	}
-	if applied {
-		if err := cfg.Validate(); err != nil {
-			return nil, fmt.Errorf("%w (after command-line flags)", err)
-		}
-	}
-	return cfg, nil
+	return src
 }
 
 func newLogger(cfg *config.Config, w io.Writer) *slog.Logger {
@@ -95,7 +99,7 @@ func newLogger(cfg *config.Config, w io.Writer) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, opts))
 }
 
-func runServe(ctx context.Context, args []string, _ func(string) string, stdout, stderr io.Writer) int {
+func runServe(ctx context.Context, args []string, env func(string) string, stdout, stderr io.Writer) int {
 	f, set, err := parseServeFlags(args, stderr)
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -104,7 +108,8 @@ func runServe(ctx context.Context, args []string, _ func(string) string, stdout,
 		fmt.Fprintf(stderr, "rl-exporter serve: %v\n", err)
 		return exitUsage
 	}
-	cfg, err := loadServeConfig(f, set)
+	sources := serveSources(f, set, env)
+	cfg, err := sources.Load()
 	if err != nil {
 		fmt.Fprintf(stderr, "rl-exporter serve: %v\n", err)
 		return exitFailure
@@ -123,9 +128,16 @@ func runServe(ctx context.Context, args []string, _ func(string) string, stdout,
 			logger.Warn("tracing shutdown", slog.String("error", err.Error()))
 		}
 	}()
-	srv, err := server.Build(cfg, tel.Deps(logger))
+	deps := tel.Deps(logger)
+	deps.Sources = &sources
+	srv, err := server.Build(cfg, deps)
 	if err != nil {
 		fmt.Fprintf(stderr, "rl-exporter serve: %v\n", err)
+		return exitFailure
+	}
+	// rate_limit_config_errors_total and rate_limit_config_reloads_total on /metrics.
+	if err := tel.Collector.Registry().Register(srv.ConfigMetrics()); err != nil {
+		fmt.Fprintf(stderr, "rl-exporter serve: register config metrics: %v\n", err)
 		return exitFailure
 	}
 	logger.Info("rl-exporter serve", slog.String("version", version), slog.String("config", cfg.Source),

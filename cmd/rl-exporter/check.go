@@ -1,0 +1,55 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/rl-exporter/rl-exporter/config"
+)
+
+func init() {
+	register("check", "validate a config file without starting anything (exit 0 valid, 1 invalid, 2 usage)", runCheck)
+}
+
+// runCheck validates the file as serve would load it, the files it names
+// (secrets, keys, admin tokens) included, but without the environment or
+// flags of the machine it runs on: what is checked is the file.
+func runCheck(_ context.Context, args []string, _ func(string) string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("check", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	file := fs.String("config", "", "YAML config file to validate (required)")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: rl-exporter check --config FILE\n\nflags:")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		return exitUsage
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "rl-exporter check: takes no arguments, got %q\n", fs.Args())
+		return exitUsage
+	}
+	if *file == "" {
+		fmt.Fprintln(stderr, "rl-exporter check: --config FILE is required")
+		fs.Usage()
+		return exitUsage
+	}
+	cfg, err := config.Load(*file)
+	if err != nil {
+		lines := strings.Split(err.Error(), "\n")
+		fmt.Fprintf(stderr, "rl-exporter check: %s is invalid (%d problem(s)):\n", *file, len(lines))
+		for _, l := range lines {
+			fmt.Fprintf(stderr, "  %s\n", l)
+		}
+		return exitFailure
+	}
+	fmt.Fprintf(stdout, "%s: valid (%d classes, %d tiers, store %s)\n", *file, len(cfg.Classes), len(cfg.Tiers.Names), cfg.Store.Type)
+	return exitOK
+}

@@ -1,0 +1,299 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/rl-exporter/rl-exporter/admin"
+	"github.com/rl-exporter/rl-exporter/config"
+	"github.com/rl-exporter/rl-exporter/httplimit"
+	"github.com/rl-exporter/rl-exporter/livelimits"
+)
+
+// ConfigMetrics counts configuration events: invalid live-limit values
+// (rate_limit_config_errors_total) and reloads of the config file by
+// result (rate_limit_config_reloads_total{result="success"|"error"}). It is
+// a prometheus.Collector; register it on the registry /metrics serves.
+// Safe for concurrent use.
+type ConfigMetrics struct {
+	errors     atomic.Uint64
+	reloadsOK  atomic.Uint64
+	reloadsErr atomic.Uint64
+	errorsDesc *prometheus.Desc
+	reloadDesc *prometheus.Desc
+}
+
+// NewConfigMetrics returns zeroed counters.
+func NewConfigMetrics() *ConfigMetrics {
+	return &ConfigMetrics{
+		errorsDesc: prometheus.NewDesc("rate_limit_config_errors_total",
+			"Live-limit values in the store that failed validation and were ignored (the last good value kept applying).", nil, nil),
+		reloadDesc: prometheus.NewDesc("rate_limit_config_reloads_total",
+			"Reloads of the config file, by result: success (applied) or error (rejected; the previous config kept serving).", []string{"result"}, nil),
+	}
+}
+
+// Describe is part of prometheus.Collector.
+func (m *ConfigMetrics) Describe(ch chan<- *prometheus.Desc) {
+	ch <- m.errorsDesc
+	ch <- m.reloadDesc
+}
+
+// Collect is part of prometheus.Collector.
+func (m *ConfigMetrics) Collect(ch chan<- prometheus.Metric) {
+	ch <- prometheus.MustNewConstMetric(m.errorsDesc, prometheus.CounterValue, float64(m.errors.Load()))
+	ch <- prometheus.MustNewConstMetric(m.reloadDesc, prometheus.CounterValue, float64(m.reloadsOK.Load()), "success")
+	ch <- prometheus.MustNewConstMetric(m.reloadDesc, prometheus.CounterValue, float64(m.reloadsErr.Load()), "error")
+}
+
+// Errors returns rate_limit_config_errors_total.
+func (m *ConfigMetrics) Errors() uint64 { return m.errors.Load() }
+
+// Reloads returns rate_limit_config_reloads_total by result.
+func (m *ConfigMetrics) Reloads() (success, failed uint64) {
+	return m.reloadsOK.Load(), m.reloadsErr.Load()
+}
+
+// liveState is what Built keeps for live limits and reloads.
+type liveState struct {
+	cfg     *config.Config
+	pc      httplimit.PolicyConfig // the file's policy, without live changes
+	cache   *livelimits.Cache      // nil when live limits are off
+	metrics *ConfigMetrics
+	sources *config.Sources
+	logger  *slog.Logger
+}
+
+// ConfigMetrics returns the configuration counters, for the /metrics registry.
+func (b *Built) ConfigMetrics() *ConfigMetrics { return b.live.metrics }
+
+// LiveLimits returns the live-limit cache, nil when live limits are off.
+func (b *Built) LiveLimits() *livelimits.Cache { return b.live.cache }
+
+// setupLive prepares the live-limit cache (on Redis when the store is
+// Redis, else in process) and reads it once, so that a change made before
+// start applies from the first request. A Redis that does not answer is
+// logged and read again later.
+func (b *Built) setupLive(cfg *config.Config, d Deps, closer io.Closer) error {
+	b.live.cfg = cfg
+	b.live.metrics = NewConfigMetrics()
+	b.live.sources = d.Sources
+	b.live.logger = d.Logger
+	if b.live.logger == nil {
+		b.live.logger = slog.New(slog.DiscardHandler)
+	}
+	if !cfg.Live.Enabled {
+		return nil
+	}
+	prefix := cfg.Store.Redis.Prefix
+	if prefix == "" {
+		prefix = livelimits.DefaultPrefix
+	}
+	var backend livelimits.Backend = &livelimits.Memory{}
+	if client, ok := closer.(redis.UniversalClient); ok {
+		backend = &livelimits.Redis{Client: client, Channel: livelimits.Channel(prefix)}
+	}
+	cache, err := livelimits.New(livelimits.Config{
+		Backend: backend, Prefix: prefix, Targets: targets(cfg), Validate: config.ValidateLimit,
+		RefreshInterval: cfg.Live.RefreshInterval, Logger: b.live.logger,
+		OnChange: b.applyLive,
+		OnError:  func(string, error) { b.live.metrics.errors.Add(1) },
+	})
+	if err != nil {
+		return err
+	}
+	b.live.cache = cache
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if err := cache.Refresh(ctx); err != nil {
+		b.live.logger.Warn("live limits: first read failed; the configured limits apply until the store answers", slog.String("error", err.Error()))
+	}
+	return nil
+}
+
+// targets lists every class × tier of cfg with its configured limit.
+func targets(cfg *config.Config) []livelimits.Target {
+	var out []livelimits.Target
+	for _, name := range cfg.ClassNames() {
+		cl := cfg.Classes[name]
+		for _, tier := range cfg.Tiers.Names {
+			l, ok := cl.Limits[tier]
+			if !ok {
+				l = cl.Limits[cfg.Tiers.Default]
+			}
+			out = append(out, livelimits.Target{Class: name, Tier: tier, Limit: l.Limiter(), Cost: cl.Cost})
+		}
+	}
+	return out
+}
+
+// adminHandlers adds the admin API to the caller's admin handlers when
+// admin tokens are configured; without a token it is not served at all.
+func (b *Built) adminHandlers(cfg *config.Config, extra map[string]http.Handler) (map[string]http.Handler, error) {
+	out := map[string]http.Handler{}
+	for p, h := range extra {
+		out[p] = h
+	}
+	toks, err := cfg.AdminTokens()
+	if err != nil {
+		return nil, fmt.Errorf("config %s: admin: %w", cfg.Source, err)
+	}
+	if len(toks) == 0 || b.live.cache == nil {
+		if len(toks) > 0 {
+			b.live.logger.Warn("admin API off: live limits are disabled (live.enabled: false)")
+		}
+		return out, nil
+	}
+	var list []admin.Token
+	for _, t := range toks {
+		list = append(list, admin.Token{Name: t.Name, ReadWrite: t.Role == config.RoleReadWrite, Secret: t.Token.Reveal()})
+	}
+	api, err := admin.New(admin.Config{Tokens: list, Cache: b.live.cache, Logger: b.live.logger})
+	if err != nil {
+		return nil, err
+	}
+	for p, h := range api.Handlers() {
+		out[p] = h
+	}
+	return out, nil
+}
+
+// withLive returns pc with the live changes of the cache applied.
+func (b *Built) withLive(pc httplimit.PolicyConfig) httplimit.PolicyConfig {
+	if b.live.cache == nil {
+		return pc
+	}
+	ov := b.live.cache.Overlay()
+	classes := make([]httplimit.Class, len(pc.Classes))
+	for i, c := range pc.Classes {
+		c.Live = nil
+		for tier, ap := range ov[c.Name] {
+			if c.Live == nil {
+				c.Live = map[string]httplimit.LiveLimit{}
+			}
+			c.Live[tier] = httplimit.LiveLimit{Limit: ap.Limit, RolloutPercent: ap.RolloutPercent, Shadow: ap.Shadow, Source: ap.Source}
+		}
+		classes[i] = c
+	}
+	pc.Classes = classes
+	return pc
+}
+
+// compile builds the policy of pc with the live changes; a live change the
+// policy refuses (it cannot be, they are validated alike) is logged and
+// left out rather than leaving the file's change unapplied.
+func (b *Built) compile(pc httplimit.PolicyConfig) (*httplimit.Policy, error) {
+	p, err := httplimit.NewPolicy(b.withLive(pc))
+	if err == nil || b.live.cache == nil {
+		return p, err
+	}
+	b.live.logger.Error("live limits left out: the policy refused them", slog.String("error", err.Error()))
+	return httplimit.NewPolicy(pc)
+}
+
+// applyLive puts a new overlay of live changes in force.
+func (b *Built) applyLive(livelimits.Overlay) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.Server == nil {
+		return // still building: the policy is compiled with the overlay
+	}
+	p, err := b.compile(b.live.pc)
+	if err != nil {
+		b.live.logger.Error("live limits not applied", slog.String("error", err.Error()))
+		return
+	}
+	b.Middleware().Swap(p)
+	b.live.logger.Info("live limits applied")
+}
+
+// reload applies cfg: the policy (routes, classes, limits, tiers,
+// identity, headers) with the live changes, atomically. Keys that need a
+// restart are logged.
+func (b *Built) reload(cfg *config.Config) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	pc, err := cfg.PolicyConfig(b.store, b.observer)
+	if err != nil {
+		return fmt.Errorf("config %s: %w", cfg.Source, err)
+	}
+	if _, err := httplimit.NewPolicy(pc); err != nil {
+		return fmt.Errorf("config %s: %w", cfg.Source, err)
+	}
+	if b.live.cache != nil {
+		b.live.cache.SetTargets(targets(cfg))
+	}
+	p, err := b.compile(pc)
+	if err != nil {
+		return fmt.Errorf("config %s: %w", cfg.Source, err)
+	}
+	b.Middleware().Swap(p)
+	if old := b.live.cfg; old != nil {
+		if keys := config.RestartRequired(old, cfg); len(keys) > 0 {
+			b.live.logger.Warn("config reloaded; these changes need a restart to apply", slog.Any("keys", keys))
+		}
+	}
+	b.live.cfg, b.live.pc = cfg, pc
+	return nil
+}
+
+// reloadFromSources loads the config again (file, environment, flags) and
+// applies it, counting the result.
+func (b *Built) reloadFromSources() {
+	cfg, err := b.live.sources.Load()
+	if err != nil {
+		b.live.metrics.reloadsErr.Add(1)
+	} else {
+		err = b.Reload(cfg)
+	}
+	if err != nil {
+		b.live.logger.Error("config reload rejected; the previous config keeps serving", slog.String("error", err.Error()))
+		return
+	}
+	b.live.logger.Info("config reloaded", slog.String("file", cfg.Source))
+}
+
+// Serve runs the server until ctx is done, with the live-limit cache kept
+// current and, when Deps.Sources names a file and reload.watch is on, the
+// file watched and reloaded on change.
+func (b *Built) Serve(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan struct{}, 2)
+	n := 0
+	if b.live.cache != nil {
+		n++
+		go func() { b.live.cache.Run(ctx); done <- struct{}{} }()
+	}
+	if s := b.live.sources; s != nil && s.File != "" && b.live.cfg.Reload.Watch {
+		n++
+		go func() {
+			config.Watch(ctx, s.File, b.live.cfg.Reload.Interval, b.live.logger, b.reloadFromSources)
+			done <- struct{}{}
+		}()
+	}
+	err := b.Server.Serve(ctx)
+	cancel()
+	for ; n > 0; n-- {
+		<-done
+	}
+	return err
+}
+
+// defaultMetricsHandler serves the Go and process collectors and the
+// config counters, for a server built without a metrics handler.
+func defaultMetricsHandler(m *ConfigMetrics) http.Handler {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), m)
+	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})
+}
