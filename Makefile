@@ -36,6 +36,10 @@ compare: ## compare with redis_rate, ulule/limiter and x/time/rate (bench/ modul
 	@./scripts/ensure-deps.sh redis-server
 	cd bench && $(GO) run ./compare $(COMPARE_FLAGS)
 
+.PHONY: rules
+rules: ## regenerate rules/, rules/tests/ and alerts/ from slo.yaml
+	$(GO) run ./cmd/rl-exporter rules --spec slo.yaml --out .
+
 lint: ## gofmt and go vet
 	@test -z "$$(gofmt -l .)" || (gofmt -l .; exit 1)
 	$(GO) vet ./...
