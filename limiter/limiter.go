@@ -65,6 +65,10 @@ type Limiter struct {
 	inProcess bool
 	// timeouts is the store when it applies Config.Timeout itself.
 	timeouts TimeoutStore
+	// memory is the store when it is a MemoryStore, called directly with
+	// the limit compiled once.
+	memory   *MemoryStore
+	compiled compiledLimit
 }
 
 // New validates cfg and returns a Limiter.
@@ -90,6 +94,8 @@ func New(cfg Config) (*Limiter, error) {
 	l := &Limiter{cfg: cfg}
 	_, l.inProcess = cfg.Store.(inProcessStore)
 	l.timeouts, _ = cfg.Store.(TimeoutStore)
+	l.memory, _ = cfg.Store.(*MemoryStore)
+	l.compiled = compileLimit(cfg.Limit)
 	if cfg.Breaker.Threshold > 0 {
 		l.breaker = newBreaker(cfg.Breaker)
 	}
@@ -112,10 +118,14 @@ func (l *Limiter) Allow(ctx context.Context, key string) (Decision, error) {
 // FailPolicy, its Failure field says so, and the store's error is returned
 // beside it (wrapped): callers let the Decision decide and count the error.
 func (l *Limiter) AllowN(ctx context.Context, key string, cost int64) (Decision, error) {
-	lim := l.cfg.Limit
-	if err := lim.CheckCost(cost); err != nil {
-		return Decision{Limit: lim.Quota()}, err
+	if cost < 1 || cost > l.compiled.b {
+		return Decision{Limit: l.compiled.b}, l.cfg.Limit.CheckCost(cost)
 	}
+	if l.memory != nil && l.breaker == nil && l.cfg.Observer == nil {
+		// The limit and cost are valid, and the memory store cannot fail.
+		return l.memory.decide(key, &l.compiled, cost), nil
+	}
+	lim := l.cfg.Limit
 	if l.breaker != nil && !l.breaker.allow() {
 		return l.fail(ctx, key, cost, ErrCircuitOpen)
 	}
@@ -126,6 +136,8 @@ func (l *Limiter) AllowN(ctx context.Context, key string, cost int64) (Decision,
 	var d Decision
 	var err error
 	switch {
+	case l.memory != nil:
+		d = l.memory.decide(key, &l.compiled, cost)
 	case l.cfg.Timeout <= 0 || l.inProcess:
 		d, err = l.cfg.Store.Decide(ctx, key, lim, cost)
 	case l.timeouts != nil:

@@ -25,7 +25,11 @@ const evictionSamples = 5
 
 // MemoryConfig configures a MemoryStore. The zero value is usable.
 type MemoryConfig struct {
-	// Now is the clock. Default time.Now; tests inject a controllable clock.
+	// Now is the clock; tests inject a controllable one. Default: the wall
+	// clock read once when the store is made, advanced by the monotonic
+	// clock (as time.Now's monotonic reading is), which costs one clock read
+	// per decision instead of two and is not moved by steps of the wall
+	// clock.
 	// It should not go backwards; when it does, window algorithms start a
 	// new window and bucket algorithms count no refill.
 	Now func() time.Time
@@ -63,34 +67,36 @@ type MemoryConfig struct {
 // share a key's state, so callers that enforce several limits of one
 // algorithm on the same client give each its own key prefix.
 type MemoryStore struct {
-	now      func() time.Time
+	now      func() time.Time // nil: the monotonic clock below
+	start    time.Time        // when the store was made, with a monotonic reading
+	startUS  int64            // start as Unix µs
 	seed     maphash.Seed
 	mask     uint64
 	perShard int
 	shards   []memShard
 }
 
+// memShard holds the entries whose hash selects it: per algorithm, a map
+// from the key's 64-bit hash, which is computed once per decision and also
+// selects the shard. Entries whose hashes collide are chained.
 type memShard struct {
 	mu sync.Mutex
-	m  map[memKey]*memEntry
-	_  [48]byte // keep neighbouring shards' mutexes off one cache line
+	n  int // entries held, chained ones included
+	m  [algorithmCount]map[uint64]*memEntry
+	_  [64]byte // keep neighbouring shards' mutexes off one cache line
 }
 
-type memKey struct {
-	alg algorithmIndex
-	key string
-}
-
-// algorithmIndex is an Algorithm as a small integer, cheaper to hash.
+// algorithmIndex is an Algorithm as a small integer.
 type algorithmIndex uint8
 
 const (
-	fixedWindowIndex algorithmIndex = iota + 1
+	fixedWindowIndex algorithmIndex = iota
 	slidingWindowIndex
 	slidingLogIndex
 	tokenBucketIndex
 	leakyBucketIndex
 	gcraIndex
+	algorithmCount // also: not an algorithm
 )
 
 func indexOf(a Algorithm) algorithmIndex {
@@ -108,29 +114,48 @@ func indexOf(a Algorithm) algorithmIndex {
 	case GCRA:
 		return gcraIndex
 	}
-	return 0
+	return algorithmCount
 }
 
-// memEntry is one key's state. The fields' meaning depends on the algorithm:
+// memEntry is one key's state, 64 bytes (one cache line). The fields'
+// meaning depends on the algorithm:
 //
 //	fixed_window:   a = window start, b = count
 //	sliding_window: a = window start, b = current count, c = previous count
 //	token_bucket, leaky_bucket: a = last update, b = level (1/P units)
-//	gcra:           tat = theoretical arrival time (µs, float)
+//	gcra:           a = the bits of the theoretical arrival time (µs, float64)
 //	sliding_log:    log
 type memEntry struct {
-	a, b, c int64
-	tat     float64
+	key  string
+	next *memEntry // the next entry with the same hash
+	a, b int64
+	c    int64
 	// idleAt is when the state becomes equivalent to a fresh key's (µs).
 	idleAt int64
 	log    *timestampLog
 }
 
+// compiledLimit is a validated Limit in the units the memory store counts
+// in, worked out once per Limiter instead of once per decision.
+type compiledLimit struct {
+	alg      algorithmIndex
+	align    bool
+	noDelay  bool
+	period   time.Duration
+	p, r, b  int64   // period (µs), rate, quota
+	interval float64 // gcra's emission interval P/R (µs)
+}
+
+func compileLimit(lim Limit) compiledLimit {
+	p, r := us(lim.Period), lim.Rate
+	return compiledLimit{
+		alg: indexOf(lim.Algorithm), align: lim.AlignWindows, noDelay: lim.NoDelay, period: lim.Period,
+		p: p, r: r, b: lim.Quota(), interval: float64(p) / float64(r),
+	}
+}
+
 // NewMemoryStore returns a MemoryStore configured by cfg.
 func NewMemoryStore(cfg MemoryConfig) *MemoryStore {
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
 	if cfg.Shards <= 0 {
 		cfg.Shards = DefaultMemoryShards
 	}
@@ -144,20 +169,61 @@ func NewMemoryStore(cfg MemoryConfig) *MemoryStore {
 	for n > 1 && n > cfg.MaxKeys { // at least one key per shard
 		n >>= 1
 	}
-	s := &MemoryStore{
+	start := time.Now()
+	return &MemoryStore{
 		now:      cfg.Now,
+		start:    start,
+		startUS:  start.UnixMicro(),
 		seed:     maphash.MakeSeed(),
 		mask:     uint64(n - 1),
 		perShard: cfg.MaxKeys / n,
 		shards:   make([]memShard, n),
 	}
-	for i := range s.shards {
-		s.shards[i].m = make(map[memKey]*memEntry)
-	}
-	return s
 }
 
 func (s *MemoryStore) decidesInProcess() {}
+
+// nowUS is the current time in Unix µs. Without an injected clock it is the
+// wall clock read when the store was made advanced by the monotonic clock:
+// an exact reading of the current instant (not a cached or coarse one)
+// that costs one clock read instead of time.Now's two, and never goes
+// backwards when the wall clock is stepped.
+func (s *MemoryStore) nowUS() int64 {
+	if s.now != nil {
+		return s.now().UnixMicro()
+	}
+	return s.startUS + int64(time.Since(s.start)/time.Microsecond)
+}
+
+// lookup returns the entry of key with hash h in m, or nil.
+func lookup(m map[uint64]*memEntry, h uint64, key string) *memEntry {
+	e := m[h]
+	for e != nil && e.key != key {
+		e = e.next
+	}
+	return e
+}
+
+// remove unlinks e, whose hash is h, from m. The caller holds sh.mu.
+func (sh *memShard) remove(m map[uint64]*memEntry, h uint64, e *memEntry) {
+	head := m[h]
+	if head == e {
+		if e.next == nil {
+			delete(m, h)
+		} else {
+			m[h] = e.next
+		}
+	} else {
+		for p := head; p != nil; p = p.next {
+			if p.next == e {
+				p.next = e.next
+				break
+			}
+		}
+	}
+	e.next = nil
+	sh.n--
+}
 
 // Name returns "memory".
 func (s *MemoryStore) Name() string { return "memory" }
@@ -168,7 +234,7 @@ func (s *MemoryStore) Len() int {
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		n += len(sh.m)
+		n += sh.n
 		sh.mu.Unlock()
 	}
 	return n
@@ -178,19 +244,33 @@ func (s *MemoryStore) Len() int {
 // returns how many it dropped. It locks one shard at a time. Calling it is
 // optional: insertions already drop idle keys they come across.
 func (s *MemoryStore) Sweep() int {
-	now := s.now().UnixMicro()
+	now := s.nowUS()
 	dropped := 0
+	type idleEntry struct {
+		h uint64
+		e *memEntry
+	}
+	var idle []idleEntry
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		for k, e := range sh.m {
-			if e.idleAt <= now {
-				delete(sh.m, k)
-				dropped++
+		for _, m := range sh.m {
+			idle = idle[:0]
+			for h, head := range m {
+				for e := head; e != nil; e = e.next {
+					if e.idleAt <= now {
+						idle = append(idle, idleEntry{h, e})
+					}
+				}
 			}
+			for _, ie := range idle {
+				sh.remove(m, ie.h, ie.e)
+			}
+			dropped += len(idle)
 		}
 		sh.mu.Unlock()
 	}
+	clear(idle)
 	return dropped
 }
 
@@ -198,8 +278,7 @@ func (s *MemoryStore) Sweep() int {
 // that Limit.Validate or Limit.CheckCost would refuse (a Limiter never
 // passes one); ctx is not consulted because a decision never waits.
 func (s *MemoryStore) Decide(_ context.Context, key string, lim Limit, cost int64) (Decision, error) {
-	alg := indexOf(lim.Algorithm)
-	if alg == 0 || lim.Rate <= 0 || lim.Period < time.Millisecond {
+	if indexOf(lim.Algorithm) == algorithmCount || lim.Rate <= 0 || lim.Period < time.Millisecond {
 		if err := lim.Validate(); err != nil {
 			return Decision{}, fmt.Errorf("memory store: limit: %w", err)
 		}
@@ -207,32 +286,40 @@ func (s *MemoryStore) Decide(_ context.Context, key string, lim Limit, cost int6
 	if err := lim.CheckCost(cost); err != nil {
 		return Decision{Limit: lim.Quota()}, fmt.Errorf("memory store: %w", err)
 	}
-	now := s.now().UnixMicro()
-	sh := &s.shards[maphash.String(s.seed, key)&s.mask]
+	cl := compileLimit(lim)
+	return s.decide(key, &cl, cost), nil
+}
+
+// decide makes one decision for a validated limit and cost.
+func (s *MemoryStore) decide(key string, cl *compiledLimit, cost int64) Decision {
+	now := s.nowUS()
+	h := maphash.String(s.seed, key)
+	sh := &s.shards[h&s.mask]
 	sh.mu.Lock()
-	e := sh.m[memKey{alg: alg, key: key}]
+	m := sh.m[cl.alg]
+	e := lookup(m, h, key)
 	fresh := e == nil
 	if fresh {
-		e = sh.insert(memKey{alg: alg, key: strings.Clone(key)}, now, s.perShard)
+		e = sh.insert(cl.alg, h, key, now, s.perShard)
 	}
 	var d Decision
-	switch alg {
+	switch cl.alg {
 	case fixedWindowIndex:
-		d = e.fixedWindow(now, key, lim, cost)
+		d = e.fixedWindow(now, key, cl, cost)
 	case slidingWindowIndex:
-		d = e.slidingWindow(now, key, lim, cost)
+		d = e.slidingWindow(now, key, cl, cost)
 	case slidingLogIndex:
-		d = e.slidingLog(now, lim, cost)
+		d = e.slidingLog(now, cl, cost)
 	case tokenBucketIndex:
-		d = e.tokenBucket(now, fresh, lim, cost)
+		d = e.tokenBucket(now, fresh, cl, cost)
 	case leakyBucketIndex:
-		d = e.leakyBucket(now, lim, cost)
+		d = e.leakyBucket(now, cl, cost)
 	case gcraIndex:
-		d = e.gcra(now, lim, cost)
+		d = e.gcra(now, cl, cost)
 	}
 	sh.mu.Unlock()
-	d.Limit = lim.Quota()
-	return d, nil
+	d.Limit = cl.b
+	return d
 }
 
 // idleGrace is how long past becoming equivalent to fresh a key is kept
@@ -241,38 +328,52 @@ func (s *MemoryStore) Decide(_ context.Context, key string, lim Limit, cost int6
 // for it.
 const idleGrace = int64(time.Second / time.Microsecond)
 
-// insert adds a new entry for k, first dropping idle entries among a few
-// sampled ones and, when the shard is still full, evicting the sampled
-// entry that becomes idle soonest. A dropped entry is reused for k. The
-// caller holds sh.mu.
-func (sh *memShard) insert(k memKey, now int64, max int) *memEntry {
+// insert adds a new entry for key with hash h under algorithm alg, first
+// dropping idle entries among a few sampled ones (of any algorithm) and,
+// when the shard is still full, evicting the sampled entry that becomes
+// idle soonest. A dropped entry is reused. The caller holds sh.mu.
+func (sh *memShard) insert(alg algorithmIndex, h uint64, key string, now int64, max int) *memEntry {
 	var (
-		reuse    *memEntry
-		victim   memKey
-		victimAt int64 = math.MaxInt64
-		seen     int
+		reuse, victim *memEntry
+		victimMap     map[uint64]*memEntry
+		victimHash    uint64
+		victimAt      int64 = math.MaxInt64
+		seen          int
 	)
-	for sk, se := range sh.m {
-		if se.idleAt+idleGrace <= now {
-			delete(sh.m, sk)
-			reuse = se
-		} else if se.idleAt < victimAt {
-			victim, victimAt = sk, se.idleAt
-		}
-		if seen++; seen == evictionSamples {
-			break
+	// Sample the new key's algorithm first, then the others.
+	for i := algorithmIndex(0); i < algorithmCount && seen < evictionSamples; i++ {
+		m := sh.m[(alg+i)%algorithmCount]
+		for sh2, se := range m {
+			// The head of a chain stands for the chain (collisions are rare).
+			if se.idleAt+idleGrace <= now {
+				sh.remove(m, sh2, se)
+				reuse = se
+			} else if se.idleAt < victimAt {
+				victim, victimMap, victimHash, victimAt = se, m, sh2, se.idleAt
+			}
+			if seen++; seen == evictionSamples {
+				break
+			}
 		}
 	}
-	if len(sh.m) >= max && victimAt != math.MaxInt64 {
-		reuse = sh.m[victim]
-		delete(sh.m, victim)
+	if sh.n >= max && victim != nil {
+		sh.remove(victimMap, victimHash, victim)
+		reuse = victim
 	}
 	if reuse == nil {
 		reuse = &memEntry{}
 	} else {
 		reuse.reset()
 	}
-	sh.m[k] = reuse
+	m := sh.m[alg]
+	if m == nil {
+		m = make(map[uint64]*memEntry)
+		sh.m[alg] = m
+	}
+	reuse.key = strings.Clone(key)
+	reuse.next = m[h]
+	m[h] = reuse
+	sh.n++
 	return reuse
 }
 
@@ -298,16 +399,16 @@ func floorDiv(a, b int64) int64 {
 func windowStart(now, off, p int64) int64 { return floorDiv(now-off, p)*p + off }
 
 // windowOffset is the offset of key's windows in µs (0 when aligned).
-func windowOffset(key string, lim Limit) int64 {
-	if lim.AlignWindows {
+func windowOffset(key string, cl *compiledLimit) int64 {
+	if cl.align {
 		return 0
 	}
-	return us(WindowOffset(key, lim.Period))
+	return us(WindowOffset(key, cl.period))
 }
 
-func (e *memEntry) fixedWindow(now int64, key string, lim Limit, cost int64) Decision {
-	p, r := us(lim.Period), lim.Rate
-	ws := windowStart(now, windowOffset(key, lim), p)
+func (e *memEntry) fixedWindow(now int64, key string, cl *compiledLimit, cost int64) Decision {
+	p, r := cl.p, cl.r
+	ws := windowStart(now, windowOffset(key, cl), p)
 	if e.a != ws {
 		e.a, e.b = ws, 0
 	}
@@ -322,9 +423,9 @@ func (e *memEntry) fixedWindow(now int64, key string, lim Limit, cost int64) Dec
 // slidingWindow compares in integers scaled by P, which is exact: the
 // float weighted = prev·(P−e)/P of the definition is only compared and
 // floored, and R·P ≤ 2^53 (Limit.Validate).
-func (e *memEntry) slidingWindow(now int64, key string, lim Limit, cost int64) Decision {
-	p, r := us(lim.Period), lim.Rate
-	ws := windowStart(now, windowOffset(key, lim), p)
+func (e *memEntry) slidingWindow(now int64, key string, cl *compiledLimit, cost int64) Decision {
+	p, r := cl.p, cl.r
+	ws := windowStart(now, windowOffset(key, cl), p)
 	switch e.a {
 	case ws:
 	case ws - p:
@@ -366,8 +467,8 @@ func (e *memEntry) slidingWindow(now int64, key string, lim Limit, cost int64) D
 	return d
 }
 
-func (e *memEntry) slidingLog(now int64, lim Limit, cost int64) Decision {
-	p, r := us(lim.Period), lim.Rate
+func (e *memEntry) slidingLog(now int64, cl *compiledLimit, cost int64) Decision {
+	p, r := cl.p, cl.r
 	if e.log == nil {
 		e.log = &timestampLog{}
 	}
@@ -403,8 +504,8 @@ func refillElapsed(now, ts, full, rate int64) int64 {
 	return min(el, ceilDiv(full, rate))
 }
 
-func (e *memEntry) tokenBucket(now int64, fresh bool, lim Limit, cost int64) Decision {
-	p, r, b := us(lim.Period), lim.Rate, lim.Quota()
+func (e *memEntry) tokenBucket(now int64, fresh bool, cl *compiledLimit, cost int64) Decision {
+	p, r, b := cl.p, cl.r, cl.b
 	full := b * p
 	level := full
 	if !fresh {
@@ -425,13 +526,13 @@ func (e *memEntry) tokenBucket(now int64, fresh bool, lim Limit, cost int64) Dec
 	return d
 }
 
-func (e *memEntry) leakyBucket(now int64, lim Limit, cost int64) Decision {
-	p, r, b := us(lim.Period), lim.Rate, lim.Quota()
+func (e *memEntry) leakyBucket(now int64, cl *compiledLimit, cost int64) Decision {
+	p, r, b := cl.p, cl.r, cl.b
 	full := b * p
 	level := max(0, e.b-refillElapsed(now, e.a, full, r)*r)
 	d := Decision{}
 	if level+cost*p <= full {
-		if !lim.NoDelay {
+		if !cl.noDelay {
 			d.Delay = fromUS(ceilDiv(level, r))
 		}
 		level += cost * p
@@ -454,13 +555,12 @@ const gcraEpsilon = 1e-9
 
 // gcra works relative to now: d = TAT − now is exact (both are timestamps
 // of similar magnitude), and every later step handles small numbers.
-func (e *memEntry) gcra(now int64, lim Limit, cost int64) Decision {
-	p, r, b := us(lim.Period), lim.Rate, lim.Quota()
-	t := float64(p) / float64(r)
+func (e *memEntry) gcra(now int64, cl *compiledLimit, cost int64) Decision {
+	t := cl.interval
 	nowF := float64(now)
-	ahead := max(e.tat-nowF, 0) // tat − now
+	ahead := max(math.Float64frombits(uint64(e.a))-nowF, 0) // tat − now
 	newAhead := ahead + float64(cost)*t
-	tolerance := float64(b) * t
+	tolerance := float64(cl.b) * t
 	d := Decision{}
 	if wait := newAhead - tolerance; wait/t > gcraEpsilon {
 		d.RetryAfter = fromUS(int64(math.Ceil(wait - gcraEpsilon*t)))
@@ -469,7 +569,7 @@ func (e *memEntry) gcra(now int64, lim Limit, cost int64) Decision {
 		e.idleAt = now + int64(math.Ceil(ahead))
 		return d
 	}
-	e.tat = nowF + newAhead
+	e.a = int64(math.Float64bits(nowF + newAhead))
 	d.Allowed = true
 	d.Remaining = max(int64(math.Floor((tolerance-newAhead)/t+gcraEpsilon)), 0)
 	d.ResetAfter = fromUS(int64(math.Ceil(newAhead - gcraEpsilon*t)))
