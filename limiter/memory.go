@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"hash/maphash"
 	"math"
-	"strings"
-	"sync"
 	"time"
 )
 
@@ -76,16 +74,6 @@ type MemoryStore struct {
 	shards   []memShard
 }
 
-// memShard holds the entries whose hash selects it: per algorithm, a map
-// from the key's 64-bit hash, which is computed once per decision and also
-// selects the shard. Entries whose hashes collide are chained.
-type memShard struct {
-	mu sync.Mutex
-	n  int // entries held, chained ones included
-	m  [algorithmCount]map[uint64]*memEntry
-	_  [64]byte // keep neighbouring shards' mutexes off one cache line
-}
-
 // algorithmIndex is an Algorithm as a small integer.
 type algorithmIndex uint8
 
@@ -117,8 +105,8 @@ func indexOf(a Algorithm) algorithmIndex {
 	return algorithmCount
 }
 
-// memEntry is one key's state, 64 bytes (one cache line). The fields'
-// meaning depends on the algorithm:
+// memEntry is one key's state. The fields' meaning depends on the
+// algorithm:
 //
 //	fixed_window:   a = window start, b = count
 //	sliding_window: a = window start, b = current count, c = previous count
@@ -127,7 +115,6 @@ func indexOf(a Algorithm) algorithmIndex {
 //	sliding_log:    log
 type memEntry struct {
 	key  string
-	next *memEntry // the next entry with the same hash
 	a, b int64
 	c    int64
 	// idleAt is when the state becomes equivalent to a fresh key's (µs).
@@ -195,34 +182,10 @@ func (s *MemoryStore) nowUS() int64 {
 	return s.startUS + int64(time.Since(s.start)/time.Microsecond)
 }
 
-// lookup returns the entry of key with hash h in m, or nil.
-func lookup(m map[uint64]*memEntry, h uint64, key string) *memEntry {
-	e := m[h]
-	for e != nil && e.key != key {
-		e = e.next
-	}
-	return e
-}
-
-// remove unlinks e, whose hash is h, from m. The caller holds sh.mu.
-func (sh *memShard) remove(m map[uint64]*memEntry, h uint64, e *memEntry) {
-	head := m[h]
-	if head == e {
-		if e.next == nil {
-			delete(m, h)
-		} else {
-			m[h] = e.next
-		}
-	} else {
-		for p := head; p != nil; p = p.next {
-			if p.next == e {
-				p.next = e.next
-				break
-			}
-		}
-	}
-	e.next = nil
-	sh.n--
+// hash is the 64-bit hash of (alg, key): its low bits pick the shard,
+// the table slot is derived from all of it.
+func (s *MemoryStore) hash(alg algorithmIndex, key string) uint64 {
+	return maphash.String(s.seed, key) ^ (uint64(alg)+1)*0xC2B2AE3D27D4EB4F
 }
 
 // Name returns "memory".
@@ -246,31 +209,12 @@ func (s *MemoryStore) Len() int {
 func (s *MemoryStore) Sweep() int {
 	now := s.nowUS()
 	dropped := 0
-	type idleEntry struct {
-		h uint64
-		e *memEntry
-	}
-	var idle []idleEntry
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		for _, m := range sh.m {
-			idle = idle[:0]
-			for h, head := range m {
-				for e := head; e != nil; e = e.next {
-					if e.idleAt <= now {
-						idle = append(idle, idleEntry{h, e})
-					}
-				}
-			}
-			for _, ie := range idle {
-				sh.remove(m, ie.h, ie.e)
-			}
-			dropped += len(idle)
-		}
+		dropped += sh.sweep(now)
 		sh.mu.Unlock()
 	}
-	clear(idle)
 	return dropped
 }
 
@@ -293,14 +237,16 @@ func (s *MemoryStore) Decide(_ context.Context, key string, lim Limit, cost int6
 // decide makes one decision for a validated limit and cost.
 func (s *MemoryStore) decide(key string, cl *compiledLimit, cost int64) Decision {
 	now := s.nowUS()
-	h := maphash.String(s.seed, key)
+	h := s.hash(cl.alg, key)
 	sh := &s.shards[h&s.mask]
 	sh.mu.Lock()
-	m := sh.m[cl.alg]
-	e := lookup(m, h, key)
-	fresh := e == nil
+	var e *memEntry
+	i := sh.find(h, cl.alg, key)
+	fresh := i < 0
 	if fresh {
-		e = sh.insert(cl.alg, h, key, now, s.perShard)
+		e = sh.insert(h, cl.alg, key, now, s.perShard)
+	} else {
+		e = &sh.slots[i].memEntry
 	}
 	var d Decision
 	switch cl.alg {
@@ -327,64 +273,6 @@ func (s *MemoryStore) decide(key string, cl *compiledLimit, cost int64) Decision
 // entry instead of being dropped and allocated again. Sweep does not wait
 // for it.
 const idleGrace = int64(time.Second / time.Microsecond)
-
-// insert adds a new entry for key with hash h under algorithm alg, first
-// dropping idle entries among a few sampled ones (of any algorithm) and,
-// when the shard is still full, evicting the sampled entry that becomes
-// idle soonest. A dropped entry is reused. The caller holds sh.mu.
-func (sh *memShard) insert(alg algorithmIndex, h uint64, key string, now int64, max int) *memEntry {
-	var (
-		reuse, victim *memEntry
-		victimMap     map[uint64]*memEntry
-		victimHash    uint64
-		victimAt      int64 = math.MaxInt64
-		seen          int
-	)
-	// Sample the new key's algorithm first, then the others.
-	for i := algorithmIndex(0); i < algorithmCount && seen < evictionSamples; i++ {
-		m := sh.m[(alg+i)%algorithmCount]
-		for sh2, se := range m {
-			// The head of a chain stands for the chain (collisions are rare).
-			if se.idleAt+idleGrace <= now {
-				sh.remove(m, sh2, se)
-				reuse = se
-			} else if se.idleAt < victimAt {
-				victim, victimMap, victimHash, victimAt = se, m, sh2, se.idleAt
-			}
-			if seen++; seen == evictionSamples {
-				break
-			}
-		}
-	}
-	if sh.n >= max && victim != nil {
-		sh.remove(victimMap, victimHash, victim)
-		reuse = victim
-	}
-	if reuse == nil {
-		reuse = &memEntry{}
-	} else {
-		reuse.reset()
-	}
-	m := sh.m[alg]
-	if m == nil {
-		m = make(map[uint64]*memEntry)
-		sh.m[alg] = m
-	}
-	reuse.key = strings.Clone(key)
-	reuse.next = m[h]
-	m[h] = reuse
-	sh.n++
-	return reuse
-}
-
-// reset makes e a fresh key's state, keeping the log's ring for reuse.
-func (e *memEntry) reset() {
-	lg := e.log
-	*e = memEntry{log: lg}
-	if lg != nil {
-		lg.head, lg.size, lg.total = 0, 0, 0
-	}
-}
 
 func us(d time.Duration) int64     { return int64(d / time.Microsecond) }
 func fromUS(v int64) time.Duration { return time.Duration(v) * time.Microsecond }

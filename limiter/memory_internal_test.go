@@ -1,47 +1,113 @@
 package limiter
 
 import (
+	"math/rand/v2"
+	"strconv"
 	"testing"
 	"time"
 )
 
-// Keys whose 64-bit hashes collide are chained: each keeps its own state,
-// and removing one leaves the others reachable.
+// Keys whose 64-bit hashes collide share a probe run: each keeps its own
+// state, and removing one leaves the others reachable.
 func TestMemoryShardKeepsCollidingKeysApart(t *testing.T) {
 	var sh memShard
 	const h = 0xDEADBEEF
-	keys := []string{"a", "b", "c", "d"}
+	keys := []string{"a", "b", "c", "d", ""}
 	for i, k := range keys {
-		e := sh.insert(gcraIndex, h, k, 0, 100)
-		e.b = int64(i + 1)
+		sh.insert(h, gcraIndex, k, 0, 100).b = int64(i + 1)
 	}
-	if sh.n != len(keys) || len(sh.m[gcraIndex]) != 1 {
-		t.Fatalf("%d entries in %d map slots, want %d chained in one", sh.n, len(sh.m[gcraIndex]), len(keys))
+	if sh.n != len(keys) {
+		t.Fatalf("%d entries, want %d", sh.n, len(keys))
+	}
+	get := func(alg algorithmIndex, k string) *memEntry {
+		if i := sh.find(h, alg, k); i >= 0 {
+			return &sh.slots[i].memEntry
+		}
+		return nil
 	}
 	for i, k := range keys {
-		if e := lookup(sh.m[gcraIndex], h, k); e == nil || e.b != int64(i+1) || e.key != k {
+		if e := get(gcraIndex, k); e == nil || e.b != int64(i+1) || e.key != k {
 			t.Fatalf("key %q: entry %+v, want its own with b=%d", k, e, i+1)
 		}
 	}
-	if e := lookup(sh.m[gcraIndex], h, "e"); e != nil {
+	if e := get(gcraIndex, "e"); e != nil {
 		t.Fatalf("an absent key with a colliding hash found %+v", e)
 	}
-	if e := lookup(sh.m[tokenBucketIndex], h, "a"); e != nil {
+	if e := get(tokenBucketIndex, "a"); e != nil {
 		t.Fatalf("another algorithm's state found %+v", e)
 	}
-	// Remove from the middle, the head and the tail of the chain.
-	for _, k := range []string{"b", "d", "a"} {
-		sh.remove(sh.m[gcraIndex], h, lookup(sh.m[gcraIndex], h, k))
-		if lookup(sh.m[gcraIndex], h, k) != nil {
+	for _, k := range []string{"b", "", "a"} {
+		sh.remove(sh.find(h, gcraIndex, k))
+		if get(gcraIndex, k) != nil {
 			t.Fatalf("key %q still found after removal", k)
 		}
 	}
-	if e := lookup(sh.m[gcraIndex], h, "c"); e == nil || e.b != 3 || sh.n != 1 {
-		t.Fatalf("the remaining key: %+v, %d entries", e, sh.n)
+	if e := get(gcraIndex, "c"); e == nil || e.b != 3 || sh.n != 2 {
+		t.Fatalf("a remaining key: %+v, %d entries", e, sh.n)
 	}
-	sh.remove(sh.m[gcraIndex], h, lookup(sh.m[gcraIndex], h, "c"))
-	if sh.n != 0 || len(sh.m[gcraIndex]) != 0 {
-		t.Fatalf("%d entries and %d map slots left", sh.n, len(sh.m[gcraIndex]))
+	if e := get(gcraIndex, "d"); e == nil || e.b != 4 {
+		t.Fatalf("a remaining key: %+v", e)
+	}
+}
+
+// Random inserts, removals and sweeps, with hashes squeezed into a few
+// values so that probe runs are long and wrap around the table, agree with
+// a Go map at every step.
+func TestMemoryShardAgreesWithAMap(t *testing.T) {
+	var sh memShard
+	want := map[string]int64{}
+	idleAt := map[string]int64{}
+	rng := rand.New(rand.NewPCG(5, 6))
+	hashOf := func(k string) uint64 { return uint64(len(k)%5) * 0x9E3779B97F4A7C15 }
+	for step := 0; step < 4000; step++ {
+		k := strconv.Itoa(rng.IntN(300))
+		switch op := rng.IntN(10); {
+		case op < 6:
+			if i := sh.find(hashOf(k), fixedWindowIndex, k); i >= 0 {
+				sh.slots[i].b++
+				want[k]++
+			} else {
+				if _, ok := want[k]; ok {
+					t.Fatalf("step %d: key %q present in the map but not found", step, k)
+				}
+				e := sh.insert(hashOf(k), fixedWindowIndex, k, 0, 1<<30)
+				e.b, e.idleAt = 1, int64(rng.IntN(100))
+				want[k], idleAt[k] = 1, e.idleAt
+			}
+		case op < 9:
+			if i := sh.find(hashOf(k), fixedWindowIndex, k); i >= 0 {
+				sh.remove(i)
+				delete(want, k)
+			} else if _, ok := want[k]; ok {
+				t.Fatalf("step %d: key %q present in the map but not found", step, k)
+			}
+		default:
+			cut := int64(rng.IntN(20))
+			dropped := sh.sweep(cut)
+			n := 0
+			for k := range want {
+				i := sh.find(hashOf(k), fixedWindowIndex, k)
+				if idle := idleAt[k] <= cut; idle != (i < 0) {
+					t.Fatalf("step %d: sweep at %d: key %q idle at %d, found %v", step, cut, k, idleAt[k], i >= 0)
+				}
+				if i < 0 {
+					delete(want, k)
+					n++
+				}
+			}
+			if n != dropped {
+				t.Fatalf("step %d: sweep reported %d dropped, %d keys gone", step, dropped, n)
+			}
+		}
+		if sh.n != len(want) {
+			t.Fatalf("step %d: %d entries, the map has %d", step, sh.n, len(want))
+		}
+		for k, v := range want {
+			i := sh.find(hashOf(k), fixedWindowIndex, k)
+			if i < 0 || sh.slots[i].b != v {
+				t.Fatalf("step %d: key %q: slot %d, want count %d", step, k, i, v)
+			}
+		}
 	}
 }
 

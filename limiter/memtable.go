@@ -1,0 +1,195 @@
+package limiter
+
+import (
+	"math"
+	"strings"
+	"sync"
+)
+
+// memShard is one independently locked part of a MemoryStore: an
+// open-addressing hash table (linear probing, backward-shift deletion)
+// whose slots hold the entries themselves, so that finding a key's state
+// reads one slot rather than following a map bucket to an entry
+// elsewhere on the heap. The table grows by doubling when three quarters
+// full. All methods need mu held.
+type memShard struct {
+	mu    sync.Mutex
+	slots []memSlot // a power of two long, or nil
+	shift uint8     // 64 − log2(len(slots))
+	n     int       // slots in use
+	_     [32]byte  // keep neighbouring shards' mutexes off one cache line
+}
+
+// memSlot is one slot: the hash of (algorithm, key), the algorithm + 1
+// (0 marks an empty slot) and the entry.
+type memSlot struct {
+	hash uint64
+	tag  uint8
+	memEntry
+}
+
+// minTableSize is the size of a shard's table when it first holds a key.
+const minTableSize = 8
+
+// home is the slot where a key with hash h starts probing (Fibonacci
+// hashing, so the table uses other bits of h than the shard index).
+func (sh *memShard) home(h uint64) int {
+	return int((h * 0x9E3779B97F4A7C15) >> sh.shift)
+}
+
+// find returns the slot of (alg, key) with hash h, or -1.
+func (sh *memShard) find(h uint64, alg algorithmIndex, key string) int {
+	if sh.n == 0 {
+		return -1
+	}
+	mask := len(sh.slots) - 1
+	tag := uint8(alg) + 1
+	for i := sh.home(h); ; i = (i + 1) & mask {
+		s := &sh.slots[i]
+		if s.tag == 0 {
+			return -1
+		}
+		if s.hash == h && s.tag == tag && s.key == key {
+			return i
+		}
+	}
+}
+
+// add puts a new entry for (alg, key) with hash h, which must not be
+// present, growing the table when needed, and returns its slot.
+func (sh *memShard) add(h uint64, alg algorithmIndex, key string) int {
+	if (sh.n+1)*4 > len(sh.slots)*3 {
+		sh.resize(max(minTableSize, 2*len(sh.slots)), nil)
+	}
+	i := sh.place(h)
+	sh.slots[i] = memSlot{hash: h, tag: uint8(alg) + 1, memEntry: memEntry{key: strings.Clone(key)}}
+	sh.n++
+	return i
+}
+
+// place returns the first empty slot on h's probe sequence.
+func (sh *memShard) place(h uint64) int {
+	mask := len(sh.slots) - 1
+	i := sh.home(h)
+	for sh.slots[i].tag != 0 {
+		i = (i + 1) & mask
+	}
+	return i
+}
+
+// resize rebuilds the table with size slots, keeping the entries for which
+// keep (when not nil) returns true.
+func (sh *memShard) resize(size int, keep func(*memEntry) bool) {
+	old := sh.slots
+	sh.slots = make([]memSlot, size)
+	sh.shift = uint8(64 - bitsLen(size-1))
+	sh.n = 0
+	for i := range old {
+		s := &old[i]
+		if s.tag == 0 || (keep != nil && !keep(&s.memEntry)) {
+			continue
+		}
+		sh.slots[sh.place(s.hash)] = *s
+		sh.n++
+	}
+}
+
+// bitsLen is the number of bits needed to represent x.
+func bitsLen(x int) int {
+	n := 0
+	for ; x > 0; x >>= 1 {
+		n++
+	}
+	return n
+}
+
+// remove empties slot i, shifting back the entries after it on the same
+// probe run so that every entry stays reachable from its home slot.
+func (sh *memShard) remove(i int) {
+	mask := len(sh.slots) - 1
+	for j := (i + 1) & mask; sh.slots[j].tag != 0; j = (j + 1) & mask {
+		k := sh.home(sh.slots[j].hash)
+		// The entry at j stays when its home k lies cyclically in (i, j].
+		if (i <= j && i < k && k <= j) || (i > j && (i < k || k <= j)) {
+			continue
+		}
+		sh.slots[i] = sh.slots[j]
+		i = j
+	}
+	sh.slots[i] = memSlot{}
+	sh.n--
+}
+
+// sweep drops every entry idle at now and shrinks the table to fit the
+// rest; it returns how many it dropped.
+func (sh *memShard) sweep(now int64) int {
+	before := sh.n
+	live := 0
+	for i := range sh.slots {
+		if s := &sh.slots[i]; s.tag != 0 && s.idleAt > now {
+			live++
+		}
+	}
+	if live == before {
+		return 0
+	}
+	size := minTableSize
+	for size*3 < live*4+4 {
+		size *= 2
+	}
+	if live == 0 {
+		sh.slots, sh.shift, sh.n = nil, 0, 0
+		return before
+	}
+	sh.resize(size, func(e *memEntry) bool { return e.idleAt > now })
+	return before - sh.n
+}
+
+// insert adds a new entry for (alg, key) with hash h and returns it. It
+// first looks at a few entries after a pseudo-random slot: those idle for
+// over idleGrace are dropped and, when the shard still holds max entries,
+// the one that becomes idle soonest is evicted.
+func (sh *memShard) insert(h uint64, alg algorithmIndex, key string, now int64, max int) *memEntry {
+	if sh.n > 0 {
+		sh.evict(h, now, max)
+	}
+	return &sh.slots[sh.add(h, alg, key)].memEntry
+}
+
+func (sh *memShard) evict(h uint64, now int64, max int) {
+	type sampled struct {
+		hash uint64
+		tag  uint8
+		key  string
+	}
+	var idle [evictionSamples]sampled
+	var victim sampled
+	nIdle, seen := 0, 0
+	victimAt := int64(math.MaxInt64)
+	mask := len(sh.slots) - 1
+	start := int(h>>7) & mask
+	for k := 0; k <= mask && seen < evictionSamples; k++ {
+		s := &sh.slots[(start+k)&mask]
+		if s.tag == 0 {
+			continue
+		}
+		seen++
+		if s.idleAt+idleGrace <= now {
+			idle[nIdle] = sampled{s.hash, s.tag, s.key}
+			nIdle++
+		} else if s.idleAt < victimAt {
+			victim, victimAt = sampled{s.hash, s.tag, s.key}, s.idleAt
+		}
+	}
+	// Removing shifts slots, so find each sampled entry again.
+	for _, x := range idle[:nIdle] {
+		if i := sh.find(x.hash, algorithmIndex(x.tag-1), x.key); i >= 0 {
+			sh.remove(i)
+		}
+	}
+	if sh.n >= max && victimAt != math.MaxInt64 {
+		if i := sh.find(victim.hash, algorithmIndex(victim.tag-1), victim.key); i >= 0 {
+			sh.remove(i)
+		}
+	}
+}
