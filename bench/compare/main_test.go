@@ -20,11 +20,11 @@ func TestCompareRunsEveryLimiterAndPrintsOneTableWithRatios(t *testing.T) {
 			rows = append(rows, line)
 		}
 	}
-	// 4 Redis and 4 memory limiters, at 2 caller counts.
-	if len(rows) != 16 {
-		t.Fatalf("%d table rows, want 16:\n%s", len(rows), out)
+	// 5 Redis and 4 memory limiters, at 2 caller counts.
+	if len(rows) != 18 {
+		t.Fatalf("%d table rows, want 18:\n%s", len(rows), out)
 	}
-	for _, name := range []string{"rl-exporter gcra", "rl-exporter fixed_window", "redis_rate v10 (GCRA) (baseline)",
+	for _, name := range []string{"rl-exporter gcra", "rl-exporter fixed_window", "rl-exporter gcra, batching off", "redis_rate v10 (GCRA) (baseline)",
 		"ulule/limiter v3 (fixed window)", "x/time/rate + mutex map (baseline)", "rl-exporter token_bucket"} {
 		if !strings.Contains(out, "| "+name+" |") {
 			t.Errorf("no row for %s:\n%s", name, out)

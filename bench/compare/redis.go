@@ -116,7 +116,7 @@ func redisContenders(ctx context.Context, url string) (*redisSet, string, error)
 		}
 	}()
 
-	rlGCRA, rlFixed, rlDesc, err := rlExporterRedis(ctx, url, s)
+	rlGCRA, rlFixed, rlGCRAUnbatched, rlDesc, err := rlExporterRedis(ctx, url, s)
 	if err != nil {
 		return nil, "", err
 	}
@@ -160,6 +160,7 @@ func redisContenders(ctx context.Context, url string) (*redisSet, string, error)
 	s.contenders = []contender{
 		{store: "redis", name: "rl-exporter gcra", decide: rlGCRA},
 		{store: "redis", name: "rl-exporter fixed_window", decide: rlFixed},
+		{store: "redis", name: "rl-exporter gcra, batching off", decide: rlGCRAUnbatched},
 		{store: "redis", name: "redis_rate v10 (GCRA)", baseline: true, decide: redisRateDecide},
 		{store: "redis", name: "ulule/limiter v3 (fixed window)", decide: ululeDecide},
 	}
