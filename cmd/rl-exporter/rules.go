@@ -11,11 +11,12 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/rl-exporter/rl-exporter/dashboards"
 	"github.com/rl-exporter/rl-exporter/slo"
 )
 
 func init() {
-	register("rules", "generate Prometheus rules, their promtool tests and the Alertmanager config from an SLO spec", runRules)
+	register("rules", "generate Prometheus rules, their promtool tests, the Alertmanager config and Grafana dashboards from an SLO spec", runRules)
 }
 
 // generatedMarker starts every file `rules` writes; stale ones are removed.
@@ -25,12 +26,12 @@ func runRules(_ context.Context, args []string, _ func(string) string, stdout, s
 	fs := flag.NewFlagSet("rules", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	spec := fs.String("spec", "slo.yaml", "SLO spec `file`")
-	out := fs.String("out", ".", "output `dir`ectory: writes rules/, rules/tests/ and alerts/ under it")
+	out := fs.String("out", ".", "output `dir`ectory: writes rules/, rules/tests/, alerts/ and dashboards/ under it")
 	check := fs.Bool("check", false, "validate the spec and what it generates, write nothing")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: rl-exporter rules [--spec FILE] [--out DIR] [--check]\n\n"+
-			"Generates %s, %s/*.yml and %s from an SLO spec.\nExit status: 0 ok, 1 invalid spec, 2 usage.\n\n",
-			slo.RulesPath, slo.RuleTestsDir, slo.AlertmanagerPath)
+			"Generates %s, %s/*.yml, %s and %s/*.json from an SLO spec.\nExit status: 0 ok, 1 invalid spec, 2 usage.\n\n",
+			slo.RulesPath, slo.RuleTestsDir, slo.AlertmanagerPath, dashboards.Dir)
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -57,6 +58,12 @@ func runRules(_ context.Context, args []string, _ func(string) string, stdout, s
 		fmt.Fprintf(stderr, "rl-exporter rules: %s: %v\n", *spec, err)
 		return exitFailure
 	}
+	boards, err := dashboards.Generate(model)
+	if err != nil {
+		fmt.Fprintf(stderr, "rl-exporter rules: %s: %v\n", *spec, err)
+		return exitFailure
+	}
+	files = append(files, boards...)
 	if *check {
 		fmt.Fprintf(stdout, "%s: valid; it generates %d files\n", *spec, len(files))
 		return exitOK
