@@ -1,6 +1,7 @@
 package redisstore
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"sync/atomic"
@@ -69,8 +70,9 @@ type request struct {
 	d     limiter.Decision
 	err   error
 
-	// argv and ints are reused buffers of the direct path.
+	// argv, raw and ints are reused buffers of the direct path.
 	argv [12]any
+	raw  bytes.Buffer
 	ints []int64
 }
 
@@ -210,6 +212,7 @@ func (b *batcher) send() {
 				if len(b.queue) > 0 && b.running.Add(1) <= b.senders {
 					continue
 				}
+				sd.conn.close()
 				return
 			}
 		}
@@ -232,6 +235,8 @@ func (b *batcher) send() {
 // sender is the reusable state of one sender goroutine.
 type sender struct {
 	b      *batcher
+	conn   ownConn
+	via    processor // what the current batch goes through
 	batch  []*request
 	groups []group
 	byKey  map[int]int // group index by algorithm and slot
@@ -242,13 +247,17 @@ type sender struct {
 // group is the decisions of one batch that go in one script call.
 type group struct {
 	alg     int
+	numKeys int64
 	members []*request
 	cmd     redis.Cmder
 	args    []any
+	raw     *bytes.Buffer // the raw reply on a single server, reused
 }
 
 func newSender(b *batcher) *sender {
-	return &sender{b: b, byKey: make(map[int]int)}
+	sd := &sender{b: b, byKey: make(map[int]int)}
+	sd.conn.client, _ = b.s.client.(*redis.Client)
+	return sd
 }
 
 // deliver hands r its answer.
@@ -307,7 +316,7 @@ func (sd *sender) flush(batch []*request) {
 				sd.groups = sd.groups[:gi+1]
 				sd.groups[gi].alg, sd.groups[gi].members = r.alg, sd.groups[gi].members[:0]
 			} else {
-				sd.groups = append(sd.groups, group{alg: r.alg})
+				sd.groups = append(sd.groups, group{alg: r.alg, raw: new(bytes.Buffer)})
 			}
 		}
 		sd.groups[gi].members = append(sd.groups[gi].members, r)
@@ -319,7 +328,8 @@ func (sd *sender) flush(batch []*request) {
 		g := &sd.groups[gi]
 		sc := &s.algs[g.alg]
 		start := len(sd.args)
-		sd.args = append(sd.args, "evalsha", sc.batch.sha, len(g.members)*sc.nkeys)
+		g.numKeys = int64(len(g.members) * sc.nkeys)
+		sd.args = append(sd.args, "evalsha", sc.batch.shaArg, &g.numKeys)
 		for _, r := range g.members {
 			sd.args = append(sd.args, &r.key)
 			if sc.nkeys == 2 {
@@ -333,28 +343,41 @@ func (sd *sender) flush(batch []*request) {
 		}
 		g.args = sd.args[start:len(sd.args):len(sd.args)]
 	}
+	// On a single server the batch goes through the sender's own
+	// connection.
+	conn := sd.conn.take()
+	sd.via = s.client
+	if conn != nil {
+		sd.via = conn
+	}
 	sd.exec(ctx)
 	if len(live) > 1 {
 		sd.b.batched.Add(int64(len(live)))
 	}
+	var failed error
 	for gi := range sd.groups {
 		g := &sd.groups[gi]
-		sd.deliverGroup(ctx, g)
+		if err := sd.deliverGroup(ctx, g); err != nil {
+			failed = err
+		}
 		clear(g.members)
 		g.cmd, g.args = nil, nil
 	}
+	sd.conn.give(conn, failed)
+	sd.via = nil
 	clear(sd.args)
 }
 
-// newCmd is a script command on args: raw on a single server, typed on a
+// newCmd is g's script command: raw on a single server, typed on a
 // Cluster (see Store.call).
-func (sd *sender) newCmd(ctx context.Context, args []any) redis.Cmder {
+func (sd *sender) newCmd(ctx context.Context, g *group) redis.Cmder {
 	if sd.b.s.cluster {
-		c := redis.NewCmd(ctx, args...)
+		c := redis.NewCmd(ctx, g.args...)
 		c.SetFirstKeyPos(3)
 		return c
 	}
-	c := redis.NewRawCmd(ctx, args...)
+	g.raw.Reset()
+	c := redis.NewRawWriteToCmd(ctx, g.raw, g.args...)
 	c.SetFirstKeyPos(3)
 	return c
 }
@@ -362,15 +385,14 @@ func (sd *sender) newCmd(ctx context.Context, args []any) redis.Cmder {
 // exec sends every group's command: one call when there is one group, a
 // pipeline otherwise (on a Cluster, go-redis sends one pipeline per node).
 func (sd *sender) exec(ctx context.Context) {
-	s := sd.b.s
 	for gi := range sd.groups {
-		sd.groups[gi].cmd = sd.newCmd(ctx, sd.groups[gi].args)
+		sd.groups[gi].cmd = sd.newCmd(ctx, &sd.groups[gi])
 	}
 	if len(sd.groups) == 1 {
-		_ = s.client.Process(ctx, sd.groups[0].cmd)
+		_ = sd.via.Process(ctx, sd.groups[0].cmd)
 		return
 	}
-	pipe := s.client.Pipeline()
+	pipe := sd.via.Pipeline()
 	for gi := range sd.groups {
 		_ = pipe.Process(ctx, sd.groups[gi].cmd)
 	}
@@ -378,15 +400,14 @@ func (sd *sender) exec(ctx context.Context) {
 }
 
 // replyInts reads a group's reply into sd.ints.
-func (sd *sender) replyInts(cmd redis.Cmder) error {
+func (sd *sender) replyInts(g *group) error {
 	var err error
-	switch c := cmd.(type) {
-	case *redis.RawCmd:
-		raw, cerr := c.Result()
-		if cerr != nil {
+	switch c := g.cmd.(type) {
+	case *redis.RawWriteToCmd:
+		if cerr := c.Err(); cerr != nil {
 			return cerr
 		}
-		sd.ints, err = parseInts(raw, sd.ints)
+		sd.ints, err = parseInts(g.raw.Bytes(), sd.ints)
 	case *redis.Cmd:
 		if cerr := c.Err(); cerr != nil {
 			return cerr
@@ -399,17 +420,19 @@ func (sd *sender) replyInts(cmd redis.Cmder) error {
 }
 
 // deliverGroup decodes a group's reply and hands each member its answer.
-// A group whose script Redis did not hold is sent again with EVAL.
-func (sd *sender) deliverGroup(ctx context.Context, g *group) {
-	err := sd.replyInts(g.cmd)
+// A group whose script Redis did not hold is sent again with EVAL. It
+// returns the group's error, if any.
+func (sd *sender) deliverGroup(ctx context.Context, g *group) error {
+	err := sd.replyInts(g)
 	if isNoScript(err) {
 		sc := &sd.b.s.algs[g.alg]
-		g.args[0], g.args[1] = "eval", sc.batch.src
-		sd.ints, err = sd.b.s.call(ctx, g.args, sd.ints)
+		g.args[0], g.args[1] = "eval", sc.batch.srcArg
+		sd.ints, err = sd.b.s.call(ctx, sd.via, g.args, g.raw, sd.ints)
 	}
 	if err == nil && len(sd.ints) != replyLen*len(g.members) {
 		err = errors.New("unexpected batch reply length")
 	}
+
 	for i, r := range g.members {
 		if err != nil {
 			deliver(r, limiter.Decision{}, err)
@@ -419,4 +442,5 @@ func (sd *sender) deliverGroup(ctx context.Context, g *group) {
 		d.Limit = r.limit
 		deliver(r, d, derr)
 	}
+	return err
 }

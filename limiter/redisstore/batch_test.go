@@ -189,3 +189,80 @@ func TestKeySlotMatchesRedisClusterExamples(t *testing.T) {
 		}
 	}
 }
+
+// After SCRIPT FLUSH, batches answer NOSCRIPT too: the sender sends the
+// batch script with EVAL and every decision still gets its answer.
+func TestBatchesSurviveAFlushedScriptCache(t *testing.T) {
+	srv := redistest.Single(t)
+	c, err := ClientConfig{URL: srv.URL()}.NewClient()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	store, err := New(c, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim := limiter.Limit{Algorithm: limiter.FixedWindow, Rate: 1000, Period: time.Hour}
+	for round := 0; round < 3; round++ {
+		if _, err := srv.Do("SCRIPT", "FLUSH"); err != nil {
+			t.Fatal(err)
+		}
+		before := store.batch.batched.Load()
+		errs := make(chan error, 64)
+		for g := 0; g < 64; g++ {
+			go func() {
+				d, err := store.Decide(context.Background(), "flushed-batch", lim, 1)
+				if err == nil && !d.Allowed {
+					err = fmt.Errorf("rejected: %+v", d)
+				}
+				errs <- err
+			}()
+		}
+		for g := 0; g < 64; g++ {
+			if err := <-errs; err != nil {
+				t.Fatalf("round %d: %v", round, err)
+			}
+		}
+		if store.batch.batched.Load() == before {
+			t.Fatalf("round %d: no decision went in a batch", round)
+		}
+	}
+	r, err := srv.Do("SCRIPT", "EXISTS", store.algs[algIndex(limiter.FixedWindow)].batch.sha)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, ok := r.([]any); !ok || len(got) != 1 || got[0] != int64(1) {
+		t.Fatalf("SCRIPT EXISTS of the batch script = %v: not cached again", r)
+	}
+}
+
+// A decision on a single server allocates its key and one command, and
+// nothing per argument or per reply element.
+func TestDecisionAllocatesLittle(t *testing.T) {
+	srv := redistest.Single(t)
+	c, err := ClientConfig{URL: srv.URL()}.NewClient()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	store, err := New(c, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	lim := limiter.Limit{Algorithm: limiter.GCRA, Rate: 1_000_000, Period: time.Minute}
+	for i := 0; i < 10; i++ {
+		if _, err := store.DecideTimeout(ctx, "allocs", lim, 1, time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
+	allocs := testing.AllocsPerRun(200, func() {
+		if _, err := store.Decide(ctx, "allocs", lim, 1); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs > 3 {
+		t.Fatalf("%.1f allocations per decision, want at most 3 (the key, the command, slack)", allocs)
+	}
+}

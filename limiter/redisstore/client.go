@@ -86,6 +86,10 @@ func (c ClientConfig) Options() (*redis.UniversalOptions, error) {
 		// The Limiter's deadline must bound socket I/O, not only the wait
 		// for a pooled connection.
 		ContextTimeoutEnabled: true,
+		// RESP2: on RESP3 go-redis peeks at the socket for push
+		// notifications before commands (a system call each), which the
+		// store's scripts never need.
+		Protocol: 2,
 	}
 	switch {
 	case c.URL != "":
@@ -117,6 +121,9 @@ func (c ClientConfig) Options() (*redis.UniversalOptions, error) {
 		}
 		if o.WriteTimeout == 0 {
 			o.WriteTimeout = u.WriteTimeout
+		}
+		if u.Protocol != 0 {
+			o.Protocol = u.Protocol // protocol=3 in the URL
 		}
 	case len(c.ClusterAddrs) > 0:
 		if c.DB != 0 {

@@ -35,6 +35,7 @@
 package redisstore
 
 import (
+	"bytes"
 	"context"
 	"embed"
 	"errors"
@@ -78,6 +79,8 @@ type Store struct {
 	// scripts are the single-decision scripts by algorithm.
 	scripts map[limiter.Algorithm]*redis.Script
 	batch   *batcher
+	// direct1 is the connection of decisions made alone.
+	direct1 ownConn
 	// deciding counts the decisions in progress: one alone goes straight
 	// to Redis, without the batcher.
 	deciding atomic.Int64
@@ -109,7 +112,10 @@ func New(client redis.UniversalClient, cfg Config) (*Store, error) {
 	}
 	s.requests.New = func() any { return &request{done: make(chan struct{}, 1)} }
 	_, s.cluster = client.(*redis.ClusterClient)
-	_, single := client.(*redis.Client)
+	c, single := client.(*redis.Client)
+	if single {
+		s.direct1.client = c
+	}
 	if !cfg.Batch.Disabled && (s.cluster || single) {
 		s.batch = newBatcher(s, cfg.Batch)
 	}
@@ -246,8 +252,14 @@ func (s *Store) direct(ctx context.Context, r *request, timeout time.Duration) (
 		}
 	}
 	sc := &s.algs[r.alg]
-	ints, err := s.run(ctx, sc.single, r.cmdArgs(sc.nkeys), r.ints[:0])
+	var via processor = s.client
+	conn := s.direct1.take()
+	if conn != nil {
+		via = conn
+	}
+	ints, err := s.run(ctx, via, &sc.single, r.cmdArgs(sc.nkeys), &r.raw, r.ints[:0])
 	r.ints = ints
+	s.direct1.give(conn, err)
 	if err != nil {
 		return limiter.Decision{}, err
 	}
@@ -259,37 +271,44 @@ func (s *Store) direct(ctx context.Context, r *request, timeout time.Duration) (
 // run sends one EVALSHA of sc with args (whose first two elements are left
 // for the command name and the SHA) and reads its integer array reply into
 // dst; when Redis does not hold the script it sends it with EVAL.
-func (s *Store) run(ctx context.Context, sc script, args []any, dst []int64) ([]int64, error) {
-	args[0], args[1] = "evalsha", sc.sha
-	ints, err := s.call(ctx, args, dst)
+func (s *Store) run(ctx context.Context, via processor, sc *script, args []any, raw *bytes.Buffer, dst []int64) ([]int64, error) {
+	args[0], args[1] = "evalsha", sc.shaArg
+	ints, err := s.call(ctx, via, args, raw, dst)
 	if isNoScript(err) {
-		args[0], args[1] = "eval", sc.src
-		ints, err = s.call(ctx, args, dst)
+		args[0], args[1] = "eval", sc.srcArg
+		ints, err = s.call(ctx, via, args, raw, dst)
 	}
 	return ints, err
 }
 
-// call sends one script command. On a single server the reply is read raw
-// and parsed without allocating; on a Cluster it goes through go-redis's
-// typed reply, which is what lets go-redis follow MOVED and ASK.
-func (s *Store) call(ctx context.Context, args []any, dst []int64) ([]int64, error) {
+// processor sends commands: the client, or one of its connections.
+type processor interface {
+	Process(ctx context.Context, cmd redis.Cmder) error
+	Pipeline() redis.Pipeliner
+}
+
+// call sends one script command. On a single server the reply is read
+// raw into raw (a reused buffer) and parsed without allocating; on a
+// Cluster it goes through go-redis's typed reply, which is what lets
+// go-redis follow MOVED and ASK.
+func (s *Store) call(ctx context.Context, via processor, args []any, raw *bytes.Buffer, dst []int64) ([]int64, error) {
 	if s.cluster {
 		cmd := redis.NewCmd(ctx, args...)
 		cmd.SetFirstKeyPos(3)
-		_ = s.client.Process(ctx, cmd)
+		_ = via.Process(ctx, cmd)
 		if err := cmd.Err(); err != nil {
 			return dst[:0], err
 		}
 		return anyInts(cmd.Val(), dst)
 	}
-	cmd := redis.NewRawCmd(ctx, args...)
+	raw.Reset()
+	cmd := redis.NewRawWriteToCmd(ctx, raw, args...)
 	cmd.SetFirstKeyPos(3)
-	_ = s.client.Process(ctx, cmd)
-	raw, err := cmd.Result()
-	if err != nil {
+	_ = via.Process(ctx, cmd)
+	if err := cmd.Err(); err != nil {
 		return dst[:0], err
 	}
-	return parseInts(raw, dst)
+	return parseInts(raw.Bytes(), dst)
 }
 
 // scriptArgs are the ARGV of lim's script, as integers (go-redis writes

@@ -20,11 +20,13 @@ func (e redisError) RedisError() {}
 // isNoScript reports whether err is Redis's answer to EVALSHA of a script
 // it does not hold.
 func isNoScript(err error) bool {
-	var re redisError
-	if errors.As(err, &re) {
+	if err == nil {
+		return false
+	}
+	if re, ok := err.(redisError); ok {
 		return strings.HasPrefix(string(re), "NOSCRIPT")
 	}
-	return err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT")
+	return strings.HasPrefix(err.Error(), "NOSCRIPT")
 }
 
 // parseInts reads a raw RESP reply that must be an array of integers into

@@ -23,11 +23,15 @@ const redisClock = "redis.call('TIME')"
 type script struct {
 	src string
 	sha string
+	// srcArg and shaArg are src and sha boxed once, so that building a
+	// command does not allocate.
+	srcArg, shaArg any
 }
 
 func newScript(src string) script {
 	h := sha1.Sum([]byte(src))
-	return script{src: src, sha: hex.EncodeToString(h[:])}
+	sha := hex.EncodeToString(h[:])
+	return script{src: src, sha: sha, srcArg: src, shaArg: sha}
 }
 
 // algScripts are an algorithm's single-decision and batch scripts and the
