@@ -38,9 +38,14 @@ compare: ## compare with redis_rate, ulule/limiter and x/time/rate (bench/ modul
 	cd bench && $(GO) run ./compare $(COMPARE_FLAGS)
 
 .PHONY: rules
-rules: ## regenerate rules/, rules/tests/ and alerts/ from slo.yaml
+rules: ## regenerate rules/, rules/tests/, alerts/ and dashboards/ from slo.yaml (and deploy/generated/ from deploy/slo.yaml)
 	$(GO) run ./cmd/rl-exporter rules --spec slo.yaml --out .
+	$(GO) run ./cmd/rl-exporter rules --spec deploy/slo.yaml --out deploy/generated
 
 lint: ## gofmt and go vet
 	@test -z "$$(gofmt -l .)" || (gofmt -l .; exit 1)
 	$(GO) vet ./...
+
+.PHONY: stack
+stack: ## run the demo stack without Docker (Redis, two replicas, Prometheus, Alertmanager, alert sink, load); Ctrl-C stops it
+	./scripts/local-stack.sh
