@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/rl-exporter/rl-exporter/alertsink"
+	"github.com/rl-exporter/rl-exporter/dashboards"
 	"github.com/rl-exporter/rl-exporter/internal/redistest"
 	"github.com/rl-exporter/rl-exporter/slo"
 	"github.com/rl-exporter/rl-exporter/traffic"
@@ -207,6 +208,24 @@ func TestAlertsReachOnCall(t *testing.T) {
 		}
 	})
 
+	t.Run("every query of the generated Overview dashboard returns data", func(t *testing.T) {
+		board := filepath.Join(gen, filepath.FromSlash(dashboards.OverviewPath))
+		queries := dashboardQueries(t, board)
+		if len(queries) < 10 {
+			t.Fatalf("only %d queries in %s", len(queries), board)
+		}
+		// As Grafana sends them with every variable at "All".
+		vars := strings.NewReplacer("$__rate_interval", "10s", "$endpoint", ".*", "$plan_tier", ".*")
+		for title, exprs := range queries {
+			for _, e := range exprs {
+				n, err := querySeries(ctx, promAddr, vars.Replace(e))
+				if err != nil || n == 0 {
+					t.Errorf("panel %q: %s returned %d series (%v)", title, e, n, err)
+				}
+			}
+		}
+	})
+
 	t.Run("Redis down under fail-open load pages RateLimitFailOpen", func(t *testing.T) {
 		redis.Stop()
 		defer redis.Start()
@@ -386,4 +405,60 @@ func (l *load) stop() traffic.Snapshot {
 		<-l.done
 	})
 	return l.stats.Snapshot()
+}
+
+// dashboardQueries reads the PromQL of every panel of a dashboard file, by
+// panel title.
+func dashboardQueries(t *testing.T, path string) map[string][]string {
+	t.Helper()
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var board struct {
+		Panels []struct {
+			Title   string `json:"title"`
+			Targets []struct {
+				Expr string `json:"expr"`
+			} `json:"targets"`
+		} `json:"panels"`
+	}
+	if err := json.Unmarshal(raw, &board); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	out := map[string][]string{}
+	for _, p := range board.Panels {
+		for _, tg := range p.Targets {
+			out[p.Title] = append(out[p.Title], tg.Expr)
+		}
+	}
+	return out
+}
+
+// querySeries runs an instant query and counts the series it returns.
+func querySeries(ctx context.Context, promAddr, query string) (int, error) {
+	u := "http://" + promAddr + "/api/v1/query?query=" + url.QueryEscape(query)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	var body struct {
+		Status string `json:"status"`
+		Error  string `json:"error"`
+		Data   struct {
+			Result []json.RawMessage `json:"result"`
+		} `json:"data"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+		return 0, err
+	}
+	if body.Status != "success" {
+		return 0, fmt.Errorf("%s", body.Error)
+	}
+	return len(body.Data.Result), nil
 }
