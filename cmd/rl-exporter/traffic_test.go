@@ -1,0 +1,109 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+func TestTrafficSendsAndReportsWhatClientsGot(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.Header.Get("X-User-ID"), "abusive-") {
+			w.WriteHeader(http.StatusTooManyRequests)
+		}
+	}))
+	defer srv.Close()
+	var out, errOut bytes.Buffer
+	code := run(context.Background(), []string{"traffic", "--target", srv.URL, "--normal", "2", "--normal-rate", "20",
+		"--abusive", "1", "--abusive-rate", "40", "--duration", "500ms", "--report-every", "200ms"},
+		func(string) string { return "" }, &out, &errOut)
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errOut.String())
+	}
+	done := regexp.MustCompile(`traffic: done, sent \d+: 200=\d+ 429=\d+, errors 0`)
+	if !done.MatchString(out.String()) || !strings.Contains(out.String(), "traffic: sent ") {
+		t.Fatalf("output lacks the reports:\n%s", out.String())
+	}
+}
+
+func TestTrafficRefusesBadFlags(t *testing.T) {
+	cases := []struct {
+		name string
+		args []string
+		want int
+	}{
+		{"no normal client is a usage error", []string{"--normal", "0"}, exitUsage},
+		{"an unknown flag is a usage error", []string{"--clients", "3"}, exitUsage},
+		{"a target that is not a URL is invalid", []string{"--target", "localhost:8480", "--duration", "1s"}, exitFailure},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var out, errOut bytes.Buffer
+			if code := run(context.Background(), append([]string{"traffic"}, c.args...), func(string) string { return "" }, &out, &errOut); code != c.want {
+				t.Fatalf("exit %d, want %d: %s", code, c.want, errOut.String())
+			}
+		})
+	}
+}
+
+// sinkOutput is written by the command and read by the test.
+type sinkOutput struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *sinkOutput) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *sinkOutput) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+func TestAlertSinkLogsEachAlertItReceives(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var out sinkOutput
+	var errOut bytes.Buffer
+	exited := make(chan int)
+	go func() {
+		exited <- run(ctx, []string{"alert-sink", "--listen", "127.0.0.1:0"}, func(string) string { return "" }, &out, &errOut)
+	}()
+	urlRe := regexp.MustCompile(`url=(http://\S+)`)
+	var url string
+	for deadline := time.Now().Add(10 * time.Second); url == "" && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if m := urlRe.FindStringSubmatch(out.String()); m != nil {
+			url = m[1]
+		}
+	}
+	if url == "" {
+		cancel()
+		t.Fatalf("the sink never said where it listens: %s %s", out.String(), errOut.String())
+	}
+	body := `{"version":"4","status":"firing","receiver":"rl-exporter-page","alerts":[{"status":"firing","labels":{"alertname":"RateLimitFailOpen","severity":"page"},"annotations":{"summary":"Requests pass unchecked"}}]}`
+	resp, err := http.Post(url, "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	cancel()
+	if code := <-exited; code != exitOK {
+		t.Fatalf("exit %d: %s", code, errOut.String())
+	}
+	for _, want := range []string{"alertname=RateLimitFailOpen", "severity=page", "receiver=rl-exporter-page", `summary="Requests pass unchecked"`} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("log lacks %s:\n%s", want, out.String())
+		}
+	}
+}
