@@ -2,6 +2,7 @@ package deploy
 
 import (
 	"bytes"
+	"debug/elf"
 	"flag"
 	"fmt"
 	"net"
@@ -470,6 +471,31 @@ func TestTheDockerfileBuildsAStaticBinaryRunAsNonRoot(t *testing.T) {
 	}
 	if len(users) == 0 || strings.HasPrefix(users[len(users)-1], "0") || strings.HasPrefix(users[len(users)-1], "root") {
 		t.Errorf("USER %v: the image must run as a non-root user", users)
+	}
+}
+
+// The Dockerfile's build (CGO_ENABLED=0) makes a static binary, which is
+// what lets it run on distroless/static: no interpreter, no shared library.
+func TestTheBinaryBuiltWithoutCgoIsStatic(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "rl-exporter")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/rl-exporter")
+	build.Dir = root
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	f, err := elf.Open(bin)
+	if err != nil {
+		t.Fatalf("%s is not an ELF binary: %v", bin, err)
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP || p.Type == elf.PT_DYNAMIC {
+			t.Errorf("the binary has a %s program header: it is dynamically linked", p.Type)
+		}
+	}
+	if libs, _ := f.ImportedLibraries(); len(libs) > 0 {
+		t.Errorf("the binary needs shared libraries %v", libs)
 	}
 }
 

@@ -204,6 +204,14 @@ func (s Snapshot) String() string {
 	return fmt.Sprintf("sent %d: %s, errors %d", s.Sent, strings.Join(parts, " "), s.Errors)
 }
 
+// Validate reports what is wrong with cfg, as Run would, without sending
+// anything.
+func (c Config) Validate() error {
+	c.Targets = append([]string(nil), c.Targets...)
+	_, _, err := c.defaults()
+	return err
+}
+
 // Run sends requests until ctx is done and returns what the clients saw.
 // stats, when not nil, is updated as requests complete, so a caller can
 // report progress; otherwise Run keeps its own.

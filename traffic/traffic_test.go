@@ -110,3 +110,16 @@ func TestSnapshotStringListsStatusesInOrder(t *testing.T) {
 		t.Fatalf("got %q, want %q", got, want)
 	}
 }
+
+func TestValidateChecksWithoutSending(t *testing.T) {
+	cfg := Config{Targets: []string{"http://127.0.0.1:1/"}}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Targets[0] != "http://127.0.0.1:1/" || cfg.Normal != 0 {
+		t.Fatalf("Validate changed the config: %+v", cfg)
+	}
+	if err := (Config{Targets: []string{"ftp://x"}}).Validate(); err == nil {
+		t.Fatal("Validate accepted an ftp target")
+	}
+}

@@ -75,6 +75,10 @@ func runTraffic(ctx context.Context, args []string, _ func(string) string, stdou
 		fmt.Fprintln(stderr, "rl-exporter traffic: --normal must be at least 1 and --abusive at least 0")
 		return exitUsage
 	}
+	if err := cfg.Validate(); err != nil {
+		fmt.Fprintf(stderr, "rl-exporter %v\n", err)
+		return exitFailure
+	}
 	if *duration > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, *duration)
