@@ -474,6 +474,24 @@ func TestTheDockerfileBuildsAStaticBinaryRunAsNonRoot(t *testing.T) {
 	}
 }
 
+// The alert tests generated with the stack's rules pass, so the demo's
+// shortened for: durations still fire and stay quiet as they should.
+func TestTheStackRulesPassTheirGeneratedPromtoolTests(t *testing.T) {
+	tests, err := filepath.Glob(filepath.Join("generated", filepath.FromSlash(slo.RuleTestsDir), "*.yml"))
+	if err != nil || len(tests) < 5 {
+		t.Fatalf("generated rule tests: %v %v", tests, err)
+	}
+	args := []string{"test", "rules"}
+	for _, f := range tests {
+		args = append(args, filepath.Base(f))
+	}
+	cmd := exec.Command(requireTool(t, "promtool"), args...)
+	cmd.Dir = filepath.Dir(tests[0])
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("promtool test rules: %v\n%s", err, out)
+	}
+}
+
 // The Dockerfile's build (CGO_ENABLED=0) makes a static binary, which is
 // what lets it run on distroless/static: no interpreter, no shared library.
 func TestTheBinaryBuiltWithoutCgoIsStatic(t *testing.T) {
