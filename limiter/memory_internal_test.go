@@ -3,6 +3,7 @@ package limiter
 import (
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -12,7 +13,8 @@ import (
 func TestMemoryShardKeepsCollidingKeysApart(t *testing.T) {
 	var sh memShard
 	const h = 0xDEADBEEF
-	keys := []string{"a", "b", "c", "d", ""}
+	long := strings.Repeat("k", inlineKeyMax+1)
+	keys := []string{"a", "b", "c", "d", "", long, long[1:], long + "x"}
 	for i, k := range keys {
 		sh.insert(h, gcraIndex, k, 0, 100).b = int64(i + 1)
 	}
@@ -26,7 +28,7 @@ func TestMemoryShardKeepsCollidingKeysApart(t *testing.T) {
 		return nil
 	}
 	for i, k := range keys {
-		if e := get(gcraIndex, k); e == nil || e.b != int64(i+1) || e.key != k {
+		if e := get(gcraIndex, k); e == nil || e.b != int64(i+1) || sh.slots[sh.find(h, gcraIndex, k)].keyString() != k {
 			t.Fatalf("key %q: entry %+v, want its own with b=%d", k, e, i+1)
 		}
 	}
@@ -36,13 +38,16 @@ func TestMemoryShardKeepsCollidingKeysApart(t *testing.T) {
 	if e := get(tokenBucketIndex, "a"); e != nil {
 		t.Fatalf("another algorithm's state found %+v", e)
 	}
-	for _, k := range []string{"b", "", "a"} {
+	for _, k := range []string{"b", "", long, "a", long + "x"} {
 		sh.remove(sh.find(h, gcraIndex, k))
 		if get(gcraIndex, k) != nil {
 			t.Fatalf("key %q still found after removal", k)
 		}
 	}
-	if e := get(gcraIndex, "c"); e == nil || e.b != 3 || sh.n != 2 {
+	if e := get(gcraIndex, long[1:]); e == nil || e.b != 7 {
+		t.Fatalf("a remaining long key: %+v", e)
+	}
+	if e := get(gcraIndex, "c"); e == nil || e.b != 3 || sh.n != 3 {
 		t.Fatalf("a remaining key: %+v, %d entries", e, sh.n)
 	}
 	if e := get(gcraIndex, "d"); e == nil || e.b != 4 {
@@ -61,6 +66,9 @@ func TestMemoryShardAgreesWithAMap(t *testing.T) {
 	hashOf := func(k string) uint64 { return uint64(len(k)%5) * 0x9E3779B97F4A7C15 }
 	for step := 0; step < 4000; step++ {
 		k := strconv.Itoa(rng.IntN(300))
+		if len(k) == 3 && k[0] == '1' {
+			k = strings.Repeat(k, 25) // longer than a slot holds
+		}
 		switch op := rng.IntN(10); {
 		case op < 6:
 			if i := sh.find(hashOf(k), fixedWindowIndex, k); i >= 0 {

@@ -20,12 +20,39 @@ type memShard struct {
 	_     [32]byte  // keep neighbouring shards' mutexes off one cache line
 }
 
-// memSlot is one slot: the hash of (algorithm, key), the algorithm + 1
-// (0 marks an empty slot) and the entry.
+// memSlot is one slot, 128 bytes: the hash of (algorithm, key), the
+// algorithm + 1 (0 marks an empty slot), the key itself when it is short
+// (so that comparing it reads the slot, not a string elsewhere on the
+// heap), and the entry, which holds a longer key.
 type memSlot struct {
 	hash uint64
 	tag  uint8
+	klen uint8 // length of the key in kin, or longKey
+	kin  [inlineKeyMax]byte
 	memEntry
+}
+
+// inlineKeyMax is the longest key kept in the slot itself; longKey marks
+// a slot whose key is in memEntry.key instead.
+const (
+	inlineKeyMax = 62
+	longKey      = 255
+)
+
+// keyIs reports whether the slot holds key.
+func (s *memSlot) keyIs(key string) bool {
+	if s.klen != longKey {
+		return int(s.klen) == len(key) && string(s.kin[:s.klen]) == key
+	}
+	return s.key == key
+}
+
+// keyString returns the slot's key (allocating for an inline one).
+func (s *memSlot) keyString() string {
+	if s.klen != longKey {
+		return string(s.kin[:s.klen])
+	}
+	return s.key
 }
 
 // minTableSize is the size of a shard's table when it first holds a key.
@@ -49,7 +76,7 @@ func (sh *memShard) find(h uint64, alg algorithmIndex, key string) int {
 		if s.tag == 0 {
 			return -1
 		}
-		if s.hash == h && s.tag == tag && s.key == key {
+		if s.hash == h && s.tag == tag && s.keyIs(key) {
 			return i
 		}
 	}
@@ -62,7 +89,13 @@ func (sh *memShard) add(h uint64, alg algorithmIndex, key string) int {
 		sh.resize(max(minTableSize, 2*len(sh.slots)), nil)
 	}
 	i := sh.place(h)
-	sh.slots[i] = memSlot{hash: h, tag: uint8(alg) + 1, memEntry: memEntry{key: strings.Clone(key)}}
+	s := &sh.slots[i]
+	*s = memSlot{hash: h, tag: uint8(alg) + 1}
+	if len(key) <= inlineKeyMax {
+		s.klen = uint8(copy(s.kin[:], key))
+	} else {
+		s.klen, s.key = longKey, strings.Clone(key)
+	}
 	sh.n++
 	return i
 }
@@ -175,10 +208,10 @@ func (sh *memShard) evict(h uint64, now int64, max int) {
 		}
 		seen++
 		if s.idleAt+idleGrace <= now {
-			idle[nIdle] = sampled{s.hash, s.tag, s.key}
+			idle[nIdle] = sampled{s.hash, s.tag, s.keyString()}
 			nIdle++
 		} else if s.idleAt < victimAt {
-			victim, victimAt = sampled{s.hash, s.tag, s.key}, s.idleAt
+			victim, victimAt = sampled{s.hash, s.tag, s.keyString()}, s.idleAt
 		}
 	}
 	// Removing shifts slots, so find each sampled entry again.

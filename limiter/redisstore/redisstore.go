@@ -2,11 +2,24 @@
 // share one Redis (a single server, a Sentinel-managed primary or a Redis
 // Cluster) shares every limit exactly.
 //
-// Each decision is one Lua script, run atomically by Redis with EVALSHA
-// (falling back to EVAL when the server answers NOSCRIPT). A script reads
-// the time from Redis itself (TIME), never from the caller, so processes
-// whose clocks disagree still share one exact limit. There is one script per
-// algorithm, kept in lua/<algorithm>.lua and embedded in the binary.
+// Each decision is made by a Lua script, run atomically by Redis with
+// EVALSHA (falling back to EVAL when the server answers NOSCRIPT). A script
+// reads the time from Redis itself (TIME), never from the caller, so
+// processes whose clocks disagree still share one exact limit. There is one
+// script per algorithm, kept in lua/<algorithm>.lua and embedded in the
+// binary.
+//
+// # Batching
+//
+// A decision made while no other is in progress is one call of its
+// algorithm's script. Decisions that arrive while others are on their way
+// travel together: grouped by algorithm (and Cluster slot), each group is
+// one call of a batch script that the store derives from the single script
+// (the same code as a function, called once per decision in order, with
+// one TIME per call), and the groups of a batch share one pipeline. Each
+// decision is as atomic as alone and gets its own answer; see BatchConfig.
+// Batching turns many script calls, whose fixed cost on the server is what
+// limits one-call-per-decision limiters, into few.
 //
 // # Keys
 //
