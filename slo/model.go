@@ -405,6 +405,11 @@ func (c *compiler) httpURL(field, s string, required bool) {
 	u, err := url.Parse(s)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		c.fail(field, fmt.Sprintf("%q is not an http or https URL", s))
+		return
+	}
+	if u.User != nil {
+		// Quoting the URL back would print the very secret.
+		c.fail(field, fmt.Sprintf("%s://%s: a user or password in the URL would be written into the generated configuration; secrets are read from files (for a webhook, credentials_file)", u.Scheme, u.Host))
 	}
 }
 

@@ -147,7 +147,8 @@ type ReceiverSpec struct {
 }
 
 // WebhookSpec is a generic webhook. Alertmanager 0.25 has no url_file, so
-// the URL is written as is: put credentials in CredentialsFile, not in it.
+// the URL is written as is: put credentials in CredentialsFile, not in it
+// (a URL with a user or password is refused).
 type WebhookSpec struct {
 	URL string `koanf:"url"`
 	// CredentialsFile holds a bearer token sent in the Authorization header.
