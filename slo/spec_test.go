@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -135,6 +136,11 @@ func TestBurnRateTable(t *testing.T) {
 			canFire: []bool{true, true, true, true},
 		},
 		{
+			name: "a 28-day period and a 99.5 % objective together", objective: 99.5, period: "28d",
+			factors: []float64{13.44, 5.6, 2.8, 0.9333333333}, thresholds: []float64{0.0672, 0.028, 0.014, 0.004666666667},
+			canFire: []bool{true, true, true, true},
+		},
+		{
 			name: "a 90 % objective makes the 1h row impossible", objective: 90, period: "30d",
 			factors: []float64{14.4, 6, 3, 1}, thresholds: []float64{1.44, 0.6, 0.3, 0.1},
 			canFire: []bool{false, true, true, true},
@@ -153,6 +159,27 @@ func TestBurnRateTable(t *testing.T) {
 				if row.Factor != tt.factors[i] || row.Threshold != tt.thresholds[i] || row.CanFire != tt.canFire[i] {
 					t.Errorf("row %d: factor %v threshold %v canFire %v; want %v %v %v",
 						i, row.Factor, row.Threshold, row.CanFire, tt.factors[i], tt.thresholds[i], tt.canFire[i])
+				}
+			}
+			// The alerts compare with the same numbers.
+			rg, err := m.RuleGroups()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var exprs []string
+			for _, g := range rg.Groups {
+				for _, r := range g.Rules {
+					if r.Alert == AlertErrorBudgetBurn {
+						exprs = append(exprs, r.Expr)
+					}
+				}
+			}
+			for i, row := range m.Availability.Rows {
+				long := ErrorRatioRecord(row.Long) + " > " + formatFloat(tt.thresholds[i]) + "\n"
+				short := ErrorRatioRecord(row.Short) + " > " + formatFloat(tt.thresholds[i])
+				found := slices.ContainsFunc(exprs, func(e string) bool { return strings.Contains(e, long) && strings.HasSuffix(e, short) })
+				if found != tt.canFire[i] {
+					t.Errorf("row %d: an alert on %q and %q: %v, want %v; alerts:\n%s", i, long, short, found, tt.canFire[i], strings.Join(exprs, "\n---\n"))
 				}
 			}
 			warned := len(m.Warnings) > 0 && strings.Contains(m.Warnings[0], "availability.windows[0]") && strings.Contains(m.Warnings[0], "can never fire")
