@@ -18,7 +18,6 @@ import (
 	"regexp"
 	"sort"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/go-viper/mapstructure/v2"
@@ -404,7 +403,7 @@ func FromKoanf(name string, k *koanf.Koanf) (*Config, error) {
 	var c Config
 	err := k.UnmarshalWithConf("", &c, koanf.UnmarshalConf{DecoderConfig: &mapstructure.DecoderConfig{
 		DecodeHook: mapstructure.ComposeDecodeHookFunc(
-			mapstructure.StringToTimeDurationHookFunc(),
+			strictNumbers,
 			mapstructure.StringToSliceHookFunc(","),
 		),
 		ErrorUnused: true,
@@ -412,7 +411,7 @@ func FromKoanf(name string, k *koanf.Koanf) (*Config, error) {
 		TagName:     "koanf",
 	}})
 	if err != nil {
-		return nil, fmt.Errorf("config %s: %s", name, decodeMessage(err))
+		return nil, decodeErrors(name, err)
 	}
 	c.Source = name
 	if name != BuiltIn {
@@ -423,24 +422,6 @@ func FromKoanf(name string, k *koanf.Koanf) (*Config, error) {
 		return nil, err
 	}
 	return &c, nil
-}
-
-// decodeMessage turns mapstructure's multi-line report into one line.
-func decodeMessage(err error) string {
-	var lines []string
-	for _, l := range strings.Split(err.Error(), "\n") {
-		l = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(l), "* "))
-		if l == "" || strings.HasSuffix(l, "error(s):") || strings.HasSuffix(l, "error(s) decoding:") {
-			continue
-		}
-		lines = append(lines, l)
-	}
-	// 'classes[public].limits[free]' → classes.public.limits.free, the
-	// way keys are named everywhere else.
-	msg := strings.Join(lines, "; ")
-	return quotedKey.ReplaceAllStringFunc(msg, func(q string) string {
-		return strings.NewReplacer("'", "", "[", ".", "]", "").Replace(q)
-	})
 }
 
 // fill applies the defaults of maps and lists.
@@ -469,8 +450,6 @@ func (c *Config) fill() {
 		}
 	}
 }
-
-var quotedKey = regexp.MustCompile(`'[A-Za-z0-9_.\[\]-]*'`)
 
 var namePattern = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
 

@@ -153,6 +153,14 @@ func TestMoreInvalidConfigsNameTheFileTheKeyAndTheReason(t *testing.T) {
 		{"a negative pool size", "store: {type: redis, redis: {url: \"redis://127.0.0.1:1\", pool_size: -1}}\n", []string{"store.redis", "pool_size"}},
 		{"an unparsable route pattern", "classes: {default: {routes: [\"GET /a/{x\"], limits: {default: {algorithm: gcra, rate: 5, period: 1m}}}}\n", []string{"classes.default.routes[0]"}},
 		{"an unparsable CIDR in a list", "identity: {trusted_proxies: [10.0.0.0/8, not-a-cidr]}\n", []string{"identity.trusted_proxies[1]", "not-a-cidr"}},
+		{"a fractional rate", "classes: {default: {limits: {default: {algorithm: fixed_window, rate: 1.5, period: 1m}}}}\n", []string{"classes.default.limits.default.rate: 1.5 is not a whole number"}},
+		{"a fractional cost", "classes: {default: {cost: 2.7, limits: {default: {algorithm: fixed_window, rate: 5, period: 1m}}}}\n", []string{"classes.default.cost: 2.7 is not a whole number"}},
+		{"a rate beyond 64 bits", "classes: {default: {limits: {default: {algorithm: fixed_window, rate: 99999999999999999999999, period: 1m}}}}\n", []string{"classes.default.limits.default.rate: 1e+23 is out of range"}},
+		{"a burst just beyond 64 bits", "classes: {default: {limits: {default: {algorithm: gcra, rate: 5, period: 1m, burst: 9223372036854775808}}}}\n", []string{"classes.default.limits.default.burst: 9223372036854775808 is out of range"}},
+		{"a duration without a unit", "store: {timeout: 100}\n", []string{"store.timeout: 100 is a number without a unit"}},
+		{"a period without a unit", "classes: {default: {limits: {default: {algorithm: fixed_window, rate: 5, period: 60}}}}\n", []string{"classes.default.limits.default.period: 60 is a number without a unit"}},
+		{"a duration Go cannot parse shows the value", "reload: {interval: 9999999h}\n", []string{`reload.interval: "9999999h" is not a Go duration`}},
+		{"an unknown top-level key is named as written", "listen: \":1\"\n", []string{": listen: unknown key"}},
 	}
 	dir := t.TempDir()
 	for _, c := range cases {
@@ -168,5 +176,37 @@ func TestMoreInvalidConfigsNameTheFileTheKeyAndTheReason(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestEveryDecodeProblemIsItsOwnLineNamingTheFileAndKey(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "rl.yaml")
+	_, err := Parse(file, []byte("store: {timout: 1s, timeout: soon}\nmetrics: {top_keys: abc}\nlisten: x\n"))
+	if err == nil {
+		t.Fatal("no error")
+	}
+	lines := strings.Split(err.Error(), "\n")
+	want := []string{
+		`store.timeout: "soon" is not a Go duration`,
+		"store.timout: unknown key",
+		"metrics.top_keys: expected type int",
+		"listen: unknown key",
+	}
+	if len(lines) != len(want) {
+		t.Fatalf("%d lines, want %d, one per problem:\n%s", len(lines), len(want), err)
+	}
+	for _, w := range want {
+		found := false
+		for _, l := range lines {
+			if strings.HasPrefix(l, "config "+file+": ") && strings.Contains(l, w) {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("no line \"config %s: ...%s...\" in:\n%s", file, w, err)
+		}
+	}
+	if strings.Contains(err.Error(), "config.Config") {
+		t.Errorf("the error names a Go type:\n%s", err)
 	}
 }
