@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -19,25 +18,12 @@ func init() {
 }
 
 func runAlertSink(ctx context.Context, args []string, _ func(string) string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("alert-sink", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("alert-sink", "[flags]", "Logs one line per alert of every notification Alertmanager posts, and lists the\n"+
+		"latest notifications as JSON on GET.", stderr)
 	listen := fs.String("listen", "127.0.0.1:5001", "address to listen on; Alertmanager posts to http://ADDR/alerts (any path)")
 	format := fs.String("log-format", "text", "log format: text or json")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: rl-exporter alert-sink [flags]\n\n"+
-			"Logs one line per alert of every notification Alertmanager posts, and lists the\n"+
-			"latest notifications as JSON on GET.\n\nflags:")
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "rl-exporter alert-sink: unexpected argument %q\n", fs.Arg(0))
-		return exitUsage
+	if status, ok := parseFlags(fs, args); !ok {
+		return status
 	}
 	var h slog.Handler
 	switch *format {

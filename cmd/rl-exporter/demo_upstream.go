@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -31,14 +30,10 @@ func demoUpstreamHandler() http.Handler {
 }
 
 func runDemoUpstream(ctx context.Context, args []string, _ func(string) string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("demo-upstream", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("demo-upstream", "[--listen ADDR]", "Answers every request with what it received, as JSON: an API to put serve in front of.", stderr)
 	listen := fs.String("listen", "127.0.0.1:8481", "address to listen on")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
+	if status, ok := parseFlags(fs, args); !ok {
+		return status
 	}
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {

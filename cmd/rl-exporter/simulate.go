@@ -65,16 +65,11 @@ func (f *limitFlag) Set(s string) error {
 
 // runSimulate is `rl-exporter simulate`.
 func runSimulate(_ context.Context, args []string, _ func(string) string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("simulate", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: rl-exporter simulate [--pattern NAME | --csv FILE] [--limit RATE/PERIOD] [--svg FILE]\n\n"+
-			"Replays traffic in simulated time against each algorithm with the same limit, on the\n"+
+	fs := newFlagSet("simulate", "[--pattern NAME | --csv FILE] [--limit RATE/PERIOD] [--svg FILE]",
+		"Replays traffic in simulated time against each algorithm with the same limit, on the\n"+
 			"memory store, and prints what each let through. Patterns: boundary-burst (RATE requests\n"+
 			"just before the first window boundary and RATE just after), steady (1.5× the limit),\n"+
-			"spiky (half the limit plus a spike every period), ramp (0 to 2× the limit).\n\nflags:")
-		fs.PrintDefaults()
-	}
+			"spiky (half the limit plus a spike every period), ramp (0 to 2× the limit).", stderr)
 	lim := limitFlag{text: "60/m", rate: 60, period: time.Minute}
 	fs.Var(&lim, "limit", "the limit, RATE/PERIOD: 60/m, 100/s, 1000/h, 10/30s")
 	patternName := fs.String("pattern", string(simulate.BoundaryBurst), "traffic pattern: boundary-burst, steady, spiky or ramp")
@@ -83,18 +78,12 @@ func runSimulate(_ context.Context, args []string, _ func(string) string, stdout
 	duration := fs.Duration("duration", 0, "simulated time span (default: 3 periods for boundary-burst, 5 for the other patterns, the last CSV timestamp plus a period)")
 	seed := fs.Uint64("seed", 1, "random seed of the spiky pattern")
 	svgPath := fs.String("svg", "", "also write an SVG chart of the requests let through over time to this file")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
+	if status, ok := parseFlags(fs, args); !ok {
+		return status
 	}
 	usageErr := func(format string, a ...any) int {
 		fmt.Fprintf(stderr, "rl-exporter simulate: "+format+"\n", a...)
 		return exitUsage
-	}
-	if fs.NArg() > 0 {
-		return usageErr("unexpected argument %q", fs.Arg(0))
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })

@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"strings"
@@ -30,8 +28,8 @@ func (l *listFlag) Set(s string) error {
 }
 
 func runTraffic(ctx context.Context, args []string, _ func(string) string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("traffic", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("traffic", "[flags]", "Sends requests through rl-exporter serve from many normal clients (each under its\n"+
+		"limit) and a few abusive ones (far over it), and prints what they got.", stderr)
 	var targets, tiers, normalPaths, abusivePaths listFlag
 	fs.Var(&targets, "target", "base URL of a serve replica; repeat or separate with commas (default http://127.0.0.1:8480)")
 	fs.Var(&tiers, "tiers", "plan tiers sent in X-Plan-Tier, one per client in turn, e.g. free,pro (default: no tier header)")
@@ -43,21 +41,8 @@ func runTraffic(ctx context.Context, args []string, _ func(string) string, stdou
 	abusiveRate := fs.Float64("abusive-rate", traffic.DefaultAbusiveRate, "requests per second of each abusive client")
 	duration := fs.Duration("duration", 0, "stop after this long (default: until interrupted)")
 	every := fs.Duration("report-every", 10*time.Second, "print the counts this often")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: rl-exporter traffic [flags]\n\n"+
-			"Sends requests through rl-exporter serve from many normal clients (each under its\n"+
-			"limit) and a few abusive ones (far over it), and prints what they got.\n\nflags:")
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "rl-exporter traffic: unexpected argument %q\n", fs.Arg(0))
-		return exitUsage
+	if status, ok := parseFlags(fs, args); !ok {
+		return status
 	}
 	if len(targets) == 0 {
 		targets = listFlag{"http://127.0.0.1:8480"}
