@@ -392,7 +392,7 @@ func NewKoanf(name string, data []byte) (*koanf.Koanf, error) {
 	}
 	if len(data) > 0 {
 		if err := k.Load(rawbytes.Provider(data), yaml.Parser()); err != nil {
-			return nil, fmt.Errorf("config %s: %w", name, err)
+			return nil, fmt.Errorf("config %s: %s", name, oneLine(err.Error()))
 		}
 	}
 	return k, nil

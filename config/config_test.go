@@ -210,3 +210,23 @@ func TestEveryDecodeProblemIsItsOwnLineNamingTheFileAndKey(t *testing.T) {
 		t.Errorf("the error names a Go type:\n%s", err)
 	}
 }
+
+func TestAFileThatIsNotYAMLKeysIsOneProblemOnOneLine(t *testing.T) {
+	for name, content := range map[string]string{
+		"a list":      "- a\n- b\n",
+		"a scalar":    "hello\n",
+		"a tab":       "server:\n\tlisten: x\n",
+		"a key twice": "server: {listen: \":1\"}\nserver: {listen: \":2\"}\n",
+	} {
+		t.Run(name, func(t *testing.T) {
+			file := filepath.Join(t.TempDir(), "rl.yaml")
+			_, err := Parse(file, []byte(content))
+			if err == nil {
+				t.Fatal("no error")
+			}
+			if msg := err.Error(); strings.Contains(msg, "\n") || !strings.HasPrefix(msg, "config "+file+": yaml: ") {
+				t.Errorf("error %q: want one line starting with the file", msg)
+			}
+		})
+	}
+}

@@ -113,3 +113,9 @@ func decodeErrors(name string, err error) error {
 	}
 	return errors.Join(out...)
 }
+
+// oneLine folds a multi-line message (the YAML parser's "unmarshal
+// errors:" list) into one line, so that each problem is one line.
+func oneLine(msg string) string {
+	return strings.Join(strings.Fields(msg), " ")
+}
