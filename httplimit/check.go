@@ -174,12 +174,33 @@ func endpointRequest(ep string) (*http.Request, error) {
 		method, path = http.MethodGet, method
 	}
 	path = strings.TrimSpace(path)
-	if method == "" || strings.ContainsAny(method, " /") {
-		return nil, fmt.Errorf("endpoint %q: want \"METHOD /path\"", ep)
+	if !isToken(method) {
+		return nil, fmt.Errorf("endpoint %q: want \"METHOD /path\" with an HTTP method such as GET", ep)
 	}
-	u, err := url.ParseRequestURI(path)
-	if err != nil || !strings.HasPrefix(path, "/") {
+	if !strings.HasPrefix(path, "/") {
 		return nil, fmt.Errorf("endpoint %q: path must start with /", ep)
 	}
+	u, err := url.ParseRequestURI(path)
+	if err != nil {
+		return nil, fmt.Errorf("endpoint %q: path is not a valid URL path: %v", ep, errors.Unwrap(err))
+	}
 	return &http.Request{Method: strings.ToUpper(method), URL: &url.URL{Path: u.Path, RawPath: u.RawPath}, Header: http.Header{}}, nil
+}
+
+// isToken reports whether s is an HTTP token (RFC 9110, section 5.6.2), as
+// a request method must be.
+func isToken(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
+		default:
+			return false
+		}
+	}
+	return true
 }
