@@ -158,10 +158,25 @@ type client struct {
 	tier string
 }
 
+// MaxUserKey is the longest user id (from the context, a JWT sub or the
+// user header) kept verbatim in a limiter key; a longer one is replaced by
+// "sha256:" and a hash of it, so that a client sending a huge header cannot
+// make the store hold huge keys.
+const MaxUserKey = 256
+
+// userKey is the client part of a limiter key for the user id u.
+func userKey(u string) string {
+	if len(u) <= MaxUserKey {
+		return "user:" + u
+	}
+	sum := sha256.Sum256([]byte(u))
+	return "user:sha256:" + hex.EncodeToString(sum[:16])
+}
+
 // resolve identifies the client of r.
 func (id *identity) resolve(r *http.Request) client {
 	if ctxID, ok := IdentityFrom(r.Context()); ok {
-		return client{key: "user:" + ctxID.Key, tier: id.tierOf(r, ctxID.Key, ctxID.Tier)}
+		return client{key: userKey(ctxID.Key), tier: id.tierOf(r, ctxID.Key, ctxID.Tier)}
 	}
 	if id.jwt != nil {
 		if raw, ok := id.bearer(r); ok {
@@ -170,12 +185,12 @@ func (id *identity) resolve(r *http.Request) client {
 				// Never trusted: key by address, on the default tier.
 				return client{key: "ip:" + id.clientIP(r).String()}
 			}
-			return client{key: "user:" + sub, tier: id.tierOf(r, sub, "")}
+			return client{key: userKey(sub), tier: id.tierOf(r, sub, "")}
 		}
 	}
 	if h := id.cfg.UserHeader; h != "" {
 		if v := r.Header.Get(h); v != "" {
-			return client{key: "user:" + v, tier: id.tierOf(r, v, "")}
+			return client{key: userKey(v), tier: id.tierOf(r, v, "")}
 		}
 	}
 	if h := id.cfg.APIKeyHeader; h != "" {

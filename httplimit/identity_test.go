@@ -10,6 +10,7 @@ import (
 	"encoding/pem"
 	"net/http"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
@@ -226,4 +227,34 @@ func TestUnknownAPIKeysAreIgnoredWhenKnownKeysAreRequired(t *testing.T) {
 		t.Errorf("known key: keyed by %q on tier %q, want an apikey on pro", last.Key, last.PlanTier)
 	}
 	_ = http.StatusOK
+}
+
+func TestAHugeUserIDIsHashedIntoABoundedKeyThatStillSeparatesClients(t *testing.T) {
+	_, h, rec := setup(t, PolicyConfig{
+		Classes:  []Class{oneClass("default", limiter.PerMinute(limiter.FixedWindow, 1))},
+		Identity: IdentityConfig{UserHeader: "X-User-ID"},
+	}, newClock())
+	long := strings.Repeat("u", 60_000)
+	keys := map[string]bool{}
+	for _, user := range []string{long + "1", long + "2"} {
+		if w := do(h, "GET", "/", "192.0.2.1:1", map[string]string{"X-User-ID": user}); w.Code != 200 {
+			t.Errorf("first request of a long user id: status %d, want 200 (each id its own budget)", w.Code)
+		}
+		got := clientOf(lastKey(t, rec))
+		if len(got) > len("user:")+MaxUserKey || !strings.HasPrefix(got, "user:sha256:") {
+			t.Errorf("a %d-byte user id keyed by %q (%d bytes), want user:sha256:<hash>", len(user), got[:min(len(got), 40)], len(got))
+		}
+		keys[got] = true
+		if w := do(h, "GET", "/", "192.0.2.1:1", map[string]string{"X-User-ID": user}); w.Code != 429 {
+			t.Errorf("second request of the same long user id: status %d, want 429 (the same key)", w.Code)
+		}
+	}
+	if len(keys) != 2 {
+		t.Errorf("two long user ids got %d keys, want 2", len(keys))
+	}
+	exact := strings.Repeat("v", MaxUserKey)
+	do(h, "GET", "/", "192.0.2.1:1", map[string]string{"X-User-ID": exact})
+	if got := clientOf(lastKey(t, rec)); got != "user:"+exact {
+		t.Errorf("a user id of exactly %d bytes is kept verbatim, got %q", MaxUserKey, got[:min(len(got), 40)])
+	}
 }
