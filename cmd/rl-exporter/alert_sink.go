@@ -2,13 +2,10 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
-	"time"
 
 	"github.com/rl-exporter/rl-exporter/alertsink"
 )
@@ -42,14 +39,7 @@ func runAlertSink(ctx context.Context, args []string, _ func(string) string, std
 		return exitFailure
 	}
 	logger.Info("alert sink listening", slog.String("url", "http://"+ln.Addr().String()+"/alerts"))
-	srv := &http.Server{Handler: alertsink.New(alertsink.Config{Logger: logger}), ReadHeaderTimeout: 10 * time.Second}
-	go func() {
-		<-ctx.Done()
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(sctx)
-	}()
-	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+	if err := serveHTTP(ctx, ln, alertsink.New(alertsink.Config{Logger: logger})); err != nil {
 		fmt.Fprintf(stderr, "rl-exporter alert-sink: %v\n", err)
 		return exitFailure
 	}

@@ -3,12 +3,10 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
-	"time"
 )
 
 func init() {
@@ -41,14 +39,7 @@ func runDemoUpstream(ctx context.Context, args []string, _ func(string) string, 
 		return exitFailure
 	}
 	fmt.Fprintf(stdout, "demo upstream listening on http://%s\n", ln.Addr())
-	srv := &http.Server{Handler: demoUpstreamHandler(), ReadHeaderTimeout: 10 * time.Second}
-	go func() {
-		<-ctx.Done()
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(sctx)
-	}()
-	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+	if err := serveHTTP(ctx, ln, demoUpstreamHandler()); err != nil {
 		fmt.Fprintf(stderr, "rl-exporter demo-upstream: %v\n", err)
 		return exitFailure
 	}
