@@ -109,3 +109,21 @@ func TestRulesExitStatus(t *testing.T) {
 		})
 	}
 }
+
+// A burn-rate row that can never fire is valid but useless: the command
+// says which row and why, and still exits 0.
+func TestRulesReportsABurnRateRowThatCanNeverFire(t *testing.T) {
+	for _, args := range [][]string{{"--check"}, {"--out", t.TempDir()}} {
+		code, _, stderr := runRulesCmd(append([]string{"--spec", "../../slo/testdata/unreachable-row.yaml"}, args...)...)
+		if code != exitOK {
+			t.Errorf("%v: exit %d, want 0; stderr:\n%s", args, code, stderr)
+		}
+		want := "warning: ../../slo/testdata/unreachable-row.yaml: availability.windows[0]: burn rate 14.4 × (1 − 0.9) = 1.44 exceeds 1: this row can never fire"
+		if !strings.Contains(stderr, want) {
+			t.Errorf("%v: stderr lacks %q:\n%s", args, want, stderr)
+		}
+	}
+	if code, _, stderr := runRulesCmd("--spec", rulesTestSpec, "--check"); strings.Contains(stderr, "warning") || code != exitOK {
+		t.Errorf("the committed spec: exit %d, stderr:\n%s", code, stderr)
+	}
+}
