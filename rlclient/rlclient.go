@@ -30,6 +30,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"net/http"
 	"strconv"
@@ -260,7 +261,7 @@ func (t *Transport) observeQuota(host string, h http.Header, now time.Time) {
 func RetryWait(h http.Header, now time.Time) (wait time.Duration, ok bool) {
 	if v := h.Get("Retry-After"); v != "" {
 		if secs, err := strconv.ParseInt(v, 10, 64); err == nil && secs >= 0 {
-			wait, ok = time.Duration(secs)*time.Second, true
+			wait, ok = seconds(secs), true
 		} else if at, err := http.ParseTime(v); err == nil {
 			wait, ok = max(at.Sub(now), 0), true
 		}
@@ -307,7 +308,7 @@ func Quota(h http.Header, now time.Time) (remaining int64, resetIn time.Duration
 	}
 	if reset, err := strconv.ParseInt(h.Get("X-RateLimit-Reset"), 10, 64); err == nil && reset >= 0 {
 		if reset < 1e9 {
-			resetIn = time.Duration(reset) * time.Second
+			resetIn = seconds(reset)
 		} else {
 			resetIn = max(time.Unix(reset, 0).Sub(now), 0)
 		}
@@ -348,11 +349,21 @@ func rateLimitField(h http.Header) []policy {
 		if v, found := item.Params.Get("t"); found {
 			var secs int64
 			secs, p.hasT = nonNegInt(v)
-			p.t = time.Duration(secs) * time.Second
+			p.t = seconds(secs)
 		}
 		out = append(out, p)
 	}
 	return out
+}
+
+// seconds converts n ≥ 0 seconds to a Duration, saturating at the largest
+// one instead of overflowing into a negative wait (a server that says
+// "retry in 10^12 seconds" must not be retried at once).
+func seconds(n int64) time.Duration {
+	if n > int64(math.MaxInt64/time.Second) {
+		return math.MaxInt64
+	}
+	return time.Duration(n) * time.Second
 }
 
 // nonNegInt accepts a Structured Field integer ≥ 0.

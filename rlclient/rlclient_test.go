@@ -228,6 +228,30 @@ func TestTransportDoesNotWaitLongerThanMaxWait(t *testing.T) {
 	}
 }
 
+func TestAWaitTooLongForADurationIsTooLongNotZero(t *testing.T) {
+	for name, h := range map[string]http.Header{
+		"Retry-After":         {"Retry-After": {"99999999999"}},
+		"the RateLimit field": {"Ratelimit": {`"default";r=0;t=999999999999999`}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if wait, ok := RetryWait(h, time.Now()); !ok || wait < 100*365*24*time.Hour {
+				t.Errorf("RetryWait = %s, %v; want a wait of a century or more", wait, ok)
+			}
+			api, url := serve(t, func(w http.ResponseWriter) {
+				for k, v := range h {
+					w.Header()[k] = v
+				}
+				w.WriteHeader(429)
+			}, respond(200, "ok"))
+			tr, clock := withFakeClock(Config{MaxWait: time.Minute, Jitter: -1})
+			resp := get(t, tr, url)
+			if resp.StatusCode != 429 || api.count() != 1 || len(clock.waits()) != 0 {
+				t.Errorf("got %d after %d requests and waits %v; want the 429 at once, never an immediate retry", resp.StatusCode, api.count(), clock.waits())
+			}
+		})
+	}
+}
+
 func TestTransportBacksOffWhenTheServerGivesNoHint(t *testing.T) {
 	_, url := serve(t, respond(503, ""), respond(503, ""), respond(200, "ok"))
 	tr, clock := withFakeClock(Config{Jitter: -1, FallbackWait: 100 * time.Millisecond})
