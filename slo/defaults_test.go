@@ -1,0 +1,58 @@
+package slo
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// slo.yaml and the README's spec example both say they show the defaults
+// (apart from the labels, and for the README the receivers): they must
+// compile to the model an empty spec does, or they teach wrong values.
+func TestTheDocumentedSpecsShowTheDefaults(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join(repoRoot, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(readme), "\n### The spec\n")
+	_, block, ok2 := strings.Cut(section, "```yaml\n")
+	block, _, ok3 := strings.Cut(block, "```")
+	if !ok || !ok2 || !ok3 {
+		t.Fatal("README.md has no yaml block under \"### The spec\"")
+	}
+	committed, err := os.ReadFile(filepath.Join(repoRoot, "slo.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := Compile(DefaultSpec(), "defaults")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, tt := range map[string]struct {
+		content       string
+		keepReceivers bool
+	}{
+		"slo.yaml":                  {string(committed), true},
+		"the README's example spec": {block, false},
+	} {
+		t.Run(name, func(t *testing.T) {
+			spec, err := Decode([]byte(tt.content), name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			spec.Labels = nil
+			if !tt.keepReceivers {
+				spec.Routing.Page, spec.Routing.Ticket = ReceiverSpec{}, ReceiverSpec{}
+			}
+			got, err := Compile(spec, "defaults")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("%s does not compile to the defaults:\n got %+v\nwant %+v", name, got, want)
+			}
+		})
+	}
+}
