@@ -86,6 +86,16 @@ func TestAnInvalidValueFromTheEnvironmentOrAFlagNamesWhereItCameFrom(t *testing.
 	if err == nil || !strings.Contains(err.Error(), "server.listen") || !strings.Contains(err.Error(), "--listen") {
 		t.Errorf("error %v, want the key and the flag", err)
 	}
+	_, err = Sources{Flags: []Override{
+		{Key: "store.type", Value: "redis", From: "--redis-url"},
+		{Key: "store.redis.url", Value: "http://user:s3cret@127.0.0.1:1", From: "--redis-url"},
+	}}.Load()
+	if err == nil || !strings.Contains(err.Error(), "store.redis.url: ") || !strings.Contains(err.Error(), "(set by --redis-url") {
+		t.Errorf("error %v, want the key store.redis.url and the flag", err)
+	}
+	if err != nil && strings.Contains(err.Error(), "s3cret") {
+		t.Errorf("error %v shows the password in the URL", err)
+	}
 }
 
 func TestSecretsNeverShowInFormattedOrLoggedOutput(t *testing.T) {

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/rl-exporter/rl-exporter/httplimit"
 	"github.com/rl-exporter/rl-exporter/limiter"
 	"github.com/rl-exporter/rl-exporter/limiter/redisstore"
@@ -104,7 +106,12 @@ func (c *Config) validateStore(e *errs) {
 	case "memory":
 	case "redis":
 		if _, err := c.RedisClientConfig(); err != nil {
-			e.add("store.redis", "%v", err)
+			key := "store.redis"
+			var fe *fieldError
+			if errors.As(err, &fe) {
+				key, err = key+"."+fe.field, fe.err
+			}
+			e.add(key, "%v", err)
 		}
 	default:
 		e.add("store.type", "%q: want memory or redis", s.Type)
@@ -128,23 +135,30 @@ func (c *Config) RedisClientConfig() (redisstore.ClientConfig, error) {
 		PoolSize: r.PoolSize, DialTimeout: r.DialTimeout, Username: r.Username, Password: r.Password.Reveal(),
 	}
 	if r.PoolSize < 0 {
-		return cc, fmt.Errorf("pool_size: must be >= 0, got %d", r.PoolSize)
+		return cc, &fieldError{"pool_size", fmt.Errorf("must be >= 0, got %d", r.PoolSize)}
 	}
 	if r.DialTimeout < 0 {
-		return cc, fmt.Errorf("dial_timeout: must be >= 0, got %s", r.DialTimeout)
+		return cc, &fieldError{"dial_timeout", fmt.Errorf("must be >= 0, got %s", r.DialTimeout)}
+	}
+	if r.URL != "" {
+		// Checked here to name the key; the message never shows the URL,
+		// which may carry a password.
+		if _, err := redis.ParseURL(r.URL); err != nil {
+			return cc, &fieldError{"url", err}
+		}
 	}
 	if r.PasswordFile != "" && r.Password != "" {
 		return cc, errors.New("password and password_file: set one, not both")
 	}
 	tc, err := c.redisTLS()
 	if err != nil {
-		return cc, fmt.Errorf("tls: %w", err)
+		return cc, &fieldError{"tls", err}
 	}
 	cc.TLS = tc
 	if r.PasswordFile != "" {
 		b, err := os.ReadFile(c.Path(r.PasswordFile))
 		if err != nil {
-			return cc, fmt.Errorf("password_file: %w", err)
+			return cc, &fieldError{"password_file", err}
 		}
 		cc.Password = strings.TrimRight(string(b), "\r\n")
 	}
@@ -153,6 +167,15 @@ func (c *Config) RedisClientConfig() (redisstore.ClientConfig, error) {
 	}
 	return cc, nil
 }
+
+// fieldError is a problem of one key under store.redis.
+type fieldError struct {
+	field string
+	err   error
+}
+
+func (e *fieldError) Error() string { return e.field + ": " + e.err.Error() }
+func (e *fieldError) Unwrap() error { return e.err }
 
 // redisTLS builds the TLS configuration of store.redis.tls, reading its files.
 func (c *Config) redisTLS() (*tls.Config, error) {
