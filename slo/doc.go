@@ -10,5 +10,7 @@
 // Write functions encode to any io.Writer. [Generate] bundles all of it into
 // the files `rl-exporter rules` writes. The package reads no flags, no
 // environment and no clock; everything it does is pure and safe to run in a
-// test or in CI.
+// test or in CI. Its functions share no state and are safe for concurrent
+// use; its types are plain values, safe to read concurrently and not to
+// mutate while another goroutine reads them.
 package slo

@@ -231,8 +231,12 @@ func DefaultBurnWindows() []BurnWindowSpec {
 // FieldError is one problem in a spec: the file, the field (a dotted path
 // such as "availability.windows[0].long") and why it is wrong.
 type FieldError struct {
-	File   string
-	Field  string
+	// File is the spec as named to Load or LoadFile.
+	File string
+	// Field is the dotted path of the field, empty when the whole file is
+	// at fault (not YAML at all).
+	Field string
+	// Reason says what is wrong and, where it can, what to write instead.
 	Reason string
 }
 
