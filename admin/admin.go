@@ -218,13 +218,19 @@ func (a *API) known(key string) bool {
 // ChangeRequest is the body of PUT and PATCH. Every field is optional; PUT
 // replaces the whole change, PATCH only the fields given.
 type ChangeRequest struct {
-	MaxRequests    *int64  `json:"max_requests"`
-	Window         *string `json:"window"`
-	Rate           *string `json:"rate"`
-	Burst          *int64  `json:"burst"`
-	Algorithm      *string `json:"algorithm"`
-	Shadow         *bool   `json:"shadow"`
-	RolloutPercent *int    `json:"rollout_percent"`
+	// MaxRequests is the limit's rate, Window its period (a Go duration);
+	// Rate sets both at once as "<requests>/<duration>".
+	MaxRequests *int64  `json:"max_requests"`
+	Window      *string `json:"window"`
+	Rate        *string `json:"rate"`
+	// Burst is the bucket size of the bucket algorithms.
+	Burst *int64 `json:"burst"`
+	// Algorithm replaces the configured algorithm.
+	Algorithm *string `json:"algorithm"`
+	// Shadow runs the change as a dark launch: counted, never enforced.
+	Shadow *bool `json:"shadow"`
+	// RolloutPercent is the share of clients covered, 0 to 100 (default 100).
+	RolloutPercent *int `json:"rollout_percent"`
 	// ExpiresIn is a Go duration from now; ExpiresAt an RFC 3339 time. At most one.
 	ExpiresIn *string `json:"expires_in"`
 	ExpiresAt *string `json:"expires_at"`

@@ -111,8 +111,12 @@ type Store struct {
 // Redis locates Redis: exactly one of URL, ClusterAddrs or SentinelAddrs
 // (with SentinelMaster).
 type Redis struct {
-	URL            string   `koanf:"url"`
-	ClusterAddrs   []string `koanf:"cluster_addrs"`
+	// URL reaches a single Redis (redis:// or rediss://). Exactly one of
+	// URL, ClusterAddrs and SentinelAddrs is set.
+	URL string `koanf:"url"`
+	// ClusterAddrs are seed nodes of a Redis Cluster.
+	ClusterAddrs []string `koanf:"cluster_addrs"`
+	// SentinelAddrs are Sentinel addresses; SentinelMaster names the master.
 	SentinelAddrs  []string `koanf:"sentinel_addrs"`
 	SentinelMaster string   `koanf:"sentinel_master"`
 	// Username authenticates with Redis ACLs (with the password).
@@ -314,12 +318,21 @@ type Class struct {
 // requests per Period (the window). For token_bucket, leaky_bucket and gcra,
 // a bucket of Burst (default Rate) refilled at Rate per Period.
 type Limit struct {
-	Algorithm    string        `koanf:"algorithm"`
-	Rate         int64         `koanf:"rate"`
-	Period       time.Duration `koanf:"period"`
-	Burst        int64         `koanf:"burst"`
-	NoDelay      bool          `koanf:"no_delay"`
-	AlignWindows bool          `koanf:"align_windows"`
+	// Algorithm is one of fixed_window, sliding_log, sliding_window,
+	// token_bucket, leaky_bucket or gcra.
+	Algorithm string `koanf:"algorithm"`
+	// Rate is the requests admitted per Period; at least the class cost.
+	Rate int64 `koanf:"rate"`
+	// Period is the window, or the refill period of a bucket.
+	Period time.Duration `koanf:"period"`
+	// Burst is the bucket size of the bucket algorithms; default Rate.
+	Burst int64 `koanf:"burst"`
+	// NoDelay makes leaky_bucket admit at once instead of holding the
+	// request for its delay, still counting it in the bucket.
+	NoDelay bool `koanf:"no_delay"`
+	// AlignWindows starts fixed_window and sliding_window windows on
+	// multiples of Period for every client, instead of at a per-key offset.
+	AlignWindows bool `koanf:"align_windows"`
 }
 
 // defaults are the scalar defaults, loaded under the file. Maps and lists

@@ -117,19 +117,28 @@ func (hc HeaderConfig) write(h http.Header, n numbers) {
 // RejectedBody is the JSON body of a 429 (and, with Error
 // "rate_limit_unavailable", of a fail-closed 503).
 type RejectedBody struct {
-	Error      string `json:"error"`
-	Message    string `json:"message"`
-	RetryAfter int64  `json:"retry_after"`
+	// Error is a machine-readable code: "rate_limit_exceeded",
+	// "rate_limit_unavailable", or for the decision API "bad_request" and
+	// "method_not_allowed".
+	Error string `json:"error"`
+	// Message says what happened, for people.
+	Message string `json:"message"`
+	// RetryAfter is the Retry-After header's value in seconds (0 when none).
+	RetryAfter int64 `json:"retry_after"`
 }
 
 // ProblemBody is the application/problem+json body of a 429 (RFC 9457).
 type ProblemBody struct {
-	Type             string   `json:"type"`
-	Title            string   `json:"title"`
-	Status           int      `json:"status"`
-	Detail           string   `json:"detail"`
+	// Type is QuotaExceededType.
+	Type string `json:"type"`
+	// Title, Status and Detail are the RFC 9457 members.
+	Title  string `json:"title"`
+	Status int    `json:"status"`
+	Detail string `json:"detail"`
+	// ViolatedPolicies names the RateLimit-Policy that refused (the class).
 	ViolatedPolicies []string `json:"violated-policies"`
-	RetryAfter       int64    `json:"retry_after"`
+	// RetryAfter is the Retry-After header's value in seconds.
+	RetryAfter int64 `json:"retry_after"`
 }
 
 // writeRejected answers 429 with the configured body; the rate-limit headers
