@@ -7,19 +7,21 @@ import (
 )
 
 // The sizes behind MemoryPerKey, read off limiter.MemoryStore's types on a
-// 64-bit platform (Go 1.26 swiss-table maps).
+// 64-bit platform.
 const (
-	// entryBytes is the per-key state record: five 8-byte fields (two
-	// window or bucket numbers, a previous count, a float TAT, an idle-at
-	// time) and a pointer to the sliding log — 48 bytes, one allocation of
-	// that size class.
-	entryBytes = 48
-	// mapSlotBytes is one map slot: the key (algorithm string header and
-	// key string header, 2×16 bytes), the pointer to the entry (8) and a
-	// control byte, divided by the 7/8 maximum load of a group:
-	// (32+8+1)×8/7 ≈ 47. A map just after it grew holds half that load, so
-	// real figures range up to about twice this share.
-	mapSlotBytes = 47
+	// slotBytes is one slot of a shard's hash table: the hash, the
+	// algorithm, a key of up to inlineKeyMax bytes kept in the slot itself,
+	// and the state record (four 8-byte numbers, a pointer to the sliding
+	// log and the string header of a longer key) — 128 bytes.
+	slotBytes = 128
+	// tableShare is a key's share of the table at its fullest: slots are
+	// kept at most 3/4 full, so a key takes 4/3 of a slot. Just after a
+	// table doubled it is 3/8 full, so real figures range up to about twice
+	// this share.
+	tableShare = slotBytes * 4 / 3
+	// inlineKeyMax is the longest key the slot holds itself; a longer one
+	// is a string of its own on the heap.
+	inlineKeyMax = 62
 	// logHeaderBytes is sliding_log's ring header: a slice header (24) and
 	// three 8-byte counters.
 	logHeaderBytes = 48
@@ -28,16 +30,21 @@ const (
 )
 
 // MemoryPerKey estimates, in bytes, what limiter.MemoryStore holds for one
-// key of keyLen bytes under algorithm a: the state record, the key's share
-// of the map and the key string itself. Five algorithms keep the same fixed
-// record (a few numbers); sliding_log also keeps a ring of (timestamp, units)
-// pairs, one per distinct admission time inside the window, which grows by
-// doubling (4, 8, 16, … up to Rate pairs) and never shrinks while the key
-// lives: logCapacity is that ring's length, and it is what makes sliding_log's
-// memory grow with the limit. The figure leaves out the allocator's rounding
-// and the Go runtime's own overhead. It is a pure function.
+// key of keyLen bytes under algorithm a: the key's share of its shard's
+// table of slots, each holding the state record and a key of up to 62
+// bytes, plus the bytes of a longer key. Five algorithms keep only that
+// record (a few numbers); sliding_log also keeps a ring of (timestamp,
+// units) pairs, one per distinct admission time inside the window, which
+// grows by doubling (4, 8, 16, … up to Rate pairs) and never shrinks while
+// the key lives: logCapacity is that ring's length, and it is what makes
+// sliding_log's memory grow with the limit. The figure leaves out the
+// allocator's rounding and the Go runtime's own overhead. It is a pure
+// function.
 func MemoryPerKey(a limiter.Algorithm, keyLen int, logCapacity int) int64 {
-	n := int64(entryBytes + mapSlotBytes + keyLen)
+	n := int64(tableShare)
+	if keyLen > inlineKeyMax {
+		n += int64(keyLen)
+	}
 	if a == limiter.SlidingLog {
 		n += logHeaderBytes + logEntryBytes*int64(logCapacity)
 	}

@@ -331,8 +331,7 @@ func TestChartIsDeterministicValidXMLWithTheLimitAndPeaks(t *testing.T) {
 // many keys and compares it with the documented estimate.
 func TestMemoryPerKeyMatchesTheStore(t *testing.T) {
 	const keys = 10000
-	const keyLen = len("key-000000")
-	measure := func(alg limiter.Algorithm, perKey int) float64 {
+	measure := func(alg limiter.Algorithm, perKey int, keyPad string) float64 {
 		now := time.Unix(1_800_000_000, 0)
 		store := limiter.NewMemoryStore(limiter.MemoryConfig{Now: func() time.Time { return now }, MaxKeys: 2 * keys})
 		lim := limiter.Limit{Algorithm: alg, Rate: 64, Period: time.Hour}
@@ -340,7 +339,7 @@ func TestMemoryPerKeyMatchesTheStore(t *testing.T) {
 		runtime.GC()
 		runtime.ReadMemStats(&before)
 		for i := range keys {
-			k := fmt.Sprintf("key-%06d", i)
+			k := fmt.Sprintf("key-%06d%s", i, keyPad)
 			for j := range perKey {
 				now = time.Unix(1_800_000_000, int64(j)*int64(time.Millisecond))
 				if d, _ := store.Decide(t.Context(), k, lim, 1); !d.Allowed {
@@ -353,23 +352,26 @@ func TestMemoryPerKeyMatchesTheStore(t *testing.T) {
 		runtime.KeepAlive(store)
 		return float64(after.HeapAlloc-before.HeapAlloc) / keys
 	}
+	long := strings.Repeat("x", 100) // kept outside the slot
 	for _, tc := range []struct {
 		alg      limiter.Algorithm
 		perKey   int
 		capacity int
+		keyPad   string
 	}{
-		{limiter.TokenBucket, 1, 0},
-		{limiter.FixedWindow, 1, 0},
-		{limiter.SlidingLog, 64, 64},
+		{limiter.TokenBucket, 1, 0, ""},
+		{limiter.FixedWindow, 1, 0, ""},
+		{limiter.SlidingLog, 64, 64, ""},
+		{limiter.GCRA, 1, 0, long},
 	} {
-		got := measure(tc.alg, tc.perKey)
-		want := float64(MemoryPerKey(tc.alg, keyLen, tc.capacity))
+		got := measure(tc.alg, tc.perKey, tc.keyPad)
+		want := float64(MemoryPerKey(tc.alg, len("key-000000")+len(tc.keyPad), tc.capacity))
 		// A Go map holds between 7/16 and 7/8 of its slots, and the
 		// allocator rounds sizes up: allow the estimate to be off by -20%/+60%.
 		if got < 0.8*want || got > 1.6*want {
-			t.Errorf("%s: measured %.0f bytes per key, estimate %.0f", tc.alg, got, want)
+			t.Errorf("%s, %d-byte keys: measured %.0f bytes per key, estimate %.0f", tc.alg, len("key-000000")+len(tc.keyPad), got, want)
 		} else {
-			t.Logf("%s: measured %.0f bytes per key, estimate %.0f", tc.alg, got, want)
+			t.Logf("%s, %d-byte keys: measured %.0f bytes per key, estimate %.0f", tc.alg, len("key-000000")+len(tc.keyPad), got, want)
 		}
 	}
 }

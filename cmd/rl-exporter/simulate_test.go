@@ -82,8 +82,8 @@ func TestSimulateBoundaryBurstTableShowsTheFixedWindowWeakness(t *testing.T) {
 			t.Errorf("%s: ratio %s, want between 1.00 and 1.05 for this attack", alg, ratio)
 		}
 	}
-	if row := simulateRow(t, stdout, "sliding_log"); row[6] != "1109" {
-		t.Errorf("sliding_log memory %v, want 1109 bytes (60 timestamps)", row)
+	if row := simulateRow(t, stdout, "sliding_log"); row[6] != "1178" {
+		t.Errorf("sliding_log memory %v, want 1178 bytes (60 timestamps)", row)
 	}
 }
 
