@@ -10,7 +10,7 @@ import (
 // connIdle is how long an own connection may sit unused before it goes
 // back to the pool, whose check on checkout catches connections closed
 // while idle.
-const connIdle = time.Second
+const connIdle = 50 * time.Millisecond
 
 // ownConn is a connection of a single-server client kept by one user (a
 // sender, or the decisions made alone) across calls, which saves the
