@@ -96,7 +96,7 @@ func (m *Middleware) CheckHandler() http.Handler {
 		}
 		tier := p.tier(req.PlanTier)
 		if req.PlanTier == "" {
-			tier = p.tier(p.identity.tierOf(probe, strings.TrimPrefix(req.Key, "user:"), ""))
+			tier = p.tier(p.identity.tierOf("", strings.TrimPrefix(req.Key, "user:"), ""))
 		}
 		if l, _ := rt.class.pick(tier, req.Key); l.Limit().CheckCost(cost) != nil {
 			err := l.Limit().CheckCost(cost) // the limit the client is on, live change included

@@ -23,14 +23,33 @@ import (
 // (set with WithIdentity by a Go service that authenticated the request),
 // the JWT's sub claim (when JWT is set and the request carries a token; a
 // token that fails verification makes the request keyed by IP, whatever
-// else it carries), UserHeader, APIKeyHeader, and finally the client IP.
+// else it carries), UserHeader (only from a TrustedHeaderPeers peer),
+// APIKeyHeader, and finally the client IP.
+//
+// Headers that name the client or its tier without proving anything
+// (UserHeader, TierHeader, X-Forwarded-For) are believed only from the
+// peers listed for them; API keys and verified JWTs are credentials the
+// client presents itself and count from any peer.
 type IdentityConfig struct {
 	// TrustedProxies are the networks whose X-Forwarded-For and Forwarded
 	// headers are believed. From any other peer those headers are ignored,
 	// so a client cannot choose its own key.
 	TrustedProxies []netip.Prefix
+	// TrustedHeaderPeers are the networks whose UserHeader and TierHeader
+	// are believed: the gateways that authenticate clients and overwrite
+	// whatever a client sent in those headers. The direct peer must be in
+	// one of them; from any other peer the headers are ignored, as if
+	// absent, so a client cannot spend another user's budget or claim a
+	// better tier. It is a list of its own rather than TrustedProxies: a
+	// proxy can be trusted with X-Forwarded-For because it appends the
+	// address it saw, which every load balancer does, but a header is safe
+	// only from a peer that overwrites it, which only the authenticating
+	// gateway does. NewPolicy refuses UserHeader or TierHeader without it,
+	// since they could never be believed.
+	TrustedHeaderPeers []netip.Prefix
 	// UserHeader names a header carrying an authenticated user id, set by a
-	// gateway in front that overwrites whatever the client sent (X-User-ID).
+	// gateway in TrustedHeaderPeers that overwrites whatever the client
+	// sent (X-User-ID).
 	UserHeader string
 	// APIKeyHeader names a header carrying the client's API key (X-API-Key).
 	// Keys are hashed before they become part of a limiter key.
@@ -40,7 +59,9 @@ type IdentityConfig struct {
 	RequireKnownAPIKey bool
 	// JWT, when set, verifies bearer tokens and keys clients by their sub claim.
 	JWT *JWTConfig
-	// TierHeader names a trusted header carrying the plan tier (X-Plan-Tier).
+	// TierHeader names a header carrying the plan tier (X-Plan-Tier), set
+	// by a gateway in TrustedHeaderPeers; from other peers the tier comes
+	// from TierByKey or is the default tier.
 	TierHeader string
 	// TierByKey maps user ids, JWT subjects and API keys to plan tiers.
 	TierByKey map[string]string
@@ -100,6 +121,18 @@ func newIdentity(cfg IdentityConfig) (*identity, error) {
 	for _, p := range cfg.TrustedProxies {
 		if !p.IsValid() {
 			return nil, fmt.Errorf("trusted proxy %v: not a valid network", p)
+		}
+	}
+	for _, p := range cfg.TrustedHeaderPeers {
+		if !p.IsValid() {
+			return nil, fmt.Errorf("trusted header peer %v: not a valid network", p)
+		}
+	}
+	if len(cfg.TrustedHeaderPeers) == 0 {
+		for _, h := range []struct{ field, name string }{{"UserHeader", cfg.UserHeader}, {"TierHeader", cfg.TierHeader}} {
+			if h.name != "" {
+				return nil, fmt.Errorf("%s %s is believed only from TrustedHeaderPeers, which is empty: list the networks of the gateways that set it", h.field, h.name)
+			}
 		}
 	}
 	if cfg.JWT == nil {
@@ -175,8 +208,9 @@ func userKey(u string) string {
 
 // resolve identifies the client of r.
 func (id *identity) resolve(r *http.Request) client {
+	user, headerTier := id.gatewayHeaders(r)
 	if ctxID, ok := IdentityFrom(r.Context()); ok {
-		return client{key: userKey(ctxID.Key), tier: id.tierOf(r, ctxID.Key, ctxID.Tier)}
+		return client{key: userKey(ctxID.Key), tier: id.tierOf(headerTier, ctxID.Key, ctxID.Tier)}
 	}
 	if id.jwt != nil {
 		if raw, ok := id.bearer(r); ok {
@@ -185,33 +219,48 @@ func (id *identity) resolve(r *http.Request) client {
 				// Never trusted: key by address, on the default tier.
 				return client{key: "ip:" + id.clientIP(r).String()}
 			}
-			return client{key: userKey(sub), tier: id.tierOf(r, sub, "")}
+			return client{key: userKey(sub), tier: id.tierOf(headerTier, sub, "")}
 		}
 	}
-	if h := id.cfg.UserHeader; h != "" {
-		if v := r.Header.Get(h); v != "" {
-			return client{key: userKey(v), tier: id.tierOf(r, v, "")}
-		}
+	if user != "" {
+		return client{key: userKey(user), tier: id.tierOf(headerTier, user, "")}
 	}
 	if h := id.cfg.APIKeyHeader; h != "" {
 		if v := r.Header.Get(h); v != "" {
 			_, known := id.cfg.TierByKey[v]
 			if known || !id.cfg.RequireKnownAPIKey {
 				sum := sha256.Sum256([]byte(v))
-				return client{key: "apikey:" + hex.EncodeToString(sum[:8]), tier: id.tierOf(r, v, "")}
+				return client{key: "apikey:" + hex.EncodeToString(sum[:8]), tier: id.tierOf(headerTier, v, "")}
 			}
 		}
 	}
-	return client{key: "ip:" + id.clientIP(r).String(), tier: id.tierOf(r, "", "")}
+	return client{key: "ip:" + id.clientIP(r).String(), tier: id.tierOf(headerTier, "", "")}
 }
 
-// tierOf picks the tier: the trusted tier header, then the key→tier lookup,
-// then the tier that came with a context identity.
-func (id *identity) tierOf(r *http.Request, key, fallback string) string {
+// gatewayHeaders returns the user and tier headers of r when its direct
+// peer is a trusted header peer, and nothing otherwise: from any other peer
+// they are what the client chose to send.
+func (id *identity) gatewayHeaders(r *http.Request) (user, tier string) {
+	if id.cfg.UserHeader == "" && id.cfg.TierHeader == "" {
+		return "", ""
+	}
+	if !inNetworks(peerAddr(r.RemoteAddr), id.cfg.TrustedHeaderPeers) {
+		return "", ""
+	}
+	if h := id.cfg.UserHeader; h != "" {
+		user = r.Header.Get(h)
+	}
 	if h := id.cfg.TierHeader; h != "" {
-		if v := r.Header.Get(h); v != "" {
-			return v
-		}
+		tier = r.Header.Get(h)
+	}
+	return user, tier
+}
+
+// tierOf picks the tier: the tier header of a trusted peer (headerTier),
+// then the key→tier lookup, then the tier that came with a context identity.
+func (id *identity) tierOf(headerTier, key, fallback string) string {
+	if headerTier != "" {
+		return headerTier
 	}
 	if key != "" {
 		if t, ok := id.cfg.TierByKey[key]; ok {
@@ -249,9 +298,11 @@ func (id *identity) verify(raw string) (string, error) {
 	return sub, nil
 }
 
-func (id *identity) trusted(a netip.Addr) bool {
+// inNetworks reports whether a is in one of nets; an invalid address (a
+// peer that is not an IP, such as a Unix socket) is in none.
+func inNetworks(a netip.Addr, nets []netip.Prefix) bool {
 	a = a.Unmap()
-	for _, p := range id.cfg.TrustedProxies {
+	for _, p := range nets {
 		if p.Contains(a) {
 			return true
 		}
@@ -264,7 +315,7 @@ func (id *identity) trusted(a netip.Addr) bool {
 // is not itself a trusted proxy.
 func (id *identity) clientIP(r *http.Request) netip.Addr {
 	peer := peerAddr(r.RemoteAddr)
-	if !peer.IsValid() || len(id.cfg.TrustedProxies) == 0 || !id.trusted(peer) {
+	if !peer.IsValid() || len(id.cfg.TrustedProxies) == 0 || !inNetworks(peer, id.cfg.TrustedProxies) {
 		return peer
 	}
 	hops := forwardedFor(r.Header.Values("Forwarded"))
@@ -279,7 +330,7 @@ func (id *identity) clientIP(r *http.Request) netip.Addr {
 			// trusted proxy that added it is the last thing we know.
 			return last
 		}
-		if !id.trusted(a) {
+		if !inNetworks(a, id.cfg.TrustedProxies) {
 			return a
 		}
 		last = a

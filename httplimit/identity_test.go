@@ -8,6 +8,7 @@ import (
 	"crypto/rsa"
 	"crypto/x509"
 	"encoding/pem"
+	"fmt"
 	"net/http"
 	"net/netip"
 	"strings"
@@ -18,6 +19,10 @@ import (
 
 	"github.com/rl-exporter/rl-exporter/limiter"
 )
+
+// testGateway trusts the peer most tests send from, 192.0.2.1, with the
+// user and tier headers, as a gateway in front would be.
+var testGateway = []netip.Prefix{netip.MustParsePrefix("192.0.2.1/32")}
 
 func lastKey(t *testing.T, rec *records) string {
 	t.Helper()
@@ -164,8 +169,9 @@ func TestJWTSubjectsAreTrustedOnlyWhenTheTokenVerifies(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			cfg := c.cfg
 			cfg.Now = clk.Now
-			_, h, rec := setup(t, PolicyConfig{Identity: IdentityConfig{JWT: &cfg, UserHeader: "X-User-ID"}}, clk)
-			// X-User-ID is sent too: an invalid token must not fall back to it.
+			_, h, rec := setup(t, PolicyConfig{Identity: IdentityConfig{JWT: &cfg, UserHeader: "X-User-ID", TrustedHeaderPeers: testGateway}}, clk)
+			// X-User-ID is sent too, from a peer trusted to send it: an
+			// invalid token must not fall back to it.
 			do(h, "GET", "/", "192.0.2.1:1", map[string]string{"Authorization": "Bearer " + c.token, "X-User-ID": "mallory"})
 			if got := clientOf(lastKey(t, rec)); got != c.want {
 				t.Errorf("keyed by %q, want %q", got, c.want)
@@ -175,7 +181,7 @@ func TestJWTSubjectsAreTrustedOnlyWhenTheTokenVerifies(t *testing.T) {
 }
 
 func TestIdentitySourcesInOrder(t *testing.T) {
-	_, h, rec := setup(t, PolicyConfig{Identity: IdentityConfig{UserHeader: "X-User-ID", APIKeyHeader: "X-API-Key"}}, newClock())
+	_, h, rec := setup(t, PolicyConfig{Identity: IdentityConfig{UserHeader: "X-User-ID", APIKeyHeader: "X-API-Key", TrustedHeaderPeers: testGateway}}, newClock())
 	cases := []struct {
 		name string
 		hdr  map[string]string
@@ -232,7 +238,7 @@ func TestUnknownAPIKeysAreIgnoredWhenKnownKeysAreRequired(t *testing.T) {
 func TestAHugeUserIDIsHashedIntoABoundedKeyThatStillSeparatesClients(t *testing.T) {
 	_, h, rec := setup(t, PolicyConfig{
 		Classes:  []Class{oneClass("default", limiter.PerMinute(limiter.FixedWindow, 1))},
-		Identity: IdentityConfig{UserHeader: "X-User-ID"},
+		Identity: IdentityConfig{UserHeader: "X-User-ID", TrustedHeaderPeers: testGateway},
 	}, newClock())
 	long := strings.Repeat("u", 60_000)
 	keys := map[string]bool{}
@@ -256,5 +262,148 @@ func TestAHugeUserIDIsHashedIntoABoundedKeyThatStillSeparatesClients(t *testing.
 	do(h, "GET", "/", "192.0.2.1:1", map[string]string{"X-User-ID": exact})
 	if got := clientOf(lastKey(t, rec)); got != "user:"+exact {
 		t.Errorf("a user id of exactly %d bytes is kept verbatim, got %q", MaxUserKey, got[:min(len(got), 40)])
+	}
+}
+
+// headerTrustPolicy is a free/pro policy behind a gateway at 10.0.0.0/8
+// (and fd00::/8) that sets X-User-ID and X-Plan-Tier, with a load balancer
+// at 172.16.0.0/12 trusted only with X-Forwarded-For.
+func headerTrustPolicy(t *testing.T, clk *fakeClock, secret []byte) (http.Handler, *records) {
+	t.Helper()
+	_, h, rec := setup(t, PolicyConfig{
+		Tiers: []string{"free", "pro"}, DefaultTier: "free",
+		Classes: []Class{{Name: "api", Limits: map[string]limiter.Limit{
+			"free": limiter.PerMinute(limiter.FixedWindow, 2),
+			"pro":  limiter.PerMinute(limiter.FixedWindow, 10),
+		}}},
+		Identity: IdentityConfig{
+			TrustedHeaderPeers: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("fd00::/8")},
+			TrustedProxies:     []netip.Prefix{netip.MustParsePrefix("172.16.0.0/12")},
+			UserHeader:         "X-User-ID",
+			TierHeader:         "X-Plan-Tier",
+			APIKeyHeader:       "X-API-Key",
+			JWT:                &JWTConfig{Algorithm: "HS256", Secret: secret, Now: clk.Now},
+			TierByKey:          map[string]string{"carol": "pro", "pro-key": "pro"},
+		},
+	}, clk)
+	return h, rec
+}
+
+func TestUserAndTierHeadersAreBelievedOnlyFromTrustedHeaderPeers(t *testing.T) {
+	clk := newClock()
+	secret := []byte("s3cret-for-tests")
+	h, rec := headerTrustPolicy(t, clk, secret)
+	token := sign(t, jwt.SigningMethodHS256, secret, jwt.MapClaims{"sub": "dave", "exp": clk.Now().Add(time.Hour).Unix()})
+	cases := []struct {
+		name     string
+		remote   string
+		hdr      map[string]string
+		ctx      *Identity
+		wantKey  string
+		wantTier string
+	}{
+		{"an untrusted peer forging X-User-ID is keyed by its own address",
+			"203.0.113.7:4000", map[string]string{"X-User-ID": "victim"}, nil, "ip:203.0.113.7", "free"},
+		{"an untrusted peer forging X-Plan-Tier stays on the default tier",
+			"203.0.113.7:4000", map[string]string{"X-Plan-Tier": "pro"}, nil, "ip:203.0.113.7", "free"},
+		{"an untrusted peer naming a pro user in X-User-ID gets neither the user nor its tier",
+			"203.0.113.7:4000", map[string]string{"X-User-ID": "carol"}, nil, "ip:203.0.113.7", "free"},
+		{"the trusted gateway's X-User-ID and X-Plan-Tier are believed",
+			"10.1.2.3:4000", map[string]string{"X-User-ID": "alice", "X-Plan-Tier": "pro"}, nil, "user:alice", "pro"},
+		{"the trusted gateway's user gets its tier from the key to tier lookup",
+			"10.1.2.3:4000", map[string]string{"X-User-ID": "carol"}, nil, "user:carol", "pro"},
+		{"a gateway reached over IPv6 is trusted",
+			"[fd00::1]:4000", map[string]string{"X-User-ID": "alice", "X-Plan-Tier": "pro"}, nil, "user:alice", "pro"},
+		{"a gateway address mapped into IPv6 is trusted",
+			"[::ffff:10.1.2.3]:4000", map[string]string{"X-User-ID": "alice"}, nil, "user:alice", "free"},
+		{"a trusted proxy is believed about the address but not about the user",
+			"172.16.0.1:4000", map[string]string{"X-Forwarded-For": "198.51.100.1", "X-User-ID": "victim", "X-Plan-Tier": "pro"}, nil, "ip:198.51.100.1", "free"},
+		{"a forwarded address inside the gateway's network does not make the headers trusted",
+			"172.16.0.1:4000", map[string]string{"X-Forwarded-For": "10.1.2.3", "X-User-ID": "victim"}, nil, "ip:10.1.2.3", "free"},
+		{"an untrusted peer's API key still keys it, on the default tier despite X-Plan-Tier",
+			"203.0.113.7:4000", map[string]string{"X-API-Key": "some-key", "X-User-ID": "victim", "X-Plan-Tier": "pro"}, nil, "apikey:", "free"},
+		{"an untrusted peer's known API key gets its tier from the lookup",
+			"203.0.113.7:4000", map[string]string{"X-API-Key": "pro-key"}, nil, "apikey:", "pro"},
+		{"an untrusted peer's verified JWT keys by sub, on the default tier despite X-Plan-Tier",
+			"203.0.113.7:4000", map[string]string{"Authorization": "Bearer " + token, "X-Plan-Tier": "pro"}, nil, "user:dave", "free"},
+		{"the trusted gateway's X-Plan-Tier applies to a verified JWT",
+			"10.1.2.3:4000", map[string]string{"Authorization": "Bearer " + token, "X-Plan-Tier": "pro"}, nil, "user:dave", "pro"},
+		{"an untrusted peer's X-Plan-Tier does not override a context identity's tier",
+			"203.0.113.7:4000", map[string]string{"X-Plan-Tier": "pro"}, &Identity{Key: "erin", Tier: "free"}, "user:erin", "free"},
+		{"a peer that is not an IP address is not trusted",
+			"@", map[string]string{"X-User-ID": "victim"}, nil, "ip:invalid IP", "free"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := newRequest("GET", "/x", c.remote)
+			for k, v := range c.hdr {
+				r.Header.Set(k, v)
+			}
+			if c.ctx != nil {
+				r = r.WithContext(WithIdentity(context.Background(), *c.ctx))
+			}
+			h.ServeHTTP(newRecorder(), r)
+			all := rec.all()
+			last := all[len(all)-1]
+			got := clientOf(last.Key)
+			if c.wantKey == "apikey:" {
+				if !strings.HasPrefix(got, "apikey:") {
+					t.Errorf("keyed by %q, want the API key's hash", got)
+				}
+			} else if got != c.wantKey {
+				t.Errorf("keyed by %q, want %q", got, c.wantKey)
+			}
+			if last.PlanTier != c.wantTier {
+				t.Errorf("tier %q, want %q", last.PlanTier, c.wantTier)
+			}
+		})
+	}
+}
+
+func TestAForgedUserHeaderNeitherSpendsAnotherUsersBudgetNorEscapesItsOwn(t *testing.T) {
+	h, _ := headerTrustPolicy(t, newClock(), []byte("s3cret-for-tests"))
+	attacker := "203.0.113.7:4000"
+	// The attacker sends a different X-User-ID and X-Plan-Tier: pro each
+	// time, naming the victim first: it stays one free client of 2 a minute.
+	var codes []int
+	for i, user := range []string{"victim", "u1", "u2", "u3"} {
+		w := do(h, "GET", "/x", attacker, map[string]string{"X-User-ID": user, "X-Plan-Tier": "pro"})
+		codes = append(codes, w.Code)
+		if got := w.Header().Get("X-RateLimit-Limit"); got != "2" {
+			t.Errorf("request %d: X-RateLimit-Limit %q, want the free limit 2", i+1, got)
+		}
+	}
+	if codes[0] != 200 || codes[1] != 200 || codes[2] != 429 || codes[3] != 429 {
+		t.Errorf("attacker statuses %v, want [200 200 429 429]", codes)
+	}
+	// The victim, through the gateway, still has its whole budget.
+	for i := 1; i <= 2; i++ {
+		w := do(h, "GET", "/x", "10.1.2.3:4000", map[string]string{"X-User-ID": "victim"})
+		if w.Code != 200 || w.Header().Get("X-RateLimit-Remaining") != fmt.Sprint(2-i) {
+			t.Errorf("victim request %d: status %d, remaining %q; want 200 and %d", i, w.Code, w.Header().Get("X-RateLimit-Remaining"), 2-i)
+		}
+	}
+}
+
+func TestAUserOrTierHeaderWithoutTrustedHeaderPeersIsRefused(t *testing.T) {
+	store := limiter.NewMemoryStore(limiter.MemoryConfig{})
+	cases := []struct {
+		name string
+		id   IdentityConfig
+		want string
+	}{
+		{"a user header that no peer may send", IdentityConfig{UserHeader: "X-User-ID"}, "UserHeader X-User-ID"},
+		{"a tier header that no peer may send", IdentityConfig{TierHeader: "X-Plan-Tier"}, "TierHeader X-Plan-Tier"},
+		{"a user header with trusted proxies only",
+			IdentityConfig{UserHeader: "X-User-ID", TrustedProxies: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}}, "TrustedHeaderPeers"},
+		{"an invalid trusted header peer", IdentityConfig{TrustedHeaderPeers: []netip.Prefix{{}}}, "trusted header peer"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := NewPolicy(PolicyConfig{Store: store, Identity: c.id})
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("NewPolicy: %v, want an error naming %q", err, c.want)
+			}
+		})
 	}
 }

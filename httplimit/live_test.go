@@ -17,7 +17,7 @@ func livePolicy(t *testing.T, percent int, shadow bool) http.Handler {
 	c.Live = map[string]LiveLimit{"default": {
 		Limit: limiter.PerMinute(limiter.FixedWindow, 2), RolloutPercent: percent, Shadow: shadow, Source: "rl:config:default",
 	}}
-	_, h, _ := setup(t, PolicyConfig{Classes: []Class{c}, Identity: IdentityConfig{UserHeader: "X-User-ID"}}, newClock())
+	_, h, _ := setup(t, PolicyConfig{Classes: []Class{c}, Identity: IdentityConfig{UserHeader: "X-User-ID", TrustedHeaderPeers: testGateway}}, newClock())
 	return h
 }
 

@@ -168,7 +168,7 @@ func TestTiersGetTheirOwnLimitAndUnknownTiersTheDefault(t *testing.T) {
 			"free": limiter.PerMinute(limiter.FixedWindow, 2),
 			"pro":  limiter.PerMinute(limiter.FixedWindow, 10),
 		}}},
-		Identity: IdentityConfig{UserHeader: "X-User-ID", TierHeader: "X-Plan-Tier", TierByKey: map[string]string{"carol": "pro"}},
+		Identity: IdentityConfig{UserHeader: "X-User-ID", TierHeader: "X-Plan-Tier", TrustedHeaderPeers: testGateway, TierByKey: map[string]string{"carol": "pro"}},
 	}, clk)
 	cases := []struct {
 		name      string
