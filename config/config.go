@@ -250,7 +250,8 @@ type Tiers struct {
 	Names []string `koanf:"names"`
 	// Default is the tier of clients whose tier is unknown. Default "default".
 	Default string `koanf:"default"`
-	// Header names a trusted header carrying the tier (X-Plan-Tier).
+	// Header names a header carrying the tier (X-Plan-Tier), believed only
+	// from identity.trusted_header_peers.
 	Header string `koanf:"header"`
 	// Keys lists, per tier, the user ids, JWT subjects and API keys on it.
 	Keys map[string][]string `koanf:"keys"`
@@ -260,7 +261,13 @@ type Tiers struct {
 type Identity struct {
 	// TrustedProxies are CIDRs whose X-Forwarded-For and Forwarded are believed.
 	TrustedProxies []string `koanf:"trusted_proxies"`
-	// UserHeader names a trusted header carrying the user id (X-User-ID).
+	// TrustedHeaderPeers are CIDRs whose UserHeader and tiers.header are
+	// believed: the gateways that overwrite those headers. Required when
+	// either header is set; not defaulted to TrustedProxies, since a proxy
+	// that appends X-Forwarded-For passes other headers through.
+	TrustedHeaderPeers []string `koanf:"trusted_header_peers"`
+	// UserHeader names a header carrying the user id (X-User-ID), believed
+	// only from TrustedHeaderPeers.
 	UserHeader string `koanf:"user_header"`
 	// APIKeyHeader names the header carrying an API key (X-API-Key).
 	APIKeyHeader string `koanf:"api_key_header"`

@@ -1,6 +1,9 @@
 package config
 
 import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -153,6 +156,9 @@ func TestMoreInvalidConfigsNameTheFileTheKeyAndTheReason(t *testing.T) {
 		{"a negative pool size", "store: {type: redis, redis: {url: \"redis://127.0.0.1:1\", pool_size: -1}}\n", []string{"store.redis", "pool_size"}},
 		{"an unparsable route pattern", "classes: {default: {routes: [\"GET /a/{x\"], limits: {default: {algorithm: gcra, rate: 5, period: 1m}}}}\n", []string{"classes.default.routes[0]"}},
 		{"an unparsable CIDR in a list", "identity: {trusted_proxies: [10.0.0.0/8, not-a-cidr]}\n", []string{"identity.trusted_proxies[1]", "not-a-cidr"}},
+		{"an unparsable trusted header peer", "identity: {trusted_header_peers: [127.0.0.1, nope]}\n", []string{"identity.trusted_header_peers[1]", "nope"}},
+		{"a user header that no peer is trusted to send", "identity: {user_header: X-User-ID}\n", []string{"identity.user_header", "X-User-ID", "identity.trusted_header_peers, which is empty"}},
+		{"a tier header trusted from the proxies alone", "tiers: {header: X-Plan-Tier}\nidentity: {trusted_proxies: [10.0.0.0/8]}\n", []string{"tiers.header", "X-Plan-Tier", "identity.trusted_header_peers, which is empty"}},
 		{"a fractional rate", "classes: {default: {limits: {default: {algorithm: fixed_window, rate: 1.5, period: 1m}}}}\n", []string{"classes.default.limits.default.rate: 1.5 is not a whole number"}},
 		{"a fractional cost", "classes: {default: {cost: 2.7, limits: {default: {algorithm: fixed_window, rate: 5, period: 1m}}}}\n", []string{"classes.default.cost: 2.7 is not a whole number"}},
 		{"a rate beyond 64 bits", "classes: {default: {limits: {default: {algorithm: fixed_window, rate: 99999999999999999999999, period: 1m}}}}\n", []string{"classes.default.limits.default.rate: 1e+23 is out of range"}},
@@ -226,6 +232,60 @@ func TestAFileThatIsNotYAMLKeysIsOneProblemOnOneLine(t *testing.T) {
 			}
 			if msg := err.Error(); strings.Contains(msg, "\n") || !strings.HasPrefix(msg, "config "+file+": yaml: ") {
 				t.Errorf("error %q: want one line starting with the file", msg)
+			}
+		})
+	}
+}
+
+func TestUserAndTierHeadersAreBelievedFromTheTrustedHeaderPeersAlone(t *testing.T) {
+	c, err := Parse("rl.yaml", []byte(`
+tiers: {names: [free, pro], default: free, header: X-Plan-Tier}
+identity:
+  user_header: X-User-ID
+  trusted_proxies: [10.0.0.0/8]
+  trusted_header_peers: [127.0.0.1, "192.168.7.0/24"]
+classes:
+  default:
+    limits:
+      free: {algorithm: fixed_window, rate: 5, period: 1m}
+      pro: {algorithm: fixed_window, rate: 50, period: 1m}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc, err := c.PolicyConfig(limiter.NewMemoryStore(limiter.MemoryConfig{}), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprint(pc.Identity.TrustedHeaderPeers); got != "[127.0.0.1/32 192.168.7.0/24]" {
+		t.Errorf("trusted header peers %s, want [127.0.0.1/32 192.168.7.0/24] (an address is its own /32)", got)
+	}
+	p, err := httplimit.NewPolicy(pc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := httplimit.New(httplimit.Config{Policy: p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := m.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	for _, tc := range []struct {
+		name, remote, wantLimit string
+	}{
+		{"a listed address is believed", "127.0.0.1:5000", "50"},
+		{"an address in a listed network is believed", "192.168.7.9:5000", "50"},
+		{"a trusted proxy is not believed about the tier", "10.0.0.1:5000", "5"},
+		{"any other peer is not believed", "203.0.113.7:5000", "5"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := httptest.NewRequest("GET", "/", nil)
+			r.RemoteAddr = tc.remote
+			r.Header.Set("X-User-ID", "alice")
+			r.Header.Set("X-Plan-Tier", "pro")
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, r)
+			if got := w.Header().Get("X-RateLimit-Limit"); got != tc.wantLimit {
+				t.Errorf("X-RateLimit-Limit %q, want %s", got, tc.wantLimit)
 			}
 		})
 	}

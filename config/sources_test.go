@@ -34,6 +34,7 @@ store: {timeout: 250ms}
 		"RL_STORE__REDIS__POOL_SIZE=7",
 		"RL_METRICS__NATIVE_HISTOGRAMS=true",
 		"RL_IDENTITY__TRUSTED_PROXIES=10.0.0.0/8, 192.168.0.0/16",
+		"RL_IDENTITY__TRUSTED_HEADER_PEERS=127.0.0.1,::1",
 		"RL_CLASSES__DEFAULT__LIMITS__DEFAULT__RATE=42",
 		"RL_CLASSES__DEFAULT__LIMITS__DEFAULT__ALGORITHM=gcra",
 		"RL_CLASSES__DEFAULT__LIMITS__DEFAULT__PERIOD=1s",
@@ -52,6 +53,7 @@ store: {timeout: 250ms}
 		{"pool_size (env int)", fmt.Sprint(c.Store.Redis.PoolSize), "7"},
 		{"native_histograms (env bool)", fmt.Sprint(c.Metrics.NativeHistograms), "true"},
 		{"trusted_proxies (env list)", fmt.Sprint(c.Identity.TrustedProxies), "[10.0.0.0/8 192.168.0.0/16]"},
+		{"trusted_header_peers (env list)", fmt.Sprint(c.Identity.TrustedHeaderPeers), "[127.0.0.1 ::1]"},
 		{"a class limit (env map key)", fmt.Sprint(c.Classes["default"].Limits["default"]), "{gcra 42 1s 0 false false}"},
 	} {
 		if g.got != g.want {

@@ -296,9 +296,23 @@ func (c *Config) validateTiers(e *errs) {
 
 func (c *Config) validateIdentity(e *errs) {
 	id := c.Identity
-	for i, p := range id.TrustedProxies {
-		if _, err := parsePrefix(p); err != nil {
-			e.add(fmt.Sprintf("identity.trusted_proxies[%d]", i), "%q is not a CIDR or an IP address", p)
+	for _, list := range []struct {
+		key   string
+		cidrs []string
+	}{{"identity.trusted_proxies", id.TrustedProxies}, {"identity.trusted_header_peers", id.TrustedHeaderPeers}} {
+		for i, p := range list.cidrs {
+			if _, err := parsePrefix(p); err != nil {
+				e.add(fmt.Sprintf("%s[%d]", list.key, i), "%q is not a CIDR or an IP address", p)
+			}
+		}
+	}
+	if len(id.TrustedHeaderPeers) == 0 {
+		// Such a header could never be believed; saying so beats keying
+		// every request by IP without a word.
+		for _, h := range []struct{ key, name string }{{"identity.user_header", id.UserHeader}, {"tiers.header", c.Tiers.Header}} {
+			if h.name != "" {
+				e.add(h.key, "%s is believed only from identity.trusted_header_peers, which is empty: list the gateways that set it", h.name)
+			}
 		}
 	}
 	j := id.JWT
@@ -311,6 +325,19 @@ func (c *Config) validateIdentity(e *errs) {
 	if _, err := c.jwtConfig(); err != nil {
 		e.add("identity.jwt", "%v", err)
 	}
+}
+
+// prefixes parses the CIDRs (or single addresses) of the list at key.
+func prefixes(key string, list []string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, p := range list {
+		pre, err := parsePrefix(p)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %q: %w", key, p, err)
+		}
+		out = append(out, pre)
+	}
+	return out, nil
 }
 
 func parsePrefix(s string) (netip.Prefix, error) {
@@ -458,12 +485,12 @@ func (c *Config) PolicyConfig(store limiter.Store, observer limiter.Observer) (h
 			TierHeader:         c.Tiers.Header,
 		},
 	}
-	for _, p := range c.Identity.TrustedProxies {
-		pre, err := parsePrefix(p)
-		if err != nil {
-			return pc, fmt.Errorf("identity.trusted_proxies: %q: %w", p, err)
-		}
-		pc.Identity.TrustedProxies = append(pc.Identity.TrustedProxies, pre)
+	var err error
+	if pc.Identity.TrustedProxies, err = prefixes("identity.trusted_proxies", c.Identity.TrustedProxies); err != nil {
+		return pc, err
+	}
+	if pc.Identity.TrustedHeaderPeers, err = prefixes("identity.trusted_header_peers", c.Identity.TrustedHeaderPeers); err != nil {
+		return pc, err
 	}
 	if len(c.Tiers.Keys) > 0 {
 		pc.Identity.TierByKey = map[string]string{}
