@@ -53,7 +53,9 @@ const (
 )
 
 // serveConfig: free clients get a small token bucket on the orders
-// endpoint, pro clients a large one; Redis decides, and fails open.
+// endpoint, pro clients a large one; Redis decides, and fails open. The
+// traffic generator plays the gateway, so X-User-ID and X-Plan-Tier are
+// trusted from this host.
 const serveConfig = `
 server: {shutdown_timeout: 2s}
 log: {level: warn}
@@ -63,7 +65,7 @@ store:
   fail_policy: open
   redis: {dial_timeout: 200ms}
 tiers: {names: [free, pro], default: free, header: X-Plan-Tier}
-identity: {user_header: X-User-ID}
+identity: {user_header: X-User-ID, trusted_header_peers: [127.0.0.1]}
 classes:
   default:
     limits:

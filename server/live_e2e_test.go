@@ -23,9 +23,11 @@ const (
 var tokensEnv = []string{"RL_ADMIN__TOKENS=ops:read-write:" + opsToken + ",grafana:read-only:" + grafanaToken}
 
 // liveConfig: tiers free and pro, one class "api" (2 per minute on free),
-// one class "bulk"; a fast full refresh.
+// one class "bulk"; a fast full refresh. X-Plan-Tier is trusted from this
+// host, where the test plays the gateway.
 const liveConfig = `
 tiers: {names: [free, pro], default: free, header: X-Plan-Tier}
+identity: {trusted_header_peers: [127.0.0.1]}
 default_class: api
 classes:
   api:

@@ -31,9 +31,11 @@ import (
 )
 
 // metricsConfig has two endpoints (GET /search and the catch-all "/") and
-// two plan tiers read from X-Plan-Tier, on three algorithms.
+// two plan tiers read from X-Plan-Tier (trusted from this host, where the
+// test plays the gateway), on three algorithms.
 const metricsConfig = `
 tiers: {names: [free, pro], default: free, header: X-Plan-Tier}
+identity: {trusted_header_peers: [127.0.0.1]}
 classes:
   default:
     limits:
