@@ -7,7 +7,9 @@
 // comparison module, other limiters too. Keys are chosen uniformly or with a
 // Zipf skew (a few hot keys), latencies go to fixed-size histograms (one per
 // caller, merged at the end), and nothing is allocated per decision by the
-// engine itself.
+// engine itself. The engine reads the clock once per decision (a monotonic
+// offset from the start of the run), so that it costs little beside an
+// in-process limiter whose decision takes a hundred nanoseconds.
 package loadgen
 
 import (
@@ -107,7 +109,11 @@ type Result struct {
 	Errors uint64
 	// FirstError is the first error seen, or nil.
 	FirstError error
-	// Latency holds the duration of every decision, errors included.
+	// Latency holds the duration of every decision, errors included. A
+	// caller reads the clock once per decision, so a decision's duration is
+	// measured from the end of the caller's previous one and includes the
+	// caller's own bookkeeping between the two (choosing the key, recording
+	// the sample: about 10 ns).
 	Latency *Histogram
 }
 
@@ -153,11 +159,16 @@ func Run(ctx context.Context, cfg Config, decide DecideFunc) (Result, error) {
 		go func(c *caller, seed uint64) {
 			defer wg.Done()
 			pick := keys.picker(seed)
+			// One clock read per decision: each reading, as a monotonic
+			// offset from start, ends one decision and starts the next.
+			last := time.Since(start)
+			var n uint64
 			for !stop.Load() {
 				key := pick()
-				t0 := time.Now()
 				allowed, err := decide(ctx, key)
-				c.hist.Record(time.Since(t0))
+				now := time.Since(start)
+				c.hist.Record(now - last)
+				last = now
 				switch {
 				case err != nil:
 					c.errors++
@@ -169,8 +180,13 @@ func Run(ctx context.Context, cfg Config, decide DecideFunc) (Result, error) {
 				default:
 					c.rejected++
 				}
-				c.done.Add(1)
+				// Published every 16 decisions (and at the end): an atomic
+				// store per decision costs as much as a fast decision.
+				if n++; n%16 == 0 {
+					c.done.Store(n)
+				}
 			}
+			c.done.Store(n)
 		}(&callers[i], cfg.Seed+uint64(i)*0x9E3779B97F4A7C15)
 	}
 

@@ -216,3 +216,23 @@ func TestTheEngineAllocatesNothingPerDecision(t *testing.T) {
 		}
 	}
 }
+
+func TestLatencyCoversEachDecisionAndAddsUpToNoMoreThanTheRun(t *testing.T) {
+	const pause = 2 * time.Millisecond
+	res, err := Run(context.Background(), Config{Duration: 60 * time.Millisecond, Concurrency: 3},
+		func(ctx context.Context, key string) (bool, error) { time.Sleep(pause); return true, nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Latency.Count() != res.Decisions || res.Decisions < 3 {
+		t.Fatalf("%d latency samples for %d decisions", res.Latency.Count(), res.Decisions)
+	}
+	if res.Latency.Min() < pause {
+		t.Fatalf("shortest latency %s, but every decision slept %s", res.Latency.Min(), pause)
+	}
+	// Each caller's samples are consecutive stretches of the run, so their
+	// sum cannot exceed the callers' combined time.
+	if sum := time.Duration(res.Latency.Count()) * res.Latency.Mean(); sum > 3*res.Elapsed {
+		t.Fatalf("latencies add up to %s, more than 3 callers × %s", sum, res.Elapsed)
+	}
+}
