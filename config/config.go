@@ -86,6 +86,21 @@ type Server struct {
 	ShutdownTimeout time.Duration `koanf:"shutdown_timeout"`
 	// ReadyTimeout bounds the store ping of /readyz. Default 1s.
 	ReadyTimeout time.Duration `koanf:"ready_timeout"`
+	// CheckAPI says who may use the decision API, POST /v1/check.
+	CheckAPI CheckAPI `koanf:"check_api"`
+}
+
+// CheckAPI configures the decision API, POST /v1/check. The API believes the
+// key and plan tier in the body, so only the backend services that decide
+// for their clients may reach it, never those clients.
+type CheckAPI struct {
+	// Enabled serves the decision API on the main listener. False: the
+	// path is proxied to the upstream like any other. Default true.
+	Enabled bool `koanf:"enabled"`
+	// AllowedPeers are the CIDRs (or single addresses) of the direct peers
+	// allowed to call it; any other peer gets 403. Forwarded headers are
+	// never consulted. Default: this host, [127.0.0.0/8, ::1/128].
+	AllowedPeers []string `koanf:"allowed_peers"`
 }
 
 // Log configures log/slog.
@@ -370,6 +385,10 @@ func defaults() map[string]any {
 		"live.refresh_interval":    "10s",
 		"reload.watch":             true,
 		"reload.interval":          "5s",
+
+		// The decision API answers this host alone unless configured.
+		"server.check_api.enabled":       true,
+		"server.check_api.allowed_peers": []string{"127.0.0.0/8", "::1/128"},
 	}
 }
 

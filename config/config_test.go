@@ -157,6 +157,8 @@ func TestMoreInvalidConfigsNameTheFileTheKeyAndTheReason(t *testing.T) {
 		{"an unparsable route pattern", "classes: {default: {routes: [\"GET /a/{x\"], limits: {default: {algorithm: gcra, rate: 5, period: 1m}}}}\n", []string{"classes.default.routes[0]"}},
 		{"an unparsable CIDR in a list", "identity: {trusted_proxies: [10.0.0.0/8, not-a-cidr]}\n", []string{"identity.trusted_proxies[1]", "not-a-cidr"}},
 		{"an unparsable trusted header peer", "identity: {trusted_header_peers: [127.0.0.1, nope]}\n", []string{"identity.trusted_header_peers[1]", "nope"}},
+		{"an unparsable decision API peer", "server: {check_api: {allowed_peers: [\"::1/128\", 10.0.0.0/33]}}\n", []string{"server.check_api.allowed_peers[1]", "10.0.0.0/33"}},
+		{"a decision API that no peer may call", "server: {check_api: {allowed_peers: []}}\n", []string{"server.check_api.allowed_peers", "enabled: false"}},
 		{"a user header that no peer is trusted to send", "identity: {user_header: X-User-ID}\n", []string{"identity.user_header", "X-User-ID", "identity.trusted_header_peers, which is empty"}},
 		{"a tier header trusted from the proxies alone", "tiers: {header: X-Plan-Tier}\nidentity: {trusted_proxies: [10.0.0.0/8]}\n", []string{"tiers.header", "X-Plan-Tier", "identity.trusted_header_peers, which is empty"}},
 		{"a fractional rate", "classes: {default: {limits: {default: {algorithm: fixed_window, rate: 1.5, period: 1m}}}}\n", []string{"classes.default.limits.default.rate: 1.5 is not a whole number"}},
@@ -286,6 +288,32 @@ classes:
 			h.ServeHTTP(w, r)
 			if got := w.Header().Get("X-RateLimit-Limit"); got != tc.wantLimit {
 				t.Errorf("X-RateLimit-Limit %q, want %s", got, tc.wantLimit)
+			}
+		})
+	}
+}
+
+func TestTheDecisionAPIIsForThisHostUnlessConfigured(t *testing.T) {
+	for _, tc := range []struct {
+		name, yaml string
+		enabled    bool
+		peers      string
+	}{
+		{"by default it is on for the loopback addresses", "", true, "[127.0.0.0/8 ::1/128]"},
+		{"a file's list replaces the default, an address being its own /32", "server: {check_api: {allowed_peers: [10.1.2.3, \"fd00::/8\"]}}\n", true, "[10.1.2.3/32 fd00::/8]"},
+		{"it can be turned off, with or without a list", "server: {check_api: {enabled: false, allowed_peers: []}}\n", false, "[]"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := Parse("rl.yaml", []byte(tc.yaml))
+			if err != nil {
+				t.Fatal(err)
+			}
+			peers, err := c.CheckAPIPeers()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.Server.CheckAPI.Enabled != tc.enabled || fmt.Sprint(peers) != tc.peers {
+				t.Errorf("enabled %v, allowed peers %v; want %v, %s", c.Server.CheckAPI.Enabled, peers, tc.enabled, tc.peers)
 			}
 		})
 	}

@@ -91,6 +91,14 @@ func (c *Config) validateServer(e *errs) {
 	if s.ReadyTimeout <= 0 {
 		e.add("server.ready_timeout", "must be > 0, got %s", s.ReadyTimeout)
 	}
+	for i, p := range s.CheckAPI.AllowedPeers {
+		if _, err := parsePrefix(p); err != nil {
+			e.add(fmt.Sprintf("server.check_api.allowed_peers[%d]", i), "%q is not a CIDR or an IP address", p)
+		}
+	}
+	if s.CheckAPI.Enabled && len(s.CheckAPI.AllowedPeers) == 0 {
+		e.add("server.check_api.allowed_peers", "empty, so no caller could use the decision API: list its callers, or set server.check_api.enabled: false to turn it off")
+	}
 	if c.Log.Format != "text" && c.Log.Format != "json" {
 		e.add("log.format", "%q: want text or json", c.Log.Format)
 	}
@@ -325,6 +333,12 @@ func (c *Config) validateIdentity(e *errs) {
 	if _, err := c.jwtConfig(); err != nil {
 		e.add("identity.jwt", "%v", err)
 	}
+}
+
+// CheckAPIPeers returns server.check_api.allowed_peers parsed, a single
+// address as its own /32 or /128.
+func (c *Config) CheckAPIPeers() ([]netip.Prefix, error) {
+	return prefixes("server.check_api.allowed_peers", c.Server.CheckAPI.AllowedPeers)
 }
 
 // prefixes parses the CIDRs (or single addresses) of the list at key.
