@@ -71,6 +71,9 @@ type CheckResponse struct {
 // (whatever the Content-Type) and get a CheckResponse with the same headers
 // the middleware would send, status 200 when allowed, 429 when rejected,
 // 503 when fail-closed, 400 for a bad body and 413 for one over MaxCheckBody.
+// It believes the key and plan tier in the body, so mount it only where the
+// clients it decides for cannot reach it (serve answers only the peers in
+// server.check_api.allowed_peers).
 func (m *Middleware) CheckHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost {

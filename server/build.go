@@ -92,9 +92,14 @@ func Build(cfg *config.Config, d Deps) (*Built, error) {
 			return fail(fmt.Errorf("config %s: server.upstream: %w", cfg.Source, err))
 		}
 	}
+	checkPeers, err := cfg.CheckAPIPeers()
+	if err != nil {
+		return fail(fmt.Errorf("config %s: %w", cfg.Source, err))
+	}
 	srv, err := New(Config{
 		Listen: cfg.Server.Listen, MetricsListen: cfg.Server.MetricsListen, AdminListen: cfg.Server.AdminListen,
 		Upstream: upstream, Middleware: mw, Ready: ready, ReadyTimeout: cfg.Server.ReadyTimeout,
+		CheckAPI:       CheckAPI{Disabled: !cfg.Server.CheckAPI.Enabled, AllowedPeers: checkPeers},
 		MetricsHandler: d.MetricsHandler, AdminHandlers: adminHandlers, MetricsWebConfigFile: webConfig,
 		ShutdownTimeout: cfg.Server.ShutdownTimeout, Closers: closers, Logger: d.Logger,
 	})

@@ -5,7 +5,8 @@
 //
 // Reserved paths on the main listener (never proxied):
 //
-//	POST /v1/check   the decision API (httplimit.CheckHandler)
+//	POST /v1/check   the decision API (httplimit.CheckHandler), for the
+//	                 peers in Config.CheckAPI only; proxied when disabled
 //	/metrics         Prometheus metrics      } moved to their own listener
 //	/healthz         the process is up       } when MetricsListen is set
 //	/readyz          the store is reachable  }
@@ -23,7 +24,9 @@ import (
 	"net"
 	"net/http"
 	"net/http/httputil"
+	"net/netip"
 	"net/url"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -61,6 +64,9 @@ type Config struct {
 	Upstream *url.URL
 	// Middleware enforces the limits in front of the proxy and answers /v1/check.
 	Middleware *httplimit.Middleware
+	// CheckAPI says who may use the decision API. Zero: enabled for this
+	// host alone.
+	CheckAPI CheckAPI
 	// Ready reports whether the store is reachable (a Redis PING); nil
 	// means always ready. It is called with a context bounded by ReadyTimeout.
 	Ready func(context.Context) error
@@ -80,6 +86,25 @@ type Config struct {
 	Closers []io.Closer
 	// Logger receives start, stop and proxy-error lines. Default: discard.
 	Logger *slog.Logger
+}
+
+// CheckAPI says who may use the decision API, POST /v1/check, which believes
+// the key and plan tier in its body and so must not be reachable by the
+// clients it decides for.
+type CheckAPI struct {
+	// Disabled leaves the path to the proxy, like any other path.
+	Disabled bool
+	// AllowedPeers are the networks of the direct peers (the connection's
+	// remote address; forwarded headers are never consulted) allowed to
+	// call it; any other peer gets 403 and no decision is made or counted.
+	// Empty: DefaultCheckPeers.
+	AllowedPeers []netip.Prefix
+}
+
+// DefaultCheckPeers returns the peers allowed to call the decision API when
+// none are configured: this host, 127.0.0.0/8 and ::1/128.
+func DefaultCheckPeers() []netip.Prefix {
+	return []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}
 }
 
 // Server is a running (or ready to run) serve process. Its methods are safe
@@ -173,9 +198,13 @@ func (s *Server) Middleware() *httplimit.Middleware { return s.cfg.Middleware }
 // mainHandler dispatches the reserved paths exactly (no path cleaning, so
 // the upstream sees the path the client sent) and proxies the rest.
 func (s *Server) mainHandler() http.Handler {
-	check := s.cfg.Middleware.CheckHandler()
+	check := s.checkHandler()
+	notFound := "no upstream is configured"
+	if check != nil {
+		notFound += "; only " + httplimit.CheckPath + " is served"
+	}
 	var rest http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotFound, "not_found", "no upstream is configured; only "+httplimit.CheckPath+" is served")
+		writeError(w, http.StatusNotFound, "not_found", notFound)
 	})
 	if s.cfg.Upstream != nil {
 		rest = s.proxy(s.cfg.Upstream)
@@ -185,8 +214,10 @@ func (s *Server) mainHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case httplimit.CheckPath:
-			check.ServeHTTP(w, r)
-			return
+			if check != nil {
+				check.ServeHTTP(w, r)
+				return
+			}
 		case MetricsPath, HealthPath, ReadyPath:
 			if ops {
 				s.opsHandler().ServeHTTP(w, r)
@@ -195,6 +226,49 @@ func (s *Server) mainHandler() http.Handler {
 		}
 		limited.ServeHTTP(w, r)
 	})
+}
+
+// checkHandler is the decision API behind its peer check, or nil when it is
+// disabled.
+func (s *Server) checkHandler() http.Handler {
+	if s.cfg.CheckAPI.Disabled {
+		return nil
+	}
+	api := s.cfg.Middleware.CheckHandler()
+	allowed := s.cfg.CheckAPI.AllowedPeers
+	if len(allowed) == 0 {
+		allowed = DefaultCheckPeers()
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		peer := peerAddr(r.RemoteAddr)
+		for _, p := range allowed {
+			if p.Contains(peer) {
+				api.ServeHTTP(w, r)
+				return
+			}
+		}
+		who := r.RemoteAddr
+		if peer.IsValid() {
+			who = peer.String()
+		}
+		s.logger.LogAttrs(r.Context(), slog.LevelDebug, "decision API refused a peer", slog.String("peer", who))
+		writeError(w, http.StatusForbidden, "peer_not_allowed",
+			fmt.Sprintf("%s answers only the peers in server.check_api.allowed_peers; %s is not one of them", httplimit.CheckPath, who))
+	})
+}
+
+// peerAddr is the IP of a connection's remote address ("host:port"), an
+// IPv4-mapped IPv6 address as IPv4; invalid when it has none.
+func peerAddr(remote string) netip.Addr {
+	if ap, err := netip.ParseAddrPort(remote); err == nil {
+		return ap.Addr().Unmap()
+	}
+	host, _, err := net.SplitHostPort(remote)
+	if err != nil {
+		host = remote
+	}
+	a, _ := netip.ParseAddr(strings.Trim(host, "[]"))
+	return a.Unmap()
 }
 
 // opsHandler serves /metrics, /healthz and /readyz.
