@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 )
 
 // Keys whose 64-bit hashes collide share a probe run: each keeps its own
@@ -21,9 +22,9 @@ func TestMemoryShardKeepsCollidingKeysApart(t *testing.T) {
 	if sh.n != len(keys) {
 		t.Fatalf("%d entries, want %d", sh.n, len(keys))
 	}
-	get := func(alg algorithmIndex, k string) *memEntry {
+	get := func(alg algorithmIndex, k string) *memSlot {
 		if i := sh.find(h, alg, k); i >= 0 {
-			return &sh.slots[i].memEntry
+			return &sh.slots[i]
 		}
 		return nil
 	}
@@ -135,5 +136,26 @@ func TestMemoryStoreDefaultClockFollowsTheWallClock(t *testing.T) {
 			t.Fatalf("clock read %d, wall clock between %d and %d", got, before, after)
 		}
 		prev = got
+	}
+}
+
+func TestSlotsAndShardsAreLaidOutForTheCacheLines(t *testing.T) {
+	var s memSlot
+	if size := unsafe.Sizeof(s); size != 128 {
+		t.Fatalf("memSlot is %d bytes; the documented memory per key assumes 128", size)
+	}
+	for name, off := range map[string]uintptr{
+		"hash": unsafe.Offsetof(s.hash), "a": unsafe.Offsetof(s.a), "b": unsafe.Offsetof(s.b),
+		"idleAt": unsafe.Offsetof(s.idleAt), "tag": unsafe.Offsetof(s.tag), "klen": unsafe.Offsetof(s.klen),
+	} {
+		if off >= 64 {
+			t.Errorf("memSlot.%s at offset %d, outside the first 64 bytes", name, off)
+		}
+	}
+	if size := unsafe.Sizeof(memShard{}); size != 128 {
+		t.Errorf("memShard is %d bytes, want 128 so that shards never share a pair of cache lines", size)
+	}
+	if inLine := 64 - unsafe.Offsetof(s.kin); inLine < 30 {
+		t.Errorf("only %d bytes of an inline key share the first cache line, want 30", inLine)
 	}
 }

@@ -274,3 +274,38 @@ func Example() {
 	// allowed=false remaining=0 delay=0s retry-after=500ms err=<nil>
 	// cost exceeds the limit's quota: cost 4 > quota 3
 }
+
+// Limits of one algorithm share a key's state; a fixed window remembered
+// for one period or alignment must not be taken for another's.
+func TestFixedWindowsOfDifferentPeriodsOnOneKeyEachKeepTheirOwnBoundaries(t *testing.T) {
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	store := limiter.NewMemoryStore(limiter.MemoryConfig{Now: func() time.Time { return now }})
+	limits := []limiter.Limit{
+		limiter.PerSecond(limiter.FixedWindow, 1000),
+		{Algorithm: limiter.FixedWindow, Rate: 1000, Period: 7 * time.Second},
+		{Algorithm: limiter.FixedWindow, Rate: 1000, Period: 7 * time.Second, AlignWindows: true},
+	}
+	const key = "shared-client"
+	for step := 0; step < 60; step++ {
+		for _, lim := range limits {
+			d, err := store.Decide(context.Background(), key, lim, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			off := limiter.WindowOffset(key, lim.Period)
+			if lim.AlignWindows {
+				off = 0
+			}
+			// The window containing now starts at off + k·Period.
+			p := lim.Period
+			since := now.Sub(time.Unix(0, 0).Add(off)) % p
+			if since < 0 {
+				since += p
+			}
+			if want := p - since; d.ResetAfter != want {
+				t.Fatalf("step %d, period %s aligned %v: ResetAfter %s, want %s", step, p, lim.AlignWindows, d.ResetAfter, want)
+			}
+		}
+		now = now.Add(330 * time.Millisecond)
+	}
+}

@@ -17,23 +17,41 @@ type memShard struct {
 	slots []memSlot // a power of two long, or nil
 	shift uint8     // 64 − log2(len(slots))
 	n     int       // slots in use
-	_     [32]byte  // keep neighbouring shards' mutexes off one cache line
+	// Pad to 128 bytes, so that neighbouring shards never share a cache
+	// line, nor a pair of lines that the processor fetches together.
+	_ [80]byte
 }
 
-// memSlot is one slot, 128 bytes: the hash of (algorithm, key), the
-// algorithm + 1 (0 marks an empty slot), the key itself when it is short
-// (so that comparing it reads the slot, not a string elsewhere on the
-// heap), and the entry, which holds a longer key.
+// memSlot is one slot, 128 bytes, holding one key's state: the hash of
+// (algorithm, key), the algorithm + 1 (0 marks an empty slot), the key
+// itself when it is short (so that comparing it reads the slot, not a
+// string elsewhere on the heap) and the state. The fields a decision on a
+// key of up to 30 bytes reads and writes (hash, tag, key, a, b, idleAt)
+// share the slot's first 64 bytes, so that such a decision touches one
+// cache line; the rest (the key's tail, c, a long key, the log) is in the
+// second. The meaning of the state depends on the algorithm:
+//
+//	fixed_window:   a = window start, b = count, c = the period (µs) of
+//	                that window × 2, + 1 when aligned
+//	sliding_window: a = window start, b = current count, c = previous count
+//	token_bucket, leaky_bucket: a = last update, b = level (1/P units)
+//	gcra:           a = the bits of the theoretical arrival time (µs, float64)
+//	sliding_log:    log
 type memSlot struct {
 	hash uint64
-	tag  uint8
-	klen uint8 // length of the key in kin, or longKey
-	kin  [inlineKeyMax]byte
-	memEntry
+	a, b int64
+	// idleAt is when the state becomes equivalent to a fresh key's (µs).
+	idleAt int64
+	tag    uint8
+	klen   uint8 // length of the key in kin, or longKey
+	kin    [inlineKeyMax]byte
+	c      int64
+	key    string // the key when longer than inlineKeyMax
+	log    *timestampLog
 }
 
 // inlineKeyMax is the longest key kept in the slot itself; longKey marks
-// a slot whose key is in memEntry.key instead.
+// a slot whose key is in memSlot.key instead.
 const (
 	inlineKeyMax = 62
 	longKey      = 255
@@ -112,14 +130,14 @@ func (sh *memShard) place(h uint64) int {
 
 // resize rebuilds the table with size slots, keeping the entries for which
 // keep (when not nil) returns true.
-func (sh *memShard) resize(size int, keep func(*memEntry) bool) {
+func (sh *memShard) resize(size int, keep func(*memSlot) bool) {
 	old := sh.slots
 	sh.slots = make([]memSlot, size)
 	sh.shift = uint8(64 - bitsLen(size-1))
 	sh.n = 0
 	for i := range old {
 		s := &old[i]
-		if s.tag == 0 || (keep != nil && !keep(&s.memEntry)) {
+		if s.tag == 0 || (keep != nil && !keep(s)) {
 			continue
 		}
 		sh.slots[sh.place(s.hash)] = *s
@@ -174,7 +192,7 @@ func (sh *memShard) sweep(now int64) int {
 		sh.slots, sh.shift, sh.n = nil, 0, 0
 		return before
 	}
-	sh.resize(size, func(e *memEntry) bool { return e.idleAt > now })
+	sh.resize(size, func(e *memSlot) bool { return e.idleAt > now })
 	return before - sh.n
 }
 
@@ -182,11 +200,11 @@ func (sh *memShard) sweep(now int64) int {
 // first looks at a few entries after a pseudo-random slot: those idle for
 // over idleGrace are dropped and, when the shard still holds max entries,
 // the one that becomes idle soonest is evicted.
-func (sh *memShard) insert(h uint64, alg algorithmIndex, key string, now int64, max int) *memEntry {
+func (sh *memShard) insert(h uint64, alg algorithmIndex, key string, now int64, max int) *memSlot {
 	if sh.n > 0 {
 		sh.evict(h, now, max)
 	}
-	return &sh.slots[sh.add(h, alg, key)].memEntry
+	return &sh.slots[sh.add(h, alg, key)]
 }
 
 func (sh *memShard) evict(h uint64, now int64, max int) {
