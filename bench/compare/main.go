@@ -57,6 +57,10 @@ type options struct {
 	only     *regexp.Regexp
 	cpuProf  string
 	stores   map[string]bool
+	// goBench > 0 measures the memory store with Go benchmarks instead of
+	// the load generator, in that many interleaved rounds.
+	goBench   int
+	benchTime time.Duration
 }
 
 func main() {
@@ -79,6 +83,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&only, "only", "", "run only the limiters whose name matches this regular expression")
 	fs.StringVar(&stores, "stores", "redis,memory", "comma-separated stores to compare: redis, memory")
 	fs.StringVar(&o.cpuProf, "cpuprofile", "", "write a CPU profile of the measured runs to this file")
+	fs.IntVar(&o.goBench, "gobench", 0, "with --stores memory: measure with Go benchmarks (serial and parallel, no load generator) in this many interleaved rounds, and print the ratios")
+	fs.DurationVar(&o.benchTime, "benchtime", time.Second, "with --gobench: time of each benchmark in each round")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -101,6 +107,12 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	if o.keys < 1 {
 		return o, fmt.Errorf("--keys: must be >= 1, got %d", o.keys)
 	}
+	if o.goBench < 0 {
+		return o, fmt.Errorf("--gobench: must be >= 0, got %d", o.goBench)
+	}
+	if o.benchTime <= 0 {
+		return o, fmt.Errorf("--benchtime: must be > 0, got %s", o.benchTime)
+	}
 	var err error
 	if o.only, err = regexp.Compile(only); err != nil {
 		return o, fmt.Errorf("--only: %w", err)
@@ -114,6 +126,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 			return o, fmt.Errorf("--stores: unknown store %q (want redis or memory)", s)
 		}
 	}
+	if o.goBench > 0 && (o.stores["redis"] || !o.stores["memory"]) {
+		return o, errors.New("--gobench: measures the memory store only; add --stores memory")
+	}
 	return o, nil
 }
 
@@ -125,6 +140,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintf(stderr, "compare: %v\n", err)
 		return 2
+	}
+
+	if o.goBench > 0 {
+		if err := runGoBenchmarks(stdout, stderr, o.keys, o.goBench, o.benchTime); err != nil {
+			fmt.Fprintf(stderr, "compare: %v\n", err)
+			return 1
+		}
+		return 0
 	}
 
 	var contenders []contender

@@ -47,13 +47,47 @@ func TestCompareRunsEveryLimiterAndPrintsOneTableWithRatios(t *testing.T) {
 }
 
 func TestCompareRejectsBadFlagsNamingThem(t *testing.T) {
-	for _, args := range [][]string{{"--callers", "0"}, {"--duration", "0s"}, {"--stores", "etcd"}, {"--only", "("}} {
+	for _, args := range [][]string{{"--callers", "0"}, {"--duration", "0s"}, {"--stores", "etcd"}, {"--only", "("},
+		{"--gobench", "-1"}, {"--gobench", "2"}, {"--benchtime", "0s"}} {
 		var stdout, stderr bytes.Buffer
 		if code := run(context.Background(), args, &stdout, &stderr); code != 2 {
 			t.Errorf("%v: exit %d, want 2", args, code)
 		}
 		if !strings.Contains(stderr.String(), args[0]) {
 			t.Errorf("%v: stderr does not name the flag: %s", args, stderr.String())
+		}
+	}
+}
+
+func TestGoBenchmarksCompareTheMemoryStoreWithXTimeRateAndPrintTheRatios(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), []string{"--stores", "memory", "--gobench", "2", "--benchtime", "20ms", "--keys", "100"}, &stdout, &stderr)
+	if code != 0 {
+		t.Fatalf("exit %d; stderr:\n%s", code, stderr.String())
+	}
+	out := stdout.String()
+	rows := 0
+	for _, line := range strings.Split(out, "\n") {
+		if !strings.HasPrefix(line, "| ") || strings.HasPrefix(line, "| benchmark") {
+			continue
+		}
+		rows++
+		// Every decision over an existing key allocates nothing.
+		if cells := strings.Split(line, " | "); len(cells) < 6 || cells[3] != "0" {
+			t.Errorf("row without 0 allocs/op: %s", line)
+		}
+		if strings.Contains(line, "(baseline)") && !strings.HasSuffix(line, "| 1.00× |") {
+			t.Errorf("baseline row is not 1.00× of itself: %s", line)
+		}
+	}
+	// gcra, token_bucket, fixed_window and the baseline, serial and parallel.
+	if rows != 8 {
+		t.Fatalf("%d table rows, want 8:\n%s", rows, out)
+	}
+	for _, want := range []string{"gcra/serial", "token_bucket/parallel", "fixed_window/serial", "xrate_mutex_map/parallel (baseline)",
+		"ratio to x/time/rate + mutex map (goal ≥ 1.50×): gcra/serial "} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
 		}
 	}
 }

@@ -26,7 +26,7 @@ func memoryContenders() ([]contender, error) {
 		}
 		cs = append(cs, contender{store: "memory", name: "rl-exporter " + string(alg), decide: allowFunc(lim)})
 	}
-	x := &xrateMap{limit: rate.Limit(float64(memoryRate) / time.Minute.Seconds()), burst: memoryRate, m: map[string]*rate.Limiter{}}
+	x := newXrateMap()
 	cs = append(cs, contender{store: "memory", name: "x/time/rate + mutex map", baseline: true, decide: x.decide})
 	return cs, nil
 }
@@ -48,6 +48,12 @@ type xrateMap struct {
 	m     map[string]*rate.Limiter
 	limit rate.Limit
 	burst int
+}
+
+// newXrateMap returns an empty map whose limiters allow memoryRate per
+// minute with a burst of as much.
+func newXrateMap() *xrateMap {
+	return &xrateMap{limit: rate.Limit(float64(memoryRate) / time.Minute.Seconds()), burst: memoryRate, m: map[string]*rate.Limiter{}}
 }
 
 func (x *xrateMap) decide(_ context.Context, key string) (bool, error) {

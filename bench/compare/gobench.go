@@ -1,0 +1,240 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/rl-exporter/rl-exporter/limiter"
+)
+
+// A memory benchmark is one limiter deciding over a fixed set of keys as a
+// Go benchmark: serially on one goroutine, or with b.RunParallel on
+// GOMAXPROCS goroutines. Unlike the load generator it reads no clock and
+// records nothing per decision, so ns/op is the limiter's own cost.
+type memoryBenchmark struct {
+	// name is "<limiter>/<serial|parallel>", usable as a sub-benchmark name.
+	name string
+	// limiter is the contender's name (rl-exporter's algorithm or xrate).
+	limiter string
+	// baseline marks x/time/rate behind a mutex-guarded map.
+	baseline bool
+	fn       func(b *testing.B)
+}
+
+// xrateLimiterName names the baseline in the benchmarks.
+const xrateLimiterName = "xrate_mutex_map"
+
+// memoryBenchmarks returns the benchmarks over keys distinct keys: for each
+// of rl-exporter's Limiter on a MemoryStore (gcra, token_bucket,
+// fixed_window) and for x/time/rate behind a mutex-guarded map of keys, a
+// serial and a parallel benchmark. Every key exists before the timer starts
+// and every decision is allowed. Each benchmark makes its own limiter.
+func memoryBenchmarks(keys int) ([]memoryBenchmark, error) {
+	names := make([]string, keys)
+	for i := range names {
+		names[i] = "client-" + strconv.Itoa(i)
+	}
+	type decider func(key string) bool
+	type maker struct {
+		name     string
+		baseline bool
+		make     func() (decider, error)
+	}
+	var makers []maker
+	for _, alg := range []limiter.Algorithm{limiter.GCRA, limiter.TokenBucket, limiter.FixedWindow} {
+		makers = append(makers, maker{string(alg), false, func() (decider, error) {
+			lim, err := limiter.New(limiter.Config{
+				Limit: limiter.PerMinute(alg, memoryRate),
+				Store: limiter.NewMemoryStore(limiter.MemoryConfig{}),
+			})
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", alg, err)
+			}
+			ctx := context.Background()
+			return func(key string) bool {
+				d, _ := lim.Allow(ctx, key)
+				return d.Allowed
+			}, nil
+		}})
+	}
+	makers = append(makers, maker{xrateLimiterName, true, func() (decider, error) {
+		x := newXrateMap()
+		ctx := context.Background()
+		return func(key string) bool { ok, _ := x.decide(ctx, key); return ok }, nil
+	}})
+
+	// Keys are visited with a stride prime to len(names), so consecutive
+	// decisions touch unrelated keys, as independent clients do.
+	const stride = 7919
+	var out []memoryBenchmark
+	for _, m := range makers {
+		if _, err := m.make(); err != nil {
+			return nil, err
+		}
+		out = append(out,
+			memoryBenchmark{name: m.name + "/serial", limiter: m.name, baseline: m.baseline, fn: func(b *testing.B) {
+				decide, _ := m.make()
+				for _, k := range names {
+					decide(k)
+				}
+				refused := 0
+				i := 0
+				b.ReportAllocs()
+				b.ResetTimer()
+				for b.Loop() {
+					if i += stride; i >= len(names) {
+						i %= len(names)
+					}
+					if !decide(names[i]) {
+						refused++
+					}
+				}
+				if refused > 0 {
+					b.Fatalf("%d decisions refused; the benchmark measures allowed ones", refused)
+				}
+			}},
+			memoryBenchmark{name: m.name + "/parallel", limiter: m.name, baseline: m.baseline, fn: func(b *testing.B) {
+				decide, _ := m.make()
+				for _, k := range names {
+					decide(k)
+				}
+				var refused atomic.Int64
+				var start atomic.Int64
+				b.ReportAllocs()
+				b.ResetTimer()
+				b.RunParallel(func(pb *testing.PB) {
+					i := int(start.Add(1009)) % len(names) // each goroutine starts elsewhere
+					n := 0
+					for pb.Next() {
+						if i += stride; i >= len(names) {
+							i %= len(names)
+						}
+						if !decide(names[i]) {
+							n++
+						}
+					}
+					refused.Add(int64(n))
+				})
+				if n := refused.Load(); n > 0 {
+					b.Fatalf("%d decisions refused; the benchmark measures allowed ones", n)
+				}
+			}},
+		)
+	}
+	return out, nil
+}
+
+// goBenchResult is one benchmark's figures over several rounds.
+type goBenchResult struct {
+	bench  memoryBenchmark
+	nsOp   []float64 // per round
+	allocs int64     // per op, last round
+	bytes  int64     // per op, last round
+}
+
+// runGoBenchmarks runs every memory benchmark rounds times, interleaved (one
+// round runs each benchmark once, back to back, so a change in the
+// machine's load affects the contenders of a round alike), each for about
+// benchtime, and writes a table of median ns/op, allocations and the
+// ratio to the baseline: the median over rounds of the baseline's ns/op
+// divided by the limiter's, both from the same round.
+func runGoBenchmarks(w, progress io.Writer, keys, rounds int, benchtime time.Duration) error {
+	// testing.Benchmark takes its duration from the testing package's flag.
+	testing.Init()
+	previous := flag.Lookup("test.benchtime").Value.String()
+	if err := flag.Set("test.benchtime", benchtime.String()); err != nil {
+		return fmt.Errorf("set benchtime: %w", err)
+	}
+	defer flag.Set("test.benchtime", previous)
+	benches, err := memoryBenchmarks(keys)
+	if err != nil {
+		return err
+	}
+	results := make([]goBenchResult, len(benches))
+	for i, b := range benches {
+		results[i].bench = b
+	}
+	started := time.Now()
+	for r := 0; r < rounds; r++ {
+		for i := range results {
+			res := testing.Benchmark(results[i].bench.fn)
+			if res.N == 0 {
+				return fmt.Errorf("benchmark %s failed", results[i].bench.name)
+			}
+			ns := float64(res.T.Nanoseconds()) / float64(res.N)
+			results[i].nsOp = append(results[i].nsOp, ns)
+			results[i].allocs, results[i].bytes = res.AllocsPerOp(), res.AllocedBytesPerOp()
+			fmt.Fprintf(progress, "round %d  %-28s %8.1f ns/op  %d allocs/op\n", r+1, results[i].bench.name, ns, res.AllocsPerOp())
+		}
+	}
+	writeGoBenchTable(w, results, keys, rounds, benchtime, started)
+	return nil
+}
+
+func writeGoBenchTable(w io.Writer, results []goBenchResult, keys, rounds int, benchtime time.Duration, started time.Time) {
+	fmt.Fprintf(w, "Go benchmarks measured %s on %s, %d CPUs (GOMAXPROCS %d), %s; %d keys, every decision allowed; %d interleaved rounds of about %s per benchmark, medians.\n\n",
+		started.UTC().Format("2006-01-02 15:04 MST"), cpuModel(), runtime.NumCPU(), runtime.GOMAXPROCS(0), runtime.Version(), keys, rounds, benchtime)
+	fmt.Fprintln(w, "| benchmark | ns/op (median) | ns/op per round | allocs/op | B/op | × x/time/rate speed (median of rounds) |")
+	fmt.Fprintln(w, "|---|---:|---|---:|---:|---:|")
+	var summary []string
+	for _, r := range results {
+		var base *goBenchResult
+		for i := range results {
+			b := &results[i]
+			if b.bench.baseline && mode(b.bench.name) == mode(r.bench.name) {
+				base = b
+			}
+		}
+		ratios := make([]float64, len(r.nsOp))
+		for i := range r.nsOp {
+			ratios[i] = base.nsOp[i] / r.nsOp[i]
+		}
+		perRound := ""
+		for i, ns := range r.nsOp {
+			if i > 0 {
+				perRound += ", "
+			}
+			perRound += fmt.Sprintf("%.0f", ns)
+		}
+		name := r.bench.name
+		if r.bench.baseline {
+			name += " (baseline)"
+		}
+		ratio := median(ratios)
+		fmt.Fprintf(w, "| %s | %.1f | %s | %d | %d | %.2f× |\n", name, median(r.nsOp), perRound, r.allocs, r.bytes, ratio)
+		if !r.bench.baseline {
+			summary = append(summary, fmt.Sprintf("%s %.2f×", r.bench.name, ratio))
+		}
+	}
+	fmt.Fprintf(w, "\nratio to x/time/rate + mutex map (goal ≥ 1.50×): %s\n", strings.Join(summary, ", "))
+}
+
+// mode is "serial" or "parallel" from a benchmark name.
+func mode(name string) string {
+	for i := len(name) - 1; i >= 0; i-- {
+		if name[i] == '/' {
+			return name[i+1:]
+		}
+	}
+	return name
+}
+
+func median(v []float64) float64 {
+	s := slices.Clone(v)
+	slices.Sort(s)
+	if n := len(s); n%2 == 1 {
+		return s[n/2]
+	} else if n > 0 {
+		return (s[n/2-1] + s[n/2]) / 2
+	}
+	return 0
+}
