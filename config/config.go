@@ -25,6 +25,8 @@ import (
 	"github.com/knadh/koanf/providers/confmap"
 	"github.com/knadh/koanf/providers/rawbytes"
 	"github.com/knadh/koanf/v2"
+
+	"github.com/rl-exporter/rl-exporter/limiter/redisstore"
 )
 
 // DefaultListen is the address of serve's main listener when none is configured.
@@ -149,7 +151,31 @@ type Redis struct {
 	Prefix string `koanf:"prefix"`
 	// TLS configures TLS to Redis (a rediss:// URL turns it on too).
 	TLS RedisTLS `koanf:"tls"`
+	// Batch says how concurrent decisions share script calls. On by default.
+	Batch RedisBatch `koanf:"batch"`
 }
+
+// RedisBatch configures how the Redis store groups concurrent decisions
+// into shared script calls (redisstore.BatchConfig): a decision made alone
+// is sent at once; those that arrive while others are on their way go
+// together, each still atomic and answered on its own.
+type RedisBatch struct {
+	// Disabled makes every decision its own script call. Default false.
+	Disabled bool `koanf:"disabled"`
+	// MaxSize caps the decisions in one script call, 1 to MaxRedisBatchSize.
+	// Default redisstore.DefaultBatchMaxSize (128).
+	MaxSize int `koanf:"max_size"`
+	// Senders is the number of batches on their way to Redis at once, 1 to
+	// MaxRedisBatchSenders. Default redisstore.DefaultBatchSenders (2).
+	Senders int `koanf:"senders"`
+}
+
+// Bounds of store.redis.batch: the store keeps a queue of 4 × MaxSize ×
+// Senders decisions, so the product is capped.
+const (
+	MaxRedisBatchSize    = 4096
+	MaxRedisBatchSenders = 64
+)
 
 // RedisTLS configures TLS connections to Redis.
 type RedisTLS struct {
@@ -385,6 +411,10 @@ func defaults() map[string]any {
 		"live.refresh_interval":    "10s",
 		"reload.watch":             true,
 		"reload.interval":          "5s",
+
+		// Redis decisions share script calls unless configured.
+		"store.redis.batch.max_size": redisstore.DefaultBatchMaxSize,
+		"store.redis.batch.senders":  redisstore.DefaultBatchSenders,
 
 		// The decision API answers this host alone unless configured.
 		"server.check_api.enabled":       true,

@@ -12,6 +12,7 @@ import (
 
 	"github.com/rl-exporter/rl-exporter/httplimit"
 	"github.com/rl-exporter/rl-exporter/limiter"
+	"github.com/rl-exporter/rl-exporter/limiter/redisstore"
 )
 
 func TestTheBuiltInDefaultsLimitEveryEndpointTo100PerMinute(t *testing.T) {
@@ -154,6 +155,9 @@ func TestMoreInvalidConfigsNameTheFileTheKeyAndTheReason(t *testing.T) {
 		{"a Redis TLS CA file missing", "store: {type: redis, redis: {url: \"redis://127.0.0.1:1\", tls: {enabled: true, ca_file: nope.pem}}}\n", []string{"store.redis", "ca_file"}},
 		{"a Redis TLS key without a cert", "store: {type: redis, redis: {url: \"redis://127.0.0.1:1\", tls: {enabled: true, key_file: k.pem}}}\n", []string{"store.redis", "cert_file"}},
 		{"a negative pool size", "store: {type: redis, redis: {url: \"redis://127.0.0.1:1\", pool_size: -1}}\n", []string{"store.redis", "pool_size"}},
+		{"a zero batch size", "store: {type: redis, redis: {url: \"redis://127.0.0.1:1\", batch: {max_size: 0}}}\n", []string{"store.redis.batch.max_size", "between 1 and 4096, got 0"}},
+		{"too many batch senders", "store: {type: redis, redis: {url: \"redis://127.0.0.1:1\", batch: {senders: 65}}}\n", []string{"store.redis.batch.senders", "between 1 and 64, got 65"}},
+		{"an unknown batch key", "store: {redis: {batch: {max_wait: 1ms}}}\n", []string{"store.redis.batch", "max_wait"}},
 		{"an unparsable route pattern", "classes: {default: {routes: [\"GET /a/{x\"], limits: {default: {algorithm: gcra, rate: 5, period: 1m}}}}\n", []string{"classes.default.routes[0]"}},
 		{"an unparsable CIDR in a list", "identity: {trusted_proxies: [10.0.0.0/8, not-a-cidr]}\n", []string{"identity.trusted_proxies[1]", "not-a-cidr"}},
 		{"an unparsable trusted header peer", "identity: {trusted_header_peers: [127.0.0.1, nope]}\n", []string{"identity.trusted_header_peers[1]", "nope"}},
@@ -316,5 +320,20 @@ func TestTheDecisionAPIIsForThisHostUnlessConfigured(t *testing.T) {
 				t.Errorf("enabled %v, allowed peers %v; want %v, %s", c.Server.CheckAPI.Enabled, peers, tc.enabled, tc.peers)
 			}
 		})
+	}
+}
+
+func TestRedisBatchingIsOnByDefaultAndTheFileTunesIt(t *testing.T) {
+	def := Default().RedisStoreConfig()
+	if def.Batch != (redisstore.BatchConfig{MaxSize: redisstore.DefaultBatchMaxSize, Senders: redisstore.DefaultBatchSenders}) {
+		t.Fatalf("default batching %+v, want on with %d decisions per call and %d senders", def.Batch, redisstore.DefaultBatchMaxSize, redisstore.DefaultBatchSenders)
+	}
+	c, err := Parse(filepath.Join(t.TempDir(), "rl.yaml"), []byte("store: {type: redis, redis: {url: \"redis://127.0.0.1:1\", prefix: app, batch: {disabled: true, max_size: 16, senders: 4}}}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := redisstore.Config{Prefix: "app", Batch: redisstore.BatchConfig{Disabled: true, MaxSize: 16, Senders: 4}}
+	if got := c.RedisStoreConfig(); got != want {
+		t.Fatalf("RedisStoreConfig() = %+v, want %+v", got, want)
 	}
 }

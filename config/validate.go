@@ -133,6 +133,22 @@ func (c *Config) validateStore(e *errs) {
 	if strings.ContainsAny(s.Redis.Prefix, "{}") {
 		e.add("store.redis.prefix", "%q must not contain '{' or '}'", s.Redis.Prefix)
 	}
+	if b := s.Redis.Batch; b.MaxSize < 1 || b.MaxSize > MaxRedisBatchSize {
+		e.add("store.redis.batch.max_size", "must be between 1 and %d, got %d", MaxRedisBatchSize, b.MaxSize)
+	}
+	if b := s.Redis.Batch; b.Senders < 1 || b.Senders > MaxRedisBatchSenders {
+		e.add("store.redis.batch.senders", "must be between 1 and %d, got %d", MaxRedisBatchSenders, b.Senders)
+	}
+}
+
+// RedisStoreConfig returns the Redis store's settings: the key prefix and
+// how decisions are batched.
+func (c *Config) RedisStoreConfig() redisstore.Config {
+	r := c.Store.Redis
+	return redisstore.Config{
+		Prefix: r.Prefix,
+		Batch:  redisstore.BatchConfig{Disabled: r.Batch.Disabled, MaxSize: r.Batch.MaxSize, Senders: r.Batch.Senders},
+	}
 }
 
 // RedisClientConfig returns how to reach Redis, reading the password file.

@@ -172,7 +172,7 @@ func OpenStore(cfg *config.Config) (limiter.Store, func(context.Context) error, 
 		if err != nil {
 			return nil, nil, nil, fmt.Errorf("config %s: store.redis: %w", cfg.Source, err)
 		}
-		st, err := redisstore.New(client, redisstore.Config{Prefix: cfg.Store.Redis.Prefix})
+		st, err := redisstore.New(client, cfg.RedisStoreConfig())
 		if err != nil {
 			_ = client.Close()
 			return nil, nil, nil, fmt.Errorf("config %s: store.redis: %w", cfg.Source, err)
