@@ -69,9 +69,14 @@ func runTraffic(ctx context.Context, args []string, _ func(string) string, stdou
 		ctx, cancel = context.WithTimeout(ctx, *duration)
 		defer cancel()
 	}
+	fmt.Fprintf(stdout, "traffic: %d normal clients at %g/s, %d abusive at %g/s, to %s\n",
+		*normal, *normalRate, *abusive, *abusiveRate, strings.Join(targets, ", "))
 	stats := &traffic.Stats{}
-	done := make(chan struct{})
+	// The reporter goroutine is the only writer to stdout while the run
+	// lasts; stopped waits for it to return before the final line.
+	done, stopped := make(chan struct{}), make(chan struct{})
 	go func() {
+		defer close(stopped)
 		t := time.NewTicker(*every)
 		defer t.Stop()
 		for {
@@ -83,10 +88,9 @@ func runTraffic(ctx context.Context, args []string, _ func(string) string, stdou
 			}
 		}
 	}()
-	fmt.Fprintf(stdout, "traffic: %d normal clients at %g/s, %d abusive at %g/s, to %s\n",
-		*normal, *normalRate, *abusive, *abusiveRate, strings.Join(targets, ", "))
 	snap, err := traffic.Run(ctx, cfg, stats)
 	close(done)
+	<-stopped
 	if err != nil {
 		fmt.Fprintf(stderr, "rl-exporter %v\n", err)
 		return exitFailure
