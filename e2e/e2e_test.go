@@ -20,6 +20,7 @@ import (
 	"github.com/rl-exporter/rl-exporter/alertsink"
 	"github.com/rl-exporter/rl-exporter/dashboards"
 	"github.com/rl-exporter/rl-exporter/internal/redistest"
+	"github.com/rl-exporter/rl-exporter/internal/testbin"
 	"github.com/rl-exporter/rl-exporter/slo"
 	"github.com/rl-exporter/rl-exporter/traffic"
 )
@@ -27,24 +28,7 @@ import (
 // binary is rl-exporter, built once by TestMain.
 var binary string
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "rl-exporter-e2e-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	binary = filepath.Join(dir, "rl-exporter")
-	build := exec.Command("go", "build", "-o", binary, "../cmd/rl-exporter")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "build rl-exporter: %v\n%s", err, out)
-		os.RemoveAll(dir)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testbin.Main(m, "../cmd/rl-exporter", &binary) }
 
 // The endpoint and plan tiers the traffic uses (see serveConfig).
 const (

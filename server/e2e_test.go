@@ -19,28 +19,14 @@ import (
 
 	"github.com/rl-exporter/rl-exporter/httplimit"
 	"github.com/rl-exporter/rl-exporter/internal/redistest"
+	"github.com/rl-exporter/rl-exporter/internal/testbin"
 	"github.com/rl-exporter/rl-exporter/limiter"
 )
 
 // binary is rl-exporter, built once for this test binary.
 var binary string
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "rl-exporter-e2e-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	binary = filepath.Join(dir, "rl-exporter")
-	out, err := exec.Command("go", "build", "-o", binary, "../cmd/rl-exporter").CombinedOutput()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "build rl-exporter: %v\n%s", err, out)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testbin.Main(m, "../cmd/rl-exporter", &binary) }
 
 // proc is a running rl-exporter serve.
 type proc struct {
