@@ -90,6 +90,27 @@ type Server struct {
 	ReadyTimeout time.Duration `koanf:"ready_timeout"`
 	// CheckAPI says who may use the decision API, POST /v1/check.
 	CheckAPI CheckAPI `koanf:"check_api"`
+	// UpstreamTransport configures the proxy's connections to Upstream.
+	UpstreamTransport UpstreamTransport `koanf:"upstream_transport"`
+}
+
+// UpstreamTransport configures the reverse proxy's connections to the
+// upstream: kept alive and reused, so that a steady load opens no new
+// connection per request.
+type UpstreamTransport struct {
+	// MaxIdleConnsPerHost is how many idle connections are kept for reuse;
+	// at least the number of requests in flight at once. Default 256.
+	MaxIdleConnsPerHost int `koanf:"max_idle_conns_per_host"`
+	// IdleConnTimeout closes a connection idle for this long. Default 90s.
+	IdleConnTimeout time.Duration `koanf:"idle_conn_timeout"`
+	// DialTimeout bounds opening a connection. Default 5s.
+	DialTimeout time.Duration `koanf:"dial_timeout"`
+	// ResponseHeaderTimeout bounds the wait for the upstream's response
+	// headers; past it the client gets 502. Default 60s; 0 means no bound.
+	ResponseHeaderTimeout time.Duration `koanf:"response_header_timeout"`
+	// H2C speaks HTTP/2 without TLS to an http:// upstream (which must
+	// accept it). Default false: HTTP/1.1.
+	H2C bool `koanf:"h2c"`
 }
 
 // CheckAPI configures the decision API, POST /v1/check. The API believes the
@@ -415,6 +436,12 @@ func defaults() map[string]any {
 		// Redis decisions share script calls unless configured.
 		"store.redis.batch.max_size": redisstore.DefaultBatchMaxSize,
 		"store.redis.batch.senders":  redisstore.DefaultBatchSenders,
+
+		// The proxy keeps connections to the upstream for reuse.
+		"server.upstream_transport.max_idle_conns_per_host": 256,
+		"server.upstream_transport.idle_conn_timeout":       "90s",
+		"server.upstream_transport.dial_timeout":            "5s",
+		"server.upstream_transport.response_header_timeout": "60s",
 
 		// The decision API answers this host alone unless configured.
 		"server.check_api.enabled":       true,

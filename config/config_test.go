@@ -173,6 +173,11 @@ func TestMoreInvalidConfigsNameTheFileTheKeyAndTheReason(t *testing.T) {
 		{"a period without a unit", "classes: {default: {limits: {default: {algorithm: fixed_window, rate: 5, period: 60}}}}\n", []string{"classes.default.limits.default.period: 60 is a number without a unit"}},
 		{"a duration Go cannot parse shows the value", "reload: {interval: 9999999h}\n", []string{`reload.interval: "9999999h" is not a Go duration`}},
 		{"an unknown top-level key is named as written", "listen: \":1\"\n", []string{": listen: unknown key"}},
+		{"no idle upstream connection kept", "server: {upstream_transport: {max_idle_conns_per_host: 0}}\n", []string{"server.upstream_transport.max_idle_conns_per_host", "1 to 65536, got 0"}},
+		{"a zero upstream dial timeout", "server: {upstream_transport: {dial_timeout: 0s}}\n", []string{"server.upstream_transport.dial_timeout", "> 0"}},
+		{"a zero idle upstream connection timeout", "server: {upstream_transport: {idle_conn_timeout: 0s}}\n", []string{"server.upstream_transport.idle_conn_timeout", "> 0"}},
+		{"a negative upstream response header timeout", "server: {upstream_transport: {response_header_timeout: -1s}}\n", []string{"server.upstream_transport.response_header_timeout", ">= 0"}},
+		{"h2c to an https upstream", "server: {upstream: \"https://api.example\", upstream_transport: {h2c: true}}\n", []string{"server.upstream_transport.h2c", "http://"}},
 	}
 	dir := t.TempDir()
 	for _, c := range cases {
@@ -320,6 +325,21 @@ func TestTheDecisionAPIIsForThisHostUnlessConfigured(t *testing.T) {
 				t.Errorf("enabled %v, allowed peers %v; want %v, %s", c.Server.CheckAPI.Enabled, peers, tc.enabled, tc.peers)
 			}
 		})
+	}
+}
+
+func TestTheUpstreamTransportKeepsConnectionsForReuseByDefault(t *testing.T) {
+	want := UpstreamTransport{MaxIdleConnsPerHost: 256, IdleConnTimeout: 90 * time.Second, DialTimeout: 5 * time.Second, ResponseHeaderTimeout: 60 * time.Second}
+	if got := Default().Server.UpstreamTransport; got != want {
+		t.Fatalf("default server.upstream_transport %+v, want %+v", got, want)
+	}
+	c, err := Parse(filepath.Join(t.TempDir(), "rl.yaml"), []byte("server: {upstream: \"http://127.0.0.1:1\", upstream_transport: {max_idle_conns_per_host: 1024, h2c: true, response_header_timeout: 0s}}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want.MaxIdleConnsPerHost, want.H2C, want.ResponseHeaderTimeout = 1024, true, 0
+	if got := c.Server.UpstreamTransport; got != want {
+		t.Fatalf("server.upstream_transport %+v, want %+v", got, want)
 	}
 }
 

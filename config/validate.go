@@ -96,6 +96,7 @@ func (c *Config) validateServer(e *errs) {
 			e.add(fmt.Sprintf("server.check_api.allowed_peers[%d]", i), "%q is not a CIDR or an IP address", p)
 		}
 	}
+	c.validateUpstreamTransport(e)
 	if s.CheckAPI.Enabled && len(s.CheckAPI.AllowedPeers) == 0 {
 		e.add("server.check_api.allowed_peers", "empty, so no caller could use the decision API: list its callers, or set server.check_api.enabled: false to turn it off")
 	}
@@ -105,6 +106,26 @@ func (c *Config) validateServer(e *errs) {
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(c.Log.Level)); err != nil {
 		e.add("log.level", "%q: want debug, info, warn or error", c.Log.Level)
+	}
+}
+
+func (c *Config) validateUpstreamTransport(e *errs) {
+	t := c.Server.UpstreamTransport
+	const key = "server.upstream_transport."
+	if t.MaxIdleConnsPerHost < 1 || t.MaxIdleConnsPerHost > 1<<16 {
+		e.add(key+"max_idle_conns_per_host", "must be 1 to 65536, got %d", t.MaxIdleConnsPerHost)
+	}
+	if t.IdleConnTimeout <= 0 {
+		e.add(key+"idle_conn_timeout", "must be > 0, got %s", t.IdleConnTimeout)
+	}
+	if t.DialTimeout <= 0 {
+		e.add(key+"dial_timeout", "must be > 0, got %s", t.DialTimeout)
+	}
+	if t.ResponseHeaderTimeout < 0 {
+		e.add(key+"response_header_timeout", "must be >= 0 (0: no bound), got %s", t.ResponseHeaderTimeout)
+	}
+	if t.H2C && strings.HasPrefix(strings.ToLower(c.Server.Upstream), "https:") {
+		e.add(key+"h2c", "applies to an http:// upstream; %s negotiates HTTP/2 through TLS on its own", c.Server.Upstream)
 	}
 }
 

@@ -98,7 +98,8 @@ func Build(cfg *config.Config, d Deps) (*Built, error) {
 	}
 	srv, err := New(Config{
 		Listen: cfg.Server.Listen, MetricsListen: cfg.Server.MetricsListen, AdminListen: cfg.Server.AdminListen,
-		Upstream: upstream, Middleware: mw, Ready: ready, ReadyTimeout: cfg.Server.ReadyTimeout,
+		Upstream: upstream, UpstreamTransport: transportConfig(cfg.Server.UpstreamTransport),
+		Middleware: mw, Ready: ready, ReadyTimeout: cfg.Server.ReadyTimeout,
 		CheckAPI:       CheckAPI{Disabled: !cfg.Server.CheckAPI.Enabled, AllowedPeers: checkPeers},
 		MetricsHandler: d.MetricsHandler, AdminHandlers: adminHandlers, MetricsWebConfigFile: webConfig,
 		ShutdownTimeout: cfg.Server.ShutdownTimeout, Closers: closers, Logger: d.Logger,

@@ -62,6 +62,8 @@ type Config struct {
 	AdminListen string
 	// Upstream is where non-reserved requests are proxied. Nil: they get 404.
 	Upstream *url.URL
+	// UpstreamTransport configures the connections to Upstream (see NewTransport).
+	UpstreamTransport TransportConfig
 	// Middleware enforces the limits in front of the proxy and answers /v1/check.
 	Middleware *httplimit.Middleware
 	// CheckAPI says who may use the decision API. Zero: enabled for this
@@ -311,6 +313,8 @@ func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
 // proxy forwards to upstream, appending the client to X-Forwarded-For.
 func (s *Server) proxy(upstream *url.URL) http.Handler {
 	return &httputil.ReverseProxy{
+		Transport:  NewTransport(s.cfg.UpstreamTransport),
+		BufferPool: &bufferPool{},
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(upstream)
 			pr.Out.Host = pr.In.Host

@@ -1,0 +1,154 @@
+package server
+
+import (
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/rl-exporter/rl-exporter/config"
+)
+
+// Defaults of TransportConfig.
+const (
+	// DefaultMaxIdleConnsPerHost is how many idle connections to the
+	// upstream are kept for reuse: sized for a few hundred concurrent
+	// clients, so that a steady load reuses connections instead of
+	// opening one per request (Go's default keeps two).
+	DefaultMaxIdleConnsPerHost = 256
+	// DefaultIdleConnTimeout closes an idle upstream connection after this long.
+	DefaultIdleConnTimeout = 90 * time.Second
+	// DefaultDialTimeout bounds opening a connection to the upstream.
+	DefaultDialTimeout = 5 * time.Second
+	// DefaultResponseHeaderTimeout bounds the wait for the upstream's
+	// response headers once the request is written (nginx's
+	// proxy_read_timeout is also 60 s).
+	DefaultResponseHeaderTimeout = 60 * time.Second
+)
+
+// proxyBufferSize is the size of the buffers the reverse proxy copies
+// bodies through (httputil.ReverseProxy's own default).
+const proxyBufferSize = 32 << 10
+
+// TransportConfig configures the connections from the reverse proxy to the
+// upstream. It is a plain value; the zero value of a field means its default.
+type TransportConfig struct {
+	// MaxIdleConnsPerHost is how many idle upstream connections are kept
+	// for reuse; size it to the number of requests in flight at once.
+	// Default DefaultMaxIdleConnsPerHost.
+	MaxIdleConnsPerHost int
+	// IdleConnTimeout closes a connection idle for this long. Default
+	// DefaultIdleConnTimeout.
+	IdleConnTimeout time.Duration
+	// DialTimeout bounds opening a connection. Default DefaultDialTimeout.
+	DialTimeout time.Duration
+	// ResponseHeaderTimeout bounds the wait for the response headers after
+	// the request is written; past it the client gets 502. Default
+	// DefaultResponseHeaderTimeout; negative means no bound.
+	ResponseHeaderTimeout time.Duration
+	// H2C speaks HTTP/2 without TLS (prior knowledge) to an http://
+	// upstream, so that all requests share a few multiplexed connections.
+	// The upstream must accept it, and be an http:// URL (config
+	// validation refuses H2C with https://, which negotiates HTTP/2
+	// through TLS on its own).
+	H2C bool
+}
+
+func (c TransportConfig) withDefaults() TransportConfig {
+	if c.MaxIdleConnsPerHost <= 0 {
+		c.MaxIdleConnsPerHost = DefaultMaxIdleConnsPerHost
+	}
+	if c.IdleConnTimeout <= 0 {
+		c.IdleConnTimeout = DefaultIdleConnTimeout
+	}
+	if c.DialTimeout <= 0 {
+		c.DialTimeout = DefaultDialTimeout
+	}
+	switch {
+	case c.ResponseHeaderTimeout == 0:
+		c.ResponseHeaderTimeout = DefaultResponseHeaderTimeout
+	case c.ResponseHeaderTimeout < 0:
+		c.ResponseHeaderTimeout = 0 // http.Transport: no bound
+	}
+	return c
+}
+
+// transportConfig is the TransportConfig of server.upstream_transport,
+// whose response_header_timeout 0 means no bound.
+func transportConfig(c config.UpstreamTransport) TransportConfig {
+	t := TransportConfig{
+		MaxIdleConnsPerHost: c.MaxIdleConnsPerHost, IdleConnTimeout: c.IdleConnTimeout,
+		DialTimeout: c.DialTimeout, ResponseHeaderTimeout: c.ResponseHeaderTimeout, H2C: c.H2C,
+	}
+	if t.ResponseHeaderTimeout == 0 {
+		t.ResponseHeaderTimeout = -1
+	}
+	return t
+}
+
+// NewTransport returns the http.Transport the reverse proxy reaches the
+// upstream with: keep-alive connections, up to MaxIdleConnsPerHost of them
+// kept idle for reuse, HTTP/1.1 or, with H2C, HTTP/2 without TLS (over
+// TLS, HTTP/2 when the upstream offers it), the configured timeouts, no transparent compression
+// (bodies pass through as the upstream sent them) and no proxy from the
+// environment (the upstream is reached directly, as configured). The
+// Transport is safe for concurrent use.
+func NewTransport(cfg TransportConfig) *http.Transport {
+	cfg = cfg.withDefaults()
+	dialer := &net.Dialer{Timeout: cfg.DialTimeout, KeepAlive: 30 * time.Second}
+	t := &http.Transport{
+		DialContext:           dialer.DialContext,
+		MaxIdleConns:          cfg.MaxIdleConnsPerHost,
+		MaxIdleConnsPerHost:   cfg.MaxIdleConnsPerHost,
+		IdleConnTimeout:       cfg.IdleConnTimeout,
+		ResponseHeaderTimeout: cfg.ResponseHeaderTimeout,
+		TLSHandshakeTimeout:   cfg.DialTimeout,
+		ExpectContinueTimeout: time.Second,
+		DisableCompression:    true,
+		ForceAttemptHTTP2:     true,
+	}
+	if cfg.H2C {
+		// Without HTTP1 in the set, http:// requests use HTTP/2 with prior
+		// knowledge.
+		p := new(http.Protocols)
+		p.SetUnencryptedHTTP2(true)
+		p.SetHTTP2(true)
+		t.Protocols = p
+	}
+	return t
+}
+
+// bufferPool lends the reverse proxy its copy buffers
+// (httputil.BufferPool). It is safe for concurrent use and, once warm,
+// allocates nothing: a returned buffer is kept in a *[]byte holder taken
+// from a second pool of empty holders, since putting a bare slice in a
+// sync.Pool would allocate its header on every Put.
+type bufferPool struct {
+	full  sync.Pool // *[]byte holding a buffer
+	empty sync.Pool // *[]byte holding nothing
+}
+
+// Get returns a buffer of proxyBufferSize bytes.
+func (p *bufferPool) Get() []byte {
+	h, _ := p.full.Get().(*[]byte)
+	if h == nil {
+		return make([]byte, proxyBufferSize)
+	}
+	b := *h
+	*h = nil
+	p.empty.Put(h)
+	return b
+}
+
+// Put gives back a buffer obtained from Get.
+func (p *bufferPool) Put(b []byte) {
+	if cap(b) < proxyBufferSize {
+		return
+	}
+	h, _ := p.empty.Get().(*[]byte)
+	if h == nil {
+		h = new([]byte)
+	}
+	*h = b[:proxyBufferSize]
+	p.full.Put(h)
+}
