@@ -10,11 +10,7 @@ import (
 	"github.com/rl-exporter/rl-exporter/alertsink"
 )
 
-func init() {
-	register("alert-sink", "receive Alertmanager webhook notifications and log them (a stand-in for on-call)", runAlertSink)
-}
-
-func runAlertSink(ctx context.Context, args []string, _ func(string) string, stdout, stderr io.Writer) int {
+func runAlertSink(ctx context.Context, args []string, _ environ, stdout, stderr io.Writer) int {
 	fs := newFlagSet("alert-sink", "[flags]", "Logs one line per alert of every notification Alertmanager posts, and lists the\n"+
 		"latest notifications as JSON on GET.", stderr)
 	listen := fs.String("listen", "127.0.0.1:5001", "address to listen on; Alertmanager posts to http://ADDR/alerts (any path)")

@@ -20,10 +20,6 @@ import (
 	"github.com/rl-exporter/rl-exporter/loadgen"
 )
 
-func init() {
-	register("bench", "measure decisions per second and latency of a limit on a store", runBench)
-}
-
 // benchOptions are the flags of rl-exporter bench, validated.
 type benchOptions struct {
 	store        string
@@ -199,7 +195,7 @@ type benchReport struct {
 	MaxSeconds         float64 `json:"max_seconds"`
 }
 
-func runBench(ctx context.Context, args []string, _ func(string) string, stdout, stderr io.Writer) int {
+func runBench(ctx context.Context, args []string, _ environ, stdout, stderr io.Writer) int {
 	o, err := parseBenchFlags(args, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return exitOK

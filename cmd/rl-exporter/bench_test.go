@@ -15,7 +15,7 @@ import (
 func benchJSON(t *testing.T, args ...string) (benchReport, string) {
 	t.Helper()
 	var stdout, stderr bytes.Buffer
-	code := run(context.Background(), append([]string{"bench", "--json"}, args...), func(string) string { return "" }, &stdout, &stderr)
+	code := run(context.Background(), append([]string{"bench", "--json"}, args...), nil, &stdout, &stderr)
 	if code != exitOK {
 		t.Fatalf("bench %v: exit %d, stderr:\n%s", args, code, stderr.String())
 	}
@@ -87,7 +87,7 @@ func TestBenchWithALimitTooLowRejectsAllButTheQuota(t *testing.T) {
 func TestBenchPrintsAReadableReportWithoutJSON(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	code := run(context.Background(), []string{"bench", "--duration", "300ms", "--algorithm", "fixed_window", "--limit", "100/10s"},
-		func(string) string { return "" }, &stdout, &stderr)
+		nil, &stdout, &stderr)
 	if code != exitOK {
 		t.Fatalf("exit %d: %s", code, stderr.String())
 	}
@@ -125,7 +125,7 @@ func TestBenchRejectsBadFlagValuesNamingTheFlag(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			var stdout, stderr bytes.Buffer
-			code := run(context.Background(), append([]string{"bench"}, tc.args...), func(string) string { return "" }, &stdout, &stderr)
+			code := run(context.Background(), append([]string{"bench"}, tc.args...), nil, &stdout, &stderr)
 			if code != exitUsage {
 				t.Fatalf("exit %d, want %d; stderr:\n%s", code, exitUsage, stderr.String())
 			}
@@ -191,7 +191,7 @@ func TestBenchAgainstARedisThatIsNotThereFailsBeforeRunning(t *testing.T) {
 	srv.Stop()
 	var stdout, stderr bytes.Buffer
 	code := run(context.Background(), []string{"bench", "--store", "redis", "--redis-url", url, "--duration", "10s"},
-		func(string) string { return "" }, &stdout, &stderr)
+		nil, &stdout, &stderr)
 	if code != exitFailure {
 		t.Fatalf("exit %d, want %d; stderr:\n%s", code, exitFailure, stderr.String())
 	}

@@ -11,14 +11,10 @@ import (
 	"github.com/rl-exporter/rl-exporter/config"
 )
 
-func init() {
-	register("check", "validate a config file without starting anything (exit 0 valid, 1 invalid, 2 usage)", runCheck)
-}
-
 // runCheck validates the file as serve would load it, the files it names
 // (secrets, keys, admin tokens) included, but without the environment or
 // flags of the machine it runs on: what is checked is the file.
-func runCheck(_ context.Context, args []string, _ func(string) string, stdout, stderr io.Writer) int {
+func runCheck(_ context.Context, args []string, _ environ, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("check", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	file := fs.String("config", "", "YAML config file to validate (required)")

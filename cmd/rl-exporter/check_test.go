@@ -31,7 +31,7 @@ func TestCheckExitsZeroOneOrTwo(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var out, errb bytes.Buffer
-			got := run(context.Background(), c.args, func(string) string { return "" }, &out, &errb)
+			got := run(context.Background(), c.args, nil, &out, &errb)
 			if got != c.want {
 				t.Fatalf("exit %d, want %d; stdout %q stderr %q", got, c.want, out.String(), errb.String())
 			}

@@ -9,10 +9,6 @@ import (
 	"net/http"
 )
 
-func init() {
-	register("demo-upstream", "run a tiny HTTP API to put serve in front of (for the demo and tests)", runDemoUpstream)
-}
-
 // demoUpstreamHandler answers every request with what it received, as JSON.
 func demoUpstreamHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -27,7 +23,7 @@ func demoUpstreamHandler() http.Handler {
 	})
 }
 
-func runDemoUpstream(ctx context.Context, args []string, _ func(string) string, stdout, stderr io.Writer) int {
+func runDemoUpstream(ctx context.Context, args []string, _ environ, stdout, stderr io.Writer) int {
 	fs := newFlagSet("demo-upstream", "[--listen ADDR]", "Answers every request with what it received, as JSON: an API to put serve in front of.", stderr)
 	listen := fs.String("listen", "127.0.0.1:8481", "address to listen on")
 	if status, ok := parseFlags(fs, args); !ok {

@@ -28,7 +28,7 @@ func TestSubcommandsAnswerHelpBadFlagsAndStrayArgumentsAlike(t *testing.T) {
 				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 				defer cancel()
 				var stdout, stderr bytes.Buffer
-				status := run(ctx, append([]string{name}, tt.args...), func(string) string { return "" }, &stdout, &stderr)
+				status := run(ctx, append([]string{name}, tt.args...), nil, &stdout, &stderr)
 				if status != tt.status {
 					t.Errorf("exit %d, want %d; stderr:\n%s", status, tt.status, stderr.String())
 				}

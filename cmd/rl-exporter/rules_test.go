@@ -15,7 +15,7 @@ const rulesTestSpec = "../../slo.yaml"
 
 func runRulesCmd(args ...string) (code int, stdout, stderr string) {
 	var out, errOut bytes.Buffer
-	code = run(context.Background(), append([]string{"rules"}, args...), func(string) string { return "" }, &out, &errOut)
+	code = run(context.Background(), append([]string{"rules"}, args...), nil, &out, &errOut)
 	return code, out.String(), errOut.String()
 }
 

@@ -7,17 +7,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
-	"strings"
 	"time"
 
 	"github.com/rl-exporter/rl-exporter/config"
 	"github.com/rl-exporter/rl-exporter/server"
 )
-
-func init() {
-	register("serve", "run the rate limiter: reverse proxy, POST /v1/check, /metrics, /healthz, /readyz", runServe)
-}
 
 // serveFlags are the everyday settings serve takes as flags; each one given
 // overrides the config file.
@@ -55,16 +49,8 @@ func parseServeFlags(args []string, stderr io.Writer) (serveFlags, map[string]bo
 // serveSources are the layers serve's config is loaded from, by increasing
 // precedence: the file (or the built-in defaults), the RL_* environment, and
 // the flags given. A reload loads them again.
-func serveSources(f serveFlags, set map[string]bool, env func(string) string) config.Sources {
-	src := config.Sources{File: f.config}
-	for _, kv := range os.Environ() {
-		name, _, _ := strings.Cut(kv, "=")
-		if strings.HasPrefix(name, config.EnvPrefix) {
-			if v := env(name); v != "" {
-				src.Env = append(src.Env, name+"="+v)
-			}
-		}
-	}
+func serveSources(f serveFlags, set map[string]bool, env environ) config.Sources {
+	src := config.Sources{File: f.config, Env: env.WithPrefix(config.EnvPrefix)}
 	byFlag := []struct {
 		flag string
 		keys map[string]any
@@ -99,7 +85,7 @@ func newLogger(cfg *config.Config, w io.Writer) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, opts))
 }
 
-func runServe(ctx context.Context, args []string, env func(string) string, stdout, stderr io.Writer) int {
+func runServe(ctx context.Context, args []string, env environ, stdout, stderr io.Writer) int {
 	f, set, err := parseServeFlags(args, stderr)
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {

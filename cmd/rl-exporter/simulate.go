@@ -15,10 +15,6 @@ import (
 	"github.com/rl-exporter/rl-exporter/simulate"
 )
 
-func init() {
-	register("simulate", "replay a traffic pattern against the six algorithms, in simulated time", runSimulate)
-}
-
 // limitFlag is a --limit value: RATE/PERIOD.
 type limitFlag struct {
 	text   string
@@ -64,7 +60,7 @@ func (f *limitFlag) Set(s string) error {
 }
 
 // runSimulate is `rl-exporter simulate`.
-func runSimulate(_ context.Context, args []string, _ func(string) string, stdout, stderr io.Writer) int {
+func runSimulate(_ context.Context, args []string, _ environ, stdout, stderr io.Writer) int {
 	fs := newFlagSet("simulate", "[--pattern NAME | --csv FILE] [--limit RATE/PERIOD] [--svg FILE]",
 		"Replays traffic in simulated time against each algorithm with the same limit, on the\n"+
 			"memory store, and prints what each let through. Patterns: boundary-burst (RATE requests\n"+

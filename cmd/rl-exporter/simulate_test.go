@@ -13,7 +13,7 @@ import (
 func simulateCmd(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
 	var out, errOut bytes.Buffer
-	code = run(context.Background(), append([]string{"simulate"}, args...), func(string) string { return "" }, &out, &errOut)
+	code = run(context.Background(), append([]string{"simulate"}, args...), nil, &out, &errOut)
 	return code, out.String(), errOut.String()
 }
 

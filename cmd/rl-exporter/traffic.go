@@ -10,10 +10,6 @@ import (
 	"github.com/rl-exporter/rl-exporter/traffic"
 )
 
-func init() {
-	register("traffic", "send a mix of normal and abusive HTTP clients through serve (demo load)", runTraffic)
-}
-
 // listFlag collects a repeatable, comma-separated flag.
 type listFlag []string
 
@@ -27,7 +23,7 @@ func (l *listFlag) Set(s string) error {
 	return nil
 }
 
-func runTraffic(ctx context.Context, args []string, _ func(string) string, stdout, stderr io.Writer) int {
+func runTraffic(ctx context.Context, args []string, _ environ, stdout, stderr io.Writer) int {
 	fs := newFlagSet("traffic", "[flags]", "Sends requests through rl-exporter serve from many normal clients (each under its\n"+
 		"limit) and a few abusive ones (far over it), and prints what they got.", stderr)
 	var targets, tiers, normalPaths, abusivePaths listFlag

@@ -23,7 +23,7 @@ func TestTrafficSendsAndReportsWhatClientsGot(t *testing.T) {
 	var out, errOut bytes.Buffer
 	code := run(context.Background(), []string{"traffic", "--target", srv.URL, "--normal", "2", "--normal-rate", "20",
 		"--abusive", "1", "--abusive-rate", "40", "--duration", "500ms", "--report-every", "200ms"},
-		func(string) string { return "" }, &out, &errOut)
+		nil, &out, &errOut)
 	if code != exitOK {
 		t.Fatalf("exit %d: %s", code, errOut.String())
 	}
@@ -46,7 +46,7 @@ func TestTrafficRefusesBadFlags(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			var out, errOut bytes.Buffer
-			if code := run(context.Background(), append([]string{"traffic"}, c.args...), func(string) string { return "" }, &out, &errOut); code != c.want {
+			if code := run(context.Background(), append([]string{"traffic"}, c.args...), nil, &out, &errOut); code != c.want {
 				t.Fatalf("exit %d, want %d: %s", code, c.want, errOut.String())
 			}
 		})
@@ -77,7 +77,7 @@ func TestAlertSinkLogsEachAlertItReceives(t *testing.T) {
 	var errOut bytes.Buffer
 	exited := make(chan int)
 	go func() {
-		exited <- run(ctx, []string{"alert-sink", "--listen", "127.0.0.1:0"}, func(string) string { return "" }, &out, &errOut)
+		exited <- run(ctx, []string{"alert-sink", "--listen", "127.0.0.1:0"}, nil, &out, &errOut)
 	}()
 	urlRe := regexp.MustCompile(`url=(http://\S+)`)
 	var url string
