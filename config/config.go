@@ -527,7 +527,7 @@ func (c *Config) fill() {
 	}
 	if len(c.Classes) == 0 {
 		c.Classes = map[string]Class{"default": {Limits: map[string]Limit{
-			c.Tiers.Default: {Algorithm: "fixed_window", Rate: 100, Period: time.Minute},
+			c.Tiers.Default: builtInLimit,
 		}}}
 	}
 	for n, cl := range c.Classes {

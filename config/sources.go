@@ -64,6 +64,19 @@ func (s Sources) Load() (*Config, error) {
 		return nil, err
 	}
 	all := append(env, s.Flags...)
+	if !k.Exists("classes") {
+		// Without classes in the file, the built-in class is what the
+		// overrides change, as they would change a file's class.
+		tier := k.String("tiers.default")
+		for _, o := range all {
+			if t, ok := o.Value.(string); ok && o.Key == "tiers.default" {
+				tier = t
+			}
+		}
+		if err := k.Load(confmap.Provider(map[string]any{"classes": builtInClasses(tier)}, "."), nil); err != nil {
+			return nil, fmt.Errorf("config %s: %w", name, err)
+		}
+	}
 	for _, layer := range [][]Override{env, s.Flags} {
 		if len(layer) == 0 {
 			continue
@@ -81,6 +94,20 @@ func (s Sources) Load() (*Config, error) {
 		return nil, annotate(err, all)
 	}
 	return c, nil
+}
+
+// builtInLimit is the limit of the built-in class, "default": 100 requests
+// per minute per client on every endpoint.
+var builtInLimit = Limit{Algorithm: "fixed_window", Rate: 100, Period: time.Minute}
+
+// builtInClasses is the built-in class with its limit for tier, as a file
+// would write it, so that overrides merge into it key by key.
+func builtInClasses(tier string) map[string]any {
+	return map[string]any{"default": map[string]any{"limits": map[string]any{tier: map[string]any{
+		"algorithm": builtInLimit.Algorithm,
+		"rate":      builtInLimit.Rate,
+		"period":    builtInLimit.Period.String(),
+	}}}}
 }
 
 // annotate appends to each line of err that names an overridden key where

@@ -227,3 +227,33 @@ func TestWatchSeesAnEditAndARemovedAndRecreatedFile(t *testing.T) {
 	}
 	wait(3)
 }
+
+func TestAnEnvironmentOverrideMergesIntoTheBuiltInClassAsIntoAFile(t *testing.T) {
+	file := writeFile(t, t.TempDir(), "rl.yaml", `
+classes:
+  default:
+    limits:
+      default: {algorithm: fixed_window, rate: 100, period: 1m}
+`)
+	noClasses := writeFile(t, t.TempDir(), "rl.yaml", "tiers: {default: free}\n")
+	for _, tc := range []struct {
+		name, file, tier string
+	}{
+		{"without a file, the built-in class keeps its algorithm and period", "", "default"},
+		{"with a file writing the same class, the result is the same", file, "default"},
+		{"with a file that names no class, the built-in class on its default tier", noClasses, "free"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env := []string{"RL_CLASSES__DEFAULT__LIMITS__" + strings.ToUpper(tc.tier) + "__RATE=3"}
+			c, err := Sources{File: tc.file, Env: env}.Load()
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := c.Classes["default"].Limits[tc.tier]
+			want := Limit{Algorithm: "fixed_window", Rate: 3, Period: time.Minute}
+			if got != want || len(c.Classes) != 1 {
+				t.Errorf("classes = %+v, want only default with %+v", c.Classes, want)
+			}
+		})
+	}
+}
