@@ -339,3 +339,21 @@ func readReply(r *bufio.Reader) (any, error) {
 	}
 	return nil, fmt.Errorf("unexpected reply %q", line)
 }
+
+// Running reports whether the server's process is running (started and
+// not stopped; a frozen server is running).
+func (s *Server) Running() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cmd != nil
+}
+
+// arg is the value of the server's command-line option name, or "".
+func (s *Server) arg(name string) string {
+	for i := 0; i+1 < len(s.args); i++ {
+		if s.args[i] == name {
+			return s.args[i+1]
+		}
+	}
+	return ""
+}

@@ -70,3 +70,35 @@ func TestSentinelReportsThePrimary(t *testing.T) {
 		t.Fatalf("master address = %q, %v; want %s", got, err, sn.Primary.Addr())
 	}
 }
+
+func TestClusterWithReplicasPromotesTheReplicaOfAKilledMaster(t *testing.T) {
+	c := ClusterWith(t, ClusterConfig{Replicas: 1, NodeTimeout: 1000 * time.Millisecond})
+	if len(c.Replicas) != 3 || len(c.Replicas[1]) != 1 {
+		t.Fatalf("replicas = %v, want one per master", c.Replicas)
+	}
+	if o := c.OwnerAtStart(0); o < 0 || o > 2 {
+		t.Fatalf("owner of slot 0 = %d", o)
+	}
+	killed := c.KillMaster(1)
+	promoted, err := c.WaitPromoted(1, 20*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("replica promoted %s after the kill", promoted.Sub(killed))
+	if promoted.Sub(killed) < 500*time.Millisecond {
+		t.Fatalf("promoted %s after the kill: faster than the node timeout allows", promoted.Sub(killed))
+	}
+}
+
+func TestSentinelFailsOverToTheReplicaOfAKilledPrimary(t *testing.T) {
+	sn := SentinelWith(t, SentinelConfig{Replicas: 1, DownAfter: time.Second})
+	killed := sn.KillPrimary()
+	at, err := sn.WaitMaster(sn.Replicas[0].Addr(), 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("sentinel switched %s after the kill", at.Sub(killed))
+	if r, err := sn.Replicas[0].Do("SET", "k", "v"); err != nil || r != "OK" {
+		t.Fatalf("SET on the promoted replica = %v, %v", r, err)
+	}
+}
