@@ -506,14 +506,16 @@ func FromKoanf(name string, k *koanf.Koanf) (*Config, error) {
 		Result:      &c,
 		TagName:     "koanf",
 	}})
-	if err != nil {
-		return nil, decodeErrors(name, err)
-	}
 	c.Source = name
 	if name != BuiltIn {
 		c.dir = filepath.Dir(name)
 	}
 	c.fill()
+	// What decoded is validated even when some keys did not, so that one
+	// pass reports every problem of the file.
+	if err != nil {
+		return nil, mergeDecodeAndValidate(decodeErrors(name, err), c.Validate())
+	}
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}

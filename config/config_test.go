@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -355,5 +356,38 @@ func TestRedisBatchingIsOnByDefaultAndTheFileTunesIt(t *testing.T) {
 	want := redisstore.Config{Prefix: "app", Batch: redisstore.BatchConfig{Disabled: true, MaxSize: 16, Senders: 4}}
 	if got := c.RedisStoreConfig(); got != want {
 		t.Fatalf("RedisStoreConfig() = %+v, want %+v", got, want)
+	}
+}
+
+func TestOnePassReportsEveryProblemOfAFileDecodingAndValidationAlike(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "rl.yaml")
+	_, err := Parse(file, []byte(`
+server: {listn: ":8080"}
+classes:
+  api:
+    limits:
+      default: {algorithm: gcrb, rate: -1, period: 0s}
+  web:
+    limits:
+      default: {algorithm: gcra, rate: many, period: 1s}
+`))
+	if err == nil {
+		t.Fatal("no error")
+	}
+	lines := strings.Split(err.Error(), "\n")
+	want := []string{
+		"server.listn: unknown key",
+		`classes.api.limits.default.algorithm: unknown algorithm "gcrb"`,
+		"classes.api.limits.default.rate: must be > 0, got -1",
+		"classes.api.limits.default.period: must be > 0",
+		"classes.web.limits.default.rate: expected type int64",
+	}
+	if len(lines) != len(want) {
+		t.Fatalf("%d lines, want %d, one per problem (a rate that is not a number is not also below 1):\n%s", len(lines), len(want), err)
+	}
+	for _, w := range want {
+		if !slices.ContainsFunc(lines, func(l string) bool { return strings.HasPrefix(l, "config "+file+": ") && strings.Contains(l, w) }) {
+			t.Errorf("no line \"config %s: ...%s...\" in:\n%s", file, w, err)
+		}
 	}
 }

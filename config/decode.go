@@ -6,8 +6,11 @@ import (
 	"math"
 	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
+
+	"github.com/rl-exporter/rl-exporter/limiter"
 )
 
 // strictNumbers is the decode hook for numbers and durations. It refuses
@@ -118,4 +121,74 @@ func decodeErrors(name string, err error) error {
 // errors:" list) into one line, so that each problem is one line.
 func oneLine(msg string) string {
 	return strings.Join(strings.Fields(msg), " ")
+}
+
+// limitProblems returns every problem of a limit, each starting with the
+// field at fault ("rate: must be > 0"), instead of the first one alone:
+// each field found at fault is set to a valid stand-in and the limit
+// checked again, so one pass over a file reports all of them.
+func limitProblems(l limiter.Limit, cost int64) []error {
+	var out []error
+	for range 6 { // one round per field, at most
+		err := ValidateLimit(l, cost)
+		if err == nil {
+			break
+		}
+		out = append(out, err)
+		field, _, _ := strings.Cut(err.Error(), ":")
+		switch field {
+		case "algorithm":
+			l.Algorithm = limiter.FixedWindow
+		case "rate":
+			l.Rate = 1
+		case "period":
+			l.Period = time.Second
+		case "burst":
+			l.Burst = 0
+		default:
+			return out
+		}
+	}
+	return out
+}
+
+// mergeDecodeAndValidate joins the decoder's problems with validation's,
+// leaving out validation problems on keys the decoder already reported
+// (a rate that is not a number is not also "must be > 0").
+func mergeDecodeAndValidate(decoded, validated error) error {
+	if validated == nil {
+		return decoded
+	}
+	var keys []string
+	for _, e := range problemList(decoded) {
+		keys = append(keys, problemKey(e.Error()))
+	}
+	out := problemList(decoded)
+	for _, e := range problemList(validated) {
+		k := problemKey(e.Error())
+		if k != "" && slices.ContainsFunc(keys, func(d string) bool {
+			return d == k || strings.HasPrefix(k, d+".")
+		}) {
+			continue
+		}
+		out = append(out, e)
+	}
+	return errors.Join(out...)
+}
+
+// problemList unwraps a joined error into its problems.
+func problemList(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
+}
+
+// problemKey is the key of a "config FILE: key: reason" problem.
+func problemKey(msg string) string {
+	parts := strings.SplitN(msg, ": ", 3)
+	if len(parts) < 3 {
+		return ""
+	}
+	return parts[1]
 }

@@ -469,7 +469,7 @@ func (c *Config) validateClasses(e *errs) {
 				e.add(lk, "unknown tier (tiers.names is %v)", c.Tiers.Names)
 				continue
 			}
-			if err := ValidateLimit(l.limit(), cl.Cost); err != nil {
+			for _, err := range limitProblems(l.limit(), cl.Cost) {
 				e.add(lk+"."+strings.SplitN(err.Error(), ":", 2)[0], "%s", strings.TrimSpace(strings.SplitN(err.Error(), ":", 2)[1]))
 			}
 		}

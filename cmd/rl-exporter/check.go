@@ -39,13 +39,20 @@ func runCheck(_ context.Context, args []string, _ environ, stdout, stderr io.Wri
 	}
 	cfg, err := config.Load(*file)
 	if err != nil {
-		lines := strings.Split(err.Error(), "\n")
-		fmt.Fprintf(stderr, "rl-exporter check: %s is invalid (%d problem(s)):\n", *file, len(lines))
-		for _, l := range lines {
-			fmt.Fprintf(stderr, "  %s\n", l)
-		}
+		printConfigProblems(stderr, "check", *file, err)
 		return exitFailure
 	}
 	fmt.Fprintf(stdout, "%s: valid (%d classes, %d tiers, store %s)\n", *file, len(cfg.Classes), len(cfg.Tiers.Names), cfg.Store.Type)
 	return exitOK
+}
+
+// printConfigProblems writes a configuration error of the command cmd as a
+// heading and one indented line per problem, the way check and serve both
+// report a configuration that does not load.
+func printConfigProblems(w io.Writer, cmd, source string, err error) {
+	lines := strings.Split(err.Error(), "\n")
+	fmt.Fprintf(w, "rl-exporter %s: %s is invalid (%d problem(s)):\n", cmd, source, len(lines))
+	for _, l := range lines {
+		fmt.Fprintf(w, "  %s\n", l)
+	}
 }

@@ -41,3 +41,33 @@ func TestCheckExitsZeroOneOrTwo(t *testing.T) {
 		})
 	}
 }
+
+func TestCheckAndServeReportEveryProblemOnItsOwnIndentedLine(t *testing.T) {
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	if err := os.WriteFile(bad, []byte("server: {listn: \":8080\"}\nclasses: {api: {limits: {default: {algorithm: gcrb, rate: -1, period: 1s}}}}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, cmd := range []string{"check", "serve"} {
+		t.Run(cmd, func(t *testing.T) {
+			var out, errb bytes.Buffer
+			if got := run(context.Background(), []string{cmd, "--config", bad}, nil, &out, &errb); got != exitFailure {
+				t.Fatalf("exit %d, want %d; stderr %q", got, exitFailure, errb.String())
+			}
+			lines := strings.Split(strings.TrimSuffix(errb.String(), "\n"), "\n")
+			want := []string{
+				"rl-exporter " + cmd + ": " + bad + " is invalid (3 problem(s)):",
+				"  config " + bad + ": server.listn: unknown key",
+				"  config " + bad + ": classes.api.limits.default.algorithm: unknown algorithm \"gcrb\"",
+				"  config " + bad + ": classes.api.limits.default.rate: must be > 0, got -1",
+			}
+			if len(lines) != len(want) {
+				t.Fatalf("stderr has %d lines, want %d:\n%s", len(lines), len(want), errb.String())
+			}
+			for i, w := range want {
+				if !strings.HasPrefix(lines[i], w) {
+					t.Errorf("line %d = %q, want it to start with %q", i+1, lines[i], w)
+				}
+			}
+		})
+	}
+}

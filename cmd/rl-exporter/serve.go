@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -97,7 +98,7 @@ func runServe(ctx context.Context, args []string, env environ, stdout, stderr io
 	sources := serveSources(f, set, env)
 	cfg, err := sources.Load()
 	if err != nil {
-		fmt.Fprintf(stderr, "rl-exporter serve: %v\n", err)
+		printConfigProblems(stderr, "serve", cmp.Or(sources.File, config.BuiltIn), err)
 		return exitFailure
 	}
 	logger := newLogger(cfg, stderr)
