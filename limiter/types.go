@@ -139,6 +139,18 @@ func (l Limit) Validate() error {
 	if l.Period/time.Duration(l.Rate) <= 0 {
 		return fmt.Errorf("rate: %d per %s is finer than one nanosecond per request", l.Rate, l.Period)
 	}
+	// A decision's reset and retry times reach up to two windows ahead
+	// (sliding_window: the rest of this window and the next); they must stay
+	// within time.Duration and, added to the current time, within the Unix
+	// times headers carry.
+	if l.Period > maxWindow {
+		return fmt.Errorf("period: %s is longer than %s (100 years), so reset times would overflow", l.Period, maxWindow)
+	}
+	if l.Algorithm.IsBucket() {
+		if w := float64(l.Period) * float64(l.Quota()) / float64(l.Rate); w > float64(maxWindow) {
+			return fmt.Errorf("burst: a bucket of %d refilled at %d per %s takes longer than %s (100 years) to refill, so reset times would overflow", l.Quota(), l.Rate, l.Period, maxWindow)
+		}
+	}
 	// Both stores count in units of 1/Period µs, up to Quota·Period; Lua
 	// numbers are doubles, exact only up to 2^53.
 	if q, p := l.Quota(), int64(l.Period/time.Microsecond); q > maxExactInteger/p || l.Rate > maxExactInteger/p {
@@ -146,6 +158,11 @@ func (l Limit) Validate() error {
 	}
 	return nil
 }
+
+// maxWindow is the longest window (or bucket refill) a limit may have:
+// twice it, from now, stays far from the ends of time.Duration and of
+// UnixNano.
+const maxWindow = 100 * 365 * 24 * time.Hour
 
 // maxExactInteger is 2^53, the largest integer up to which every integer
 // is exactly representable as a float64.
