@@ -24,7 +24,14 @@ import (
 // the JWT's sub claim (when JWT is set and the request carries a token; a
 // token that fails verification makes the request keyed by IP, whatever
 // else it carries), UserHeader (only from a TrustedHeaderPeers peer),
-// APIKeyHeader, and finally the client IP.
+// APIKeyHeader (a key listed in TierByAPIKey, or any key with
+// AllowUnknownAPIKeys), and finally the client IP.
+//
+// User ids and API keys are separate namespaces: user ids (context
+// identities, JWT subjects, UserHeader) are looked up in TierByKey and keyed
+// as "user:<id>", API keys in TierByAPIKey and keyed as "apikey:<hash>", so
+// an API key that happens to equal a user id gets neither that user's tier
+// nor that user's budget.
 //
 // Headers that name the client or its tier without proving anything
 // (UserHeader, TierHeader, X-Forwarded-For) are believed only from the
@@ -54,17 +61,23 @@ type IdentityConfig struct {
 	// APIKeyHeader names a header carrying the client's API key (X-API-Key).
 	// Keys are hashed before they become part of a limiter key.
 	APIKeyHeader string
-	// RequireKnownAPIKey ignores API keys that are not in TierByKey, so a
-	// client cannot escape its limit by inventing keys.
-	RequireKnownAPIKey bool
+	// AllowUnknownAPIKeys makes any API key an identity of its own. By
+	// default (false) only the keys listed in TierByAPIKey are: a request
+	// with another key is keyed by its client address, so that a client
+	// cannot escape its limit by inventing or rotating keys.
+	AllowUnknownAPIKeys bool
 	// JWT, when set, verifies bearer tokens and keys clients by their sub claim.
 	JWT *JWTConfig
 	// TierHeader names a header carrying the plan tier (X-Plan-Tier), set
 	// by a gateway in TrustedHeaderPeers; from other peers the tier comes
 	// from TierByKey or is the default tier.
 	TierHeader string
-	// TierByKey maps user ids, JWT subjects and API keys to plan tiers.
+	// TierByKey maps user ids and JWT subjects to plan tiers. API keys are
+	// never looked up in it.
 	TierByKey map[string]string
+	// TierByAPIKey maps API keys to plan tiers; its keys are the known API
+	// keys. User ids are never looked up in it.
+	TierByAPIKey map[string]string
 }
 
 // JWTConfig verifies JSON Web Tokens. Exactly one algorithm is accepted.
@@ -206,6 +219,14 @@ func userKey(u string) string {
 	return "user:sha256:" + hex.EncodeToString(sum[:16])
 }
 
+// apiKeyKey is the client part of a limiter key for the API key k: a hash,
+// so that keys are not stored in clear, under a prefix of its own, so that
+// it never equals the key of a user id or an address.
+func apiKeyKey(k string) string {
+	sum := sha256.Sum256([]byte(k))
+	return "apikey:" + hex.EncodeToString(sum[:8])
+}
+
 // resolve identifies the client of r.
 func (id *identity) resolve(r *http.Request) client {
 	user, headerTier := id.gatewayHeaders(r)
@@ -227,10 +248,12 @@ func (id *identity) resolve(r *http.Request) client {
 	}
 	if h := id.cfg.APIKeyHeader; h != "" {
 		if v := r.Header.Get(h); v != "" {
-			_, known := id.cfg.TierByKey[v]
-			if known || !id.cfg.RequireKnownAPIKey {
-				sum := sha256.Sum256([]byte(v))
-				return client{key: "apikey:" + hex.EncodeToString(sum[:8]), tier: id.tierOf(headerTier, v, "")}
+			tier, known := id.cfg.TierByAPIKey[v]
+			if known || id.cfg.AllowUnknownAPIKeys {
+				if headerTier != "" {
+					tier = headerTier
+				}
+				return client{key: apiKeyKey(v), tier: tier}
 			}
 		}
 	}
@@ -256,8 +279,9 @@ func (id *identity) gatewayHeaders(r *http.Request) (user, tier string) {
 	return user, tier
 }
 
-// tierOf picks the tier: the tier header of a trusted peer (headerTier),
-// then the key→tier lookup, then the tier that came with a context identity.
+// tierOf picks the tier of a user id: the tier header of a trusted peer
+// (headerTier), then the user id→tier lookup, then the tier that came with
+// a context identity.
 func (id *identity) tierOf(headerTier, key, fallback string) string {
 	if headerTier != "" {
 		return headerTier

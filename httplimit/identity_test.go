@@ -181,7 +181,8 @@ func TestJWTSubjectsAreTrustedOnlyWhenTheTokenVerifies(t *testing.T) {
 }
 
 func TestIdentitySourcesInOrder(t *testing.T) {
-	_, h, rec := setup(t, PolicyConfig{Identity: IdentityConfig{UserHeader: "X-User-ID", APIKeyHeader: "X-API-Key", TrustedHeaderPeers: testGateway}}, newClock())
+	// Unknown API keys are an identity of their own only when allowed.
+	_, h, rec := setup(t, PolicyConfig{Identity: IdentityConfig{UserHeader: "X-User-ID", APIKeyHeader: "X-API-Key", AllowUnknownAPIKeys: true, TrustedHeaderPeers: testGateway}}, newClock())
 	cases := []struct {
 		name string
 		hdr  map[string]string
@@ -217,11 +218,11 @@ func TestIdentitySourcesInOrder(t *testing.T) {
 	}
 }
 
-func TestUnknownAPIKeysAreIgnoredWhenKnownKeysAreRequired(t *testing.T) {
+func TestUnknownAPIKeysAreIgnoredByDefault(t *testing.T) {
 	_, h, rec := setup(t, PolicyConfig{
 		Tiers: []string{"free", "pro"}, DefaultTier: "free",
 		Classes:  []Class{{Name: "default", Limits: map[string]limiter.Limit{"free": DefaultLimit}}},
-		Identity: IdentityConfig{APIKeyHeader: "X-API-Key", RequireKnownAPIKey: true, TierByKey: map[string]string{"good-key": "pro"}},
+		Identity: IdentityConfig{APIKeyHeader: "X-API-Key", TierByAPIKey: map[string]string{"good-key": "pro"}},
 	}, newClock())
 	do(h, "GET", "/", "192.0.2.1:1", map[string]string{"X-API-Key": "invented"})
 	if got := clientOf(lastKey(t, rec)); got != "ip:192.0.2.1" {
@@ -283,7 +284,10 @@ func headerTrustPolicy(t *testing.T, clk *fakeClock, secret []byte) (http.Handle
 			TierHeader:         "X-Plan-Tier",
 			APIKeyHeader:       "X-API-Key",
 			JWT:                &JWTConfig{Algorithm: "HS256", Secret: secret, Now: clk.Now},
-			TierByKey:          map[string]string{"carol": "pro", "pro-key": "pro"},
+			// Any API key is an identity here, to show what each peer's is worth.
+			AllowUnknownAPIKeys: true,
+			TierByKey:           map[string]string{"carol": "pro"},
+			TierByAPIKey:        map[string]string{"pro-key": "pro"},
 		},
 	}, clk)
 	return h, rec
