@@ -318,6 +318,8 @@ var substitutions = strings.NewReplacer(
 	"$__rate_interval", "1m",
 	"$__interval", "30s",
 	"$__range", "3h",
+	"$job", "rl-exporter",
+	"$instance", "10.0.0.1:8080|10.0.0.2:8080",
 	"${endpoint}", "GET /api/v1/orders/\\\\{id\\\\}",
 	"$endpoint", "GET /api/v1/orders/\\\\{id\\\\}",
 	"${plan_tier}", "free|pro",
@@ -621,8 +623,8 @@ func TestThresholdLinesAndRunbooksFollowTheSpec(t *testing.T) {
 			t.Errorf("no panel %q", title)
 		}
 	}
-	if !strings.Contains(string(generate(t, m)[OverviewPath]), `job=\"api-limiter\"`) {
-		t.Error("queries do not select the spec's job")
+	if !strings.Contains(string(generate(t, m)[OverviewPath]), `"text": "api-limiter"`) {
+		t.Error("the $job variable does not default to the spec's job")
 	}
 }
 

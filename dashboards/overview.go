@@ -27,10 +27,13 @@ const (
 )
 
 // Template variables every dashboard defines. Queries select with
-// endpoint=~"$endpoint" and plan_tier=~"$plan_tier"; panels and queries
-// name their datasource as ${datasource}.
+// job=~"$job", instance=~"$instance", endpoint=~"$endpoint" and
+// plan_tier=~"$plan_tier"; panels and queries name their data source as
+// ${datasource}. $job defaults to the spec's job.
 const (
 	VarDatasource = "datasource"
+	VarJob        = "job"
+	VarInstance   = "instance"
 	VarEndpoint   = "endpoint"
 	VarPlanTier   = "plan_tier"
 )
@@ -66,19 +69,38 @@ var datasource = common.DataSourceRef{Type: cog.ToPtr("prometheus"), Uid: cog.To
 // overview builds the Overview dashboard from the model. source names the
 // spec in the "generated" description.
 func overview(m *slo.Model, source string) (dashboard.Dashboard, error) {
-	q := queries{job: m.Job}
+	q := queries{}
 	b := dashboard.NewDashboardBuilder(OverviewTitle).
 		Uid(OverviewUID).
 		Description(generatedMarker(source)).
 		Tags([]string{"rl-exporter", "rate-limit", "generated"}).
-		Editable().
+		Readonly().
 		Tooltip(dashboard.DashboardCursorSyncCrosshair).
 		Refresh("30s").
 		Time("now-3h", "now").
 		Timezone(common.TimeZoneBrowser).
 		WithVariable(dashboard.NewDatasourceVariableBuilder(VarDatasource).
-			Label("Datasource").
+			Label("Data source").
 			Type("prometheus")).
+		WithVariable(dashboard.NewQueryVariableBuilder(VarJob).
+			Label("Job").
+			Description("The Prometheus job that scrapes rl-exporter; the spec's is "+strconv.Quote(m.Job)+".").
+			Datasource(datasource).
+			Query(dashboard.StringOrMap{String: cog.ToPtr(fmt.Sprintf("label_values(%s, %s)", metricBuildInfo, VarJob))}).
+			Refresh(dashboard.VariableRefreshOnTimeRangeChanged).
+			Sort(dashboard.VariableSortAlphabeticalAsc).
+			Current(option(m.Job))).
+		WithVariable(dashboard.NewQueryVariableBuilder(VarInstance).
+			Label("Instance").
+			Description("The rl-exporter processes of the job (the instance label).").
+			Datasource(datasource).
+			Query(dashboard.StringOrMap{String: cog.ToPtr(fmt.Sprintf(`label_values(%s{job=~"$job"}, %s)`, metricBuildInfo, VarInstance))}).
+			Refresh(dashboard.VariableRefreshOnTimeRangeChanged).
+			Sort(dashboard.VariableSortAlphabeticalAsc).
+			Multi(true).
+			IncludeAll(true).
+			AllValue(".*").
+			Current(allOption())).
 		WithVariable(dashboard.NewQueryVariableBuilder(VarEndpoint).
 			Label("Endpoint").
 			Description("Route patterns of the limiter's configuration (the endpoint label).").
@@ -138,6 +160,14 @@ func generatedMarker(source string) string {
 		"Decisions, limits, store latency and failures of the rl-exporter rate limiter, with its SLO.", source)
 }
 
+// option is a single selected value of a variable.
+func option(v string) dashboard.VariableOption {
+	return dashboard.VariableOption{
+		Text:  dashboard.StringOrArrayOfString{String: cog.ToPtr(v)},
+		Value: dashboard.StringOrArrayOfString{String: cog.ToPtr(v)},
+	}
+}
+
 func allOption() dashboard.VariableOption {
 	return dashboard.VariableOption{
 		Text:  dashboard.StringOrArrayOfString{ArrayOfString: []string{"All"}},
@@ -146,12 +176,17 @@ func allOption() dashboard.VariableOption {
 }
 
 // queries writes the PromQL of the panels.
-type queries struct{ job string }
+type queries struct{}
 
-// sel is the selector of a raw series: the job, the endpoint and plan tier
-// variables where the series has those labels, and extra matchers.
+// jobMatch selects the $job variable's job; recorded series keep the job
+// label, not the instance.
+const jobMatch = `job=~"$job"`
+
+// sel is the selector of a raw series: the job and instance variables, the
+// endpoint and plan tier variables where the series has those labels, and
+// extra matchers.
 func (q queries) sel(endpoint, tier bool, extra ...string) string {
-	m := []string{"job=" + strconv.Quote(q.job)}
+	m := []string{jobMatch, `instance=~"$instance"`}
 	if endpoint {
 		m = append(m, `endpoint=~"$endpoint"`)
 	}
@@ -162,7 +197,7 @@ func (q queries) sel(endpoint, tier bool, extra ...string) string {
 }
 
 func (q queries) labelValues(metric, extra, label string) string {
-	m := "job=" + strconv.Quote(q.job)
+	m := jobMatch + `, instance=~"$instance"`
 	if extra != "" {
 		m += ", " + extra
 	}
@@ -401,7 +436,7 @@ func failuresPanel(m *slo.Model, q queries, id uint32) *timeseries.PanelBuilder 
 		desc += fmt.Sprintf(" The total line is the recording rule %s, summed over all instances and endpoints as the %s alert reads it: "+
 			"the dashed line is its threshold (more than %s within %s, %s).", slo.FailOpenRecord(o.Window), o.Name,
 			formatFloat(o.Threshold), w, o.Severity)
-		p.WithTarget(target("C", fmt.Sprintf("%s{job=%q}", slo.FailOpenRecord(o.Window), q.job), "fail open, all instances")).
+		p.WithTarget(target("C", slo.FailOpenRecord(o.Window)+"{"+jobMatch+"}", "fail open, all instances")).
 			Thresholds(thresholds(step(o.Threshold, severityColor[o.Severity]))).
 			ThresholdsStyle(lineThresholds()).
 			Links(links(runbook(true, func() slo.Alert { return o.Alert })))
@@ -468,7 +503,7 @@ func burnRatePanel(m *slo.Model, q queries, id uint32) *timeseries.PanelBuilder 
 	p := timeseriesPanel(id, "Error budget burn rate", "", unitTimes).Span(18)
 	ref := 'A'
 	for _, w := range burnWindows(s) {
-		p.WithTarget(target(string(ref), fmt.Sprintf("%s{job=%q} / %s", slo.ErrorRatioRecord(w), q.job, budget), "over "+duration(w)))
+		p.WithTarget(target(string(ref), fmt.Sprintf("%s{%s} / %s", slo.ErrorRatioRecord(w), jobMatch, budget), "over "+duration(w)))
 		ref++
 	}
 	for _, r := range s.Rows {
