@@ -7,8 +7,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/dunglas/httpsfv"
-
 	"github.com/rl-exporter/rl-exporter/limiter"
 )
 
@@ -32,12 +30,17 @@ type HeaderConfig struct {
 // QuotaExceededType is the problem type of a 429 in problem+json form.
 const QuotaExceededType = "https://iana.org/assignments/http-problem-types#quota-exceeded"
 
-// ceilSeconds rounds d up to whole seconds.
+// ceilSeconds rounds d up to whole seconds; 0 for d <= 0. It cannot
+// overflow, whatever d.
 func ceilSeconds(d time.Duration) int64 {
 	if d <= 0 {
 		return 0
 	}
-	return int64((d + time.Second - 1) / time.Second)
+	s := int64(d / time.Second)
+	if d%time.Second != 0 {
+		s++
+	}
+	return s
 }
 
 // retryAfterSeconds is the Retry-After of a refused request: whole seconds
@@ -46,12 +49,72 @@ func retryAfterSeconds(d limiter.Decision) int64 {
 	return max(1, ceilSeconds(d.RetryAfter))
 }
 
+// maxSFInteger is the largest Structured Field integer (RFC 9651, 15
+// digits): RateLimit and RateLimit-Policy parameters saturate at it.
+const maxSFInteger = 999_999_999_999_999
+
+// The header names as net/http keeps them in a Header map (the canonical
+// form of "X-RateLimit-Limit" is "X-Ratelimit-Limit"), so that they are
+// set without canonicalising them on every request.
+const (
+	headerXLimit          = "X-Ratelimit-Limit"
+	headerXRemaining      = "X-Ratelimit-Remaining"
+	headerXReset          = "X-Ratelimit-Reset"
+	headerPolicy          = "Ratelimit-Policy"
+	headerRateLimit       = "Ratelimit"
+	headerLegacyLimit     = "Ratelimit-Limit"
+	headerLegacyRemaining = "Ratelimit-Remaining"
+	headerLegacyReset     = "Ratelimit-Reset"
+	headerRetryAfter      = "Retry-After"
+)
+
+// renderedLimit is what the headers say about one limit of one class that
+// never changes between requests, rendered once when the policy is built.
+// It is immutable.
+type renderedLimit struct {
+	class     string
+	quota     int64
+	quotaText string // quota in decimal
+	window    int64  // seconds, at least 1
+	// policy is the RateLimit-Policy field: "class";q=quota;w=window.
+	policy string
+	// rateLimitPrefix is the RateLimit field up to its r value: "class";r=
+	rateLimitPrefix string
+}
+
+func renderLimit(class string, lim limiter.Limit) *renderedLimit {
+	rl := &renderedLimit{class: class, quota: lim.Quota(), window: max(1, ceilSeconds(lim.Window()))}
+	rl.quotaText = strconv.FormatInt(rl.quota, 10)
+	// A class name is letters, digits, '_' and '-': an sf-string without escapes.
+	name := `"` + class + `"`
+	rl.policy = name + ";q=" + strconv.FormatInt(min(rl.quota, maxSFInteger), 10) + ";w=" + strconv.FormatInt(min(rl.window, maxSFInteger), 10)
+	rl.rateLimitPrefix = name + ";r="
+	return rl
+}
+
+// render keeps l's header values for renderedFor. Only while the
+// policy is being built.
+func (c *class) render(l *limiter.Limiter) {
+	if c.rendered == nil {
+		c.rendered = map[*limiter.Limiter]*renderedLimit{}
+	}
+	c.rendered[l] = renderLimit(c.name, l.Limit())
+}
+
+// renderedFor returns the header values of l, one of c's limiters.
+func (c *class) renderedFor(l *limiter.Limiter) *renderedLimit {
+	if rl, ok := c.rendered[l]; ok {
+		return rl
+	}
+	return renderLimit(c.name, l.Limit())
+}
+
 // numbers are the values every header family is written from, so that the
-// families always agree.
+// families always agree. All are >= 0.
 type numbers struct {
+	lim       *renderedLimit
 	policy    string
 	quota     int64
-	window    int64 // seconds, at least 1
 	remaining int64
 	reset     int64 // seconds until the full quota is available
 	resetUnix int64 // Unix time of reset, rounded up
@@ -59,22 +122,25 @@ type numbers struct {
 	retry     int64 // Retry-After; 0 when allowed
 }
 
-func computeNumbers(policy string, lim limiter.Limit, d limiter.Decision, now time.Time) numbers {
+func computeNumbers(rl *renderedLimit, d limiter.Decision, now time.Time) numbers {
 	n := numbers{
-		policy:    policy,
+		lim:       rl,
+		policy:    rl.class,
 		quota:     d.Limit,
-		window:    max(1, ceilSeconds(lim.Window())),
 		remaining: max(0, d.Remaining),
 		reset:     ceilSeconds(d.ResetAfter),
 	}
-	if n.quota == 0 {
-		n.quota = lim.Quota()
+	if n.quota <= 0 {
+		n.quota = rl.quota
 	}
-	at := now.Add(d.ResetAfter)
+	// Never before now: a store whose clock runs ahead may report a
+	// reset in the past.
+	at := now.Add(max(d.ResetAfter, 0))
 	n.resetUnix = at.Unix()
 	if at.Nanosecond() > 0 {
 		n.resetUnix++
 	}
+	n.resetUnix = max(0, n.resetUnix)
 	n.t = n.reset
 	if !d.Allowed {
 		n.retry = retryAfterSeconds(d)
@@ -83,34 +149,91 @@ func computeNumbers(policy string, lim limiter.Limit, d limiter.Decision, now ti
 	return n
 }
 
-// write sets the enabled header families on h.
+// headerValues is the most values write sets at once.
+const headerValues = 9
+
+// write sets the enabled header families on h. Values that never change
+// for a limit come rendered; the others are formatted into one buffer
+// that becomes one string, and every header's one-value slice is cut from
+// one array: two allocations per response whatever the families.
 func (hc HeaderConfig) write(h http.Header, n numbers) {
+	var buf [160]byte
+	b := buf[:0]
+	// Cut points of the values formatted into b.
+	var cut [headerValues + 1]int
+	var keys [headerValues]string
+	var fixed [headerValues]string // a value rendered in advance, else ""
+	k := 0
+	num := func(key string, v int64) {
+		keys[k] = key
+		b = strconv.AppendInt(b, v, 10)
+		k++
+		cut[k] = len(b)
+	}
+	text := func(key, v string) {
+		keys[k], fixed[k] = key, v
+		k++
+		cut[k] = len(b)
+	}
+	quota := n.lim.quotaText
+	if n.quota != n.lim.quota {
+		quota = ""
+	}
 	if !hc.OmitXRateLimit {
-		h.Set("X-RateLimit-Limit", strconv.FormatInt(n.quota, 10))
-		h.Set("X-RateLimit-Remaining", strconv.FormatInt(n.remaining, 10))
-		h.Set("X-RateLimit-Reset", strconv.FormatInt(n.resetUnix, 10))
+		if quota != "" {
+			text(headerXLimit, quota)
+		} else {
+			num(headerXLimit, n.quota)
+		}
+		num(headerXRemaining, n.remaining)
+		num(headerXReset, n.resetUnix)
 	}
 	if !hc.OmitRateLimit {
-		pol := httpsfv.NewItem(n.policy)
-		pol.Params.Add("q", n.quota)
-		pol.Params.Add("w", n.window)
-		if v, err := httpsfv.Marshal(httpsfv.List{pol}); err == nil {
-			h.Set("RateLimit-Policy", v)
+		if n.quota == n.lim.quota {
+			text(headerPolicy, n.lim.policy)
+		} else {
+			keys[k] = headerPolicy
+			b = append(b, `"`...)
+			b = append(b, n.lim.class...)
+			b = append(b, `";q=`...)
+			b = strconv.AppendInt(b, min(n.quota, maxSFInteger), 10)
+			b = append(b, ";w="...)
+			b = strconv.AppendInt(b, min(n.lim.window, maxSFInteger), 10)
+			k++
+			cut[k] = len(b)
 		}
-		cur := httpsfv.NewItem(n.policy)
-		cur.Params.Add("r", n.remaining)
-		cur.Params.Add("t", n.t)
-		if v, err := httpsfv.Marshal(httpsfv.List{cur}); err == nil {
-			h.Set("RateLimit", v)
-		}
+		keys[k] = headerRateLimit
+		b = append(b, n.lim.rateLimitPrefix...)
+		b = strconv.AppendInt(b, min(n.remaining, maxSFInteger), 10)
+		b = append(b, ";t="...)
+		b = strconv.AppendInt(b, min(n.t, maxSFInteger), 10)
+		k++
+		cut[k] = len(b)
 	}
 	if hc.Legacy {
-		h.Set("RateLimit-Limit", strconv.FormatInt(n.quota, 10))
-		h.Set("RateLimit-Remaining", strconv.FormatInt(n.remaining, 10))
-		h.Set("RateLimit-Reset", strconv.FormatInt(n.t, 10))
+		if quota != "" {
+			text(headerLegacyLimit, quota)
+		} else {
+			num(headerLegacyLimit, n.quota)
+		}
+		num(headerLegacyRemaining, n.remaining)
+		num(headerLegacyReset, n.t)
 	}
 	if n.retry > 0 {
-		h.Set("Retry-After", strconv.FormatInt(n.retry, 10))
+		num(headerRetryAfter, n.retry)
+	}
+	if k == 0 {
+		return
+	}
+	all := string(b)
+	vals := make([]string, k)
+	for i := range k {
+		if fixed[i] != "" {
+			vals[i] = fixed[i]
+		} else {
+			vals[i] = all[cut[i]:cut[i+1]]
+		}
+		h[keys[i]] = vals[i : i+1 : i+1]
 	}
 }
 

@@ -137,7 +137,7 @@ func (m *Middleware) decide(ctx context.Context, rt route, tier, client string, 
 	default:
 		o.status = limiter.StatusRejected
 	}
-	o.n = computeNumbers(rt.class.name, o.limit, o.d, m.now())
+	o.n = computeNumbers(rt.class.renderedFor(l), o.d, m.now())
 	if m.recorder != nil {
 		var recErr error
 		if o.status == limiter.StatusFailOpen || o.status == limiter.StatusFailClosed || o.d.Failure == limiter.FailureLocal {

@@ -147,6 +147,8 @@ type class struct {
 	dflt   *limiter.Limiter
 	live   map[string]*liveLimiter // tier → live change
 	routes []string
+	// rendered holds each limiter's header values (see renderedFor).
+	rendered map[*limiter.Limiter]*renderedLimit
 }
 
 // liveLimiter is a compiled LiveLimit.
@@ -239,6 +241,7 @@ func NewPolicy(cfg PolicyConfig) (*Policy, error) {
 				return nil, fmt.Errorf("policy: class %q tier %q: %w", c.Name, tier, err)
 			}
 			cl.byTier[tier] = l
+			cl.render(l)
 		}
 		cl.dflt = cl.byTier[cfg.DefaultTier]
 		for tier, lv := range c.Live {
@@ -259,6 +262,7 @@ func NewPolicy(cfg PolicyConfig) (*Policy, error) {
 				cl.live = map[string]*liveLimiter{}
 			}
 			cl.live[tier] = &liveLimiter{LiveLimit: lv, lim: l}
+			cl.render(l)
 		}
 		for _, pat := range c.Routes {
 			if err := register(p.mux, pat); err != nil {
