@@ -48,5 +48,5 @@ lint: ## gofmt and go vet
 	$(GO) vet ./...
 
 .PHONY: stack
-stack: ## run the demo stack without Docker (Redis, two replicas, Prometheus, Alertmanager, alert sink, load); Ctrl-C stops it
+stack: ## run the demo stack without Docker (Redis, two replicas, Prometheus, Alertmanager, alert sink, load; Grafana when installed); Ctrl-C stops it
 	./scripts/local-stack.sh

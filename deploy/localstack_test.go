@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -37,8 +38,15 @@ func TestLocalStackStartsEveryPartAndCtrlCStopsThem(t *testing.T) {
 		requireTool(t, p)
 	}
 	ports := map[string]int{}
-	env := os.Environ()
-	for _, name := range []string{"SERVE_A_PORT", "SERVE_B_PORT", "UPSTREAM_PORT", "REDIS_PORT", "PROMETHEUS_PORT", "ALERTMANAGER_PORT", "SINK_PORT"} {
+	// Grafana is not installed here: a stand-in grafana-server records how
+	// the script starts it and listens where Grafana would.
+	fake := t.TempDir()
+	grafanaLog := filepath.Join(fake, "grafana.log")
+	if err := os.WriteFile(filepath.Join(fake, "grafana-server"), []byte(fakeGrafana), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	env := append(os.Environ(), "PATH="+fake+string(os.PathListSeparator)+os.Getenv("PATH"), "FAKE_GRAFANA_LOG="+grafanaLog)
+	for _, name := range []string{"SERVE_A_PORT", "SERVE_B_PORT", "UPSTREAM_PORT", "REDIS_PORT", "PROMETHEUS_PORT", "ALERTMANAGER_PORT", "SINK_PORT", "GRAFANA_PORT"} {
 		ports[name] = freePort(t)
 		env = append(env, fmt.Sprintf("%s=%d", name, ports[name]))
 	}
@@ -112,6 +120,23 @@ func TestLocalStackStartsEveryPartAndCtrlCStopsThem(t *testing.T) {
 		}
 	}
 
+	// Grafana was started with the stack's provisioning: a data source at
+	// this stack's Prometheus and the generated dashboards.
+	started, err := os.ReadFile(grafanaLog)
+	if err != nil {
+		t.Fatalf("grafana-server was not started: %v\n%s", err, out.String())
+	}
+	for _, want := range []string{
+		fmt.Sprintf("url: http://127.0.0.1:%d", ports["PROMETHEUS_PORT"]),
+		fmt.Sprintf("cfg:default.server.http_port=%d", ports["GRAFANA_PORT"]),
+		"dashboard: rl-exporter-overview.json",
+		"provider path: $RL_STACK_DASHBOARDS",
+	} {
+		if !strings.Contains(string(started), want) {
+			t.Errorf("Grafana's start lacks %q:\n%s", want, started)
+		}
+	}
+
 	// Ctrl-C.
 	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
 		t.Fatal(err)
@@ -132,6 +157,25 @@ func TestLocalStackStartsEveryPartAndCtrlCStopsThem(t *testing.T) {
 		t.Errorf("no stop message:\n%s", out.String())
 	}
 }
+
+// fakeGrafana stands for grafana-server: it writes its arguments, the data
+// source and dashboards it was given to $FAKE_GRAFANA_LOG, then listens on
+// its port with the stack's own binary.
+const fakeGrafana = `#!/usr/bin/env bash
+for a in "$@"; do
+  case $a in
+    cfg:default.server.http_port=*) port=${a#*=} ;;
+    cfg:default.paths.provisioning=*) prov=${a#*=} ;;
+  esac
+done
+{
+  echo "args: $*"
+  grep -h 'url:' "$prov/datasources/"*.yml
+  grep -h 'path:' "$prov/dashboards/"*.yml | sed 's/^ *path:/provider path:/'
+  for f in "$RL_STACK_DASHBOARDS"/*.json; do echo "dashboard: $(basename "$f")"; done
+} >"$FAKE_GRAFANA_LOG"
+exec "${prov%/grafana/provisioning}/rl-exporter" demo-upstream --listen "127.0.0.1:$port"
+`
 
 // syncBuilder is a strings.Builder safe for one writer and other readers.
 type syncBuilder struct {

@@ -3,20 +3,23 @@
 # redis-server, the demo upstream, two rl-exporter serve replicas sharing
 # that Redis, Prometheus with the rules generated from deploy/slo.yaml,
 # Alertmanager with the generated config, the alert sink and the load
-# generator. Grafana is not a Debian package and is left out; point your own
-# at Prometheus with dashboards/provisioning/ and deploy/generated/dashboards/.
+# generator; and Grafana with the generated dashboards when grafana-server
+# (or grafana) is installed, provisioned by deploy/local-stack/grafana/ with
+# a data source at this stack's Prometheus.
 #
 #   scripts/local-stack.sh                   # until Ctrl-C, which stops everything
 #   scripts/local-stack.sh --duration 120    # stop after 120 seconds
 #
 # Ports (override with the environment), all on 127.0.0.1:
 #   SERVE_A_PORT=8480 SERVE_B_PORT=8490 UPSTREAM_PORT=8491 REDIS_PORT=16380
-#   PROMETHEUS_PORT=9480 ALERTMANAGER_PORT=9483 SINK_PORT=5480
+#   PROMETHEUS_PORT=9480 ALERTMANAGER_PORT=9483 SINK_PORT=5480 GRAFANA_PORT=3480
 # Needs: go, redis-server, prometheus, prometheus-alertmanager (or
-# alertmanager) — `make deps` installs the Debian packages.
+# alertmanager) — `make deps` installs the Debian packages. Grafana is
+# optional (not a Debian package): GRAFANA_HOME is its home path, by
+# default /usr/share/grafana.
 set -euo pipefail
 
-usage() { sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; }
 
 duration=""
 while [ $# -gt 0 ]; do
@@ -35,7 +38,7 @@ fi
 cd "$(dirname "$0")/.."
 
 : "${SERVE_A_PORT:=8480}" "${SERVE_B_PORT:=8490}" "${UPSTREAM_PORT:=8491}" "${REDIS_PORT:=16380}"
-: "${PROMETHEUS_PORT:=9480}" "${ALERTMANAGER_PORT:=9483}" "${SINK_PORT:=5480}"
+: "${PROMETHEUS_PORT:=9480}" "${ALERTMANAGER_PORT:=9483}" "${SINK_PORT:=5480}" "${GRAFANA_PORT:=3480}"
 
 need() {
   for name in "$@"; do
@@ -48,10 +51,13 @@ redis_bin=$(need redis-server)
 prometheus_bin=$(need prometheus)
 alertmanager_bin=$(need prometheus-alertmanager alertmanager)
 need go >/dev/null
+grafana_bin=$(command -v grafana-server || command -v grafana || true)
 
 listening() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
-for var in SERVE_A_PORT SERVE_B_PORT UPSTREAM_PORT REDIS_PORT PROMETHEUS_PORT ALERTMANAGER_PORT SINK_PORT; do
+ports="SERVE_A_PORT SERVE_B_PORT UPSTREAM_PORT REDIS_PORT PROMETHEUS_PORT ALERTMANAGER_PORT SINK_PORT"
+if [ -n "$grafana_bin" ]; then ports="$ports GRAFANA_PORT"; fi
+for var in $ports; do
   port=${!var}
   if [ "$port" = 6379 ]; then
     echo "local-stack: $var=6379 is the machine's usual Redis; choose another port" >&2
@@ -155,6 +161,22 @@ wait_port alertmanager "$ALERTMANAGER_PORT"
 start prometheus "$prometheus_bin" --config.file="$work/prometheus.yml" \
   --storage.tsdb.path="$work/prometheus" --web.listen-address="127.0.0.1:$PROMETHEUS_PORT"
 wait_port prometheus "$PROMETHEUS_PORT"
+grafana_line="  Grafana                not installed (grafana-server); see deploy/local-stack/grafana/"
+if [ -n "$grafana_bin" ]; then
+  # deploy/local-stack/grafana/ with this stack's Prometheus port and dashboards.
+  mkdir -p "$work/grafana/provisioning"
+  cp -r deploy/local-stack/grafana/datasources deploy/local-stack/grafana/dashboards "$work/grafana/provisioning/"
+  sed -i "s#http://127.0.0.1:9480#http://127.0.0.1:$PROMETHEUS_PORT#" "$work/grafana/provisioning/datasources/rl-exporter.yml"
+  grafana_args=()
+  if [ "$(basename "$grafana_bin")" = grafana ]; then grafana_args=(server); fi
+  RL_STACK_DASHBOARDS="$work/generated/dashboards" start grafana "$grafana_bin" "${grafana_args[@]}" \
+    --homepath "${GRAFANA_HOME:-/usr/share/grafana}" \
+    cfg:default.paths.provisioning="$work/grafana/provisioning" cfg:default.paths.data="$work/grafana/data" \
+    cfg:default.paths.logs="$work/grafana/logs" cfg:default.server.http_addr=127.0.0.1 \
+    cfg:default.server.http_port="$GRAFANA_PORT" cfg:default.auth.anonymous.enabled=true
+  wait_port grafana "$GRAFANA_PORT"
+  grafana_line="  Grafana                http://127.0.0.1:$GRAFANA_PORT/d/rl-exporter-overview"
+fi
 start traffic "$bin" traffic --target "http://127.0.0.1:$SERVE_A_PORT" \
   --target "http://127.0.0.1:$SERVE_B_PORT" --tiers free,pro --normal 20 --abusive 2
 
@@ -166,6 +188,7 @@ local-stack: running (logs in $work/logs)
   Prometheus             http://127.0.0.1:$PROMETHEUS_PORT/alerts
   Alertmanager           http://127.0.0.1:$ALERTMANAGER_PORT
   alert sink             http://127.0.0.1:$SINK_PORT      (notifications as JSON; logged below)
+$grafana_line
 The abusive free client makes RateLimitRejectionRatioHigh fire within about two minutes.
 Stop Redis to see RateLimitFailOpen page:  kill -STOP ${pids[0]}   (kill -CONT ${pids[0]} to resume)
 Ctrl-C stops everything.
