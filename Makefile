@@ -39,7 +39,7 @@ compare: ## compare with redis_rate, ulule/limiter and x/time/rate (bench/ modul
 	cd bench && $(GO) run ./compare $(COMPARE_FLAGS)
 
 .PHONY: rules
-rules: ## regenerate rules/, rules/tests/, alerts/ and dashboards/ from slo.yaml (and deploy/generated/ from deploy/slo.yaml)
+rules: ## regenerate rules/, rules-tests/, alerts/ and dashboards/ from slo.yaml (and deploy/generated/ from deploy/slo.yaml)
 	$(GO) run ./cmd/rl-exporter rules --spec slo.yaml --out .
 	$(GO) run ./cmd/rl-exporter rules --spec deploy/slo.yaml --out deploy/generated
 

@@ -6,10 +6,12 @@ import (
 	"path/filepath"
 )
 
-// Paths of the generated files, relative to the output directory.
+// Paths of the generated files, relative to the output directory. The
+// promtool tests live beside rules/, not in it: rule linters such as pint
+// read every file of the folder they are given.
 const (
 	RulesPath        = "rules/rl-exporter.rules.yml"
-	RuleTestsDir     = "rules/tests"
+	RuleTestsDir     = "rules-tests"
 	AlertmanagerPath = "alerts/alertmanager.yml"
 )
 

@@ -22,7 +22,7 @@ func runRules(ctx context.Context, args []string, env environ, stdout, stderr io
 		"Generates %s, %s/*.yml, %s and %s/*.json from an SLO spec.\nExit status: 0 ok, 1 invalid spec, 2 usage.",
 		slo.RulesPath, slo.RuleTestsDir, slo.AlertmanagerPath, dashboards.Dir), stderr)
 	spec := fs.String("spec", "slo.yaml", "SLO spec `file`")
-	out := fs.String("out", ".", "output `dir`ectory: writes rules/, rules/tests/, alerts/ and dashboards/ under it")
+	out := fs.String("out", ".", "output `dir`ectory: writes rules/, rules-tests/, alerts/ and dashboards/ under it")
 	check := fs.Bool("check", false, "validate the spec and what it generates, write nothing")
 	if status, ok := parseFlags(fs, args); !ok {
 		return status
