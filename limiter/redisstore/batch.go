@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -97,34 +98,86 @@ func (r *request) cmdArgs(nkeys int) []any {
 	return a
 }
 
-// batcher queues decisions and runs the senders.
+// batcher queues decisions and runs the senders. On a single server (or
+// Sentinel) it has one lane; on a Cluster one lane per master node, so
+// that a node that does not answer holds up only the decisions for its
+// own slots.
 type batcher struct {
 	s       *Store
-	queue   chan *request
 	maxSize int
 	senders int32
-	running atomic.Int32
+	// one is the only lane when the store is not on a Cluster.
+	one *lane
+	// lanes are a Cluster's lanes by node address (string → *lane).
+	lanes sync.Map
+	// routed is set once the Cluster client has a slot map.
+	routed atomic.Bool
+	// trace, when set, links each batch to its decisions' traces.
+	trace BatchTrace
 	// batched counts the decisions sent together with others (in one
 	// script call or one pipeline).
 	batched atomic.Int64
 }
 
-func newBatcher(s *Store, cfg BatchConfig) *batcher {
+// lane is a queue of decisions bound for one Redis node and the senders
+// that empty it.
+type lane struct {
+	b       *batcher
+	queue   chan *request
+	running atomic.Int32
+}
+
+func newBatcher(s *Store, cfg BatchConfig, trace BatchTrace) *batcher {
 	if cfg.MaxSize <= 0 {
 		cfg.MaxSize = DefaultBatchMaxSize
 	}
 	if cfg.Senders <= 0 {
 		cfg.Senders = DefaultBatchSenders
 	}
-	return &batcher{s: s, queue: make(chan *request, 4*cfg.MaxSize*cfg.Senders), maxSize: cfg.MaxSize, senders: int32(cfg.Senders)}
+	b := &batcher{s: s, maxSize: cfg.MaxSize, senders: int32(cfg.Senders), trace: trace}
+	if !s.cluster {
+		b.one = b.newLane()
+	}
+	return b
+}
+
+func (b *batcher) newLane() *lane {
+	return &lane{b: b, queue: make(chan *request, 4*b.maxSize*int(b.senders))}
+}
+
+// laneFor returns the lane of the node that holds r's slot in the
+// client's current slot map. Before the client has a map, finding the
+// node loads one, bounded by r's deadline.
+func (b *batcher) laneFor(ctx context.Context, r *request) (*lane, error) {
+	if b.one != nil {
+		return b.one, nil
+	}
+	if !b.routed.Load() && !r.deadline.IsZero() {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, r.deadline)
+		defer cancel()
+	}
+	node, err := b.s.cc.MasterForKey(ctx, r.key)
+	if err != nil {
+		b.s.noteError(err)
+		return nil, err
+	}
+	b.routed.Store(true)
+	addr := node.Options().Addr
+	if l, ok := b.lanes.Load(addr); ok {
+		return l.(*lane), nil
+	}
+	l, _ := b.lanes.LoadOrStore(addr, b.newLane())
+	return l.(*lane), nil
 }
 
 // errDeadline is returned when a decision's timeout passes while it waits.
 var errDeadline = context.DeadlineExceeded
 
-// do queues r and waits for its answer, its deadline or the end of ctx,
-// whichever comes first. It reports whether r is free to reuse: not when
-// the caller gave up, since a sender may still answer it.
+// do queues r on its node's lane and waits for its answer, its deadline
+// or the end of ctx, whichever comes first. It reports whether r is free
+// to reuse: not when the caller gave up, since a sender may still answer
+// it.
 func (b *batcher) do(ctx context.Context, r *request, timeout time.Duration) (limiter.Decision, error, bool) {
 	r.ctx = ctx
 	var expired <-chan time.Time
@@ -143,33 +196,37 @@ func (b *batcher) do(ctx context.Context, r *request, timeout time.Duration) (li
 	} else if dl, ok := ctx.Deadline(); ok {
 		r.deadline = dl
 	}
+	stop := func() {
+		if expired != nil {
+			r.timer.Stop()
+		}
+	}
 
+	ln, err := b.laneFor(ctx, r)
+	if err != nil {
+		stop()
+		return limiter.Decision{}, err, true
+	}
 	select {
-	case b.queue <- r:
+	case ln.queue <- r:
 	default:
 		select {
-		case b.queue <- r:
+		case ln.queue <- r:
 		case <-ctx.Done():
-			if expired != nil {
-				r.timer.Stop()
-			}
+			stop()
 			return limiter.Decision{}, ctx.Err(), true
 		case <-expired:
 			return limiter.Decision{}, errDeadline, true
 		}
 	}
-	b.wake()
+	ln.wake()
 
 	select {
 	case <-r.done:
-		if expired != nil {
-			r.timer.Stop()
-		}
+		stop()
 		return r.d, r.err, true
 	case <-ctx.Done():
-		if expired != nil {
-			r.timer.Stop()
-		}
+		stop()
 		return limiter.Decision{}, ctx.Err(), false
 	case <-expired:
 		return limiter.Decision{}, errDeadline, false
@@ -177,14 +234,14 @@ func (b *batcher) do(ctx context.Context, r *request, timeout time.Duration) (li
 }
 
 // wake starts a sender when fewer than the configured number run.
-func (b *batcher) wake() {
+func (ln *lane) wake() {
 	for {
-		n := b.running.Load()
-		if n >= b.senders {
+		n := ln.running.Load()
+		if n >= ln.b.senders {
 			return
 		}
-		if b.running.CompareAndSwap(n, n+1) {
-			go b.send()
+		if ln.running.CompareAndSwap(n, n+1) {
+			go ln.send()
 			return
 		}
 	}
@@ -192,24 +249,25 @@ func (b *batcher) wake() {
 
 // send is one sender goroutine: it takes what is queued, sends it and
 // delivers the answers, until it has had nothing to do for senderIdle.
-func (b *batcher) send() {
+func (ln *lane) send() {
+	b := ln.b
 	sd := newSender(b)
 	idle := time.NewTimer(senderIdle)
 	defer idle.Stop()
 	for {
 		var first *request
 		select {
-		case first = <-b.queue:
+		case first = <-ln.queue:
 		default:
 			idle.Reset(senderIdle)
 			select {
-			case first = <-b.queue:
+			case first = <-ln.queue:
 				idle.Stop()
 			case <-idle.C:
-				b.running.Add(-1)
+				ln.running.Add(-1)
 				// A decision queued just before the count went down would
 				// wait for the next one: take it on after all.
-				if len(b.queue) > 0 && b.running.Add(1) <= b.senders {
+				if len(ln.queue) > 0 && ln.running.Add(1) <= b.senders {
 					continue
 				}
 				sd.conn.close()
@@ -220,7 +278,7 @@ func (b *batcher) send() {
 	drain:
 		for len(batch) < b.maxSize {
 			select {
-			case r := <-b.queue:
+			case r := <-ln.queue:
 				batch = append(batch, r)
 			default:
 				break drain
@@ -242,6 +300,7 @@ type sender struct {
 	byKey  map[int]int // group index by algorithm and slot
 	args   []any
 	ints   []int64
+	traced []context.Context // the members' contexts, for BatchTrace
 }
 
 // group is the decisions of one batch that go in one script call.
@@ -298,6 +357,18 @@ func (sd *sender) flush(batch []*request) {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithDeadline(ctx, latest)
 		defer cancel()
+	}
+	if sd.b.trace != nil {
+		sd.traced = sd.traced[:0]
+		for _, r := range live {
+			sd.traced = append(sd.traced, r.ctx)
+		}
+		var end func()
+		ctx, end = sd.b.trace(ctx, sd.traced)
+		clear(sd.traced)
+		if end != nil {
+			defer end()
+		}
 	}
 
 	// Group by algorithm and, on a Cluster, by slot.
@@ -363,6 +434,9 @@ func (sd *sender) flush(batch []*request) {
 		clear(g.members)
 		g.cmd, g.args = nil, nil
 	}
+	if failed != nil {
+		s.noteError(failed)
+	}
 	sd.conn.give(conn, failed)
 	sd.via = nil
 	clear(sd.args)
@@ -374,7 +448,7 @@ func (sd *sender) newCmd(ctx context.Context, g *group) redis.Cmder {
 	if sd.b.s.cluster {
 		c := redis.NewCmd(ctx, g.args...)
 		c.SetFirstKeyPos(3)
-		return c
+		return scriptCmd{c}
 	}
 	g.raw.Reset()
 	c := redis.NewRawWriteToCmd(ctx, g.raw, g.args...)
@@ -408,7 +482,7 @@ func (sd *sender) replyInts(g *group) error {
 			return cerr
 		}
 		sd.ints, err = parseInts(g.raw.Bytes(), sd.ints)
-	case *redis.Cmd:
+	case scriptCmd:
 		if cerr := c.Err(); cerr != nil {
 			return cerr
 		}

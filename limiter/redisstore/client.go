@@ -15,7 +15,25 @@ const (
 	DefaultDialTimeout  = time.Second
 	DefaultReadTimeout  = 500 * time.Millisecond
 	DefaultWriteTimeout = 500 * time.Millisecond
+	// DefaultDialAttempts is one: a refused connection fails the call at
+	// once, as an error, instead of being dialled again until the
+	// decision's deadline passes and reported as a timeout.
+	DefaultDialAttempts = 1
+	// DefaultDialRetryBackoff is the pause between dial attempts when
+	// DialAttempts is more than one.
+	DefaultDialRetryBackoff = 10 * time.Millisecond
+	// DefaultClusterMaxRedirects is how many MOVED or ASK redirections a
+	// Cluster call follows.
+	DefaultClusterMaxRedirects = 3
+	// DefaultClusterReloadInterval is how often a Cluster client reloads
+	// its slot map when nothing asked for it earlier.
+	DefaultClusterReloadInterval = 60 * time.Second
 )
+
+// clusterRetryBackoff is the first pause before a Cluster call is sent
+// again after a failure that left it unsent (go-redis doubles it up to
+// 4 × this).
+const clusterRetryBackoff = time.Millisecond
 
 // ClientConfig describes how to reach Redis. Set exactly one of URL (a
 // single server), ClusterAddrs (Redis Cluster) or SentinelAddrs with
@@ -56,8 +74,27 @@ type ClientConfig struct {
 	// MaxRetries is how many times go-redis retries a call that failed on
 	// the network. Default 0: a decision is not idempotent, and retrying one
 	// whose reply was lost could count a request twice; the Limiter's fail
-	// policy handles the failure instead.
+	// policy handles the failure instead. (On a Cluster the store's script
+	// calls are never retried after a network error whatever this says;
+	// see ClusterMaxRedirects.)
 	MaxRetries int
+	// DialAttempts is how many times a new connection is dialled before
+	// the call fails, DialRetryBackoff apart. Default DefaultDialAttempts
+	// (1). Every attempt is bounded by DialTimeout and all of them by the
+	// call's deadline.
+	DialAttempts int
+	// DialRetryBackoff is the pause between two dial attempts. Default
+	// DefaultDialRetryBackoff.
+	DialRetryBackoff time.Duration
+	// ClusterMaxRedirects is how many MOVED or ASK redirections a Cluster
+	// call follows (within its deadline). Default
+	// DefaultClusterMaxRedirects; negative: none.
+	ClusterMaxRedirects int
+	// ClusterReloadInterval is how often a Cluster client reloads its slot
+	// map on its own. The store also reloads it at once when a call fails
+	// in a way a stale map explains (Config.ClusterRefreshMinInterval).
+	// Default DefaultClusterReloadInterval.
+	ClusterReloadInterval time.Duration
 }
 
 // Options returns the go-redis options ClientConfig describes, with the
@@ -82,6 +119,8 @@ func (c ClientConfig) Options() (*redis.UniversalOptions, error) {
 		ReadTimeout:      c.ReadTimeout,
 		WriteTimeout:     c.WriteTimeout,
 		MaxRetries:       c.MaxRetries,
+		MaxRedirects:     c.ClusterMaxRedirects,
+		DialerRetries:    c.DialAttempts,
 		SentinelPassword: c.SentinelPassword,
 		// The Limiter's deadline must bound socket I/O, not only the wait
 		// for a pooled connection.
@@ -131,6 +170,12 @@ func (c ClientConfig) Options() (*redis.UniversalOptions, error) {
 		}
 		o.Addrs = c.ClusterAddrs
 		o.IsClusterMode = true
+		// A pipeline part that could not get a connection to its node
+		// (never sent, so safe to send again) is retried after a pause that
+		// go-redis would make 10 ms to 1 s: far past a decision's
+		// deadline, when the node is dead and every attempt fails at once.
+		o.MinRetryBackoff = clusterRetryBackoff
+		o.MaxRetryBackoff = 4 * clusterRetryBackoff
 	default:
 		if c.MasterName == "" {
 			return nil, errors.New("redis sentinel: master name is required with sentinel addresses")
@@ -161,6 +206,22 @@ func (c ClientConfig) Options() (*redis.UniversalOptions, error) {
 	if o.MaxRetries == 0 {
 		o.MaxRetries = -1 // go-redis: -1 disables retries, 0 means its default of 3
 	}
+	if c.DialAttempts < 0 {
+		return nil, fmt.Errorf("redis: dial attempts must be >= 1, got %d", c.DialAttempts)
+	}
+	if o.DialerRetries == 0 {
+		o.DialerRetries = DefaultDialAttempts // go-redis: attempts in all, 0 means 5
+	}
+	o.DialerRetryTimeout = c.DialRetryBackoff
+	if o.DialerRetryTimeout <= 0 {
+		o.DialerRetryTimeout = DefaultDialRetryBackoff
+	}
+	switch {
+	case c.ClusterMaxRedirects == 0:
+		o.MaxRedirects = DefaultClusterMaxRedirects
+	case c.ClusterMaxRedirects < 0:
+		o.MaxRedirects = -1 // go-redis: -1 is none, 0 its default of 3
+	}
 	return o, nil
 }
 
@@ -171,6 +232,14 @@ func (c ClientConfig) NewClient() (redis.UniversalClient, error) {
 	o, err := c.Options()
 	if err != nil {
 		return nil, err
+	}
+	if o.IsClusterMode {
+		co := o.Cluster()
+		co.ClusterStateReloadInterval = c.ClusterReloadInterval
+		if co.ClusterStateReloadInterval <= 0 {
+			co.ClusterStateReloadInterval = DefaultClusterReloadInterval
+		}
+		return redis.NewClusterClient(co), nil
 	}
 	return redis.NewUniversalClient(o), nil
 }

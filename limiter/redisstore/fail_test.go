@@ -104,7 +104,9 @@ func outage(t *testing.T, srv *redistest.Server, down, up func(), wantKind strin
 func TestStoppedRedisGivesThePolicyDecisionAndRecovers(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Single(t)
-	outage(t, srv, srv.Stop, srv.Start, "")
+	// A refused connection is an error, not a timeout: it is not dialled
+	// again until the deadline passes.
+	outage(t, srv, srv.Stop, srv.Start, "error")
 }
 
 // A frozen Redis accepts connections but never answers: only the deadline,
@@ -126,7 +128,7 @@ func TestConcurrentBatchedDecisionsFollowThePolicyWithinTheirDeadline(t *testing
 		down, up func(*redistest.Server)
 	}{
 		{"a frozen Redis", "timeout", (*redistest.Server).Freeze, (*redistest.Server).Thaw},
-		{"a stopped Redis", "", (*redistest.Server).Stop, (*redistest.Server).Start},
+		{"a stopped Redis", "error", (*redistest.Server).Stop, (*redistest.Server).Start},
 	} {
 		t.Run(mode.name, func(t *testing.T) {
 			srv := redistest.Single(t)

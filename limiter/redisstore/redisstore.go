@@ -53,6 +53,8 @@ import (
 	"embed"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -78,7 +80,30 @@ type Config struct {
 	// Batch says how concurrent decisions share script calls. The zero
 	// value batches (see BatchConfig).
 	Batch BatchConfig
+	// ClusterRefreshMinInterval is, on a Redis Cluster, the shortest time
+	// between two reloads of the slot map that a failed call asks for (see
+	// Store). Default DefaultClusterRefreshMinInterval; negative: never
+	// reload on an error (go-redis still reloads on MOVED and periodically).
+	ClusterRefreshMinInterval time.Duration
+	// BatchTrace, when set, is called for every batch of decisions sent to
+	// Redis; see BatchTrace. Nil: batches carry no trace context.
+	BatchTrace BatchTrace
 }
+
+// DefaultClusterRefreshMinInterval is the default of
+// Config.ClusterRefreshMinInterval.
+const DefaultClusterRefreshMinInterval = 100 * time.Millisecond
+
+// BatchTrace links one batch of decisions to their traces. batch is the
+// context the batch's Redis calls would run with (a background context
+// bounded by the latest member's deadline); decisions are the contexts
+// the members' callers passed to Decide, in the batch's order. It returns
+// the context to run the calls with instead (typically batch carrying a
+// span that links every decision's span, or the only decision's span as
+// parent) and a function called once the batch's answers are delivered,
+// which may be nil. It must not keep decisions, whose backing array is
+// reused. It is called from the store's sender goroutines, concurrently.
+type BatchTrace func(batch context.Context, decisions []context.Context) (context.Context, func())
 
 // Store is a limiter.Store on Redis. It is safe for concurrent use by many
 // goroutines; it holds no state of its own besides the client, the scripts
@@ -87,6 +112,11 @@ type Config struct {
 type Store struct {
 	client  redis.UniversalClient
 	cluster bool
+	cc      *redis.ClusterClient // the client, on a Cluster
+	// refreshMin and lastRefresh rate-limit the slot map reloads asked
+	// for by failed calls on a Cluster (Unix ns of the last one).
+	refreshMin  time.Duration
+	lastRefresh atomic.Int64
 	prefix  string
 	algs    [algCount]algScripts
 	// scripts are the single-decision scripts by algorithm.
@@ -124,13 +154,17 @@ func New(client redis.UniversalClient, cfg Config) (*Store, error) {
 		s.scripts[a.alg] = redis.NewScript(a.single.src)
 	}
 	s.requests.New = func() any { return &request{done: make(chan struct{}, 1)} }
-	_, s.cluster = client.(*redis.ClusterClient)
+	s.cc, s.cluster = client.(*redis.ClusterClient)
+	s.refreshMin = cfg.ClusterRefreshMinInterval
+	if s.refreshMin == 0 {
+		s.refreshMin = DefaultClusterRefreshMinInterval
+	}
 	c, single := client.(*redis.Client)
 	if single {
 		s.direct1.client = c
 	}
 	if !cfg.Batch.Disabled && (s.cluster || single) {
-		s.batch = newBatcher(s, cfg.Batch)
+		s.batch = newBatcher(s, cfg.Batch, cfg.BatchTrace)
 	}
 	return s, nil
 }
@@ -274,6 +308,7 @@ func (s *Store) direct(ctx context.Context, r *request, timeout time.Duration) (
 	r.ints = ints
 	s.direct1.give(conn, err)
 	if err != nil {
+		s.noteError(err)
 		return limiter.Decision{}, err
 	}
 	d, err := decodeInts(ints)
@@ -308,7 +343,7 @@ func (s *Store) call(ctx context.Context, via processor, args []any, raw *bytes.
 	if s.cluster {
 		cmd := redis.NewCmd(ctx, args...)
 		cmd.SetFirstKeyPos(3)
-		_ = via.Process(ctx, cmd)
+		_ = via.Process(ctx, scriptCmd{cmd})
 		if err := cmd.Err(); err != nil {
 			return dst[:0], err
 		}
@@ -322,6 +357,62 @@ func (s *Store) call(ctx context.Context, via processor, args []any, raw *bytes.
 		return dst[:0], err
 	}
 	return parseInts(raw.Bytes(), dst)
+}
+
+// scriptCmd is a script command on a Cluster: go-redis follows its MOVED
+// and ASK redirections but never sends it again after a network error. A
+// decision is not idempotent: a script whose reply was lost may have run,
+// and running it again would count the request twice.
+type scriptCmd struct{ *redis.Cmd }
+
+// NoRetry tells go-redis not to send the command again after a failure.
+func (scriptCmd) NoRetry() bool { return true }
+
+// noteError asks a Cluster client to reload its slot map, at most once
+// per refreshMin, after a call failed in a way that says the map may be
+// stale: the node could not be reached or did not answer in time, the
+// connection broke, or the node answered that the cluster is down, the
+// slot moved, or it is not (or no longer) a writable master. go-redis on
+// its own reloads only on MOVED and ASK and every
+// ClientConfig.ClusterReloadInterval, so after a master dies its slots
+// would keep pointing at the dead address until then. The reload runs in
+// the background (go-redis's ReloadState) and asks the nodes in random
+// order, skipping those it cannot reach.
+func (s *Store) noteError(err error) {
+	if !s.cluster || s.refreshMin < 0 || !staleMapError(err) {
+		return
+	}
+	now := time.Now().UnixNano()
+	last := s.lastRefresh.Load()
+	if now-last < int64(s.refreshMin) || !s.lastRefresh.CompareAndSwap(last, now) {
+		return
+	}
+	s.cc.ReloadState(context.Background())
+}
+
+// staleMapError reports whether err from a Cluster call may come from a
+// stale slot map (see noteError). A caller's own cancellation does not.
+func staleMapError(err error) bool {
+	if err == nil || errors.Is(err, context.Canceled) {
+		return false
+	}
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, redis.ErrClosed) {
+		return true
+	}
+	var ne net.Error
+	if errors.As(err, &ne) {
+		return true
+	}
+	var re redis.Error
+	if errors.As(err, &re) {
+		msg := re.Error()
+		for _, prefix := range []string{"CLUSTERDOWN", "MOVED", "ASK", "TRYAGAIN", "READONLY", "MASTERDOWN", "LOADING"} {
+			if strings.HasPrefix(msg, prefix) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // scriptArgs are the ARGV of lim's script, as integers (go-redis writes
