@@ -13,6 +13,9 @@
 // read-only token may only GET. Every change is logged as an audit line
 // naming the token (never the token itself), the key, and the old and new
 // values. The package is served only on the admin listener.
+//
+// The same tokens guard the rest of the admin listener (Guard): the
+// top-limited keys and the profiles of ProfilingHandlers.
 package admin
 
 import (
@@ -25,6 +28,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/http/pprof"
 	"sort"
 	"strings"
 	"time"
@@ -67,8 +71,8 @@ var ErrNoTokens = errors.New("admin: no token configured")
 
 // API serves the admin API. It is safe for concurrent use.
 type API struct {
-	cfg    Config
-	hashes [][sha256.Size]byte
+	cfg   Config
+	guard *Guard
 }
 
 // New returns the API, or ErrNoTokens.
@@ -85,14 +89,73 @@ func New(cfg Config) (*API, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	a := &API{cfg: cfg}
-	for _, t := range cfg.Tokens {
+	g, err := NewGuard(cfg.Tokens)
+	if err != nil {
+		return nil, err
+	}
+	return &API{cfg: cfg, guard: g}, nil
+}
+
+// Guard checks the bearer tokens of requests to the admin listener. It is
+// safe for concurrent use.
+type Guard struct {
+	tokens []Token
+	hashes [][sha256.Size]byte
+}
+
+// NewGuard returns a Guard accepting tokens, or ErrNoTokens.
+func NewGuard(tokens []Token) (*Guard, error) {
+	if len(tokens) == 0 {
+		return nil, ErrNoTokens
+	}
+	g := &Guard{tokens: append([]Token(nil), tokens...)}
+	for _, t := range tokens {
 		if t.Secret == "" || t.Name == "" {
 			return nil, errors.New("admin: a token without a name or secret")
 		}
-		a.hashes = append(a.hashes, sha256.Sum256([]byte(t.Secret)))
+		g.hashes = append(g.hashes, sha256.Sum256([]byte(t.Secret)))
 	}
-	return a, nil
+	return g, nil
+}
+
+// ReadOnly returns h behind the token check: any valid token, read-only
+// or read-write, passes; without one the answer is 401 with a Bearer
+// challenge. It is for what only shows things (the top-limited keys,
+// profiles).
+func (g *Guard) ReadOnly(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if tok, presented := g.authenticate(r); tok == nil {
+			challenge(w, presented)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// ProfilingHandlers returns net/http/pprof's handlers by ServeMux pattern
+// under /debug/pprof/, for the admin listener, to be put behind a Guard.
+// They are registered here explicitly; the DefaultServeMux that importing
+// net/http/pprof fills is never served. The command line
+// (/debug/pprof/cmdline) is left out: it may carry a Redis URL with its
+// password.
+func ProfilingHandlers() map[string]http.Handler {
+	return map[string]http.Handler{
+		"/debug/pprof/":        http.HandlerFunc(pprof.Index),
+		"/debug/pprof/profile": http.HandlerFunc(pprof.Profile),
+		"/debug/pprof/symbol":  http.HandlerFunc(pprof.Symbol),
+		"/debug/pprof/trace":   http.HandlerFunc(pprof.Trace),
+	}
+}
+
+// challenge answers 401 with a Bearer challenge; presented says a token
+// was sent (and was wrong).
+func challenge(w http.ResponseWriter, presented bool) {
+	c := `Bearer realm="rl-exporter admin"`
+	if presented {
+		c += `, error="invalid_token"`
+	}
+	w.Header().Set("WWW-Authenticate", c)
+	fail(w, http.StatusUnauthorized, "unauthorized", "a valid bearer token is required")
 }
 
 // Handlers returns the handlers by ServeMux pattern, for the admin listener.
@@ -103,7 +166,7 @@ func (a *API) Handlers() map[string]http.Handler {
 
 // authenticate returns the token of the request, or nil. Every configured
 // token is compared, in constant time, whatever matches.
-func (a *API) authenticate(r *http.Request) (tok *Token, presented bool) {
+func (g *Guard) authenticate(r *http.Request) (tok *Token, presented bool) {
 	h := r.Header.Get("Authorization")
 	scheme, given, ok := strings.Cut(h, " ")
 	if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(given) == "" {
@@ -111,7 +174,7 @@ func (a *API) authenticate(r *http.Request) (tok *Token, presented bool) {
 	}
 	sum := sha256.Sum256([]byte(strings.TrimSpace(given)))
 	match := -1
-	for i, want := range a.hashes {
+	for i, want := range g.hashes {
 		if subtle.ConstantTimeCompare(sum[:], want[:]) == 1 {
 			match = i
 		}
@@ -119,7 +182,7 @@ func (a *API) authenticate(r *http.Request) (tok *Token, presented bool) {
 	if match < 0 {
 		return nil, true
 	}
-	return &a.cfg.Tokens[match], true
+	return &g.tokens[match], true
 }
 
 type errorBody struct {
@@ -141,14 +204,9 @@ func fail(w http.ResponseWriter, code int, kind, format string, args ...any) {
 }
 
 func (a *API) serve(w http.ResponseWriter, r *http.Request) {
-	tok, presented := a.authenticate(r)
+	tok, presented := a.guard.authenticate(r)
 	if tok == nil {
-		challenge := `Bearer realm="rl-exporter admin"`
-		if presented {
-			challenge += `, error="invalid_token"`
-		}
-		w.Header().Set("WWW-Authenticate", challenge)
-		fail(w, http.StatusUnauthorized, "unauthorized", "a valid bearer token is required")
+		challenge(w, presented)
 		return
 	}
 	write := r.Method != http.MethodGet && r.Method != http.MethodHead
