@@ -168,13 +168,46 @@ type Redis struct {
 	PoolSize int `koanf:"pool_size"`
 	// DialTimeout bounds connecting to Redis. Default 1s.
 	DialTimeout time.Duration `koanf:"dial_timeout"`
+	// DialAttempts is how many times a connection is dialled before the
+	// call fails, 1 to MaxRedisDialAttempts; all of them within the
+	// decision's store.timeout. Default 1: a refused connection fails the
+	// decision at once, as an error, not at its deadline as a timeout.
+	DialAttempts int `koanf:"dial_attempts"`
 	// Prefix is the first component of every Redis key; default "rl".
 	Prefix string `koanf:"prefix"`
 	// TLS configures TLS to Redis (a rediss:// URL turns it on too).
 	TLS RedisTLS `koanf:"tls"`
 	// Batch says how concurrent decisions share script calls. On by default.
 	Batch RedisBatch `koanf:"batch"`
+	// Cluster says how a Redis Cluster's slot map is followed (with
+	// cluster_addrs only).
+	Cluster RedisCluster `koanf:"cluster"`
 }
+
+// RedisCluster configures how the Redis store follows a Cluster's slot
+// map: which master holds which slots, which changes when a replica is
+// promoted or slots move.
+type RedisCluster struct {
+	// RefreshMinInterval is the shortest time between two reloads of the
+	// slot map asked for by failed calls (a node refused, broke or did not
+	// answer the connection; CLUSTERDOWN, MOVED, READONLY ...), which is how
+	// decisions find a promoted replica within moments. > 0; default 100ms.
+	RefreshMinInterval time.Duration `koanf:"refresh_min_interval"`
+	// ReloadInterval is how often the slot map is reloaded when nothing
+	// asked for it earlier. > 0; default 60s.
+	ReloadInterval time.Duration `koanf:"reload_interval"`
+	// MaxRedirects is how many MOVED or ASK redirections a call follows
+	// (while slots move), 0 to MaxRedisClusterRedirects. Default 3. A call
+	// is never sent again after a network error: a decision is not
+	// idempotent.
+	MaxRedirects int `koanf:"max_redirects"`
+}
+
+// Bounds of store.redis.dial_attempts and store.redis.cluster.max_redirects.
+const (
+	MaxRedisDialAttempts     = 10
+	MaxRedisClusterRedirects = 16
+)
 
 // RedisBatch configures how the Redis store groups concurrent decisions
 // into shared script calls (redisstore.BatchConfig): a decision made alone
@@ -436,6 +469,13 @@ func defaults() map[string]any {
 		// Redis decisions share script calls unless configured.
 		"store.redis.batch.max_size": redisstore.DefaultBatchMaxSize,
 		"store.redis.batch.senders":  redisstore.DefaultBatchSenders,
+
+		// A refused connection fails at once; a Cluster's slot map is
+		// reloaded as soon as a failed call says it may be stale.
+		"store.redis.dial_attempts":                redisstore.DefaultDialAttempts,
+		"store.redis.cluster.refresh_min_interval": redisstore.DefaultClusterRefreshMinInterval.String(),
+		"store.redis.cluster.reload_interval":      redisstore.DefaultClusterReloadInterval.String(),
+		"store.redis.cluster.max_redirects":        redisstore.DefaultClusterMaxRedirects,
 
 		// The proxy keeps connections to the upstream for reuse.
 		"server.upstream_transport.max_idle_conns_per_host": 256,

@@ -353,7 +353,7 @@ func TestRedisBatchingIsOnByDefaultAndTheFileTunesIt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := redisstore.Config{Prefix: "app", Batch: redisstore.BatchConfig{Disabled: true, MaxSize: 16, Senders: 4}}
+	want := redisstore.Config{Prefix: "app", Batch: redisstore.BatchConfig{Disabled: true, MaxSize: 16, Senders: 4}, ClusterRefreshMinInterval: redisstore.DefaultClusterRefreshMinInterval}
 	if got := c.RedisStoreConfig(); got != want {
 		t.Fatalf("RedisStoreConfig() = %+v, want %+v", got, want)
 	}

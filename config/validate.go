@@ -167,8 +167,9 @@ func (c *Config) validateStore(e *errs) {
 func (c *Config) RedisStoreConfig() redisstore.Config {
 	r := c.Store.Redis
 	return redisstore.Config{
-		Prefix: r.Prefix,
-		Batch:  redisstore.BatchConfig{Disabled: r.Batch.Disabled, MaxSize: r.Batch.MaxSize, Senders: r.Batch.Senders},
+		Prefix:                    r.Prefix,
+		Batch:                     redisstore.BatchConfig{Disabled: r.Batch.Disabled, MaxSize: r.Batch.MaxSize, Senders: r.Batch.Senders},
+		ClusterRefreshMinInterval: r.Cluster.RefreshMinInterval,
 	}
 }
 
@@ -184,6 +185,24 @@ func (c *Config) RedisClientConfig() (redisstore.ClientConfig, error) {
 	}
 	if r.DialTimeout < 0 {
 		return cc, &fieldError{"dial_timeout", fmt.Errorf("must be >= 0, got %s", r.DialTimeout)}
+	}
+	if r.DialAttempts < 1 || r.DialAttempts > MaxRedisDialAttempts {
+		return cc, &fieldError{"dial_attempts", fmt.Errorf("must be between 1 and %d, got %d", MaxRedisDialAttempts, r.DialAttempts)}
+	}
+	cc.DialAttempts = r.DialAttempts
+	if rc := r.Cluster; rc.RefreshMinInterval <= 0 {
+		return cc, &fieldError{"cluster.refresh_min_interval", fmt.Errorf("must be > 0, got %s", rc.RefreshMinInterval)}
+	}
+	if rc := r.Cluster; rc.ReloadInterval <= 0 {
+		return cc, &fieldError{"cluster.reload_interval", fmt.Errorf("must be > 0, got %s", rc.ReloadInterval)}
+	}
+	if rc := r.Cluster; rc.MaxRedirects < 0 || rc.MaxRedirects > MaxRedisClusterRedirects {
+		return cc, &fieldError{"cluster.max_redirects", fmt.Errorf("must be between 0 and %d, got %d", MaxRedisClusterRedirects, rc.MaxRedirects)}
+	}
+	cc.ClusterReloadInterval = r.Cluster.ReloadInterval
+	cc.ClusterMaxRedirects = r.Cluster.MaxRedirects
+	if cc.ClusterMaxRedirects == 0 {
+		cc.ClusterMaxRedirects = -1 // none; 0 is the client's default
 	}
 	if r.URL != "" {
 		// Checked here to name the key; the message never shows the URL,

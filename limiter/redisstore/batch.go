@@ -113,7 +113,7 @@ type batcher struct {
 	// routed is set once the Cluster client has a slot map.
 	routed atomic.Bool
 	// trace, when set, links each batch to its decisions' traces.
-	trace BatchTrace
+	trace BatchTracer
 	// batched counts the decisions sent together with others (in one
 	// script call or one pipeline).
 	batched atomic.Int64
@@ -127,7 +127,7 @@ type lane struct {
 	running atomic.Int32
 }
 
-func newBatcher(s *Store, cfg BatchConfig, trace BatchTrace) *batcher {
+func newBatcher(s *Store, cfg BatchConfig, trace BatchTracer) *batcher {
 	if cfg.MaxSize <= 0 {
 		cfg.MaxSize = DefaultBatchMaxSize
 	}
@@ -300,7 +300,7 @@ type sender struct {
 	byKey  map[int]int // group index by algorithm and slot
 	args   []any
 	ints   []int64
-	traced []context.Context // the members' contexts, for BatchTrace
+	traced []context.Context // the members' contexts, for BatchTracer
 }
 
 // group is the decisions of one batch that go in one script call.
@@ -364,7 +364,7 @@ func (sd *sender) flush(batch []*request) {
 			sd.traced = append(sd.traced, r.ctx)
 		}
 		var end func()
-		ctx, end = sd.b.trace(ctx, sd.traced)
+		ctx, end = sd.b.trace.TraceBatch(ctx, sd.traced)
 		clear(sd.traced)
 		if end != nil {
 			defer end()

@@ -85,25 +85,30 @@ type Config struct {
 	// Store). Default DefaultClusterRefreshMinInterval; negative: never
 	// reload on an error (go-redis still reloads on MOVED and periodically).
 	ClusterRefreshMinInterval time.Duration
-	// BatchTrace, when set, is called for every batch of decisions sent to
-	// Redis; see BatchTrace. Nil: batches carry no trace context.
-	BatchTrace BatchTrace
+	// BatchTracer, when set, is told of every batch of decisions sent to
+	// Redis; see BatchTracer. Nil: batches carry no trace context.
+	BatchTracer BatchTracer
 }
 
 // DefaultClusterRefreshMinInterval is the default of
 // Config.ClusterRefreshMinInterval.
 const DefaultClusterRefreshMinInterval = 100 * time.Millisecond
 
-// BatchTrace links one batch of decisions to their traces. batch is the
-// context the batch's Redis calls would run with (a background context
-// bounded by the latest member's deadline); decisions are the contexts
-// the members' callers passed to Decide, in the batch's order. It returns
-// the context to run the calls with instead (typically batch carrying a
-// span that links every decision's span, or the only decision's span as
-// parent) and a function called once the batch's answers are delivered,
-// which may be nil. It must not keep decisions, whose backing array is
-// reused. It is called from the store's sender goroutines, concurrently.
-type BatchTrace func(batch context.Context, decisions []context.Context) (context.Context, func())
+// BatchTracer links batches of decisions to the decisions' traces:
+// batched calls run on a context of their own, not on any one caller's.
+// The store calls it from its sender goroutines, concurrently.
+type BatchTracer interface {
+	// TraceBatch is called before a batch is sent. batch is the context
+	// the batch's Redis calls would run with (a background context bounded
+	// by the latest member's deadline); decisions are the contexts the
+	// members' callers passed to Decide, in the batch's order. It returns
+	// the context to run the calls with instead (typically batch carrying
+	// a span that links every decision's span, or the only decision's span
+	// as parent) and a function called once the batch's answers are
+	// delivered, which may be nil. It must not keep decisions, whose
+	// backing array is reused.
+	TraceBatch(batch context.Context, decisions []context.Context) (context.Context, func())
+}
 
 // Store is a limiter.Store on Redis. It is safe for concurrent use by many
 // goroutines; it holds no state of its own besides the client, the scripts
@@ -164,7 +169,7 @@ func New(client redis.UniversalClient, cfg Config) (*Store, error) {
 		s.direct1.client = c
 	}
 	if !cfg.Batch.Disabled && (s.cluster || single) {
-		s.batch = newBatcher(s, cfg.Batch, cfg.BatchTrace)
+		s.batch = newBatcher(s, cfg.Batch, cfg.BatchTracer)
 	}
 	return s, nil
 }
