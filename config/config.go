@@ -65,6 +65,8 @@ type Config struct {
 	Live Live `koanf:"live"`
 	// Reload configures the hot reload of the config file.
 	Reload Reload `koanf:"reload"`
+	// RLS configures Envoy's rate limit service on server.grpc_listen.
+	RLS RLS `koanf:"rls"`
 
 	// Source is the file the Config was loaded from, or BuiltIn.
 	Source string `koanf:"-"`
@@ -92,6 +94,11 @@ type Server struct {
 	CheckAPI CheckAPI `koanf:"check_api"`
 	// UpstreamTransport configures the proxy's connections to Upstream.
 	UpstreamTransport UpstreamTransport `koanf:"upstream_transport"`
+	// GRPCListen, when set, serves Envoy's rate limit service (gRPC) with
+	// the descriptors of rls.config_dir. Off by default.
+	GRPCListen string `koanf:"grpc_listen"`
+	// GRPCTLS, when its files are set, serves GRPCListen over TLS.
+	GRPCTLS GRPCTLS `koanf:"grpc_tls"`
 }
 
 // UpstreamTransport configures the reverse proxy's connections to the
@@ -465,6 +472,7 @@ func defaults() map[string]any {
 		"live.refresh_interval":    "10s",
 		"reload.watch":             true,
 		"reload.interval":          "5s",
+		"rls.response_headers":     true,
 
 		// Redis decisions share script calls unless configured.
 		"store.redis.batch.max_size": redisstore.DefaultBatchMaxSize,

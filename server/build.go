@@ -35,6 +35,9 @@ type Deps struct {
 	Sources *config.Sources
 	// Trace, when set, wraps every decision in a span (Telemetry.Deps sets it).
 	Trace httplimit.TraceFunc
+	// Labels, when set with server.grpc_listen, is told the endpoints of
+	// the HTTP routes and of Envoy's descriptor rules together (the collector).
+	Labels EndpointLabels
 	// InstrumentRedis, when set, is given the Redis client before first use
 	// (to trace its round trips).
 	InstrumentRedis func(redis.UniversalClient) error
@@ -82,6 +85,12 @@ func Build(cfg *config.Config, d Deps) (*Built, error) {
 	if err != nil {
 		return fail(err)
 	}
+	// Envoy's rate limit service, when configured, stops before the store closes.
+	if g, err := b.startGRPC(cfg, &d); err != nil {
+		return fail(err)
+	} else if g != nil {
+		closers = append([]io.Closer{g}, closers...)
+	}
 	mw, err := httplimit.New(httplimit.Config{Policy: p, Recorder: d.Recorder, Logger: d.Logger, OnPolicy: d.OnPolicy, Trace: d.Trace})
 	if err != nil {
 		return fail(err)
@@ -122,6 +131,7 @@ type Built struct {
 	observer limiter.Observer
 	mu       sync.Mutex
 	live     liveState
+	grpc     *grpcListener // nil unless server.grpc_listen is set
 }
 
 // Store is the store decisions are made on.

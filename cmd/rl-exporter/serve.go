@@ -18,6 +18,7 @@ import (
 // overrides the config file.
 type serveFlags struct {
 	config, listen, metricsListen, adminListen, redisURL, upstream, logFormat, logLevel string
+	grpcListen                                                                          string
 }
 
 func parseServeFlags(args []string, stderr io.Writer) (serveFlags, map[string]bool, error) {
@@ -28,6 +29,7 @@ func parseServeFlags(args []string, stderr io.Writer) (serveFlags, map[string]bo
 	fs.StringVar(&f.listen, "listen", "", "main listener address (default "+config.DefaultListen+")")
 	fs.StringVar(&f.metricsListen, "metrics-listen", "", "serve /metrics, /healthz and /readyz on this address instead of --listen")
 	fs.StringVar(&f.adminListen, "admin-listen", "", "admin listener address (off unless set)")
+	fs.StringVar(&f.grpcListen, "grpc-listen", "", "serve Envoy's rate limit service (gRPC) on this address with the domains of rls.config_dir (off unless set)")
 	fs.StringVar(&f.redisURL, "redis-url", "", "decide on Redis at this URL, e.g. redis://127.0.0.1:6379/0 (default: the in-process memory store)")
 	fs.StringVar(&f.upstream, "upstream", "", "URL to proxy requests to, e.g. http://127.0.0.1:8481")
 	fs.StringVar(&f.logFormat, "log-format", "", "log format: text or json (default text)")
@@ -59,6 +61,7 @@ func serveSources(f serveFlags, set map[string]bool, env environ) config.Sources
 		{"listen", map[string]any{"server.listen": f.listen}},
 		{"metrics-listen", map[string]any{"server.metrics_listen": f.metricsListen}},
 		{"admin-listen", map[string]any{"server.admin_listen": f.adminListen}},
+		{"grpc-listen", map[string]any{"server.grpc_listen": f.grpcListen}},
 		{"upstream", map[string]any{"server.upstream": f.upstream}},
 		{"log-format", map[string]any{"log.format": f.logFormat}},
 		{"log-level", map[string]any{"log.level": f.logLevel}},

@@ -1,0 +1,360 @@
+package rls
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/rl-exporter/rl-exporter/limiter"
+)
+
+// File is one domain file of envoyproxy/ratelimit's configuration, as
+// written: a domain and its tree of descriptors. Unknown keys are errors.
+type File struct {
+	// Domain names the domain Envoy sends in RateLimitRequest.domain.
+	Domain string `yaml:"domain"`
+	// Descriptors are the top level of the descriptor tree.
+	Descriptors []Descriptor `yaml:"descriptors"`
+}
+
+// Descriptor is one node of the descriptor tree: it matches one entry of a
+// request's descriptor (key, and value when set) and may carry a limit and
+// children for the entries that follow.
+type Descriptor struct {
+	// Key is the entry's key; required.
+	Key string `yaml:"key"`
+	// Value, when set, matches only that value (a trailing '*' matches any
+	// value with that prefix); empty matches any value, after the
+	// value-specific siblings.
+	Value string `yaml:"value"`
+	// RateLimit applies when the request's descriptor ends at this node.
+	RateLimit *RateLimit `yaml:"rate_limit"`
+	// Descriptors match the next entry of the request's descriptor.
+	Descriptors []Descriptor `yaml:"descriptors"`
+	// ShadowMode decides and counts, but always answers OK.
+	ShadowMode bool `yaml:"shadow_mode"`
+	// DetailedMetric puts the request's values into the metric's endpoint
+	// label (still under metrics.max_label_sets).
+	DetailedMetric bool `yaml:"detailed_metric"`
+}
+
+// RateLimit is a descriptor's limit: requests_per_unit per unit, or
+// unlimited. Algorithm and Burst are rl-exporter's additions.
+type RateLimit struct {
+	// Unit is second, minute, hour, day, week, month (30 days) or year (365
+	// days), in any case; must be empty when Unlimited.
+	Unit string `yaml:"unit"`
+	// RequestsPerUnit is the number of requests admitted per Unit; 0
+	// blocks every request.
+	RequestsPerUnit uint32 `yaml:"requests_per_unit"`
+	// Unlimited never limits the descriptor (and hides key-only defaults).
+	Unlimited bool `yaml:"unlimited"`
+	// Name names the limit, for Replaces and the response's current_limit.
+	Name string `yaml:"name"`
+	// Replaces lists limits, by name, that this one replaces when both
+	// apply to one request.
+	Replaces []Replace `yaml:"replaces"`
+	// Algorithm is one of the six algorithms; default fixed_window.
+	Algorithm string `yaml:"algorithm"`
+	// Burst is the bucket size of token_bucket, leaky_bucket and gcra;
+	// default RequestsPerUnit.
+	Burst int64 `yaml:"burst"`
+}
+
+// Replace names a limit replaced by another.
+type Replace struct {
+	// Name is the replaced limit's name.
+	Name string `yaml:"name"`
+}
+
+// Unit is a RateLimitResponse.RateLimit.Unit name and its length.
+type unitSpec struct {
+	name   string
+	period time.Duration
+}
+
+// units are Envoy's RateLimitUnit values with the lengths envoyproxy/ratelimit
+// gives them.
+var units = map[string]unitSpec{
+	"second": {"second", time.Second},
+	"minute": {"minute", time.Minute},
+	"hour":   {"hour", time.Hour},
+	"day":    {"day", 24 * time.Hour},
+	"week":   {"week", 7 * 24 * time.Hour},
+	"month":  {"month", 30 * 24 * time.Hour},
+	"year":   {"year", 365 * 24 * time.Hour},
+}
+
+// Rules are the compiled domain files: an immutable tree per domain, safe
+// for concurrent use.
+type Rules struct {
+	domains map[string]*node
+	// Files are the files loaded, sorted.
+	Files []string
+}
+
+// node is one compiled Descriptor.
+type node struct {
+	children map[string]*node // "key" or "key_value"
+	wildcard []string         // child names ending in '*', in file order
+	rule     *rule            // nil: no limit at this node
+}
+
+// rule is a compiled RateLimit.
+type rule struct {
+	path      string // domain and key path, e.g. "messaging.message_type.to_number"
+	unlimited bool
+	blocked   bool // requests_per_unit: 0, every request over the limit
+	shadow    bool
+	detailed  bool
+	name      string
+	replaces  []string
+	unit      string
+	perUnit   uint32
+	limit     limiter.Limit
+}
+
+// LoadDir reads every *.yaml and *.yml file of dir (not its
+// subdirectories) as one domain each. Hidden files are skipped. An error
+// names the file and, for a descriptor, its path in the tree.
+func LoadDir(dir string) (*Rules, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("rls config dir: %w", err)
+	}
+	r := &Rules{domains: map[string]*node{}}
+	owner := map[string]string{}
+	for _, e := range entries {
+		name := e.Name()
+		if e.IsDir() || strings.HasPrefix(name, ".") || (filepath.Ext(name) != ".yaml" && filepath.Ext(name) != ".yml") {
+			continue
+		}
+		path := filepath.Join(dir, name)
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return nil, fmt.Errorf("rls config %s: %w", path, err)
+		}
+		f, err := ParseFile(path, data)
+		if err != nil {
+			return nil, err
+		}
+		if prev, dup := owner[f.Domain]; dup {
+			return nil, fmt.Errorf("rls config %s: domain %q is already defined in %s", path, f.Domain, prev)
+		}
+		n, err := compileFile(path, f)
+		if err != nil {
+			return nil, err
+		}
+		owner[f.Domain] = path
+		r.domains[f.Domain] = n
+		r.Files = append(r.Files, path)
+	}
+	sort.Strings(r.Files)
+	return r, nil
+}
+
+// ParseFile decodes one domain file strictly (unknown keys are errors,
+// like envoyproxy/ratelimit's). name is used in errors.
+func ParseFile(name string, data []byte) (File, error) {
+	var f File
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&f); err != nil {
+		if errors.Is(err, io.EOF) {
+			return f, fmt.Errorf("rls config %s: empty file", name)
+		}
+		return f, fmt.Errorf("rls config %s: %w", name, err)
+	}
+	if f.Domain == "" {
+		return f, fmt.Errorf("rls config %s: domain: required", name)
+	}
+	return f, nil
+}
+
+// Compile checks f and compiles it into Rules of its domain alone.
+func Compile(name string, f File) (*Rules, error) {
+	n, err := compileFile(name, f)
+	if err != nil {
+		return nil, err
+	}
+	return &Rules{domains: map[string]*node{f.Domain: n}, Files: []string{name}}, nil
+}
+
+func compileFile(name string, f File) (*node, error) {
+	root := &node{children: map[string]*node{}}
+	if err := compileLevel(name, f.Domain, root, f.Descriptors); err != nil {
+		return nil, err
+	}
+	return root, nil
+}
+
+func compileLevel(file, parent string, into *node, ds []Descriptor) error {
+	for i, d := range ds {
+		if d.Key == "" {
+			return fmt.Errorf("rls config %s: %s.descriptors[%d]: key: required", file, parent, i)
+		}
+		name := d.Key
+		if d.Value != "" {
+			name += "_" + d.Value
+		}
+		path := parent + "." + name
+		if _, dup := into.children[name]; dup {
+			return fmt.Errorf("rls config %s: %s: duplicate descriptor (key %q, value %q)", file, path, d.Key, d.Value)
+		}
+		n := &node{children: map[string]*node{}}
+		if d.RateLimit != nil {
+			r, err := compileRule(d, path)
+			if err != nil {
+				return fmt.Errorf("rls config %s: %s: rate_limit: %w", file, path, err)
+			}
+			n.rule = r
+		}
+		if err := compileLevel(file, path, n, d.Descriptors); err != nil {
+			return err
+		}
+		into.children[name] = n
+		if strings.HasSuffix(name, "*") {
+			into.wildcard = append(into.wildcard, name)
+		}
+	}
+	return nil
+}
+
+func compileRule(d Descriptor, path string) (*rule, error) {
+	rl := d.RateLimit
+	r := &rule{path: path, shadow: d.ShadowMode, detailed: d.DetailedMetric, name: rl.Name, unlimited: rl.Unlimited}
+	for i, rep := range rl.Replaces {
+		if rep.Name == "" {
+			return nil, fmt.Errorf("replaces[%d]: name: required", i)
+		}
+		if rep.Name == rl.Name {
+			return nil, fmt.Errorf("replaces[%d]: %q is this limit's own name", i, rep.Name)
+		}
+		r.replaces = append(r.replaces, rep.Name)
+	}
+	u, ok := units[strings.ToLower(rl.Unit)]
+	if rl.Unlimited {
+		if rl.Unit != "" || rl.RequestsPerUnit != 0 || rl.Algorithm != "" || rl.Burst != 0 {
+			return nil, errors.New("unlimited: no unit, requests_per_unit, algorithm or burst may be set with it")
+		}
+		return r, nil
+	}
+	if !ok {
+		return nil, fmt.Errorf("unit: %q is not one of second, minute, hour, day, week, month, year", rl.Unit)
+	}
+	alg := limiter.FixedWindow
+	if rl.Algorithm != "" {
+		a, err := limiter.ParseAlgorithm(rl.Algorithm)
+		if err != nil {
+			return nil, fmt.Errorf("algorithm: %w", err)
+		}
+		alg = a
+	}
+	if rl.Burst != 0 && !alg.IsBucket() {
+		return nil, fmt.Errorf("burst: applies to token_bucket, leaky_bucket and gcra, not %s", alg)
+	}
+	r.unit, r.perUnit = u.name, rl.RequestsPerUnit
+	// Windows start on multiples of the unit, as envoyproxy/ratelimit's do:
+	// a per-minute limit resets on the minute.
+	r.limit = limiter.Limit{Algorithm: alg, Rate: int64(rl.RequestsPerUnit), Period: u.period, Burst: rl.Burst, AlignWindows: true}
+	if rl.RequestsPerUnit == 0 {
+		// envoyproxy/ratelimit's way to block: every request is over the limit.
+		if rl.Burst != 0 {
+			return nil, errors.New("burst: must not be set with requests_per_unit: 0 (which blocks every request)")
+		}
+		r.blocked = true
+		return r, nil
+	}
+	if err := r.limit.Validate(); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// Domains returns the domain names, sorted.
+func (r *Rules) Domains() []string {
+	out := make([]string, 0, len(r.domains))
+	for d := range r.domains {
+		out = append(out, d)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// entry is one key/value of a request's descriptor.
+type entry struct{ key, value string }
+
+// match finds the rule of a request's descriptor in domain, by
+// envoyproxy/ratelimit's rules: at each level the "key_value" child first,
+// then a wildcard child whose prefix the value has, then the key-only
+// child; the rule applies only when the descriptor ends at a node that has
+// one. Nil: not limited.
+func (r *Rules) match(domain string, entries []entry) *rule {
+	n := r.domains[domain]
+	if n == nil || len(entries) == 0 {
+		return nil
+	}
+	var found *rule
+	for i, e := range entries {
+		next := n.children[e.key+"_"+e.value]
+		if next == nil && len(n.wildcard) > 0 {
+			kv := e.key + "_" + e.value
+			for _, w := range n.wildcard {
+				if strings.HasPrefix(kv, strings.TrimSuffix(w, "*")) {
+					next = n.children[w]
+					break
+				}
+			}
+		}
+		if next == nil {
+			next = n.children[e.key]
+		}
+		if next == nil {
+			return nil
+		}
+		if i == len(entries)-1 {
+			found = next.rule
+			break
+		}
+		if len(next.children) == 0 {
+			return nil
+		}
+		n = next
+	}
+	return found
+}
+
+// EndpointLimit is a limit as metrics label it: the endpoint (the rule's
+// path through the descriptor tree) and the limit enforced there.
+type EndpointLimit struct {
+	// Endpoint is the endpoint label of the rule's decisions.
+	Endpoint string
+	// Limit is the limit enforced; its Rate is 0 when Blocked.
+	Limit limiter.Limit
+	// Blocked is true for requests_per_unit: 0, which refuses every request.
+	Blocked bool
+}
+
+// Limits returns the limited rules (not the unlimited ones) by endpoint,
+// sorted by endpoint. Descriptors with detailed_metric are labelled per
+// request value at decision time and are listed here under their path.
+func (r *Rules) Limits() []EndpointLimit {
+	var out []EndpointLimit
+	for _, root := range r.domains {
+		walk(root, func(ru *rule) {
+			if !ru.unlimited {
+				out = append(out, EndpointLimit{Endpoint: ru.path, Limit: ru.limit, Blocked: ru.blocked})
+			}
+		})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Endpoint < out[j].Endpoint })
+	return out
+}

@@ -1,0 +1,401 @@
+package rls
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/rl-exporter/rl-exporter/httplimit"
+	"github.com/rl-exporter/rl-exporter/limiter"
+)
+
+// Config configures a Service: the same engine settings serve's HTTP path
+// uses (httplimit.PolicyConfig carries them), so both ways in decide alike.
+type Config struct {
+	// Store is where decisions are made. Required.
+	Store limiter.Store
+	// FailPolicy, Timeout, Breaker and Observer configure every limiter
+	// (see limiter.Config).
+	FailPolicy limiter.FailPolicy
+	Timeout    time.Duration
+	Breaker    limiter.BreakerConfig
+	Observer   limiter.Observer
+	// Recorder is told of every decision (the collector); nil: none.
+	Recorder limiter.Recorder
+	// ResponseHeaders adds the header families of Headers to every
+	// answer's response_headers_to_add.
+	ResponseHeaders bool
+	// Headers selects the header families, as for HTTP.
+	Headers httplimit.HeaderConfig
+	// Tiers are the known plan tiers; DefaultTier (default "default") is
+	// the tier of a decision without a known one.
+	Tiers       []string
+	DefaultTier string
+	// TierDescriptorKey names the descriptor entry carrying the plan tier.
+	TierDescriptorKey string
+	// Logger; default discard.
+	Logger *slog.Logger
+	// Now is the clock of the reset times in headers; default time.Now.
+	Now func() time.Time
+}
+
+// Service implements envoy.service.ratelimit.v3.RateLimitService on the
+// limiter. It is safe for concurrent use; Swap replaces its rules
+// atomically: each request sees the old rules or the new ones.
+type Service struct {
+	rlsv3.UnimplementedRateLimitServiceServer
+	cfg     Config
+	tiers   map[string]bool
+	current atomic.Pointer[compiled]
+}
+
+// compiled are Rules with one limiter per rule.
+type compiled struct {
+	rules    *Rules
+	limiters map[*rule]*limiter.Limiter
+}
+
+// New returns a Service deciding with cfg and enforcing rules (nil: none
+// yet; every descriptor is then unlimited).
+func New(cfg Config, rules *Rules) (*Service, error) {
+	if cfg.Store == nil {
+		return nil, errors.New("rls: Store is required")
+	}
+	if cfg.DefaultTier == "" {
+		cfg.DefaultTier = "default"
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	s := &Service{cfg: cfg, tiers: map[string]bool{cfg.DefaultTier: true}}
+	for _, t := range cfg.Tiers {
+		s.tiers[t] = true
+	}
+	if rules == nil {
+		rules = &Rules{domains: map[string]*node{}}
+	}
+	if err := s.Swap(rules); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Swap puts rules in force. On error the rules in force stay.
+func (s *Service) Swap(rules *Rules) error {
+	c := &compiled{rules: rules, limiters: map[*rule]*limiter.Limiter{}}
+	var err error
+	for _, root := range rules.domains {
+		walk(root, func(r *rule) {
+			if err != nil || r.unlimited || r.blocked {
+				return
+			}
+			var l *limiter.Limiter
+			l, err = limiter.New(limiter.Config{
+				Limit: r.limit, Store: s.cfg.Store, FailPolicy: s.cfg.FailPolicy,
+				Timeout: s.cfg.Timeout, Observer: s.cfg.Observer, Breaker: s.cfg.Breaker,
+			})
+			if err != nil {
+				err = fmt.Errorf("rls: %s: %w", r.path, err)
+				return
+			}
+			c.limiters[r] = l
+		})
+	}
+	if err != nil {
+		return err
+	}
+	s.current.Store(c)
+	return nil
+}
+
+// Rules returns the rules in force.
+func (s *Service) Rules() *Rules { return s.current.Load().rules }
+
+// walk calls f for the rule of n and of each of its descendants.
+func walk(n *node, f func(*rule)) {
+	if n.rule != nil {
+		f(n.rule)
+	}
+	for _, c := range n.children {
+		walk(c, f)
+	}
+}
+
+// keyPrefix starts every store key of the service, apart from HTTP's.
+const keyPrefix = "rls|"
+
+// ShouldRateLimit decides every descriptor of req that a rule matches, each
+// at the cost of its own hits_addend, else the request's (0 means 1), and
+// answers OVER_LIMIT when any of them is over its limit.
+func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
+	if req.GetDomain() == "" {
+		return nil, status.Error(codes.InvalidArgument, "domain: required")
+	}
+	if len(req.GetDescriptors()) == 0 {
+		return nil, status.Error(codes.InvalidArgument, "descriptors: at least one is required")
+	}
+	c := s.current.Load()
+	descs := req.GetDescriptors()
+	rules := make([]*rule, len(descs))
+	unlimited := make([]bool, len(descs))
+	var replaced map[string]bool
+	for i, d := range descs {
+		r := c.rules.matchDescriptor(req.Domain, d)
+		if r == nil {
+			continue
+		}
+		if r.unlimited {
+			unlimited[i] = true
+			continue
+		}
+		rules[i] = r
+		for _, name := range r.replaces {
+			if replaced == nil {
+				replaced = map[string]bool{}
+			}
+			replaced[name] = true
+		}
+	}
+	resp := &rlsv3.RateLimitResponse{
+		OverallCode: rlsv3.RateLimitResponse_OK,
+		Statuses:    make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(descs)),
+	}
+	var headerFrom *outcome
+	for i, d := range descs {
+		r := rules[i]
+		if r != nil && r.name != "" && replaced[r.name] {
+			r = nil
+		}
+		if r == nil {
+			st := &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK}
+			if unlimited[i] {
+				// As envoyproxy/ratelimit answers an unlimited descriptor.
+				st.LimitRemaining = math.MaxUint32
+			}
+			resp.Statuses[i] = st
+			continue
+		}
+		o := s.decide(ctx, c.limiters[r], r, req, d)
+		resp.Statuses[i] = o.descriptorStatus()
+		if o.code == rlsv3.RateLimitResponse_OVER_LIMIT {
+			resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
+		}
+		if headerFrom == nil || o.tighter(headerFrom) {
+			oc := o
+			headerFrom = &oc
+		}
+	}
+	if s.cfg.ResponseHeaders && headerFrom != nil {
+		resp.ResponseHeadersToAdd = headerValues(s.cfg.Headers, headerFrom, s.cfg.Now())
+	}
+	return resp, nil
+}
+
+// outcome is one descriptor's decision.
+type outcome struct {
+	rule   *rule
+	d      limiter.Decision
+	code   rlsv3.RateLimitResponse_Code
+	status limiter.Status
+}
+
+// tighter reports whether o should set the response headers rather than
+// other: an over-limit answer first, then the least remaining.
+func (o outcome) tighter(other *outcome) bool {
+	if (o.code == rlsv3.RateLimitResponse_OVER_LIMIT) != (other.code == rlsv3.RateLimitResponse_OVER_LIMIT) {
+		return o.code == rlsv3.RateLimitResponse_OVER_LIMIT
+	}
+	return o.d.Remaining < other.d.Remaining
+}
+
+func (o outcome) descriptorStatus() *rlsv3.RateLimitResponse_DescriptorStatus {
+	unit := rlsv3.RateLimitResponse_RateLimit_Unit(rlsv3.RateLimitResponse_RateLimit_Unit_value[strings.ToUpper(o.rule.unit)])
+	return &rlsv3.RateLimitResponse_DescriptorStatus{
+		Code: o.code,
+		CurrentLimit: &rlsv3.RateLimitResponse_RateLimit{
+			Name: o.rule.name, RequestsPerUnit: o.rule.perUnit, Unit: unit,
+		},
+		LimitRemaining:     uint32(min(max(o.d.Remaining, 0), math.MaxUint32)),
+		DurationUntilReset: durationpb.New(max(o.d.ResetAfter, 0)),
+	}
+}
+
+// decide makes and records one descriptor's decision, mapping it to a code
+// as the HTTP path maps it to a status: a failed store answers per the fail
+// policy (OK when open, OVER_LIMIT when closed, as decided when local), a
+// shadow-mode limit always answers OK.
+func (s *Service) decide(ctx context.Context, l *limiter.Limiter, r *rule, req *rlsv3.RateLimitRequest, d *ratelimitv3.RateLimitDescriptor) outcome {
+	cost := int64(req.GetHitsAddend())
+	if h := d.GetHitsAddend(); h != nil {
+		cost = int64(min(h.GetValue(), math.MaxInt64))
+	}
+	if cost == 0 {
+		cost = 1
+	}
+	key := storeKey(req.Domain, d.GetEntries())
+	o := outcome{rule: r}
+	var err error
+	if r.blocked {
+		o.d = limiter.Decision{ResetAfter: r.limit.Period, RetryAfter: r.limit.Period}
+	} else {
+		o.d, err = l.AllowN(ctx, key, cost)
+	}
+	switch {
+	case err != nil && (errors.Is(err, limiter.ErrCostExceedsLimit) || errors.Is(err, limiter.ErrInvalidCost)):
+		o.d.Allowed = false
+		o.d.RetryAfter = r.limit.Window()
+		o.status = limiter.StatusRejected
+	case o.d.Failure == limiter.FailureOpen:
+		o.status = limiter.StatusFailOpen
+	case o.d.Failure == limiter.FailureClosed:
+		o.status = limiter.StatusFailClosed
+		if r.shadow {
+			o.status = limiter.StatusFailOpen
+		}
+	case o.d.Allowed:
+		o.status = limiter.StatusAllowed
+	case r.shadow:
+		o.status = limiter.StatusShadowRejected
+	default:
+		o.status = limiter.StatusRejected
+	}
+	o.code = rlsv3.RateLimitResponse_OK
+	if o.status == limiter.StatusRejected || o.status == limiter.StatusFailClosed {
+		o.code = rlsv3.RateLimitResponse_OVER_LIMIT
+	}
+	if s.cfg.Recorder != nil {
+		var recErr error
+		if o.status == limiter.StatusFailOpen || o.status == limiter.StatusFailClosed || o.d.Failure == limiter.FailureLocal {
+			recErr = err
+		}
+		s.cfg.Recorder.RecordDecision(ctx, limiter.Record{
+			Endpoint: endpoint(r, req.Domain, d.GetEntries()), PlanTier: s.tier(req, d), Key: key,
+			Limit: r.limit, Status: o.status, Decision: o.d, Err: recErr,
+		})
+	}
+	if err != nil {
+		level, msg := slog.LevelWarn, "rate limit store failed"
+		if o.status == limiter.StatusRejected {
+			level, msg = slog.LevelError, "descriptor cost cannot be admitted"
+		}
+		s.cfg.Logger.LogAttrs(ctx, level, msg, slog.String("endpoint", r.path),
+			slog.String("status", string(o.status)), slog.Int64("cost", cost), slog.String("error", err.Error()))
+	}
+	return o
+}
+
+// tier is the plan tier named by the TierDescriptorKey entry of d, else of
+// the request's other descriptors, when it is a known tier; else the default.
+func (s *Service) tier(req *rlsv3.RateLimitRequest, d *ratelimitv3.RateLimitDescriptor) string {
+	if s.cfg.TierDescriptorKey == "" {
+		return s.cfg.DefaultTier
+	}
+	find := func(d *ratelimitv3.RateLimitDescriptor) (string, bool) {
+		for _, e := range d.GetEntries() {
+			if e.GetKey() == s.cfg.TierDescriptorKey {
+				return e.GetValue(), true
+			}
+		}
+		return "", false
+	}
+	v, ok := find(d)
+	for _, other := range req.GetDescriptors() {
+		if ok {
+			break
+		}
+		v, ok = find(other)
+	}
+	if ok && s.tiers[v] {
+		return v
+	}
+	return s.cfg.DefaultTier
+}
+
+// endpoint is the metric label of a decision: the rule's path through the
+// descriptor tree (the domain, the keys, and only the values the config
+// itself names), or, with detailed_metric, the domain and the request's
+// keys and values.
+func endpoint(r *rule, domain string, entries []*ratelimitv3.RateLimitDescriptor_Entry) string {
+	if !r.detailed {
+		return r.path
+	}
+	var b strings.Builder
+	b.WriteString(domain)
+	for _, e := range entries {
+		b.WriteByte('.')
+		b.WriteString(e.GetKey())
+		b.WriteByte('_')
+		b.WriteString(e.GetValue())
+	}
+	return b.String()
+}
+
+// storeKey is the limiter key of a descriptor: its domain and entries, each
+// part escaped so that distinct descriptors never share a key.
+func storeKey(domain string, entries []*ratelimitv3.RateLimitDescriptor_Entry) string {
+	var b strings.Builder
+	b.WriteString(keyPrefix)
+	writeKeyPart(&b, domain)
+	for _, e := range entries {
+		b.WriteByte('|')
+		writeKeyPart(&b, e.GetKey())
+		b.WriteByte('=')
+		writeKeyPart(&b, e.GetValue())
+	}
+	return b.String()
+}
+
+func writeKeyPart(b *strings.Builder, s string) {
+	if !strings.ContainsAny(s, "|=%") {
+		b.WriteString(s)
+		return
+	}
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; c {
+		case '|', '=', '%':
+			fmt.Fprintf(b, "%%%02X", c)
+		default:
+			b.WriteByte(c)
+		}
+	}
+}
+
+// matchDescriptor is match for a request's descriptor.
+func (r *Rules) matchDescriptor(domain string, d *ratelimitv3.RateLimitDescriptor) *rule {
+	es := d.GetEntries()
+	var buf [8]entry
+	entries := buf[:0]
+	for _, e := range es {
+		entries = append(entries, entry{key: e.GetKey(), value: e.GetValue()})
+	}
+	return r.match(domain, entries)
+}
+
+// headerValues renders the enabled header families for o.
+func headerValues(hc httplimit.HeaderConfig, o *outcome, now time.Time) []*corev3.HeaderValue {
+	policy := o.rule.name
+	if policy == "" {
+		policy = o.rule.path
+	}
+	var out []*corev3.HeaderValue
+	for _, h := range renderHeaders(hc, policy, o.rule.limit, o.d, now) {
+		out = append(out, &corev3.HeaderValue{Key: h[0], Value: h[1]})
+	}
+	return out
+}

@@ -1,0 +1,225 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+
+	"github.com/rl-exporter/rl-exporter/httplimit"
+	"github.com/rl-exporter/rl-exporter/limiter"
+
+	"github.com/rl-exporter/rl-exporter/config"
+	"github.com/rl-exporter/rl-exporter/rls"
+)
+
+// EndpointLabels is the part of the collector that is told which endpoint
+// labels exist and the limit in force on each. With the gRPC listener on,
+// the HTTP routes and the descriptor rules are given to it together, so a
+// change of either keeps the counts of the other. Implementations are safe
+// for concurrent use.
+type EndpointLabels interface {
+	// Reconfigure replaces the configured endpoints, tiers and default tier.
+	Reconfigure(endpoints, tiers []string, defaultTier string) error
+	// SetLimit sets the limit in force for an endpoint and tier.
+	SetLimit(endpoint, tier string, lim limiter.Limit) error
+}
+
+// grpcListener serves Envoy's rate limit service on server.grpc_listen from
+// Build on. As one of the Server's Closers it stops after the HTTP drain
+// and before the store is closed.
+type grpcListener struct {
+	ln      net.Listener
+	gs      *grpc.Server
+	health  *health.Server
+	svc     *rls.Service
+	drain   time.Duration
+	stop    context.CancelFunc
+	done    sync.WaitGroup
+	logger  *slog.Logger
+	closing sync.Once
+
+	labels          EndpointLabels
+	labelsMu        sync.Mutex
+	policy          *httplimit.Policy // the HTTP policy in force, under labelsMu
+	tiers           []string
+	defaultTierName string
+}
+
+// startGRPC opens server.grpc_listen, loads rls.config_dir and starts
+// serving; nil when no gRPC listener is configured. The engine settings
+// (store, fail policy, timeout, breaker, observer, headers, tiers) are those
+// of the HTTP policy, so both ways in decide alike.
+//
+// With d.Labels set, d.OnPolicy is replaced by one that labels the HTTP
+// routes and the descriptor rules together (see EndpointLabels).
+func (b *Built) startGRPC(cfg *config.Config, d *Deps) (*grpcListener, error) {
+	if cfg.Server.GRPCListen == "" {
+		return nil, nil
+	}
+	logger := d.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	dir := cfg.RLSConfigDir()
+	rules, err := rls.LoadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("config %s: rls.config_dir: %w", cfg.Source, err)
+	}
+	pc := b.live.pc
+	svc, err := rls.New(rls.Config{
+		Store: b.store, FailPolicy: pc.FailPolicy, Timeout: pc.Timeout, Breaker: pc.Breaker, Observer: pc.Observer,
+		Recorder: d.Recorder, ResponseHeaders: cfg.RLS.ResponseHeaders, Headers: pc.Headers,
+		Tiers: pc.Tiers, DefaultTier: pc.DefaultTier, TierDescriptorKey: cfg.RLS.TierDescriptorKey, Logger: logger,
+	}, rules)
+	if err != nil {
+		return nil, fmt.Errorf("config %s: rls.config_dir: %w", cfg.Source, err)
+	}
+	tc, err := cfg.GRPCTLSConfig()
+	if err != nil {
+		return nil, fmt.Errorf("config %s: server.grpc_tls: %w", cfg.Source, err)
+	}
+	ln, err := net.Listen("tcp", cfg.Server.GRPCListen)
+	if err != nil {
+		return nil, fmt.Errorf("server: grpc listener %s: %w", cfg.Server.GRPCListen, err)
+	}
+	gs, hs := rls.NewServer(svc, tc)
+	ctx, stop := context.WithCancel(context.Background())
+	g := &grpcListener{ln: ln, gs: gs, health: hs, svc: svc, drain: cfg.Server.ShutdownTimeout, stop: stop, logger: logger}
+	if g.drain <= 0 {
+		g.drain = DefaultShutdownTimeout
+	}
+	if d.Labels != nil {
+		g.labels, g.tiers, g.defaultTierName = d.Labels, pc.Tiers, pc.DefaultTier
+		g.relabel(nil)
+		d.OnPolicy = func(p *httplimit.Policy) { g.relabel(p) }
+	}
+	logger.Info("listening", slog.String("listener", "grpc"), slog.String("addr", ln.Addr().String()),
+		slog.Bool("tls", tc != nil), slog.String("rls_config_dir", dir), slog.Any("domains", rules.Domains()))
+	g.done.Add(1)
+	go func() {
+		defer g.done.Done()
+		if err := gs.Serve(ln); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+			logger.Error("grpc listener stopped", slog.String("error", err.Error()))
+		}
+	}()
+	if cfg.Reload.Watch {
+		g.done.Add(1)
+		go func() {
+			defer g.done.Done()
+			rls.Watch(ctx, dir, cfg.Reload.Interval, func() { b.reloadRLS(g, dir) })
+		}()
+	}
+	b.mu.Lock()
+	b.grpc = g
+	b.mu.Unlock()
+	return g, nil
+}
+
+// reloadRLS loads dir again and puts it in force; an invalid directory
+// leaves the rules in force, logged and counted as a failed reload.
+func (b *Built) reloadRLS(g *grpcListener, dir string) {
+	rules, err := rls.LoadDir(dir)
+	if err == nil {
+		err = g.svc.Swap(rules)
+	}
+	if err != nil {
+		b.live.metrics.reloadsErr.Add(1)
+		g.logger.Error("rls config reload failed; the rules in force stay", slog.String("error", err.Error()))
+		return
+	}
+	b.live.metrics.reloadsOK.Add(1)
+	g.relabel(nil)
+	g.logger.Info("rls config reloaded", slog.String("dir", dir), slog.Any("domains", rules.Domains()))
+}
+
+// relabel gives the labels the endpoints and limits of the HTTP policy p
+// (nil: the one last given) and of the rules in force.
+func (g *grpcListener) relabel(p *httplimit.Policy) {
+	if g.labels == nil {
+		return
+	}
+	g.labelsMu.Lock()
+	defer g.labelsMu.Unlock()
+	if p != nil {
+		g.policy = p
+	}
+	tiers, dflt := g.tiers, g.defaultTierName
+	var endpoints []string
+	if g.policy != nil {
+		tiers, dflt = g.policy.Tiers(), g.policy.DefaultTier()
+		endpoints = g.policy.Endpoints()
+	}
+	if len(tiers) == 0 {
+		tiers = []string{dflt}
+	}
+	rules := g.svc.Rules().Limits()
+	for _, r := range rules {
+		endpoints = append(endpoints, r.Endpoint)
+	}
+	if err := g.labels.Reconfigure(endpoints, tiers, dflt); err != nil {
+		g.logger.Warn("metrics: reconfigure labels", slog.String("error", err.Error()))
+		return
+	}
+	warn := func(endpoint, tier string, err error) {
+		g.logger.Warn("metrics: limit in force", slog.String("endpoint", endpoint),
+			slog.String("plan_tier", tier), slog.String("error", err.Error()))
+	}
+	if g.policy != nil {
+		for _, l := range g.policy.Limits() {
+			if err := g.labels.SetLimit(l.Endpoint, l.PlanTier, l.Limit); err != nil {
+				warn(l.Endpoint, l.PlanTier, err)
+			}
+		}
+	}
+	for _, r := range rules {
+		if r.Blocked {
+			continue // no quota to show
+		}
+		for _, t := range tiers {
+			if err := g.labels.SetLimit(r.Endpoint, t, r.Limit); err != nil {
+				warn(r.Endpoint, t, err)
+			}
+		}
+	}
+}
+
+// GRPCAddr returns the bound address of the gRPC listener, or "" when it
+// is not open.
+func (b *Built) GRPCAddr() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.grpc == nil {
+		return ""
+	}
+	return b.grpc.ln.Addr().String()
+}
+
+// Close reports NOT_SERVING, stops the directory watch, lets in-flight
+// calls finish for up to the shutdown timeout and stops the listener.
+// Calling it again does nothing.
+func (g *grpcListener) Close() error {
+	g.closing.Do(func() {
+		g.health.Shutdown()
+		g.stop()
+		stopped := make(chan struct{})
+		go func() {
+			g.gs.GracefulStop()
+			close(stopped)
+		}()
+		select {
+		case <-stopped:
+		case <-time.After(g.drain):
+			g.gs.Stop()
+			<-stopped
+		}
+		g.done.Wait()
+	})
+	return nil
+}
