@@ -1,6 +1,9 @@
 // Package dashboards generates rl-exporter's Grafana dashboards from the SLO
-// model (package slo) and the exporter's metric contract, with the Grafana
-// foundation SDK's builders, and encodes them as the JSON Grafana provisions.
+// model (package slo) and the exporter's metric contract, and encodes them
+// as the JSON Grafana provisions. The builders are the Grafana foundation
+// SDK's, as far as the dashboards use them, copied under internal/gf so
+// that the rl-exporter binary does not link the SDK; the tests decode every
+// dashboard with the SDK itself.
 //
 // Every threshold line comes from the spec (the 429 ratio against its alert
 // threshold, the store latency quantile against its bucket bound, fail-open

@@ -7,15 +7,15 @@ import (
 	"strings"
 	"time"
 
-	"github.com/grafana/grafana-foundation-sdk/go/cog"
-	"github.com/grafana/grafana-foundation-sdk/go/common"
-	"github.com/grafana/grafana-foundation-sdk/go/dashboard"
-	"github.com/grafana/grafana-foundation-sdk/go/heatmap"
-	"github.com/grafana/grafana-foundation-sdk/go/prometheus"
-	"github.com/grafana/grafana-foundation-sdk/go/stat"
-	"github.com/grafana/grafana-foundation-sdk/go/timeseries"
 	"github.com/prometheus/common/model"
 
+	"github.com/rl-exporter/rl-exporter/dashboards/internal/gf/cog"
+	"github.com/rl-exporter/rl-exporter/dashboards/internal/gf/common"
+	"github.com/rl-exporter/rl-exporter/dashboards/internal/gf/dashboard"
+	"github.com/rl-exporter/rl-exporter/dashboards/internal/gf/heatmap"
+	"github.com/rl-exporter/rl-exporter/dashboards/internal/gf/prometheus"
+	"github.com/rl-exporter/rl-exporter/dashboards/internal/gf/stat"
+	"github.com/rl-exporter/rl-exporter/dashboards/internal/gf/timeseries"
 	"github.com/rl-exporter/rl-exporter/slo"
 )
 
@@ -84,7 +84,7 @@ func overview(m *slo.Model, source string) (dashboard.Dashboard, error) {
 			Type("prometheus")).
 		WithVariable(dashboard.NewQueryVariableBuilder(VarJob).
 			Label("Job").
-			Description("The Prometheus job that scrapes rl-exporter; the spec's is "+strconv.Quote(m.Job)+".").
+			Description("The Prometheus job that scrapes rl-exporter; the spec's is " + strconv.Quote(m.Job) + ".").
 			Datasource(datasource).
 			Query(dashboard.StringOrMap{String: cog.ToPtr(fmt.Sprintf("label_values(%s, %s)", metricBuildInfo, VarJob))}).
 			Refresh(dashboard.VariableRefreshOnTimeRangeChanged).
