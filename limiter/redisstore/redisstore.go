@@ -122,8 +122,8 @@ type Store struct {
 	// for by failed calls on a Cluster (Unix ns of the last one).
 	refreshMin  time.Duration
 	lastRefresh atomic.Int64
-	prefix  string
-	algs    [algCount]algScripts
+	prefix      string
+	algs        [algCount]algScripts
 	// scripts are the single-decision scripts by algorithm.
 	scripts map[limiter.Algorithm]*redis.Script
 	batch   *batcher
