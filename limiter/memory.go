@@ -56,12 +56,16 @@ type MemoryConfig struct {
 // one. Independently, a shard never holds more than floor(MaxKeys/Shards)
 // keys, so the store never holds more than MaxKeys. Each shard is a hash
 // table of 128-byte slots kept between 3/8 and 3/4 full, a slot holding a
-// key of up to 62 bytes itself: a key costs 170 to 340 bytes of heap (335
-// measured for 50,000 keys just after the tables doubled), plus its length
-// when longer than 62 bytes, so the default bound of 1,048,576 keys is
-// 256 MiB of tables at worst. sliding_log keys also keep one 16-byte entry
-// per distinct admission timestamp inside the window: up to Rate entries,
-// so their memory grows with the limit.
+// key of up to 62 bytes itself: a key costs 170 to 340 bytes of live heap,
+// plus its length when longer than 62 bytes, so the default bound of
+// 1,048,576 keys is 256 MiB of tables at worst. Tables of 512 slots or
+// more are built from 64 KiB chunks that a growing shard hands to the next
+// one instead of leaving them to the garbage collector, so the resident
+// memory stays close to the live heap: measured with 1,000,000 keys of 30
+// bytes, 271 B of live heap and 291 to 295 B of RSS per key (1.1×; before
+// the chunks, 392 to 424 B, up to 1.6×). sliding_log keys also keep one
+// 16-byte entry per distinct admission timestamp inside the window: up to
+// Rate entries, so their memory grows with the limit.
 //
 // State is kept per key and algorithm: two Limits with the same algorithm
 // share a key's state, so callers that enforce several limits of one
@@ -142,7 +146,7 @@ func NewMemoryStore(cfg MemoryConfig) *MemoryStore {
 		n >>= 1
 	}
 	start := time.Now()
-	return &MemoryStore{
+	s := &MemoryStore{
 		now:      cfg.Now,
 		start:    start,
 		startUS:  start.UnixMicro(),
@@ -151,6 +155,11 @@ func NewMemoryStore(cfg MemoryConfig) *MemoryStore {
 		perShard: cfg.MaxKeys / n,
 		shards:   make([]memShard, n),
 	}
+	pool := &chunkPool{}
+	for i := range s.shards {
+		s.shards[i].pool = pool
+	}
+	return s
 }
 
 func (s *MemoryStore) decidesInProcess() {}
@@ -235,7 +244,7 @@ func (s *MemoryStore) decide(key string, cl *compiledLimit, cost int64) Decision
 	if fresh {
 		e = sh.insert(h, cl.alg, key, now, s.perShard)
 	} else {
-		e = &sh.slots[i]
+		e = sh.slot(i)
 	}
 	// Unlocking in a defer lets each algorithm's Decision be returned as
 	// it is, instead of being copied through a local variable.

@@ -24,12 +24,12 @@ func TestMemoryShardKeepsCollidingKeysApart(t *testing.T) {
 	}
 	get := func(alg algorithmIndex, k string) *memSlot {
 		if i := sh.find(h, alg, k); i >= 0 {
-			return &sh.slots[i]
+			return sh.slot(i)
 		}
 		return nil
 	}
 	for i, k := range keys {
-		if e := get(gcraIndex, k); e == nil || e.b != int64(i+1) || sh.slots[sh.find(h, gcraIndex, k)].keyString() != k {
+		if e := get(gcraIndex, k); e == nil || e.b != int64(i+1) || sh.slot(sh.find(h, gcraIndex, k)).keyString() != k {
 			t.Fatalf("key %q: entry %+v, want its own with b=%d", k, e, i+1)
 		}
 	}
@@ -73,7 +73,7 @@ func TestMemoryShardAgreesWithAMap(t *testing.T) {
 		switch op := rng.IntN(10); {
 		case op < 6:
 			if i := sh.find(hashOf(k), fixedWindowIndex, k); i >= 0 {
-				sh.slots[i].b++
+				sh.slot(i).b++
 				want[k]++
 			} else {
 				if _, ok := want[k]; ok {
@@ -113,7 +113,7 @@ func TestMemoryShardAgreesWithAMap(t *testing.T) {
 		}
 		for k, v := range want {
 			i := sh.find(hashOf(k), fixedWindowIndex, k)
-			if i < 0 || sh.slots[i].b != v {
+			if i < 0 || sh.slot(i).b != v {
 				t.Fatalf("step %d: key %q: slot %d, want count %d", step, k, i, v)
 			}
 		}
@@ -158,4 +158,35 @@ func TestSlotsAndShardsAreLaidOutForTheCacheLines(t *testing.T) {
 	if inLine := 64 - unsafe.Offsetof(s.kin); inLine < 30 {
 		t.Errorf("only %d bytes of an inline key share the first cache line, want 30", inLine)
 	}
+}
+
+// Shards that grow past chunkSlots take the chunks other shards gave up:
+// every key keeps its own state through the growths, and a table built
+// from reused chunks starts empty.
+func TestTablesBuiltFromReusedChunksKeepEveryKeyApart(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	s := NewMemoryStore(MemoryConfig{Shards: 4, Now: func() time.Time { return now }})
+	cl := compileLimit(PerMinute(FixedWindow, 5))
+	const keys = 20_000 // about 5,000 per shard: tables of 8,192 slots, 16 chunks
+	decideAll := func(wantRemaining int64) {
+		t.Helper()
+		for i := range keys {
+			if d := s.decide("client-"+strconv.Itoa(i), &cl, 1); d.Remaining != wantRemaining {
+				t.Fatalf("key %d: remaining %d, want %d", i, d.Remaining, wantRemaining)
+			}
+		}
+	}
+	decideAll(4)
+	decideAll(3)
+	if s.shards[0].pool == nil || s.shards[0].size < chunkSlots {
+		t.Fatalf("shard 0 has a table of %d slots; the test needs chunked tables", s.shards[0].size)
+	}
+	// All windows pass: a sweep empties every table and its chunks go to
+	// the pool, from which the tables are built again.
+	now = now.Add(2 * time.Minute)
+	if n := s.Sweep(); n != keys || s.Len() != 0 {
+		t.Fatalf("the sweep dropped %d keys and left %d, want %d and 0", n, s.Len(), keys)
+	}
+	decideAll(4)
+	decideAll(3)
 }

@@ -11,15 +11,85 @@ import (
 // whose slots hold the entries themselves, so that finding a key's state
 // reads one slot rather than following a map bucket to an entry
 // elsewhere on the heap. The table grows by doubling when three quarters
-// full. All methods need mu held.
+// full. A table of chunkSlots slots or more is made of chunks of
+// chunkSlots slots, which the store's chunkPool lends: the chunks a shard
+// gives up when it grows are those the next shard to grow takes, so that
+// the tables' memory is reused instead of left to the garbage collector
+// (which, with GOGC=100, keeps up to the live heap again in garbage).
+// All methods need mu held.
 type memShard struct {
-	mu    sync.Mutex
-	slots []memSlot // a power of two long, or nil
-	shift uint8     // 64 − log2(len(slots))
-	n     int       // slots in use
+	mu     sync.Mutex
+	chunks [][]memSlot // the table: one slice when smaller than chunkSlots, or nil
+	size   int         // slots in the table, a power of two, or 0
+	shift  uint8       // 64 − log2(size)
+	n      int         // slots in use
+	pool   *chunkPool  // nil: chunks are allocated and left to the GC
 	// Pad to 128 bytes, so that neighbouring shards never share a cache
 	// line, nor a pair of lines that the processor fetches together.
-	_ [80]byte
+	_ [64]byte
+}
+
+// chunkShift sets the size of a table chunk: 512 slots, 64 KiB.
+const (
+	chunkShift = 9
+	chunkSlots = 1 << chunkShift
+	chunkMask  = chunkSlots - 1
+)
+
+// slot returns slot i of the table.
+func (sh *memShard) slot(i int) *memSlot {
+	return &sh.chunks[i>>chunkShift][i&chunkMask]
+}
+
+// chunkPool holds the zeroed chunks of tables that shards of one store
+// gave up, for the next table any of them builds. It is safe for
+// concurrent use.
+type chunkPool struct {
+	mu   sync.Mutex
+	free [][]memSlot
+}
+
+// table returns a zeroed table of size slots (a power of two).
+func (p *chunkPool) table(size int) [][]memSlot {
+	if size < chunkSlots {
+		return [][]memSlot{make([]memSlot, size)}
+	}
+	t := make([][]memSlot, size/chunkSlots)
+	reused := 0
+	if p != nil {
+		p.mu.Lock()
+		for reused < len(t) && len(p.free) > 0 {
+			last := len(p.free) - 1
+			t[reused], p.free[last] = p.free[last], nil
+			p.free = p.free[:last]
+			reused++
+		}
+		p.mu.Unlock()
+	}
+	for i := reused; i < len(t); i++ {
+		t[i] = make([]memSlot, chunkSlots)
+	}
+	return t
+}
+
+// release takes back the chunks of a table no longer used. The pool keeps
+// at most twice as many chunks as the table had (enough for the next
+// shard's growth) and leaves the rest to the garbage collector, so that
+// memory freed by a sweep is not held forever.
+func (p *chunkPool) release(t [][]memSlot) {
+	if p == nil || len(t) == 0 || len(t[0]) < chunkSlots {
+		return
+	}
+	for _, c := range t {
+		clear(c)
+	}
+	p.mu.Lock()
+	p.free = append(p.free, t...)
+	if keep := 2 * len(t); len(p.free) > keep {
+		clear(p.free[keep:])
+		p.free = p.free[:keep]
+	}
+	p.mu.Unlock()
 }
 
 // memSlot is one slot, 128 bytes, holding one key's state: the hash of
@@ -87,10 +157,10 @@ func (sh *memShard) find(h uint64, alg algorithmIndex, key string) int {
 	if sh.n == 0 {
 		return -1
 	}
-	mask := len(sh.slots) - 1
+	mask := sh.size - 1
 	tag := uint8(alg) + 1
 	for i := sh.home(h); ; i = (i + 1) & mask {
-		s := &sh.slots[i]
+		s := sh.slot(i)
 		if s.tag == 0 {
 			return -1
 		}
@@ -103,11 +173,11 @@ func (sh *memShard) find(h uint64, alg algorithmIndex, key string) int {
 // add puts a new entry for (alg, key) with hash h, which must not be
 // present, growing the table when needed, and returns its slot.
 func (sh *memShard) add(h uint64, alg algorithmIndex, key string) int {
-	if (sh.n+1)*4 > len(sh.slots)*3 {
-		sh.resize(max(minTableSize, 2*len(sh.slots)), nil)
+	if (sh.n+1)*4 > sh.size*3 {
+		sh.resize(max(minTableSize, 2*sh.size), nil)
 	}
 	i := sh.place(h)
-	s := &sh.slots[i]
+	s := sh.slot(i)
 	*s = memSlot{hash: h, tag: uint8(alg) + 1}
 	if len(key) <= inlineKeyMax {
 		s.klen = uint8(copy(s.kin[:], key))
@@ -120,9 +190,9 @@ func (sh *memShard) add(h uint64, alg algorithmIndex, key string) int {
 
 // place returns the first empty slot on h's probe sequence.
 func (sh *memShard) place(h uint64) int {
-	mask := len(sh.slots) - 1
+	mask := sh.size - 1
 	i := sh.home(h)
-	for sh.slots[i].tag != 0 {
+	for sh.slot(i).tag != 0 {
 		i = (i + 1) & mask
 	}
 	return i
@@ -131,18 +201,22 @@ func (sh *memShard) place(h uint64) int {
 // resize rebuilds the table with size slots, keeping the entries for which
 // keep (when not nil) returns true.
 func (sh *memShard) resize(size int, keep func(*memSlot) bool) {
-	old := sh.slots
-	sh.slots = make([]memSlot, size)
+	old := sh.chunks
+	sh.chunks = sh.pool.table(size)
+	sh.size = size
 	sh.shift = uint8(64 - bitsLen(size-1))
 	sh.n = 0
-	for i := range old {
-		s := &old[i]
-		if s.tag == 0 || (keep != nil && !keep(s)) {
-			continue
+	for _, c := range old {
+		for i := range c {
+			s := &c[i]
+			if s.tag == 0 || (keep != nil && !keep(s)) {
+				continue
+			}
+			*sh.slot(sh.place(s.hash)) = *s
+			sh.n++
 		}
-		sh.slots[sh.place(s.hash)] = *s
-		sh.n++
 	}
+	sh.pool.release(old)
 }
 
 // bitsLen is the number of bits needed to represent x.
@@ -157,17 +231,17 @@ func bitsLen(x int) int {
 // remove empties slot i, shifting back the entries after it on the same
 // probe run so that every entry stays reachable from its home slot.
 func (sh *memShard) remove(i int) {
-	mask := len(sh.slots) - 1
-	for j := (i + 1) & mask; sh.slots[j].tag != 0; j = (j + 1) & mask {
-		k := sh.home(sh.slots[j].hash)
+	mask := sh.size - 1
+	for j := (i + 1) & mask; sh.slot(j).tag != 0; j = (j + 1) & mask {
+		k := sh.home(sh.slot(j).hash)
 		// The entry at j stays when its home k lies cyclically in (i, j].
 		if (i <= j && i < k && k <= j) || (i > j && (i < k || k <= j)) {
 			continue
 		}
-		sh.slots[i] = sh.slots[j]
+		*sh.slot(i) = *sh.slot(j)
 		i = j
 	}
-	sh.slots[i] = memSlot{}
+	*sh.slot(i) = memSlot{}
 	sh.n--
 }
 
@@ -176,9 +250,11 @@ func (sh *memShard) remove(i int) {
 func (sh *memShard) sweep(now int64) int {
 	before := sh.n
 	live := 0
-	for i := range sh.slots {
-		if s := &sh.slots[i]; s.tag != 0 && s.idleAt > now {
-			live++
+	for _, c := range sh.chunks {
+		for i := range c {
+			if s := &c[i]; s.tag != 0 && s.idleAt > now {
+				live++
+			}
 		}
 	}
 	if live == before {
@@ -189,7 +265,8 @@ func (sh *memShard) sweep(now int64) int {
 		size *= 2
 	}
 	if live == 0 {
-		sh.slots, sh.shift, sh.n = nil, 0, 0
+		sh.pool.release(sh.chunks)
+		sh.chunks, sh.size, sh.shift, sh.n = nil, 0, 0, 0
 		return before
 	}
 	sh.resize(size, func(e *memSlot) bool { return e.idleAt > now })
@@ -204,7 +281,7 @@ func (sh *memShard) insert(h uint64, alg algorithmIndex, key string, now int64, 
 	if sh.n > 0 {
 		sh.evict(h, now, max)
 	}
-	return &sh.slots[sh.add(h, alg, key)]
+	return sh.slot(sh.add(h, alg, key))
 }
 
 func (sh *memShard) evict(h uint64, now int64, max int) {
@@ -217,10 +294,10 @@ func (sh *memShard) evict(h uint64, now int64, max int) {
 	var victim sampled
 	nIdle, seen := 0, 0
 	victimAt := int64(math.MaxInt64)
-	mask := len(sh.slots) - 1
+	mask := sh.size - 1
 	start := int(h>>7) & mask
 	for k := 0; k <= mask && seen < evictionSamples; k++ {
-		s := &sh.slots[(start+k)&mask]
+		s := sh.slot((start + k) & mask)
 		if s.tag == 0 {
 			continue
 		}
