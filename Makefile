@@ -38,6 +38,10 @@ compare: ## compare with redis_rate, ulule/limiter and x/time/rate (bench/ modul
 	@./scripts/ensure-deps.sh redis-server
 	cd bench && $(GO) run ./compare $(COMPARE_FLAGS)
 
+.PHONY: compare-http
+compare-http: build ## serve vs nginx limit_req with wrk, interleaved (DURATION=10s ROUNDS=3; installs nginx and wrk when it can)
+	BIN=$(BIN) ./scripts/compare-http.sh
+
 .PHONY: rules
 rules: ## regenerate rules/, rules-tests/, alerts/ and dashboards/ from slo.yaml (and deploy/generated/ from deploy/slo.yaml)
 	$(GO) run ./cmd/rl-exporter rules --spec slo.yaml --out .
