@@ -1,7 +1,7 @@
 // Package dashboards generates rl-exporter's Grafana dashboards from the SLO
 // model (package slo) and the exporter's metric contract, and encodes them
-// as the JSON Grafana provisions. The builders are the Grafana foundation
-// SDK's, as far as the dashboards use them, copied under internal/gf so
+// as the JSON Grafana provisions. The builders mirror the Grafana
+// foundation SDK's, as far as the dashboards use them (internal/gf), so
 // that the rl-exporter binary does not link the SDK; the tests decode every
 // dashboard with the SDK itself.
 //
