@@ -8,6 +8,13 @@
 //	srv := redistest.Single(t)              // one server: srv.Addr()
 //	cl := redistest.Cluster(t, 3)           // 3 masters, cluster_state:ok: cl.Addrs
 //	sn := redistest.Sentinel(t)             // a primary and a sentinel: sn.SentinelAddrs, sn.MasterName
+//
+//	cl := redistest.ClusterWith(t, redistest.ClusterConfig{Replicas: 1, NodeTimeout: 2 * time.Second})
+//	killed := cl.KillMaster(1)              // SIGKILL master 1
+//	at, err := cl.WaitPromoted(1, 30*time.Second) // its replica is master and serves its slots
+//	sn := redistest.SentinelWith(t, redistest.SentinelConfig{Replicas: 1, DownAfter: time.Second})
+//	sn.KillPrimary(); sn.WaitMaster(sn.Replicas[0].Addr(), 30*time.Second) // or sn.Failover()
+//
 //	srv.Stop(); srv.Start()                 // an outage, then the same server back on the same port
 //	srv.Freeze(); srv.Thaw()                // a server that accepts but never answers (SIGSTOP/SIGCONT)
 //

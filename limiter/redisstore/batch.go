@@ -32,11 +32,12 @@ const senderIdle = 2 * time.Second
 // A decision made while no other is in progress goes to Redis at once, as
 // its own call, on the caller's goroutine: batching adds no latency when
 // there is nothing to batch. Decisions that arrive while others are in
-// progress are queued; each of up to Senders sender goroutines takes
-// everything queued (up to MaxSize), groups it by algorithm (and, on a
-// Cluster, by hash slot), sends each group as one call of a batch script
-// (the groups of one batch in one pipeline) and hands every decision its
-// answer. There is no timer: a batch holds what arrived while the previous
+// progress are queued (on a Cluster, in a queue per master node, the one
+// holding the decision's slot); each of up to Senders sender goroutines
+// (per queue) takes everything queued (up to MaxSize), groups it by
+// algorithm (and, on a Cluster, by hash slot), sends each group as one call
+// of a batch script (the groups of one batch in one pipeline) and hands
+// every decision its answer. There is no timer: a batch holds what arrived while the previous
 // ones were on their way. A script runs atomically, so every decision in a
 // batch is as atomic as when made alone, and the batch script makes each
 // exactly as the single script would (one Redis TIME per call).

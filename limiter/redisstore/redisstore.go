@@ -19,7 +19,22 @@
 // one TIME per call), and the groups of a batch share one pipeline. Each
 // decision is as atomic as alone and gets its own answer; see BatchConfig.
 // Batching turns many script calls, whose fixed cost on the server is what
-// limits one-call-per-decision limiters, into few.
+// limits one-call-per-decision limiters, into few. On a Cluster each master
+// node has a queue and senders of its own, so a batch holds decisions for
+// one node only and is answered as soon as that node replies.
+//
+// # Cluster failover
+//
+// When a Cluster master dies, only the decisions for its slots fail: they
+// wait in its node's queue, fail at once when the connection is refused
+// (dialled once by default, see ClientConfig.DialAttempts), and are never
+// sent again after a network error (a decision is not idempotent).
+// go-redis reloads its slot map on its own only on MOVED or ASK and
+// every ClientConfig.ClusterReloadInterval; the store also reloads it as
+// soon as a call fails in a way a stale map explains (refused, broken or
+// timed-out connections, CLUSTERDOWN, READONLY ...), at most once per
+// Config.ClusterRefreshMinInterval, so decisions reach a promoted replica
+// within moments of its promotion.
 //
 // # Keys
 //
