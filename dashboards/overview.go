@@ -461,14 +461,6 @@ func storeErrorsPanel(m *slo.Model, q queries, id uint32) *timeseries.PanelBuild
 	return p
 }
 
-// errorRatio is the availability SLO's error ratio over a window written
-// out, for windows no recording rule covers (the whole period).
-func errorRatio(q queries, window string) string {
-	return ratio(
-		fmt.Sprintf("sum(rate(%s%s[%s]))", metricRequests, q.sel(false, false, `status=~"fail_open|fail_closed"`), window),
-		fmt.Sprintf("sum(rate(%s%s[%s]))", metricRequests, q.sel(false, false), window))
-}
-
 func budgetPanel(m *slo.Model, q queries, id uint32) *stat.PanelBuilder {
 	s := m.Availability
 	budget := roundSig(1 - s.Objective)
@@ -477,14 +469,14 @@ func budgetPanel(m *slo.Model, q queries, id uint32) *stat.PanelBuilder {
 		Id(id).
 		Title("Error budget remaining (" + duration(s.Period) + ")").
 		Description(fmt.Sprintf("Share of the %s error budget (1 − %s objective = %s of decisions may fail open or closed) "+
-			"not yet spent over the last %s. A 429 is the limiter doing its job and never spends it. Below 0: the SLO is missed.",
-			duration(s.Period), percent(s.Objective), percent(budget), duration(s.Period))).
+			"not yet spent over the last %s, from the recording rule %s. A 429 is the limiter doing its job and never spends it. Below 0: the SLO is missed.",
+			duration(s.Period), percent(s.Objective), percent(budget), duration(s.Period), slo.SLOBudgetRemainingRecord)).
 		Datasource(datasource).
 		Span(6).
 		Height(8).
 		Unit(unitRatio).
 		Decimals(1).
-		WithTarget(target("A", fmt.Sprintf("1 - (\n%s\n) / %s", errorRatio(q, duration(s.Period)), formatFloat(budget)), "budget remaining").Instant()).
+		WithTarget(target("A", slo.SLOBudgetRemainingRecord+"{"+jobMatch+"}", "budget remaining").Instant()).
 		Thresholds(dashboard.NewThresholdsConfigBuilder().Mode(dashboard.ThresholdsModeAbsolute).Steps([]dashboard.Threshold{
 			{Color: "red"}, step(0, "orange"), step(0.25, "green"),
 		})).

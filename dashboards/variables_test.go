@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/rl-exporter/rl-exporter/slo"
 )
 
 // variableBoard is what Grafana and its dashboard linter read of a
@@ -86,5 +88,26 @@ func TestTheOverviewOffersJobAndInstanceVariablesAndIsNotEditable(t *testing.T) 
 				t.Errorf("panel %q: query fixes the spec's job: %s", p.Title, tg.Expr)
 			}
 		}
+	}
+}
+
+func TestTheBudgetPanelReadsTheSLORecordNotAPeriodLongQuery(t *testing.T) {
+	var b variableBoard
+	if err := json.Unmarshal(generate(t, repoModel(t))[OverviewPath], &b); err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, p := range b.Panels {
+		for _, tg := range p.Targets {
+			if strings.Contains(tg.Expr, "[30d]") {
+				t.Errorf("panel %q computes over the whole period on every refresh: %s", p.Title, tg.Expr)
+			}
+			if strings.HasPrefix(p.Title, "Error budget remaining") && tg.Expr == slo.SLOBudgetRemainingRecord+`{job=~"$job"}` {
+				found = true
+			}
+		}
+	}
+	if !found {
+		t.Errorf("no budget panel reading %s", slo.SLOBudgetRemainingRecord)
 	}
 }

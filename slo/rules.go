@@ -141,6 +141,7 @@ func (m *Model) RuleGroups() (*rulefmt.RuleGroups, error) {
 					long, short, percent(row.Threshold), formatFloat(row.Factor), percent(s.Objective), formatDuration(s.Period), percent(row.BudgetShare), long)))
 		}
 		groups = append(groups, rulefmt.RuleGroup{Name: GroupAvailability, Rules: rules})
+		groups = append(groups, *m.sloRecords())
 	}
 	if a := m.Absent; a != nil {
 		groups = append(groups, rulefmt.RuleGroup{Name: GroupMetrics, Rules: []rulefmt.Rule{

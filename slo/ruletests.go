@@ -32,7 +32,9 @@ type RuleTest struct {
 	Name           string          `yaml:"name"`
 	Interval       string          `yaml:"interval"`
 	InputSeries    []InputSeries   `yaml:"input_series"`
-	AlertRuleTests []AlertRuleTest `yaml:"alert_rule_test"`
+	AlertRuleTests []AlertRuleTest `yaml:"alert_rule_test,omitempty"`
+	// PromqlExprTests check the values of expressions (recorded series).
+	PromqlExprTests []PromqlExprTest `yaml:"promql_expr_test,omitempty"`
 }
 
 // InputSeries is a series in promtool's expanding notation.
@@ -97,6 +99,9 @@ func (m *Model) RuleTests(ruleFile string) ([]NamedRuleTestFile, error) {
 			errs = append(errs, fmt.Errorf("generate burn-rate tests: %w", err))
 		}
 		out = append(out, files...)
+	}
+	if m.Availability != nil {
+		errs = append(errs, g.sloRecordTests(add))
 	}
 	if m.Absent != nil {
 		f, err := g.absent()
