@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"syscall"
 	"time"
 )
 
@@ -49,18 +50,25 @@ type Config struct {
 	Timeout time.Duration
 	// Observer, when set, is told the duration and outcome of every store call.
 	Observer Observer
-	// Local is the store used under FailLocal. Default: a new MemoryStore.
+	// Local is the store used under FailLocal when Guard is nil. Default: a
+	// new MemoryStore.
 	Local Store
-	// Breaker, when its Threshold is > 0, stops calling a failing store for
-	// a while (see Breaker).
+	// Breaker, when its Threshold is > 0 and Guard is nil, stops calling a
+	// failing store for a while (see CircuitBreaker).
 	Breaker BreakerConfig
+	// Guard, when set, is the circuit breaker, failure log and local
+	// fallback shared with the other Limiters on the same store; Breaker
+	// and Local are then ignored.
+	Guard *Guard
 }
 
 // Limiter enforces one Limit on a Store. It is safe for concurrent use; its
 // configuration is immutable after New.
 type Limiter struct {
 	cfg     Config
-	breaker *breaker
+	breaker *CircuitBreaker // nil: no breaker
+	local   *LocalFallback  // under FailLocal
+	log     *failureLog     // nil: failures are not logged
 	// inProcess: the store never waits, so it gets no deadline.
 	inProcess bool
 	// timeouts is the store when it applies Config.Timeout itself.
@@ -88,17 +96,23 @@ func New(cfg Config) (*Limiter, error) {
 	if cfg.Timeout == 0 {
 		cfg.Timeout = DefaultTimeout
 	}
-	if cfg.FailPolicy == FailLocal && cfg.Local == nil {
-		cfg.Local = NewMemoryStore(MemoryConfig{})
-	}
 	l := &Limiter{cfg: cfg}
+	switch {
+	case cfg.Guard != nil:
+		l.breaker, l.local, l.log = cfg.Guard.breaker, cfg.Guard.local, cfg.Guard.log
+	default:
+		l.breaker = NewCircuitBreaker(cfg.Breaker)
+		if cfg.FailPolicy == FailLocal {
+			l.local = NewLocalFallback(LocalConfig{Store: cfg.Local})
+		}
+	}
+	if cfg.FailPolicy != FailLocal {
+		l.local = nil
+	}
 	_, l.inProcess = cfg.Store.(inProcessStore)
 	l.timeouts, _ = cfg.Store.(TimeoutStore)
 	l.memory, _ = cfg.Store.(*MemoryStore)
 	l.compiled = compileLimit(cfg.Limit)
-	if cfg.Breaker.Threshold > 0 {
-		l.breaker = newBreaker(cfg.Breaker)
-	}
 	return l, nil
 }
 
@@ -117,11 +131,16 @@ func (l *Limiter) Allow(ctx context.Context, key string) (Decision, error) {
 // calling the store. When the store fails, the returned Decision follows the
 // FailPolicy, its Failure field says so, and the store's error is returned
 // beside it (wrapped): callers let the Decision decide and count the error.
+//
+// When ctx is cancelled by the caller while the store decides, the caller
+// is gone: that is not a store failure. The Decision is then a refusal
+// with Failure FailureCanceled and the error wraps context.Canceled; the
+// breaker and the Observer are not told, and no fail policy applies.
 func (l *Limiter) AllowN(ctx context.Context, key string, cost int64) (Decision, error) {
 	if cost < 1 || cost > l.compiled.b {
 		return Decision{Limit: l.compiled.b}, l.cfg.Limit.CheckCost(cost)
 	}
-	if l.memory != nil && l.breaker == nil && l.cfg.Observer == nil {
+	if l.memory != nil && l.breaker == nil && l.cfg.Observer == nil && l.local == nil {
 		// The limit and cost are valid, and the memory store cannot fail.
 		return l.memory.decide(key, &l.compiled, cost), nil
 	}
@@ -147,6 +166,14 @@ func (l *Limiter) AllowN(ctx context.Context, key string, cost int64) (Decision,
 		d, err = l.cfg.Store.Decide(callCtx, key, lim, cost)
 		cancel()
 	}
+	if err != nil && ctx.Err() != nil && errors.Is(ctx.Err(), context.Canceled) {
+		// The caller went away: the store is not to blame.
+		if l.breaker != nil {
+			l.breaker.release()
+		}
+		return Decision{Limit: lim.Quota(), Failure: FailureCanceled},
+			fmt.Errorf("%s store: %w", l.cfg.Store.Name(), context.Canceled)
+	}
 	if l.cfg.Observer != nil {
 		l.cfg.Observer.ObserveStore(ctx, string(lim.Algorithm), time.Since(start), err)
 	}
@@ -156,16 +183,22 @@ func (l *Limiter) AllowN(ctx context.Context, key string, cost int64) (Decision,
 	if err != nil {
 		return l.fail(ctx, key, cost, fmt.Errorf("%s store: %w", l.cfg.Store.Name(), err))
 	}
+	if l.local != nil {
+		d = l.local.afterStore(ctx, key, lim, cost, d)
+	}
 	return d, nil
 }
 
 func (l *Limiter) fail(ctx context.Context, key string, cost int64, err error) (Decision, error) {
+	if l.log != nil {
+		l.log.failed(ctx, ErrorKind(err), err)
+	}
 	lim := l.cfg.Limit
 	switch l.cfg.FailPolicy {
 	case FailClosed:
 		return Decision{Limit: lim.Quota(), RetryAfter: time.Second, Failure: FailureClosed}, err
 	case FailLocal:
-		d, lerr := l.cfg.Local.Decide(ctx, key, lim, cost)
+		d, lerr := l.local.decide(ctx, key, lim, cost)
 		if lerr == nil {
 			d.Failure = FailureLocal
 			return d, err
@@ -197,15 +230,24 @@ type TimeoutStore interface {
 // calling a failing store.
 var ErrCircuitOpen = errors.New("circuit breaker open: store not called")
 
-// ErrorKind classifies a store error for metrics: "timeout" for deadlines
-// and network timeouts, "circuit_open" when the breaker skipped the store,
-// "error" otherwise, "" for nil.
+// ErrorKind classifies a store error for metrics by its root cause:
+// "circuit_open" when the breaker skipped the store; "canceled" when the
+// caller cancelled (context.Canceled: not a store failure); "error" for a
+// connection refused or reset, even when a deadline was also reached while
+// dialling; "timeout" for deadlines and network timeouts; "error"
+// otherwise; "" for nil.
 func ErrorKind(err error) string {
 	if err == nil {
 		return ""
 	}
 	if errors.Is(err, ErrCircuitOpen) {
 		return "circuit_open"
+	}
+	if errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) {
+		return "error"
+	}
+	if errors.Is(err, context.Canceled) {
+		return "canceled"
 	}
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded) {
 		return "timeout"

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -184,7 +185,9 @@ func TestErrorKind(t *testing.T) {
 		{"a net.Error that timed out is a timeout", fmt.Errorf("dial: %w", timeoutError{}), "timeout"},
 		{"a skipped call behind an open breaker is circuit_open", fmt.Errorf("x: %w", limiter.ErrCircuitOpen), "circuit_open"},
 		{"anything else is an error", errStoreDown, "error"},
-		{"a cancelled context is an error, not a timeout", context.Canceled, "error"},
+		{"a caller's cancellation is canceled, not a store failure", context.Canceled, "canceled"},
+		{"a refused connection is an error, not a timeout", &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}, "error"},
+		{"a refused dial under a deadline is still an error", errors.Join(context.DeadlineExceeded, &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}), "error"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -20,7 +20,13 @@ const (
 	StatusFailClosed Status = "fail_closed"
 )
 
-// Statuses lists every Status in a stable order.
+// StatusCanceled: the caller cancelled (went away) while the store
+// decided. It is not one of Statuses: a cancelled request is counted in
+// rate_limit_canceled_total, never in rate_limit_requests_total, and it is
+// neither a store failure nor a fail-open.
+const StatusCanceled Status = "canceled"
+
+// Statuses lists every Status of rate_limit_requests_total in a stable order.
 var Statuses = []Status{StatusAllowed, StatusRejected, StatusShadowRejected, StatusFailOpen, StatusFailClosed}
 
 // Record describes one decision made for one request, for whoever observes
@@ -39,7 +45,8 @@ type Record struct {
 	Status Status
 	// Decision is the limiter's answer.
 	Decision Decision
-	// Err is the store error behind a fail-open or fail-closed status, else nil.
+	// Err is the store error behind a fail-open, fail-closed or degraded
+	// (Decision.Failure FailureLocal) decision, else nil.
 	Err error
 }
 

@@ -196,11 +196,15 @@ const (
 	FailureOpen
 	// FailureClosed: the store failed and the request is refused.
 	FailureClosed
-	// FailureLocal: the store failed and a local in-memory limiter decided.
+	// FailureLocal: the store failed and the local share of the limit
+	// decided (FailLocal): the decision is degraded.
 	FailureLocal
+	// FailureCanceled: the caller cancelled while the store decided; the
+	// request is refused (nobody waits for it) and this is no store failure.
+	FailureCanceled
 )
 
-// String returns "none", "open", "closed" or "local".
+// String returns "none", "open", "closed", "local" or "canceled".
 func (f Failure) String() string {
 	switch f {
 	case FailureOpen:
@@ -209,6 +213,8 @@ func (f Failure) String() string {
 		return "closed"
 	case FailureLocal:
 		return "local"
+	case FailureCanceled:
+		return "canceled"
 	}
 	return "none"
 }
