@@ -72,6 +72,10 @@ type pairSeries struct {
 type endpointFails struct {
 	open   [numReasons]atomic.Uint64
 	closed [numReasons]atomic.Uint64
+	// degraded counts decisions made on the local share (FailLocal),
+	// canceled the callers that went away while the store decided.
+	degraded atomic.Uint64
+	canceled atomic.Uint64
 }
 
 // endpointSeries is one endpoint label value with its tiers. It is
@@ -143,14 +147,20 @@ type Collector struct {
 	top *topK
 	reg *prometheus.Registry
 
+	circuitMu sync.Mutex
+	circuit   map[string]limiter.CircuitState // by store
+
 	requestsDesc, nearLimitDesc, failOpenDesc, failClosedDesc *prometheus.Desc
 	storeErrorsDesc, limitDesc, buildInfoDesc, foldedDesc     *prometheus.Desc
+	degradedDesc, canceledDesc, circuitDesc                   *prometheus.Desc
 }
 
 var (
 	_ prometheus.Collector = (*Collector)(nil)
 	_ limiter.Recorder     = (*Collector)(nil)
 	_ limiter.Observer     = (*Collector)(nil)
+
+	_ limiter.CircuitObserver = (*Collector)(nil)
 )
 
 // New validates cfg and returns a Collector with every series of the
@@ -169,6 +179,7 @@ func New(cfg Config) (*Collector, error) {
 		nearShare: cfg.NearLimitShare,
 		exemplars: cfg.Exemplars,
 		limits:    map[limitKey]limitValue{},
+		circuit:   map[string]limiter.CircuitState{cfg.Store: limiter.CircuitClosed},
 		top:       newTopK(cfg.TopKeys, cfg.TopWindow, cfg.Now),
 
 		requestsDesc: prometheus.NewDesc("rate_limit_requests_total",
@@ -192,6 +203,15 @@ func New(cfg Config) (*Collector, error) {
 		buildInfoDesc: prometheus.NewDesc("rl_exporter_build_info",
 			"A constant 1 labelled with the version, revision and Go version of rl-exporter.",
 			[]string{"version", "revision", "goversion"}, nil),
+		degradedDesc: prometheus.NewDesc("rate_limit_degraded_total",
+			"Decisions made on this instance's share of the limit because the store failed (fail_policy local); they are also counted in rate_limit_requests_total as allowed or rejected.",
+			[]string{"endpoint"}, nil),
+		canceledDesc: prometheus.NewDesc("rate_limit_canceled_total",
+			"Requests whose caller cancelled or went away while the store decided; not store failures, not in rate_limit_requests_total.",
+			[]string{"endpoint"}, nil),
+		circuitDesc: prometheus.NewDesc("rate_limit_circuit_state",
+			"State of the circuit breaker in front of the store: 0 closed, 1 half-open, 2 open.",
+			[]string{"store"}, nil),
 		foldedDesc: prometheus.NewDesc("rate_limit_labels_folded_total",
 			`Decisions whose endpoint was counted as "other" or whose plan tier as the default tier, because the value was not configured or beyond the cardinality cap.`,
 			[]string{"label", "reason"}, nil),
@@ -376,7 +396,7 @@ func HandlerFor(reg *prometheus.Registry, logger *slog.Logger) http.Handler {
 	}
 	return promhttp.InstrumentMetricHandler(reg, promhttp.HandlerFor(reg, promhttp.HandlerOpts{
 		EnableOpenMetrics: true,
-		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelError),
+		ErrorLog:          scrapeErrorLog{logger},
 		ErrorHandling:     promhttp.ContinueOnError,
 		Registry:          reg,
 	}))
@@ -387,6 +407,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
 		c.requestsDesc, c.nearLimitDesc, c.failOpenDesc, c.failClosedDesc,
 		c.storeErrorsDesc, c.limitDesc, c.buildInfoDesc, c.foldedDesc,
+		c.degradedDesc, c.canceledDesc, c.circuitDesc,
 	} {
 		ch <- d
 	}
@@ -412,6 +433,8 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(c.failClosedDesc, prometheus.CounterValue,
 				float64(ep.fails.closed[i].Load()), ep.name, r)
 		}
+		ch <- prometheus.MustNewConstMetric(c.degradedDesc, prometheus.CounterValue, float64(ep.fails.degraded.Load()), ep.name)
+		ch <- prometheus.MustNewConstMetric(c.canceledDesc, prometheus.CounterValue, float64(ep.fails.canceled.Load()), ep.name)
 	}
 	for i, k := range StoreErrorKinds {
 		ch <- prometheus.MustNewConstMetric(c.storeErrorsDesc, prometheus.CounterValue,
@@ -423,6 +446,11 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(c.buildInfoDesc, prometheus.GaugeValue, 1,
 		c.cfg.Version, c.cfg.Revision, c.cfg.GoVersion)
+	c.circuitMu.Lock()
+	for store, st := range c.circuit {
+		ch <- prometheus.MustNewConstMetric(c.circuitDesc, prometheus.GaugeValue, float64(st), store)
+	}
+	c.circuitMu.Unlock()
 	c.mu.Lock()
 	limits := make([]prometheus.Metric, 0, len(c.limits))
 	for k, v := range c.limits {
@@ -434,4 +462,13 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	c.storeDuration.Collect(ch)
 	c.delay.Collect(ch)
+}
+
+// CircuitChanged sets rate_limit_circuit_state{store} to the breaker's new
+// state. Part of limiter.CircuitObserver: safe for concurrent use, quick
+// (called on a change of state, never per decision).
+func (c *Collector) CircuitChanged(store string, _, to limiter.CircuitState) {
+	c.circuitMu.Lock()
+	c.circuit[store] = to
+	c.circuitMu.Unlock()
 }

@@ -13,8 +13,11 @@ import (
 // RecordDecision counts one decision: rate_limit_requests_total by status,
 // rate_limit_near_limit_total for allowed decisions close to the limit,
 // the fail-open and fail-closed counters by reason (limiter.ErrorKind of
-// r.Err), the leaky-bucket delay, and the key of a rejected or
-// shadow-rejected decision in the top-limited sketch.
+// r.Err), rate_limit_degraded_total for a decision on the local share
+// (Decision.Failure FailureLocal), the leaky-bucket delay, and the key of a
+// rejected or shadow-rejected decision in the top-limited sketch. A
+// cancelled request (StatusCanceled or FailureCanceled) is counted in
+// rate_limit_canceled_total alone.
 //
 // An endpoint that is not configured (or beyond the cardinality cap) counts
 // as "other", a plan tier that is not configured as the default tier, and
@@ -33,8 +36,17 @@ func (c *Collector) RecordDecision(_ context.Context, r limiter.Record) {
 	if ps == nil {
 		ep, ps = c.fold(r.Endpoint, r.PlanTier)
 	}
+	if r.Status == limiter.StatusCanceled || r.Decision.Failure == limiter.FailureCanceled {
+		// The caller went away: neither a decision it waited for nor a
+		// store failure.
+		ep.fails.canceled.Add(1)
+		return
+	}
 	s := statusIndex(r.Status, r.Decision)
 	ps.requests[s].Add(1)
+	if r.Decision.Failure == limiter.FailureLocal {
+		ep.fails.degraded.Add(1)
+	}
 	switch s {
 	case statusAllowed:
 		d := r.Decision

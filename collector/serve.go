@@ -1,10 +1,14 @@
 package collector
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
+	"syscall"
 
 	"github.com/prometheus/exporter-toolkit/web"
 )
@@ -39,4 +43,31 @@ func Serve(l net.Listener, srv *http.Server, webConfigFile string, logger *slog.
 	}
 	path := webConfigFile
 	return web.Serve(l, srv, &web.FlagConfig{WebConfigFile: &path}, logger)
+}
+
+// scrapeErrorLog is promhttp's error log. A scraper that hangs up while
+// /metrics is written is no error of the exporter: its write errors
+// (broken pipe, connection reset, closed connection) are logged at debug
+// level; everything else (a collector that fails) at error level.
+type scrapeErrorLog struct{ logger *slog.Logger }
+
+// Println implements promhttp.Logger.
+func (l scrapeErrorLog) Println(v ...any) {
+	level := slog.LevelError
+	for _, a := range v {
+		if err, ok := a.(error); ok && clientGone(err) {
+			level = slog.LevelDebug
+		}
+	}
+	if !l.logger.Enabled(context.Background(), level) {
+		return
+	}
+	l.logger.Log(context.Background(), level, "metrics: "+strings.TrimSuffix(fmt.Sprintln(v...), "\n"))
+}
+
+// clientGone reports whether err says the peer closed the connection.
+func clientGone(err error) bool {
+	return errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET) ||
+		errors.Is(err, net.ErrClosed) || errors.Is(err, http.ErrHandlerTimeout) ||
+		errors.Is(err, context.Canceled)
 }
