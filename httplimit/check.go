@@ -62,6 +62,9 @@ type CheckResponse struct {
 	RetryAfter int64 `json:"retry_after"`
 	// DelayMS is how long a leaky_bucket admission should be held, in milliseconds.
 	DelayMS int64 `json:"delay_ms"`
+	// Degraded is true when the store failed and this instance decided on
+	// its share of the limit (fail_policy local); absent otherwise.
+	Degraded bool `json:"degraded,omitempty"`
 	// Error and Message are set on a 429 and a 503, as in the 429 body.
 	Error   string `json:"error,omitempty"`
 	Message string `json:"message,omitempty"`
@@ -112,10 +115,13 @@ func (m *Middleware) CheckHandler() http.Handler {
 			Status:   o.status,
 			Endpoint: rt.pattern, Class: rt.class.name, PlanTier: tier,
 			Limit: o.n.quota, Remaining: o.n.remaining, Reset: o.n.reset,
-			DelayMS: o.d.Delay.Milliseconds(),
+			DelayMS:  o.d.Delay.Milliseconds(),
+			Degraded: o.d.Failure == limiter.FailureLocal,
 		}
 		code := http.StatusOK
 		switch o.status {
+		case limiter.StatusCanceled:
+			return // the caller is gone
 		case limiter.StatusRejected:
 			p.headers.write(w.Header(), o.n)
 			w.Header().Set("Cache-Control", "no-store")

@@ -113,6 +113,9 @@ func (m *Middleware) decide(ctx context.Context, rt route, tier, client string, 
 		o.d.Allowed = false
 		o.d.RetryAfter = o.limit.Window()
 		o.status = limiter.StatusRejected
+	case o.d.Failure == limiter.FailureCanceled:
+		// The caller went away while the store decided: nobody to answer.
+		o.status = limiter.StatusCanceled
 	case o.d.Failure == limiter.FailureOpen:
 		o.status = limiter.StatusFailOpen
 	case o.d.Failure == limiter.FailureClosed:
@@ -149,8 +152,12 @@ func (m *Middleware) decide(ctx context.Context, rt route, tier, client string, 
 		})
 	}
 	if o.err != nil && o.status != limiter.StatusRejected {
-		m.logger.LogAttrs(ctx, slog.LevelWarn, "rate limit store failed",
-			slog.String("endpoint", rt.pattern), slog.String("status", string(o.status)), slog.String("error", o.err.Error()))
+		// Store failures are summarised by the limiter's Guard; one line
+		// per decision would flood the log during an outage.
+		if m.logger.Enabled(ctx, slog.LevelDebug) {
+			m.logger.LogAttrs(ctx, slog.LevelDebug, "rate limit store failed",
+				slog.String("endpoint", rt.pattern), slog.String("status", string(o.status)), slog.String("error", o.err.Error()))
+		}
 	} else if o.err != nil {
 		m.logger.LogAttrs(ctx, slog.LevelError, "request cost cannot be admitted",
 			slog.String("endpoint", rt.pattern), slog.Int64("cost", cost), slog.String("error", o.err.Error()))
@@ -186,6 +193,8 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 		}
 		o := m.decide(r.Context(), rt, tier, c.key, cost)
 		switch o.status {
+		case limiter.StatusCanceled:
+			return
 		case limiter.StatusFailClosed:
 			writeUnavailable(w, o.d)
 			return

@@ -107,11 +107,14 @@ type PolicyConfig struct {
 
 	// Store is where decisions are made. Required.
 	Store limiter.Store
-	// FailPolicy, Timeout, Breaker and Observer configure every limiter
-	// built for the policy (see limiter.Config).
+	// FailPolicy, Timeout, Breaker, Guard and Observer configure every
+	// limiter built for the policy (see limiter.Config). Guard, shared by
+	// every policy built on the same store, keeps the breaker's state and
+	// the local budgets across reloads.
 	FailPolicy limiter.FailPolicy
 	Timeout    time.Duration
 	Breaker    limiter.BreakerConfig
+	Guard      *limiter.Guard
 	Observer   limiter.Observer
 
 	// Identity says who is asking.
@@ -235,7 +238,7 @@ func NewPolicy(cfg PolicyConfig) (*Policy, error) {
 			}
 			l, err := limiter.New(limiter.Config{
 				Limit: lim, Store: cfg.Store, FailPolicy: cfg.FailPolicy,
-				Timeout: cfg.Timeout, Observer: cfg.Observer, Breaker: cfg.Breaker,
+				Timeout: cfg.Timeout, Observer: cfg.Observer, Breaker: cfg.Breaker, Guard: cfg.Guard,
 			})
 			if err != nil {
 				return nil, fmt.Errorf("policy: class %q tier %q: %w", c.Name, tier, err)
@@ -253,7 +256,7 @@ func NewPolicy(cfg PolicyConfig) (*Policy, error) {
 			}
 			l, err := limiter.New(limiter.Config{
 				Limit: lv.Limit, Store: cfg.Store, FailPolicy: cfg.FailPolicy,
-				Timeout: cfg.Timeout, Observer: cfg.Observer, Breaker: cfg.Breaker,
+				Timeout: cfg.Timeout, Observer: cfg.Observer, Breaker: cfg.Breaker, Guard: cfg.Guard,
 			})
 			if err != nil {
 				return nil, fmt.Errorf("policy: class %q tier %q: live limit %s: %w", c.Name, tier, lv.Source, err)
