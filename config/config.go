@@ -26,6 +26,7 @@ import (
 	"github.com/knadh/koanf/providers/rawbytes"
 	"github.com/knadh/koanf/v2"
 
+	"github.com/rl-exporter/rl-exporter/limiter"
 	"github.com/rl-exporter/rl-exporter/limiter/redisstore"
 )
 
@@ -166,10 +167,46 @@ type Redis struct {
 	SentinelMaster string   `koanf:"sentinel_master"`
 	// Username authenticates with Redis ACLs (with the password).
 	Username string `koanf:"username"`
+	// Breaker stops calling a failing store for a while. On by default.
+	Breaker StoreBreaker `koanf:"breaker"`
+	// Local configures fail_policy local: how instances share the limit
+	// while the store is down.
+	Local StoreLocal `koanf:"local"`
 	// Password authenticates to Redis; best given as RL_STORE__REDIS__PASSWORD
 	// or through PasswordFile. Never logged.
 	Password Secret `koanf:"password"`
 	// PasswordFile holds the Redis password (never logged).
+// StoreBreaker configures the circuit breaker in front of the store
+// (limiter.BreakerConfig): after Threshold consecutive failures decisions
+// follow store.fail_policy at once, without calling the store, for
+// Cooldown; then one call probes the store and a success closes it.
+type StoreBreaker struct {
+	// Threshold is the consecutive failures that open the circuit; 0
+	// disables the breaker. Default 5.
+	Threshold int `koanf:"threshold"`
+	// Cooldown is how long the circuit stays open before a probe. Default 1s.
+	Cooldown time.Duration `koanf:"cooldown"`
+}
+
+// StoreLocal configures fail_policy local (limiter.LocalConfig): while
+// the store is up, each instance announces itself in it with a heartbeat
+// and learns how many are live; while it is down, each instance enforces
+// the limit divided by the last count it knew.
+type StoreLocal struct {
+	// MinInstances is the smallest count a limit is divided by, used when
+	// the count was never known (the store was down from the start).
+	// Default 1.
+	MinInstances int `koanf:"min_instances"`
+	// HeartbeatInterval is how often an instance announces itself. Default 1s.
+	HeartbeatInterval time.Duration `koanf:"heartbeat_interval"`
+	// InstanceTTL is how long an instance counts as live after its last
+	// heartbeat; more than HeartbeatInterval. Default 5s.
+	InstanceTTL time.Duration `koanf:"instance_ttl"`
+	// MaxKeys bounds the keys whose last store decision is remembered, so
+	// that a key keeps its spent budget when the store fails. Default 100000.
+	MaxKeys int `koanf:"max_keys"`
+}
+
 	PasswordFile string `koanf:"password_file"`
 	// PoolSize is the connections per node; default 10 × GOMAXPROCS.
 	PoolSize int `koanf:"pool_size"`
@@ -498,6 +535,23 @@ func defaults() map[string]any {
 }
 
 // Default returns the built-in configuration: one class, "default", that
+		// Clients that send slowly are cut off.
+		"server.read_header_timeout": "10s",
+		"server.read_timeout":        "30s",
+		"server.idle_timeout":        "2m",
+
+		// Only the API keys listed under tiers.api_keys identify a client.
+		"identity.require_known_api_key": true,
+
+		// The breaker is on; fail_policy local shares the limit among the
+		// instances that heartbeat.
+		"store.breaker.threshold":        limiter.DefaultThreshold,
+		"store.breaker.cooldown":         limiter.DefaultCooldown.String(),
+		"store.local.min_instances":      1,
+		"store.local.heartbeat_interval": "1s",
+		"store.local.instance_ttl":       "5s",
+		"store.local.max_keys":           limiter.DefaultLocalMaxKeys,
+
 // limits every endpoint per client to 100 requests per minute.
 func Default() *Config {
 	c, err := Parse(BuiltIn, nil)

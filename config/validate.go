@@ -163,6 +163,23 @@ func (c *Config) validateStore(e *errs) {
 	}
 }
 
+	if s.Breaker.Threshold < 0 {
+		e.add("store.breaker.threshold", "must be >= 0 (0 disables the breaker), got %d", s.Breaker.Threshold)
+	}
+	if s.Breaker.Threshold > 0 && s.Breaker.Cooldown <= 0 {
+		e.add("store.breaker.cooldown", "must be > 0, got %s", s.Breaker.Cooldown)
+	}
+	if l := s.Local; l.MinInstances < 1 {
+		e.add("store.local.min_instances", "must be >= 1, got %d", l.MinInstances)
+	}
+	if l := s.Local; l.HeartbeatInterval <= 0 {
+		e.add("store.local.heartbeat_interval", "must be > 0, got %s", l.HeartbeatInterval)
+	} else if l.InstanceTTL <= l.HeartbeatInterval {
+		e.add("store.local.instance_ttl", "must be longer than store.local.heartbeat_interval (%s), got %s", l.HeartbeatInterval, l.InstanceTTL)
+	}
+	if l := s.Local; l.MaxKeys < 1 {
+		e.add("store.local.max_keys", "must be >= 1, got %d", l.MaxKeys)
+	}
 // RedisStoreConfig returns the Redis store's settings: the key prefix and
 // how decisions are batched.
 func (c *Config) RedisStoreConfig() redisstore.Config {
@@ -577,6 +594,11 @@ func (c *Config) PolicyConfig(store limiter.Store, observer limiter.Observer) (h
 	}
 	pc.Identity.JWT = j
 	for _, name := range c.ClassNames() {
+	if c.Store.Type == "redis" {
+		// Callers that share one breaker among their limiters set
+		// pc.Guard, which takes precedence.
+		pc.Breaker = limiter.BreakerConfig{Threshold: c.Store.Breaker.Threshold, Cooldown: c.Store.Breaker.Cooldown}
+	}
 		cl := c.Classes[name]
 		hc := httplimit.Class{Name: name, Routes: cl.Routes, Shadow: cl.Shadow, Shared: cl.Shared, Cost: cl.Cost, Limits: map[string]limiter.Limit{}}
 		for tier, l := range cl.Limits {

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -12,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/rl-exporter/rl-exporter/config"
+	"github.com/rl-exporter/rl-exporter/heartbeat"
 	"github.com/rl-exporter/rl-exporter/httplimit"
 	"github.com/rl-exporter/rl-exporter/limiter"
 	"github.com/rl-exporter/rl-exporter/limiter/redisstore"
@@ -24,6 +26,9 @@ type Deps struct {
 	Recorder limiter.Recorder
 	// Observer is told of every store call (the collector).
 	Observer limiter.Observer
+	// Circuit is told of every change of the store's circuit breaker (the
+	// collector's rate_limit_circuit_state); the change is logged either way.
+	Circuit limiter.CircuitObserver
 	// MetricsHandler serves /metrics; see Config.MetricsHandler for the default.
 	MetricsHandler http.Handler
 	// AdminHandlers are mounted on the admin listener.
@@ -71,6 +76,14 @@ func Build(cfg *config.Config, d Deps) (*Built, error) {
 		return fail(err)
 	}
 	b := &Built{store: store, observer: d.Observer}
+	hb, err := b.setupGuard(cfg, d, closer)
+	if err != nil {
+		return fail(err)
+	}
+	if hb != nil {
+		// The heartbeat leaves the instance set before the client closes.
+		closers = append([]io.Closer{hb}, closers...)
+	}
 	if err := b.setupLive(cfg, d, closer); err != nil {
 		return fail(err)
 	}
@@ -131,16 +144,63 @@ type Built struct {
 	observer limiter.Observer
 	mu       sync.Mutex
 	live     liveState
+	guard    *limiter.Guard // shared by every policy on store, across reloads
 	grpc     *grpcListener // nil unless server.grpc_listen is set
 }
 
 // Store is the store decisions are made on.
 func (b *Built) Store() limiter.Store { return b.store }
 
-func (b *Built) policy(cfg *config.Config) (*httplimit.Policy, error) {
+// policyConfig is cfg's policy on the store, with the store's guard.
+func (b *Built) policyConfig(cfg *config.Config) (httplimit.PolicyConfig, error) {
 	pc, err := cfg.PolicyConfig(b.store, b.observer)
 	if err != nil {
 		return nil, fmt.Errorf("config %s: %w", cfg.Source, err)
+	pc.Guard = b.guard
+	return pc, err
+}
+
+// setupGuard makes the store's guard (breaker, failure summaries, local
+// fallback) from the store section and, for fail_policy local on Redis,
+// starts the instance heartbeat it divides limits by. Both outlive
+// reloads: a reload that changes the store section is logged as needing a
+// restart.
+func (b *Built) setupGuard(cfg *config.Config, d Deps, closer io.Closer) (*heartbeat.Heartbeat, error) {
+	logger := d.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	sc := cfg.Store
+	gc := limiter.GuardConfig{
+		Store:  b.store.Name(),
+		Logger: logger,
+		Breaker: limiter.BreakerConfig{
+			Threshold: sc.Breaker.Threshold, Cooldown: sc.Breaker.Cooldown, Observer: d.Circuit,
+		},
+		Local: limiter.LocalConfig{MinInstances: sc.Local.MinInstances, MaxKeys: sc.Local.MaxKeys},
+	}
+	if _, inProcess := b.store.(*limiter.MemoryStore); inProcess {
+		gc.Breaker.Threshold = 0 // the memory store never fails
+	}
+	var hb *heartbeat.Heartbeat
+	if rdb, ok := closer.(redis.UniversalClient); ok && sc.FailPolicy == string(limiter.FailLocal) {
+		var err error
+		hb, err = heartbeat.New(heartbeat.Config{
+			Client: rdb, Key: cmp.Or(cfg.Store.Redis.Prefix, redisstore.DefaultPrefix) + ":" + heartbeat.DefaultKeySuffix,
+			Interval: sc.Local.HeartbeatInterval, TTL: sc.Local.InstanceTTL, Logger: logger,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("config %s: store.local: %w", cfg.Source, err)
+		}
+		gc.Local.Instances = hb
+		hb.Start()
+	}
+	b.guard = limiter.NewGuard(gc)
+	return hb, nil
+}
+
+func (b *Built) policy(cfg *config.Config) (*httplimit.Policy, error) {
+	pc, err := b.policyConfig(cfg)
 	}
 	p, err := b.compile(pc)
 	if err != nil {

@@ -223,7 +223,7 @@ func (b *Built) applyLive(livelimits.Overlay) {
 func (b *Built) reload(cfg *config.Config) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	pc, err := cfg.PolicyConfig(b.store, b.observer)
+	pc, err := b.policyConfig(cfg)
 	if err != nil {
 		return fmt.Errorf("config %s: %w", cfg.Source, err)
 	}

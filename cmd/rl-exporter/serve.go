@@ -10,7 +10,10 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/rl-exporter/rl-exporter/config"
+	"github.com/rl-exporter/rl-exporter/limiter"
 	"github.com/rl-exporter/rl-exporter/server"
 )
 
@@ -105,6 +108,8 @@ func runServe(ctx context.Context, args []string, env environ, stdout, stderr io
 		return exitFailure
 	}
 	logger := newLogger(cfg, stderr)
+	// The Redis client's own lines go to the same handler, summarised.
+	redis.SetLogger(newRedisLog(logger, limiter.DefaultLogInterval))
 	tel, err := server.NewTelemetry(ctx, cfg, server.TelemetryInfo{Version: version, Revision: revision, TraceWriter: stdout, Logger: logger})
 	if err != nil {
 		fmt.Fprintf(stderr, "rl-exporter serve: %v\n", err)
