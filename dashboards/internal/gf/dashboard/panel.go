@@ -6,88 +6,138 @@ import (
 	"github.com/rl-exporter/rl-exporter/dashboards/internal/gf/common"
 )
 
-// PanelParts is what every visualisation's builder sets the same way; the
-// timeseries, stat and heatmap builders wrap it and add their options.
-type PanelParts struct{ Internal *Panel }
+// PanelBuilderBase is what the builders of every visualisation share. B
+// is the builder that embeds it, so that its methods return that builder
+// and chain with the visualisation's own.
+type PanelBuilderBase[B any] struct {
+	internal *Panel
+	self     B
+}
 
-// NewPanelParts starts a panel of the plugin type with its options and
-// custom field config.
-func NewPanelParts(typ string, options, custom any) PanelParts {
+// NewPanelBuilderBase starts a panel of the plugin type with its options
+// and custom field config; self is the builder that embeds the result.
+func NewPanelBuilderBase[B any](self B, typ string, options, custom any) PanelBuilderBase[B] {
 	p := NewPanel()
 	p.Type = typ
 	p.Options = options
 	p.FieldConfig = NewFieldConfigSource()
 	p.FieldConfig.Defaults.Custom = custom
-	return PanelParts{Internal: p}
+	return PanelBuilderBase[B]{internal: p, self: self}
 }
 
 // Build returns the panel.
-func (p PanelParts) Build() (Panel, error) { return *p.Internal, nil }
+func (b *PanelBuilderBase[B]) Build() (Panel, error) { return *b.internal, nil }
 
-// SetId sets the panel id.
-func (p PanelParts) SetId(id uint32) { p.Internal.Id = &id }
+// Id sets the panel id.
+func (b *PanelBuilderBase[B]) Id(id uint32) B {
+	b.internal.Id = &id
+	return b.self
+}
 
-// SetTitle sets the title.
-func (p PanelParts) SetTitle(t string) { p.Internal.Title = &t }
+// Title sets the title.
+func (b *PanelBuilderBase[B]) Title(t string) B {
+	b.internal.Title = &t
+	return b.self
+}
 
-// SetDescription sets the description.
-func (p PanelParts) SetDescription(d string) { p.Internal.Description = &d }
+// Description sets the description.
+func (b *PanelBuilderBase[B]) Description(d string) B {
+	b.internal.Description = &d
+	return b.self
+}
 
-// SetDatasource sets the data source.
-func (p PanelParts) SetDatasource(ds common.DataSourceRef) { p.Internal.Datasource = &ds }
+// Datasource sets the data source.
+func (b *PanelBuilderBase[B]) Datasource(ds common.DataSourceRef) B {
+	b.internal.Datasource = &ds
+	return b.self
+}
 
-func (p PanelParts) gridPos() *GridPos {
-	if p.Internal.GridPos == nil {
-		p.Internal.GridPos = NewGridPos()
+func (b *PanelBuilderBase[B]) gridPos() *GridPos {
+	if b.internal.GridPos == nil {
+		b.internal.GridPos = NewGridPos()
 	}
-	return p.Internal.GridPos
+	return b.internal.GridPos
 }
 
-// SetSpan sets the width in columns.
-func (p PanelParts) SetSpan(w uint32) { p.gridPos().W = w }
+// Span sets the width in columns.
+func (b *PanelBuilderBase[B]) Span(w uint32) B {
+	b.gridPos().W = w
+	return b.self
+}
 
-// SetHeight sets the height in grid rows.
-func (p PanelParts) SetHeight(h uint32) { p.gridPos().H = h }
+// Height sets the height in grid rows.
+func (b *PanelBuilderBase[B]) Height(h uint32) B {
+	b.gridPos().H = h
+	return b.self
+}
 
-// SetInterval sets the minimum query interval.
-func (p PanelParts) SetInterval(i string) { p.Internal.Interval = &i }
+// Interval sets the minimum query interval.
+func (b *PanelBuilderBase[B]) Interval(i string) B {
+	b.internal.Interval = &i
+	return b.self
+}
 
-// SetTimeFrom overrides the dashboard's time range.
-func (p PanelParts) SetTimeFrom(t string) { p.Internal.TimeFrom = &t }
+// TimeFrom overrides the dashboard's time range.
+func (b *PanelBuilderBase[B]) TimeFrom(t string) B {
+	b.internal.TimeFrom = &t
+	return b.self
+}
 
-// SetUnit sets the unit of the values.
-func (p PanelParts) SetUnit(u string) { p.Internal.FieldConfig.Defaults.Unit = &u }
+// Unit sets the unit of the values.
+func (b *PanelBuilderBase[B]) Unit(u string) B {
+	b.internal.FieldConfig.Defaults.Unit = &u
+	return b.self
+}
 
-// SetDecimals sets the decimals shown.
-func (p PanelParts) SetDecimals(d float64) { p.Internal.FieldConfig.Defaults.Decimals = &d }
+// Decimals sets the decimals shown.
+func (b *PanelBuilderBase[B]) Decimals(d float64) B {
+	b.internal.FieldConfig.Defaults.Decimals = &d
+	return b.self
+}
 
-// SetMin sets the minimum of the axis.
-func (p PanelParts) SetMin(m float64) { p.Internal.FieldConfig.Defaults.Min = &m }
+// Min sets the minimum of the axis.
+func (b *PanelBuilderBase[B]) Min(m float64) B {
+	b.internal.FieldConfig.Defaults.Min = &m
+	return b.self
+}
 
-// AddTarget adds a query.
-func (p PanelParts) AddTarget(q cog.Builder[variants.Dataquery]) {
+// WithTarget adds a query.
+func (b *PanelBuilderBase[B]) WithTarget(q cog.Builder[variants.Dataquery]) B {
 	built, _ := q.Build()
-	p.Internal.Targets = append(p.Internal.Targets, built)
+	b.internal.Targets = append(b.internal.Targets, built)
+	return b.self
 }
 
-// SetThresholds sets the thresholds.
-func (p PanelParts) SetThresholds(t cog.Builder[ThresholdsConfig]) {
+// Thresholds sets the thresholds.
+func (b *PanelBuilderBase[B]) Thresholds(t cog.Builder[ThresholdsConfig]) B {
 	built, _ := t.Build()
-	p.Internal.FieldConfig.Defaults.Thresholds = &built
+	b.internal.FieldConfig.Defaults.Thresholds = &built
+	return b.self
 }
 
-// SetLinks sets the panel's links.
-func (p PanelParts) SetLinks(links []cog.Builder[DashboardLink]) {
-	p.Internal.Links = make([]DashboardLink, 0, len(links))
+// Links sets the panel's links.
+func (b *PanelBuilderBase[B]) Links(links []cog.Builder[DashboardLink]) B {
+	b.internal.Links = make([]DashboardLink, 0, len(links))
 	for _, l := range links {
 		built, _ := l.Build()
-		p.Internal.Links = append(p.Internal.Links, built)
+		b.internal.Links = append(b.internal.Links, built)
 	}
+	return b.self
 }
 
-// AddOverride sets properties on the fields the matcher selects.
-func (p PanelParts) AddOverride(matcher string, options any, props []DynamicConfigValue) {
-	p.Internal.FieldConfig.Overrides = append(p.Internal.FieldConfig.Overrides, DashboardFieldConfigSourceOverrides{
+// OverrideByRegexp sets properties on the series whose name matches.
+func (b *PanelBuilderBase[B]) OverrideByRegexp(re string, props []DynamicConfigValue) B {
+	return b.override("byRegexp", &re, props)
+}
+
+// OverrideByQuery sets properties on the series of one query.
+func (b *PanelBuilderBase[B]) OverrideByQuery(ref string, props []DynamicConfigValue) B {
+	return b.override("byFrameRefID", &ref, props)
+}
+
+func (b *PanelBuilderBase[B]) override(matcher string, options any, props []DynamicConfigValue) B {
+	b.internal.FieldConfig.Overrides = append(b.internal.FieldConfig.Overrides, DashboardFieldConfigSourceOverrides{
 		Matcher: MatcherConfig{Id: matcher, Options: options}, Properties: props,
 	})
+	return b.self
 }

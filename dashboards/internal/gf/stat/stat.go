@@ -3,7 +3,6 @@ package stat
 
 import (
 	"github.com/rl-exporter/rl-exporter/dashboards/internal/gf/cog"
-	"github.com/rl-exporter/rl-exporter/dashboards/internal/gf/cog/variants"
 	"github.com/rl-exporter/rl-exporter/dashboards/internal/gf/common"
 	"github.com/rl-exporter/rl-exporter/dashboards/internal/gf/dashboard"
 )
@@ -23,11 +22,9 @@ type Options struct {
 
 // PanelBuilder builds a stat panel.
 type PanelBuilder struct {
-	parts   dashboard.PanelParts
+	dashboard.PanelBuilderBase[*PanelBuilder]
 	options *Options
 }
-
-var _ cog.Builder[dashboard.Panel] = (*PanelBuilder)(nil)
 
 // NewPanelBuilder starts a stat panel with Grafana's defaults.
 func NewPanelBuilder() *PanelBuilder {
@@ -40,55 +37,7 @@ func NewPanelBuilder() *PanelBuilder {
 		ReduceOptions:          common.ReduceDataOptions{Calcs: []string{}},
 		PercentChangeColorMode: common.PercentChangeColorModeStandard,
 	}}
-	b.parts = dashboard.NewPanelParts("stat", b.options, nil)
-	return b
-}
-
-// Build returns the panel.
-func (b *PanelBuilder) Build() (dashboard.Panel, error) { return b.parts.Build() }
-
-// Id sets the panel id.
-func (b *PanelBuilder) Id(id uint32) *PanelBuilder { b.parts.SetId(id); return b }
-
-// Title sets the title.
-func (b *PanelBuilder) Title(t string) *PanelBuilder { b.parts.SetTitle(t); return b }
-
-// Description sets the description.
-func (b *PanelBuilder) Description(d string) *PanelBuilder { b.parts.SetDescription(d); return b }
-
-// Datasource sets the data source.
-func (b *PanelBuilder) Datasource(ds common.DataSourceRef) *PanelBuilder {
-	b.parts.SetDatasource(ds)
-	return b
-}
-
-// Span sets the width in columns.
-func (b *PanelBuilder) Span(w uint32) *PanelBuilder { b.parts.SetSpan(w); return b }
-
-// Height sets the height in grid rows.
-func (b *PanelBuilder) Height(h uint32) *PanelBuilder { b.parts.SetHeight(h); return b }
-
-// Unit sets the unit of the values.
-func (b *PanelBuilder) Unit(u string) *PanelBuilder { b.parts.SetUnit(u); return b }
-
-// Decimals sets the decimals shown.
-func (b *PanelBuilder) Decimals(d float64) *PanelBuilder { b.parts.SetDecimals(d); return b }
-
-// WithTarget adds a query.
-func (b *PanelBuilder) WithTarget(q cog.Builder[variants.Dataquery]) *PanelBuilder {
-	b.parts.AddTarget(q)
-	return b
-}
-
-// Thresholds sets the thresholds.
-func (b *PanelBuilder) Thresholds(t cog.Builder[dashboard.ThresholdsConfig]) *PanelBuilder {
-	b.parts.SetThresholds(t)
-	return b
-}
-
-// Links sets the panel's links.
-func (b *PanelBuilder) Links(l []cog.Builder[dashboard.DashboardLink]) *PanelBuilder {
-	b.parts.SetLinks(l)
+	b.PanelBuilderBase = dashboard.NewPanelBuilderBase(b, "stat", b.options, nil)
 	return b
 }
 

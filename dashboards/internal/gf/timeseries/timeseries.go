@@ -3,7 +3,6 @@ package timeseries
 
 import (
 	"github.com/rl-exporter/rl-exporter/dashboards/internal/gf/cog"
-	"github.com/rl-exporter/rl-exporter/dashboards/internal/gf/cog/variants"
 	"github.com/rl-exporter/rl-exporter/dashboards/internal/gf/common"
 	"github.com/rl-exporter/rl-exporter/dashboards/internal/gf/dashboard"
 )
@@ -19,12 +18,10 @@ type FieldConfig = common.GraphFieldConfig
 
 // PanelBuilder builds a time series panel.
 type PanelBuilder struct {
-	parts   dashboard.PanelParts
+	dashboard.PanelBuilderBase[*PanelBuilder]
 	options *Options
 	custom  *FieldConfig
 }
-
-var _ cog.Builder[dashboard.Panel] = (*PanelBuilder)(nil)
 
 // NewPanelBuilder starts a time series panel with a list legend at the
 // bottom.
@@ -33,73 +30,7 @@ func NewPanelBuilder() *PanelBuilder {
 		options: &Options{Legend: common.VizLegendOptions{DisplayMode: common.LegendDisplayModeList, Placement: common.LegendPlacementBottom, Calcs: []string{}}},
 		custom:  &FieldConfig{},
 	}
-	b.parts = dashboard.NewPanelParts("timeseries", b.options, b.custom)
-	return b
-}
-
-// Build returns the panel.
-func (b *PanelBuilder) Build() (dashboard.Panel, error) { return b.parts.Build() }
-
-// Id sets the panel id.
-func (b *PanelBuilder) Id(id uint32) *PanelBuilder { b.parts.SetId(id); return b }
-
-// Title sets the title.
-func (b *PanelBuilder) Title(t string) *PanelBuilder { b.parts.SetTitle(t); return b }
-
-// Description sets the description.
-func (b *PanelBuilder) Description(d string) *PanelBuilder { b.parts.SetDescription(d); return b }
-
-// Datasource sets the data source.
-func (b *PanelBuilder) Datasource(ds common.DataSourceRef) *PanelBuilder {
-	b.parts.SetDatasource(ds)
-	return b
-}
-
-// Span sets the width in columns.
-func (b *PanelBuilder) Span(w uint32) *PanelBuilder { b.parts.SetSpan(w); return b }
-
-// Height sets the height in grid rows.
-func (b *PanelBuilder) Height(h uint32) *PanelBuilder { b.parts.SetHeight(h); return b }
-
-// Interval sets the minimum query interval.
-func (b *PanelBuilder) Interval(i string) *PanelBuilder { b.parts.SetInterval(i); return b }
-
-// TimeFrom overrides the dashboard's time range.
-func (b *PanelBuilder) TimeFrom(t string) *PanelBuilder { b.parts.SetTimeFrom(t); return b }
-
-// Unit sets the unit of the values.
-func (b *PanelBuilder) Unit(u string) *PanelBuilder { b.parts.SetUnit(u); return b }
-
-// Min sets the minimum of the axis.
-func (b *PanelBuilder) Min(m float64) *PanelBuilder { b.parts.SetMin(m); return b }
-
-// WithTarget adds a query.
-func (b *PanelBuilder) WithTarget(q cog.Builder[variants.Dataquery]) *PanelBuilder {
-	b.parts.AddTarget(q)
-	return b
-}
-
-// Thresholds sets the thresholds.
-func (b *PanelBuilder) Thresholds(t cog.Builder[dashboard.ThresholdsConfig]) *PanelBuilder {
-	b.parts.SetThresholds(t)
-	return b
-}
-
-// Links sets the panel's links.
-func (b *PanelBuilder) Links(l []cog.Builder[dashboard.DashboardLink]) *PanelBuilder {
-	b.parts.SetLinks(l)
-	return b
-}
-
-// OverrideByRegexp sets properties on the series whose name matches.
-func (b *PanelBuilder) OverrideByRegexp(re string, props []dashboard.DynamicConfigValue) *PanelBuilder {
-	b.parts.AddOverride("byRegexp", &re, props)
-	return b
-}
-
-// OverrideByQuery sets properties on the series of one query.
-func (b *PanelBuilder) OverrideByQuery(ref string, props []dashboard.DynamicConfigValue) *PanelBuilder {
-	b.parts.AddOverride("byFrameRefID", &ref, props)
+	b.PanelBuilderBase = dashboard.NewPanelBuilderBase(b, "timeseries", b.options, b.custom)
 	return b
 }
 
