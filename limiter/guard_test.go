@@ -1,0 +1,271 @@
+package limiter_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rl-exporter/rl-exporter/limiter"
+)
+
+// transitions records a breaker's changes of state.
+type transitions struct {
+	mu   sync.Mutex
+	seen []string
+}
+
+func (t *transitions) CircuitChanged(store string, from, to limiter.CircuitState) {
+	t.mu.Lock()
+	t.seen = append(t.seen, fmt.Sprintf("%s:%s->%s", store, from, to))
+	t.mu.Unlock()
+}
+
+func (t *transitions) list() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return strings.Join(t.seen, " ")
+}
+
+// syncBuffer is a log destination safe for concurrent writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func TestAGuardsBreakerIsSharedByEveryLimiterOnTheStoreAndReportsEachTransitionOnce(t *testing.T) {
+	clock := newFakeClock()
+	store := &failingStore{err: errStoreDown, healthy: limiter.NewMemoryStore(limiter.MemoryConfig{Now: clock.Now})}
+	obs := &transitions{}
+	var logs syncBuffer
+	g := limiter.NewGuard(limiter.GuardConfig{
+		Store:   "flaky",
+		Breaker: limiter.BreakerConfig{Threshold: 4, Cooldown: time.Second, Now: clock.Now, Observer: obs},
+		Logger:  slog.New(slog.NewTextHandler(&logs, nil)),
+	})
+	var lims []*limiter.Limiter
+	for _, rate := range []int64{10, 20} {
+		l, err := limiter.New(limiter.Config{Limit: limiter.PerMinute(limiter.GCRA, rate), Store: store, Guard: g})
+		if err != nil {
+			t.Fatal(err)
+		}
+		lims = append(lims, l)
+	}
+	// Two failures through each limiter: four in a row on the store.
+	for i := 0; i < 4; i++ {
+		if _, err := lims[i%2].Allow(context.Background(), "k"); !errors.Is(err, errStoreDown) {
+			t.Fatalf("failure %d: err = %v", i, err)
+		}
+	}
+	if g.Breaker().State() != limiter.CircuitOpen {
+		t.Fatalf("after 4 failures across two limiters the state is %s, want open", g.Breaker().State())
+	}
+	for _, l := range lims {
+		d, err := l.Allow(context.Background(), "k")
+		if limiter.ErrorKind(err) != "circuit_open" || d.Failure != limiter.FailureOpen {
+			t.Fatalf("open circuit: got %+v, %v", d, err)
+		}
+	}
+	clock.Advance(time.Second)
+	store.setErr(nil)
+	if _, err := lims[1].Allow(context.Background(), "k"); err != nil {
+		t.Fatalf("probe: %v", err)
+	}
+	if g.Breaker().State() != limiter.CircuitClosed {
+		t.Fatalf("after a successful probe the state is %s, want closed", g.Breaker().State())
+	}
+	if got, want := obs.list(), "flaky:closed->open flaky:open->half_open flaky:half_open->closed"; got != want {
+		t.Errorf("transitions %q, want %q", got, want)
+	}
+	out := logs.String()
+	for _, want := range []string{`msg="rate limit circuit open"`, `msg="rate limit circuit half_open"`, `msg="rate limit circuit closed"`} {
+		if strings.Count(out, want) != 1 {
+			t.Errorf("log has %d lines %s, want 1:\n%s", strings.Count(out, want), want, out)
+		}
+	}
+}
+
+func TestStoreFailuresAreLoggedAsOneSummaryPerReasonAndInterval(t *testing.T) {
+	clock := newFakeClock()
+	store := &failingStore{err: errStoreDown, healthy: limiter.NewMemoryStore(limiter.MemoryConfig{Now: clock.Now})}
+	var logs syncBuffer
+	g := limiter.NewGuard(limiter.GuardConfig{
+		Store: "flaky", LogInterval: 10 * time.Second,
+		Breaker: limiter.BreakerConfig{Now: clock.Now}, // no breaker: every decision fails on the store
+		Logger:  slog.New(slog.NewTextHandler(&logs, nil)),
+	})
+	l, err := limiter.New(limiter.Config{Limit: limiter.PerMinute(limiter.GCRA, 10), Store: store, Guard: g})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 1000; i++ {
+		if i == 500 {
+			clock.Advance(10 * time.Second)
+		}
+		if _, err := l.Allow(context.Background(), "k"); err == nil {
+			t.Fatal("the store is down but the decision has no error")
+		}
+	}
+	lines := strings.Split(strings.TrimSpace(logs.String()), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("1000 failures over 10s logged %d lines, want 2 (the first at once, then one summary):\n%s", len(lines), logs.String())
+	}
+	if !strings.Contains(lines[0], "failures=1 ") || !strings.Contains(lines[1], "failures=500 ") ||
+		!strings.Contains(lines[1], "reason=error") || !strings.Contains(lines[1], "over=10s") {
+		t.Errorf("summaries do not count the failures by reason:\n%s", logs.String())
+	}
+}
+
+// cancellingStore waits until its caller cancels, like a slow Redis whose
+// caller hangs up.
+type cancellingStore struct{ calls int }
+
+func (s *cancellingStore) Decide(ctx context.Context, _ string, _ limiter.Limit, _ int64) (limiter.Decision, error) {
+	s.calls++
+	<-ctx.Done()
+	return limiter.Decision{}, ctx.Err()
+}
+
+func (*cancellingStore) Name() string { return "slow" }
+
+func TestACallersCancellationIsNeitherAFailOpenNorABreakerFailure(t *testing.T) {
+	obs := &transitions{}
+	storeErrs := 0
+	g := limiter.NewGuard(limiter.GuardConfig{Store: "slow", Breaker: limiter.BreakerConfig{Threshold: 2, Observer: obs}})
+	l, err := limiter.New(limiter.Config{Limit: limiter.PerMinute(limiter.GCRA, 10), Store: &cancellingStore{}, Guard: g,
+		Timeout: time.Minute,
+		Observer: observerFunc(func(_ context.Context, _ string, _ time.Duration, err error) {
+			if err != nil {
+				storeErrs++
+			}
+		})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 10; i++ {
+		ctx, cancel := context.WithCancel(context.Background())
+		time.AfterFunc(time.Millisecond, cancel)
+		d, err := l.Allow(ctx, "k")
+		if !errors.Is(err, context.Canceled) || limiter.ErrorKind(err) != "canceled" {
+			t.Fatalf("cancelled call %d: err %v (kind %q), want context.Canceled (kind canceled)", i, err, limiter.ErrorKind(err))
+		}
+		if d.Failure != limiter.FailureCanceled || d.Allowed {
+			t.Fatalf("cancelled call %d: decision %+v, want a refusal with FailureCanceled, not a fail-open", i, d)
+		}
+	}
+	if g.Breaker().State() != limiter.CircuitClosed || obs.list() != "" {
+		t.Errorf("10 cancellations moved the breaker: state %s, transitions %q", g.Breaker().State(), obs.list())
+	}
+	if storeErrs != 0 {
+		t.Errorf("the observer counted %d store errors for cancellations", storeErrs)
+	}
+}
+
+// counter is a fixed InstanceCounter.
+type counter int
+
+func (c counter) InstanceCount() int { return int(c) }
+
+func TestLocalDecisionsKeepTheGlobalBudget(t *testing.T) {
+	lim := limiter.Limit{Algorithm: limiter.FixedWindow, Rate: 100, Period: time.Minute, AlignWindows: true}
+	newLimiter := func(t *testing.T, clock *fakeClock, store *failingStore, instances int) *limiter.Limiter {
+		t.Helper()
+		g := limiter.NewGuard(limiter.GuardConfig{Store: "flaky", Local: limiter.LocalConfig{Instances: counter(instances), Now: clock.Now}})
+		l, err := limiter.New(limiter.Config{Limit: lim, Store: store, FailPolicy: limiter.FailLocal, Guard: g})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	admit := func(l *limiter.Limiter, key string, n int) (admitted int, degraded bool) {
+		for i := 0; i < n; i++ {
+			d, _ := l.Allow(context.Background(), key)
+			if d.Allowed {
+				admitted++
+			}
+			degraded = d.Failure == limiter.FailureLocal
+		}
+		return admitted, degraded
+	}
+	tests := []struct {
+		name                string
+		instances           int
+		spentBefore         int // admitted by the store before it fails
+		wantLocal, wantTail int
+	}{
+		{"a fresh key gets the limit divided by two instances", 2, 0, 50, 0},
+		{"a fresh key gets the limit divided by three instances, rounded down", 3, 0, 33, 0},
+		{"a key that spent 60 of 100 keeps its share of the 40 left", 2, 60, 20, 0},
+		{"a key already over its limit stays limited", 2, 100, 0, 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			clock := newFakeClock()
+			shared := limiter.NewMemoryStore(limiter.MemoryConfig{Now: clock.Now}) // "Redis"
+			store := &failingStore{healthy: shared}
+			l := newLimiter(t, clock, store, tc.instances)
+			if got, _ := admit(l, "k", tc.spentBefore); got != tc.spentBefore {
+				t.Fatalf("the store admitted %d of %d", got, tc.spentBefore)
+			}
+			clock.Advance(10 * time.Second)
+			store.setErr(errStoreDown)
+			got, degraded := admit(l, "k", 200)
+			if got != tc.wantLocal || !degraded {
+				t.Fatalf("while the store is down: admitted %d (degraded %v), want %d degraded", got, degraded, tc.wantLocal)
+			}
+			// The store comes back empty (restarted without persistence):
+			// within the window the local share still holds.
+			shared = limiter.NewMemoryStore(limiter.MemoryConfig{Now: clock.Now})
+			store.healthy = shared
+			store.setErr(nil)
+			clock.Advance(10 * time.Second)
+			if got, degraded := admit(l, "k", 200); got != tc.wantTail || degraded {
+				t.Fatalf("after the store returned, in the same window: admitted %d more (degraded %v), want %d from the store", got, degraded, tc.wantTail)
+			}
+			// Next window: the store alone decides, with the whole limit.
+			clock.Advance(time.Minute)
+			if got, degraded := admit(l, "k", 200); got != 100 || degraded {
+				t.Fatalf("next window: admitted %d (degraded %v), want 100 from the store", got, degraded)
+			}
+		})
+	}
+}
+
+func TestShareDividesRateAndBurstAndNeverGoesBelowOne(t *testing.T) {
+	tests := []struct {
+		name string
+		lim  limiter.Limit
+		n    int
+		want limiter.Limit
+	}{
+		{"one instance keeps the limit", limiter.PerMinute(limiter.FixedWindow, 100), 1, limiter.PerMinute(limiter.FixedWindow, 100)},
+		{"three instances get a third each, rounded down", limiter.PerMinute(limiter.FixedWindow, 100), 3, limiter.PerMinute(limiter.FixedWindow, 33)},
+		{"a bucket's burst is divided too", limiter.Limit{Algorithm: limiter.TokenBucket, Rate: 10, Burst: 40, Period: time.Second}, 4,
+			limiter.Limit{Algorithm: limiter.TokenBucket, Rate: 2, Burst: 10, Period: time.Second}},
+		{"a limit smaller than the count leaves one each", limiter.PerMinute(limiter.GCRA, 2), 5, limiter.PerMinute(limiter.GCRA, 1)},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := limiter.Share(tc.lim, tc.n); got != tc.want {
+				t.Fatalf("Share(%+v, %d) = %+v, want %+v", tc.lim, tc.n, got, tc.want)
+			}
+		})
+	}
+}
