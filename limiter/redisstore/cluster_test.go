@@ -105,6 +105,21 @@ func TestCluster(t *testing.T) {
 		}
 	})
 
+	t.Run("a key's shard is the master that holds its slot", func(t *testing.T) {
+		shards := map[string]bool{}
+		for i, key := range append(awkwardKeys, "a", "user:1", "user:2", "x{y}z", "k3", "k4", "k5", "k6", "k7", "k8") {
+			slot := redisstore.KeySlot(store.Keys(key, limiter.GCRA)[0])
+			want := cl.Addrs[cl.OwnerAtStart(slot)]
+			if got := store.Shard(key); got != want {
+				t.Fatalf("key %d %q in slot %d: shard %q, want the master %s", i, key, slot, got, want)
+			}
+			shards[want] = true
+		}
+		if len(shards) != 3 {
+			t.Fatalf("keys landed on %d shards, want the 3 masters", len(shards))
+		}
+	})
+
 	t.Run("braces in a user key do not pick the slot", func(t *testing.T) {
 		slots := map[int64]bool{}
 		for i := 0; i < 32; i++ {

@@ -42,6 +42,28 @@ func TestGoalClusterMasterKilledUnderLoadFailsOnlyItsSlotsUntilThePromotion(t *t
 	checkDeadlines(t, r.outs)
 }
 
+// The same with cluster-require-full-coverage yes (the Redis default):
+// from the moment the masters agree the dead one failed until its replica
+// is promoted, every master answers CLUSTERDOWN, which no client can
+// avoid; the healthy masters' keys are back within 2 s of the promotion
+// all the same, and no decision outlives its deadline.
+func TestGoalClusterWithFullCoverageRecoversEveryMasterWithinSecondsOfThePromotion(t *testing.T) {
+	r := clusterFailover(t, redistest.ClusterConfig{NodeTimeout: 2 * time.Second}, func(addrs []string) *redisstore.Store {
+		return newStore(t, redisstore.ClientConfig{ClusterAddrs: addrs})
+	}, 100, 3*time.Second)
+	for g := 0; g < 3; g++ {
+		back := lostBack(r.outs, g, r.promotedAfter) - r.promotedAfter
+		t.Logf("master %d's keys back %s after the promotion", g, back)
+		if back > 2*time.Second {
+			t.Errorf("master %d's keys failed wholesale until %s after the promotion, want ≤ 2s", g, back)
+		}
+		if share, n := lostShareAfter(r.outs, g, r.promotedAfter+2*time.Second); share > 0.01 {
+			t.Errorf("from 2s after the promotion on, %.2f%% of %d decisions on master %d's keys failed, want ≤ 1%%", 100*share, n, g)
+		}
+	}
+	checkDeadlines(t, r.outs)
+}
+
 // A primary with a replica watched by Sentinel (down-after 1 s), 100
 // callers through a failover client, the primary SIGKILLed: decisions are
 // back within 2 s of the Sentinel naming the replica (go-redis asks the

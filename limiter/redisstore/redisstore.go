@@ -192,6 +192,28 @@ func New(client redis.UniversalClient, cfg Config) (*Store, error) {
 // Name returns "redis".
 func (s *Store) Name() string { return "redis" }
 
+// Shard names the part of Redis that decides for key: on a Cluster, the
+// address of the master holding key's slot in the client's current slot
+// map (every algorithm's state of one key is in that slot); "" on a single
+// server or Sentinel, where one server decides everything, and on a
+// Cluster whose slot map cannot be loaded. A circuit breaker kept per
+// shard opens for a dead master's keys alone. Safe for concurrent use.
+func (s *Store) Shard(key string) string {
+	if !s.cluster {
+		return ""
+	}
+	var b strings.Builder
+	b.Grow(len(key) + 2)
+	b.WriteByte('{')
+	writeEscaped(&b, key)
+	b.WriteByte('}')
+	node, err := s.cc.MasterForKey(context.Background(), b.String())
+	if err != nil {
+		return ""
+	}
+	return node.Options().Addr
+}
+
 // Keys returns the Redis keys a decision for key under algorithm a touches,
 // in the order the script receives them.
 func (s *Store) Keys(key string, a limiter.Algorithm) []string {
