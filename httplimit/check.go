@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 
 	"github.com/rl-exporter/rl-exporter/limiter"
 )
@@ -90,12 +91,11 @@ func (m *Middleware) CheckHandler() http.Handler {
 			return
 		}
 		p := m.policy.Load()
-		probe, err := endpointRequest(req.Endpoint)
+		rt, err := p.matchEndpoint(req.Endpoint)
 		if err != nil {
 			writeJSON(w, "application/json", http.StatusBadRequest, RejectedBody{Error: "bad_request", Message: err.Error()})
 			return
 		}
-		rt := p.match(probe)
 		cost := rt.class.cost
 		if req.Cost != nil {
 			cost = *req.Cost
@@ -174,6 +174,58 @@ func readCheckRequest(w http.ResponseWriter, r *http.Request) (CheckRequest, int
 		return req, http.StatusBadRequest, errors.New(`endpoint: required, as "METHOD /path"`)
 	}
 	return req, 0, nil
+}
+
+// probe is a request built only to be matched against the routes.
+type probe struct {
+	req http.Request
+	url url.URL
+}
+
+var probes = sync.Pool{New: func() any { return new(probe) }}
+
+// matchEndpoint finds the route of "METHOD /path". A path that needs no
+// unescaping is matched with a pooled request, without parsing it as a
+// URL; any other goes through endpointRequest.
+func (p *Policy) matchEndpoint(ep string) (route, error) {
+	method, path, ok := strings.Cut(strings.TrimSpace(ep), " ")
+	if !ok {
+		method, path = http.MethodGet, method
+	}
+	path = strings.TrimSpace(path)
+	if !isToken(method) || !plainPath(path) {
+		r, err := endpointRequest(ep)
+		if err != nil {
+			return route{}, err
+		}
+		return p.match(r), nil
+	}
+	pr := probes.Get().(*probe)
+	pr.url = url.URL{Path: path}
+	pr.req = http.Request{Method: strings.ToUpper(method), URL: &pr.url}
+	rt := p.match(&pr.req)
+	pr.req, pr.url = http.Request{}, url.URL{}
+	probes.Put(pr)
+	return rt, nil
+}
+
+// plainPath reports whether path starts with '/' and holds only bytes that
+// stand for themselves in a URL path (no escapes, query or fragment), so
+// that it is its own parsed form.
+func plainPath(path string) bool {
+	if !strings.HasPrefix(path, "/") {
+		return false
+	}
+	for i := 0; i < len(path); i++ {
+		c := path[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		case strings.IndexByte("-._~!$&'()*+,;=:@/", c) >= 0:
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // endpointRequest turns "METHOD /path" into a request to match.

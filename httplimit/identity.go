@@ -238,7 +238,7 @@ func (id *identity) resolve(r *http.Request) client {
 			sub, err := id.verify(raw)
 			if err != nil {
 				// Never trusted: key by address, on the default tier.
-				return client{key: "ip:" + id.clientIP(r).String()}
+				return client{key: ipKey(id.clientIP(r))}
 			}
 			return client{key: userKey(sub), tier: id.tierOf(headerTier, sub, "")}
 		}
@@ -257,7 +257,7 @@ func (id *identity) resolve(r *http.Request) client {
 			}
 		}
 	}
-	return client{key: "ip:" + id.clientIP(r).String(), tier: id.tierOf(headerTier, "", "")}
+	return client{key: ipKey(id.clientIP(r)), tier: id.tierOf(headerTier, "", "")}
 }
 
 // gatewayHeaders returns the user and tier headers of r when its direct

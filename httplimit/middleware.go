@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"sync/atomic"
 	"time"
 
@@ -76,6 +77,16 @@ func (m *Middleware) Swap(p *Policy) {
 	if m.onPolicy != nil {
 		m.onPolicy(p)
 	}
+}
+
+// ipKey is the client part of a limiter key for the address a, "ip:" and
+// the address, built with one allocation.
+func ipKey(a netip.Addr) string {
+	if !a.IsValid() {
+		return "ip:" + a.String()
+	}
+	var buf [64]byte
+	return string(a.AppendTo(append(buf[:0], "ip:"...)))
 }
 
 // outcome is one decision with everything needed to answer and record it.

@@ -152,6 +152,8 @@ type class struct {
 	routes []string
 	// rendered holds each limiter's header values (see renderedFor).
 	rendered map[*limiter.Limiter]*renderedLimit
+	// keyEndpoints is each route's endpoint as limiter keys name it.
+	keyEndpoints map[string]string
 }
 
 // liveLimiter is a compiled LiveLimit.
@@ -288,6 +290,12 @@ func NewPolicy(cfg PolicyConfig) (*Policy, error) {
 		}
 		p.routes[CatchAll] = p.defaultClass
 		p.defaultClass.routes = append(p.defaultClass.routes, CatchAll)
+	}
+	for _, cl := range p.classes {
+		cl.keyEndpoints = make(map[string]string, len(cl.routes))
+		for _, pat := range cl.routes {
+			cl.keyEndpoints[pat] = keyEndpoint(cl, pat)
+		}
 	}
 	id, err := newIdentity(cfg.Identity)
 	if err != nil {
@@ -446,10 +454,18 @@ func (p *Policy) DefaultTier() string { return p.defaultTier }
 // endpoint too unless the class is shared. Braces are replaced so that the
 // pattern's wildcards never act as a Redis Cluster hash tag.
 func (rt route) key(tier, client string) string {
-	ep := rt.pattern
-	if rt.class.shared {
-		ep = "*"
+	ep, ok := rt.class.keyEndpoints[rt.pattern]
+	if !ok {
+		ep = keyEndpoint(rt.class, rt.pattern)
 	}
-	ep = braces.Replace(ep)
 	return rt.class.name + "|" + tier + "|" + ep + "|" + client
+}
+
+// keyEndpoint is the endpoint part of c's limiter keys for pattern,
+// worked out once per route when the policy is built.
+func keyEndpoint(c *class, pattern string) string {
+	if c.shared {
+		return "*"
+	}
+	return braces.Replace(pattern)
 }
