@@ -6,7 +6,6 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/redis/go-redis/v9"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
@@ -27,7 +26,12 @@ func TestBatchedDecisionsKeepTheirTraceContext(t *testing.T) {
 	p := NewWithSDK(sdktrace.NewTracerProvider(sdktrace.WithSyncer(spans)))
 	defer p.Shutdown(context.Background())
 
-	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	// Built as serve builds it (RESP2; a default go-redis client races
+	// with itself negotiating RESP3 maintenance notifications).
+	rdb, err := redisstore.ClientConfig{URL: srv.URL()}.NewClient()
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer rdb.Close()
 	if err := p.InstrumentRedis(rdb); err != nil {
 		t.Fatal(err)
