@@ -18,6 +18,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -152,56 +153,86 @@ func parseRequests(kind string, in []string) ([]request, error) {
 	return out, nil
 }
 
-// Stats counts what the clients saw. Safe for concurrent use.
+// Stats counts what the clients saw, the well-behaved and the abusive
+// apart. Safe for concurrent use.
 type Stats struct {
+	normal, abusive counts
+}
+
+// counts are the counts of one kind of client.
+type counts struct {
 	sent, errs atomic.Uint64
 	mu         sync.Mutex
 	byStatus   map[int]uint64
 }
 
-// Snapshot is a copy of Stats at one instant.
-type Snapshot struct {
+// Counts is what one kind of client saw.
+type Counts struct {
 	Sent     uint64 // requests completed (answered or failed)
 	Errors   uint64 // requests that got no HTTP response
 	ByStatus map[int]uint64
 }
 
-// Snapshot copies the counts.
-func (s *Stats) Snapshot() Snapshot {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	by := make(map[int]uint64, len(s.byStatus))
-	for k, v := range s.byStatus {
-		by[k] = v
-	}
-	return Snapshot{Sent: s.sent.Load(), Errors: s.errs.Load(), ByStatus: by}
+// Snapshot is a copy of Stats at one instant: the totals, and the normal
+// and the abusive clients' own counts.
+type Snapshot struct {
+	Counts
+	Normal, Abusive Counts
 }
 
-func (s *Stats) count(status int) {
-	s.mu.Lock()
-	if s.byStatus == nil {
-		s.byStatus = map[int]uint64{}
+// Snapshot copies the counts.
+func (s *Stats) Snapshot() Snapshot {
+	snap := Snapshot{Normal: s.normal.snapshot(), Abusive: s.abusive.snapshot()}
+	snap.Counts = Counts{
+		Sent:     snap.Normal.Sent + snap.Abusive.Sent,
+		Errors:   snap.Normal.Errors + snap.Abusive.Errors,
+		ByStatus: map[int]uint64{},
 	}
-	s.byStatus[status]++
-	s.mu.Unlock()
+	for _, c := range []Counts{snap.Normal, snap.Abusive} {
+		for k, v := range c.ByStatus {
+			snap.ByStatus[k] += v
+		}
+	}
+	return snap
+}
+
+func (c *counts) snapshot() Counts {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	by := make(map[int]uint64, len(c.byStatus))
+	for k, v := range c.byStatus {
+		by[k] = v
+	}
+	return Counts{Sent: c.sent.Load(), Errors: c.errs.Load(), ByStatus: by}
+}
+
+func (c *counts) count(status int) {
+	c.mu.Lock()
+	if c.byStatus == nil {
+		c.byStatus = map[int]uint64{}
+	}
+	c.byStatus[status]++
+	c.mu.Unlock()
 }
 
 // String writes "sent 120: 200=100 429=20, errors 0".
-func (s Snapshot) String() string {
-	codes := make([]int, 0, len(s.ByStatus))
-	for c := range s.ByStatus {
-		codes = append(codes, c)
+func (c Counts) String() string {
+	codes := make([]int, 0, len(c.ByStatus))
+	for code := range c.ByStatus {
+		codes = append(codes, code)
 	}
-	for i := 1; i < len(codes); i++ {
-		for j := i; j > 0 && codes[j] < codes[j-1]; j-- {
-			codes[j], codes[j-1] = codes[j-1], codes[j]
-		}
-	}
+	slices.Sort(codes)
 	parts := make([]string, 0, len(codes))
-	for _, c := range codes {
-		parts = append(parts, strconv.Itoa(c)+"="+strconv.FormatUint(s.ByStatus[c], 10))
+	for _, code := range codes {
+		parts = append(parts, strconv.Itoa(code)+"="+strconv.FormatUint(c.ByStatus[code], 10))
 	}
-	return fmt.Sprintf("sent %d: %s, errors %d", s.Sent, strings.Join(parts, " "), s.Errors)
+	return fmt.Sprintf("sent %d: %s, errors %d", c.Sent, strings.Join(parts, " "), c.Errors)
+}
+
+// String writes the well-behaved and the abusive clients apart:
+// "normal: sent 120: 200=120, errors 0 | abusive: sent 60: 200=5 429=55, errors 0".
+func (s Snapshot) String() string {
+	return "normal: " + s.Normal.String() + " | abusive: " + s.Abusive.String()
 }
 
 // Validate reports what is wrong with cfg, as Run would, without sending
@@ -225,10 +256,10 @@ func Run(ctx context.Context, cfg Config, stats *Stats) (Snapshot, error) {
 	}
 	var wg sync.WaitGroup
 	client := 0
-	start := func(kind string, n int, rate float64, reqs []request) {
+	start := func(kind string, n int, rate float64, reqs []request, counts *counts) {
 		for i := range n {
 			c := clientState{
-				cfg: &cfg, stats: stats, reqs: reqs,
+				cfg: &cfg, stats: counts, reqs: reqs,
 				user:     fmt.Sprintf("%s-%d", kind, i+1),
 				interval: time.Duration(float64(time.Second) / rate),
 				offset:   client,
@@ -240,15 +271,15 @@ func Run(ctx context.Context, cfg Config, stats *Stats) (Snapshot, error) {
 			wg.Go(func() { c.run(ctx) })
 		}
 	}
-	start("normal", cfg.Normal, cfg.NormalRate, normal)
-	start("abusive", cfg.Abusive, cfg.AbusiveRate, abusive)
+	start("normal", cfg.Normal, cfg.NormalRate, normal, &stats.normal)
+	start("abusive", cfg.Abusive, cfg.AbusiveRate, abusive, &stats.abusive)
 	wg.Wait()
 	return stats.Snapshot(), nil
 }
 
 type clientState struct {
 	cfg        *Config
-	stats      *Stats
+	stats      *counts
 	reqs       []request
 	user, tier string
 	interval   time.Duration

@@ -48,6 +48,16 @@ func TestRunMixesNormalAndAbusiveClientsOverEveryTarget(t *testing.T) {
 	if ok == 0 || limited == 0 || limited < ok || snap.Sent != ok+limited+snap.Errors {
 		t.Fatalf("want many 429s from the abusive client and some 200s, got %s", snap)
 	}
+	// The well-behaved and the abusive clients are counted apart.
+	if n := snap.Normal; n.ByStatus[http.StatusOK] != ok || n.ByStatus[http.StatusTooManyRequests] != 0 {
+		t.Errorf("normal clients: %s, want all %d 200s and no 429", n, ok)
+	}
+	if a := snap.Abusive; a.ByStatus[http.StatusTooManyRequests] != limited || a.ByStatus[http.StatusOK] != 0 {
+		t.Errorf("abusive clients: %s, want all %d 429s and no 200", a, limited)
+	}
+	if snap.Normal.Sent+snap.Abusive.Sent != snap.Sent {
+		t.Errorf("normal %d + abusive %d != total %d", snap.Normal.Sent, snap.Abusive.Sent, snap.Sent)
+	}
 	all := append(append([]string(nil), a.seen...), b.seen...)
 	has := func(prefix string) bool {
 		for _, s := range all {
@@ -104,9 +114,12 @@ func TestRunRefusesABadConfig(t *testing.T) {
 	}
 }
 
-func TestSnapshotStringListsStatusesInOrder(t *testing.T) {
-	s := Snapshot{Sent: 7, Errors: 1, ByStatus: map[int]uint64{429: 2, 200: 4}}
-	if got, want := s.String(), "sent 7: 200=4 429=2, errors 1"; got != want {
+func TestSnapshotStringReportsNormalAndAbusiveApartWithStatusesInOrder(t *testing.T) {
+	s := Snapshot{
+		Normal:  Counts{Sent: 5, ByStatus: map[int]uint64{200: 5}},
+		Abusive: Counts{Sent: 7, Errors: 1, ByStatus: map[int]uint64{429: 2, 200: 4}},
+	}
+	if got, want := s.String(), "normal: sent 5: 200=5, errors 0 | abusive: sent 7: 200=4 429=2, errors 1"; got != want {
 		t.Fatalf("got %q, want %q", got, want)
 	}
 }

@@ -25,7 +25,7 @@ func (l *listFlag) Set(s string) error {
 
 func runTraffic(ctx context.Context, args []string, _ environ, stdout, stderr io.Writer) int {
 	fs := newFlagSet("traffic", "[flags]", "Sends requests through rl-exporter serve from many normal clients (each under its\n"+
-		"limit) and a few abusive ones (far over it), and prints what they got.", stderr)
+		"limit) and a few abusive ones (far over it), and prints what each kind got.", stderr)
 	var targets, tiers, normalPaths, abusivePaths listFlag
 	fs.Var(&targets, "target", "base URL of a serve replica; repeat or separate with commas (default http://127.0.0.1:8480)")
 	fs.Var(&tiers, "tiers", "plan tiers sent in X-Plan-Tier, one per client in turn, e.g. free,pro (default: no tier header)")
@@ -36,7 +36,7 @@ func runTraffic(ctx context.Context, args []string, _ environ, stdout, stderr io
 	abusive := fs.Int("abusive", traffic.DefaultAbusive, "abusive clients (0: none)")
 	abusiveRate := fs.Float64("abusive-rate", traffic.DefaultAbusiveRate, "requests per second of each abusive client")
 	duration := fs.Duration("duration", 0, "stop after this long (default: until interrupted)")
-	every := fs.Duration("report-every", 10*time.Second, "print the counts this often")
+	every := fs.Duration("report-every", 2*time.Second, "print the counts this often")
 	if status, ok := parseFlags(fs, args); !ok {
 		return status
 	}

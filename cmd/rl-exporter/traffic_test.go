@@ -27,9 +27,20 @@ func TestTrafficSendsAndReportsWhatClientsGot(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("exit %d: %s", code, errOut.String())
 	}
-	done := regexp.MustCompile(`traffic: done, sent \d+: 200=\d+ 429=\d+, errors 0`)
-	if !done.MatchString(out.String()) || !strings.Contains(out.String(), "traffic: sent ") {
+	// The well-behaved clients got only 200s and the abusive one only 429s,
+	// each reported apart.
+	done := regexp.MustCompile(`traffic: done, normal: sent \d+: 200=\d+, errors 0 \| abusive: sent \d+: 429=\d+, errors 0`)
+	progress := regexp.MustCompile(`(?m)^traffic: normal: sent \d+: .* \| abusive: sent \d+: `)
+	if !done.MatchString(out.String()) || !progress.MatchString(out.String()) {
 		t.Fatalf("output lacks the reports:\n%s", out.String())
+	}
+}
+
+func TestTrafficReportsEveryTwoSecondsByDefault(t *testing.T) {
+	var out, errOut bytes.Buffer
+	run(context.Background(), []string{"traffic", "-h"}, nil, &out, &errOut)
+	if !regexp.MustCompile(`-report-every duration\s+print the counts this often \(default 2s\)`).MatchString(errOut.String()) {
+		t.Fatalf("help does not show a 2s default:\n%s", errOut.String())
 	}
 }
 
