@@ -91,6 +91,23 @@ type Server struct {
 	ShutdownTimeout time.Duration `koanf:"shutdown_timeout"`
 	// ReadyTimeout bounds the store ping of /readyz. Default 1s.
 	ReadyTimeout time.Duration `koanf:"ready_timeout"`
+	// ReadyStrict makes /readyz fail (503) while the store is unreachable.
+	// Default false: /readyz stays ready while store.fail_policy (open or
+	// local) still decides, so a load balancer does not pull every instance
+	// out during a store outage; with fail_policy closed it fails either way.
+	ReadyStrict bool `koanf:"ready_strict"`
+	// ReadHeaderTimeout bounds reading a request's headers. Default 10s;
+	// at most ReadTimeout.
+	ReadHeaderTimeout time.Duration `koanf:"read_header_timeout"`
+	// ReadTimeout bounds reading a whole request, headers and body, on
+	// every listener (the proxy and POST /v1/check included); a client
+	// still sending when it expires is cut off and counted in
+	// rate_limit_slow_clients_total. Raise it for large uploads over slow
+	// links. Default 30s.
+	ReadTimeout time.Duration `koanf:"read_timeout"`
+	// IdleTimeout closes a keep-alive connection idle for this long.
+	// Default 2m.
+	IdleTimeout time.Duration `koanf:"idle_timeout"`
 	// CheckAPI says who may use the decision API, POST /v1/check.
 	CheckAPI CheckAPI `koanf:"check_api"`
 	// UpstreamTransport configures the proxy's connections to Upstream.
@@ -150,32 +167,15 @@ type Store struct {
 	Timeout time.Duration `koanf:"timeout"`
 	// FailPolicy is "open" (default), "closed" or "local".
 	FailPolicy string `koanf:"fail_policy"`
-	// Redis says how to reach Redis when Type is "redis".
-	Redis Redis `koanf:"redis"`
-}
-
-// Redis locates Redis: exactly one of URL, ClusterAddrs or SentinelAddrs
-// (with SentinelMaster).
-type Redis struct {
-	// URL reaches a single Redis (redis:// or rediss://). Exactly one of
-	// URL, ClusterAddrs and SentinelAddrs is set.
-	URL string `koanf:"url"`
-	// ClusterAddrs are seed nodes of a Redis Cluster.
-	ClusterAddrs []string `koanf:"cluster_addrs"`
-	// SentinelAddrs are Sentinel addresses; SentinelMaster names the master.
-	SentinelAddrs  []string `koanf:"sentinel_addrs"`
-	SentinelMaster string   `koanf:"sentinel_master"`
-	// Username authenticates with Redis ACLs (with the password).
-	Username string `koanf:"username"`
 	// Breaker stops calling a failing store for a while. On by default.
 	Breaker StoreBreaker `koanf:"breaker"`
 	// Local configures fail_policy local: how instances share the limit
 	// while the store is down.
 	Local StoreLocal `koanf:"local"`
-	// Password authenticates to Redis; best given as RL_STORE__REDIS__PASSWORD
-	// or through PasswordFile. Never logged.
-	Password Secret `koanf:"password"`
-	// PasswordFile holds the Redis password (never logged).
+	// Redis says how to reach Redis when Type is "redis".
+	Redis Redis `koanf:"redis"`
+}
+
 // StoreBreaker configures the circuit breaker in front of the store
 // (limiter.BreakerConfig): after Threshold consecutive failures decisions
 // follow store.fail_policy at once, without calling the store, for
@@ -207,6 +207,23 @@ type StoreLocal struct {
 	MaxKeys int `koanf:"max_keys"`
 }
 
+// Redis locates Redis: exactly one of URL, ClusterAddrs or SentinelAddrs
+// (with SentinelMaster).
+type Redis struct {
+	// URL reaches a single Redis (redis:// or rediss://). Exactly one of
+	// URL, ClusterAddrs and SentinelAddrs is set.
+	URL string `koanf:"url"`
+	// ClusterAddrs are seed nodes of a Redis Cluster.
+	ClusterAddrs []string `koanf:"cluster_addrs"`
+	// SentinelAddrs are Sentinel addresses; SentinelMaster names the master.
+	SentinelAddrs  []string `koanf:"sentinel_addrs"`
+	SentinelMaster string   `koanf:"sentinel_master"`
+	// Username authenticates with Redis ACLs (with the password).
+	Username string `koanf:"username"`
+	// Password authenticates to Redis; best given as RL_STORE__REDIS__PASSWORD
+	// or through PasswordFile. Never logged.
+	Password Secret `koanf:"password"`
+	// PasswordFile holds the Redis password (never logged).
 	PasswordFile string `koanf:"password_file"`
 	// PoolSize is the connections per node; default 10 × GOMAXPROCS.
 	PoolSize int `koanf:"pool_size"`
@@ -392,8 +409,12 @@ type Tiers struct {
 	// Header names a header carrying the tier (X-Plan-Tier), believed only
 	// from identity.trusted_header_peers.
 	Header string `koanf:"header"`
-	// Keys lists, per tier, the user ids, JWT subjects and API keys on it.
+	// Keys lists, per tier, the user ids and JWT subjects on it.
 	Keys map[string][]string `koanf:"keys"`
+	// APIKeys lists, per tier, the API keys on it: the known API keys. An
+	// API key is looked up here only, never in Keys, so a key that equals a
+	// user id never gets that user's tier.
+	APIKeys map[string][]string `koanf:"api_keys"`
 }
 
 // Identity says how clients are identified.
@@ -410,7 +431,10 @@ type Identity struct {
 	UserHeader string `koanf:"user_header"`
 	// APIKeyHeader names the header carrying an API key (X-API-Key).
 	APIKeyHeader string `koanf:"api_key_header"`
-	// RequireKnownAPIKey ignores API keys not listed under tiers.keys.
+	// RequireKnownAPIKey ignores API keys not listed under tiers.api_keys:
+	// such a request is keyed by its client address, so a client cannot
+	// escape its limit by rotating keys. Default true; false makes every
+	// API key a budget of its own.
 	RequireKnownAPIKey bool `koanf:"require_known_api_key"`
 	// JWT verifies bearer tokens when Algorithm is set.
 	JWT JWT `koanf:"jwt"`
@@ -511,6 +535,23 @@ func defaults() map[string]any {
 		"reload.interval":          "5s",
 		"rls.response_headers":     true,
 
+		// Clients that send slowly are cut off.
+		"server.read_header_timeout": "10s",
+		"server.read_timeout":        "30s",
+		"server.idle_timeout":        "2m",
+
+		// Only the API keys listed under tiers.api_keys identify a client.
+		"identity.require_known_api_key": true,
+
+		// The breaker is on; fail_policy local shares the limit among the
+		// instances that heartbeat.
+		"store.breaker.threshold":        limiter.DefaultThreshold,
+		"store.breaker.cooldown":         limiter.DefaultCooldown.String(),
+		"store.local.min_instances":      1,
+		"store.local.heartbeat_interval": "1s",
+		"store.local.instance_ttl":       "5s",
+		"store.local.max_keys":           limiter.DefaultLocalMaxKeys,
+
 		// Redis decisions share script calls unless configured.
 		"store.redis.batch.max_size": redisstore.DefaultBatchMaxSize,
 		"store.redis.batch.senders":  redisstore.DefaultBatchSenders,
@@ -535,23 +576,6 @@ func defaults() map[string]any {
 }
 
 // Default returns the built-in configuration: one class, "default", that
-		// Clients that send slowly are cut off.
-		"server.read_header_timeout": "10s",
-		"server.read_timeout":        "30s",
-		"server.idle_timeout":        "2m",
-
-		// Only the API keys listed under tiers.api_keys identify a client.
-		"identity.require_known_api_key": true,
-
-		// The breaker is on; fail_policy local shares the limit among the
-		// instances that heartbeat.
-		"store.breaker.threshold":        limiter.DefaultThreshold,
-		"store.breaker.cooldown":         limiter.DefaultCooldown.String(),
-		"store.local.min_instances":      1,
-		"store.local.heartbeat_interval": "1s",
-		"store.local.instance_ttl":       "5s",
-		"store.local.max_keys":           limiter.DefaultLocalMaxKeys,
-
 // limits every endpoint per client to 100 requests per minute.
 func Default() *Config {
 	c, err := Parse(BuiltIn, nil)

@@ -92,6 +92,17 @@ func (c *Config) validateServer(e *errs) {
 	if s.ReadyTimeout <= 0 {
 		e.add("server.ready_timeout", "must be > 0, got %s", s.ReadyTimeout)
 	}
+	for _, d := range []struct {
+		key string
+		v   time.Duration
+	}{{"server.read_header_timeout", s.ReadHeaderTimeout}, {"server.read_timeout", s.ReadTimeout}, {"server.idle_timeout", s.IdleTimeout}} {
+		if d.v <= 0 {
+			e.add(d.key, "must be > 0, got %s", d.v)
+		}
+	}
+	if s.ReadHeaderTimeout > s.ReadTimeout && s.ReadTimeout > 0 {
+		e.add("server.read_header_timeout", "%s is longer than server.read_timeout %s, which bounds the headers too", s.ReadHeaderTimeout, s.ReadTimeout)
+	}
 	for i, p := range s.CheckAPI.AllowedPeers {
 		if _, err := parsePrefix(p); err != nil {
 			e.add(fmt.Sprintf("server.check_api.allowed_peers[%d]", i), "%q is not a CIDR or an IP address", p)
@@ -152,17 +163,6 @@ func (c *Config) validateStore(e *errs) {
 	if _, err := limiter.ParseFailPolicy(s.FailPolicy); err != nil {
 		e.add("store.fail_policy", "%v", err)
 	}
-	if strings.ContainsAny(s.Redis.Prefix, "{}") {
-		e.add("store.redis.prefix", "%q must not contain '{' or '}'", s.Redis.Prefix)
-	}
-	if b := s.Redis.Batch; b.MaxSize < 1 || b.MaxSize > MaxRedisBatchSize {
-		e.add("store.redis.batch.max_size", "must be between 1 and %d, got %d", MaxRedisBatchSize, b.MaxSize)
-	}
-	if b := s.Redis.Batch; b.Senders < 1 || b.Senders > MaxRedisBatchSenders {
-		e.add("store.redis.batch.senders", "must be between 1 and %d, got %d", MaxRedisBatchSenders, b.Senders)
-	}
-}
-
 	if s.Breaker.Threshold < 0 {
 		e.add("store.breaker.threshold", "must be >= 0 (0 disables the breaker), got %d", s.Breaker.Threshold)
 	}
@@ -180,6 +180,17 @@ func (c *Config) validateStore(e *errs) {
 	if l := s.Local; l.MaxKeys < 1 {
 		e.add("store.local.max_keys", "must be >= 1, got %d", l.MaxKeys)
 	}
+	if strings.ContainsAny(s.Redis.Prefix, "{}") {
+		e.add("store.redis.prefix", "%q must not contain '{' or '}'", s.Redis.Prefix)
+	}
+	if b := s.Redis.Batch; b.MaxSize < 1 || b.MaxSize > MaxRedisBatchSize {
+		e.add("store.redis.batch.max_size", "must be between 1 and %d, got %d", MaxRedisBatchSize, b.MaxSize)
+	}
+	if b := s.Redis.Batch; b.Senders < 1 || b.Senders > MaxRedisBatchSenders {
+		e.add("store.redis.batch.senders", "must be between 1 and %d, got %d", MaxRedisBatchSenders, b.Senders)
+	}
+}
+
 // RedisStoreConfig returns the Redis store's settings: the key prefix and
 // how decisions are batched.
 func (c *Config) RedisStoreConfig() redisstore.Config {
@@ -359,19 +370,26 @@ func (c *Config) validateTiers(e *errs) {
 	if !seen[t.Default] {
 		e.add("tiers.default", "%q is not one of tiers.names %v", t.Default, t.Names)
 	}
-	owner := map[string]string{}
-	for tier, keys := range t.Keys {
-		if !seen[tier] {
-			e.add("tiers.keys."+tier, "unknown tier (tiers.names is %v)", t.Names)
-		}
-		for _, k := range keys {
-			if k == "" {
-				e.add("tiers.keys."+tier, "empty key")
+	// User ids and API keys are separate namespaces: the same string may
+	// be in both lists, each list's entries on one tier only.
+	for _, list := range []struct {
+		key  string
+		keys map[string][]string
+	}{{"tiers.keys", t.Keys}, {"tiers.api_keys", t.APIKeys}} {
+		owner := map[string]string{}
+		for tier, keys := range list.keys {
+			if !seen[tier] {
+				e.add(list.key+"."+tier, "unknown tier (tiers.names is %v)", t.Names)
 			}
-			if o, dup := owner[k]; dup && o != tier {
-				e.add("tiers.keys."+tier, "a key is also listed under %s", o)
+			for _, k := range keys {
+				if k == "" {
+					e.add(list.key+"."+tier, "empty key")
+				}
+				if o, dup := owner[k]; dup && o != tier {
+					e.add(list.key+"."+tier, "a key is also listed under %s", o)
+				}
+				owner[k] = tier
 			}
-			owner[k] = tier
 		}
 	}
 }
@@ -396,6 +414,9 @@ func (c *Config) validateIdentity(e *errs) {
 				e.add(h.key, "%s is believed only from identity.trusted_header_peers, which is empty: list the gateways that set it", h.name)
 			}
 		}
+	}
+	if id.APIKeyHeader != "" && id.RequireKnownAPIKey && len(c.Tiers.APIKeys) == 0 {
+		e.add("identity.api_key_header", "%s would never identify a client: identity.require_known_api_key is true (the default) and tiers.api_keys lists no key; list the keys under tiers.api_keys, or set require_known_api_key: false to give every key a budget of its own", id.APIKeyHeader)
 	}
 	j := id.JWT
 	if j.Algorithm == "" {
@@ -567,11 +588,16 @@ func (c *Config) PolicyConfig(store limiter.Store, observer limiter.Observer) (h
 			ProblemJSON:    c.Headers.ProblemJSON,
 		},
 		Identity: httplimit.IdentityConfig{
-			UserHeader:         c.Identity.UserHeader,
-			APIKeyHeader:       c.Identity.APIKeyHeader,
-			RequireKnownAPIKey: c.Identity.RequireKnownAPIKey,
-			TierHeader:         c.Tiers.Header,
+			UserHeader:          c.Identity.UserHeader,
+			APIKeyHeader:        c.Identity.APIKeyHeader,
+			AllowUnknownAPIKeys: !c.Identity.RequireKnownAPIKey,
+			TierHeader:          c.Tiers.Header,
 		},
+	}
+	if c.Store.Type == "redis" {
+		// Callers that share one breaker among their limiters set
+		// pc.Guard, which takes precedence.
+		pc.Breaker = limiter.BreakerConfig{Threshold: c.Store.Breaker.Threshold, Cooldown: c.Store.Breaker.Cooldown}
 	}
 	var err error
 	if pc.Identity.TrustedProxies, err = prefixes("identity.trusted_proxies", c.Identity.TrustedProxies); err != nil {
@@ -588,17 +614,20 @@ func (c *Config) PolicyConfig(store limiter.Store, observer limiter.Observer) (h
 			}
 		}
 	}
+	if len(c.Tiers.APIKeys) > 0 {
+		pc.Identity.TierByAPIKey = map[string]string{}
+		for tier, keys := range c.Tiers.APIKeys {
+			for _, k := range keys {
+				pc.Identity.TierByAPIKey[k] = tier
+			}
+		}
+	}
 	j, err := c.jwtConfig()
 	if err != nil {
 		return pc, fmt.Errorf("identity.jwt: %w", err)
 	}
 	pc.Identity.JWT = j
 	for _, name := range c.ClassNames() {
-	if c.Store.Type == "redis" {
-		// Callers that share one breaker among their limiters set
-		// pc.Guard, which takes precedence.
-		pc.Breaker = limiter.BreakerConfig{Threshold: c.Store.Breaker.Threshold, Cooldown: c.Store.Breaker.Cooldown}
-	}
 		cl := c.Classes[name]
 		hc := httplimit.Class{Name: name, Routes: cl.Routes, Shadow: cl.Shadow, Shared: cl.Shared, Cost: cl.Cost, Limits: map[string]limiter.Limit{}}
 		for tier, l := range cl.Limits {

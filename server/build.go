@@ -122,6 +122,8 @@ func Build(cfg *config.Config, d Deps) (*Built, error) {
 		Listen: cfg.Server.Listen, MetricsListen: cfg.Server.MetricsListen, AdminListen: cfg.Server.AdminListen,
 		Upstream: upstream, UpstreamTransport: transportConfig(cfg.Server.UpstreamTransport),
 		Middleware: mw, Ready: ready, ReadyTimeout: cfg.Server.ReadyTimeout,
+		ReadyStrict: cfg.Server.ReadyStrict, FailPolicy: cfg.Store.FailPolicy,
+		ReadHeaderTimeout: cfg.Server.ReadHeaderTimeout, ReadTimeout: cfg.Server.ReadTimeout, IdleTimeout: cfg.Server.IdleTimeout,
 		CheckAPI:       CheckAPI{Disabled: !cfg.Server.CheckAPI.Enabled, AllowedPeers: checkPeers},
 		MetricsHandler: d.MetricsHandler, AdminHandlers: adminHandlers, MetricsWebConfigFile: webConfig,
 		ShutdownTimeout: cfg.Server.ShutdownTimeout, Closers: closers, Logger: d.Logger,

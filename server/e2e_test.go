@@ -269,31 +269,46 @@ classes:
 	}
 }
 
-func TestReadyzFollowsRedis(t *testing.T) {
+func TestReadyzReportsRedisAndFailsWhileItIsDownOnlyWhenStrict(t *testing.T) {
 	rdb := redistest.Single(t)
-	p := startServe(t, []string{"main"}, "--redis-url", rdb.URL())
-	waitReady := func(want int) {
+	// Fail open (the default): ready while Redis is down, since decisions
+	// are still made. ready_strict: unready, for instances to be pulled.
+	lenient := startServe(t, []string{"main"}, "--redis-url", rdb.URL())
+	strict := startServe(t, []string{"main"}, "--redis-url", rdb.URL(), "--config", writeConfig(t, "server: {ready_strict: true}\n"))
+	waitReady := func(p *proc, want int, store string) {
 		t.Helper()
 		deadline := time.Now().Add(10 * time.Second)
 		for {
 			resp := get(t, p.url("main", "/readyz"), nil)
-			if resp.StatusCode == want {
+			body := readBody(resp)
+			var rd struct {
+				Ready      bool   `json:"ready"`
+				Store      string `json:"store"`
+				FailPolicy string `json:"fail_policy"`
+			}
+			_ = json.Unmarshal([]byte(body), &rd)
+			if resp.StatusCode == want && rd.Store == store && rd.Ready == (want == 200) && rd.FailPolicy == "open" {
 				return
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("/readyz %d (%s), want %d", resp.StatusCode, readBody(resp), want)
+				t.Fatalf("/readyz %d (%s), want %d with store %s", resp.StatusCode, body, want, store)
 			}
 			time.Sleep(100 * time.Millisecond)
 		}
 	}
-	waitReady(200)
+	waitReady(lenient, 200, "up")
+	waitReady(strict, 200, "up")
 	rdb.Stop()
-	waitReady(503)
-	if resp := get(t, p.url("main", "/healthz"), nil); resp.StatusCode != 200 {
-		t.Errorf("/healthz %d while Redis is down, want 200: the process is up", resp.StatusCode)
+	waitReady(lenient, 200, "down")
+	waitReady(strict, 503, "down")
+	for _, p := range []*proc{lenient, strict} {
+		if resp := get(t, p.url("main", "/healthz"), nil); resp.StatusCode != 200 {
+			t.Errorf("/healthz %d while Redis is down, want 200: the process is up", resp.StatusCode)
+		}
 	}
 	rdb.Start()
-	waitReady(200)
+	waitReady(lenient, 200, "up")
+	waitReady(strict, 200, "up")
 }
 
 func TestForwardedForIsBelievedOnlyFromATrustedProxy(t *testing.T) {

@@ -139,24 +139,39 @@ func targets(cfg *config.Config) []livelimits.Target {
 
 // adminHandlers adds the admin API to the caller's admin handlers when
 // admin tokens are configured; without a token it is not served at all.
+//
+// When tokens are configured, every handler of the admin listener needs
+// one (a read-only token is enough to read): the caller's (the top-limited
+// keys) and the profiles of /debug/pprof/, which are served only then.
 func (b *Built) adminHandlers(cfg *config.Config, extra map[string]http.Handler) (map[string]http.Handler, error) {
 	out := map[string]http.Handler{}
-	for p, h := range extra {
-		out[p] = h
-	}
 	toks, err := cfg.AdminTokens()
 	if err != nil {
 		return nil, fmt.Errorf("config %s: admin: %w", cfg.Source, err)
 	}
-	if len(toks) == 0 || b.live.cache == nil {
-		if len(toks) > 0 {
-			b.live.logger.Warn("admin API off: live limits are disabled (live.enabled: false)")
+	if len(toks) == 0 {
+		for p, h := range extra {
+			out[p] = h
 		}
 		return out, nil
 	}
 	var list []admin.Token
 	for _, t := range toks {
 		list = append(list, admin.Token{Name: t.Name, ReadWrite: t.Role == config.RoleReadWrite, Secret: t.Token.Reveal()})
+	}
+	guard, err := admin.NewGuard(list)
+	if err != nil {
+		return nil, err
+	}
+	for p, h := range extra {
+		out[p] = guard.ReadOnly(h)
+	}
+	for p, h := range admin.ProfilingHandlers() {
+		out[p] = guard.ReadOnly(h)
+	}
+	if b.live.cache == nil {
+		b.live.logger.Warn("admin API off: live limits are disabled (live.enabled: false)")
+		return out, nil
 	}
 	api, err := admin.New(admin.Config{Tokens: list, Cache: b.live.cache, Logger: b.live.logger})
 	if err != nil {

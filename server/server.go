@@ -9,14 +9,20 @@
 //	                 peers in Config.CheckAPI only; proxied when disabled
 //	/metrics         Prometheus metrics      } moved to their own listener
 //	/healthz         the process is up       } when MetricsListen is set
-//	/readyz          the store is reachable  }
+//	/readyz          decisions can be made   }
 //
 // Anything that shows users' keys is served only on the admin listener,
 // which is off unless AdminListen is set.
+//
+// Every listener bounds what a client may hold: ReadHeaderTimeout the
+// headers, ReadTimeout the body once it is read, IdleTimeout a kept-alive
+// connection between requests. A connection cut off by the first two while
+// a request was arriving is counted as a slow client (Metrics).
 package server
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -47,8 +53,11 @@ const (
 
 // Defaults of Config.
 const (
-	DefaultShutdownTimeout = 15 * time.Second
-	DefaultReadyTimeout    = time.Second
+	DefaultShutdownTimeout   = 15 * time.Second
+	DefaultReadyTimeout      = time.Second
+	DefaultReadHeaderTimeout = 10 * time.Second
+	DefaultReadTimeout       = 30 * time.Second
+	DefaultIdleTimeout       = 2 * time.Minute
 )
 
 // Config configures a Server. Listen and Middleware are required.
@@ -70,10 +79,32 @@ type Config struct {
 	// host alone.
 	CheckAPI CheckAPI
 	// Ready reports whether the store is reachable (a Redis PING); nil
-	// means always ready. It is called with a context bounded by ReadyTimeout.
+	// means always reachable. It is called with a context bounded by
+	// ReadyTimeout.
 	Ready func(context.Context) error
 	// ReadyTimeout bounds Ready. Default DefaultReadyTimeout.
 	ReadyTimeout time.Duration
+	// FailPolicy is the store's fail policy ("open", "local" or "closed";
+	// empty means "open"), which /readyz reports. While the store is
+	// unreachable, "open" and "local" still decide, so /readyz stays ready;
+	// "closed" rejects everything, so it does not.
+	FailPolicy string
+	// ReadyStrict makes /readyz fail while the store is unreachable, whatever
+	// the fail policy, for operators who want instances pulled out of a
+	// load balancer during a store outage.
+	ReadyStrict bool
+	// ReadHeaderTimeout bounds reading a request's headers. Default
+	// DefaultReadHeaderTimeout.
+	ReadHeaderTimeout time.Duration
+	// ReadTimeout bounds reading a request's body, from the handler's first
+	// read of it (so the time a leaky_bucket decision holds the request is
+	// not counted), and the headers too when ReadHeaderTimeout is longer.
+	// A client still sending when it expires is cut off. Default
+	// DefaultReadTimeout.
+	ReadTimeout time.Duration
+	// IdleTimeout closes a kept-alive connection idle for this long.
+	// Default DefaultIdleTimeout.
+	IdleTimeout time.Duration
 	// MetricsHandler serves /metrics. Default: promhttp on a registry of
 	// its own holding the Go and process collectors.
 	MetricsHandler http.Handler
@@ -116,6 +147,7 @@ type Server struct {
 	logger    *slog.Logger
 	listeners map[string]net.Listener // "main", "metrics", "admin"
 	servers   map[string]*http.Server
+	slow      map[string]*atomic.Uint64 // slow clients cut off, by listener
 	stopping  atomic.Bool
 	closeOnce sync.Once
 }
@@ -135,6 +167,18 @@ func New(cfg Config) (*Server, error) {
 	if cfg.ShutdownTimeout <= 0 {
 		cfg.ShutdownTimeout = DefaultShutdownTimeout
 	}
+	if cfg.ReadHeaderTimeout <= 0 {
+		cfg.ReadHeaderTimeout = DefaultReadHeaderTimeout
+	}
+	if cfg.ReadTimeout <= 0 {
+		cfg.ReadTimeout = DefaultReadTimeout
+	}
+	if cfg.IdleTimeout <= 0 {
+		cfg.IdleTimeout = DefaultIdleTimeout
+	}
+	if cfg.FailPolicy == "" {
+		cfg.FailPolicy = "open"
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
@@ -143,7 +187,7 @@ func New(cfg Config) (*Server, error) {
 		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 		cfg.MetricsHandler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})
 	}
-	s := &Server{cfg: cfg, logger: cfg.Logger, listeners: map[string]net.Listener{}, servers: map[string]*http.Server{}}
+	s := &Server{cfg: cfg, logger: cfg.Logger, listeners: map[string]net.Listener{}, servers: map[string]*http.Server{}, slow: map[string]*atomic.Uint64{}}
 	handlers := map[string]http.Handler{"main": s.mainHandler()}
 	addrs := map[string]string{"main": cfg.Listen}
 	if cfg.MetricsListen != "" {
@@ -158,6 +202,7 @@ func New(cfg Config) (*Server, error) {
 		}
 		handlers["admin"] = mux
 	}
+	headerTimeout := min(cfg.ReadHeaderTimeout, cfg.ReadTimeout)
 	for _, name := range []string{"main", "metrics", "admin"} {
 		addr, ok := addrs[name]
 		if !ok {
@@ -168,13 +213,22 @@ func New(cfg Config) (*Server, error) {
 			s.closeListeners()
 			return nil, fmt.Errorf("server: %s listener %s: %w", name, addr, err)
 		}
-		s.listeners[name] = ln
-		s.servers[name] = &http.Server{
-			Handler:           handlers[name],
-			ReadHeaderTimeout: 10 * time.Second,
-			IdleTimeout:       2 * time.Minute,
+		srv := &http.Server{
+			Handler:           s.bodyDeadlines(handlers[name]),
+			ReadHeaderTimeout: headerTimeout,
+			IdleTimeout:       cfg.IdleTimeout,
 			ErrorLog:          slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn),
 		}
+		// The exporter-toolkit web config wraps the metrics listener in
+		// TLS, whose connections the counting below would not see.
+		if name != "metrics" || cfg.MetricsWebConfigFile == "" {
+			slow := &atomic.Uint64{}
+			s.slow[name] = slow
+			ln = &slowClientListener{Listener: ln, slow: slow}
+			srv.ConnState = slowClientConnState
+		}
+		s.listeners[name] = ln
+		s.servers[name] = srv
 	}
 	return s, nil
 }
@@ -290,24 +344,50 @@ func (s *Server) opsHandler() http.Handler {
 	})
 }
 
-func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	w.Header().Set("Cache-Control", "no-store")
+// Readiness is the body of /readyz.
+type Readiness struct {
+	// Ready is true when the instance should receive traffic (status 200);
+	// false with status 503.
+	Ready bool `json:"ready"`
+	// Store is "up" or "down" (unreachable within ReadyTimeout).
+	Store string `json:"store"`
+	// FailPolicy is how decisions are made while the store is down.
+	FailPolicy string `json:"fail_policy"`
+	// Strict is set when a store outage makes the instance unready.
+	Strict bool `json:"strict"`
+	// Reason says why the instance is not ready, or why the store is down.
+	Reason string `json:"reason,omitempty"`
+}
+
+// readiness checks the store and says whether decisions can be made: with
+// the store up always; with it down while the fail policy (open, local)
+// still decides, unless ReadyStrict.
+func (s *Server) readiness(ctx context.Context) Readiness {
+	rd := Readiness{Ready: true, Store: "up", FailPolicy: s.cfg.FailPolicy, Strict: s.cfg.ReadyStrict}
 	if s.stopping.Load() {
+		rd.Ready, rd.Reason = false, "shutting down"
+		return rd
+	}
+	if s.cfg.Ready == nil {
+		return rd
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.ReadyTimeout)
+	defer cancel()
+	if err := s.cfg.Ready(ctx); err != nil {
+		rd.Store, rd.Reason = "down", "store unreachable: "+err.Error()
+		rd.Ready = !s.cfg.ReadyStrict && s.cfg.FailPolicy != "closed"
+	}
+	return rd
+}
+
+func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
+	rd := s.readiness(r.Context())
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	if !rd.Ready {
 		w.WriteHeader(http.StatusServiceUnavailable)
-		_, _ = io.WriteString(w, "not ready: shutting down\n")
-		return
 	}
-	if s.cfg.Ready != nil {
-		ctx, cancel := context.WithTimeout(r.Context(), s.cfg.ReadyTimeout)
-		defer cancel()
-		if err := s.cfg.Ready(ctx); err != nil {
-			w.WriteHeader(http.StatusServiceUnavailable)
-			_, _ = fmt.Fprintf(w, "not ready: store unreachable: %v\n", err)
-			return
-		}
-	}
-	_, _ = io.WriteString(w, "ready\n")
+	_ = json.NewEncoder(w).Encode(rd)
 }
 
 // proxy forwards to upstream, appending the client to X-Forwarded-For.
@@ -325,6 +405,16 @@ func (s *Server) proxy(upstream *url.URL) http.Handler {
 			pr.SetXForwarded()
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			// The client's own body failing is the client's fault, not the
+			// upstream's: a 400 for a malformed one (an overflowing chunk
+			// size, say); nothing for one cut off by ReadTimeout, whose
+			// connection is closed.
+			if be := (*BodyError)(nil); errors.As(err, &be) {
+				if !isTimeout(be.Err) {
+					writeError(w, http.StatusBadRequest, "bad_request", "the request body is malformed: "+be.Err.Error())
+				}
+				return
+			}
 			if errors.Is(err, context.Canceled) {
 				return
 			}

@@ -143,3 +143,8 @@ func runServe(ctx context.Context, args []string, env environ, stdout, stderr io
 	}
 	return exitOK
 }
+	// rate_limit_slow_clients_total on /metrics.
+	if err := tel.Collector.Registry().Register(srv.Metrics()); err != nil {
+		fmt.Fprintf(stderr, "rl-exporter serve: register server metrics: %v\n", err)
+		return exitFailure
+	}

@@ -24,7 +24,7 @@ const failoverMargin = 250 * time.Millisecond
 func TestGoalClusterMasterKilledUnderLoadFailsOnlyItsSlotsUntilThePromotion(t *testing.T) {
 	r := clusterFailover(t, redistest.ClusterConfig{NodeTimeout: 2 * time.Second, PartialCoverage: true}, func(addrs []string) *redisstore.Store {
 		return newStore(t, redisstore.ClientConfig{ClusterAddrs: addrs})
-	}, 100, 4*time.Second)
+	}, nil, 100, 4*time.Second)
 	if r.stats.lostFailed == 0 {
 		t.Fatalf("no decision on the killed master's slots failed: the kill did not take effect")
 	}
@@ -50,7 +50,7 @@ func TestGoalClusterMasterKilledUnderLoadFailsOnlyItsSlotsUntilThePromotion(t *t
 func TestGoalClusterWithFullCoverageRecoversEveryMasterWithinSecondsOfThePromotion(t *testing.T) {
 	r := clusterFailover(t, redistest.ClusterConfig{NodeTimeout: 2 * time.Second}, func(addrs []string) *redisstore.Store {
 		return newStore(t, redisstore.ClientConfig{ClusterAddrs: addrs})
-	}, 100, 3*time.Second)
+	}, nil, 100, 3*time.Second)
 	for g := 0; g < 3; g++ {
 		back := lostBack(r.outs, g, r.promotedAfter) - r.promotedAfter
 		t.Logf("master %d's keys back %s after the promotion", g, back)

@@ -34,6 +34,9 @@ type failoverLoad struct {
 	callers int
 	pace    time.Duration
 	timeout time.Duration
+	// decide, when set, makes each decision instead of the store (a
+	// Limiter on it, say); a non-nil error is a failed decision.
+	decide func(ctx context.Context, key string) error
 }
 
 func (fl failoverLoad) run(warmup time.Duration, kill func() time.Time, until func(killedAt time.Time)) []outcome {
@@ -70,7 +73,12 @@ func (fl failoverLoad) run(warmup time.Duration, kill func() time.Time, until fu
 				}
 				i := rng.IntN(len(fl.keys))
 				start := time.Now()
-				_, err := fl.store.DecideTimeout(context.Background(), fl.keys[i], lim, 1, fl.timeout)
+				var err error
+				if fl.decide != nil {
+					err = fl.decide(context.Background(), fl.keys[i])
+				} else {
+					_, err = fl.store.DecideTimeout(context.Background(), fl.keys[i], lim, 1, fl.timeout)
+				}
 				end := time.Now()
 				mine = append(mine, outcome{start: start.Sub(origin), end: end.Sub(origin), group: groups[i], err: err})
 			}
@@ -251,7 +259,9 @@ type clusterRun struct {
 	stats         failoverStats
 }
 
-func clusterFailover(t *testing.T, cfg redistest.ClusterConfig, store func(addrs []string) *redisstore.Store, callers int, after time.Duration) clusterRun {
+// via, when set, makes the decisions on the store (a Limiter on it), a
+// non-nil error meaning a failed one; nil: the store decides directly.
+func clusterFailover(t *testing.T, cfg redistest.ClusterConfig, store func(addrs []string) *redisstore.Store, via func(*redisstore.Store) func(context.Context, string) error, callers int, after time.Duration) clusterRun {
 	t.Helper()
 	cfg.Replicas = 1
 	cl := redistest.ClusterWith(t, cfg)
@@ -267,6 +277,9 @@ func clusterFailover(t *testing.T, cfg redistest.ClusterConfig, store func(addrs
 	const lost = 1
 	var promoted time.Duration
 	fl := failoverLoad{store: st, keys: keys, group: group, callers: callers, pace: 5 * time.Millisecond, timeout: limiter.DefaultTimeout}
+	if via != nil {
+		fl.decide = via(st)
+	}
 	outs := fl.run(time.Second, func() time.Time { return cl.KillMaster(lost) }, func(killed time.Time) {
 		at, err := cl.WaitPromoted(lost, 30*time.Second)
 		if err != nil {
@@ -301,7 +314,7 @@ func TestClusterMasterKilledWithoutBatchingFailsOnlyItsOwnSlotsForAWhile(t *test
 			t.Fatal(err)
 		}
 		return s
-	}, callers, 3*time.Second)
+	}, nil, callers, 3*time.Second)
 	if r.stats.lostFailed == 0 {
 		t.Fatalf("no decision on the killed master's slots failed: the kill did not take effect")
 	}
