@@ -114,8 +114,13 @@ func run(ctx context.Context, args []string, env environ, stdout, stderr io.Writ
 // summary, then version.
 func usage(w io.Writer) {
 	fmt.Fprintln(w, "usage: rl-exporter <command> [flags]\n\ncommands:")
+	width := len("version")
 	for _, c := range commands {
-		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.summary)
+		width = max(width, len(c.name))
 	}
-	fmt.Fprintln(w, "  version    print the version\n\nRun 'rl-exporter <command> -h' for a command's flags.")
+	for _, c := range commands {
+		fmt.Fprintf(w, "  %-*s  %s\n", width, c.name, c.summary)
+	}
+	fmt.Fprintf(w, "  %-*s  %s\n", width, "version", "print the version")
+	fmt.Fprintln(w, "\nRun 'rl-exporter <command> -h' for a command's flags.")
 }

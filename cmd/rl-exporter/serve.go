@@ -24,6 +24,20 @@ type serveFlags struct {
 	grpcListen                                                                          string
 }
 
+// serveAbout is the description paragraph of serve's help.
+const serveAbout = `Runs the rate limiter. Every request to the main listener is matched to a
+class by its route, keyed by client (API key, user, or address) and plan
+tier, and decided on the memory store or Redis: allowed requests are proxied
+to --upstream with rate-limit headers, refused ones get 429. Services that
+do their own proxying ask POST /v1/check instead. /metrics exports the
+decisions for Prometheus, /healthz and /readyz answer probes, and the admin
+listener (off unless set) changes limits live.
+
+Configuration, by increasing precedence: built-in defaults, the --config
+file, RL_* environment variables (RL_STORE__REDIS__URL is store.redis.url),
+then these flags. The file is watched and reloaded when it changes; an
+invalid edit leaves the running configuration in place.`
+
 func parseServeFlags(args []string, stderr io.Writer) (serveFlags, map[string]bool, error) {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -38,7 +52,7 @@ func parseServeFlags(args []string, stderr io.Writer) (serveFlags, map[string]bo
 	fs.StringVar(&f.logFormat, "log-format", "", "log format: text or json (default text)")
 	fs.StringVar(&f.logLevel, "log-level", "", "log level: debug, info, warn or error (default info)")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: rl-exporter serve [flags]\n\nflags:")
+		fmt.Fprintf(stderr, "usage: rl-exporter serve [flags]\n\n%s\n\nflags:\n", serveAbout)
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
