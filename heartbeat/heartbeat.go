@@ -59,9 +59,18 @@ type Config struct {
 // Heartbeat announces this instance and counts the live ones. Its methods
 // are safe for concurrent use; InstanceCount is a single atomic load.
 type Heartbeat struct {
-	cfg     Config
-	count   atomic.Int64
-	failing bool // touched by the beating goroutine only
+	cfg   Config
+	count atomic.Int64
+
+	mu sync.Mutex // guards what follows
+	// failing is true from a failed heartbeat to the next successful one.
+	failing bool
+	// held is the count from before the last failure, and holdUntil when
+	// it stops counting: a Redis that comes back empty knows only the
+	// instances that have beaten since, so for one TTL the count is at
+	// least what it was.
+	held      int64
+	holdUntil time.Time
 
 	startOnce, closeOnce sync.Once
 	stop, done           chan struct{}
@@ -102,10 +111,26 @@ func (h *Heartbeat) ID() string { return h.cfg.ID }
 func (h *Heartbeat) InstanceCount() int { return int(h.count.Load()) }
 
 // Beat announces this instance once and updates the count.
+//
+// After a failure, the count stays at least the one before it for one TTL
+// after the first success: a Redis that comes back empty knows only the
+// instances that have beaten since.
 func (h *Heartbeat) Beat(ctx context.Context) (int, error) {
 	n, err := beatScript.Run(ctx, h.cfg.Client, []string{h.cfg.Key}, h.cfg.ID, h.cfg.TTL.Milliseconds()).Int64()
+	h.mu.Lock()
+	defer h.mu.Unlock()
 	if err != nil {
+		if !h.failing {
+			h.failing, h.held = true, h.count.Load()
+		}
 		return 0, fmt.Errorf("heartbeat %s: %w", h.cfg.Key, err)
+	}
+	now := time.Now()
+	if h.failing {
+		h.failing, h.holdUntil = false, now.Add(h.cfg.TTL)
+	}
+	if now.Before(h.holdUntil) {
+		n = max(n, h.held)
 	}
 	h.count.Store(n)
 	return int(n), nil
@@ -133,16 +158,17 @@ func (h *Heartbeat) run() {
 // beatLogged beats once, bounded by Interval, and logs a change between
 // failing and succeeding.
 func (h *Heartbeat) beatLogged() {
+	h.mu.Lock()
+	wasFailing := h.failing
+	h.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), h.cfg.Interval)
 	n, err := h.Beat(ctx)
 	cancel()
 	switch {
-	case err != nil && !h.failing:
-		h.failing = true
+	case err != nil && !wasFailing:
 		h.cfg.Logger.Warn("instance heartbeat failing: the instance count stays at its last value",
 			slog.Int("instances", h.InstanceCount()), slog.String("error", err.Error()))
-	case err == nil && h.failing:
-		h.failing = false
+	case err == nil && wasFailing:
 		h.cfg.Logger.Info("instance heartbeat back", slog.Int("instances", n))
 	}
 }

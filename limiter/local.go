@@ -82,6 +82,10 @@ type localEntry struct {
 	// localUntil is when the key's local state is as good as fresh: until
 	// then the local share is enforced on top of the store.
 	localUntil int64
+	// instances is the count the local share was divided by, kept for the
+	// share enforced after the store returns (when a restarted store's
+	// count of instances is still filling up).
+	instances int
 }
 
 // NewLocalFallback returns a LocalFallback configured by cfg.
@@ -160,6 +164,7 @@ func (f *LocalFallback) decide(ctx context.Context, key string, lim Limit, cost 
 		return d, err
 	}
 	e.localUntil = max(e.localUntil, now+int64(max(d.ResetAfter, d.RetryAfter)))
+	e.instances = n
 	f.putLocked(sh, key, e, now)
 	return d, nil
 }
@@ -174,7 +179,7 @@ func (f *LocalFallback) afterStore(ctx context.Context, key string, lim Limit, c
 	defer sh.mu.Unlock()
 	e, known := sh.keys[key]
 	if known && e.localUntil > now && d.Allowed {
-		share := Share(lim, f.Instances())
+		share := Share(lim, e.instances)
 		if cost <= share.Quota() {
 			ld, err := f.cfg.Store.Decide(ctx, key, share, cost)
 			if err == nil {
