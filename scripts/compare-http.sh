@@ -12,7 +12,9 @@
 # with the ratio to nginx; and POST /v1/check (memory and Redis) against the
 # bare upstream answering the same POST.
 #
-# Environment: BIN (rl-exporter binary, default bin/rl-exporter), DURATION
+# Environment: BIN (rl-exporter binary, default bin/rl-exporter),
+# BASELINE_BIN (another rl-exporter binary, such as a previous release,
+# whose serve is measured in the same rounds as "…, baseline"), DURATION
 # (per run, default 10s), ROUNDS (default 3), CONNECTIONS (default 64),
 # THREADS (default 2), ONLY (a regexp of the path names to run).
 set -euo pipefail
@@ -100,6 +102,18 @@ serve_config redis "  redis: {url: \"redis://127.0.0.1:$redis_port/0\"}" "$redis
 "$BIN" serve --config "$dir/redis.yaml" >"$dir/serve-redis.log" 2>&1 &
 redis_pid=$!; pids+=("$redis_pid")
 
+if [ -n "${BASELINE_BIN:-}" ]; then
+  BASELINE_BIN=$(cd "$(dirname "$BASELINE_BIN")" && pwd)/$(basename "$BASELINE_BIN")
+  pick_port base_mem_port
+  serve_config memory "" "$base_mem_port" >"$dir/base-memory.yaml"
+  "$BASELINE_BIN" serve --config "$dir/base-memory.yaml" >"$dir/base-serve-memory.log" 2>&1 &
+  base_mem_pid=$!; pids+=("$base_mem_pid")
+  pick_port base_redis_port
+  serve_config redis "  redis: {url: \"redis://127.0.0.1:$redis_port/0\"}" "$base_redis_port" >"$dir/base-redis.yaml"
+  "$BASELINE_BIN" serve --config "$dir/base-redis.yaml" >"$dir/base-serve-redis.log" 2>&1 &
+  base_redis_pid=$!; pids+=("$base_redis_pid")
+fi
+
 pick_port nginx_port
 mkdir -p "$dir/nginx/logs"
 cat >"$dir/nginx/nginx.conf" <<EOF
@@ -131,7 +145,7 @@ EOF
 "$NGINX" -p "$dir/nginx" -e "$dir/nginx/logs/error.log" -c "$dir/nginx/nginx.conf" &
 nginx_pid=$!; pids+=("$nginx_pid")
 
-for p in "$up_port" "$mem_port" "$redis_serve_port" "$nginx_port"; do wait_port "$p"; done
+for p in "$up_port" "$mem_port" "$redis_serve_port" "$nginx_port" ${base_mem_port:-} ${base_redis_port:-}; do wait_port "$p"; done
 
 cat >"$dir/check.lua" <<'EOF'
 wrk.method = "POST"
@@ -150,6 +164,14 @@ targets=(
   "check memory|http://127.0.0.1:$mem_port/v1/check|$dir/check.lua|$mem_pid|"
   "check redis|http://127.0.0.1:$redis_serve_port/v1/check|$dir/check.lua|$redis_pid|$redis_server_pid"
 )
+if [ -n "${BASELINE_BIN:-}" ]; then
+  targets+=(
+    "serve memory, baseline|http://127.0.0.1:$base_mem_port/api/v1/orders/42||$base_mem_pid|"
+    "serve redis, baseline|http://127.0.0.1:$base_redis_port/api/v1/orders/42||$base_redis_pid|$redis_server_pid"
+    "check memory, baseline|http://127.0.0.1:$base_mem_port/v1/check|$dir/check.lua|$base_mem_pid|"
+    "check redis, baseline|http://127.0.0.1:$base_redis_port/v1/check|$dir/check.lua|$base_redis_pid|$redis_server_pid"
+  )
+fi
 
 # cpu_ticks prints utime + stime of $1 and of its children (nginx's
 # workers), in clock ticks.
@@ -197,7 +219,7 @@ run() { # name url script pid round redis-pid
     "$([ -n "$6" ] && echo " + $redis_us in Redis")" "$([ -n "$non2xx" ] && echo "  (non-2xx: $non2xx)")" >&2
 }
 
-echo "compare-http: wrk -t$THREADS -c$CONNECTIONS -d$DURATION, $ROUNDS interleaved rounds; $(nproc) CPUs; $(uname -r); $("$NGINX" -v 2>&1); $("$BIN" version 2>/dev/null | head -1)" >&2
+echo "compare-http: wrk -t$THREADS -c$CONNECTIONS -d$DURATION, $ROUNDS interleaved rounds; $(nproc) CPUs; $(uname -r); $("$NGINX" -v 2>&1); $BIN${BASELINE_BIN:+ (baseline $BASELINE_BIN)}; load average $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 for t in "${targets[@]}"; do # warm-up, not counted
   IFS='|' read -r name url script pid rpid <<<"$t"
   [[ $name =~ $ONLY ]] || continue
@@ -234,3 +256,4 @@ awk -F'|' '
       if (bad[n] > 0) printf "|  (%s: %d non-2xx answers over the runs) | | | | |\n", n, bad[n]
     }
   }' "$dir/results"
+echo "load average at the end: $(cut -d" " -f1-3 /proc/loadavg)" >&2
