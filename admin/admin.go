@@ -6,6 +6,7 @@
 //	GET    /admin/v1/limits/{tier}           the tier's live change and limits
 //	PUT    /admin/v1/limits/{tier}           replace the tier's live change (JSON body)
 //	PATCH  /admin/v1/limits/{tier}           change some fields (raise a rollout, ...)
+//	PUT or PATCH ...?dry_run=true            show what the change would do, change nothing
 //	DELETE /admin/v1/limits/{tier}           remove it: the configured limits apply again
 //	... and the same under /admin/v1/limits/{class}/{tier}
 //
@@ -384,6 +385,17 @@ func (a *API) change(w http.ResponseWriter, r *http.Request, tok *Token, key, cl
 		return
 	}
 	ch.UpdatedBy, ch.UpdatedAt = tok.Name, now
+	var replaced *ChangeJSON
+	if !patch && len(old) > 0 {
+		replaced = storedChange(key, class, tier, old)
+	}
+	if r.URL.Query().Get("dry_run") == "true" {
+		out := a.listWith(a.cfg.Cache.Preview(key, ch), class, tier)
+		out.DryRun, out.Replaced = true, replaced
+		out.Note = fmt.Sprintf("dry run: nothing changed; the limits above are what %s would enforce", key)
+		writeJSON(w, http.StatusOK, out)
+		return
+	}
 	if err := a.cfg.Cache.Backend().Write(ctx, key, ch.Fields(), ch.ExpiresAt); err != nil && !strings.Contains(err.Error(), "stored;") {
 		fail(w, http.StatusServiceUnavailable, "store_unavailable", "%v", err)
 		return
@@ -396,7 +408,12 @@ func (a *API) change(w http.ResponseWriter, r *http.Request, tok *Token, key, cl
 		action = "patch"
 	}
 	a.audit(r, tok, action, key, old, ch.Fields())
-	writeJSON(w, http.StatusOK, a.list(class, tier))
+	out := a.list(class, tier)
+	if replaced != nil {
+		out.Replaced = replaced
+		out.Note = fmt.Sprintf("PUT replaced the whole live change at %s (shown in replaced); PATCH changes some fields and keeps the others", key)
+	}
+	writeJSON(w, http.StatusOK, out)
 }
 
 func (a *API) remove(w http.ResponseWriter, r *http.Request, tok *Token, key, class, tier string) {
@@ -456,8 +473,12 @@ func limitJSON(l limiter.Limit) LimitJSON {
 
 // InForce is the limit one class × tier enforces.
 type InForce struct {
-	Class      string    `json:"class"`
-	Tier       string    `json:"tier"`
+	Class string `json:"class"`
+	Tier  string `json:"tier"`
+	// Effective is the limit enforced, in words: "2 per 1h0m0s
+	// (fixed_window)", so a tier-wide max_requests shows the window each
+	// class keeps.
+	Effective  string    `json:"effective"`
 	Configured LimitJSON `json:"configured"`
 	// Live is the live change's limit, when one applies.
 	Live *LimitJSON `json:"live,omitempty"`
@@ -491,6 +512,41 @@ type ChangeJSON struct {
 type List struct {
 	Limits  []InForce    `json:"limits"`
 	Changes []ChangeJSON `json:"changes"`
+	// DryRun is true when the answer shows a change that was not made.
+	DryRun bool `json:"dry_run,omitempty"`
+	// Replaced is the live change a PUT replaced (or would replace).
+	Replaced *ChangeJSON `json:"replaced,omitempty"`
+	// Note says in words what happened.
+	Note string `json:"note,omitempty"`
+}
+
+// effective writes a limit as Effective shows it.
+func effective(l limiter.Limit) string {
+	s := fmt.Sprintf("%d per %s (%s)", l.Rate, l.Period, l.Algorithm)
+	if l.Algorithm.IsBucket() && l.Burst > 0 {
+		s += fmt.Sprintf(", burst %d", l.Burst)
+	}
+	return s
+}
+
+// storedChange shows the fields of a hash as stored, or its error.
+func storedChange(key, class, tier string, fields map[string]string) *ChangeJSON {
+	c := &ChangeJSON{Key: key, Class: class, Tier: tier}
+	ch, err := livelimits.ParseFields(fields)
+	if err != nil {
+		c.Error = err.Error()
+		return c
+	}
+	fillChange(c, ch)
+	return c
+}
+
+func fillChange(c *ChangeJSON, ch livelimits.Change) {
+	c.MaxRequests, c.Burst, c.Algorithm, c.Shadow, c.RolloutPercent = ch.MaxRequests, ch.Burst, string(ch.Algorithm), ch.Shadow, ch.RolloutPercent
+	if ch.Window > 0 {
+		c.Window = ch.Window.String()
+	}
+	c.ExpiresAt, c.UpdatedBy, c.UpdatedAt = timePtr(ch.ExpiresAt), ch.UpdatedBy, timePtr(ch.UpdatedAt)
 }
 
 func timePtr(t time.Time) *time.Time {
@@ -503,15 +559,26 @@ func timePtr(t time.Time) *time.Time {
 // list shows the limits in force and the changes, narrowed to a tier or a
 // class and tier when given.
 func (a *API) list(class, tier string) List {
+	return a.listWith(a.cfg.Cache.Overlay(), class, tier)
+}
+
+// listWith is list with the limits of the overlay ov.
+func (a *API) listWith(ov livelimits.Overlay, class, tier string) List {
 	out := List{Limits: []InForce{}, Changes: []ChangeJSON{}}
-	ov := a.cfg.Cache.Overlay()
 	for _, t := range a.cfg.Cache.Targets() {
 		if (tier != "" && t.Tier != tier) || (class != "" && t.Class != class) {
 			continue
 		}
-		in := InForce{Class: t.Class, Tier: t.Tier, Configured: limitJSON(t.Limit), Source: "file", RolloutPercent: 100}
+		in := InForce{Class: t.Class, Tier: t.Tier, Configured: limitJSON(t.Limit), Source: "file", RolloutPercent: 100, Effective: effective(t.Limit)}
 		if ap, ok := ov[t.Class][t.Tier]; ok {
 			l := limitJSON(ap.Limit)
+			in.Effective = effective(ap.Limit)
+			if ap.RolloutPercent < 100 {
+				in.Effective += fmt.Sprintf(" for %d%% of clients", ap.RolloutPercent)
+			}
+			if ap.Shadow {
+				in.Effective += ", shadow: counted, not enforced"
+			}
 			in.Live, in.Source, in.RolloutPercent, in.Shadow, in.ExpiresAt = &l, ap.Source, ap.RolloutPercent, ap.Shadow, timePtr(ap.ExpiresAt)
 		}
 		out.Limits = append(out.Limits, in)
@@ -528,11 +595,7 @@ func (a *API) list(class, tier string) List {
 		}
 		c := ChangeJSON{Key: e.Key, Class: e.Class, Tier: e.Tier, Error: e.Error}
 		if ch := e.Change; ch != nil {
-			c.MaxRequests, c.Burst, c.Algorithm, c.Shadow, c.RolloutPercent = ch.MaxRequests, ch.Burst, string(ch.Algorithm), ch.Shadow, ch.RolloutPercent
-			if ch.Window > 0 {
-				c.Window = ch.Window.String()
-			}
-			c.ExpiresAt, c.UpdatedBy, c.UpdatedAt = timePtr(ch.ExpiresAt), ch.UpdatedBy, timePtr(ch.UpdatedAt)
+			fillChange(&c, *ch)
 		}
 		out.Changes = append(out.Changes, c)
 	}
