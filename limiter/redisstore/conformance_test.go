@@ -34,6 +34,9 @@ func TestSentinelReachesThePrimary(t *testing.T) {
 			t.Fatalf("decision %d through Sentinel: Allowed = %v, want %v", i+1, d.Allowed, want)
 		}
 	}
+	if s := store.Shard("through-sentinel"); s != "" {
+		t.Fatalf("Shard through Sentinel = %q, want \"\": one server decides every key", s)
+	}
 	// The state is on the primary the Sentinel named.
 	for _, k := range store.Keys("through-sentinel", limiter.SlidingLog) {
 		n, err := sn.Primary.Do("EXISTS", k)

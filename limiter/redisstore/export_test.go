@@ -11,3 +11,6 @@ func Batched(s *Store) int64 {
 
 // KeySlot is keySlot, for the Cluster tests.
 var KeySlot = keySlot
+
+// StaleMapError is staleMapError, for its table test.
+var StaleMapError = staleMapError

@@ -445,13 +445,15 @@ func staleMapError(err error) bool {
 	if errors.As(err, &ne) {
 		return true
 	}
+	// An error reply, as go-redis hands it over (typed or not).
+	msg := err.Error()
 	var re redis.Error
 	if errors.As(err, &re) {
-		msg := re.Error()
-		for _, prefix := range []string{"CLUSTERDOWN", "MOVED", "ASK", "TRYAGAIN", "READONLY", "MASTERDOWN", "LOADING"} {
-			if strings.HasPrefix(msg, prefix) {
-				return true
-			}
+		msg = re.Error()
+	}
+	for _, prefix := range []string{"CLUSTERDOWN", "MOVED ", "ASK ", "TRYAGAIN", "READONLY", "MASTERDOWN", "LOADING"} {
+		if strings.HasPrefix(msg, prefix) {
+			return true
 		}
 	}
 	return false
