@@ -78,71 +78,86 @@ func parseBenchFlags(args []string, stderr io.Writer) (benchOptions, error) {
 	if fs.NArg() > 0 {
 		return o, usagef("unexpected argument %q", fs.Arg(0))
 	}
+	if err := o.resolveStore(clusterAddrs, poolSize); err != nil {
+		return o, err
+	}
+	return o, o.resolveLimit(algorithm, burst)
+}
+
+// resolveStore checks the store flags and fills in the Redis client's
+// configuration for --store redis.
+func (o *benchOptions) resolveStore(clusterAddrs string, poolSize int) error {
 	switch o.store {
 	case "memory":
 		if o.redisURL != "" || clusterAddrs != "" || poolSize != 0 {
-			return o, usagef("--redis-url, --cluster-addrs and --pool-size need --store redis")
+			return usagef("--redis-url, --cluster-addrs and --pool-size need --store redis")
 		}
+		return nil
 	case "redis":
-		if clusterAddrs != "" {
-			for _, a := range strings.Split(clusterAddrs, ",") {
-				if a = strings.TrimSpace(a); a != "" {
-					o.clusterAddrs = append(o.clusterAddrs, a)
-				}
-			}
-			if len(o.clusterAddrs) == 0 {
-				return o, usagef("--cluster-addrs: no address in %q", clusterAddrs)
-			}
-		}
-		switch {
-		case o.redisURL != "" && len(o.clusterAddrs) > 0:
-			return o, usagef("--redis-url and --cluster-addrs: give one, not both")
-		case o.redisURL == "" && len(o.clusterAddrs) == 0:
-			return o, usagef("--store redis needs --redis-url or --cluster-addrs")
-		}
-		if poolSize < 0 {
-			return o, usagef("--pool-size: must be >= 0, got %d", poolSize)
-		}
-		o.redisClient = redisstore.ClientConfig{URL: o.redisURL, ClusterAddrs: o.clusterAddrs, PoolSize: poolSize}
-		opts, err := o.redisClient.Options()
-		if err != nil {
-			if o.redisURL != "" {
-				return o, usagef("--redis-url: %v", err)
-			}
-			return o, usagef("--cluster-addrs: %v", err)
-		}
-		o.redisAddr = strings.Join(opts.Addrs, ",")
 	default:
-		return o, usagef("--store: unknown store %q (want memory or redis)", o.store)
+		return usagef("--store: unknown store %q (want memory or redis)", o.store)
 	}
+	if clusterAddrs != "" {
+		for _, a := range strings.Split(clusterAddrs, ",") {
+			if a = strings.TrimSpace(a); a != "" {
+				o.clusterAddrs = append(o.clusterAddrs, a)
+			}
+		}
+		if len(o.clusterAddrs) == 0 {
+			return usagef("--cluster-addrs: no address in %q", clusterAddrs)
+		}
+	}
+	switch {
+	case o.redisURL != "" && len(o.clusterAddrs) > 0:
+		return usagef("--redis-url and --cluster-addrs: give one, not both")
+	case o.redisURL == "" && len(o.clusterAddrs) == 0:
+		return usagef("--store redis needs --redis-url or --cluster-addrs")
+	}
+	if poolSize < 0 {
+		return usagef("--pool-size: must be >= 0, got %d", poolSize)
+	}
+	o.redisClient = redisstore.ClientConfig{URL: o.redisURL, ClusterAddrs: o.clusterAddrs, PoolSize: poolSize}
+	opts, err := o.redisClient.Options()
+	if err != nil {
+		if o.redisURL != "" {
+			return usagef("--redis-url: %v", err)
+		}
+		return usagef("--cluster-addrs: %v", err)
+	}
+	o.redisAddr = strings.Join(opts.Addrs, ",")
+	return nil
+}
+
+// resolveLimit checks the limit and load flags and builds the limit.
+func (o *benchOptions) resolveLimit(algorithm string, burst int64) error {
 	alg, err := limiter.ParseAlgorithm(algorithm)
 	if err != nil {
-		return o, usagef("--algorithm: %v", err)
+		return usagef("--algorithm: %v", err)
 	}
 	rate, period, err := parseRate(o.limitText)
 	if err != nil {
-		return o, usagef("--limit: %v", err)
+		return usagef("--limit: %v", err)
 	}
 	o.limit = limiter.Limit{Algorithm: alg, Rate: rate, Period: period, Burst: burst}
 	if err := o.limit.Validate(); err != nil {
 		if strings.HasPrefix(err.Error(), "burst") {
-			return o, usagef("--burst: %v", err)
+			return usagef("--burst: %v", err)
 		}
-		return o, usagef("--limit: %v", err)
+		return usagef("--limit: %v", err)
 	}
 	if o.concurrency < 1 {
-		return o, usagef("--concurrency: must be at least 1, got %d", o.concurrency)
+		return usagef("--concurrency: must be at least 1, got %d", o.concurrency)
 	}
 	if o.keys < 1 || o.keys > loadgen.MaxKeys {
-		return o, usagef("--keys: must be between 1 and %d, got %d", loadgen.MaxKeys, o.keys)
+		return usagef("--keys: must be between 1 and %d, got %d", loadgen.MaxKeys, o.keys)
 	}
 	if o.zipf != 0 && !(o.zipf > 1) {
-		return o, usagef("--zipf: must be 0 (uniform) or greater than 1, got %g", o.zipf)
+		return usagef("--zipf: must be 0 (uniform) or greater than 1, got %g", o.zipf)
 	}
 	if o.duration <= 0 {
-		return o, usagef("--duration: must be > 0, got %s", o.duration)
+		return usagef("--duration: must be > 0, got %s", o.duration)
 	}
-	return o, nil
+	return nil
 }
 
 // parseRate reads "N/s", "N/m", "N/h" or "N/<duration>" (e.g. "100/10s").
@@ -193,6 +208,26 @@ type benchReport struct {
 	P99Seconds         float64 `json:"p99_seconds"`
 	P999Seconds        float64 `json:"p999_seconds"`
 	MaxSeconds         float64 `json:"max_seconds"`
+}
+
+// newBenchReport is the result of a run as --json prints it.
+func newBenchReport(storeName string, o benchOptions, res loadgen.Result) benchReport {
+	rep := benchReport{
+		Store: storeName, Algorithm: string(o.limit.Algorithm), Limit: o.limitText,
+		Concurrency: o.concurrency, Keys: o.keys, Zipf: o.zipf,
+		DurationSeconds: res.Elapsed.Seconds(), Decisions: res.Decisions,
+		DecisionsPerSecond: res.DecisionsPerSecond(),
+		Allowed:            res.Allowed, Rejected: res.Rejected, Errors: res.Errors,
+		P50Seconds:  res.Latency.Quantile(0.50).Seconds(),
+		P90Seconds:  res.Latency.Quantile(0.90).Seconds(),
+		P99Seconds:  res.Latency.Quantile(0.99).Seconds(),
+		P999Seconds: res.Latency.Quantile(0.999).Seconds(),
+		MaxSeconds:  res.Latency.Max().Seconds(),
+	}
+	if res.FirstError != nil {
+		rep.FirstError = res.FirstError.Error()
+	}
+	return rep
 }
 
 func runBench(ctx context.Context, args []string, _ environ, stdout, stderr io.Writer) int {
@@ -253,21 +288,7 @@ func runBench(ctx context.Context, args []string, _ environ, stdout, stderr io.W
 		fmt.Fprintf(stderr, "rl-exporter bench: stopped early (%v); partial result:\n", runErr)
 	}
 
-	rep := benchReport{
-		Store: storeName, Algorithm: string(o.limit.Algorithm), Limit: o.limitText,
-		Concurrency: o.concurrency, Keys: o.keys, Zipf: o.zipf,
-		DurationSeconds: res.Elapsed.Seconds(), Decisions: res.Decisions,
-		DecisionsPerSecond: res.DecisionsPerSecond(),
-		Allowed:            res.Allowed, Rejected: res.Rejected, Errors: res.Errors,
-		P50Seconds:  res.Latency.Quantile(0.50).Seconds(),
-		P90Seconds:  res.Latency.Quantile(0.90).Seconds(),
-		P99Seconds:  res.Latency.Quantile(0.99).Seconds(),
-		P999Seconds: res.Latency.Quantile(0.999).Seconds(),
-		MaxSeconds:  res.Latency.Max().Seconds(),
-	}
-	if res.FirstError != nil {
-		rep.FirstError = res.FirstError.Error()
-	}
+	rep := newBenchReport(storeName, o, res)
 	if o.json {
 		b, err := json.Marshal(rep)
 		if err != nil {

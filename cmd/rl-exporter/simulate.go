@@ -103,29 +103,9 @@ func runSimulate(_ context.Context, args []string, _ environ, stdout, stderr io.
 	var arrivals []time.Duration
 	title := "rl-exporter simulate: " + string(pattern)
 	if *csvPath != "" {
-		f, err := os.Open(*csvPath)
-		if err != nil {
-			fmt.Fprintf(stderr, "rl-exporter simulate: --csv: %v\n", err)
-			return exitFailure
-		}
-		arrivals, err = simulate.ReadCSV(f, *csvPath)
-		f.Close()
-		if err != nil {
+		if arrivals, err = readArrivals(*csvPath, *duration, stdout); err != nil {
 			fmt.Fprintf(stderr, "rl-exporter simulate: %v\n", err)
 			return exitFailure
-		}
-		if *duration > 0 {
-			total := len(arrivals)
-			for len(arrivals) > 0 && arrivals[len(arrivals)-1] >= *duration {
-				arrivals = arrivals[:len(arrivals)-1]
-			}
-			if len(arrivals) == 0 {
-				fmt.Fprintf(stderr, "rl-exporter simulate: --duration %s: every timestamp of %s is later\n", *duration, *csvPath)
-				return exitFailure
-			}
-			if len(arrivals) < total {
-				fmt.Fprintf(stdout, "replaying the %d of %d timestamps before --duration %s\n", len(arrivals), total, *duration)
-			}
 		}
 		title = "rl-exporter simulate: " + *csvPath
 	} else {
@@ -159,6 +139,31 @@ func runSimulate(_ context.Context, args []string, _ environ, stdout, stderr io.
 	}
 	fmt.Fprintf(stdout, "wrote %s\n", *svgPath)
 	return exitOK
+}
+
+// readArrivals reads the timestamps of a CSV file; with a duration, only
+// those before it, saying on stdout how many it kept.
+func readArrivals(path string, duration time.Duration, stdout io.Writer) ([]time.Duration, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("--csv: %w", err)
+	}
+	arrivals, err := simulate.ReadCSV(f, path)
+	f.Close()
+	if err != nil || duration <= 0 {
+		return arrivals, err
+	}
+	total := len(arrivals)
+	for len(arrivals) > 0 && arrivals[len(arrivals)-1] >= duration {
+		arrivals = arrivals[:len(arrivals)-1]
+	}
+	if len(arrivals) == 0 {
+		return nil, fmt.Errorf("--duration %s: every timestamp of %s is later", duration, path)
+	}
+	if len(arrivals) < total {
+		fmt.Fprintf(stdout, "replaying the %d of %d timestamps before --duration %s\n", len(arrivals), total, duration)
+	}
+	return arrivals, nil
 }
 
 // simulateCommandLine is the command that reproduces a chart: the flags the
