@@ -26,6 +26,7 @@ const (
 	AlertRejectionRatioHigh = "RateLimitRejectionRatioHigh"
 	AlertStoreLatencyHigh   = "RateLimitStoreLatencyHigh"
 	AlertFailOpen           = "RateLimitFailOpen"
+	AlertDegraded           = "RateLimitDegraded"
 	AlertErrorBudgetBurn    = "RateLimitErrorBudgetBurn"
 	AlertMetricsAbsent      = "RateLimitMetricsAbsent"
 )
@@ -42,6 +43,7 @@ type Model struct {
 	Rejection    *RejectionObjective
 	Latency      *LatencyObjective
 	FailOpen     *FailOpenObjective
+	Degraded     *DegradedObjective
 	Absent       *Alert
 	Availability *AvailabilitySLO
 	Routing      Routing
@@ -83,6 +85,13 @@ type FailOpenObjective struct {
 	Alert
 	Threshold float64 // events within Window
 	Window    time.Duration
+}
+
+// DegradedObjective alerts when decisions have been made in degraded mode
+// (on each instance's share of the limit) for longer than its For.
+type DegradedObjective struct {
+	Alert
+	Window time.Duration
 }
 
 // AvailabilitySLO is the limiter's availability objective with its
@@ -155,6 +164,12 @@ func Compile(spec Spec, file string) (*Model, error) {
 			Alert:     c.alert("fail_open", AlertFailOpen, spec, f.AlertSpec),
 			Threshold: c.nonNegative("fail_open.threshold", f.Threshold),
 			Window:    c.window("fail_open.window", f.Window),
+		}
+	}
+	if d := spec.Degraded; d.Enabled {
+		m.Degraded = &DegradedObjective{
+			Alert:  c.alert("degraded", AlertDegraded, spec, d.AlertSpec),
+			Window: c.window("degraded.window", d.Window),
 		}
 	}
 	if a := spec.MetricsAbsent; a.Enabled {

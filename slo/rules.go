@@ -22,6 +22,7 @@ const (
 	metricRequests     = "rate_limit_requests_total"
 	metricRedisLatency = "rate_limit_redis_duration_seconds"
 	metricFailOpen     = "rate_limit_fail_open_total"
+	metricDegraded     = "rate_limit_degraded_total"
 )
 
 // Rule group names, one per objective: a group evaluates its recording rules
@@ -30,6 +31,7 @@ const (
 	GroupRejections   = "rl-exporter-rejections"
 	GroupStoreLatency = "rl-exporter-store-latency"
 	GroupFailOpen     = "rl-exporter-fail-open"
+	GroupDegraded     = "rl-exporter-degraded"
 	GroupAvailability = "rl-exporter-availability-slo"
 	GroupMetrics      = "rl-exporter-metrics"
 )
@@ -54,6 +56,11 @@ func LatencyQuantileRecord(q float64, window time.Duration) string {
 // FailOpenRecord names the fail-open events within window, over the job.
 func FailOpenRecord(window time.Duration) string {
 	return "job:rate_limit_fail_open:increase" + formatDuration(window)
+}
+
+// DegradedRateRecord names the rate of degraded decisions, over the job.
+func DegradedRateRecord(window time.Duration) string {
+	return "job:rate_limit_degraded:rate" + formatDuration(window)
 }
 
 // ErrorRatioRecord names the availability SLO's error ratio over window.
@@ -115,6 +122,17 @@ func (m *Model) RuleGroups() (*rulefmt.RuleGroups, error) {
 				"Requests pass the rate limiter unchecked because its store fails",
 				fmt.Sprintf("{{ $value | humanize }} requests failed open within %s, summed over all instances and endpoints (threshold %s): the store is failing or too slow, and limits are not enforced.",
 					w, formatFloat(o.Threshold))),
+		}})
+	}
+	if o := m.Degraded; o != nil {
+		w := formatDuration(o.Window)
+		rec := DegradedRateRecord(o.Window)
+		groups = append(groups, rulefmt.RuleGroup{Name: GroupDegraded, Rules: []rulefmt.Rule{
+			{Record: rec, Expr: fmt.Sprintf("sum by (job) (rate(%s%s[%s]))", metricDegraded, sel(""), w)},
+			alertRule(o.Alert, fmt.Sprintf("%s > 0", rec), nil,
+				"The rate limiter has been deciding in degraded mode because its store fails",
+				fmt.Sprintf("{{ $value | humanize }} decisions/s were made on each instance's share of the limit (fail_policy local) for at least %s: the store is down, limits hold only as well as the last known instance count.",
+					formatDuration(o.For))),
 		}})
 	}
 	if s := m.Availability; s != nil {

@@ -93,6 +93,10 @@ func (m *Model) RuleTests(ruleFile string) ([]NamedRuleTestFile, error) {
 		f, err := g.failOpen()
 		errs = append(errs, add("fail-open.yml", f, err))
 	}
+	if m.Degraded != nil {
+		f, err := g.degraded()
+		errs = append(errs, add("degraded.yml", f, err))
+	}
 	if m.Availability != nil {
 		files, err := g.burn()
 		if err != nil {
@@ -434,6 +438,51 @@ func (g *testGen) failOpen() (RuleTestFile, error) {
 		AlertRuleTests: []AlertRuleTest{{EvalTime: formatDuration(fire), Alertname: o.Name}},
 	}
 	return g.file(step, overT, underT), nil
+}
+
+func (g *testGen) degraded() (RuleTestFile, error) {
+	o := g.m.Degraded
+	texts, err := g.texts()
+	if err != nil {
+		return RuleTestFile{}, err
+	}
+	step := stepFor(o.Window)
+	if o.Window/step < 4 {
+		step = o.Window / 4
+	}
+	total := int((o.Window + o.For + 10*step) / step)
+	const perStep = 6 // degraded decisions per step on each instance
+	mk := func(degradedSteps int) []InputSeries {
+		var in []InputSeries
+		for _, inst := range []string{"rl-exporter-1:9090", "rl-exporter-2:9090"} {
+			in = append(in, InputSeries{Series: series(metricDegraded, g.jobLabels(map[string]string{"instance": inst, "endpoint": "/v1/orders"})),
+				Values: counterValues(segment{perStep, degradedSteps}, segment{0, total - degradedSteps})})
+		}
+		return in
+	}
+	fire := o.Window + o.For + 2*step
+	want, err := expect(texts, o.Name, nil, map[string]string{"job": g.m.Job}, 2*perStep/step.Seconds())
+	if err != nil {
+		return RuleTestFile{}, err
+	}
+	over := RuleTest{
+		Name:        fmt.Sprintf("degraded decisions on two instances for longer than %s fire %s", formatDuration(o.For), o.Name),
+		Interval:    formatDuration(step),
+		InputSeries: mk(total),
+	}
+	if o.For > step {
+		over.AlertRuleTests = append(over.AlertRuleTests, AlertRuleTest{EvalTime: formatDuration(o.For), Alertname: o.Name})
+	}
+	over.AlertRuleTests = append(over.AlertRuleTests, AlertRuleTest{EvalTime: formatDuration(fire), Alertname: o.Name, ExpAlerts: []ExpAlert{want}})
+	// A short spell, over before For has passed, stays quiet.
+	brief := int(o.For/step) / 2
+	under := RuleTest{
+		Name:           fmt.Sprintf("a spell of degraded decisions shorter than %s stays quiet", formatDuration(o.For)),
+		Interval:       formatDuration(step),
+		InputSeries:    mk(brief),
+		AlertRuleTests: []AlertRuleTest{{EvalTime: formatDuration(fire), Alertname: o.Name}},
+	}
+	return g.file(step, over, under), nil
 }
 
 func (g *testGen) absent() (RuleTestFile, error) {

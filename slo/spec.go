@@ -32,6 +32,7 @@ type Spec struct {
 	RejectionRatio RejectionRatioSpec `koanf:"rejection_ratio"`
 	StoreLatency   StoreLatencySpec   `koanf:"store_latency"`
 	FailOpen       FailOpenSpec       `koanf:"fail_open"`
+	Degraded       DegradedSpec       `koanf:"degraded"`
 	MetricsAbsent  AlertSpec          `koanf:"metrics_absent"`
 	Availability   AvailabilitySpec   `koanf:"availability"`
 	Routing        RoutingSpec        `koanf:"routing"`
@@ -89,6 +90,15 @@ type FailOpenSpec struct {
 	// Window, summed over all instances and endpoints.
 	Threshold float64 `koanf:"threshold"`
 	// Window over which the fail-open events are counted.
+	Window string `koanf:"window"`
+}
+
+// DegradedSpec is the alert on time spent degraded: decisions made on each
+// instance's share of the limit because the store failed (fail_policy
+// local). It fires once degraded decisions have gone on for For.
+type DegradedSpec struct {
+	AlertSpec `koanf:",squash"`
+	// Window is the rate window over which degraded decisions are seen.
 	Window string `koanf:"window"`
 }
 
@@ -198,6 +208,10 @@ func DefaultSpec() Spec {
 		FailOpen: FailOpenSpec{
 			AlertSpec: AlertSpec{Enabled: true, For: "0s", Severity: "page"},
 			Threshold: 10,
+			Window:    "1m",
+		},
+		Degraded: DegradedSpec{
+			AlertSpec: AlertSpec{Enabled: true, For: "5m", Severity: "warning"},
 			Window:    "1m",
 		},
 		MetricsAbsent: AlertSpec{Enabled: true, For: "5m", Severity: "warning"},
