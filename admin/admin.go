@@ -574,10 +574,10 @@ func (a *API) listWith(ov livelimits.Overlay, class, tier string) List {
 			l := limitJSON(ap.Limit)
 			in.Effective = effective(ap.Limit)
 			if ap.RolloutPercent < 100 {
-				in.Effective += fmt.Sprintf(" for %d%% of clients", ap.RolloutPercent)
+				in.Effective += fmt.Sprintf("; for %d%% of clients", ap.RolloutPercent)
 			}
 			if ap.Shadow {
-				in.Effective += ", shadow: counted, not enforced"
+				in.Effective += "; shadow: counted, not enforced"
 			}
 			in.Live, in.Source, in.RolloutPercent, in.Shadow, in.ExpiresAt = &l, ap.Source, ap.RolloutPercent, ap.Shadow, timePtr(ap.ExpiresAt)
 		}

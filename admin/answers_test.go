@@ -43,7 +43,7 @@ func TestEveryChangeAnswerShowsTheResultingLimitPerClassAndTier(t *testing.T) {
 		}
 	}
 	w = call(h, "PATCH", "/admin/v1/limits/free", rwToken, `{"shadow": true, "rollout_percent": 10}`)
-	if got := effectiveOf(decodeList(t, w.Code, w.Body.String()))["bulk/free"]; got != "20 per 1m0s (fixed_window) for 10% of clients, shadow: counted, not enforced" {
+	if got := effectiveOf(decodeList(t, w.Code, w.Body.String()))["bulk/free"]; got != "20 per 1m0s (fixed_window); for 10% of clients; shadow: counted, not enforced" {
 		t.Errorf("after a shadow rollout: %q", got)
 	}
 }
