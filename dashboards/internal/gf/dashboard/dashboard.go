@@ -229,10 +229,7 @@ func (b *DashboardLinkBuilder) Type(t DashboardLinkType) *DashboardLinkBuilder {
 }
 
 // Url sets the link's URL.
-func (b *DashboardLinkBuilder) Url(url string) *DashboardLinkBuilder {
-	b.internal.Url = &url
-	return b
-}
+func (b *DashboardLinkBuilder) Url(url string) *DashboardLinkBuilder { b.internal.Url = &url; return b }
 
 // Tooltip sets the link's tooltip.
 func (b *DashboardLinkBuilder) Tooltip(t string) *DashboardLinkBuilder {
@@ -268,10 +265,7 @@ func NewRowBuilder(title string) *RowBuilder {
 func (b *RowBuilder) Build() (RowPanel, error) { return b.internal, nil }
 
 // Id sets the row's panel id.
-func (b *RowBuilder) Id(id uint32) *RowBuilder {
-	b.internal.Id = id
-	return b
-}
+func (b *RowBuilder) Id(id uint32) *RowBuilder { b.internal.Id = id; return b }
 
 // DashboardBuilder builds a Dashboard, placing panels left to right and
 // starting a new line when the 24 columns are full.
@@ -297,10 +291,7 @@ func NewDashboardBuilder(title string) *DashboardBuilder {
 func (b *DashboardBuilder) Build() (Dashboard, error) { return b.internal, nil }
 
 // Uid sets the dashboard's stable identifier.
-func (b *DashboardBuilder) Uid(uid string) *DashboardBuilder {
-	b.internal.Uid = &uid
-	return b
-}
+func (b *DashboardBuilder) Uid(uid string) *DashboardBuilder { b.internal.Uid = &uid; return b }
 
 // Description sets the dashboard's description.
 func (b *DashboardBuilder) Description(d string) *DashboardBuilder {
@@ -309,10 +300,7 @@ func (b *DashboardBuilder) Description(d string) *DashboardBuilder {
 }
 
 // Tags sets the dashboard's tags.
-func (b *DashboardBuilder) Tags(tags []string) *DashboardBuilder {
-	b.internal.Tags = tags
-	return b
-}
+func (b *DashboardBuilder) Tags(tags []string) *DashboardBuilder { b.internal.Tags = tags; return b }
 
 // Editable lets users change the dashboard in Grafana.
 func (b *DashboardBuilder) Editable() *DashboardBuilder {
@@ -333,10 +321,7 @@ func (b *DashboardBuilder) Tooltip(s DashboardCursorSync) *DashboardBuilder {
 }
 
 // Refresh sets the auto-refresh interval.
-func (b *DashboardBuilder) Refresh(r string) *DashboardBuilder {
-	b.internal.Refresh = &r
-	return b
-}
+func (b *DashboardBuilder) Refresh(r string) *DashboardBuilder { b.internal.Refresh = &r; return b }
 
 // Time sets the default time range.
 func (b *DashboardBuilder) Time(from, to string) *DashboardBuilder {

@@ -29,22 +29,13 @@ func NewPanelBuilderBase[B any](self B, typ string, options, custom any) PanelBu
 func (b *PanelBuilderBase[B]) Build() (Panel, error) { return *b.internal, nil }
 
 // Id sets the panel id.
-func (b *PanelBuilderBase[B]) Id(id uint32) B {
-	b.internal.Id = &id
-	return b.self
-}
+func (b *PanelBuilderBase[B]) Id(id uint32) B { b.internal.Id = &id; return b.self }
 
 // Title sets the title.
-func (b *PanelBuilderBase[B]) Title(t string) B {
-	b.internal.Title = &t
-	return b.self
-}
+func (b *PanelBuilderBase[B]) Title(t string) B { b.internal.Title = &t; return b.self }
 
 // Description sets the description.
-func (b *PanelBuilderBase[B]) Description(d string) B {
-	b.internal.Description = &d
-	return b.self
-}
+func (b *PanelBuilderBase[B]) Description(d string) B { b.internal.Description = &d; return b.self }
 
 // Datasource sets the data source.
 func (b *PanelBuilderBase[B]) Datasource(ds common.DataSourceRef) B {
@@ -60,28 +51,16 @@ func (b *PanelBuilderBase[B]) gridPos() *GridPos {
 }
 
 // Span sets the width in columns.
-func (b *PanelBuilderBase[B]) Span(w uint32) B {
-	b.gridPos().W = w
-	return b.self
-}
+func (b *PanelBuilderBase[B]) Span(w uint32) B { b.gridPos().W = w; return b.self }
 
 // Height sets the height in grid rows.
-func (b *PanelBuilderBase[B]) Height(h uint32) B {
-	b.gridPos().H = h
-	return b.self
-}
+func (b *PanelBuilderBase[B]) Height(h uint32) B { b.gridPos().H = h; return b.self }
 
 // Interval sets the minimum query interval.
-func (b *PanelBuilderBase[B]) Interval(i string) B {
-	b.internal.Interval = &i
-	return b.self
-}
+func (b *PanelBuilderBase[B]) Interval(i string) B { b.internal.Interval = &i; return b.self }
 
 // TimeFrom overrides the dashboard's time range.
-func (b *PanelBuilderBase[B]) TimeFrom(t string) B {
-	b.internal.TimeFrom = &t
-	return b.self
-}
+func (b *PanelBuilderBase[B]) TimeFrom(t string) B { b.internal.TimeFrom = &t; return b.self }
 
 // Unit sets the unit of the values.
 func (b *PanelBuilderBase[B]) Unit(u string) B {

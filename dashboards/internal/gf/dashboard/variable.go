@@ -127,10 +127,7 @@ func NewQueryVariableBuilder(name string) *QueryVariableBuilder {
 func (b *QueryVariableBuilder) Build() (VariableModel, error) { return b.internal, nil }
 
 // Label sets the variable's label.
-func (b *QueryVariableBuilder) Label(l string) *QueryVariableBuilder {
-	b.internal.Label = &l
-	return b
-}
+func (b *QueryVariableBuilder) Label(l string) *QueryVariableBuilder { b.internal.Label = &l; return b }
 
 // Description sets the variable's description.
 func (b *QueryVariableBuilder) Description(d string) *QueryVariableBuilder {

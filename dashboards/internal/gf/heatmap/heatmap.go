@@ -133,10 +133,7 @@ func NewCellValuesBuilder() *CellValuesBuilder { return &CellValuesBuilder{} }
 func (b *CellValuesBuilder) Build() (CellValues, error) { return b.internal, nil }
 
 // Unit sets the cells' unit.
-func (b *CellValuesBuilder) Unit(u string) *CellValuesBuilder {
-	b.internal.Unit = &u
-	return b
-}
+func (b *CellValuesBuilder) Unit(u string) *CellValuesBuilder { b.internal.Unit = &u; return b }
 
 // YAxisConfig is the heatmap's y axis.
 type YAxisConfig struct {
@@ -154,10 +151,7 @@ func NewYAxisConfigBuilder() *YAxisConfigBuilder { return &YAxisConfigBuilder{} 
 func (b *YAxisConfigBuilder) Build() (YAxisConfig, error) { return b.internal, nil }
 
 // Unit sets the axis unit.
-func (b *YAxisConfigBuilder) Unit(u string) *YAxisConfigBuilder {
-	b.internal.Unit = &u
-	return b
-}
+func (b *YAxisConfigBuilder) Unit(u string) *YAxisConfigBuilder { b.internal.Unit = &u; return b }
 
 // AxisLabel sets the axis label.
 func (b *YAxisConfigBuilder) AxisLabel(l string) *YAxisConfigBuilder {

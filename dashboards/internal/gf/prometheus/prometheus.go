@@ -36,10 +36,7 @@ func NewDataqueryBuilder() *DataqueryBuilder { return &DataqueryBuilder{} }
 func (b *DataqueryBuilder) Build() (variants.Dataquery, error) { return b.internal, nil }
 
 // RefId sets the query's reference (A, B, ...).
-func (b *DataqueryBuilder) RefId(ref string) *DataqueryBuilder {
-	b.internal.RefId = &ref
-	return b
-}
+func (b *DataqueryBuilder) RefId(ref string) *DataqueryBuilder { b.internal.RefId = &ref; return b }
 
 // Datasource sets the data source.
 func (b *DataqueryBuilder) Datasource(ds common.DataSourceRef) *DataqueryBuilder {
@@ -48,10 +45,7 @@ func (b *DataqueryBuilder) Datasource(ds common.DataSourceRef) *DataqueryBuilder
 }
 
 // Expr sets the PromQL.
-func (b *DataqueryBuilder) Expr(expr string) *DataqueryBuilder {
-	b.internal.Expr = expr
-	return b
-}
+func (b *DataqueryBuilder) Expr(expr string) *DataqueryBuilder { b.internal.Expr = expr; return b }
 
 // LegendFormat sets the series' legend.
 func (b *DataqueryBuilder) LegendFormat(f string) *DataqueryBuilder {
