@@ -18,6 +18,7 @@ run: build ## start serve (memory store, examples/demo.yaml) in front of a demo 
 	@echo "try:  curl -i http://127.0.0.1:8480/hello       (5 per minute per client: the 6th gets 429)"
 	@echo "      curl -i -X POST http://127.0.0.1:8480/v1/check -d '{\"key\":\"alice\",\"endpoint\":\"GET /api/v1/orders/42\"}'"
 	@echo "      curl -s http://127.0.0.1:8480/metrics | grep '^rate_limit_' | head"
+	@echo "Envoy's rate limit service (gRPC, domain 'demo' of examples/rls) on 127.0.0.1:8081: see docs/envoy.md"
 	@$(BIN) demo-upstream --listen 127.0.0.1:8481 >/dev/null & up=$$!; \
 	trap 'kill $$up 2>/dev/null' EXIT INT TERM; \
 	$(BIN) serve --config examples/demo.yaml

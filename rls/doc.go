@@ -8,5 +8,5 @@
 // LoadDir reads a directory of domain files into Rules; New builds a
 // Service deciding on a store; Swap replaces its Rules atomically; NewServer
 // puts a Service on a gRPC server with the standard health service and
-// reflection; Watch reloads a directory when its files change.
+// reflection; a Watcher tells when a directory's files change.
 package rls

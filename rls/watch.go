@@ -10,13 +10,23 @@ import (
 	"time"
 )
 
-// Watch calls onChange each time the content of the domain files of dir
-// changes (a file added, removed or edited), checking every interval, until
-// ctx is done. The files are hashed, so a touched but unchanged file causes
-// no call. onChange runs on Watch's goroutine, one call at a time. Watch
-// blocks.
-func Watch(ctx context.Context, dir string, interval time.Duration, onChange func()) {
-	last := hashDir(dir)
+// Watcher notices changes to the domain files of a directory.
+type Watcher struct {
+	dir  string
+	last [32]byte
+}
+
+// NewWatcher returns a Watcher of dir, taking the directory's content as
+// it is now as the last seen: create it before loading the directory, so
+// that no change made after the load goes unnoticed.
+func NewWatcher(dir string) *Watcher { return &Watcher{dir: dir, last: hashDir(dir)} }
+
+// Run calls onChange each time the content of the domain files changes (a
+// file added, removed or edited), checking every interval, until ctx is
+// done. The files are hashed, so a touched but unchanged file causes no
+// call. onChange runs on Run's goroutine, one call at a time. Run blocks;
+// call it once.
+func (w *Watcher) Run(ctx context.Context, interval time.Duration, onChange func()) {
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
 	for {
@@ -25,8 +35,8 @@ func Watch(ctx context.Context, dir string, interval time.Duration, onChange fun
 			return
 		case <-tick.C:
 		}
-		if h := hashDir(dir); h != last {
-			last = h
+		if h := hashDir(w.dir); h != w.last {
+			w.last = h
 			onChange()
 		}
 	}

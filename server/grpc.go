@@ -68,6 +68,7 @@ func (b *Built) startGRPC(cfg *config.Config, d *Deps) (*grpcListener, error) {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	dir := cfg.RLSConfigDir()
+	watcher := rls.NewWatcher(dir)
 	rules, err := rls.LoadDir(dir)
 	if err != nil {
 		return nil, fmt.Errorf("config %s: rls.config_dir: %w", cfg.Source, err)
@@ -113,7 +114,7 @@ func (b *Built) startGRPC(cfg *config.Config, d *Deps) (*grpcListener, error) {
 		g.done.Add(1)
 		go func() {
 			defer g.done.Done()
-			rls.Watch(ctx, dir, cfg.Reload.Interval, func() { b.reloadRLS(g, dir) })
+			watcher.Run(ctx, cfg.Reload.Interval, func() { b.reloadRLS(g, dir) })
 		}()
 	}
 	b.mu.Lock()
