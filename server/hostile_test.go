@@ -117,7 +117,7 @@ func TestClientsTricklingABodyAreCutOffWithinTheReadTimeout(t *testing.T) {
 		"the proxy":        "POST /upload HTTP/1.1\r\nHost: api\r\nContent-Length: 1000\r\n\r\n",
 		"the decision API": "POST " + httplimit.CheckPath + " HTTP/1.1\r\nHost: api\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"key\":",
 	}
-	const perPath = 100
+	const perPath = 250 // 500 connections in all
 	stop := make(chan struct{})
 	time.AfterFunc(10*time.Second, func() { close(stop) })
 	var wg sync.WaitGroup
@@ -186,6 +186,7 @@ func TestSlowHeadersAreCutOffAndCountedButAnIdleConnectionIsNot(t *testing.T) {
 	stop := make(chan struct{})
 	time.AfterFunc(8*time.Second, func() { close(stop) })
 	open, err := trickle(addr, "GET / HTTP/1.1\r\nHost: api\r\nX-Slow: ", stop)
+	t.Logf("headers sent at a byte a second: closed after %s (read_header_timeout 1s)", open.Round(time.Millisecond))
 	if err != nil || open > 3*time.Second {
 		t.Errorf("headers sent a byte a second: open %s (%v), want closed within read_header_timeout 1s (+2s slack)", open, err)
 	}
