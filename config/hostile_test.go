@@ -66,7 +66,7 @@ func TestHostileClientSettingsAreCheckedNamingTheKey(t *testing.T) {
 			"classes: {default: {limits: {default: {algorithm: sliding_window, rate: 1, period: 2000000h}}}}\n",
 			[]string{"classes.default.limits.default.period", "overflow"}},
 		{"a token bucket that takes centuries to refill",
-			"classes: {default: {limits: {default: {algorithm: token_bucket, rate: 1, period: 1h, burst: 1000000000}}}}\n",
+			"classes: {default: {limits: {default: {algorithm: token_bucket, rate: 1, period: 1h, burst: 1000000}}}}\n",
 			[]string{"classes.default.limits.default.burst", "overflow"}},
 		{"a zero read timeout", "server: {read_timeout: 0s}\n", []string{"server.read_timeout", "> 0"}},
 		{"a zero idle timeout", "server: {idle_timeout: 0s}\n", []string{"server.idle_timeout", "> 0"}},

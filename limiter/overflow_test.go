@@ -20,7 +20,7 @@ func TestLimitsWhoseResetTimesWouldOverflowAreInvalid(t *testing.T) {
 	}{
 		{"a sliding window of 2,000,000 hours", limiter.Limit{Algorithm: limiter.SlidingWindow, Rate: 1, Period: 2_000_000 * time.Hour}, "period:"},
 		{"a fixed window just over a century", limiter.Limit{Algorithm: limiter.FixedWindow, Rate: 1, Period: century + time.Hour}, "period:"},
-		{"a token bucket that takes a billion hours to refill", limiter.Limit{Algorithm: limiter.TokenBucket, Rate: 1, Period: time.Hour, Burst: 1_000_000_000}, "burst:"},
+		{"a token bucket that takes a million hours to refill", limiter.Limit{Algorithm: limiter.TokenBucket, Rate: 1, Period: time.Hour, Burst: 1_000_000}, "burst:"},
 		{"a GCRA bucket of two centuries", limiter.Limit{Algorithm: limiter.GCRA, Rate: 1, Period: century / 2, Burst: 4}, "burst:"},
 	}
 	for _, c := range cases {

@@ -139,6 +139,11 @@ func (l Limit) Validate() error {
 	if l.Period/time.Duration(l.Rate) <= 0 {
 		return fmt.Errorf("rate: %d per %s is finer than one nanosecond per request", l.Rate, l.Period)
 	}
+	// Both stores count in units of 1/Period µs, up to Quota·Period; Lua
+	// numbers are doubles, exact only up to 2^53.
+	if q, p := l.Quota(), int64(l.Period/time.Microsecond); q > maxExactInteger/p || l.Rate > maxExactInteger/p {
+		return fmt.Errorf("rate/burst: %d per %s needs more than 2^53 microsecond units; use a shorter period or a smaller limit", max(q, l.Rate), l.Period)
+	}
 	// A decision's reset and retry times reach up to two windows ahead
 	// (sliding_window: the rest of this window and the next); they must stay
 	// within time.Duration and, added to the current time, within the Unix
@@ -150,11 +155,6 @@ func (l Limit) Validate() error {
 		if w := float64(l.Period) * float64(l.Quota()) / float64(l.Rate); w > float64(maxWindow) {
 			return fmt.Errorf("burst: a bucket of %d refilled at %d per %s takes longer than %s (100 years) to refill, so reset times would overflow", l.Quota(), l.Rate, l.Period, maxWindow)
 		}
-	}
-	// Both stores count in units of 1/Period µs, up to Quota·Period; Lua
-	// numbers are doubles, exact only up to 2^53.
-	if q, p := l.Quota(), int64(l.Period/time.Microsecond); q > maxExactInteger/p || l.Rate > maxExactInteger/p {
-		return fmt.Errorf("rate/burst: %d per %s needs more than 2^53 microsecond units; use a shorter period or a smaller limit", max(q, l.Rate), l.Period)
 	}
 	return nil
 }
