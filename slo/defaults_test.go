@@ -8,11 +8,12 @@ import (
 	"testing"
 )
 
-// slo.yaml and the README's spec example both say they show the defaults
-// (apart from the labels, and for the README the receivers): they must
-// compile to the model an empty spec does, or they teach wrong values.
+// slo.yaml and the docs' spec example (docs/alerts-and-slos.md) both say
+// they show the defaults (apart from the labels, and for the docs the
+// receivers): they must compile to the model an empty spec does, or they
+// teach wrong values.
 func TestTheDocumentedSpecsShowTheDefaults(t *testing.T) {
-	readme, err := os.ReadFile(filepath.Join(repoRoot, "README.md"))
+	readme, err := os.ReadFile(filepath.Join(repoRoot, "docs", "alerts-and-slos.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -20,7 +21,7 @@ func TestTheDocumentedSpecsShowTheDefaults(t *testing.T) {
 	_, block, ok2 := strings.Cut(section, "```yaml\n")
 	block, _, ok3 := strings.Cut(block, "```")
 	if !ok || !ok2 || !ok3 {
-		t.Fatal("README.md has no yaml block under \"### The spec\"")
+		t.Fatal("docs/alerts-and-slos.md has no yaml block under \"### The spec\"")
 	}
 	committed, err := os.ReadFile(filepath.Join(repoRoot, "slo.yaml"))
 	if err != nil {
@@ -35,7 +36,7 @@ func TestTheDocumentedSpecsShowTheDefaults(t *testing.T) {
 		keepReceivers bool
 	}{
 		"slo.yaml":                  {string(committed), true},
-		"the README's example spec": {block, false},
+		"the docs' example spec": {block, false},
 	} {
 		t.Run(name, func(t *testing.T) {
 			spec, err := Decode([]byte(tt.content), name)
