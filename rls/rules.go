@@ -120,6 +120,9 @@ type rule struct {
 	unit      string
 	perUnit   uint32
 	limit     limiter.Limit
+	// keySuffix keeps the counts of a request's limit override apart
+	// from those of the files' rule for the same descriptor.
+	keySuffix string
 }
 
 // LoadDir reads every *.yaml and *.yml file of dir (not its

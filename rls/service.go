@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -46,6 +47,8 @@ type Config struct {
 	DefaultTier string
 	// TierDescriptorKey names the descriptor entry carrying the plan tier.
 	TierDescriptorKey string
+	// Trace, when set, wraps every decision in a span, as for HTTP.
+	Trace httplimit.TraceFunc
 	// Logger; default discard.
 	Logger *slog.Logger
 	// Now is the clock of the reset times in headers; default time.Now.
@@ -66,6 +69,24 @@ type Service struct {
 type compiled struct {
 	rules    *Rules
 	limiters map[*rule]*limiter.Limiter
+	// overrides holds the rules and limiters of the limit overrides
+	// requests carried (RateLimitDescriptor.limit), by overrideKey.
+	overrides sync.Map
+}
+
+// overrideKey identifies a limit override: the descriptor's key path and
+// the limit. Envoy's route configuration bounds how many there are.
+type overrideKey struct {
+	path    string
+	perUnit uint32
+	unit    string
+	period  time.Duration
+}
+
+// overridden is a compiled limit override.
+type overridden struct {
+	rule *rule
+	lim  *limiter.Limiter
 }
 
 // New returns a Service deciding with cfg and enforcing rules (nil: none
@@ -153,10 +174,22 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 	c := s.current.Load()
 	descs := req.GetDescriptors()
 	rules := make([]*rule, len(descs))
+	lims := make([]*limiter.Limiter, len(descs))
 	unlimited := make([]bool, len(descs))
 	var replaced map[string]bool
 	for i, d := range descs {
-		r := c.rules.matchDescriptor(req.Domain, d)
+		var r *rule
+		if d.GetLimit() != nil && c.rules.domains[req.Domain] != nil {
+			// As envoyproxy/ratelimit: the request's own limit wins over the files.
+			ov, err := s.override(c, req.Domain, d)
+			if err != nil {
+				return nil, status.Errorf(codes.InvalidArgument, "descriptors[%d].limit: %v", i, err)
+			}
+			r, lims[i] = ov.rule, ov.lim
+		} else {
+			r = c.rules.matchDescriptor(req.Domain, d)
+			lims[i] = c.limiters[r]
+		}
 		if r == nil {
 			continue
 		}
@@ -191,7 +224,7 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 			resp.Statuses[i] = st
 			continue
 		}
-		o := s.decide(ctx, c.limiters[r], r, req, d)
+		o := s.decide(ctx, lims[i], r, req, d)
 		resp.Statuses[i] = o.descriptorStatus()
 		if o.code == rlsv3.RateLimitResponse_OVER_LIMIT {
 			resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
@@ -205,6 +238,48 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 		resp.ResponseHeadersToAdd = headerValues(s.cfg.Headers, headerFrom, s.cfg.Now())
 	}
 	return resp, nil
+}
+
+// override returns the rule and limiter of the limit override d carries,
+// compiling them on first use.
+func (s *Service) override(c *compiled, domain string, d *ratelimitv3.RateLimitDescriptor) (*overridden, error) {
+	ov := d.GetLimit()
+	unit := strings.ToLower(ov.GetUnit().String())
+	u, ok := units[unit]
+	if !ok {
+		return nil, fmt.Errorf("unit: %s is not one of second, minute, hour, day, month, year", ov.GetUnit())
+	}
+	period := u.period
+	if m := ov.GetUnitMultiplier(); m != nil && m.GetValue() > 1 {
+		period *= time.Duration(m.GetValue())
+	}
+	var path strings.Builder
+	path.WriteString(domain)
+	for _, e := range d.GetEntries() {
+		path.WriteByte('.')
+		path.WriteString(e.GetKey())
+	}
+	k := overrideKey{path: path.String(), perUnit: ov.GetRequestsPerUnit(), unit: unit, period: period}
+	if v, ok := c.overrides.Load(k); ok {
+		return v.(*overridden), nil
+	}
+	r := &rule{path: k.path, unit: unit, perUnit: k.perUnit, keySuffix: fmt.Sprintf("|limit=%d/%s", k.perUnit, period),
+		limit: limiter.Limit{Algorithm: limiter.FixedWindow, Rate: int64(k.perUnit), Period: period, AlignWindows: true}}
+	o := &overridden{rule: r}
+	if k.perUnit == 0 {
+		r.blocked = true
+	} else {
+		l, err := limiter.New(limiter.Config{
+			Limit: r.limit, Store: s.cfg.Store, FailPolicy: s.cfg.FailPolicy,
+			Timeout: s.cfg.Timeout, Observer: s.cfg.Observer, Breaker: s.cfg.Breaker,
+		})
+		if err != nil {
+			return nil, err
+		}
+		o.lim = l
+	}
+	v, _ := c.overrides.LoadOrStore(k, o)
+	return v.(*overridden), nil
 }
 
 // outcome is one descriptor's decision.
@@ -248,9 +323,15 @@ func (s *Service) decide(ctx context.Context, l *limiter.Limiter, r *rule, req *
 	if cost == 0 {
 		cost = 1
 	}
-	key := storeKey(req.Domain, d.GetEntries())
+	key := storeKey(req.Domain, d.GetEntries()) + r.keySuffix
+	ep, tier := endpoint(r, req.Domain, d.GetEntries()), s.tier(req, d)
 	o := outcome{rule: r}
 	var err error
+	if s.cfg.Trace != nil {
+		var end func(limiter.Status, limiter.Decision, error)
+		ctx, end = s.cfg.Trace(ctx, ep, tier, r.limit.Algorithm)
+		defer func() { end(o.status, o.d, err) }()
+	}
 	if r.blocked {
 		o.d = limiter.Decision{ResetAfter: r.limit.Period, RetryAfter: r.limit.Period}
 	} else {
@@ -285,7 +366,7 @@ func (s *Service) decide(ctx context.Context, l *limiter.Limiter, r *rule, req *
 			recErr = err
 		}
 		s.cfg.Recorder.RecordDecision(ctx, limiter.Record{
-			Endpoint: endpoint(r, req.Domain, d.GetEntries()), PlanTier: s.tier(req, d), Key: key,
+			Endpoint: ep, PlanTier: tier, Key: key,
 			Limit: r.limit, Status: o.status, Decision: o.d, Err: recErr,
 		})
 	}

@@ -8,7 +8,9 @@ import (
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 
+	"github.com/rl-exporter/rl-exporter/limiter"
 	"github.com/rl-exporter/rl-exporter/rls"
 )
 
@@ -203,4 +205,27 @@ func admitted(t *testing.T, h *harness, domain string, d *ratelimitv3.RateLimitD
 		}
 	}
 	return got
+}
+
+func TestALimitOverrideInTheRequestWinsOverTheFiles(t *testing.T) {
+	dir := writeDir(t, map[string]string{"suite.yaml": suiteConfig})
+	h := start(t, limiter.NewMemoryStore(limiter.MemoryConfig{}), dir, nil)
+	withLimit := func(perUnit uint32) *ratelimitv3.RateLimitDescriptor {
+		d := desc("fixed", "o")
+		d.Limit = &ratelimitv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: perUnit, Unit: typev3.RateLimitUnit_DAY}
+		return d
+	}
+	if n := admitted(t, h, "suite", withLimit(2), 5); n != 2 {
+		t.Errorf("admitted %d under an override of 2 a day, want 2", n)
+	}
+	st := h.call(t, "suite", 0, withLimit(2)).Statuses[0]
+	if st.CurrentLimit.GetRequestsPerUnit() != 2 || st.CurrentLimit.GetUnit() != rlsv3.RateLimitResponse_RateLimit_DAY {
+		t.Errorf("current_limit %v, want 2 per DAY", st.CurrentLimit)
+	}
+	if n := admitted(t, h, "suite", desc("fixed", "o"), 5); n != 3 {
+		t.Errorf("the same descriptor without the override admitted %d, want the files' 3 on counts of its own", n)
+	}
+	if resp := h.call(t, "unknown", 0, withLimit(0)); resp.OverallCode != ok {
+		t.Errorf("an override in an unknown domain: %v, want OK (not limited)", resp)
+	}
 }

@@ -77,7 +77,7 @@ func (b *Built) startGRPC(cfg *config.Config, d *Deps) (*grpcListener, error) {
 	svc, err := rls.New(rls.Config{
 		Store: b.store, FailPolicy: pc.FailPolicy, Timeout: pc.Timeout, Breaker: pc.Breaker, Observer: pc.Observer,
 		Recorder: d.Recorder, ResponseHeaders: cfg.RLS.ResponseHeaders, Headers: pc.Headers,
-		Tiers: pc.Tiers, DefaultTier: pc.DefaultTier, TierDescriptorKey: cfg.RLS.TierDescriptorKey, Logger: logger,
+		Tiers: pc.Tiers, DefaultTier: pc.DefaultTier, TierDescriptorKey: cfg.RLS.TierDescriptorKey, Trace: d.Trace, Logger: logger,
 	}, rules)
 	if err != nil {
 		return nil, fmt.Errorf("config %s: rls.config_dir: %w", cfg.Source, err)
