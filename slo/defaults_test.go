@@ -35,7 +35,7 @@ func TestTheDocumentedSpecsShowTheDefaults(t *testing.T) {
 		content       string
 		keepReceivers bool
 	}{
-		"slo.yaml":                  {string(committed), true},
+		"slo.yaml":               {string(committed), true},
 		"the docs' example spec": {block, false},
 	} {
 		t.Run(name, func(t *testing.T) {
