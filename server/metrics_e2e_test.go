@@ -284,12 +284,18 @@ classes:
 	if got := after.get(t, requests(limiter.StatusAllowed)); got != up1 {
 		t.Errorf(`requests_total{status="allowed"} = %v after the outage, want still %d`, got, up1)
 	}
-	if got := after.sum(`rate_limit_store_errors_total{kind=`); got != down {
-		t.Errorf("rate_limit_store_errors_total = %v, want %d", got, down)
+	// The breaker (on by default, threshold 5) lets the first five
+	// failures reach the store; the next decisions skip it.
+	const reached = 5
+	if got := after.sum(`rate_limit_store_errors_total{kind="error"`); got != reached {
+		t.Errorf(`rate_limit_store_errors_total{kind="error"} = %v, want %d: a refused connection is an error, and the breaker stops the calls after %d`, got, reached, reached)
+	}
+	if got := after.sum(`rate_limit_fail_open_total{endpoint="/",reason="circuit_open"`); got != down-reached {
+		t.Errorf(`rate_limit_fail_open_total{reason="circuit_open"} = %v, want the %d decisions after the breaker opened`, got, down-reached)
 	}
 	// Failed calls went to the store too and are observed at their elapsed time.
-	if got := after.get(t, series("rate_limit_redis_duration_seconds_count", "operation", "sliding_window")); got != up1+down {
-		t.Errorf("redis_duration_seconds has %v observations, want one per decision: %d", got, up1+down)
+	if got := after.get(t, series("rate_limit_redis_duration_seconds_count", "operation", "sliding_window")); got != up1+reached {
+		t.Errorf("redis_duration_seconds has %v observations, want one per store call: %d", got, up1+reached)
 	}
 }
 
