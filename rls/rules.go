@@ -75,7 +75,7 @@ type Replace struct {
 	Name string `yaml:"name"`
 }
 
-// Unit is a RateLimitResponse.RateLimit.Unit name and its length.
+// unitSpec is a unit of Envoy's RateLimitUnit: its name and its length.
 type unitSpec struct {
 	name   string
 	period time.Duration

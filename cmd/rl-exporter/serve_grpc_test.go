@@ -1,0 +1,35 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestServeGRPCListenFlagTurnsTheGRPCListenerOn(t *testing.T) {
+	t.Run("without rls.config_dir it is refused, naming the key", func(t *testing.T) {
+		var stderr bytes.Buffer
+		code := run(context.Background(), []string{"serve", "--listen", "127.0.0.1:0", "--grpc-listen", "127.0.0.1:0"}, nil, &bytes.Buffer{}, &stderr)
+		if code == exitOK || !strings.Contains(stderr.String(), "rls.config_dir") {
+			t.Fatalf("exit %d, stderr %q; want a failure naming rls.config_dir", code, stderr.String())
+		}
+	})
+	t.Run("with a domain directory it serves the gRPC listener", func(t *testing.T) {
+		dir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, "d.yaml"), []byte("domain: d\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		var stderr bytes.Buffer
+		code := run(ctx, []string{"serve", "--listen", "127.0.0.1:0", "--grpc-listen", "127.0.0.1:0"},
+			environ{"RL_RLS__CONFIG_DIR=" + dir}, &bytes.Buffer{}, &stderr)
+		if code != exitOK || !strings.Contains(stderr.String(), "listener=grpc") {
+			t.Fatalf("exit %d, stderr %q; want the grpc listener started and a clean stop", code, stderr.String())
+		}
+	})
+}
