@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -137,8 +138,30 @@ func memoryBenchmarks(keys int) ([]memoryBenchmark, error) {
 type goBenchResult struct {
 	bench  memoryBenchmark
 	nsOp   []float64 // per round
+	cpuOp  []float64 // CPU ns (user + system, the whole process) per op, per round
 	allocs int64     // per op, last round
 	bytes  int64     // per op, last round
+}
+
+// processCPU is the CPU time this process has used (user + system).
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// withCPU wraps a benchmark so that the CPU time of its last run (the one
+// testing.Benchmark reports) and that run's N are kept. CPU time does not
+// count the time the benchmark waits for a CPU, so on a shared machine it
+// is steadier than wall time; with b.RunParallel it sums every CPU's.
+func withCPU(fn func(*testing.B), cpu *time.Duration, n *int) func(*testing.B) {
+	return func(b *testing.B) {
+		start := processCPU()
+		fn(b)
+		*cpu, *n = processCPU()-start, b.N
+	}
 }
 
 // runGoBenchmarks runs every memory benchmark rounds times, interleaved (one
@@ -166,14 +189,18 @@ func runGoBenchmarks(w, progress io.Writer, keys, rounds int, benchtime time.Dur
 	started := time.Now()
 	for r := 0; r < rounds; r++ {
 		for i := range results {
-			res := testing.Benchmark(results[i].bench.fn)
-			if res.N == 0 {
+			var cpu time.Duration
+			var n int
+			res := testing.Benchmark(withCPU(results[i].bench.fn, &cpu, &n))
+			if res.N == 0 || n == 0 {
 				return fmt.Errorf("benchmark %s failed", results[i].bench.name)
 			}
 			ns := float64(res.T.Nanoseconds()) / float64(res.N)
+			cpuNs := float64(cpu.Nanoseconds()) / float64(n)
 			results[i].nsOp = append(results[i].nsOp, ns)
+			results[i].cpuOp = append(results[i].cpuOp, cpuNs)
 			results[i].allocs, results[i].bytes = res.AllocsPerOp(), res.AllocedBytesPerOp()
-			fmt.Fprintf(progress, "round %d  %-28s %8.1f ns/op  %d allocs/op\n", r+1, results[i].bench.name, ns, res.AllocsPerOp())
+			fmt.Fprintf(progress, "round %d  %-28s %8.1f ns/op  %8.1f CPU ns/op  %d allocs/op\n", r+1, results[i].bench.name, ns, cpuNs, res.AllocsPerOp())
 		}
 	}
 	writeGoBenchTable(w, results, keys, rounds, benchtime, started)
@@ -183,9 +210,9 @@ func runGoBenchmarks(w, progress io.Writer, keys, rounds int, benchtime time.Dur
 func writeGoBenchTable(w io.Writer, results []goBenchResult, keys, rounds int, benchtime time.Duration, started time.Time) {
 	fmt.Fprintf(w, "Go benchmarks measured %s on %s, %d CPUs (GOMAXPROCS %d), %s; %d keys, every decision allowed; %d interleaved rounds of about %s per benchmark, medians.\n\n",
 		started.UTC().Format("2006-01-02 15:04 MST"), cpuModel(), runtime.NumCPU(), runtime.GOMAXPROCS(0), runtime.Version(), keys, rounds, benchtime)
-	fmt.Fprintln(w, "| benchmark | ns/op (median) | ns/op per round | allocs/op | B/op | × x/time/rate speed (median of rounds) |")
-	fmt.Fprintln(w, "|---|---:|---|---:|---:|---:|")
-	var summary []string
+	fmt.Fprintln(w, "| benchmark | ns/op (median) | ns/op per round | allocs/op | B/op | × x/time/rate speed (median of rounds) | CPU ns/op (median) | × x/time/rate by CPU time |")
+	fmt.Fprintln(w, "|---|---:|---|---:|---:|---:|---:|---:|")
+	var summary, cpuSummary []string
 	for _, r := range results {
 		var base *goBenchResult
 		for i := range results {
@@ -195,8 +222,10 @@ func writeGoBenchTable(w io.Writer, results []goBenchResult, keys, rounds int, b
 			}
 		}
 		ratios := make([]float64, len(r.nsOp))
+		cpuRatios := make([]float64, len(r.cpuOp))
 		for i := range r.nsOp {
 			ratios[i] = base.nsOp[i] / r.nsOp[i]
+			cpuRatios[i] = base.cpuOp[i] / r.cpuOp[i]
 		}
 		perRound := ""
 		for i, ns := range r.nsOp {
@@ -209,13 +238,15 @@ func writeGoBenchTable(w io.Writer, results []goBenchResult, keys, rounds int, b
 		if r.bench.baseline {
 			name += " (baseline)"
 		}
-		ratio := median(ratios)
-		fmt.Fprintf(w, "| %s | %.1f | %s | %d | %d | %.2f× |\n", name, median(r.nsOp), perRound, r.allocs, r.bytes, ratio)
+		ratio, cpuRatio := median(ratios), median(cpuRatios)
+		fmt.Fprintf(w, "| %s | %.1f | %s | %d | %d | %.2f× | %.1f | %.2f× |\n", name, median(r.nsOp), perRound, r.allocs, r.bytes, ratio, median(r.cpuOp), cpuRatio)
 		if !r.bench.baseline {
 			summary = append(summary, fmt.Sprintf("%s %.2f×", r.bench.name, ratio))
+			cpuSummary = append(cpuSummary, fmt.Sprintf("%s %.2f×", r.bench.name, cpuRatio))
 		}
 	}
 	fmt.Fprintf(w, "\nratio to x/time/rate + mutex map (goal ≥ 1.50×): %s\n", strings.Join(summary, ", "))
+	fmt.Fprintf(w, "by CPU time, steadier on a shared machine: %s\n", strings.Join(cpuSummary, ", "))
 }
 
 // mode is "serial" or "parallel" from a benchmark name.
