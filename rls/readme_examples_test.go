@@ -2,12 +2,14 @@ package rls_test
 
 import (
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
 	"github.com/rl-exporter/rl-exporter/limiter"
+	"github.com/rl-exporter/rl-exporter/rls"
 )
 
 // The domain files below are the configuration examples of
@@ -236,4 +238,49 @@ func TestREADMEExamples(t *testing.T) {
 func startOfSecond() {
 	now := time.Now()
 	time.Sleep(now.Truncate(time.Second).Add(time.Second + 5*time.Millisecond).Sub(now))
+}
+
+func TestExample8DetailedMetricLabelsByValueUpToTheCap(t *testing.T) {
+	dir := writeDir(t, map[string]string{"example8.yaml": `
+domain: example8
+descriptors:
+  - key: key1
+    detailed_metric: true
+    rate_limit:
+      unit: minute
+      requests_per_unit: 10
+  - key: key1
+    value: value1
+    rate_limit:
+      unit: minute
+      requests_per_unit: 20
+`})
+	var h *harness
+	h = start(t, limiter.NewMemoryStore(limiter.MemoryConfig{}), dir, func(c *rls.Config) {
+		c.MaxDetailedEndpoints = 2
+		// As serve does: the collector learns each new label.
+		c.OnDetailedEndpoint = func(string) {
+			eps := []string{"example8.key1", "example8.key1_value1"}
+			eps = append(eps, h.svc.DetailedEndpoints()...)
+			if err := h.col.Reconfigure(eps, []string{"free", "pro"}, "free"); err != nil {
+				t.Error(err)
+			}
+		}
+	})
+	for _, v := range []string{"unspecified_value", "unspecified_value2", "unspecified_value", "third", "value1"} {
+		h.call(t, "example8", 0, desc("key1", v))
+	}
+	for ep, want := range map[string]float64{
+		"example8.key1_unspecified_value":  2,
+		"example8.key1_unspecified_value2": 1,
+		"example8.key1":                    1, // the third value, beyond the cap of 2
+		"example8.key1_value1":             1, // a value the config names is its own rule
+	} {
+		if got := h.count(t, ep, "free", "allowed"); got != want {
+			t.Errorf("endpoint %s counted %v, want %v", ep, got, want)
+		}
+	}
+	if got := strings.Join(h.svc.DetailedEndpoints(), ","); got != "example8.key1_unspecified_value,example8.key1_unspecified_value2" {
+		t.Errorf("detailed endpoints %s", got)
+	}
 }

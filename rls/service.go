@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -47,6 +48,15 @@ type Config struct {
 	DefaultTier string
 	// TierDescriptorKey names the descriptor entry carrying the plan tier.
 	TierDescriptorKey string
+	// MaxDetailedEndpoints caps the endpoint labels that detailed_metric
+	// rules create from request values; beyond it their decisions are
+	// labelled with the rule's path. 0: always the rule's path.
+	MaxDetailedEndpoints int
+	// OnDetailedEndpoint, when set, is called (on the decision's goroutine,
+	// before the decision is recorded) when a detailed_metric rule creates a
+	// new endpoint label, so that the recorder can be told of it
+	// (DetailedEndpoints lists them all). It must be quick.
+	OnDetailedEndpoint func(endpoint string)
 	// Trace, when set, wraps every decision in a span, as for HTTP.
 	Trace httplimit.TraceFunc
 	// Logger; default discard.
@@ -63,6 +73,9 @@ type Service struct {
 	cfg     Config
 	tiers   map[string]bool
 	current atomic.Pointer[compiled]
+
+	detailedMu sync.Mutex
+	detailed   map[string]bool // endpoint labels created by detailed_metric rules
 }
 
 // compiled are Rules with one limiter per rule.
@@ -324,7 +337,7 @@ func (s *Service) decide(ctx context.Context, l *limiter.Limiter, r *rule, req *
 		cost = 1
 	}
 	key := storeKey(req.Domain, d.GetEntries()) + r.keySuffix
-	ep, tier := endpoint(r, req.Domain, d.GetEntries()), s.tier(req, d)
+	ep, tier := s.endpoint(r, req.Domain, d.GetEntries()), s.tier(req, d)
 	o := outcome{rule: r}
 	var err error
 	if s.cfg.Trace != nil {
@@ -411,9 +424,9 @@ func (s *Service) tier(req *rlsv3.RateLimitRequest, d *ratelimitv3.RateLimitDesc
 // endpoint is the metric label of a decision: the rule's path through the
 // descriptor tree (the domain, the keys, and only the values the config
 // itself names), or, with detailed_metric, the domain and the request's
-// keys and values.
-func endpoint(r *rule, domain string, entries []*ratelimitv3.RateLimitDescriptor_Entry) string {
-	if !r.detailed {
+// keys and values while fewer than MaxDetailedEndpoints such labels exist.
+func (s *Service) endpoint(r *rule, domain string, entries []*ratelimitv3.RateLimitDescriptor_Entry) string {
+	if !r.detailed || s.cfg.MaxDetailedEndpoints <= 0 {
 		return r.path
 	}
 	var b strings.Builder
@@ -424,7 +437,39 @@ func endpoint(r *rule, domain string, entries []*ratelimitv3.RateLimitDescriptor
 		b.WriteByte('_')
 		b.WriteString(e.GetValue())
 	}
-	return b.String()
+	ep := b.String()
+	s.detailedMu.Lock()
+	known, room := s.detailed[ep], len(s.detailed) < s.cfg.MaxDetailedEndpoints
+	if !known && room {
+		if s.detailed == nil {
+			s.detailed = map[string]bool{}
+		}
+		s.detailed[ep] = true
+	}
+	s.detailedMu.Unlock()
+	switch {
+	case known:
+		return ep
+	case !room:
+		return r.path
+	}
+	if s.cfg.OnDetailedEndpoint != nil {
+		s.cfg.OnDetailedEndpoint(ep)
+	}
+	return ep
+}
+
+// DetailedEndpoints returns the endpoint labels detailed_metric rules have
+// created, sorted. Safe for concurrent use.
+func (s *Service) DetailedEndpoints() []string {
+	s.detailedMu.Lock()
+	out := make([]string, 0, len(s.detailed))
+	for ep := range s.detailed {
+		out = append(out, ep)
+	}
+	s.detailedMu.Unlock()
+	sort.Strings(out)
+	return out
 }
 
 // storeKey is the limiter key of a descriptor: its domain and entries, each

@@ -74,7 +74,22 @@ func (b *Built) startGRPC(cfg *config.Config, d *Deps) (*grpcListener, error) {
 		return nil, fmt.Errorf("config %s: rls.config_dir: %w", cfg.Source, err)
 	}
 	pc := b.live.pc
+	// detailed_metric labels get the room the cardinality cap leaves beside
+	// the configured endpoints (each label set is an endpoint × a tier).
+	configured := 2 + len(rules.Limits()) // "other" and the catch-all route
+	for _, c := range pc.Classes {
+		configured += len(c.Routes)
+	}
+	detailedCap := max(0, cfg.Metrics.MaxLabelSets/max(1, len(pc.Tiers))-configured)
+	relabelNeeded := make(chan struct{}, 1)
 	svc, err := rls.New(rls.Config{
+		MaxDetailedEndpoints: detailedCap,
+		OnDetailedEndpoint: func(string) {
+			select {
+			case relabelNeeded <- struct{}{}:
+			default:
+			}
+		},
 		Store: b.store, FailPolicy: pc.FailPolicy, Timeout: pc.Timeout, Breaker: pc.Breaker, Observer: pc.Observer,
 		Recorder: d.Recorder, ResponseHeaders: cfg.RLS.ResponseHeaders, Headers: pc.Headers,
 		Tiers: pc.Tiers, DefaultTier: pc.DefaultTier, TierDescriptorKey: cfg.RLS.TierDescriptorKey, Trace: d.Trace, Logger: logger,
@@ -110,6 +125,22 @@ func (b *Built) startGRPC(cfg *config.Config, d *Deps) (*grpcListener, error) {
 			logger.Error("grpc listener stopped", slog.String("error", err.Error()))
 		}
 	}()
+	if g.labels != nil {
+		// New detailed_metric labels are given to the collector off the
+		// decision path; their first decisions may count as "other".
+		g.done.Add(1)
+		go func() {
+			defer g.done.Done()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-relabelNeeded:
+					g.relabel(nil)
+				}
+			}
+		}()
+	}
 	if cfg.Reload.Watch {
 		g.done.Add(1)
 		go func() {
@@ -164,6 +195,8 @@ func (g *grpcListener) relabel(p *httplimit.Policy) {
 	for _, r := range rules {
 		endpoints = append(endpoints, r.Endpoint)
 	}
+	endpoints = append(endpoints, g.svc.DetailedEndpoints()...)
+	endpoints = uniq(endpoints)
 	if err := g.labels.Reconfigure(endpoints, tiers, dflt); err != nil {
 		g.logger.Warn("metrics: reconfigure labels", slog.String("error", err.Error()))
 		return
@@ -223,4 +256,17 @@ func (g *grpcListener) Close() error {
 		g.done.Wait()
 	})
 	return nil
+}
+
+// uniq drops repeated strings, keeping the first of each in order.
+func uniq(in []string) []string {
+	seen := make(map[string]bool, len(in))
+	out := in[:0]
+	for _, s := range in {
+		if !seen[s] {
+			seen[s] = true
+			out = append(out, s)
+		}
+	}
+	return out
 }

@@ -288,3 +288,14 @@ func newTestPKI(t *testing.T) testPKI {
 	p.pool.AddCert(ca)
 	return p
 }
+
+func TestDetailedMetricDescriptorsGetLabelsOfTheirOwnOnMetrics(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "shop.yaml"), "domain: shop\ndescriptors:\n  - key: user\n    detailed_metric: true\n    rate_limit: {unit: day, requests_per_unit: 5}\n")
+	srv, conn := buildGRPC(t, "", dir)
+	shouldRateLimit(t, conn, "carol")
+	waitFor(t, func() bool {
+		shouldRateLimit(t, conn, "carol")
+		return strings.Contains(scrapeMain(t, srv), `rate_limit_requests_total{endpoint="shop.user_carol",plan_tier="free",status="allowed"}`)
+	})
+}
