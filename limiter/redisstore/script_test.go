@@ -153,7 +153,9 @@ func TestDecodeReplyRejectsUnexpectedShapes(t *testing.T) {
 }
 
 func TestKeysCarryOneHashTagAndNeverCollide(t *testing.T) {
-	s, err := New(redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}), Config{Prefix: "app"})
+	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+	t.Cleanup(func() { _ = client.Close() })
+	s, err := New(client, Config{Prefix: "app"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,7 +188,7 @@ func TestKeysCarryOneHashTagAndNeverCollide(t *testing.T) {
 			t.Errorf("key %q maps to %q with more than one brace pair", key, k)
 		}
 	}
-	if _, err := New(redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}), Config{Prefix: "a{b}"}); err == nil {
+	if _, err := New(client, Config{Prefix: "a{b}"}); err == nil {
 		t.Fatalf("New accepted a prefix with braces")
 	}
 }
