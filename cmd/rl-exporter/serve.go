@@ -118,7 +118,7 @@ func runServe(ctx context.Context, args []string, env environ, stdout, stderr io
 	sources := serveSources(f, set, env)
 	cfg, err := sources.Load()
 	if err != nil {
-		printConfigProblems(stderr, "serve", cmp.Or(sources.File, config.BuiltIn), err)
+		printConfigProblems(stderr, "serve", cmp.Or(sources.File, "the configuration"), err)
 		return exitFailure
 	}
 	logger := newLogger(cfg, stderr)
