@@ -162,7 +162,8 @@ func readCheckRequest(w http.ResponseWriter, r *http.Request) (CheckRequest, int
 	if err := dec.Decode(&req); err != nil {
 		return req, http.StatusBadRequest, fmt.Errorf("body is not a JSON check request: %w", err)
 	}
-	if dec.More() {
+	// More() would miss a stray '}' or ']': only whitespace may follow.
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return req, http.StatusBadRequest, errors.New("body has data after the JSON object")
 	}
 	switch {
