@@ -309,7 +309,7 @@ func (c *Config) validateMetrics(e *errs) {
 	if m.MaxLabelSets < 1 {
 		e.add("metrics.max_label_sets", "must be >= 1, got %d", m.MaxLabelSets)
 	}
-	if m.NearLimitShare <= 0 || m.NearLimitShare > 1 {
+	if !(m.NearLimitShare > 0 && m.NearLimitShare <= 1) { // NaN too
 		e.add("metrics.near_limit_share", "must be in (0, 1], got %g", m.NearLimitShare)
 	}
 	if m.TopKeys < 1 {
@@ -332,7 +332,7 @@ func (c *Config) validateTracing(e *errs) {
 	default:
 		e.add("tracing.exporter", "%q: want none, stdout, otlp-grpc or otlp-http", t.Exporter)
 	}
-	if t.SampleRatio < 0 || t.SampleRatio > 1 {
+	if !(t.SampleRatio >= 0 && t.SampleRatio <= 1) { // NaN too
 		e.add("tracing.sample_ratio", "must be in [0, 1], got %g", t.SampleRatio)
 	}
 	if t.ServiceName == "" {
