@@ -1,6 +1,7 @@
 package slo
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -11,6 +12,8 @@ import (
 	"time"
 
 	"github.com/prometheus/common/model"
+	"github.com/prometheus/prometheus/promql"
+	"github.com/prometheus/prometheus/template"
 )
 
 // LatencyBuckets are the classic bucket bounds, in seconds, of
@@ -137,6 +140,7 @@ func Compile(spec Spec, file string) (*Model, error) {
 	if _, err := url.ParseRequestURI(spec.RunbookURL); err != nil && spec.RunbookURL != "" {
 		c.fail("runbook_url", fmt.Sprintf("not a URL: %v", err))
 	}
+	c.alertTemplate("runbook_url", spec.RunbookURL)
 
 	if r := spec.RejectionRatio; r.Enabled {
 		o := &RejectionObjective{
@@ -256,12 +260,30 @@ func (c *compiler) labels(field string, l map[string]string) {
 			c.fail(field+"."+k, "set by the generator; choose another label name")
 		case !model.LabelValue(v).IsValid():
 			c.fail(field+"."+k, "label value is not valid UTF-8")
+		default:
+			c.alertTemplate(field+"."+k, v)
 		}
+	}
+}
+
+// alertTemplate fails field unless text parses as a Prometheus alert
+// template: Prometheus expands the labels and annotations of an alerting
+// rule as templates and refuses to load a rule file where one does not
+// parse (the check below is rulefmt's).
+func (c *compiler) alertTemplate(field, text string) {
+	const defs = "{{$labels := .Labels}}{{$externalLabels := .ExternalLabels}}{{$externalURL := .ExternalURL}}{{$value := .Value}}"
+	data := template.AlertTemplateData(map[string]string{}, map[string]string{}, "", promql.Sample{})
+	t := template.NewTemplateExpander(context.Background(), defs+text, "__alert_check", data, 0, nil, nil, nil)
+	if err := t.ParseTest(); err != nil {
+		c.fail(field, fmt.Sprintf("not a valid Prometheus alert template: %v", err))
 	}
 }
 
 func (c *compiler) alert(field, name string, spec Spec, a AlertSpec) Alert {
 	c.labels(field+".labels", a.Labels)
+	c.alertTemplate(field+".summary", a.Summary)
+	c.alertTemplate(field+".description", a.Description)
+	c.alertTemplate(field+".runbook_url", a.RunbookURL)
 	labels := map[string]string{}
 	for k, v := range spec.Labels {
 		labels[k] = v
