@@ -153,13 +153,17 @@ func TestGoalOnceTheBreakerOpensDecisionsOnAFrozenRedisCostWellUnderAMillisecond
 		}
 		rds.Freeze()
 		defer rds.Thaw()
+		var longest time.Duration
 		for i := 0; i < 10; i++ {
 			start := time.Now()
 			a, _ := in.decide(context.Background(), t, "k")
-			if took := time.Since(start); a.Status != "fail_open" || took < 90*time.Millisecond {
+			took := time.Since(start)
+			if a.Status != "fail_open" || took < 90*time.Millisecond {
 				t.Fatalf("decision %d: %s in %s, want fail_open after the deadline", i, a.Status, took)
 			}
+			longest = max(longest, took)
 		}
+		t.Logf("10 decisions with Redis frozen and no breaker: each waited the deadline, the longest %s", longest)
 	})
 	t.Run("with the default breaker decisions after it opens skip Redis", func(t *testing.T) {
 		in := buildInstance(t, redisConfig(rds.URL(), ""))
