@@ -19,14 +19,8 @@ import (
 
 	"github.com/rl-exporter/rl-exporter/httplimit"
 	"github.com/rl-exporter/rl-exporter/internal/redistest"
-	"github.com/rl-exporter/rl-exporter/internal/testbin"
 	"github.com/rl-exporter/rl-exporter/limiter"
 )
-
-// binary is rl-exporter, built once for this test binary.
-var binary string
-
-func TestMain(m *testing.M) { testbin.Main(m, "../cmd/rl-exporter", &binary) }
 
 // proc is a running rl-exporter serve.
 type proc struct {

@@ -15,20 +15,31 @@ import (
 // path in *binary, runs the tests and exits with their status, removing the
 // directory. Call it from TestMain; it never returns.
 func Main(m *testing.M, pkgDir string, binary *string) {
-	dir, err := os.MkdirTemp("", "rl-exporter-e2e-")
+	remove, err := Build(pkgDir, binary)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
+	}
+	code := m.Run()
+	remove()
+	os.Exit(code)
+}
+
+// Build builds the command in pkgDir statically into a temporary directory
+// and stores its path in *binary, for a TestMain that runs the tests itself
+// (for instance under a leak check). remove deletes the directory; call it
+// once the tests have ended.
+func Build(pkgDir string, binary *string) (remove func(), err error) {
+	dir, err := os.MkdirTemp("", "rl-exporter-e2e-")
+	if err != nil {
+		return nil, err
 	}
 	*binary = filepath.Join(dir, "rl-exporter")
 	build := exec.Command("go", "build", "-o", *binary, pkgDir)
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "build %s: %v\n%s", pkgDir, err, out)
 		os.RemoveAll(dir)
-		os.Exit(1)
+		return nil, fmt.Errorf("build %s: %v\n%s", pkgDir, err, out)
 	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	return func() { os.RemoveAll(dir) }, nil
 }
