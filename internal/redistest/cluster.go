@@ -422,3 +422,22 @@ func (c *ClusterServers) KeySlot(key string) (int64, error) {
 	}
 	return 0, fmt.Errorf("CLUSTER KEYSLOT %q: no node answers: %v", key, last)
 }
+
+// MoveEmptySlot gives slot, which must hold no key, to master to (an index
+// in Nodes) on every running master (CLUSTER SETSLOT … NODE): the former
+// owner then answers MOVED for it, as during a resharding, to a client
+// whose slot map is older.
+func (c *ClusterServers) MoveEmptySlot(slot, to int) error {
+	id := c.ids[c.Nodes[to]]
+	// The new owner first, so that it never redirects back.
+	order := append([]*Server{c.Nodes[to]}, c.Nodes...)
+	for _, s := range order {
+		if !s.Running() {
+			continue
+		}
+		if _, err := s.Do("CLUSTER", "SETSLOT", strconv.Itoa(slot), "NODE", id); err != nil {
+			return fmt.Errorf("CLUSTER SETSLOT %d NODE %s on %s: %w", slot, id, s.Addr(), err)
+		}
+	}
+	return nil
+}

@@ -109,7 +109,8 @@ type batcher struct {
 	senders int32
 	// one is the only lane when the store is not on a Cluster.
 	one *lane
-	// lanes are a Cluster's lanes by node address (string → *lane).
+	// lanes are a Cluster's lanes by node client (*redis.Client → *lane;
+	// go-redis keeps one client per node address).
 	lanes sync.Map
 	// routed is set once the Cluster client has a slot map.
 	routed atomic.Bool
@@ -126,6 +127,10 @@ type lane struct {
 	b       *batcher
 	queue   chan *request
 	running atomic.Int32
+	// node is a Cluster master's own client: batches go to it directly,
+	// and a group it redirects (MOVED, ASK) is sent again through the
+	// cluster client. Nil: batches go through the store's client.
+	node *redis.Client
 }
 
 func newBatcher(s *Store, cfg BatchConfig, trace BatchTracer) *batcher {
@@ -163,12 +168,15 @@ func (b *batcher) laneFor(ctx context.Context, r *request) (*lane, error) {
 		b.s.noteError(err)
 		return nil, err
 	}
-	b.routed.Store(true)
-	addr := node.Options().Addr
-	if l, ok := b.lanes.Load(addr); ok {
+	if !b.routed.Load() {
+		b.routed.Store(true)
+	}
+	if l, ok := b.lanes.Load(node); ok {
 		return l.(*lane), nil
 	}
-	l, _ := b.lanes.LoadOrStore(addr, b.newLane())
+	nl := b.newLane()
+	nl.node = node
+	l, _ := b.lanes.LoadOrStore(node, nl)
 	return l.(*lane), nil
 }
 
@@ -197,15 +205,11 @@ func (b *batcher) do(ctx context.Context, r *request, timeout time.Duration) (li
 	} else if dl, ok := ctx.Deadline(); ok {
 		r.deadline = dl
 	}
-	stop := func() {
+	ln, err := b.laneFor(ctx, r)
+	if err != nil {
 		if expired != nil {
 			r.timer.Stop()
 		}
-	}
-
-	ln, err := b.laneFor(ctx, r)
-	if err != nil {
-		stop()
 		return limiter.Decision{}, err, true
 	}
 	select {
@@ -214,7 +218,9 @@ func (b *batcher) do(ctx context.Context, r *request, timeout time.Duration) (li
 		select {
 		case ln.queue <- r:
 		case <-ctx.Done():
-			stop()
+			if expired != nil {
+				r.timer.Stop()
+			}
 			return limiter.Decision{}, ctx.Err(), true
 		case <-expired:
 			return limiter.Decision{}, errDeadline, true
@@ -224,10 +230,14 @@ func (b *batcher) do(ctx context.Context, r *request, timeout time.Duration) (li
 
 	select {
 	case <-r.done:
-		stop()
+		if expired != nil {
+			r.timer.Stop()
+		}
 		return r.d, r.err, true
 	case <-ctx.Done():
-		stop()
+		if expired != nil {
+			r.timer.Stop()
+		}
 		return limiter.Decision{}, ctx.Err(), false
 	case <-expired:
 		return limiter.Decision{}, errDeadline, false
@@ -253,6 +263,7 @@ func (ln *lane) wake() {
 func (ln *lane) send() {
 	b := ln.b
 	sd := newSender(b)
+	sd.node = ln.node
 	idle := time.NewTimer(senderIdle)
 	defer idle.Stop()
 	for {
@@ -294,6 +305,7 @@ func (ln *lane) send() {
 // sender is the reusable state of one sender goroutine.
 type sender struct {
 	b      *batcher
+	node   *redis.Client // the lane's Cluster master, or nil
 	conn   ownConn
 	via    processor // what the current batch goes through
 	batch  []*request
@@ -421,6 +433,8 @@ func (sd *sender) flush(batch []*request) {
 	sd.via = s.client
 	if conn != nil {
 		sd.via = conn
+	} else if sd.node != nil {
+		sd.via = sd.node
 	}
 	sd.exec(ctx)
 	if len(live) > 1 {
@@ -499,6 +513,13 @@ func (sd *sender) replyInts(g *group) error {
 // returns the group's error, if any.
 func (sd *sender) deliverGroup(ctx context.Context, g *group) error {
 	err := sd.replyInts(g)
+	if sd.node != nil && isRedirect(err) {
+		// The slot moved (or is moving): the cluster client follows the
+		// redirection, and the slot map is reloaded.
+		s := sd.b.s
+		s.noteError(err)
+		sd.ints, err = s.run(ctx, s.client, &s.algs[g.alg].batch, g.args, g.raw, sd.ints)
+	}
 	if isNoScript(err) {
 		sc := &sd.b.s.algs[g.alg]
 		g.args[0], g.args[1] = "eval", sc.batch.srcArg

@@ -120,6 +120,64 @@ func TestCluster(t *testing.T) {
 		}
 	})
 
+	t.Run("decisions on a slot that moved to another master follow the redirection", func(t *testing.T) {
+		run := strconv.FormatInt(time.Now().UnixNano(), 36)
+		// Keys of one slot nobody has written to yet, and the slot's owner.
+		var moved []string
+		slot := -1
+		for i := 0; len(moved) < 8 && i < 1_000_000; i++ {
+			k := "moved:" + run + ":" + strconv.Itoa(i)
+			s := redisstore.KeySlot(store.Keys(k, limiter.GCRA)[0])
+			if slot < 0 {
+				slot = s
+			}
+			if s == slot {
+				moved = append(moved, k)
+			}
+		}
+		if len(moved) < 8 {
+			t.Fatalf("found %d keys of slot %d, want 8", len(moved), slot)
+		}
+		from := cl.OwnerAtStart(slot)
+		// Route the slot through the store once, so its map is the old one.
+		if store.Shard(moved[0]) != cl.Addrs[from] {
+			t.Fatalf("shard of %q = %q before the move, want %s", moved[0], store.Shard(moved[0]), cl.Addrs[from])
+		}
+		if err := cl.MoveEmptySlot(slot, (from+1)%3); err != nil {
+			t.Fatal(err)
+		}
+		lim := limiter.Limit{Algorithm: limiter.GCRA, Rate: 2, Period: time.Hour}
+		var admitted [8]atomic.Int64
+		var wg sync.WaitGroup
+		for g := 0; g < 32; g++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := 0; i < 4; i++ {
+					k := (g + i) % len(moved)
+					d, err := store.Decide(ctx, moved[k], lim, 1)
+					if err != nil {
+						t.Errorf("decision on the moved slot: %v", err)
+						return
+					}
+					if d.Allowed {
+						admitted[k].Add(1)
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		for k := range admitted {
+			if n := admitted[k].Load(); n != 2 {
+				t.Errorf("key %d of the moved slot: admitted %d, want exactly 2", k, n)
+			}
+		}
+		// The state is on the new owner.
+		if n, err := cl.Nodes[(from+1)%3].Do("EXISTS", store.Keys(moved[0], limiter.GCRA)[0]); err != nil || n != int64(1) {
+			t.Errorf("EXISTS on the new owner = %v, %v; want 1", n, err)
+		}
+	})
+
 	t.Run("braces in a user key do not pick the slot", func(t *testing.T) {
 		slots := map[int64]bool{}
 		for i := 0; i < 32; i++ {

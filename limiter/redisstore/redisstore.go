@@ -432,6 +432,15 @@ func (s *Store) noteError(err error) {
 	s.cc.ReloadState(context.Background())
 }
 
+// isRedirect reports whether err is a Cluster redirection (MOVED or ASK).
+func isRedirect(err error) bool {
+	if err == nil {
+		return false
+	}
+	msg := err.Error()
+	return strings.HasPrefix(msg, "MOVED ") || strings.HasPrefix(msg, "ASK ")
+}
+
 // staleMapError reports whether err from a Cluster call may come from a
 // stale slot map (see noteError). A caller's own cancellation does not.
 func staleMapError(err error) bool {
