@@ -1,6 +1,7 @@
 package rls_test
 
 import (
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -20,41 +21,42 @@ import (
 func TestHeadersMatchThoseOfServesHTTPPath(t *testing.T) {
 	hc := httplimit.HeaderConfig{Legacy: true}
 	lim := limiter.Limit{Algorithm: limiter.FixedWindow, Rate: 3, Period: 24 * time.Hour, AlignWindows: true}
-	p, err := httplimit.NewPolicy(httplimit.PolicyConfig{
-		Classes: []httplimit.Class{{Name: "fixed_daily", Routes: []string{"/"}, Limits: map[string]limiter.Limit{"default": lim}}},
-		Store:   limiter.NewMemoryStore(limiter.MemoryConfig{}), Headers: hc,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	mw, err := httplimit.New(httplimit.Config{Policy: p})
-	if err != nil {
-		t.Fatal(err)
-	}
-	web := mw.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
-	dir := writeDir(t, map[string]string{"suite.yaml": suiteConfig})
-	h := start(t, limiter.NewMemoryStore(limiter.MemoryConfig{}), dir, func(c *rls.Config) { c.Headers = hc })
-
 	families := []string{"X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset", "RateLimit-Policy", "RateLimit",
 		"RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset", "Retry-After"}
-	for i := range 4 {
-		// Both answers within one second, so that the seconds they count agree.
-		startOfSecond()
-		rec := httptest.NewRecorder()
-		r := httptest.NewRequest("GET", "/", nil)
-		r.RemoteAddr = "192.0.2.1:1"
-		web.ServeHTTP(rec, r)
-		grpcHeaders := headers(h.call(t, "suite", 0, desc("fixed", "a")))
-		if rec.Header().Get("X-RateLimit-Limit") != "3" || rec.Header().Get("RateLimit-Reset") == "" {
-			t.Fatalf("request %d: HTTP headers %v, want every family with a limit of 3", i+1, rec.Header())
+	dir := writeDir(t, map[string]string{"suite.yaml": suiteConfig})
+	// The headers count seconds: both paths answer within one second.
+	inOneSecond(t, func() (problems []string) {
+		p, err := httplimit.NewPolicy(httplimit.PolicyConfig{
+			Classes: []httplimit.Class{{Name: "fixed_daily", Routes: []string{"/"}, Limits: map[string]limiter.Limit{"default": lim}}},
+			Store:   limiter.NewMemoryStore(limiter.MemoryConfig{}), Headers: hc,
+		})
+		if err != nil {
+			t.Fatal(err)
 		}
-		for _, name := range families {
-			if got, want := grpcHeaders[name], rec.Header().Get(name); got != want {
-				t.Errorf("request %d: %s is %q over gRPC, %q over HTTP", i+1, name, got, want)
+		mw, err := httplimit.New(httplimit.Config{Policy: p})
+		if err != nil {
+			t.Fatal(err)
+		}
+		web := mw.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+		h := start(t, limiter.NewMemoryStore(limiter.MemoryConfig{}), dir, func(c *rls.Config) { c.Headers = hc })
+		for i := range 4 {
+			rec := httptest.NewRecorder()
+			r := httptest.NewRequest("GET", "/", nil)
+			r.RemoteAddr = "192.0.2.1:1"
+			web.ServeHTTP(rec, r)
+			grpcHeaders := headers(h.call(t, "suite", 0, desc("fixed", "a")))
+			if rec.Header().Get("X-RateLimit-Limit") != "3" || rec.Header().Get("RateLimit-Reset") == "" {
+				t.Fatalf("request %d: HTTP headers %v, want every family with a limit of 3", i+1, rec.Header())
+			}
+			for _, name := range families {
+				if got, want := grpcHeaders[name], rec.Header().Get(name); got != want {
+					problems = append(problems, fmt.Sprintf("request %d: %s is %q over gRPC, %q over HTTP", i+1, name, got, want))
+				}
+			}
+			if i == 3 && (rec.Code != http.StatusTooManyRequests || !strings.Contains(grpcHeaders["RateLimit"], "r=0")) {
+				problems = append(problems, fmt.Sprintf("the 4th request: HTTP %d, gRPC RateLimit %q; want both refused", rec.Code, grpcHeaders["RateLimit"]))
 			}
 		}
-		if i == 3 && (rec.Code != http.StatusTooManyRequests || !strings.Contains(grpcHeaders["RateLimit"], "r=0")) {
-			t.Errorf("the 4th request: HTTP %d, gRPC RateLimit %q; want both refused", rec.Code, grpcHeaders["RateLimit"])
-		}
-	}
+		return problems
+	})
 }

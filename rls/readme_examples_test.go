@@ -1,6 +1,7 @@
 package rls_test
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -195,31 +196,38 @@ func TestREADMEExamples(t *testing.T) {
 		}
 	})
 	t.Run("example6: user-a in shadow mode is never limited, user-b is", func(t *testing.T) {
-		h := newHarness(t)
-		startOfSecond()
-		if n := admitted(t, h, "example6", desc("service", "auth-service", "user", "user-a"), 15); n != 15 {
-			t.Errorf("user-a admitted %d of 15, want all", n)
-		}
-		if s := h.count(t, "example6.service.user_user-a", "free", "shadow_rejected"); s != 5 {
-			t.Errorf("user-a's breaches counted %v, want 5 (10 per second)", s)
-		}
-		startOfSecond()
-		if n := admitted(t, h, "example6", desc("service", "auth-service", "user", "user-b"), 25); n != 20 {
-			t.Errorf("user-b admitted %d of 25, want 20", n)
-		}
+		inOneSecond(t, func() (problems []string) {
+			h := newHarness(t)
+			if n := admitted(t, h, "example6", desc("service", "auth-service", "user", "user-a"), 15); n != 15 {
+				problems = append(problems, fmt.Sprintf("user-a admitted %d of 15, want all", n))
+			}
+			if s := h.count(t, "example6.service.user_user-a", "free", "shadow_rejected"); s != 5 {
+				problems = append(problems, fmt.Sprintf("user-a's breaches counted %v, want 5 (10 per second)", s))
+			}
+			return problems
+		})
+		inOneSecond(t, func() []string {
+			h := newHarness(t)
+			if n := admitted(t, h, "example6", desc("service", "auth-service", "user", "user-b"), 25); n != 20 {
+				return []string{fmt.Sprintf("user-b admitted %d of 25, want 20", n)}
+			}
+			return nil
+		})
 	})
 	t.Run("example7: replaces drops the named limit when both apply", func(t *testing.T) {
-		h := newHarness(t)
 		d1 := desc("key_1", "value_1", "user", "bkthomps")
 		d2 := desc("key_2", "value_2", "user", "bkthomps")
-		startOfSecond()
-		resp := h.call(t, "example7", 0, d1, d2)
-		if resp.Statuses[0].CurrentLimit != nil || resp.Statuses[1].CurrentLimit.GetRequestsPerUnit() != 10 {
-			t.Fatalf("%v: want specific_limit replaced, 10 per second in force", resp)
-		}
-		if n := admitted(t, h, "example7", d1, 8); n != 5 {
-			t.Errorf("(key_1, value_1), (user, bkthomps) alone admitted %d, want 5: the replacement does not touch it", n)
-		}
+		inOneSecond(t, func() []string {
+			h := newHarness(t)
+			resp := h.call(t, "example7", 0, d1, d2)
+			if resp.Statuses[0].CurrentLimit != nil || resp.Statuses[1].CurrentLimit.GetRequestsPerUnit() != 10 {
+				return []string{fmt.Sprintf("%v: want specific_limit replaced, 10 per second in force", resp)}
+			}
+			if n := admitted(t, h, "example7", d1, 8); n != 5 {
+				return []string{fmt.Sprintf("(key_1, value_1), (user, bkthomps) alone admitted %d, want 5: the replacement does not touch it", n)}
+			}
+			return nil
+		})
 	})
 	t.Run("example9: a trailing * matches values with that prefix", func(t *testing.T) {
 		h := newHarness(t)
@@ -238,6 +246,28 @@ func TestREADMEExamples(t *testing.T) {
 func startOfSecond() {
 	now := time.Now()
 	time.Sleep(now.Truncate(time.Second).Add(time.Second + 5*time.Millisecond).Sub(now))
+}
+
+// inOneSecond runs attempt from just after a second begins, and reports
+// its problems once a run has ended within that same second; a run that a
+// busy machine stretched over two per-second windows is tried again (up
+// to 5 runs), since it says nothing about the limit.
+func inOneSecond(t *testing.T, attempt func() []string) {
+	t.Helper()
+	for range 5 {
+		startOfSecond()
+		began := time.Now().Unix()
+		problems := attempt()
+		if time.Now().Unix() != began {
+			t.Logf("a run spanned two seconds; trying again")
+			continue
+		}
+		for _, p := range problems {
+			t.Error(p)
+		}
+		return
+	}
+	t.Fatal("no run fitted in one second in 5 tries: the machine is too busy for per-second checks")
 }
 
 func TestExample8DetailedMetricLabelsByValueUpToTheCap(t *testing.T) {

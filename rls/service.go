@@ -71,7 +71,7 @@ type Config struct {
 type Service struct {
 	rlsv3.UnimplementedRateLimitServiceServer
 	cfg     Config
-	tiers   map[string]bool
+	tiers   atomic.Pointer[tierSet]
 	current atomic.Pointer[compiled]
 
 	detailedMu sync.Mutex
@@ -117,10 +117,8 @@ func New(cfg Config, rules *Rules) (*Service, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	s := &Service{cfg: cfg, tiers: map[string]bool{cfg.DefaultTier: true}}
-	for _, t := range cfg.Tiers {
-		s.tiers[t] = true
-	}
+	s := &Service{cfg: cfg}
+	s.SetTiers(cfg.Tiers, cfg.DefaultTier)
 	if rules == nil {
 		rules = &Rules{domains: map[string]*node{}}
 	}
@@ -397,8 +395,9 @@ func (s *Service) decide(ctx context.Context, l *limiter.Limiter, r *rule, req *
 // tier is the plan tier named by the TierDescriptorKey entry of d, else of
 // the request's other descriptors, when it is a known tier; else the default.
 func (s *Service) tier(req *rlsv3.RateLimitRequest, d *ratelimitv3.RateLimitDescriptor) string {
+	ts := s.tiers.Load()
 	if s.cfg.TierDescriptorKey == "" {
-		return s.cfg.DefaultTier
+		return ts.dflt
 	}
 	find := func(d *ratelimitv3.RateLimitDescriptor) (string, bool) {
 		for _, e := range d.GetEntries() {
@@ -415,10 +414,33 @@ func (s *Service) tier(req *rlsv3.RateLimitRequest, d *ratelimitv3.RateLimitDesc
 		}
 		v, ok = find(other)
 	}
-	if ok && s.tiers[v] {
+	if ok && ts.known[v] {
 		return v
 	}
-	return s.cfg.DefaultTier
+	return ts.dflt
+}
+
+// tierSet is the plan tiers decisions are labelled with.
+type tierSet struct {
+	known map[string]bool
+	dflt  string
+}
+
+// SetTiers replaces the known plan tiers and the default tier (empty: keep
+// the current default), as a reload of serve's config changes them. Safe
+// for concurrent use with decisions.
+func (s *Service) SetTiers(tiers []string, defaultTier string) {
+	if defaultTier == "" {
+		defaultTier = s.cfg.DefaultTier
+		if old := s.tiers.Load(); old != nil {
+			defaultTier = old.dflt
+		}
+	}
+	ts := &tierSet{known: map[string]bool{defaultTier: true}, dflt: defaultTier}
+	for _, t := range tiers {
+		ts.known[t] = true
+	}
+	s.tiers.Store(ts)
 }
 
 // endpoint is the metric label of a decision: the rule's path through the

@@ -40,7 +40,7 @@ descriptors:
   - key: cost
     rate_limit: {unit: day, requests_per_unit: 5}
   - key: bucket
-    rate_limit: {unit: minute, requests_per_unit: 60, algorithm: token_bucket, burst: 4}
+    rate_limit: {unit: hour, requests_per_unit: 60, algorithm: token_bucket, burst: 4}
   - key: plan
     descriptors:
       - key: user

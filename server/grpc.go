@@ -181,6 +181,8 @@ func (g *grpcListener) relabel(p *httplimit.Policy) {
 	defer g.labelsMu.Unlock()
 	if p != nil {
 		g.policy = p
+		// A reload may change the tiers: label descriptors with the new ones.
+		g.svc.SetTiers(p.Tiers(), p.DefaultTier())
 	}
 	tiers, dflt := g.tiers, g.defaultTierName
 	var endpoints []string
