@@ -35,6 +35,19 @@ test: deps ## run the whole test suite (installs what it needs)
 bench: ## run the Go benchmarks
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 
+# Fuzz targets as package:target; -fuzz runs one target of a package at a
+# time. Their seed corpora (testdata/fuzz/) run in make test as plain tests.
+FUZZTIME ?= 30s
+FUZZ_TARGETS := ./limiter/redisstore:FuzzRedisKeys ./httplimit:FuzzCheckBody \
+	./httplimit:FuzzRateLimitHeaders ./config:FuzzParse ./config:FuzzEnvOverride ./slo:FuzzLoadSpec
+
+.PHONY: fuzz
+fuzz: ## run each fuzz target for FUZZTIME (30s); a failing input is saved under the package's testdata/fuzz/
+	@set -e; for t in $(FUZZ_TARGETS); do \
+		echo "fuzz $${t#*:} in $${t%%:*} for $(FUZZTIME)"; \
+		$(GO) test -run '^$$' -fuzz "^$${t#*:}\$$" -fuzztime $(FUZZTIME) $${t%%:*}; \
+	done
+
 compare: ## compare with redis_rate, ulule/limiter and x/time/rate (bench/ module; COMPARE_FLAGS=--duration=3s)
 	@./scripts/ensure-deps.sh redis-server
 	cd bench && $(GO) run ./compare $(COMPARE_FLAGS)
