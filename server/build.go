@@ -144,9 +144,9 @@ type Built struct {
 	*Server
 	store    limiter.Store
 	observer limiter.Observer
+	guard    *limiter.Guard // shared by every policy on store, across reloads
 	mu       sync.Mutex
 	live     liveState
-	guard    *limiter.Guard // shared by every policy on store, across reloads
 	grpc     *grpcListener // nil unless server.grpc_listen is set
 }
 
@@ -156,8 +156,6 @@ func (b *Built) Store() limiter.Store { return b.store }
 // policyConfig is cfg's policy on the store, with the store's guard.
 func (b *Built) policyConfig(cfg *config.Config) (httplimit.PolicyConfig, error) {
 	pc, err := cfg.PolicyConfig(b.store, b.observer)
-	if err != nil {
-		return nil, fmt.Errorf("config %s: %w", cfg.Source, err)
 	pc.Guard = b.guard
 	return pc, err
 }
@@ -203,6 +201,8 @@ func (b *Built) setupGuard(cfg *config.Config, d Deps, closer io.Closer) (*heart
 
 func (b *Built) policy(cfg *config.Config) (*httplimit.Policy, error) {
 	pc, err := b.policyConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("config %s: %w", cfg.Source, err)
 	}
 	p, err := b.compile(pc)
 	if err != nil {

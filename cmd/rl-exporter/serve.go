@@ -149,6 +149,11 @@ func runServe(ctx context.Context, args []string, env environ, stdout, stderr io
 		fmt.Fprintf(stderr, "rl-exporter serve: register config metrics: %v\n", err)
 		return exitFailure
 	}
+	// rate_limit_slow_clients_total on /metrics.
+	if err := tel.Collector.Registry().Register(srv.Metrics()); err != nil {
+		fmt.Fprintf(stderr, "rl-exporter serve: register server metrics: %v\n", err)
+		return exitFailure
+	}
 	logger.Info("rl-exporter serve", slog.String("version", version), slog.String("config", cfg.Source),
 		slog.String("store", srv.Store().Name()), slog.String("upstream", cfg.Server.Upstream))
 	if err := srv.Serve(ctx); err != nil {
@@ -157,8 +162,3 @@ func runServe(ctx context.Context, args []string, env environ, stdout, stderr io
 	}
 	return exitOK
 }
-	// rate_limit_slow_clients_total on /metrics.
-	if err := tel.Collector.Registry().Register(srv.Metrics()); err != nil {
-		fmt.Fprintf(stderr, "rl-exporter serve: register server metrics: %v\n", err)
-		return exitFailure
-	}
