@@ -58,13 +58,15 @@ pick_port() {
   done
 }
 
-# wait_port waits until something accepts on 127.0.0.1:$1.
+# wait_port waits until something accepts on 127.0.0.1:$1; after 30 s
+# it shows the logs (which the exit removes) and stops.
 wait_port() {
-  for _ in $(seq 100); do
+  for _ in $(seq 300); do
     (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
     sleep 0.1
   done
-  echo "compare-http: nothing listens on 127.0.0.1:$1 after 10 s; logs in $dir" >&2
+  echo "compare-http: nothing listens on 127.0.0.1:$1 after 30 s; the logs:" >&2
+  tail -n 5 "$dir"/*.log "$dir"/nginx/logs/error.log >&2 2>/dev/null || true
   exit 1
 }
 
