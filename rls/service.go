@@ -29,11 +29,13 @@ import (
 type Config struct {
 	// Store is where decisions are made. Required.
 	Store limiter.Store
-	// FailPolicy, Timeout, Breaker and Observer configure every limiter
-	// (see limiter.Config).
+	// FailPolicy, Timeout, Breaker, Guard and Observer configure every
+	// limiter (see limiter.Config). Guard, when set, is shared with serve's
+	// HTTP limiters on the same store: one breaker and one local fallback.
 	FailPolicy limiter.FailPolicy
 	Timeout    time.Duration
 	Breaker    limiter.BreakerConfig
+	Guard      *limiter.Guard
 	Observer   limiter.Observer
 	// Recorder is told of every decision (the collector); nil: none.
 	Recorder limiter.Recorder
@@ -138,10 +140,7 @@ func (s *Service) Swap(rules *Rules) error {
 				return
 			}
 			var l *limiter.Limiter
-			l, err = limiter.New(limiter.Config{
-				Limit: r.limit, Store: s.cfg.Store, FailPolicy: s.cfg.FailPolicy,
-				Timeout: s.cfg.Timeout, Observer: s.cfg.Observer, Breaker: s.cfg.Breaker,
-			})
+			l, err = s.newLimiter(r.limit)
 			if err != nil {
 				err = fmt.Errorf("rls: %s: %w", r.path, err)
 				return
@@ -154,6 +153,14 @@ func (s *Service) Swap(rules *Rules) error {
 	}
 	s.current.Store(c)
 	return nil
+}
+
+// newLimiter returns a limiter of lim on the engine of the Config.
+func (s *Service) newLimiter(lim limiter.Limit) (*limiter.Limiter, error) {
+	return limiter.New(limiter.Config{
+		Limit: lim, Store: s.cfg.Store, FailPolicy: s.cfg.FailPolicy, Timeout: s.cfg.Timeout,
+		Observer: s.cfg.Observer, Breaker: s.cfg.Breaker, Guard: s.cfg.Guard,
+	})
 }
 
 // Rules returns the rules in force.
@@ -280,10 +287,7 @@ func (s *Service) override(c *compiled, domain string, d *ratelimitv3.RateLimitD
 	if k.perUnit == 0 {
 		r.blocked = true
 	} else {
-		l, err := limiter.New(limiter.Config{
-			Limit: r.limit, Store: s.cfg.Store, FailPolicy: s.cfg.FailPolicy,
-			Timeout: s.cfg.Timeout, Observer: s.cfg.Observer, Breaker: s.cfg.Breaker,
-		})
+		l, err := s.newLimiter(r.limit)
 		if err != nil {
 			return nil, err
 		}

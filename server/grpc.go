@@ -90,7 +90,7 @@ func (b *Built) startGRPC(cfg *config.Config, d *Deps) (*grpcListener, error) {
 			default:
 			}
 		},
-		Store: b.store, FailPolicy: pc.FailPolicy, Timeout: pc.Timeout, Breaker: pc.Breaker, Observer: pc.Observer,
+		Store: b.store, FailPolicy: pc.FailPolicy, Timeout: pc.Timeout, Breaker: pc.Breaker, Guard: pc.Guard, Observer: pc.Observer,
 		Recorder: d.Recorder, ResponseHeaders: cfg.RLS.ResponseHeaders, Headers: pc.Headers,
 		Tiers: pc.Tiers, DefaultTier: pc.DefaultTier, TierDescriptorKey: cfg.RLS.TierDescriptorKey, Trace: d.Trace, Logger: logger,
 	}, rules)

@@ -29,6 +29,7 @@ import (
 	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
 
 	"github.com/rl-exporter/rl-exporter/config"
+	"github.com/rl-exporter/rl-exporter/internal/redistest"
 	"github.com/rl-exporter/rl-exporter/server"
 )
 
@@ -40,14 +41,15 @@ descriptors:
 
 // buildGRPC builds serve from yaml (with the rls dir and the gRPC
 // listener) with the collector wired in, and returns it with a client.
-func buildGRPC(t *testing.T, extra string, rlsDir string) (*server.Built, *grpc.ClientConn) {
+func buildGRPC(t *testing.T, extra string, rlsDir string, sections ...string) (*server.Built, *grpc.ClientConn) {
 	t.Helper()
 	cfg, err := config.Parse("rl.yaml", []byte(fmt.Sprintf(`
 server: {listen: "127.0.0.1:0", grpc_listen: "127.0.0.1:0"%s}
 rls: {config_dir: %q}
 reload: {watch: true, interval: 100ms}
 tiers: {names: [free, pro], default: free}
-`, extra, rlsDir)))
+%s
+`, extra, rlsDir, strings.Join(sections, "\n"))))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -298,4 +300,24 @@ func TestDetailedMetricDescriptorsGetLabelsOfTheirOwnOnMetrics(t *testing.T) {
 		shouldRateLimit(t, conn, "carol")
 		return strings.Contains(scrapeMain(t, srv), `rate_limit_requests_total{endpoint="shop.user_carol",plan_tier="free",status="allowed"}`)
 	})
+}
+
+func TestTheGRPCListenerAnswersPerFailPolicyWhenRedisIsDown(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "shop.yaml"), fmt.Sprintf(grpcDomain, 5))
+	redis := redistest.Single(t)
+	redis.Stop()
+	for policy, want := range map[string]rlsv3.RateLimitResponse_Code{
+		"open": rlsv3.RateLimitResponse_OK, "closed": rlsv3.RateLimitResponse_OVER_LIMIT,
+	} {
+		t.Run(policy, func(t *testing.T) {
+			srv, conn := buildGRPC(t, "", dir, fmt.Sprintf("store: {type: redis, fail_policy: %s, redis: {url: %q}}", policy, redis.URL()))
+			if got := shouldRateLimit(t, conn, "dave").OverallCode; got != want {
+				t.Errorf("fail_policy %s with Redis down: %v, want %v", policy, got, want)
+			}
+			if m := scrapeMain(t, srv); !strings.Contains(m, `endpoint="shop.user",plan_tier="free",status="fail_`+policy+`"} 1`) {
+				t.Errorf("/metrics does not count the decision as fail_%s", policy)
+			}
+		})
+	}
 }
