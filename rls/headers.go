@@ -2,6 +2,7 @@ package rls
 
 import (
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/dunglas/httpsfv"
@@ -15,7 +16,8 @@ import (
 // (Unix time), the draft-10 RateLimit-Policy and RateLimit fields, the
 // legacy RateLimit-Limit/-Remaining/-Reset trio, and Retry-After when
 // refused. httplimit keeps its writer unexported, so the same arithmetic
-// is kept here; the tests pin both to the same values.
+// is kept here; the tests pin both to the same values. policy is the
+// policy name already serialized as a structured-field item (policyItem).
 func renderHeaders(hc httplimit.HeaderConfig, policy string, lim limiter.Limit, d limiter.Decision, now time.Time) [][2]string {
 	quota := d.Limit
 	if quota == 0 {
@@ -43,18 +45,10 @@ func renderHeaders(hc httplimit.HeaderConfig, policy string, lim limiter.Limit, 
 			[2]string{"X-RateLimit-Reset", itoa(resetUnix)})
 	}
 	if !hc.OmitRateLimit {
-		pol := httpsfv.NewItem(policy)
-		pol.Params.Add("q", quota)
-		pol.Params.Add("w", window)
-		if v, err := httpsfv.Marshal(httpsfv.List{pol}); err == nil {
-			out = append(out, [2]string{"RateLimit-Policy", v})
-		}
-		cur := httpsfv.NewItem(policy)
-		cur.Params.Add("r", remaining)
-		cur.Params.Add("t", t)
-		if v, err := httpsfv.Marshal(httpsfv.List{cur}); err == nil {
-			out = append(out, [2]string{"RateLimit", v})
-		}
+		// A one-item list with integer parameters, as httpsfv writes it.
+		out = append(out,
+			[2]string{"RateLimit-Policy", policy + ";q=" + itoa(quota) + ";w=" + itoa(window)},
+			[2]string{"RateLimit", policy + ";r=" + itoa(remaining) + ";t=" + itoa(t)})
 	}
 	if hc.Legacy {
 		out = append(out,
@@ -74,4 +68,21 @@ func ceilSeconds(d time.Duration) int64 {
 		return 0
 	}
 	return int64((d + time.Second - 1) / time.Second)
+}
+
+// policyItem serializes a policy name as a structured-field string item
+// (quoted, escaped), once per rule rather than once per answer.
+func policyItem(name string) string {
+	v, err := httpsfv.Marshal(httpsfv.NewItem(name))
+	if err != nil {
+		// Not a valid sf-string (a control or non-ASCII character): a token
+		// of the name's safe characters still names the policy.
+		return `"` + strings.Map(func(r rune) rune {
+			if r < 0x20 || r > 0x7e || r == '"' || r == '\\' {
+				return '_'
+			}
+			return r
+		}, name) + `"`
+	}
+	return v
 }

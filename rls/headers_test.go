@@ -60,3 +60,17 @@ func TestHeadersMatchThoseOfServesHTTPPath(t *testing.T) {
 		return problems
 	})
 }
+
+func TestPolicyNamesAreQuotedAndEscapedAsStructuredFieldStrings(t *testing.T) {
+	dir := writeDir(t, map[string]string{"q.yaml": `
+domain: q
+descriptors:
+  - key: a
+    rate_limit: {unit: day, requests_per_unit: 2, name: 'say "hi"'}
+`})
+	h := start(t, limiter.NewMemoryStore(limiter.MemoryConfig{}), dir, nil)
+	got := headers(h.call(t, "q", 0, desc("a", "x")))["RateLimit-Policy"]
+	if want := `"say \"hi\"";q=2;w=86400`; got != want {
+		t.Errorf("RateLimit-Policy %s, want %s", got, want)
+	}
+}

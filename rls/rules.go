@@ -123,6 +123,16 @@ type rule struct {
 	// keySuffix keeps the counts of a request's limit override apart
 	// from those of the files' rule for the same descriptor.
 	keySuffix string
+	// sfPolicy is policyName serialized for the RateLimit headers.
+	sfPolicy string
+}
+
+// policyName names the rule in the RateLimit headers: its name, else its path.
+func (r *rule) policyName() string {
+	if r.name != "" {
+		return r.name
+	}
+	return r.path
 }
 
 // LoadDir reads every *.yaml and *.yml file of dir (not its
@@ -234,6 +244,7 @@ func compileLevel(file, parent string, into *node, ds []Descriptor) error {
 func compileRule(d Descriptor, path string) (*rule, error) {
 	rl := d.RateLimit
 	r := &rule{path: path, shadow: d.ShadowMode, detailed: d.DetailedMetric, name: rl.Name, unlimited: rl.Unlimited}
+	r.sfPolicy = policyItem(r.policyName())
 	for i, rep := range rl.Replaces {
 		if rep.Name == "" {
 			return nil, fmt.Errorf("replaces[%d]: name: required", i)

@@ -283,6 +283,7 @@ func (s *Service) override(c *compiled, domain string, d *ratelimitv3.RateLimitD
 	}
 	r := &rule{path: k.path, unit: unit, perUnit: k.perUnit, keySuffix: fmt.Sprintf("|limit=%d/%s", k.perUnit, period),
 		limit: limiter.Limit{Algorithm: limiter.FixedWindow, Rate: int64(k.perUnit), Period: period, AlignWindows: true}}
+	r.sfPolicy = policyItem(r.policyName())
 	o := &overridden{rule: r}
 	if k.perUnit == 0 {
 		r.blocked = true
@@ -541,9 +542,9 @@ func (r *Rules) matchDescriptor(domain string, d *ratelimitv3.RateLimitDescripto
 
 // headerValues renders the enabled header families for o.
 func headerValues(hc httplimit.HeaderConfig, o *outcome, now time.Time) []*corev3.HeaderValue {
-	policy := o.rule.name
+	policy := o.rule.sfPolicy
 	if policy == "" {
-		policy = o.rule.path
+		policy = policyItem(o.rule.policyName())
 	}
 	var out []*corev3.HeaderValue
 	for _, h := range renderHeaders(hc, policy, o.rule.limit, o.d, now) {
