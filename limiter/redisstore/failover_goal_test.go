@@ -3,6 +3,7 @@
 package redisstore_test
 
 import (
+	"strconv"
 	"testing"
 	"time"
 
@@ -12,8 +13,10 @@ import (
 )
 
 // failoverMargin is how much later than its deadline a decision may end
-// during a failover run.
-const failoverMargin = 250 * time.Millisecond
+// during a failover run: enough for a loaded machine's scheduling stalls
+// (up to ~0.8 s seen with a load average of 18 on 2 cores), far less than
+// a dial timeout or a wait on a dead node.
+const failoverMargin = time.Second
 
 // A Redis Cluster of 3 masters with a replica each (cluster-node-timeout
 // 2 s, cluster-require-full-coverage no), 100 callers on keys spread over
@@ -36,9 +39,7 @@ func TestGoalClusterMasterKilledUnderLoadFailsOnlyItsSlotsUntilThePromotion(t *t
 	if back > 2*time.Second {
 		t.Errorf("decisions on the killed master's slots failed wholesale until %s after its replica's promotion, want ≤ 2s", back)
 	}
-	if share, n := lostShareAfter(r.outs, r.lost, r.promotedAfter+2*time.Second); share > 0.01 {
-		t.Errorf("from 2s after the promotion on, %.2f%% of %d decisions on the killed master's slots failed, want ≤ 1%%", 100*share, n)
-	}
+	checkBackAfter(t, r.outs, r.lost, r.promotedAfter+2*time.Second, "from 2s after the promotion on, on the killed master's slots")
 	checkDeadlines(t, r.outs)
 }
 
@@ -50,16 +51,14 @@ func TestGoalClusterMasterKilledUnderLoadFailsOnlyItsSlotsUntilThePromotion(t *t
 func TestGoalClusterWithFullCoverageRecoversEveryMasterWithinSecondsOfThePromotion(t *testing.T) {
 	r := clusterFailover(t, redistest.ClusterConfig{NodeTimeout: 2 * time.Second}, func(addrs []string) *redisstore.Store {
 		return newStore(t, redisstore.ClientConfig{ClusterAddrs: addrs})
-	}, nil, 100, 3*time.Second)
+	}, nil, 100, 4*time.Second)
 	for g := 0; g < 3; g++ {
 		back := lostBack(r.outs, g, r.promotedAfter) - r.promotedAfter
 		t.Logf("master %d's keys back %s after the promotion", g, back)
 		if back > 2*time.Second {
 			t.Errorf("master %d's keys failed wholesale until %s after the promotion, want ≤ 2s", g, back)
 		}
-		if share, n := lostShareAfter(r.outs, g, r.promotedAfter+2*time.Second); share > 0.01 {
-			t.Errorf("from 2s after the promotion on, %.2f%% of %d decisions on master %d's keys failed, want ≤ 1%%", 100*share, n, g)
-		}
+		checkBackAfter(t, r.outs, g, r.promotedAfter+2*time.Second, "from 2s after the promotion on, on master "+strconv.Itoa(g)+"'s keys")
 	}
 	checkDeadlines(t, r.outs)
 }
@@ -79,9 +78,7 @@ func TestGoalSentinelPrimaryKilledUnderLoadIsFollowedWithinSeconds(t *testing.T)
 	if back > 2*time.Second {
 		t.Errorf("decisions failed wholesale until %s after the Sentinel named the new primary, want ≤ 2s", back)
 	}
-	if share, n := lostShareAfter(r.outs, 0, r.switchedAfter+2*time.Second); share > 0.01 {
-		t.Errorf("from 2s after the switch on, %.2f%% of %d decisions failed, want ≤ 1%%", 100*share, n)
-	}
+	checkBackAfter(t, r.outs, 0, r.switchedAfter+2*time.Second, "from 2s after the switch on")
 	checkDeadlines(t, r.outs)
 }
 
