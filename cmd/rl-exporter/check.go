@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/rl-exporter/rl-exporter/config"
+	"github.com/rl-exporter/rl-exporter/rls"
 )
 
 // runCheck validates the file as serve would load it, the files it names
@@ -42,7 +43,16 @@ func runCheck(_ context.Context, args []string, _ environ, stdout, stderr io.Wri
 		printConfigProblems(stderr, "check", *file, err)
 		return exitFailure
 	}
-	fmt.Fprintf(stdout, "%s: valid (%d classes, %d tiers, store %s)\n", *file, len(cfg.Classes), len(cfg.Tiers.Names), cfg.Store.Type)
+	domains := ""
+	if cfg.Server.GRPCListen != "" {
+		rules, err := rls.LoadDir(cfg.RLSConfigDir())
+		if err != nil {
+			printConfigProblems(stderr, "check", *file, fmt.Errorf("rls.config_dir: %w", err))
+			return exitFailure
+		}
+		domains = fmt.Sprintf(", rls domains %s", strings.Join(rules.Domains(), " "))
+	}
+	fmt.Fprintf(stdout, "%s: valid (%d classes, %d tiers, store %s%s)\n", *file, len(cfg.Classes), len(cfg.Tiers.Names), cfg.Store.Type, domains)
 	return exitOK
 }
 

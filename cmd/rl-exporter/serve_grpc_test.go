@@ -33,3 +33,19 @@ func TestServeGRPCListenFlagTurnsTheGRPCListenerOn(t *testing.T) {
 		}
 	})
 }
+
+func TestCheckReportsAnInvalidRLSDomainFile(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "d.yaml"), []byte("domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: fortnight, requests_per_unit: 1}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	conf := filepath.Join(dir, "rl.yaml")
+	if err := os.WriteFile(conf, []byte("server: {grpc_listen: \"127.0.0.1:0\"}\nrls: {config_dir: .}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), []string{"check", "--config", conf}, nil, &stdout, &stderr)
+	if code == exitOK || !strings.Contains(stderr.String(), "d.yaml") || !strings.Contains(stderr.String(), "d.k: rate_limit: unit") {
+		t.Fatalf("exit %d, stderr %q; want the domain file and descriptor named", code, stderr.String())
+	}
+}
