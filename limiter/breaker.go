@@ -22,6 +22,13 @@ type BreakerConfig struct {
 	Store string
 	// Observer, when set, is told of every change of state.
 	Observer CircuitObserver
+	// MinFailing is how long the consecutive failures must also have gone
+	// on before the circuit opens; 0: no minimum. With it, a store that
+	// fails only some calls while answering others in between — a Redis
+	// Cluster that lost one master, whose keys fail while the other
+	// masters' succeed — does not open the circuit for every key, however
+	// the failures interleave. serve uses DefaultMinFailing.
+	MinFailing time.Duration
 }
 
 // Defaults of BreakerConfig, as serve applies them.
@@ -30,6 +37,9 @@ const (
 	DefaultThreshold = 5
 	// DefaultCooldown is how long an open circuit waits before a probe.
 	DefaultCooldown = time.Second
+	// DefaultMinFailing is how long serve's breaker needs the store to
+	// have failed without a success before it opens.
+	DefaultMinFailing = 100 * time.Millisecond
 )
 
 // CircuitState is the state of a circuit breaker. Its numeric values are
@@ -76,6 +86,8 @@ type CircuitBreaker struct {
 	failures atomic.Int64 // consecutive failures while closed
 	mu       sync.Mutex
 	openTill time.Time
+	// firstFailure is when the current run of consecutive failures began.
+	firstFailure time.Time
 }
 
 // NewCircuitBreaker returns a closed breaker, or nil when cfg.Threshold is
@@ -145,7 +157,12 @@ func (b *CircuitBreaker) record(ok bool) {
 			b.failures.Store(0)
 			return
 		}
-		if b.failures.Add(1) >= int64(b.cfg.Threshold) {
+		n := b.failures.Add(1)
+		now := b.cfg.Now()
+		if n == 1 {
+			b.firstFailure = now
+		}
+		if n >= int64(b.cfg.Threshold) && now.Sub(b.firstFailure) >= b.cfg.MinFailing {
 			b.openLocked()
 		}
 	}

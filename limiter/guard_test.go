@@ -269,3 +269,43 @@ func TestShareDividesRateAndBurstAndNeverGoesBelowOne(t *testing.T) {
 		})
 	}
 }
+
+func TestAStoreThatStillAnswersSomeCallsDoesNotOpenTheCircuit(t *testing.T) {
+	clock := newFakeClock()
+	obs := &transitions{}
+	b := limiter.NewGuard(limiter.GuardConfig{Store: "cluster", Breaker: limiter.BreakerConfig{
+		Threshold: 5, MinFailing: 100 * time.Millisecond, Now: clock.Now, Observer: obs}})
+	store := &failingStore{healthy: limiter.NewMemoryStore(limiter.MemoryConfig{Now: clock.Now})}
+	l, err := limiter.New(limiter.Config{Limit: limiter.PerMinute(limiter.GCRA, 1_000_000), Store: store, Guard: b})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// One master of three lost: runs of failures (up to 8 in a row, 1ms
+	// apart) between answers, for two seconds.
+	for i := 0; i < 2000; i++ {
+		clock.Advance(time.Millisecond)
+		if i%10 < 8 {
+			store.setErr(errStoreDown)
+		} else {
+			store.setErr(nil)
+		}
+		_, _ = l.Allow(context.Background(), "k")
+	}
+	if got := obs.list(); got != "" {
+		t.Fatalf("a store answering every tenth call opened the circuit: %s", got)
+	}
+	// Now it fails everything: the circuit opens once 100ms have passed.
+	store.setErr(errStoreDown)
+	for i := 0; i < 99; i++ {
+		clock.Advance(time.Millisecond)
+		_, _ = l.Allow(context.Background(), "k")
+	}
+	if s := b.Breaker().State(); s != limiter.CircuitClosed {
+		t.Fatalf("state %s after 99ms of failures, want closed until 100ms", s)
+	}
+	clock.Advance(2 * time.Millisecond)
+	_, _ = l.Allow(context.Background(), "k")
+	if s := b.Breaker().State(); s != limiter.CircuitOpen {
+		t.Fatalf("state %s after over 100ms of nothing but failures, want open", s)
+	}
+}

@@ -176,6 +176,7 @@ func (b *Built) setupGuard(cfg *config.Config, d Deps, closer io.Closer) (*heart
 		Logger: logger,
 		Breaker: limiter.BreakerConfig{
 			Threshold: sc.Breaker.Threshold, Cooldown: sc.Breaker.Cooldown, Observer: d.Circuit,
+			MinFailing: limiter.DefaultMinFailing,
 		},
 		Local: limiter.LocalConfig{MinInstances: sc.Local.MinInstances, MaxKeys: sc.Local.MaxKeys},
 	}

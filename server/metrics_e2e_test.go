@@ -284,18 +284,20 @@ classes:
 	if got := after.get(t, requests(limiter.StatusAllowed)); got != up1 {
 		t.Errorf(`requests_total{status="allowed"} = %v after the outage, want still %d`, got, up1)
 	}
-	// The breaker (on by default, threshold 5) lets the first five
-	// failures reach the store; the next decisions skip it.
-	const reached = 5
-	if got := after.sum(`rate_limit_store_errors_total{kind="error"`); got != reached {
-		t.Errorf(`rate_limit_store_errors_total{kind="error"} = %v, want %d: a refused connection is an error, and the breaker stops the calls after %d`, got, reached, reached)
+	// The breaker (on by default) lets at least five failures reach the
+	// store (more when they take less than 100ms), then the decisions skip
+	// it: each decision is one or the other.
+	reached := after.sum(`rate_limit_store_errors_total{kind="error"`)
+	skipped := after.sum(`rate_limit_fail_open_total{endpoint="/",reason="circuit_open"`)
+	if reached < 5 || reached+skipped != down {
+		t.Errorf(`rate_limit_store_errors_total{kind="error"} = %v and fail_open_total{reason="circuit_open"} = %v: want at least 5 refused calls counted as errors, and the two to add up to the %d decisions`, reached, skipped, down)
 	}
-	if got := after.sum(`rate_limit_fail_open_total{endpoint="/",reason="circuit_open"`); got != down-reached {
-		t.Errorf(`rate_limit_fail_open_total{reason="circuit_open"} = %v, want the %d decisions after the breaker opened`, got, down-reached)
+	if got := after.sum(`rate_limit_store_errors_total{kind="timeout"`); got != 0 {
+		t.Errorf(`rate_limit_store_errors_total{kind="timeout"} = %v: a refused connection is not a timeout`, got)
 	}
 	// Failed calls went to the store too and are observed at their elapsed time.
 	if got := after.get(t, series("rate_limit_redis_duration_seconds_count", "operation", "sliding_window")); got != up1+reached {
-		t.Errorf("redis_duration_seconds has %v observations, want one per store call: %d", got, up1+reached)
+		t.Errorf("redis_duration_seconds has %v observations, want one per store call: %v", got, up1+reached)
 	}
 }
 
