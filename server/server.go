@@ -392,8 +392,11 @@ func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
 
 // proxy forwards to upstream, appending the client to X-Forwarded-For.
 func (s *Server) proxy(upstream *url.URL) http.Handler {
+	transport := NewTransport(s.cfg.UpstreamTransport)
+	// Idle upstream connections close after the drain, with the store.
+	s.cfg.Closers = append(s.cfg.Closers, idleCloser{transport})
 	return &httputil.ReverseProxy{
-		Transport:  NewTransport(s.cfg.UpstreamTransport),
+		Transport:  transport,
 		BufferPool: &bufferPool{},
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(upstream)

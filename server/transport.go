@@ -118,6 +118,16 @@ func NewTransport(cfg TransportConfig) *http.Transport {
 	return t
 }
 
+// idleCloser closes a Transport's idle connections (and so their
+// goroutines) when the server's Closers are closed.
+type idleCloser struct{ t *http.Transport }
+
+// Close implements io.Closer; it never fails.
+func (c idleCloser) Close() error {
+	c.t.CloseIdleConnections()
+	return nil
+}
+
 // bufferPool lends the reverse proxy its copy buffers
 // (httputil.BufferPool). It is safe for concurrent use and, once warm,
 // allocates nothing: a returned buffer is kept in a *[]byte holder taken

@@ -220,3 +220,48 @@ func TestASlowUpstreamGets502AfterTheResponseHeaderTimeout(t *testing.T) {
 		t.Errorf("the 502 came after %s; want soon after the 200ms response header timeout", el)
 	}
 }
+
+func TestIdleUpstreamConnectionsCloseWhenServeStops(t *testing.T) {
+	var open atomic.Int64
+	up := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, "hello\n")
+	}))
+	up.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		switch st {
+		case http.StateNew:
+			open.Add(1)
+		case http.StateClosed, http.StateHijacked:
+			open.Add(-1)
+		}
+	}
+	up.Start()
+	defer up.Close()
+	u, _ := url.Parse(up.URL)
+	p, err := httplimit.NewPolicy(httplimit.PolicyConfig{Store: limiter.NewMemoryStore(limiter.MemoryConfig{})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mw, _ := httplimit.New(httplimit.Config{Policy: p})
+	srv, err := server.New(server.Config{Listen: "127.0.0.1:0", Upstream: u, Middleware: mw})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx) }()
+	load(t, "http://"+srv.Addr("main"), 4, 5)
+	if open.Load() == 0 {
+		t.Fatal("no upstream connection open after the requests: the proxy keeps none for reuse")
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Serve: %v", err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for open.Load() > 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := open.Load(); n != 0 {
+		t.Errorf("%d upstream connections still open after serve stopped; want them closed", n)
+	}
+}
