@@ -43,10 +43,7 @@ FUZZ_TARGETS := ./limiter/redisstore:FuzzRedisKeys ./httplimit:FuzzCheckBody \
 
 .PHONY: fuzz
 fuzz: ## run each fuzz target for FUZZTIME (30s); a failing input is saved under the package's testdata/fuzz/
-	@set -e; for t in $(FUZZ_TARGETS); do \
-		echo "fuzz $${t#*:} in $${t%%:*} for $(FUZZTIME)"; \
-		$(GO) test -run '^$$' -fuzz "^$${t#*:}\$$" -fuzztime $(FUZZTIME) $${t%%:*}; \
-	done
+	GO=$(GO) ./scripts/fuzz.sh $(FUZZTIME) $(FUZZ_TARGETS)
 
 compare: ## compare with redis_rate, ulule/limiter and x/time/rate (bench/ module; COMPARE_FLAGS=--duration=3s)
 	@./scripts/ensure-deps.sh redis-server
