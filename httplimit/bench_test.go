@@ -15,7 +15,7 @@ import (
 //	go test -run '^$' -bench Middleware -benchmem ./httplimit
 const (
 	middlewareAllocBudget = 6
-	checkAllocBudget      = 22
+	checkAllocBudget      = 12
 )
 
 // discardWriter is a ResponseWriter that keeps only its header map, cleared

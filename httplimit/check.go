@@ -143,13 +143,16 @@ func (m *Middleware) CheckHandler() http.Handler {
 				p.headers.write(w.Header(), o.n)
 			}
 		}
-		writeJSON(w, "application/json", code, resp)
+		writeCheckResponse(w, code, &resp)
 	})
 }
 
 func readCheckRequest(w http.ResponseWriter, r *http.Request) (CheckRequest, int, error) {
 	var req CheckRequest
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxCheckBody))
+	buf := checkBodies.Get().(*[]byte)
+	body, err := readBody((*buf)[:0], http.MaxBytesReader(w, r.Body, MaxCheckBody))
+	*buf = body[:0]
+	defer checkBodies.Put(buf)
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
@@ -157,14 +160,16 @@ func readCheckRequest(w http.ResponseWriter, r *http.Request) (CheckRequest, int
 		}
 		return req, http.StatusBadRequest, fmt.Errorf("read body: %w", err)
 	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
-		return req, http.StatusBadRequest, fmt.Errorf("body is not a JSON check request: %w", err)
-	}
-	// More() would miss a stray '}' or ']': only whitespace may follow.
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return req, http.StatusBadRequest, errors.New("body has data after the JSON object")
+	if !decodePlainCheckRequest(body, &req) {
+		dec := json.NewDecoder(bytes.NewReader(body))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&req); err != nil {
+			return req, http.StatusBadRequest, fmt.Errorf("body is not a JSON check request: %w", err)
+		}
+		// More() would miss a stray '}' or ']': only whitespace may follow.
+		if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+			return req, http.StatusBadRequest, errors.New("body has data after the JSON object")
+		}
 	}
 	switch {
 	case req.Key == "":
