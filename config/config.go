@@ -629,8 +629,10 @@ func FromKoanf(name string, k *koanf.Koanf) (*Config, error) {
 			mapstructure.StringToSliceHookFunc(","),
 		),
 		ErrorUnused: true,
-		Result:      &c,
-		TagName:     "koanf",
+		// Keys match exactly: "Classes" is an unknown key, as "Server" is.
+		MatchName: func(key, field string) bool { return key == field },
+		Result:    &c,
+		TagName:   "koanf",
 	}})
 	c.Source = name
 	if name != BuiltIn {
