@@ -310,6 +310,8 @@ func Decode(data []byte, name string) (Spec, error) {
 			WeaklyTypedInput: false,
 			TagName:          "koanf",
 			Squash:           true,
+			// Fields match exactly: "Job" is an unknown field, not "job".
+			MatchName: func(key, field string) bool { return key == field },
 		},
 	})
 	var errs []error

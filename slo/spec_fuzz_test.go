@@ -5,8 +5,11 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/knadh/koanf/parsers/yaml"
 )
 
 // fuzzSpec is the name fuzzed specs are loaded under; every error must
@@ -14,8 +17,9 @@ import (
 const fuzzSpec = "fuzz-slo.yaml"
 
 // FuzzLoadSpec loads any file as an SLO spec. It never panics; a spec it
-// refuses gets errors that are each a FieldError naming the file; and a
-// spec it accepts generates a rule file that Prometheus's own loader
+// refuses gets errors that are each a FieldError naming the file; a spec
+// with a field the spec does not have is refused; and a spec it accepts
+// generates a rule file that Prometheus's own loader
 // accepts, the same bytes each time, and an Alertmanager configuration.
 // (The promtool tests generated beside the rules take about 0.1 s per
 // spec, too slow to fuzz; the golden and drift tests cover them.)
@@ -55,6 +59,9 @@ func FuzzLoadSpec(f *testing.F) {
 			}
 			return
 		}
+		if unknown := unknownField(data); unknown != "" {
+			t.Fatalf("spec %q: accepted with the unknown field %q", data, unknown)
+		}
 		rules := generateRules(t, data, m)
 		if again := generateRules(t, data, m); !bytes.Equal(rules, again) {
 			t.Fatalf("spec %q: two generations of the rules differ:\n%s\n%s", data, rules, again)
@@ -92,4 +99,62 @@ func generateRules(t *testing.T, data []byte, m *Model) []byte {
 		t.Fatalf("spec %q: accepted, but writing its rules fails: %v", data, err)
 	}
 	return buf.Bytes()
+}
+
+// unknownField returns a key of the YAML document data that names no field
+// of Spec (following koanf tags, squashed embedded structs and map values),
+// or "" when every key is known or data is not a YAML mapping.
+func unknownField(data []byte) string {
+	doc, err := yaml.Parser().Unmarshal(data) // as Decode reads it
+	if err != nil {
+		return ""
+	}
+	var walk func(m map[string]any, t reflect.Type, path string) string
+	walk = func(m map[string]any, t reflect.Type, path string) string {
+		for k, sub := range m {
+			next, known := fieldType(t, k)
+			if !known {
+				return strings.TrimPrefix(path+"."+k, ".")
+			}
+			if sm, isMap := sub.(map[string]any); isMap && next != nil {
+				if u := walk(sm, next, path+"."+k); u != "" {
+					return u
+				}
+			}
+		}
+		return ""
+	}
+	return walk(doc, reflect.TypeOf(Spec{}), "")
+}
+
+// fieldType is the type under key k of a value of type t: a struct field by
+// its koanf tag (squashed structs included) or a map's element; nil when k
+// is known but what is under it is not walked (a scalar or a list).
+func fieldType(t reflect.Type, k string) (reflect.Type, bool) {
+	switch t.Kind() {
+	case reflect.Map:
+		if t.Elem().Kind() == reflect.Struct {
+			return t.Elem(), true
+		}
+		return nil, true
+	case reflect.Struct:
+		for i := 0; i < t.NumField(); i++ {
+			f := t.Field(i)
+			tag := f.Tag.Get("koanf")
+			if tag == ",squash" {
+				if ft, ok := fieldType(f.Type, k); ok {
+					return ft, true
+				}
+				continue
+			}
+			if tag == k {
+				if f.Type.Kind() == reflect.Struct || f.Type.Kind() == reflect.Map {
+					return f.Type, true
+				}
+				return nil, true
+			}
+		}
+		return nil, false
+	}
+	return nil, true
 }
