@@ -201,7 +201,7 @@ func TestAlertsReachOnCall(t *testing.T) {
 			t.Fatalf("only %d queries in %s", len(queries), board)
 		}
 		// As Grafana sends them with every variable at "All".
-		vars := strings.NewReplacer("$__rate_interval", "10s", "$endpoint", ".*", "$plan_tier", ".*")
+		vars := strings.NewReplacer("$__rate_interval", "10s", "$endpoint", ".*", "$plan_tier", ".*", "$job", ".*", "$instance", ".*")
 		for title, exprs := range queries {
 			for _, e := range exprs {
 				n, err := querySeries(ctx, promAddr, vars.Replace(e))

@@ -358,6 +358,9 @@ func (s *Service) decide(ctx context.Context, l *limiter.Limiter, r *rule, req *
 		o.d.Allowed = false
 		o.d.RetryAfter = r.limit.Window()
 		o.status = limiter.StatusRejected
+	case o.d.Failure == limiter.FailureCanceled:
+		// The caller (Envoy) went away: not a store failure, not an answer.
+		o.status = limiter.StatusCanceled
 	case o.d.Failure == limiter.FailureOpen:
 		o.status = limiter.StatusFailOpen
 	case o.d.Failure == limiter.FailureClosed:
@@ -387,8 +390,11 @@ func (s *Service) decide(ctx context.Context, l *limiter.Limiter, r *rule, req *
 		})
 	}
 	if err != nil {
-		level, msg := slog.LevelWarn, "rate limit store failed"
-		if o.status == limiter.StatusRejected {
+		// The store's Guard logs failures as summaries; per decision, debug only.
+		level, msg := slog.LevelDebug, "rate limit store failed"
+		if o.status == limiter.StatusCanceled {
+			level, msg = slog.LevelDebug, "caller cancelled the decision"
+		} else if o.status == limiter.StatusRejected {
 			level, msg = slog.LevelError, "descriptor cost cannot be admitted"
 		}
 		s.cfg.Logger.LogAttrs(ctx, level, msg, slog.String("endpoint", r.path),
