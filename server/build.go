@@ -46,6 +46,9 @@ type Deps struct {
 	// InstrumentRedis, when set, is given the Redis client before first use
 	// (to trace its round trips).
 	InstrumentRedis func(redis.UniversalClient) error
+	// BatchTracer, when set, links each batch of Redis decisions to the
+	// decisions' traces (Telemetry.Deps sets it when tracing is on).
+	BatchTracer redisstore.BatchTracer
 	// Logger; default discard.
 	Logger *slog.Logger
 }
@@ -54,7 +57,7 @@ type Deps struct {
 // contacting it), compiles the policy, and returns a Server with its
 // listeners open. The store is closed by the Server's shutdown.
 func Build(cfg *config.Config, d Deps) (*Built, error) {
-	store, ready, closer, err := OpenStore(cfg)
+	store, ready, closer, err := openStore(cfg, d.BatchTracer)
 	if err != nil {
 		return nil, err
 	}
@@ -234,6 +237,11 @@ func (b *Built) Reload(cfg *config.Config) error {
 // Redis is not contacted: a Redis that is down at start-up makes /readyz
 // unready and decisions follow the fail policy, instead of a crash loop.
 func OpenStore(cfg *config.Config) (limiter.Store, func(context.Context) error, io.Closer, error) {
+	return openStore(cfg, nil)
+}
+
+// openStore is OpenStore with the Redis store's batches traced by tracer (nil: untraced).
+func openStore(cfg *config.Config, tracer redisstore.BatchTracer) (limiter.Store, func(context.Context) error, io.Closer, error) {
 	switch cfg.Store.Type {
 	case "", "memory":
 		return limiter.NewMemoryStore(limiter.MemoryConfig{}), nil, nil, nil
@@ -246,7 +254,9 @@ func OpenStore(cfg *config.Config) (limiter.Store, func(context.Context) error, 
 		if err != nil {
 			return nil, nil, nil, fmt.Errorf("config %s: store.redis: %w", cfg.Source, err)
 		}
-		st, err := redisstore.New(client, cfg.RedisStoreConfig())
+		scfg := cfg.RedisStoreConfig()
+		scfg.BatchTracer = tracer
+		st, err := redisstore.New(client, scfg)
 		if err != nil {
 			_ = client.Close()
 			return nil, nil, nil, fmt.Errorf("config %s: store.redis: %w", cfg.Source, err)

@@ -121,6 +121,7 @@ func (t *Telemetry) Deps(logger *slog.Logger) Deps {
 			return ctx, func(s limiter.Status, dec limiter.Decision, err error) { tracing.EndDecision(span, s, dec, err) }
 		}
 		d.InstrumentRedis = tp.InstrumentRedis
+		d.BatchTracer = tp
 	}
 	return d
 }
