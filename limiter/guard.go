@@ -38,6 +38,35 @@ type Guard struct {
 	breaker *CircuitBreaker
 	local   *LocalFallback
 	log     *failureLog
+	// shards are the breakers of a ShardedStore's servers, by shard name
+	// (string → *CircuitBreaker), made on first use with breakerCfg.
+	shards     sync.Map
+	breakerCfg BreakerConfig
+}
+
+// ShardedStore is a store whose keys are decided by separate servers (the
+// masters of a Redis Cluster): Shard names the server deciding key ("" when
+// the store is not sharded). A Guard keeps one circuit breaker per shard, so
+// that a dead server opens the circuit for its own keys only. Shard must be
+// safe for concurrent use and cheap.
+type ShardedStore interface {
+	Shard(key string) string
+}
+
+// breakerFor returns the breaker of shard: the Guard's own for "", else one
+// of the shard's own, whose changes of state are reported under the store
+// name "<store>/<shard>".
+func (g *Guard) breakerFor(shard string) *CircuitBreaker {
+	if shard == "" || g.breaker == nil {
+		return g.breaker
+	}
+	if b, ok := g.shards.Load(shard); ok {
+		return b.(*CircuitBreaker)
+	}
+	cfg := g.breakerCfg
+	cfg.Store += "/" + shard
+	b, _ := g.shards.LoadOrStore(shard, NewCircuitBreaker(cfg))
+	return b.(*CircuitBreaker)
 }
 
 // NewGuard returns a Guard configured by cfg.
@@ -58,6 +87,7 @@ func NewGuard(cfg GuardConfig) *Guard {
 	}
 	cfg.Breaker.Observer = transitionLog{next: cfg.Breaker.Observer, log: g.log}
 	g.breaker = NewCircuitBreaker(cfg.Breaker)
+	g.breakerCfg = cfg.Breaker
 	return g
 }
 

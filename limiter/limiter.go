@@ -67,8 +67,12 @@ type Config struct {
 type Limiter struct {
 	cfg     Config
 	breaker *CircuitBreaker // nil: no breaker
-	local   *LocalFallback  // under FailLocal
-	log     *failureLog     // nil: failures are not logged
+	// guard and sharded are set when the store is a ShardedStore behind a
+	// Guard with a breaker: each shard then has a breaker of its own.
+	guard   *Guard
+	sharded ShardedStore
+	local   *LocalFallback // under FailLocal
+	log     *failureLog    // nil: failures are not logged
 	// inProcess: the store never waits, so it gets no deadline.
 	inProcess bool
 	// timeouts is the store when it applies Config.Timeout itself.
@@ -100,6 +104,9 @@ func New(cfg Config) (*Limiter, error) {
 	switch {
 	case cfg.Guard != nil:
 		l.breaker, l.local, l.log = cfg.Guard.breaker, cfg.Guard.local, cfg.Guard.log
+		if sh, ok := cfg.Store.(ShardedStore); ok && l.breaker != nil {
+			l.guard, l.sharded = cfg.Guard, sh
+		}
 	default:
 		l.breaker = NewCircuitBreaker(cfg.Breaker)
 		if cfg.FailPolicy == FailLocal {
@@ -145,7 +152,11 @@ func (l *Limiter) AllowN(ctx context.Context, key string, cost int64) (Decision,
 		return l.memory.decide(key, &l.compiled, cost), nil
 	}
 	lim := l.cfg.Limit
-	if l.breaker != nil && !l.breaker.allow() {
+	breaker := l.breaker
+	if l.sharded != nil {
+		breaker = l.guard.breakerFor(l.sharded.Shard(key))
+	}
+	if breaker != nil && !breaker.allow() {
 		return l.fail(ctx, key, cost, ErrCircuitOpen)
 	}
 	var start time.Time
@@ -168,8 +179,8 @@ func (l *Limiter) AllowN(ctx context.Context, key string, cost int64) (Decision,
 	}
 	if err != nil && ctx.Err() != nil && errors.Is(ctx.Err(), context.Canceled) {
 		// The caller went away: the store is not to blame.
-		if l.breaker != nil {
-			l.breaker.release()
+		if breaker != nil {
+			breaker.release()
 		}
 		return Decision{Limit: lim.Quota(), Failure: FailureCanceled},
 			fmt.Errorf("%s store: %w", l.cfg.Store.Name(), context.Canceled)
@@ -177,8 +188,8 @@ func (l *Limiter) AllowN(ctx context.Context, key string, cost int64) (Decision,
 	if l.cfg.Observer != nil {
 		l.cfg.Observer.ObserveStore(ctx, string(lim.Algorithm), time.Since(start), err)
 	}
-	if l.breaker != nil {
-		l.breaker.record(err == nil)
+	if breaker != nil {
+		breaker.record(err == nil)
 	}
 	if err != nil {
 		return l.fail(ctx, key, cost, fmt.Errorf("%s store: %w", l.cfg.Store.Name(), err))
