@@ -82,11 +82,7 @@ func TestInvalidConfigsNameTheFileTheKeyAndTheReason(t *testing.T) {
 	if err := os.WriteFile(badPEM, []byte("not a key"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cases := []struct {
-		name string
-		yaml string
-		want []string
-	}{
+	cases := []parseErrorCase{
 		{"an unknown top-level key", "listen: \":1\"\n", []string{"listen"}},
 		{"an unknown nested key", "store: {timout: 1s}\n", []string{"timout"}},
 		{"an unknown key in a limit", "classes: {default: {limits: {default: {algorithm: gcra, rate: 1, period: 1s, bust: 2}}}}\n", []string{"bust"}},
@@ -136,11 +132,7 @@ func TestAMissingFileIsAnErrorNamingIt(t *testing.T) {
 }
 
 func TestMoreInvalidConfigsNameTheFileTheKeyAndTheReason(t *testing.T) {
-	cases := []struct {
-		name string
-		yaml string
-		want []string
-	}{
+	cases := []parseErrorCase{
 		{"a burst below the class cost", "classes: {default: {cost: 5, limits: {default: {algorithm: token_bucket, rate: 10, period: 1s, burst: 3}}}}\n", []string{"classes.default.limits.default.burst", "below the class cost 5"}},
 		{"a window limit below the class cost", "classes: {default: {cost: 5, limits: {default: {algorithm: fixed_window, rate: 3, period: 1s}}}}\n", []string{"classes.default.limits.default.rate", "cost"}},
 		{"a negative cost", "classes: {default: {cost: -1, limits: {default: {algorithm: fixed_window, rate: 3, period: 1s}}}}\n", []string{"classes.default.cost"}},
@@ -180,21 +172,7 @@ func TestMoreInvalidConfigsNameTheFileTheKeyAndTheReason(t *testing.T) {
 		{"a negative upstream response header timeout", "server: {upstream_transport: {response_header_timeout: -1s}}\n", []string{"server.upstream_transport.response_header_timeout", ">= 0"}},
 		{"h2c to an https upstream", "server: {upstream: \"https://api.example\", upstream_transport: {h2c: true}}\n", []string{"server.upstream_transport.h2c", "http://"}},
 	}
-	dir := t.TempDir()
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			file := filepath.Join(dir, "rl.yaml")
-			_, err := Parse(file, []byte(c.yaml))
-			if err == nil {
-				t.Fatalf("no error for %q", c.yaml)
-			}
-			for _, w := range append([]string{file}, c.want...) {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("error %q does not mention %q", err, w)
-				}
-			}
-		})
-	}
+	checkParseErrors(t, cases)
 }
 
 func TestEveryDecodeProblemIsItsOwnLineNamingTheFileAndKey(t *testing.T) {
@@ -389,5 +367,33 @@ classes:
 		if !slices.ContainsFunc(lines, func(l string) bool { return strings.HasPrefix(l, "config "+file+": ") && strings.Contains(l, w) }) {
 			t.Errorf("no line \"config %s: ...%s...\" in:\n%s", file, w, err)
 		}
+	}
+}
+
+// parseErrorCase is a file that Parse must refuse, and what its error must name.
+type parseErrorCase struct {
+	name string
+	yaml string
+	want []string
+}
+
+// checkParseErrors parses each case's file and fails unless the error names
+// the file and every one of the case's wants.
+func checkParseErrors(t *testing.T, cases []parseErrorCase) {
+	t.Helper()
+	dir := t.TempDir()
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			file := filepath.Join(dir, "rl.yaml")
+			_, err := Parse(file, []byte(c.yaml))
+			if err == nil {
+				t.Fatalf("no error for %q", c.yaml)
+			}
+			for _, w := range append([]string{file}, c.want...) {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not mention %q", err, w)
+				}
+			}
+		})
 	}
 }

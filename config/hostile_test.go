@@ -1,8 +1,6 @@
 package config
 
 import (
-	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -57,11 +55,7 @@ classes: {default: {limits: {free: {algorithm: fixed_window, rate: 5, period: 1m
 }
 
 func TestHostileClientSettingsAreCheckedNamingTheKey(t *testing.T) {
-	cases := []struct {
-		name string
-		yaml string
-		want []string
-	}{
+	cases := []parseErrorCase{
 		{"a sliding window whose reset time overflows",
 			"classes: {default: {limits: {default: {algorithm: sliding_window, rate: 1, period: 2000000h}}}}\n",
 			[]string{"classes.default.limits.default.period", "overflow"}},
@@ -78,21 +72,7 @@ func TestHostileClientSettingsAreCheckedNamingTheKey(t *testing.T) {
 		{"an API key on two tiers", "tiers: {names: [free, pro], default: free, api_keys: {free: [k], pro: [k]}}\nclasses: {default: {limits: {free: {algorithm: gcra, rate: 5, period: 1m}}}}\n",
 			[]string{"tiers.api_keys.", "also listed under"}},
 	}
-	dir := t.TempDir()
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			file := filepath.Join(dir, "rl.yaml")
-			_, err := Parse(file, []byte(c.yaml))
-			if err == nil {
-				t.Fatalf("no error for %q", c.yaml)
-			}
-			for _, w := range append([]string{file}, c.want...) {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("error %q does not mention %q", err, w)
-				}
-			}
-		})
-	}
+	checkParseErrors(t, cases)
 }
 
 func TestAnAPIKeyHeaderIsValidWithKnownKeysOrWithUnknownKeysAllowed(t *testing.T) {

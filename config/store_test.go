@@ -1,8 +1,6 @@
 package config
 
 import (
-	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -37,11 +35,7 @@ func TestTheBreakerIsOnByDefaultAndFailPolicyLocalHasItsDefaults(t *testing.T) {
 }
 
 func TestInvalidStoreBreakerAndLocalKeysAreNamed(t *testing.T) {
-	cases := []struct {
-		name string
-		yaml string
-		want []string
-	}{
+	cases := []parseErrorCase{
 		{"a negative breaker threshold", "store: {breaker: {threshold: -1}}\n", []string{"store.breaker.threshold", "0 disables"}},
 		{"a zero cooldown with the breaker on", "store: {breaker: {cooldown: 0s}}\n", []string{"store.breaker.cooldown", "> 0"}},
 		{"a cooldown without a unit", "store: {breaker: {cooldown: 5}}\n", []string{"store.breaker.cooldown", "without a unit"}},
@@ -51,19 +45,5 @@ func TestInvalidStoreBreakerAndLocalKeysAreNamed(t *testing.T) {
 		{"an instance TTL not longer than the heartbeat", "store: {local: {heartbeat_interval: 2s, instance_ttl: 2s}}\n", []string{"store.local.instance_ttl", "longer than store.local.heartbeat_interval"}},
 		{"no key remembered", "store: {local: {max_keys: 0}}\n", []string{"store.local.max_keys", ">= 1"}},
 	}
-	dir := t.TempDir()
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			file := filepath.Join(dir, "rl.yaml")
-			_, err := Parse(file, []byte(c.yaml))
-			if err == nil {
-				t.Fatalf("no error for %q", c.yaml)
-			}
-			for _, w := range append([]string{file}, c.want...) {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("error %q does not mention %q", err, w)
-				}
-			}
-		})
-	}
+	checkParseErrors(t, cases)
 }
