@@ -39,7 +39,7 @@ const (
 )
 
 // Series of the exporter's metric contract read by the dashboards (the
-// collector exports them; see the README's Metrics section).
+// collector exports them; see docs/metrics.md).
 const (
 	metricRequests     = "rate_limit_requests_total"
 	metricNearLimit    = "rate_limit_near_limit_total"
