@@ -12,23 +12,16 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/rl-exporter/rl-exporter/collector/buckets"
 	"github.com/rl-exporter/rl-exporter/limiter"
 )
 
-// StoreDurationBuckets are the classic buckets of
-// rate_limit_redis_duration_seconds. The generated SLO rules read them:
-// changing them is a breaking change.
-var StoreDurationBuckets = []float64{0.001, 0.005, 0.01, 0.025, 0.05, 0.1}
-
-// DelayBuckets are the classic buckets of rate_limit_delay_seconds.
-var DelayBuckets = []float64{0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}
-
-// FailureReasons are the reason label values of rate_limit_fail_open_total
+// failureReasons are the reason label values of rate_limit_fail_open_total
 // and rate_limit_fail_closed_total, as returned by limiter.ErrorKind.
-var FailureReasons = []string{"timeout", "error", "circuit_open"}
+var failureReasons = [...]string{"timeout", "error", "circuit_open"}
 
-// StoreErrorKinds are the kind label values of rate_limit_store_errors_total.
-var StoreErrorKinds = []string{"timeout", "error"}
+// storeErrorKinds are the kind label values of rate_limit_store_errors_total.
+var storeErrorKinds = [...]string{"timeout", "error"}
 
 // Indices into the per-status counters, in the order of limiter.Statuses.
 const (
@@ -138,7 +131,7 @@ type Collector struct {
 	limits map[limitKey]limitValue
 
 	folded      [numFolds]atomic.Uint64
-	storeErrors [2]atomic.Uint64 // by StoreErrorKinds
+	storeErrors [2]atomic.Uint64 // by storeErrorKinds
 
 	storeDuration *prometheus.HistogramVec
 	storeObs      map[string]prometheus.Observer // by operation, read-only after New
@@ -219,7 +212,7 @@ func New(cfg Config) (*Collector, error) {
 	c.storeDuration = prometheus.NewHistogramVec(histogramOpts(
 		"rate_limit_redis_duration_seconds",
 		"Time each decision waited on the store (Redis or memory), timeouts included, by operation (the algorithm).",
-		StoreDurationBuckets, cfg.NativeHistograms), []string{"operation"})
+		buckets.StoreDuration(), cfg.NativeHistograms), []string{"operation"})
 	c.storeObs = make(map[string]prometheus.Observer, len(limiter.Algorithms))
 	for _, a := range limiter.Algorithms {
 		c.storeObs[string(a)] = c.storeDuration.WithLabelValues(string(a))
@@ -227,7 +220,7 @@ func New(cfg Config) (*Collector, error) {
 	c.delay = prometheus.NewHistogramVec(histogramOpts(
 		"rate_limit_delay_seconds",
 		"Delay given to admitted leaky_bucket requests (observed only when above zero).",
-		DelayBuckets, cfg.NativeHistograms), []string{"endpoint"})
+		buckets.Delay(), cfg.NativeHistograms), []string{"endpoint"})
 	c.index.Store(c.buildIndex(nil, plan))
 	for _, e := range plan.folded {
 		cfg.Logger.Warn("endpoint beyond the cardinality cap is counted as other", "endpoint", e, "max_label_sets", cfg.MaxLabelSets)
@@ -427,7 +420,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(c.nearLimitDesc, prometheus.CounterValue,
 				float64(ps.nearLimit.Load()), ep.name, ps.tier)
 		}
-		for i, r := range FailureReasons {
+		for i, r := range failureReasons {
 			ch <- prometheus.MustNewConstMetric(c.failOpenDesc, prometheus.CounterValue,
 				float64(ep.fails.open[i].Load()), ep.name, r)
 			ch <- prometheus.MustNewConstMetric(c.failClosedDesc, prometheus.CounterValue,
@@ -436,7 +429,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.degradedDesc, prometheus.CounterValue, float64(ep.fails.degraded.Load()), ep.name)
 		ch <- prometheus.MustNewConstMetric(c.canceledDesc, prometheus.CounterValue, float64(ep.fails.canceled.Load()), ep.name)
 	}
-	for i, k := range StoreErrorKinds {
+	for i, k := range storeErrorKinds {
 		ch <- prometheus.MustNewConstMetric(c.storeErrorsDesc, prometheus.CounterValue,
 			float64(c.storeErrors[i].Load()), c.cfg.Store, k)
 	}

@@ -19,6 +19,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
+	"github.com/rl-exporter/rl-exporter/collector/buckets"
 	"github.com/rl-exporter/rl-exporter/limiter"
 	"github.com/rl-exporter/rl-exporter/tracing"
 )
@@ -174,8 +175,8 @@ func TestNativeHistogramServedAlongsideTheClassicBuckets(t *testing.T) {
 				continue
 			}
 			h := m.GetHistogram()
-			if len(h.GetBucket()) != len(StoreDurationBuckets) {
-				t.Errorf("%d classic buckets, want %d", len(h.GetBucket()), len(StoreDurationBuckets))
+			if len(h.GetBucket()) != len(buckets.StoreDuration()) {
+				t.Errorf("%d classic buckets, want %d", len(h.GetBucket()), len(buckets.StoreDuration()))
 			}
 			if h.Schema == nil || len(h.GetPositiveSpan()) == 0 {
 				t.Errorf("no native histogram (schema %v, spans %v)", h.Schema, h.GetPositiveSpan())

@@ -15,7 +15,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"regexp"
 	"sort"
 	"strconv"
 	"time"
@@ -676,8 +675,6 @@ func (c *Config) fill() {
 		}
 	}
 }
-
-var namePattern = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
 
 // ClassNames returns the class names, sorted.
 func (c *Config) ClassNames() []string {

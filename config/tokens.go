@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"strings"
+
+	"github.com/rl-exporter/rl-exporter/httplimit"
 )
 
 // Role is what an admin token may do.
@@ -86,7 +88,7 @@ func (c *Config) AdminTokens() ([]AdminToken, error) {
 }
 
 func newToken(name, role, token string) (AdminToken, error) {
-	if !namePattern.MatchString(name) {
+	if !httplimit.ValidName(name) {
 		return AdminToken{}, fmt.Errorf("token name %q: letters, digits, '_' and '-' only", name)
 	}
 	r := Role(role)

@@ -359,7 +359,7 @@ func (c *Config) validateTiers(e *errs) {
 	t := c.Tiers
 	seen := map[string]bool{}
 	for i, n := range t.Names {
-		if !namePattern.MatchString(n) {
+		if !httplimit.ValidName(n) {
 			e.add(fmt.Sprintf("tiers.names[%d]", i), "%q: letters, digits, '_' and '-' only", n)
 		}
 		if seen[n] {
@@ -507,7 +507,7 @@ func (c *Config) validateClasses(e *errs) {
 	for _, name := range c.ClassNames() {
 		cl := c.Classes[name]
 		key := "classes." + name
-		if !namePattern.MatchString(name) {
+		if !httplimit.ValidName(name) {
 			e.add(key, "class name: letters, digits, '_' and '-' only")
 		}
 		for i, r := range cl.Routes {

@@ -267,7 +267,7 @@ func (id *identity) gatewayHeaders(r *http.Request) (user, tier string) {
 	if id.cfg.UserHeader == "" && id.cfg.TierHeader == "" {
 		return "", ""
 	}
-	if !inNetworks(peerAddr(r.RemoteAddr), id.cfg.TrustedHeaderPeers) {
+	if !inNetworks(PeerAddr(r.RemoteAddr), id.cfg.TrustedHeaderPeers) {
 		return "", ""
 	}
 	if h := id.cfg.UserHeader; h != "" {
@@ -338,7 +338,7 @@ func inNetworks(a netip.Addr, nets []netip.Prefix) bool {
 // proxy — the rightmost address in Forwarded (or else X-Forwarded-For) that
 // is not itself a trusted proxy.
 func (id *identity) clientIP(r *http.Request) netip.Addr {
-	peer := peerAddr(r.RemoteAddr)
+	peer := PeerAddr(r.RemoteAddr)
 	if !peer.IsValid() || len(id.cfg.TrustedProxies) == 0 || !inNetworks(peer, id.cfg.TrustedProxies) {
 		return peer
 	}
@@ -362,7 +362,10 @@ func (id *identity) clientIP(r *http.Request) netip.Addr {
 	return last
 }
 
-func peerAddr(remote string) netip.Addr {
+// PeerAddr is the IP of a connection's remote address (an
+// http.Request's RemoteAddr, "host:port"), an IPv4-mapped IPv6 address as
+// IPv4; the zero (invalid) Addr when it has none. It is a pure function.
+func PeerAddr(remote string) netip.Addr {
 	if ap, err := netip.ParseAddrPort(remote); err == nil {
 		return ap.Addr().Unmap()
 	}

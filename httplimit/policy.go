@@ -177,6 +177,12 @@ var braces = strings.NewReplacer("{", "<", "}", ">")
 
 var namePattern = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
 
+// ValidName reports whether s may name a class or a plan tier (and, in the
+// configuration, an admin token): one or more ASCII letters, digits, '_'
+// or '-'. Such names appear in metric labels, Redis keys and headers as
+// they are. It is a pure function.
+func ValidName(s string) bool { return namePattern.MatchString(s) }
+
 // NewPolicy validates cfg and compiles it. Errors name the class, tier or
 // route at fault.
 func NewPolicy(cfg PolicyConfig) (*Policy, error) {

@@ -32,7 +32,6 @@ import (
 	"net/http/httputil"
 	"net/netip"
 	"net/url"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -296,7 +295,7 @@ func (s *Server) checkHandler() http.Handler {
 		allowed = DefaultCheckPeers()
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		peer := peerAddr(r.RemoteAddr)
+		peer := httplimit.PeerAddr(r.RemoteAddr)
 		for _, p := range allowed {
 			if p.Contains(peer) {
 				api.ServeHTTP(w, r)
@@ -311,20 +310,6 @@ func (s *Server) checkHandler() http.Handler {
 		writeError(w, http.StatusForbidden, "peer_not_allowed",
 			fmt.Sprintf("%s answers only the peers in server.check_api.allowed_peers; %s is not one of them", httplimit.CheckPath, who))
 	})
-}
-
-// peerAddr is the IP of a connection's remote address ("host:port"), an
-// IPv4-mapped IPv6 address as IPv4; invalid when it has none.
-func peerAddr(remote string) netip.Addr {
-	if ap, err := netip.ParseAddrPort(remote); err == nil {
-		return ap.Addr().Unmap()
-	}
-	host, _, err := net.SplitHostPort(remote)
-	if err != nil {
-		host = remote
-	}
-	a, _ := netip.ParseAddr(strings.Trim(host, "[]"))
-	return a.Unmap()
 }
 
 // opsHandler serves /metrics, /healthz and /readyz.

@@ -100,11 +100,11 @@ func TestNoTrafficRecordsNoRatioRatherThanNaN(t *testing.T) {
 	}
 }
 
-// bucketBounds writes LatencyBuckets as the le label values the client
+// bucketBounds writes latencyBuckets as the le label values the client
 // library exports.
 func bucketBounds() []string {
-	out := make([]string, len(LatencyBuckets))
-	for i, b := range LatencyBuckets {
+	out := make([]string, len(latencyBuckets))
+	for i, b := range latencyBuckets {
 		out[i] = formatFloat(b)
 	}
 	return out

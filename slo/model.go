@@ -14,12 +14,14 @@ import (
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/promql"
 	"github.com/prometheus/prometheus/template"
+
+	"github.com/rl-exporter/rl-exporter/collector/buckets"
 )
 
-// LatencyBuckets are the classic bucket bounds, in seconds, of
-// rate_limit_redis_duration_seconds (plus +Inf): part of the exporter's
-// metric contract.
-var LatencyBuckets = []float64{0.001, 0.005, 0.01, 0.025, 0.05, 0.1}
+// latencyBuckets are the classic bucket bounds, in seconds, of
+// rate_limit_redis_duration_seconds (plus +Inf), read from the collector's
+// metric contract: a latency threshold must be one of them.
+var latencyBuckets = buckets.StoreDuration()
 
 // Severities an alert may carry; the Alertmanager routes are built on them.
 var Severities = []string{"page", "ticket", "warning"}
@@ -79,7 +81,7 @@ type RejectionObjective struct {
 type LatencyObjective struct {
 	Alert
 	Quantile  float64
-	Threshold float64 // seconds, one of LatencyBuckets
+	Threshold float64 // seconds, one of latencyBuckets
 	Window    time.Duration
 }
 
@@ -316,14 +318,14 @@ func (c *compiler) bucketBound(field, s string) float64 {
 		return 0
 	}
 	secs := d.Seconds()
-	i := slices.Index(LatencyBuckets, secs)
-	if i < 0 || i == len(LatencyBuckets)-1 {
-		bounds := make([]string, 0, len(LatencyBuckets))
-		for _, b := range LatencyBuckets[:len(LatencyBuckets)-1] {
+	i := slices.Index(latencyBuckets, secs)
+	if i < 0 || i == len(latencyBuckets)-1 {
+		bounds := make([]string, 0, len(latencyBuckets))
+		for _, b := range latencyBuckets[:len(latencyBuckets)-1] {
 			bounds = append(bounds, model.Duration(time.Duration(b*float64(time.Second))).String())
 		}
 		why := "is not a bucket bound of rate_limit_redis_duration_seconds, so the quantile would be interpolated across a bucket"
-		if i == len(LatencyBuckets)-1 {
+		if i == len(latencyBuckets)-1 {
 			why = "is the highest finite bucket bound of rate_limit_redis_duration_seconds; histogram_quantile never reports more, so the alert could not fire"
 		}
 		c.fail(field, fmt.Sprintf("%s %s; use one of %s (buckets %s, +Inf)", s, why,
@@ -333,8 +335,8 @@ func (c *compiler) bucketBound(field, s string) float64 {
 }
 
 func bucketList() string {
-	s := make([]string, len(LatencyBuckets))
-	for i, b := range LatencyBuckets {
+	s := make([]string, len(latencyBuckets))
+	for i, b := range latencyBuckets {
 		s[i] = strconv.FormatFloat(b, 'g', -1, 64)
 	}
 	return strings.Join(s, ", ")

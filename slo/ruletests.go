@@ -324,12 +324,12 @@ func (g *testGen) latency() (RuleTestFile, error) {
 	step := stepFor(o.Window)
 	total := int((o.Window + o.For + 10*step) / step)
 	i := 0
-	for LatencyBuckets[i] != o.Threshold {
+	for latencyBuckets[i] != o.Threshold {
 		i++
 	}
 	lower := 0.0
 	if i > 0 {
-		lower = LatencyBuckets[i-1]
+		lower = latencyBuckets[i-1]
 	}
 	fOver, fUnder := 0.2, 0.6
 	if o.Quantile <= 0.4 {
@@ -344,7 +344,7 @@ func (g *testGen) latency() (RuleTestFile, error) {
 	hist := func(op string, lo, hi, f float64) ([]InputSeries, float64) {
 		c := n * (o.Quantile - f) / (1 - f)
 		var out []InputSeries
-		for _, b := range append(slicesClone(LatencyBuckets), math.Inf(1)) {
+		for _, b := range append(slicesClone(latencyBuckets), math.Inf(1)) {
 			cum := n
 			if b <= lo {
 				cum = c
@@ -364,7 +364,7 @@ func (g *testGen) latency() (RuleTestFile, error) {
 		})
 		return out, lo + (hi-lo)*f
 	}
-	overIn, overV := hist("decide", o.Threshold, LatencyBuckets[i+1], fOver)
+	overIn, overV := hist("decide", o.Threshold, latencyBuckets[i+1], fOver)
 	underIn, underV := hist("decide", lower, o.Threshold, fUnder)
 	want, err := expect(texts, o.Name, nil, map[string]string{"operation": "decide"}, overV)
 	if err != nil {

@@ -76,7 +76,7 @@ type StoreLatencySpec struct {
 	// Quantile of rate_limit_redis_duration_seconds, 0.99 for the p99.
 	Quantile float64 `koanf:"quantile"`
 	// Threshold must be one of the histogram's bucket bounds (see
-	// [LatencyBuckets]) below the highest, so the alert means exactly "more
+	// [latencyBuckets]) below the highest, so the alert means exactly "more
 	// than 1 - Quantile of the decisions took longer than Threshold".
 	Threshold string `koanf:"threshold"`
 	// Window is the rate window of the quantile.
