@@ -5,7 +5,10 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
+
+	"github.com/dunglas/httpsfv"
 
 	"github.com/rl-exporter/rl-exporter/limiter"
 )
@@ -73,6 +76,7 @@ const (
 // It is immutable.
 type renderedLimit struct {
 	class     string
+	item      string // class as a structured-field string: "class", escaped
 	quota     int64
 	quotaText string // quota in decimal
 	window    int64  // seconds, at least 1
@@ -83,14 +87,60 @@ type renderedLimit struct {
 }
 
 func renderLimit(class string, lim limiter.Limit) *renderedLimit {
-	rl := &renderedLimit{class: class, quota: lim.Quota(), window: max(1, ceilSeconds(lim.Window()))}
-	rl.quotaText = strconv.FormatInt(rl.quota, 10)
 	// A class name is letters, digits, '_' and '-': an sf-string without escapes.
-	name := `"` + class + `"`
-	rl.policy = name + ";q=" + strconv.FormatInt(min(rl.quota, maxSFInteger), 10) + ";w=" + strconv.FormatInt(min(rl.window, maxSFInteger), 10)
-	rl.rateLimitPrefix = name + ";r="
+	return renderLimitItem(class, `"`+class+`"`, lim)
+}
+
+// renderLimitItem is renderLimit with the policy name already serialized
+// as a structured-field string (item).
+func renderLimitItem(class, item string, lim limiter.Limit) *renderedLimit {
+	rl := &renderedLimit{class: class, item: item, quota: lim.Quota(), window: max(1, ceilSeconds(lim.Window()))}
+	rl.quotaText = strconv.FormatInt(rl.quota, 10)
+	rl.policy = item + ";q=" + strconv.FormatInt(min(rl.quota, maxSFInteger), 10) + ";w=" + strconv.FormatInt(min(rl.window, maxSFInteger), 10)
+	rl.rateLimitPrefix = item + ";r="
 	return rl
 }
+
+// RenderedLimit is what the rate-limit headers say of one limit that does
+// not change between decisions (quota, window, policy name), rendered once
+// by RenderLimit for WriteHeaders. It is immutable: safe for concurrent use.
+type RenderedLimit struct{ rl *renderedLimit }
+
+// RenderLimit renders the header values of lim under the policy name
+// policy, which may be any string: it is written as a structured-field
+// string, escaped, and a character an sf-string cannot hold (a control or
+// non-ASCII one) becomes '_'.
+func RenderLimit(policy string, lim limiter.Limit) RenderedLimit {
+	item, err := httpsfv.Marshal(httpsfv.NewItem(policy))
+	if err != nil {
+		item = `"` + strings.Map(func(r rune) rune {
+			if r < 0x20 || r > 0x7e || r == '"' || r == '\\' {
+				return '_'
+			}
+			return r
+		}, policy) + `"`
+	}
+	return RenderedLimit{rl: renderLimitItem(policy, item, lim)}
+}
+
+// HeaderNames lists every header WriteHeaders can set, in the order the
+// families are written, as net/http canonicalises them.
+var HeaderNames = []string{
+	headerXLimit, headerXRemaining, headerXReset, headerPolicy, headerRateLimit,
+	headerLegacyLimit, headerLegacyRemaining, headerLegacyReset, headerRetryAfter,
+}
+
+// WriteHeaders sets on h the header families hc enables for decision d of
+// the limit rl, exactly as serve's HTTP path writes them (Retry-After only
+// when d refused). For other ways in than HTTP (Envoy's rate limit
+// service), which pass the values on.
+func (hc HeaderConfig) WriteHeaders(h http.Header, rl RenderedLimit, d limiter.Decision, now time.Time) {
+	hc.write(h, computeNumbers(rl.rl, d, now))
+}
+
+// HeaderConfig returns the header families the policy writes. Safe for
+// concurrent use.
+func (p *Policy) HeaderConfig() HeaderConfig { return p.headers }
 
 // render keeps l's header values for renderedFor. Only while the
 // policy is being built.
@@ -193,9 +243,8 @@ func (hc HeaderConfig) write(h http.Header, n numbers) {
 			text(headerPolicy, n.lim.policy)
 		} else {
 			keys[k] = headerPolicy
-			b = append(b, `"`...)
-			b = append(b, n.lim.class...)
-			b = append(b, `";q=`...)
+			b = append(b, n.lim.item...)
+			b = append(b, ";q="...)
 			b = strconv.AppendInt(b, min(n.quota, maxSFInteger), 10)
 			b = append(b, ";w="...)
 			b = strconv.AppendInt(b, min(n.lim.window, maxSFInteger), 10)

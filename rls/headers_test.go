@@ -49,12 +49,12 @@ func TestHeadersMatchThoseOfServesHTTPPath(t *testing.T) {
 				t.Fatalf("request %d: HTTP headers %v, want every family with a limit of 3", i+1, rec.Header())
 			}
 			for _, name := range families {
-				if got, want := grpcHeaders[name], rec.Header().Get(name); got != want {
+				if got, want := grpcHeaders.Get(name), rec.Header().Get(name); got != want {
 					problems = append(problems, fmt.Sprintf("request %d: %s is %q over gRPC, %q over HTTP", i+1, name, got, want))
 				}
 			}
-			if i == 3 && (rec.Code != http.StatusTooManyRequests || !strings.Contains(grpcHeaders["RateLimit"], "r=0")) {
-				problems = append(problems, fmt.Sprintf("the 4th request: HTTP %d, gRPC RateLimit %q; want both refused", rec.Code, grpcHeaders["RateLimit"]))
+			if i == 3 && (rec.Code != http.StatusTooManyRequests || !strings.Contains(grpcHeaders.Get("RateLimit"), "r=0")) {
+				problems = append(problems, fmt.Sprintf("the 4th request: HTTP %d, gRPC RateLimit %q; want both refused", rec.Code, grpcHeaders.Get("RateLimit")))
 			}
 		}
 		return problems
@@ -69,7 +69,7 @@ descriptors:
     rate_limit: {unit: day, requests_per_unit: 2, name: 'say "hi"'}
 `})
 	h := start(t, limiter.NewMemoryStore(limiter.MemoryConfig{}), dir, nil)
-	got := headers(h.call(t, "q", 0, desc("a", "x")))["RateLimit-Policy"]
+	got := headers(h.call(t, "q", 0, desc("a", "x"))).Get("RateLimit-Policy")
 	if want := `"say \"hi\"";q=2;w=86400`; got != want {
 		t.Errorf("RateLimit-Policy %s, want %s", got, want)
 	}

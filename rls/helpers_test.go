@@ -3,6 +3,7 @@ package rls_test
 import (
 	"context"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"testing"
@@ -219,11 +220,11 @@ func codes(resp *rlsv3.RateLimitResponse) []rlsv3.RateLimitResponse_Code {
 	return out
 }
 
-// headers maps a response's response_headers_to_add.
-func headers(resp *rlsv3.RateLimitResponse) map[string]string {
-	out := map[string]string{}
+// headers maps a response's response_headers_to_add, for Get.
+func headers(resp *rlsv3.RateLimitResponse) http.Header {
+	out := http.Header{}
 	for _, h := range resp.ResponseHeadersToAdd {
-		out[h.Key] = h.Value
+		out.Add(h.Key, h.Value)
 	}
 	return out
 }

@@ -13,6 +13,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/rl-exporter/rl-exporter/httplimit"
 	"github.com/rl-exporter/rl-exporter/limiter"
 )
 
@@ -123,8 +124,8 @@ type rule struct {
 	// keySuffix keeps the counts of a request's limit override apart
 	// from those of the files' rule for the same descriptor.
 	keySuffix string
-	// sfPolicy is policyName serialized for the RateLimit headers.
-	sfPolicy string
+	// rendered is the limit's header values, under policyName.
+	rendered httplimit.RenderedLimit
 }
 
 // policyName names the rule in the RateLimit headers: its name, else its path.
@@ -244,7 +245,6 @@ func compileLevel(file, parent string, into *node, ds []Descriptor) error {
 func compileRule(d Descriptor, path string) (*rule, error) {
 	rl := d.RateLimit
 	r := &rule{path: path, shadow: d.ShadowMode, detailed: d.DetailedMetric, name: rl.Name, unlimited: rl.Unlimited}
-	r.sfPolicy = policyItem(r.policyName())
 	for i, rep := range rl.Replaces {
 		if rep.Name == "" {
 			return nil, fmt.Errorf("replaces[%d]: name: required", i)
@@ -279,6 +279,7 @@ func compileRule(d Descriptor, path string) (*rule, error) {
 	// Windows start on multiples of the unit, as envoyproxy/ratelimit's do:
 	// a per-minute limit resets on the minute.
 	r.limit = limiter.Limit{Algorithm: alg, Rate: int64(rl.RequestsPerUnit), Period: u.period, Burst: rl.Burst, AlignWindows: true}
+	r.rendered = httplimit.RenderLimit(r.policyName(), r.limit)
 	if rl.RequestsPerUnit == 0 {
 		// envoyproxy/ratelimit's way to block: every request is over the limit.
 		if rl.Burst != 0 {

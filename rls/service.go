@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"net/http"
 	"sort"
 	"strings"
 	"sync"
@@ -42,7 +43,8 @@ type Config struct {
 	// ResponseHeaders adds the header families of Headers to every
 	// answer's response_headers_to_add.
 	ResponseHeaders bool
-	// Headers selects the header families, as for HTTP.
+	// Headers selects the header families, as for HTTP; SetHeaders
+	// replaces them.
 	Headers httplimit.HeaderConfig
 	// Tiers are the known plan tiers; DefaultTier (default "default") is
 	// the tier of a decision without a known one.
@@ -68,22 +70,29 @@ type Config struct {
 }
 
 // Service implements envoy.service.ratelimit.v3.RateLimitService on the
-// limiter. It is safe for concurrent use; Swap replaces its rules
-// atomically: each request sees the old rules or the new ones.
+// limiter. It is safe for concurrent use; Swap replaces its rules and
+// SetLive its live changes atomically: each request sees the old rules and
+// changes or the new ones.
 type Service struct {
 	rlsv3.UnimplementedRateLimitServiceServer
 	cfg     Config
 	tiers   atomic.Pointer[tierSet]
+	headers atomic.Pointer[httplimit.HeaderConfig]
 	current atomic.Pointer[compiled]
+
+	swapMu sync.Mutex                                // serialises Swap and SetLive
+	live   map[string]map[string]httplimit.LiveLimit // under swapMu: the live changes given to SetLive
 
 	detailedMu sync.Mutex
 	detailed   map[string]bool // endpoint labels created by detailed_metric rules
 }
 
-// compiled are Rules with one limiter per rule.
+// compiled are Rules with one limiter per rule, and the live changes.
 type compiled struct {
 	rules    *Rules
 	limiters map[*rule]*limiter.Limiter
+	// live holds the live changes in force, by rule then plan tier.
+	live map[*rule]map[string]*liveLimiter
 	// overrides holds the rules and limiters of the limit overrides
 	// requests carried (RateLimitDescriptor.limit), by overrideKey.
 	overrides sync.Map
@@ -104,6 +113,30 @@ type overridden struct {
 	lim  *limiter.Limiter
 }
 
+// liveLimiter is a compiled live change of one rule and plan tier.
+type liveLimiter struct {
+	httplimit.LiveLimit
+	lim      *limiter.Limiter
+	rendered httplimit.RenderedLimit
+	// unit and perUnit are the change's limit as Envoy's RateLimit shows
+	// it: unit is "" when the window is none of Envoy's units.
+	unit    string
+	perUnit uint32
+}
+
+// covers reports whether the change applies to the descriptor whose store
+// key is key: the same share of descriptors, chosen alike, as the share of
+// clients a change to an HTTP class covers.
+func (l *liveLimiter) covers(key string) bool {
+	switch {
+	case l.RolloutPercent >= 100:
+		return true
+	case l.RolloutPercent <= 0:
+		return false
+	}
+	return httplimit.RolloutBucket(key) < l.RolloutPercent
+}
+
 // New returns a Service deciding with cfg and enforcing rules (nil: none
 // yet; every descriptor is then unlimited).
 func New(cfg Config, rules *Rules) (*Service, error) {
@@ -121,6 +154,7 @@ func New(cfg Config, rules *Rules) (*Service, error) {
 	}
 	s := &Service{cfg: cfg}
 	s.SetTiers(cfg.Tiers, cfg.DefaultTier)
+	s.SetHeaders(cfg.Headers)
 	if rules == nil {
 		rules = &Rules{domains: map[string]*node{}}
 	}
@@ -130,8 +164,11 @@ func New(cfg Config, rules *Rules) (*Service, error) {
 	return s, nil
 }
 
-// Swap puts rules in force. On error the rules in force stay.
+// Swap puts rules in force, with the live changes last given to SetLive.
+// On error the rules in force stay.
 func (s *Service) Swap(rules *Rules) error {
+	s.swapMu.Lock()
+	defer s.swapMu.Unlock()
 	c := &compiled{rules: rules, limiters: map[*rule]*limiter.Limiter{}}
 	var err error
 	for _, root := range rules.domains {
@@ -151,9 +188,92 @@ func (s *Service) Swap(rules *Rules) error {
 	if err != nil {
 		return err
 	}
+	if c.live, err = s.compileLive(rules, s.live); err != nil {
+		return err
+	}
 	s.current.Store(c)
 	return nil
 }
+
+// SetLive puts live changes in force: live maps a rule's endpoint (its
+// path, as Rules.Limits lists it) and a plan tier to the change of that
+// rule's limit for the descriptors of that tier. Entries naming no rule
+// are ignored (they are HTTP classes); so are blocked rules (requests_per_unit
+// 0) and the limits requests carry. The changes stay through Swap. On
+// error the changes in force stay.
+func (s *Service) SetLive(live map[string]map[string]httplimit.LiveLimit) error {
+	s.swapMu.Lock()
+	defer s.swapMu.Unlock()
+	old := s.current.Load()
+	compiledLive, err := s.compileLive(old.rules, live)
+	if err != nil {
+		return err
+	}
+	s.live = live
+	s.current.Store(&compiled{rules: old.rules, limiters: old.limiters, live: compiledLive})
+	return nil
+}
+
+// compileLive compiles the live changes of the rules of rules.
+func (s *Service) compileLive(rules *Rules, live map[string]map[string]httplimit.LiveLimit) (map[*rule]map[string]*liveLimiter, error) {
+	if len(live) == 0 {
+		return nil, nil
+	}
+	out := map[*rule]map[string]*liveLimiter{}
+	var err error
+	for _, root := range rules.domains {
+		walk(root, func(r *rule) {
+			byTier := live[r.path]
+			if err != nil || r.unlimited || r.blocked || len(byTier) == 0 {
+				return
+			}
+			for tier, lv := range byTier {
+				if lv.RolloutPercent < 0 || lv.RolloutPercent > 100 {
+					err = fmt.Errorf("rls: %s tier %s: live limit %s: rollout percent must be 0 to 100, got %d", r.path, tier, lv.Source, lv.RolloutPercent)
+					return
+				}
+				l, lerr := s.newLimiter(lv.Limit)
+				if lerr != nil {
+					err = fmt.Errorf("rls: %s tier %s: live limit %s: %w", r.path, tier, lv.Source, lerr)
+					return
+				}
+				ll := &liveLimiter{LiveLimit: lv, lim: l, rendered: httplimit.RenderLimit(r.policyName(), lv.Limit),
+					perUnit: uint32(min(max(lv.Limit.Rate, 0), math.MaxUint32))}
+				for _, u := range units {
+					if u.period == lv.Limit.Period {
+						ll.unit = u.name
+					}
+				}
+				if out[r] == nil {
+					out[r] = map[string]*liveLimiter{}
+				}
+				out[r][tier] = ll
+			}
+		})
+	}
+	return out, err
+}
+
+// LiveLimit returns the limit a live change enforces on the rule of
+// endpoint for tier, when one is enforced for some descriptors (not in
+// shadow, rollout above 0), as the rate_limit_limit gauge shows it.
+func (s *Service) LiveLimit(endpoint, tier string) (limiter.Limit, bool) {
+	c := s.current.Load()
+	for r, byTier := range c.live {
+		if r.path != endpoint {
+			continue
+		}
+		if lv := byTier[tier]; lv != nil && !lv.Shadow && lv.RolloutPercent > 0 {
+			return lv.Limit, true
+		}
+	}
+	return limiter.Limit{}, false
+}
+
+// SetHeaders replaces the header families of the answers, as a reload of
+// serve's headers section changes them for HTTP. Safe for concurrent use
+// with decisions.
+func (s *Service) SetHeaders(hc httplimit.HeaderConfig) { s.headers.Store(&hc) }
 
 // newLimiter returns a limiter of lim on the engine of the Config.
 func (s *Service) newLimiter(lim limiter.Limit) (*limiter.Limiter, error) {
@@ -178,6 +298,10 @@ func walk(n *node, f func(*rule)) {
 
 // keyPrefix starts every store key of the service, apart from HTTP's.
 const keyPrefix = "rls|"
+
+// shadowSuffix keeps the state of a live change in shadow apart from the
+// state of the limit enforced on the same descriptor, as for HTTP.
+const shadowSuffix = "|shadow"
 
 // ShouldRateLimit decides every descriptor of req that a rule matches, each
 // at the cost of its own hits_addend, else the request's (0 means 1), and
@@ -242,7 +366,7 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 			resp.Statuses[i] = st
 			continue
 		}
-		o := s.decide(ctx, lims[i], r, req, d)
+		o := s.decide(ctx, c, lims[i], r, req, d)
 		resp.Statuses[i] = o.descriptorStatus()
 		if o.code == rlsv3.RateLimitResponse_OVER_LIMIT {
 			resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
@@ -253,7 +377,7 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 		}
 	}
 	if s.cfg.ResponseHeaders && headerFrom != nil {
-		resp.ResponseHeadersToAdd = headerValues(s.cfg.Headers, headerFrom, s.cfg.Now())
+		resp.ResponseHeadersToAdd = headerValues(*s.headers.Load(), headerFrom, s.cfg.Now())
 	}
 	return resp, nil
 }
@@ -283,7 +407,7 @@ func (s *Service) override(c *compiled, domain string, d *ratelimitv3.RateLimitD
 	}
 	r := &rule{path: k.path, unit: unit, perUnit: k.perUnit, keySuffix: fmt.Sprintf("|limit=%d/%s", k.perUnit, period),
 		limit: limiter.Limit{Algorithm: limiter.FixedWindow, Rate: int64(k.perUnit), Period: period, AlignWindows: true}}
-	r.sfPolicy = policyItem(r.policyName())
+	r.rendered = httplimit.RenderLimit(r.policyName(), r.limit)
 	o := &overridden{rule: r}
 	if k.perUnit == 0 {
 		r.blocked = true
@@ -300,10 +424,16 @@ func (s *Service) override(c *compiled, domain string, d *ratelimitv3.RateLimitD
 
 // outcome is one descriptor's decision.
 type outcome struct {
-	rule   *rule
-	d      limiter.Decision
-	code   rlsv3.RateLimitResponse_Code
-	status limiter.Status
+	rule *rule
+	// limit is the limit enforced (the rule's, or a live change's), with
+	// its header values and its unit and requests_per_unit for Envoy.
+	limit    limiter.Limit
+	rendered httplimit.RenderedLimit
+	unit     string
+	perUnit  uint32
+	d        limiter.Decision
+	code     rlsv3.RateLimitResponse_Code
+	status   limiter.Status
 }
 
 // tighter reports whether o should set the response headers rather than
@@ -316,11 +446,11 @@ func (o outcome) tighter(other *outcome) bool {
 }
 
 func (o outcome) descriptorStatus() *rlsv3.RateLimitResponse_DescriptorStatus {
-	unit := rlsv3.RateLimitResponse_RateLimit_Unit(rlsv3.RateLimitResponse_RateLimit_Unit_value[strings.ToUpper(o.rule.unit)])
+	unit := rlsv3.RateLimitResponse_RateLimit_Unit(rlsv3.RateLimitResponse_RateLimit_Unit_value[strings.ToUpper(o.unit)])
 	return &rlsv3.RateLimitResponse_DescriptorStatus{
 		Code: o.code,
 		CurrentLimit: &rlsv3.RateLimitResponse_RateLimit{
-			Name: o.rule.name, RequestsPerUnit: o.rule.perUnit, Unit: unit,
+			Name: o.rule.name, RequestsPerUnit: o.perUnit, Unit: unit,
 		},
 		LimitRemaining:     uint32(min(max(o.d.Remaining, 0), math.MaxUint32)),
 		DurationUntilReset: durationpb.New(max(o.d.ResetAfter, 0)),
@@ -330,8 +460,10 @@ func (o outcome) descriptorStatus() *rlsv3.RateLimitResponse_DescriptorStatus {
 // decide makes and records one descriptor's decision, mapping it to a code
 // as the HTTP path maps it to a status: a failed store answers per the fail
 // policy (OK when open, OVER_LIMIT when closed, as decided when local), a
-// shadow-mode limit always answers OK.
-func (s *Service) decide(ctx context.Context, l *limiter.Limiter, r *rule, req *rlsv3.RateLimitRequest, d *ratelimitv3.RateLimitDescriptor) outcome {
+// shadow-mode limit always answers OK. A live change of the rule for the
+// decision's tier that covers the descriptor replaces l, or, in shadow,
+// is asked beside it on its own state, as for HTTP.
+func (s *Service) decide(ctx context.Context, c *compiled, l *limiter.Limiter, r *rule, req *rlsv3.RateLimitRequest, d *ratelimitv3.RateLimitDescriptor) outcome {
 	cost := int64(req.GetHitsAddend())
 	if h := d.GetHitsAddend(); h != nil {
 		cost = int64(min(h.GetValue(), math.MaxInt64))
@@ -341,11 +473,19 @@ func (s *Service) decide(ctx context.Context, l *limiter.Limiter, r *rule, req *
 	}
 	key := storeKey(req.Domain, d.GetEntries()) + r.keySuffix
 	ep, tier := s.endpoint(r, req.Domain, d.GetEntries()), s.tier(req, d)
-	o := outcome{rule: r}
+	o := outcome{rule: r, limit: r.limit, rendered: r.rendered, unit: r.unit, perUnit: r.perUnit}
+	var shadow *liveLimiter
+	if lv := c.live[r][tier]; lv != nil && lv.covers(key) {
+		if lv.Shadow {
+			shadow = lv
+		} else {
+			l, o.limit, o.rendered, o.unit, o.perUnit = lv.lim, lv.Limit, lv.rendered, lv.unit, lv.perUnit
+		}
+	}
 	var err error
 	if s.cfg.Trace != nil {
 		var end func(limiter.Status, limiter.Decision, error)
-		ctx, end = s.cfg.Trace(ctx, ep, tier, r.limit.Algorithm)
+		ctx, end = s.cfg.Trace(ctx, ep, tier, o.limit.Algorithm)
 		defer func() { end(o.status, o.d, err) }()
 	}
 	if r.blocked {
@@ -356,7 +496,7 @@ func (s *Service) decide(ctx context.Context, l *limiter.Limiter, r *rule, req *
 	switch {
 	case err != nil && (errors.Is(err, limiter.ErrCostExceedsLimit) || errors.Is(err, limiter.ErrInvalidCost)):
 		o.d.Allowed = false
-		o.d.RetryAfter = r.limit.Window()
+		o.d.RetryAfter = o.limit.Window()
 		o.status = limiter.StatusRejected
 	case o.d.Failure == limiter.FailureCanceled:
 		// The caller (Envoy) went away: not a store failure, not an answer.
@@ -370,6 +510,13 @@ func (s *Service) decide(ctx context.Context, l *limiter.Limiter, r *rule, req *
 		}
 	case o.d.Allowed:
 		o.status = limiter.StatusAllowed
+		if shadow != nil && !r.shadow {
+			// A live change in shadow: asked too, on its own state; what
+			// it would have refused is counted, not refused.
+			if sd, serr := shadow.lim.AllowN(ctx, key+shadowSuffix, cost); serr == nil && !sd.Allowed {
+				o.status = limiter.StatusShadowRejected
+			}
+		}
 	case r.shadow:
 		o.status = limiter.StatusShadowRejected
 	default:
@@ -386,7 +533,7 @@ func (s *Service) decide(ctx context.Context, l *limiter.Limiter, r *rule, req *
 		}
 		s.cfg.Recorder.RecordDecision(ctx, limiter.Record{
 			Endpoint: ep, PlanTier: tier, Key: key,
-			Limit: r.limit, Status: o.status, Decision: o.d, Err: recErr,
+			Limit: o.limit, Status: o.status, Decision: o.d, Err: recErr,
 		})
 	}
 	if err != nil {
@@ -546,15 +693,16 @@ func (r *Rules) matchDescriptor(domain string, d *ratelimitv3.RateLimitDescripto
 	return r.match(domain, entries)
 }
 
-// headerValues renders the enabled header families for o.
+// headerValues renders the header families hc enables for o, as serve's
+// HTTP path writes them, in httplimit.HeaderNames order.
 func headerValues(hc httplimit.HeaderConfig, o *outcome, now time.Time) []*corev3.HeaderValue {
-	policy := o.rule.sfPolicy
-	if policy == "" {
-		policy = policyItem(o.rule.policyName())
-	}
-	var out []*corev3.HeaderValue
-	for _, h := range renderHeaders(hc, policy, o.rule.limit, o.d, now) {
-		out = append(out, &corev3.HeaderValue{Key: h[0], Value: h[1]})
+	h := make(http.Header, len(httplimit.HeaderNames))
+	hc.WriteHeaders(h, o.rendered, o.d, now)
+	out := make([]*corev3.HeaderValue, 0, len(h))
+	for _, name := range httplimit.HeaderNames {
+		if v := h[name]; len(v) > 0 {
+			out = append(out, &corev3.HeaderValue{Key: name, Value: v[0]})
+		}
 	}
 	return out
 }

@@ -12,10 +12,10 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 
+	"github.com/rl-exporter/rl-exporter/config"
 	"github.com/rl-exporter/rl-exporter/httplimit"
 	"github.com/rl-exporter/rl-exporter/limiter"
-
-	"github.com/rl-exporter/rl-exporter/config"
+	"github.com/rl-exporter/rl-exporter/livelimits"
 	"github.com/rl-exporter/rl-exporter/rls"
 )
 
@@ -44,6 +44,7 @@ type grpcListener struct {
 	done    sync.WaitGroup
 	logger  *slog.Logger
 	closing sync.Once
+	live    *livelimits.Cache // nil when live limits are off
 
 	labels          EndpointLabels
 	labelsMu        sync.Mutex
@@ -111,10 +112,28 @@ func (b *Built) startGRPC(cfg *config.Config, d *Deps) (*grpcListener, error) {
 	if g.drain <= 0 {
 		g.drain = DefaultShutdownTimeout
 	}
+	if b.live.cache != nil {
+		// The descriptor rules become live-limit classes: read their hashes
+		// now, so that a change made before start applies from the first call.
+		g.live = b.live.cache
+		g.live.SetTargets(append(targets(cfg), rlsTargets(rules, cfg)...))
+		g.refreshLive()
+	}
+	// Every policy put in force (a reload of the config file, a live
+	// change) brings its header switches and the live changes to the
+	// descriptors too.
+	next := d.OnPolicy
 	if d.Labels != nil {
 		g.labels, g.tiers, g.defaultTierName = d.Labels, pc.Tiers, pc.DefaultTier
 		g.relabel(nil)
-		d.OnPolicy = func(p *httplimit.Policy) { g.relabel(p) }
+		next = g.relabel
+	}
+	d.OnPolicy = func(p *httplimit.Policy) {
+		g.svc.SetHeaders(p.HeaderConfig())
+		g.applyLive()
+		if next != nil {
+			next(p)
+		}
 	}
 	logger.Info("listening", slog.String("listener", "grpc"), slog.String("addr", ln.Addr().String()),
 		slog.Bool("tls", tc != nil), slog.String("rls_config_dir", dir), slog.Any("domains", rules.Domains()))
@@ -167,8 +186,75 @@ func (b *Built) reloadRLS(g *grpcListener, dir string) {
 		return
 	}
 	b.live.metrics.reloadsOK.Add(1)
+	if g.live != nil {
+		// Rules added or removed are live-limit classes added or removed.
+		b.mu.Lock()
+		g.live.SetTargets(b.liveTargets(b.live.cfg))
+		b.mu.Unlock()
+		g.refreshLive()
+	}
 	g.relabel(nil)
 	g.logger.Info("rls config reloaded", slog.String("dir", dir), slog.Any("domains", rules.Domains()))
+}
+
+// rlsTargets lists every limited rule × plan tier of rules as a live-limit
+// target: the class is the rule's endpoint label (its path through the
+// descriptor tree, "messaging.message_type_marketing.to_number"), which
+// no HTTP class name can be (they hold no '.'). Blocked rules
+// (requests_per_unit 0) are left out: they have no limit to change.
+func rlsTargets(rules *rls.Rules, cfg *config.Config) []livelimits.Target {
+	var out []livelimits.Target
+	for _, r := range rules.Limits() {
+		if r.Blocked {
+			continue
+		}
+		for _, tier := range cfg.Tiers.Names {
+			out = append(out, livelimits.Target{Class: r.Endpoint, Tier: tier, Limit: r.Limit, Cost: 1})
+		}
+	}
+	return out
+}
+
+// liveTargets lists the live-limit targets of cfg: its classes and, with
+// the gRPC listener on, the descriptor rules in force. Call with b.mu held.
+func (b *Built) liveTargets(cfg *config.Config) []livelimits.Target {
+	out := targets(cfg)
+	if b.grpc != nil {
+		out = append(out, rlsTargets(b.grpc.svc.Rules(), cfg)...)
+	}
+	return out
+}
+
+// refreshLive reads the live-limit hashes (those of new targets among
+// them) and puts the changes in force on the descriptors. A store that
+// does not answer is logged; the periodic refresh reads them later.
+func (g *grpcListener) refreshLive() {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if err := g.live.Refresh(ctx); err != nil {
+		g.logger.Warn("live limits: read for the descriptor rules failed; the configured limits apply until the store answers",
+			slog.String("error", err.Error()))
+	}
+	g.applyLive()
+}
+
+// applyLive puts the live changes of the cache in force on the descriptors.
+func (g *grpcListener) applyLive() {
+	if g.live == nil {
+		return
+	}
+	live := map[string]map[string]httplimit.LiveLimit{}
+	for class, byTier := range g.live.Overlay() {
+		for tier, ap := range byTier {
+			if live[class] == nil {
+				live[class] = map[string]httplimit.LiveLimit{}
+			}
+			live[class][tier] = httplimit.LiveLimit{Limit: ap.Limit, RolloutPercent: ap.RolloutPercent, Shadow: ap.Shadow, Source: ap.Source}
+		}
+	}
+	if err := g.svc.SetLive(live); err != nil {
+		g.logger.Error("live limits not applied to the descriptor rules", slog.String("error", err.Error()))
+	}
 }
 
 // relabel gives the labels the endpoints and limits of the HTTP policy p
@@ -219,7 +305,11 @@ func (g *grpcListener) relabel(p *httplimit.Policy) {
 			continue // no quota to show
 		}
 		for _, t := range tiers {
-			if err := g.labels.SetLimit(r.Endpoint, t, r.Limit); err != nil {
+			lim := r.Limit
+			if l, ok := g.svc.LiveLimit(r.Endpoint, t); ok {
+				lim = l
+			}
+			if err := g.labels.SetLimit(r.Endpoint, t, lim); err != nil {
 				warn(r.Endpoint, t, err)
 			}
 		}

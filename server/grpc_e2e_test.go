@@ -321,3 +321,229 @@ func TestTheGRPCListenerAnswersPerFailPolicyWhenRedisIsDown(t *testing.T) {
 		})
 	}
 }
+
+// buildGRPCFromFile writes yaml (which must set the gRPC listener) to a
+// config file and builds serve from it as the binary does, watching the
+// file for reloads, and returns it with a client and the file's path.
+func buildGRPCFromFile(t *testing.T, yaml string) (*server.Built, *grpc.ClientConn, string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "rl.yaml")
+	writeFile(t, path, yaml)
+	sources := &config.Sources{File: path}
+	cfg, err := sources.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tel, err := server.NewTelemetry(context.Background(), cfg, server.TelemetryInfo{TraceWriter: io.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deps := tel.Deps(nil)
+	deps.Sources = sources
+	srv, err := server.Build(cfg, deps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tel.Register(srv.ConfigMetrics()); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	})
+	conn, err := grpc.NewClient(srv.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	return srv, conn, path
+}
+
+// askAs sends one ShouldRateLimit for user on the plan tier plan (as a
+// second descriptor, which no rule matches) and returns the user's status.
+func askAs(t *testing.T, conn *grpc.ClientConn, user, plan string) *rlsv3.RateLimitResponse_DescriptorStatus {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	resp, err := rlsv3.NewRateLimitServiceClient(conn).ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{
+		Domain: "shop",
+		Descriptors: []*ratelimitv3.RateLimitDescriptor{
+			{Entries: []*ratelimitv3.RateLimitDescriptor_Entry{{Key: "user", Value: user}}},
+			{Entries: []*ratelimitv3.RateLimitDescriptor_Entry{{Key: "plan", Value: plan}}},
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.Statuses[0]
+}
+
+// adminDo sends one admin API request with the read-write token and
+// returns the status and body.
+func adminDo(t *testing.T, srv *server.Built, method, path, body string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, "http://"+srv.Addr("admin")+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+opsToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// TestLiveChangesThroughTheAdminAPIChangeGRPCDecisionsWithoutRestart runs
+// serve on a real Redis with the admin API, and changes the descriptor
+// rule shop.user (2 a day) as a live-limit class: a PUT for its free tier,
+// a PATCH of it, a tier-wide PUT for pro, and a DELETE, each checked on
+// what ShouldRateLimit answers next and on the limit /metrics shows.
+func TestLiveChangesThroughTheAdminAPIChangeGRPCDecisionsWithoutRestart(t *testing.T) {
+	rdb := redistest.Single(t)
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "shop.yaml"), fmt.Sprintf(grpcDomain, 2))
+	srv, conn, _ := buildGRPCFromFile(t, fmt.Sprintf(`
+server: {listen: "127.0.0.1:0", grpc_listen: "127.0.0.1:0", admin_listen: "127.0.0.1:0"}
+store: {type: redis, redis: {url: %q}}
+admin: {tokens: "ops:read-write:%s"}
+live: {refresh_interval: 10s}
+rls: {config_dir: %q, tier_descriptor_key: plan}
+tiers: {names: [free, pro], default: free}
+`, rdb.URL(), opsToken, dir))
+
+	for i, want := range []rlsv3.RateLimitResponse_Code{rlsv3.RateLimitResponse_OK, rlsv3.RateLimitResponse_OK, rlsv3.RateLimitResponse_OVER_LIMIT} {
+		if st := askAs(t, conn, "alice", "free"); st.Code != want || st.CurrentLimit.GetRequestsPerUnit() != 2 {
+			t.Fatalf("call %d before any change: %v with limit %d, want %v with the file's 2", i+1, st.Code, st.CurrentLimit.GetRequestsPerUnit(), want)
+		}
+	}
+	// Within a second: pub/sub brings the change, not the 10s refresh.
+	applies := func(what string, cond func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(time.Second)
+		if raceEnabled {
+			deadline = deadline.Add(4 * time.Second)
+		}
+		for !cond() {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: not applied to ShouldRateLimit within a second", what)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+
+	if code, body := adminDo(t, srv, http.MethodPut, "/admin/v1/limits/shop.user/free", `{"max_requests": 5}`); code != http.StatusOK {
+		t.Fatalf("PUT shop.user/free: %d %s", code, body)
+	} else if !strings.Contains(body, `"effective": "5 per 24h0m0s (fixed_window)"`) {
+		t.Errorf("PUT answer does not show the rule's new limit:\n%s", body)
+	}
+	var st *rlsv3.RateLimitResponse_DescriptorStatus
+	applies("PUT shop.user/free 5", func() bool { st = askAs(t, conn, "alice", "free"); return st.CurrentLimit.GetRequestsPerUnit() == 5 })
+	if st.Code != rlsv3.RateLimitResponse_OK || st.CurrentLimit.GetUnit() != rlsv3.RateLimitResponse_RateLimit_DAY {
+		t.Errorf("alice under the raised limit: %v, unit %v; want OK per DAY", st.Code, st.CurrentLimit.GetUnit())
+	}
+	if st := askAs(t, conn, "bob", "pro"); st.CurrentLimit.GetRequestsPerUnit() != 2 {
+		t.Errorf("bob on pro: limit %d, want the file's 2 (the change is free's)", st.CurrentLimit.GetRequestsPerUnit())
+	}
+	if m := scrapeMain(t, srv); !strings.Contains(m, `rate_limit_limit{algorithm="fixed_window",endpoint="shop.user",plan_tier="free"} 5`) ||
+		!strings.Contains(m, `rate_limit_limit{algorithm="fixed_window",endpoint="shop.user",plan_tier="pro"} 2`) {
+		t.Errorf("/metrics does not show the limits in force (free 5, pro 2):\n%s", grepLines(m, "rate_limit_limit{"))
+	}
+
+	if code, body := adminDo(t, srv, http.MethodPatch, "/admin/v1/limits/shop.user/free", `{"max_requests": 1, "window": "1h"}`); code != http.StatusOK {
+		t.Fatalf("PATCH shop.user/free: %d %s", code, body)
+	}
+	applies("PATCH shop.user/free 1 per hour", func() bool {
+		st = askAs(t, conn, "alice", "free")
+		return st.CurrentLimit.GetRequestsPerUnit() == 1 && st.CurrentLimit.GetUnit() == rlsv3.RateLimitResponse_RateLimit_HOUR
+	})
+	askAs(t, conn, "carol", "free")
+	if st := askAs(t, conn, "carol", "free"); st.Code != rlsv3.RateLimitResponse_OVER_LIMIT {
+		t.Errorf("carol's 2nd call under 1 per hour: %v, want OVER_LIMIT", st.Code)
+	}
+
+	// A tier's hash applies to every class of the tier, descriptor rules included.
+	if code, body := adminDo(t, srv, http.MethodPut, "/admin/v1/limits/pro", `{"max_requests": 7}`); code != http.StatusOK {
+		t.Fatalf("PUT pro: %d %s", code, body)
+	}
+	applies("PUT pro 7", func() bool { return askAs(t, conn, "bob", "pro").CurrentLimit.GetRequestsPerUnit() == 7 })
+
+	if code, body := adminDo(t, srv, http.MethodDelete, "/admin/v1/limits/shop.user/free", ""); code != http.StatusOK {
+		t.Fatalf("DELETE shop.user/free: %d %s", code, body)
+	}
+	applies("DELETE shop.user/free", func() bool {
+		st = askAs(t, conn, "dave", "free")
+		return st.CurrentLimit.GetRequestsPerUnit() == 2 && st.CurrentLimit.GetUnit() == rlsv3.RateLimitResponse_RateLimit_DAY
+	})
+}
+
+// TestALiveChangeInShadowCountsWhatItWouldRefuseOverGRPC puts a live change
+// of 1 a day in shadow on the rule shop.user (2 a day): the file's limit
+// still decides, and the second call, which the change would refuse, is
+// answered OK and counted shadow_rejected.
+func TestALiveChangeInShadowCountsWhatItWouldRefuseOverGRPC(t *testing.T) {
+	rdb := redistest.Single(t)
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "shop.yaml"), fmt.Sprintf(grpcDomain, 2))
+	srv, conn, _ := buildGRPCFromFile(t, fmt.Sprintf(`
+server: {listen: "127.0.0.1:0", grpc_listen: "127.0.0.1:0", admin_listen: "127.0.0.1:0"}
+store: {type: redis, redis: {url: %q}}
+admin: {tokens: "ops:read-write:%s"}
+rls: {config_dir: %q}
+tiers: {names: [free, pro], default: free}
+`, rdb.URL(), opsToken, dir))
+	if code, body := adminDo(t, srv, http.MethodPut, "/admin/v1/limits/shop.user/free", `{"max_requests": 1, "shadow": true}`); code != http.StatusOK {
+		t.Fatalf("PUT: %d %s", code, body)
+	}
+	waitFor(t, func() bool {
+		return strings.Contains(scrapeMain(t, srv), `rate_limit_limit{algorithm="fixed_window",endpoint="shop.user",plan_tier="free"} 2`)
+	})
+	// The overlay reaches the service before the gauge; one more call on a fresh user proves it.
+	waitFor(t, func() bool {
+		u := fmt.Sprint("probe", time.Now().UnixNano())
+		shouldRateLimit(t, conn, u)
+		shouldRateLimit(t, conn, u)
+		return strings.Contains(scrapeMain(t, srv), `endpoint="shop.user",plan_tier="free",status="shadow_rejected"}`)
+	})
+	codes := []rlsv3.RateLimitResponse_Code{shouldRateLimit(t, conn, "erin").OverallCode, shouldRateLimit(t, conn, "erin").OverallCode, shouldRateLimit(t, conn, "erin").OverallCode}
+	if want := []rlsv3.RateLimitResponse_Code{rlsv3.RateLimitResponse_OK, rlsv3.RateLimitResponse_OK, rlsv3.RateLimitResponse_OVER_LIMIT}; fmt.Sprint(codes) != fmt.Sprint(want) {
+		t.Errorf("erin's three calls: %v, want %v (the file's 2 a day still decides)", codes, want)
+	}
+}
+
+// TestAReloadOfTheHeadersSectionAppliesToGRPCAnswers edits the config
+// file's headers section while serve runs: the next answers carry the
+// newly selected families, without a restart.
+func TestAReloadOfTheHeadersSectionAppliesToGRPCAnswers(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "shop.yaml"), fmt.Sprintf(grpcDomain, 100))
+	yaml := fmt.Sprintf(`
+server: {listen: "127.0.0.1:0", grpc_listen: "127.0.0.1:0"}
+rls: {config_dir: %q}
+reload: {watch: true, interval: 100ms}
+`, dir)
+	srv, conn, path := buildGRPCFromFile(t, yaml)
+	names := func() string {
+		var out []string
+		for _, h := range shouldRateLimit(t, conn, "frank").ResponseHeadersToAdd {
+			out = append(out, h.Key)
+		}
+		return strings.Join(out, ",")
+	}
+	if got, want := names(), "X-Ratelimit-Limit,X-Ratelimit-Remaining,X-Ratelimit-Reset,Ratelimit-Policy,Ratelimit"; got != want {
+		t.Fatalf("headers before the reload: %s, want %s", got, want)
+	}
+	writeFile(t, path, yaml+"headers: {x_ratelimit: false, legacy: true}\n")
+	waitFor(t, func() bool { ok, _ := srv.ConfigMetrics().Reloads(); return ok >= 1 })
+	if got, want := names(), "Ratelimit-Policy,Ratelimit,Ratelimit-Limit,Ratelimit-Remaining,Ratelimit-Reset"; got != want {
+		t.Errorf("headers after the reload: %s, want %s", got, want)
+	}
+}
+

@@ -246,7 +246,7 @@ func (b *Built) reload(cfg *config.Config) error {
 		return fmt.Errorf("config %s: %w", cfg.Source, err)
 	}
 	if b.live.cache != nil {
-		b.live.cache.SetTargets(targets(cfg))
+		b.live.cache.SetTargets(b.liveTargets(cfg))
 	}
 	p, err := b.compile(pc)
 	if err != nil {
