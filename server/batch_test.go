@@ -57,12 +57,12 @@ func TestServeBatchesRedisDecisionsUnlessTheConfigTurnsItOff(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		st, _, closer, err := server.OpenStore(cfg)
+		opened, err := server.OpenStore(cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer closer.Close()
-		lim, err := limiter.New(limiter.Config{Limit: limiter.PerMinute(limiter.GCRA, 1_000_000), Store: st, Timeout: -1})
+		defer opened.Close()
+		lim, err := limiter.New(limiter.Config{Limit: limiter.PerMinute(limiter.GCRA, 1_000_000), Store: opened.Store, Timeout: -1})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -57,29 +57,26 @@ type Deps struct {
 // contacting it), compiles the policy, and returns a Server with its
 // listeners open. The store is closed by the Server's shutdown.
 func Build(cfg *config.Config, d Deps) (*Built, error) {
-	store, ready, closer, err := openStore(cfg, d.BatchTracer)
+	opened, err := openStore(cfg, d.BatchTracer)
 	if err != nil {
 		return nil, err
 	}
-	closers := []io.Closer{}
-	if closer != nil {
-		closers = append(closers, closer)
-	}
+	closers := []io.Closer{opened}
 	fail := func(err error) (*Built, error) {
 		for _, c := range closers {
 			_ = c.Close()
 		}
 		return nil, err
 	}
-	if err := instrumentStore(closer, d.InstrumentRedis); err != nil {
+	if err := instrumentStore(opened.Client, d.InstrumentRedis); err != nil {
 		return fail(fmt.Errorf("config %s: store.redis: %w", cfg.Source, err))
 	}
 	webConfig, err := metricsWebConfig(cfg)
 	if err != nil {
 		return fail(err)
 	}
-	b := &Built{store: store, observer: d.Observer}
-	hb, err := b.setupGuard(cfg, d, closer)
+	b := &Built{store: opened.Store, observer: d.Observer}
+	hb, err := b.setupGuard(cfg, d, opened.Client)
 	if err != nil {
 		return fail(err)
 	}
@@ -87,7 +84,7 @@ func Build(cfg *config.Config, d Deps) (*Built, error) {
 		// The heartbeat leaves the instance set before the client closes.
 		closers = append([]io.Closer{hb}, closers...)
 	}
-	if err := b.setupLive(cfg, d, closer); err != nil {
+	if err := b.setupLive(cfg, d, opened.Client); err != nil {
 		return fail(err)
 	}
 	adminHandlers, err := b.adminHandlers(cfg, d.AdminHandlers)
@@ -124,7 +121,7 @@ func Build(cfg *config.Config, d Deps) (*Built, error) {
 	srv, err := New(Config{
 		Listen: cfg.Server.Listen, MetricsListen: cfg.Server.MetricsListen, AdminListen: cfg.Server.AdminListen,
 		Upstream: upstream, UpstreamTransport: transportConfig(cfg.Server.UpstreamTransport),
-		Middleware: mw, Ready: ready, ReadyTimeout: cfg.Server.ReadyTimeout,
+		Middleware: mw, Ready: opened.readiness(), ReadyTimeout: cfg.Server.ReadyTimeout,
 		ReadyStrict: cfg.Server.ReadyStrict, FailPolicy: cfg.Store.FailPolicy,
 		ReadHeaderTimeout: cfg.Server.ReadHeaderTimeout, ReadTimeout: cfg.Server.ReadTimeout, IdleTimeout: cfg.Server.IdleTimeout,
 		CheckAPI:       CheckAPI{Disabled: !cfg.Server.CheckAPI.Enabled, AllowedPeers: checkPeers},
@@ -168,7 +165,7 @@ func (b *Built) policyConfig(cfg *config.Config) (httplimit.PolicyConfig, error)
 // starts the instance heartbeat it divides limits by. Both outlive
 // reloads: a reload that changes the store section is logged as needing a
 // restart.
-func (b *Built) setupGuard(cfg *config.Config, d Deps, closer io.Closer) (*heartbeat.Heartbeat, error) {
+func (b *Built) setupGuard(cfg *config.Config, d Deps, rdb redis.UniversalClient) (*heartbeat.Heartbeat, error) {
 	logger := d.Logger
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
@@ -187,7 +184,7 @@ func (b *Built) setupGuard(cfg *config.Config, d Deps, closer io.Closer) (*heart
 		gc.Breaker.Threshold = 0 // the memory store never fails
 	}
 	var hb *heartbeat.Heartbeat
-	if rdb, ok := closer.(redis.UniversalClient); ok && sc.FailPolicy == string(limiter.FailLocal) {
+	if rdb != nil && sc.FailPolicy == string(limiter.FailLocal) {
 		var err error
 		hb, err = heartbeat.New(heartbeat.Config{
 			Client: rdb, Key: cmp.Or(cfg.Store.Redis.Prefix, redisstore.DefaultPrefix) + ":" + heartbeat.DefaultKeySuffix,
@@ -232,37 +229,72 @@ func (b *Built) Reload(cfg *config.Config) error {
 	return nil
 }
 
-// OpenStore returns the store cfg names, a readiness check (nil for the
-// memory store) and what to close at shutdown (nil for the memory store).
-// Redis is not contacted: a Redis that is down at start-up makes /readyz
-// unready and decisions follow the fail policy, instead of a crash loop.
-func OpenStore(cfg *config.Config) (limiter.Store, func(context.Context) error, io.Closer, error) {
+// OpenedStore is a store opened from the config, with what serving needs
+// beside it. Its fields are set once by OpenStore and not changed after.
+type OpenedStore struct {
+	// Store decides.
+	Store limiter.Store
+	// Client is the Redis client behind Store, for readiness checks, the
+	// instance heartbeat, live limits and tracing; nil for the memory store.
+	Client redis.UniversalClient
+}
+
+// Ready reports whether the store answers: a Redis PING within ctx; always
+// nil for the memory store. Safe for concurrent use.
+func (o OpenedStore) Ready(ctx context.Context) error {
+	if o.Client == nil {
+		return nil
+	}
+	return o.Client.Ping(ctx).Err()
+}
+
+// readiness is Ready for a store that can fail, nil for the memory store
+// (always ready).
+func (o OpenedStore) readiness() func(context.Context) error {
+	if o.Client == nil {
+		return nil
+	}
+	return o.Ready
+}
+
+// Close closes the Redis client, if any. Call it once, after the last
+// decision.
+func (o OpenedStore) Close() error {
+	if o.Client == nil {
+		return nil
+	}
+	return o.Client.Close()
+}
+
+// OpenStore opens the store cfg names. Redis is not contacted: a Redis
+// that is down at start-up makes /readyz unready and decisions follow the
+// fail policy, instead of a crash loop. The caller closes what it opened.
+func OpenStore(cfg *config.Config) (OpenedStore, error) {
 	return openStore(cfg, nil)
 }
 
 // openStore is OpenStore with the Redis store's batches traced by tracer (nil: untraced).
-func openStore(cfg *config.Config, tracer redisstore.BatchTracer) (limiter.Store, func(context.Context) error, io.Closer, error) {
+func openStore(cfg *config.Config, tracer redisstore.BatchTracer) (OpenedStore, error) {
 	switch cfg.Store.Type {
 	case "", "memory":
-		return limiter.NewMemoryStore(limiter.MemoryConfig{}), nil, nil, nil
+		return OpenedStore{Store: limiter.NewMemoryStore(limiter.MemoryConfig{})}, nil
 	case "redis":
 		cc, err := cfg.RedisClientConfig()
 		if err != nil {
-			return nil, nil, nil, fmt.Errorf("config %s: store.redis: %w", cfg.Source, err)
+			return OpenedStore{}, fmt.Errorf("config %s: store.redis: %w", cfg.Source, err)
 		}
 		client, err := cc.NewClient()
 		if err != nil {
-			return nil, nil, nil, fmt.Errorf("config %s: store.redis: %w", cfg.Source, err)
+			return OpenedStore{}, fmt.Errorf("config %s: store.redis: %w", cfg.Source, err)
 		}
 		scfg := cfg.RedisStoreConfig()
 		scfg.BatchTracer = tracer
 		st, err := redisstore.New(client, scfg)
 		if err != nil {
 			_ = client.Close()
-			return nil, nil, nil, fmt.Errorf("config %s: store.redis: %w", cfg.Source, err)
+			return OpenedStore{}, fmt.Errorf("config %s: store.redis: %w", cfg.Source, err)
 		}
-		ready := func(ctx context.Context) error { return client.Ping(ctx).Err() }
-		return st, ready, client, nil
+		return OpenedStore{Store: st, Client: client}, nil
 	}
-	return nil, nil, nil, fmt.Errorf("config %s: store.type: unknown %q", cfg.Source, cfg.Store.Type)
+	return OpenedStore{}, fmt.Errorf("config %s: store.type: unknown %q", cfg.Source, cfg.Store.Type)
 }

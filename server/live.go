@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"sync/atomic"
@@ -84,7 +83,7 @@ func (b *Built) LiveLimits() *livelimits.Cache { return b.live.cache }
 // Redis, else in process) and reads it once, so that a change made before
 // start applies from the first request. A Redis that does not answer is
 // logged and read again later.
-func (b *Built) setupLive(cfg *config.Config, d Deps, closer io.Closer) error {
+func (b *Built) setupLive(cfg *config.Config, d Deps, client redis.UniversalClient) error {
 	b.live.cfg = cfg
 	b.live.metrics = NewConfigMetrics()
 	b.live.sources = d.Sources
@@ -100,7 +99,7 @@ func (b *Built) setupLive(cfg *config.Config, d Deps, closer io.Closer) error {
 		prefix = livelimits.DefaultPrefix
 	}
 	var backend livelimits.Backend = &livelimits.Memory{}
-	if client, ok := closer.(redis.UniversalClient); ok {
+	if client != nil {
 		backend = &livelimits.Redis{Client: client, Channel: livelimits.Channel(prefix)}
 	}
 	cache, err := livelimits.New(livelimits.Config{

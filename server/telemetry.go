@@ -129,15 +129,11 @@ func (t *Telemetry) Deps(logger *slog.Logger) Deps {
 // Shutdown flushes the buffered spans and stops the trace exporter.
 func (t *Telemetry) Shutdown(ctx context.Context) error { return t.Tracing.Shutdown(ctx) }
 
-// instrumentStore hands the Redis client behind closer (what OpenStore
-// returns for a Redis store) to instrument.
-func instrumentStore(closer io.Closer, instrument func(redis.UniversalClient) error) error {
-	if instrument == nil {
+// instrumentStore hands the Redis client of a Redis store to instrument;
+// with the memory store (rdb nil) there are no round trips to trace.
+func instrumentStore(rdb redis.UniversalClient, instrument func(redis.UniversalClient) error) error {
+	if instrument == nil || rdb == nil {
 		return nil
-	}
-	rdb, ok := closer.(redis.UniversalClient)
-	if !ok {
-		return nil // the memory store: no round trips to trace
 	}
 	return instrument(rdb)
 }

@@ -144,14 +144,10 @@ func runServe(ctx context.Context, args []string, env environ, stdout, stderr io
 		fmt.Fprintf(stderr, "rl-exporter serve: %v\n", err)
 		return exitFailure
 	}
-	// rate_limit_config_errors_total and rate_limit_config_reloads_total on /metrics.
-	if err := tel.Collector.Registry().Register(srv.ConfigMetrics()); err != nil {
-		fmt.Fprintf(stderr, "rl-exporter serve: register config metrics: %v\n", err)
-		return exitFailure
-	}
+	// rate_limit_config_errors_total, rate_limit_config_reloads_total and
 	// rate_limit_slow_clients_total on /metrics.
-	if err := tel.Collector.Registry().Register(srv.Metrics()); err != nil {
-		fmt.Fprintf(stderr, "rl-exporter serve: register server metrics: %v\n", err)
+	if err := tel.Register(srv.ConfigMetrics(), srv.Metrics()); err != nil {
+		fmt.Fprintf(stderr, "rl-exporter serve: %v\n", err)
 		return exitFailure
 	}
 	logger.Info("rl-exporter serve", slog.String("version", version), slog.String("config", cfg.Source),
