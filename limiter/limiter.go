@@ -81,6 +81,9 @@ type Limiter struct {
 	// the limit compiled once.
 	memory   *MemoryStore
 	compiled compiledLimit
+	// inspector is the store when it is an Inspector (PeekN, AllowAtMost,
+	// Reset), else nil.
+	inspector Inspector
 }
 
 // New validates cfg and returns a Limiter.
@@ -119,6 +122,7 @@ func New(cfg Config) (*Limiter, error) {
 	_, l.inProcess = cfg.Store.(inProcessStore)
 	l.timeouts, _ = cfg.Store.(TimeoutStore)
 	l.memory, _ = cfg.Store.(*MemoryStore)
+	l.inspector, _ = cfg.Store.(Inspector)
 	l.compiled = compileLimit(cfg.Limit)
 	return l, nil
 }
@@ -147,17 +151,33 @@ func (l *Limiter) AllowN(ctx context.Context, key string, cost int64) (Decision,
 	if cost < 1 || cost > l.compiled.b {
 		return Decision{Limit: l.compiled.b}, l.cfg.Limit.CheckCost(cost)
 	}
+	return l.decide(ctx, key, cost, ModeConsume)
+}
+
+// breakerFor returns the circuit breaker guarding key's calls, nil when
+// there is none.
+func (l *Limiter) breakerFor(key string) *CircuitBreaker {
+	if l.sharded != nil {
+		return l.guard.breakerFor(l.sharded.Shard(key))
+	}
+	return l.breaker
+}
+
+// decide is the one path of AllowN, PeekN and AllowAtMost: the store call
+// in the given mode, with the deadline, breaker, Observer and fail policy
+// around it. cost has been checked.
+func (l *Limiter) decide(ctx context.Context, key string, cost int64, mode Mode) (Decision, error) {
 	if l.memory != nil && l.breaker == nil && l.cfg.Observer == nil && l.local == nil {
 		// The limit and cost are valid, and the memory store cannot fail.
-		return l.memory.decide(key, &l.compiled, cost), nil
+		return l.memory.decide(key, &l.compiled, cost, mode), nil
+	}
+	if mode != ModeConsume && l.inspector == nil {
+		return Decision{Limit: l.compiled.b}, fmt.Errorf("%s store: %w", l.cfg.Store.Name(), ErrNotSupported)
 	}
 	lim := l.cfg.Limit
-	breaker := l.breaker
-	if l.sharded != nil {
-		breaker = l.guard.breakerFor(l.sharded.Shard(key))
-	}
+	breaker := l.breakerFor(key)
 	if breaker != nil && !breaker.allow() {
-		return l.fail(ctx, key, cost, ErrCircuitOpen)
+		return l.fail(ctx, key, cost, mode, ErrCircuitOpen)
 	}
 	var start time.Time
 	if l.cfg.Observer != nil {
@@ -167,7 +187,9 @@ func (l *Limiter) AllowN(ctx context.Context, key string, cost int64) (Decision,
 	var err error
 	switch {
 	case l.memory != nil:
-		d = l.memory.decide(key, &l.compiled, cost)
+		d = l.memory.decide(key, &l.compiled, cost, mode)
+	case mode != ModeConsume:
+		d, err = l.inspector.DecideMode(ctx, key, lim, cost, mode, l.storeTimeout())
 	case l.cfg.Timeout <= 0 || l.inProcess:
 		d, err = l.cfg.Store.Decide(ctx, key, lim, cost)
 	case l.timeouts != nil:
@@ -192,15 +214,18 @@ func (l *Limiter) AllowN(ctx context.Context, key string, cost int64) (Decision,
 		breaker.record(err == nil)
 	}
 	if err != nil {
-		return l.fail(ctx, key, cost, fmt.Errorf("%s store: %w", l.cfg.Store.Name(), err))
+		return l.fail(ctx, key, cost, mode, fmt.Errorf("%s store: %w", l.cfg.Store.Name(), err))
+	}
+	if mode == ModeConsume && d.Allowed {
+		d.Admitted = cost // whatever the store says: AllowN takes all or nothing
 	}
 	if l.local != nil {
-		d = l.local.afterStore(ctx, key, lim, cost, d)
+		d = l.local.afterStore(ctx, key, lim, mode, d)
 	}
 	return d, nil
 }
 
-func (l *Limiter) fail(ctx context.Context, key string, cost int64, err error) (Decision, error) {
+func (l *Limiter) fail(ctx context.Context, key string, cost int64, mode Mode, err error) (Decision, error) {
 	if l.log != nil {
 		l.log.failed(ctx, ErrorKind(err), err)
 	}
@@ -209,13 +234,17 @@ func (l *Limiter) fail(ctx context.Context, key string, cost int64, err error) (
 	case FailClosed:
 		return Decision{Limit: lim.Quota(), RetryAfter: time.Second, Failure: FailureClosed}, err
 	case FailLocal:
-		d, lerr := l.local.decide(ctx, key, lim, cost)
+		d, lerr := l.local.decide(ctx, key, lim, cost, mode)
 		if lerr == nil {
 			d.Failure = FailureLocal
 			return d, err
 		}
 	}
-	return Decision{Allowed: true, Limit: lim.Quota(), Remaining: lim.Quota(), Failure: FailureOpen}, err
+	d := Decision{Allowed: true, Limit: lim.Quota(), Remaining: lim.Quota(), Admitted: cost, Failure: FailureOpen}
+	if mode == ModePeek {
+		d.Admitted = 0
+	}
+	return d, err
 }
 
 // inProcessStore is a Store that decides without waiting (MemoryStore): the

@@ -136,10 +136,13 @@ func (f *LocalFallback) shard(key string) *localShard {
 }
 
 // decide makes a local decision for key while the store is down.
-func (f *LocalFallback) decide(ctx context.Context, key string, lim Limit, cost int64) (Decision, error) {
+func (f *LocalFallback) decide(ctx context.Context, key string, lim Limit, cost int64, mode Mode) (Decision, error) {
 	n := f.Instances()
 	share := Share(lim, n)
 	now := f.cfg.Now().UnixNano()
+	if mode == ModeAtMost {
+		cost = min(cost, share.Quota())
+	}
 	if cost > share.Quota() {
 		// More than this instance's share could ever admit.
 		return Decision{Limit: share.Quota(), RetryAfter: share.Window(), ResetAfter: share.Window()}, nil
@@ -148,7 +151,7 @@ func (f *LocalFallback) decide(ctx context.Context, key string, lim Limit, cost 
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	e, known := sh.keys[key]
-	if known && e.localUntil <= now && e.resetAt > now {
+	if known && e.localUntil <= now && e.resetAt > now && mode != ModePeek {
 		// The key's local state is fresh but the store had spent some of
 		// its budget: start from the remaining the store gave it.
 		left := min(share.Quota(), max(0, e.remaining)/int64(n))
@@ -159,8 +162,9 @@ func (f *LocalFallback) decide(ctx context.Context, key string, lim Limit, cost 
 			}
 		}
 	}
-	d, err := f.cfg.Store.Decide(ctx, key, share, cost)
-	if err != nil {
+	d, err := decideWith(ctx, f.cfg.Store, key, share, cost, mode)
+	if err != nil || mode == ModePeek {
+		// A peek leaves the local state as it was.
 		return d, err
 	}
 	e.localUntil = max(e.localUntil, now+int64(max(d.ResetAfter, d.RetryAfter)))
@@ -172,7 +176,11 @@ func (f *LocalFallback) decide(ctx context.Context, key string, lim Limit, cost 
 // afterStore remembers the store's decision d for key and, while the key's
 // local state has not reset since it was last decided locally, holds an
 // admission to the local share as well. It returns the decision to give.
-func (f *LocalFallback) afterStore(ctx context.Context, key string, lim Limit, cost int64, d Decision) Decision {
+func (f *LocalFallback) afterStore(ctx context.Context, key string, lim Limit, mode Mode, d Decision) Decision {
+	if mode == ModePeek {
+		return d // nothing was taken, nothing to hold or remember
+	}
+	cost := d.Admitted
 	now := f.cfg.Now().UnixNano()
 	sh := f.shard(key)
 	sh.mu.Lock()
@@ -180,12 +188,17 @@ func (f *LocalFallback) afterStore(ctx context.Context, key string, lim Limit, c
 	e, known := sh.keys[key]
 	if known && e.localUntil > now && d.Allowed {
 		share := Share(lim, e.instances)
+		if mode == ModeAtMost {
+			cost = min(cost, share.Quota())
+		}
 		if cost <= share.Quota() {
-			ld, err := f.cfg.Store.Decide(ctx, key, share, cost)
+			ld, err := decideWith(ctx, f.cfg.Store, key, share, cost, mode)
 			if err == nil {
 				if !ld.Allowed {
-					d.Allowed, d.Delay = false, 0
+					d.Allowed, d.Delay, d.Admitted = false, 0, 0
 					d.RetryAfter = ld.RetryAfter
+				} else if mode == ModeAtMost {
+					d.Admitted = min(d.Admitted, ld.Admitted)
 				}
 				d.Remaining = min(d.Remaining, ld.Remaining)
 			}
@@ -216,4 +229,15 @@ func (f *LocalFallback) putLocked(sh *localShard, key string, e localEntry, now 
 		delete(sh.keys, victim)
 	}
 	sh.keys[key] = e
+}
+
+// reset forgets what is remembered of key and its local state under lim.
+func (f *LocalFallback) reset(ctx context.Context, key string, lim Limit) {
+	sh := f.shard(key)
+	sh.mu.Lock()
+	delete(sh.keys, key)
+	sh.mu.Unlock()
+	if in, ok := f.cfg.Store.(Inspector); ok {
+		_ = in.Reset(ctx, key, lim, 0)
+	}
 }

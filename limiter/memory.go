@@ -225,7 +225,7 @@ func (s *MemoryStore) Decide(_ context.Context, key string, lim Limit, cost int6
 		return Decision{Limit: lim.Quota()}, fmt.Errorf("memory store: %w", err)
 	}
 	cl := compileLimit(lim)
-	return s.decide(key, &cl, cost), nil
+	return s.decide(key, &cl, cost, ModeConsume), nil
 }
 
 // decide makes one decision for a validated limit and cost. It reads the
@@ -233,35 +233,72 @@ func (s *MemoryStore) Decide(_ context.Context, key string, lim Limit, cost int6
 // one key see the clock in the order they take the lock (measured, this
 // order also measured about 10% faster over 10,000 keys than reading the
 // clock first).
-func (s *MemoryStore) decide(key string, cl *compiledLimit, cost int64) Decision {
+func (s *MemoryStore) decide(key string, cl *compiledLimit, cost int64, mode Mode) Decision {
 	h := s.hash(cl.alg, key)
 	sh := &s.shards[h&s.mask]
 	sh.mu.Lock()
+	defer sh.mu.Unlock()
 	var e *memSlot
 	i := sh.find(h, cl.alg, key)
 	now := s.nowUS()
 	fresh := i < 0
-	if fresh {
+	peek := mode == ModePeek
+	switch {
+	case fresh && peek:
+		return peekFresh(now, key, cl, cost)
+	case fresh:
 		e = sh.insert(h, cl.alg, key, now, s.perShard)
-	} else {
+	default:
 		e = sh.slot(i)
 	}
-	// Unlocking in a defer lets each algorithm's Decision be returned as
-	// it is, instead of being copied through a local variable.
-	defer sh.mu.Unlock()
+	d := e.apply(now, fresh, key, cl, cost, peek)
+	if mode == ModeAtMost && !d.Allowed && d.Remaining > 0 {
+		// Remaining is the most that fits now: take that instead.
+		cost = d.Remaining
+		d = e.apply(now, false, key, cl, cost, false)
+	}
+	if d.Allowed && !peek {
+		d.Admitted = cost
+	}
+	return d
+}
+
+// peekFresh answers a peek at a key the store does not hold, from a fresh
+// state that it does not keep.
+//
+//go:noinline
+func peekFresh(now int64, key string, cl *compiledLimit, cost int64) Decision {
+	var blank memSlot
+	return blank.apply(now, true, key, cl, cost, true)
+}
+
+// reset forgets key's state under cl's algorithm.
+func (s *MemoryStore) reset(key string, alg algorithmIndex) {
+	h := s.hash(alg, key)
+	sh := &s.shards[h&s.mask]
+	sh.mu.Lock()
+	if i := sh.find(h, alg, key); i >= 0 {
+		sh.remove(i)
+	}
+	sh.mu.Unlock()
+}
+
+// apply makes one decision on the slot e; with peek it answers as for a
+// request of cost but changes nothing a later decision would see.
+func (e *memSlot) apply(now int64, fresh bool, key string, cl *compiledLimit, cost int64, peek bool) Decision {
 	switch cl.alg {
 	case fixedWindowIndex:
-		return e.fixedWindow(now, key, cl, cost)
+		return e.fixedWindow(now, key, cl, cost, peek)
 	case slidingWindowIndex:
-		return e.slidingWindow(now, key, cl, cost)
+		return e.slidingWindow(now, key, cl, cost, peek)
 	case slidingLogIndex:
-		return e.slidingLog(now, cl, cost)
+		return e.slidingLog(now, cl, cost, peek)
 	case tokenBucketIndex:
-		return e.tokenBucket(now, fresh, cl, cost)
+		return e.tokenBucket(now, fresh, cl, cost, peek)
 	case leakyBucketIndex:
-		return e.leakyBucket(now, cl, cost)
+		return e.leakyBucket(now, cl, cost, peek)
 	default:
-		return e.gcra(now, cl, cost)
+		return e.gcra(now, cl, cost, peek)
 	}
 }
 
@@ -298,7 +335,7 @@ func windowOffset(key string, cl *compiledLimit) int64 {
 	return us(WindowOffset(key, cl.period))
 }
 
-func (e *memSlot) fixedWindow(now int64, key string, cl *compiledLimit, cost int64) Decision {
+func (e *memSlot) fixedWindow(now int64, key string, cl *compiledLimit, cost int64, peek bool) Decision {
 	p, r := cl.p, cl.r
 	// c records the period and alignment e.a's window was computed for:
 	// while now is inside that window it is the current one, which spares
@@ -316,6 +353,9 @@ func (e *memSlot) fixedWindow(now int64, key string, cl *compiledLimit, cost int
 	if e.b+cost > r {
 		return Decision{Limit: cl.b, Remaining: max(r-e.b, 0), ResetAfter: reset, RetryAfter: reset}
 	}
+	if peek {
+		return Decision{Allowed: true, Limit: cl.b, Remaining: r - e.b, ResetAfter: reset}
+	}
 	e.b += cost
 	return Decision{Allowed: true, Limit: cl.b, Remaining: r - e.b, ResetAfter: reset}
 }
@@ -323,7 +363,7 @@ func (e *memSlot) fixedWindow(now int64, key string, cl *compiledLimit, cost int
 // slidingWindow compares in integers scaled by P, which is exact: the
 // float weighted = prev·(P−e)/P of the definition is only compared and
 // floored, and R·P ≤ 2^53 (Limit.Validate).
-func (e *memSlot) slidingWindow(now int64, key string, cl *compiledLimit, cost int64) Decision {
+func (e *memSlot) slidingWindow(now int64, key string, cl *compiledLimit, cost int64, peek bool) Decision {
 	p, r := cl.p, cl.r
 	ws := windowStart(now, windowOffset(key, cl), p)
 	switch e.a {
@@ -337,7 +377,7 @@ func (e *memSlot) slidingWindow(now int64, key string, cl *compiledLimit, cost i
 	el := now - ws
 	weightedP := prev * (p - el) // weighted·P
 	allowed := (cur+cost)*p+weightedP <= r*p
-	if allowed {
+	if allowed && !peek {
 		cur += cost
 		e.b = cur
 	}
@@ -367,7 +407,7 @@ func (e *memSlot) slidingWindow(now int64, key string, cl *compiledLimit, cost i
 	return Decision{Allowed: allowed, Limit: cl.b, Remaining: remaining, ResetAfter: reset, RetryAfter: retry}
 }
 
-func (e *memSlot) slidingLog(now int64, cl *compiledLimit, cost int64) Decision {
+func (e *memSlot) slidingLog(now int64, cl *compiledLimit, cost int64, peek bool) Decision {
 	p, r := cl.p, cl.r
 	if e.log == nil {
 		e.log = &timestampLog{}
@@ -377,10 +417,11 @@ func (e *memSlot) slidingLog(now int64, cl *compiledLimit, cost int64) Decision 
 	n := lg.total
 	allowed := n+cost <= r
 	var reset, retry time.Duration
-	if allowed {
+	switch {
+	case allowed && !peek:
 		lg.add(now, cost, r)
 		n += cost
-	} else {
+	case !allowed:
 		retry = fromUS(lg.nthOldest(n+cost-r) + p - now)
 	}
 	if lg.size > 0 {
@@ -403,7 +444,7 @@ func refillElapsed(now, ts, full, rate int64) int64 {
 	return min(el, ceilDiv(full, rate))
 }
 
-func (e *memSlot) tokenBucket(now int64, fresh bool, cl *compiledLimit, cost int64) Decision {
+func (e *memSlot) tokenBucket(now int64, fresh bool, cl *compiledLimit, cost int64, peek bool) Decision {
 	p, r, b := cl.p, cl.r, cl.b
 	full := b * p
 	level := full
@@ -412,9 +453,10 @@ func (e *memSlot) tokenBucket(now int64, fresh bool, cl *compiledLimit, cost int
 	}
 	allowed := level >= cost*p
 	var retry time.Duration
-	if allowed {
+	switch {
+	case allowed && !peek:
 		level -= cost * p
-	} else {
+	case !allowed:
 		retry = fromUS(ceilDiv(cost*p-level, r))
 	}
 	e.a, e.b = now, level
@@ -423,7 +465,7 @@ func (e *memSlot) tokenBucket(now int64, fresh bool, cl *compiledLimit, cost int
 	return Decision{Allowed: allowed, Limit: cl.b, Remaining: level / p, ResetAfter: fromUS(refill), RetryAfter: retry}
 }
 
-func (e *memSlot) leakyBucket(now int64, cl *compiledLimit, cost int64) Decision {
+func (e *memSlot) leakyBucket(now int64, cl *compiledLimit, cost int64, peek bool) Decision {
 	p, r, b := cl.p, cl.r, cl.b
 	full := b * p
 	level := max(0, e.b-refillElapsed(now, e.a, full, r)*r)
@@ -433,7 +475,9 @@ func (e *memSlot) leakyBucket(now int64, cl *compiledLimit, cost int64) Decision
 		if !cl.noDelay {
 			delay = fromUS(ceilDiv(level, r))
 		}
-		level += cost * p
+		if !peek {
+			level += cost * p
+		}
 	} else {
 		retry = fromUS(ceilDiv(level+cost*p-full, r))
 	}
@@ -450,7 +494,7 @@ const gcraEpsilon = 1e-9
 
 // gcra works relative to now: d = TAT − now is exact (both are timestamps
 // of similar magnitude), and every later step handles small numbers.
-func (e *memSlot) gcra(now int64, cl *compiledLimit, cost int64) Decision {
+func (e *memSlot) gcra(now int64, cl *compiledLimit, cost int64, peek bool) Decision {
 	t := cl.interval
 	nowF := float64(now)
 	ahead := max(math.Float64frombits(uint64(e.a))-nowF, 0) // tat − now
@@ -463,6 +507,15 @@ func (e *memSlot) gcra(now int64, cl *compiledLimit, cost int64) Decision {
 			Remaining:  max(int64(math.Floor((tolerance-ahead)/t+gcraEpsilon)), 0),
 			ResetAfter: fromUS(int64(math.Ceil(ahead - gcraEpsilon*t))),
 			RetryAfter: fromUS(int64(math.Ceil(wait - gcraEpsilon*t))),
+		}
+	}
+	if peek {
+		e.idleAt = now + int64(math.Ceil(ahead))
+		return Decision{
+			Allowed:    true,
+			Limit:      cl.b,
+			Remaining:  max(int64(math.Floor((tolerance-ahead)/t+gcraEpsilon)), 0),
+			ResetAfter: fromUS(int64(math.Ceil(ahead - gcraEpsilon*t))),
 		}
 	}
 	e.a = int64(math.Float64bits(nowF + newAhead))

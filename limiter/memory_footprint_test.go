@@ -92,7 +92,7 @@ func TestMemoryFootprintChild(t *testing.T) {
 	cl := compileLimit(PerHour(GCRA, 10)) // no key idle before the end
 	start := time.Now()
 	for _, k := range names {
-		s.decide(k, &cl, 1)
+		s.decide(k, &cl, 1, ModeConsume)
 	}
 	elapsed := time.Since(start)
 	rss := residentBytes(t) - rssBefore

@@ -171,7 +171,7 @@ func TestTablesBuiltFromReusedChunksKeepEveryKeyApart(t *testing.T) {
 	decideAll := func(wantRemaining int64) {
 		t.Helper()
 		for i := range keys {
-			if d := s.decide("client-"+strconv.Itoa(i), &cl, 1); d.Remaining != wantRemaining {
+			if d := s.decide("client-"+strconv.Itoa(i), &cl, 1, ModeConsume); d.Remaining != wantRemaining {
 				t.Fatalf("key %d: remaining %d, want %d", i, d.Remaining, wantRemaining)
 			}
 		}

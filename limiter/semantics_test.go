@@ -22,11 +22,11 @@ type step struct {
 }
 
 func ok(at time.Duration, cost, remaining int64, reset time.Duration) step {
-	return step{at: at, cost: cost, want: limiter.Decision{Allowed: true, Remaining: remaining, ResetAfter: reset}}
+	return step{at: at, cost: cost, want: limiter.Decision{Allowed: true, Remaining: remaining, ResetAfter: reset, Admitted: cost}}
 }
 
 func delayed(at time.Duration, cost, remaining int64, reset, delay time.Duration) step {
-	return step{at: at, cost: cost, want: limiter.Decision{Allowed: true, Remaining: remaining, ResetAfter: reset, Delay: delay}}
+	return step{at: at, cost: cost, want: limiter.Decision{Allowed: true, Remaining: remaining, ResetAfter: reset, Delay: delay, Admitted: cost}}
 }
 
 func no(at time.Duration, cost, remaining int64, reset, retry time.Duration) step {

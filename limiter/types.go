@@ -236,6 +236,12 @@ type Decision struct {
 	// Delay is, for an admitted leaky_bucket request without NoDelay, how
 	// long to hold the request before passing it on; otherwise 0.
 	Delay time.Duration
+	// Admitted is the number of units this decision took: the cost when an
+	// AllowN is allowed, between 1 and n when an AllowAtMost is (fewer than
+	// n when only that many fitted), and 0 when rejected and for every
+	// PeekN (which takes nothing, even when Allowed says the cost would
+	// pass). A fail-open decision admits the whole cost.
+	Admitted int64
 	// Failure is FailureNone when the store decided; otherwise the policy
 	// that decided in its place (and the error is returned beside the Decision).
 	Failure Failure

@@ -39,6 +39,9 @@ func Run(t *testing.T, newStore NewStore) {
 			t.Run("a cost above the quota is an error, not a decision", c.costAboveQuota)
 			t.Run("keys are isolated, including keys that differ only in braces, percent signs or unicode", c.isolation)
 			t.Run("after waiting the retry-after a rejected request passes, and after the reset the full quota is back", c.recovery)
+			if _, ok := c.store.(limiter.Inspector); ok {
+				t.Run("peek, reset and allow-at-most", c.inspect)
+			}
 			if a == limiter.LeakyBucket {
 				t.Run("leaky bucket delays the k-th request of a burst by k-1 intervals", c.leakyDelay)
 				t.Run("leaky bucket with NoDelay admits the burst at once but still counts it", c.leakyNoDelay)

@@ -21,3 +21,9 @@ func TestMemoryStoreIsExactUnderContention(t *testing.T) {
 		t.Logf("%s: %d of %d admitted", r.Algorithm, r.Allowed, r.Attempts)
 	}
 }
+
+func TestMemoryStoreAllowAtMostIsExactUnderContention(t *testing.T) {
+	store := limiter.NewMemoryStore(limiter.MemoryConfig{})
+	res := limitertest.AtMostContention(t, []limiter.Store{store, store}, 32)
+	t.Logf("units admitted: %v", res)
+}
