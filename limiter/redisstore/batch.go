@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -59,10 +60,12 @@ type request struct {
 	alg   int
 	key   string // the state key
 	seq   string // sliding_log's sequence key
-	args  [5]int64
+	args  [6]int64
 	nargs int
 	limit int64 // the quota, Decision.Limit
-	slot  int   // Cluster hash slot
+	cost  int64
+	mode  limiter.Mode
+	slot  int // Cluster hash slot
 
 	ctx      context.Context
 	deadline time.Time // zero: none besides ctx's
@@ -76,6 +79,22 @@ type request struct {
 	argv [12]any
 	raw  bytes.Buffer
 	ints []int64
+}
+
+// answer completes the decision decoded from r's reply: the quota, and
+// the units admitted, checked against the cost (none for a peek).
+func (r *request) answer(d limiter.Decision, err error) (limiter.Decision, error) {
+	if err != nil {
+		return limiter.Decision{}, err
+	}
+	if d.Admitted > r.cost || (r.mode == limiter.ModeConsume && d.Allowed && d.Admitted != r.cost) {
+		return limiter.Decision{}, fmt.Errorf("unexpected reply: %d units admitted for a cost of %d", d.Admitted, r.cost)
+	}
+	d.Limit = r.limit
+	if r.mode == limiter.ModePeek {
+		d.Admitted = 0
+	}
+	return d, nil
 }
 
 // reset clears r's per-decision fields for reuse.
@@ -534,8 +553,7 @@ func (sd *sender) deliverGroup(ctx context.Context, g *group) error {
 			deliver(r, limiter.Decision{}, err)
 			continue
 		}
-		d, derr := decodeInts(sd.ints[i*replyLen : (i+1)*replyLen])
-		d.Limit = r.limit
+		d, derr := r.answer(decodeInts(sd.ints[i*replyLen : (i+1)*replyLen]))
 		deliver(r, d, derr)
 	}
 	return err

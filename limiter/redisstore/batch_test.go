@@ -18,21 +18,16 @@ import (
 // the last two ARGV (seconds, microseconds) instead of TIME.
 func batchScriptAt(t *testing.T, a limiter.Algorithm) *redis.Script {
 	t.Helper()
-	src, err := luaFiles.ReadFile("lua/" + string(a) + ".lua")
-	if err != nil {
-		t.Fatal(err)
-	}
-	nk, na := shape(a)
-	b, err := batchSource(string(src), nk, na, "{ARGV[#ARGV - 1], ARGV[#ARGV]}")
+	_, b, err := scriptSources(a, testClock)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// The production batch script differs only in its clock.
-	prod, err := batchSource(string(src), nk, na, redisClock)
+	_, prod, err := scriptSources(a, redisClock)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if strings.Replace(b, "{ARGV[#ARGV - 1], ARGV[#ARGV]}", redisClock, 1) != prod {
+	if strings.Replace(b, testClock, redisClock, 1) != prod {
 		t.Fatalf("%s: the batch script at chosen instants is not the production one", a)
 	}
 	if strings.Count(prod, "redis.call('TIME')") != 1 {
@@ -93,6 +88,7 @@ func TestBatchScriptsMatchTheMemoryStore(t *testing.T) {
 				var rkeys []string
 				var args []any
 				var want []limiter.Decision
+				var reqs []*request
 				seen := map[int]bool{}
 				for i := 0; i < n; i++ {
 					k := rng.IntN(len(keys))
@@ -102,13 +98,15 @@ func TestBatchScriptsMatchTheMemoryStore(t *testing.T) {
 					seen[k] = true
 					lim := lims[k]
 					cost := 1 + rng.Int64N(min(lim.Quota(), 3))
-					d, err := mem.Decide(ctx, keys[k], lim, cost)
+					mode := limiter.Mode(rng.IntN(3)) // consume, peek or at most
+					reqs = append(reqs, &request{limit: lim.Quota(), cost: cost, mode: mode})
+					d, err := mem.DecideMode(ctx, keys[k], lim, cost, mode, 0)
 					if err != nil {
 						t.Fatal(err)
 					}
 					want = append(want, d)
 					rkeys = append(rkeys, store.Keys(keys[k], a)...)
-					args = append(args, scriptArgs(keys[k], lim, cost)...)
+					args = append(args, scriptArgs(keys[k], lim, cost, mode)...)
 				}
 				args = append(args, now/1_000_000, now%1_000_000)
 				reply, err := script.Run(ctx, client, rkeys, args...).Result()
@@ -120,11 +118,10 @@ func TestBatchScriptsMatchTheMemoryStore(t *testing.T) {
 					t.Fatalf("step %d: reply %v (%v), want %d integers", step, reply, err, replyLen*n)
 				}
 				for i := 0; i < n; i++ {
-					got, err := decodeInts(ints[i*replyLen : (i+1)*replyLen])
+					got, err := reqs[i].answer(decodeInts(ints[i*replyLen : (i+1)*replyLen]))
 					if err != nil {
 						t.Fatalf("step %d decision %d: %v", step, i, err)
 					}
-					got.Limit = want[i].Limit
 					if got != want[i] {
 						t.Fatalf("step %d at +%dµs, decision %d of %d:\nredis  %+v\nmemory %+v", step, now-1_750_000_000_123_457, i+1, n, got, want[i])
 					}

@@ -35,6 +35,10 @@ func TestCluster(t *testing.T) {
 		limitertest.Run(t, func(*testing.T) limiter.Store { return store })
 	})
 
+	t.Run("allow-at-most from many goroutines admits exactly the quota of a key", func(t *testing.T) {
+		t.Logf("units admitted: %v", limitertest.AtMostContention(t, []limiter.Store{store, store}, 16))
+	})
+
 	t.Run("every key of one decision is in the same slot, as Redis computes it", func(t *testing.T) {
 		for _, key := range awkwardKeys {
 			keys := store.Keys(key, limiter.SlidingLog)

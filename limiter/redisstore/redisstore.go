@@ -6,17 +6,27 @@
 // EVALSHA (falling back to EVAL when the server answers NOSCRIPT). A script
 // reads the time from Redis itself (TIME), never from the caller, so
 // processes whose clocks disagree still share one exact limit. There is one
-// script per algorithm, kept in lua/<algorithm>.lua and embedded in the
-// binary.
+// script per algorithm, assembled when the store is made from
+// lua/preamble.lua (shared helpers), lua/<algorithm>.lua (the decision) and
+// lua/run.lua (the mode), all embedded in the binary.
+//
+// # Peek, at most, reset
+//
+// The same script makes every kind of decision (limiter.Mode, its last
+// argument): a peek answers for the cost and writes nothing (redis_rate's
+// AllowN with n = 0); an at-most decision that does not fit runs the
+// decision again, inside the same call, with the units that fit (the
+// rejection's remaining), so concurrent AllowAtMost calls never admit more
+// than the limit between them. Reset is one DEL of the algorithm's keys.
 //
 // # Batching
 //
 // A decision made while no other is in progress is one call of its
 // algorithm's script. Decisions that arrive while others are on their way
 // travel together: grouped by algorithm (and Cluster slot), each group is
-// one call of a batch script that the store derives from the single script
-// (the same code as a function, called once per decision in order, with
-// one TIME per call), and the groups of a batch share one pipeline. Each
+// one call of a batch script assembled from the same pieces as the single
+// script (the decision called once per decision in order, with one TIME
+// per call), and the groups of a batch share one pipeline. Each
 // decision is as atomic as alone and gets its own answer; see BatchConfig.
 // Batching turns many script calls, whose fixed cost on the server is what
 // limits one-call-per-decision limiters, into few. On a Cluster each master
@@ -274,16 +284,45 @@ func writeEscaped(b *strings.Builder, key string) {
 // turn, atomically; each gets its own answer. A decision whose ctx ends
 // while it waits returns the context's error then.
 func (s *Store) Decide(ctx context.Context, key string, lim limiter.Limit, cost int64) (limiter.Decision, error) {
-	return s.decide(ctx, key, lim, cost, 0)
+	return s.decide(ctx, key, lim, cost, 0, limiter.ModeConsume)
 }
 
 // DecideTimeout implements limiter.TimeoutStore: Decide bounded by timeout
 // too, with a timer reused across calls rather than a new context.
 func (s *Store) DecideTimeout(ctx context.Context, key string, lim limiter.Limit, cost int64, timeout time.Duration) (limiter.Decision, error) {
-	return s.decide(ctx, key, lim, cost, timeout)
+	return s.decide(ctx, key, lim, cost, timeout, limiter.ModeConsume)
 }
 
-func (s *Store) decide(ctx context.Context, key string, lim limiter.Limit, cost int64, timeout time.Duration) (limiter.Decision, error) {
+// DecideMode implements limiter.Inspector: Decide in the given mode, one
+// call of the same script (a peek writes nothing; at-most retries inside
+// the script with the units that fit), batched like Decide.
+func (s *Store) DecideMode(ctx context.Context, key string, lim limiter.Limit, cost int64, mode limiter.Mode, timeout time.Duration) (limiter.Decision, error) {
+	if mode > limiter.ModeAtMost {
+		return limiter.Decision{}, fmt.Errorf("redis store: unknown mode %d", mode)
+	}
+	return s.decide(ctx, key, lim, cost, timeout, mode)
+}
+
+// Reset implements limiter.Inspector: one DEL of every key lim's algorithm
+// keeps for key (they share a hash slot, so this works on a Cluster too).
+func (s *Store) Reset(ctx context.Context, key string, lim limiter.Limit, timeout time.Duration) error {
+	if _, err := limiter.ParseAlgorithm(string(lim.Algorithm)); err != nil {
+		return fmt.Errorf("redis store: limit: %w", err)
+	}
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	keys := s.Keys(key, lim.Algorithm)
+	if err := s.client.Del(ctx, keys...).Err(); err != nil {
+		s.noteError(err)
+		return fmt.Errorf("redis DEL %s: %w", strings.Join(keys, " "), err)
+	}
+	return nil
+}
+
+func (s *Store) decide(ctx context.Context, key string, lim limiter.Limit, cost int64, timeout time.Duration, mode limiter.Mode) (limiter.Decision, error) {
 	if err := lim.Validate(); err != nil {
 		return limiter.Decision{}, fmt.Errorf("redis store: limit: %w", err)
 	}
@@ -291,7 +330,7 @@ func (s *Store) decide(ctx context.Context, key string, lim limiter.Limit, cost 
 		return limiter.Decision{}, fmt.Errorf("redis store: %w", err)
 	}
 	r := s.requests.Get().(*request)
-	s.fill(r, key, lim, cost)
+	s.fill(r, key, lim, cost, mode)
 	var (
 		d        limiter.Decision
 		err      error
@@ -317,14 +356,14 @@ func (s *Store) decide(ctx context.Context, key string, lim limiter.Limit, cost 
 }
 
 // fill prepares r for one decision: its keys and script arguments.
-func (s *Store) fill(r *request, key string, lim limiter.Limit, cost int64) {
+func (s *Store) fill(r *request, key string, lim limiter.Limit, cost int64, mode limiter.Mode) {
 	r.alg = algIndex(lim.Algorithm)
 	r.key = s.baseKey(key, lim.Algorithm)
 	if lim.Algorithm == limiter.SlidingLog {
 		r.seq = r.key + ":seq"
 	}
-	r.nargs = copy(r.args[:], scriptArgsInto(r.args[:0], key, lim, cost))
-	r.limit = lim.Quota()
+	r.nargs = copy(r.args[:], scriptArgsInto(r.args[:0], key, lim, cost, mode))
+	r.limit, r.cost, r.mode = lim.Quota(), cost, mode
 	if s.cluster {
 		r.slot = keySlot(r.key)
 	}
@@ -353,9 +392,7 @@ func (s *Store) direct(ctx context.Context, r *request, timeout time.Duration) (
 		s.noteError(err)
 		return limiter.Decision{}, err
 	}
-	d, err := decodeInts(ints)
-	d.Limit = r.limit
-	return d, err
+	return r.answer(decodeInts(ints))
 }
 
 // run sends one EVALSHA of sc with args (whose first two elements are left
@@ -470,8 +507,8 @@ func staleMapError(err error) bool {
 
 // scriptArgs are the ARGV of lim's script, as integers (go-redis writes
 // them with strconv; no fmt on the decision path). Time is in µs.
-func scriptArgs(key string, lim limiter.Limit, cost int64) []any {
-	ints := scriptArgsInto(make([]int64, 0, 5), key, lim, cost)
+func scriptArgs(key string, lim limiter.Limit, cost int64, mode limiter.Mode) []any {
+	ints := scriptArgsInto(make([]int64, 0, 6), key, lim, cost, mode)
 	args := make([]any, len(ints))
 	for i, v := range ints {
 		args[i] = v
@@ -479,8 +516,10 @@ func scriptArgs(key string, lim limiter.Limit, cost int64) []any {
 	return args
 }
 
-// scriptArgsInto appends the ARGV of lim's script to dst.
-func scriptArgsInto(dst []int64, key string, lim limiter.Limit, cost int64) []int64 {
+// scriptArgsInto appends the ARGV of lim's script to dst: the
+// algorithm's parameters, then the cost and the mode (0 consume, 1 peek,
+// 2 at most: the values of limiter.Mode).
+func scriptArgsInto(dst []int64, key string, lim limiter.Limit, cost int64, mode limiter.Mode) []int64 {
 	period := int64(lim.Period / time.Microsecond)
 	switch lim.Algorithm {
 	case limiter.FixedWindow, limiter.SlidingWindow:
@@ -488,22 +527,24 @@ func scriptArgsInto(dst []int64, key string, lim limiter.Limit, cost int64) []in
 		if !lim.AlignWindows {
 			offset = int64(limiter.WindowOffset(key, lim.Period) / time.Microsecond)
 		}
-		return append(dst, lim.Rate, period, offset, cost)
+		dst = append(dst, lim.Rate, period, offset)
 	case limiter.SlidingLog:
-		return append(dst, lim.Rate, period, cost)
+		dst = append(dst, lim.Rate, period)
 	case limiter.LeakyBucket:
 		var noDelay int64
 		if lim.NoDelay {
 			noDelay = 1
 		}
-		return append(dst, lim.Quota(), lim.Rate, period, cost, noDelay)
+		dst = append(dst, lim.Quota(), lim.Rate, period, noDelay)
 	default: // token_bucket, gcra
-		return append(dst, lim.Quota(), lim.Rate, period, cost)
+		dst = append(dst, lim.Quota(), lim.Rate, period)
 	}
+	return append(dst, cost, int64(mode))
 }
 
-// replyLen is the number of integers every script returns: allowed,
-// remaining, reset after, retry after, delay (durations in µs).
+// replyLen is the number of integers every script returns: units
+// admitted (0: rejected), remaining, reset after, retry after, delay
+// (durations in µs).
 const replyLen = 5
 
 // decodeReply turns a script's reply into a Decision, checking every
@@ -527,11 +568,9 @@ func decodeReply(reply any) (limiter.Decision, error) {
 		}
 		n[i] = x
 	}
-	if n[0] > 1 {
-		return limiter.Decision{}, fmt.Errorf("unexpected reply: allowed flag %d, want 0 or 1", n[0])
-	}
 	return limiter.Decision{
-		Allowed:    n[0] == 1,
+		Allowed:    n[0] > 0,
+		Admitted:   n[0],
 		Remaining:  n[1],
 		ResetAfter: time.Duration(n[2]) * time.Microsecond,
 		RetryAfter: time.Duration(n[3]) * time.Microsecond,

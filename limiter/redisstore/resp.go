@@ -100,11 +100,9 @@ func decodeInts(n []int64) (limiter.Decision, error) {
 			return limiter.Decision{}, fmt.Errorf("unexpected reply element %d: negative value %d", i, x)
 		}
 	}
-	if n[0] > 1 {
-		return limiter.Decision{}, fmt.Errorf("unexpected reply: allowed flag %d, want 0 or 1", n[0])
-	}
 	return limiter.Decision{
-		Allowed:    n[0] == 1,
+		Allowed:    n[0] > 0,
+		Admitted:   n[0],
 		Remaining:  n[1],
 		ResetAfter: time.Duration(n[2]) * time.Microsecond,
 		RetryAfter: time.Duration(n[3]) * time.Microsecond,

@@ -15,31 +15,38 @@ import (
 	"github.com/rl-exporter/rl-exporter/limiter"
 )
 
-// clockLine is the one line of every script that reads Redis's clock.
-const clockLine = "local clock = redis.call('TIME')"
+// testClock reads the clock from the last two ARGV (seconds,
+// microseconds) instead of TIME, so a test can run a script at chosen
+// instants.
+const testClock = "{ARGV[#ARGV - 1], ARGV[#ARGV]}"
 
 // scriptAt returns algorithm a's script with its clock read from the last
 // two ARGV (seconds, microseconds) instead of TIME, and nothing else
-// changed, so a test can run it at chosen instants.
+// changed.
 func scriptAt(t *testing.T, a limiter.Algorithm) *redis.Script {
 	t.Helper()
-	src, err := luaFiles.ReadFile("lua/" + string(a) + ".lua")
+	src, _, err := scriptSources(a, testClock)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := strings.Count(string(src), clockLine); n != 1 {
-		t.Fatalf("%s.lua reads the clock %d times, want exactly once via %q", a, n, clockLine)
+	prod, _, err := scriptSources(a, redisClock)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if n := strings.Count(string(src), "redis.call('TIME')"); n != 1 {
-		t.Fatalf("%s.lua calls TIME %d times", a, n)
+	if strings.Replace(src, testClock, redisClock, 1) != prod {
+		t.Fatalf("%s: the script at chosen instants is not the production one", a)
 	}
-	return redis.NewScript(strings.Replace(string(src), clockLine, "local clock = {ARGV[#ARGV - 1], ARGV[#ARGV]}", 1))
+	if n := strings.Count(prod, "redis.call('TIME')"); n != 1 {
+		t.Fatalf("%s: the script calls TIME %d times, want once", a, n)
+	}
+	return redis.NewScript(src)
 }
 
 // TestScriptsMatchTheMemoryStore runs each script on a real Redis at
 // chosen instants and the memory store at the same instants on its
-// controllable clock, and requires identical decisions: both stores
-// implement one definition, to the microsecond.
+// controllable clock, in every mode (consume, peek, at most) at random,
+// and requires identical decisions: both stores implement one definition,
+// to the microsecond.
 //
 // The scripts still set their real expiry, so the instants advance at
 // least as fast as real time: a key that expires in Redis has then also
@@ -66,6 +73,7 @@ func TestScriptsMatchTheMemoryStore(t *testing.T) {
 
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(1, 2))
+	modes := []limiter.Mode{limiter.ModeConsume, limiter.ModePeek, limiter.ModeAtMost}
 	for _, a := range limiter.Algorithms {
 		script := scriptAt(t, a)
 		for li, lim := range limits[a] {
@@ -77,6 +85,7 @@ func TestScriptsMatchTheMemoryStore(t *testing.T) {
 				period := int64(lim.Period / time.Microsecond)
 				lastReal := time.Now()
 				var allowed, rejected int
+				seen := map[limiter.Mode]int{}
 				for step := 0; step < 150; step++ {
 					// Mostly short gaps (bursts), sometimes a fraction of the
 					// period, now and then longer than a window.
@@ -94,31 +103,40 @@ func TestScriptsMatchTheMemoryStore(t *testing.T) {
 					lastReal = time.Now()
 					cost := 1 + rng.Int64N(min(lim.Quota(), 4))
 
+					mode := modes[rng.IntN(len(modes))]
+
 					clock = now
-					want, err := mem.Decide(ctx, key, lim, cost)
+					want, err := mem.DecideMode(ctx, key, lim, cost, mode, 0)
 					if err != nil {
 						t.Fatal(err)
 					}
-					args := append(scriptArgs(key, lim, cost), now/1_000_000, now%1_000_000)
+					args := append(scriptArgs(key, lim, cost, mode), now/1_000_000, now%1_000_000)
 					reply, err := script.Run(ctx, client, store.Keys(key, a), args...).Result()
 					if err != nil {
 						t.Fatalf("step %d: script: %v", step, err)
 					}
-					got, err := decodeReply(reply)
+					r := &request{limit: lim.Quota(), cost: cost, mode: mode}
+					got, err := r.answer(decodeReply(reply))
 					if err != nil {
 						t.Fatalf("step %d: %v", step, err)
 					}
-					got.Limit = lim.Quota()
 					if got != want {
-						t.Fatalf("step %d at +%dµs, cost %d:\nredis  %+v\nmemory %+v", step, now-1_750_000_000_123_457, cost, got, want)
+						t.Fatalf("step %d at +%dµs, cost %d, mode %s:\nredis  %+v\nmemory %+v", step, now-1_750_000_000_123_457, cost, mode, got, want)
 					}
+					seen[mode]++
 					if got.Allowed {
 						allowed++
 					} else {
 						rejected++
 					}
 				}
-				// The sequence must exercise both branches of the script.
+				// The sequence must exercise both branches of the script, in
+				// every mode.
+				for _, m := range modes {
+					if seen[m] < 20 {
+						t.Fatalf("mode %s ran %d times of 150", m, seen[m])
+					}
+				}
 				if allowed < 10 || rejected < 10 {
 					t.Fatalf("%d allowed and %d rejected: the sequence does not exercise both branches", allowed, rejected)
 				}
@@ -137,7 +155,7 @@ func TestDecodeReplyRejectsUnexpectedShapes(t *testing.T) {
 		{"a string element", []any{int64(1), "2", int64(3), int64(4), int64(0)}},
 		{"a float element", []any{int64(1), 2.5, int64(3), int64(4), int64(0)}},
 		{"a negative duration", []any{int64(1), int64(2), int64(-3), int64(4), int64(0)}},
-		{"an allowed flag of 2", []any{int64(2), int64(2), int64(3), int64(4), int64(0)}},
+		{"a negative count of units admitted", []any{int64(-1), int64(2), int64(3), int64(4), int64(0)}},
 		{"nil", nil},
 	} {
 		t.Run(tc.name+" is an error, not a panic", func(t *testing.T) {
@@ -196,19 +214,19 @@ func TestKeysCarryOneHashTagAndNeverCollide(t *testing.T) {
 func TestScriptArgsAreIntegers(t *testing.T) {
 	// go-redis writes int64 arguments with strconv: no fmt on the decision path.
 	for _, a := range limiter.Algorithms {
-		for _, v := range scriptArgs("k", limiter.PerSecond(a, 10), 1) {
+		for _, v := range scriptArgs("k", limiter.PerSecond(a, 10), 1, limiter.ModeConsume) {
 			if _, ok := v.(int64); !ok {
 				t.Fatalf("%s: argument %v is a %T, want int64", a, v, v)
 			}
 		}
 	}
-	off := scriptArgs("k", limiter.PerMinute(limiter.FixedWindow, 10), 1)[2].(int64)
+	off := scriptArgs("k", limiter.PerMinute(limiter.FixedWindow, 10), 1, limiter.ModeConsume)[2].(int64)
 	if want := int64(limiter.WindowOffset("k", time.Minute) / time.Microsecond); off != want {
 		t.Fatalf("window offset argument = %d, want %d", off, want)
 	}
 	aligned := limiter.PerMinute(limiter.FixedWindow, 10)
 	aligned.AlignWindows = true
-	if off := scriptArgs("k", aligned, 1)[2].(int64); off != 0 {
+	if off := scriptArgs("k", aligned, 1, limiter.ModeConsume)[2].(int64); off != 0 {
 		t.Fatalf("aligned window offset argument = %d, want 0", off)
 	}
 }

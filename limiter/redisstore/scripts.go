@@ -10,12 +10,8 @@ import (
 	"github.com/rl-exporter/rl-exporter/limiter"
 )
 
-// scriptClockLine is the one line of every script that reads Redis's clock.
-// The batch scripts move it out of the decision so that it runs once per
-// call.
-const scriptClockLine = "local clock = redis.call('TIME')"
-
-// redisClock is the expression the batch scripts read the clock with.
+// redisClock is the expression the scripts read the clock with: Redis's
+// TIME, {seconds, microseconds}.
 const redisClock = "redis.call('TIME')"
 
 // script is one Lua script: its source and SHA1, for EVALSHA with an EVAL
@@ -65,63 +61,89 @@ func algIndex(a limiter.Algorithm) int {
 	return algCount
 }
 
-// shape is the number of keys and arguments of one decision of a.
+// shape is the number of keys and arguments of one decision of a; the
+// last two arguments are always the cost and the mode.
 func shape(a limiter.Algorithm) (nkeys, nargs int) {
 	switch a {
 	case limiter.SlidingLog:
-		return 2, 3
+		return 2, 4
 	case limiter.LeakyBucket:
-		return 1, 5
+		return 1, 6
 	}
-	return 1, 4
+	return 1, 5
 }
 
-// batchSource turns an algorithm's single-decision script into one that
-// makes #KEYS/nkeys decisions in one call, in order, each exactly as the
-// single script would at the same instant: the single script becomes the
-// body of a function whose KEYS and ARGV are the decision's own, and the
-// clock is read once (with clock, a Lua expression) for the whole call. A
-// script runs atomically, so each decision still does. The reply is the
-// decisions' five integers one after another.
-func batchSource(single string, nkeys, nargs int, clock string) (string, error) {
-	if n := strings.Count(single, scriptClockLine); n != 1 {
-		return "", fmt.Errorf("script reads the clock %d times, want exactly once via %q", n, scriptClockLine)
+// scriptSources assembles algorithm a's two scripts from lua/: the shared
+// preamble, lua/<a>.lua as the body of the function
+// decide(KEYS, ARGV, now, cost, peek), lua/run.lua (one decision in the
+// mode its arguments name, see limiter.Mode), and a main part that reads
+// the clock once with clock (a Lua expression giving {seconds,
+// microseconds}: redisClock, or arguments in tests) and
+//
+//   - single: makes the one decision of KEYS and ARGV;
+//   - batch: makes #KEYS/nkeys decisions in one call, in order, each exactly
+//     as the single script would at the same instant (KEYS and ARGV hold
+//     the decisions' own one after another), and returns their five
+//     integers one after another.
+//
+// A script runs atomically, so each decision of a batch still does.
+func scriptSources(a limiter.Algorithm, clock string) (single, batch string, err error) {
+	read := func(name string) (string, error) {
+		b, err := luaFiles.ReadFile("lua/" + name + ".lua")
+		if err != nil {
+			return "", fmt.Errorf("script for %s: %w", a, err)
+		}
+		return string(b), nil
 	}
-	body := strings.Replace(single, scriptClockLine, "", 1)
-	var b strings.Builder
-	b.WriteString("-- Code generated from the single-decision script by rl-exporter. DO NOT EDIT.\n")
-	b.WriteString("local function decide(KEYS, ARGV, clock)\n")
-	b.WriteString(body)
-	b.WriteString("\nend\n")
-	b.WriteString("local clock = " + clock + "\n")
-	b.WriteString("local nk, na = " + strconv.Itoa(nkeys) + ", " + strconv.Itoa(nargs) + "\n")
-	b.WriteString(`local keys, argv, out = {}, {}, {}
+	preamble, err := read("preamble")
+	if err != nil {
+		return "", "", err
+	}
+	body, err := read(string(a))
+	if err != nil {
+		return "", "", err
+	}
+	run, err := read("run")
+	if err != nil {
+		return "", "", err
+	}
+	if strings.Contains(body, redisClock) {
+		return "", "", fmt.Errorf("script for %s reads the clock itself; decide is given now", a)
+	}
+	nk, na := shape(a)
+	var common strings.Builder
+	common.WriteString("-- Code generated from lua/preamble.lua, lua/" + string(a) + ".lua and lua/run.lua by rl-exporter. DO NOT EDIT.\n")
+	common.WriteString(preamble)
+	common.WriteString("local function decide(KEYS, ARGV, now, cost, peek)\n")
+	common.WriteString(body)
+	common.WriteString("end\n")
+	common.WriteString(run)
+	common.WriteString("local clock = " + clock + "\n")
+	common.WriteString("local now = tonumber(clock[1]) * 1000000 + tonumber(clock[2])\n")
+	single = common.String() + "return run(KEYS, ARGV, " + strconv.Itoa(na) + ", now)\n"
+	batch = common.String() + "local nk, na = " + strconv.Itoa(nk) + ", " + strconv.Itoa(na) + "\n" + `local keys, argv, out = {}, {}, {}
 for i = 0, #KEYS / nk - 1 do
   for j = 1, nk do keys[j] = KEYS[i * nk + j] end
   for j = 1, na do argv[j] = ARGV[i * na + j] end
-  local r = decide(keys, argv, clock)
+  local r = run(keys, argv, na, now)
   local o = i * 5
   for j = 1, 5 do out[o + j] = r[j] end
 end
 return out
-`)
-	return b.String(), nil
+`
+	return single, batch, nil
 }
 
 // loadScripts builds every algorithm's scripts from lua/*.lua.
 func loadScripts() ([algCount]algScripts, error) {
 	var all [algCount]algScripts
 	for _, a := range limiter.Algorithms {
-		src, err := luaFiles.ReadFile("lua/" + string(a) + ".lua")
+		single, batch, err := scriptSources(a, redisClock)
 		if err != nil {
-			return all, fmt.Errorf("script for %s: %w", a, err)
+			return all, err
 		}
 		nk, na := shape(a)
-		bsrc, err := batchSource(string(src), nk, na, redisClock)
-		if err != nil {
-			return all, fmt.Errorf("script for %s: %w", a, err)
-		}
-		all[algIndex(a)] = algScripts{alg: a, single: newScript(string(src)), batch: newScript(bsrc), nkeys: nk, nargs: na}
+		all[algIndex(a)] = algScripts{alg: a, single: newScript(single), batch: newScript(batch), nkeys: nk, nargs: na}
 	}
 	return all, nil
 }

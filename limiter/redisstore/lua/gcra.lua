@@ -1,7 +1,9 @@
--- gcra: one decision, atomically, on Redis's clock.
+-- gcra: the body of decide(KEYS, ARGV, now, cost, peek), one decision made
+-- atomically at now (µs, Redis's clock); with peek it writes nothing and
+-- answers with the state as it is.
 -- KEYS[1]  string: the theoretical arrival time TAT (µs, a float); missing = now
--- ARGV     burst, rate, period (µs), cost
--- returns  {allowed (0/1), remaining, reset after (µs), retry after (µs), delay (µs)}
+-- ARGV     burst, rate, period (µs), cost, mode
+-- returns  {units admitted (the cost; 0 = rejected), remaining, reset after (µs), retry after (µs), delay (µs)}
 --
 -- Works relative to now (ahead = TAT − now) so that every later step
 -- handles small numbers; epsilon absorbs float rounding where a quantity
@@ -9,11 +11,7 @@
 local burst = tonumber(ARGV[1])
 local rate = tonumber(ARGV[2])
 local period = tonumber(ARGV[3])
-local cost = tonumber(ARGV[4])
 local epsilon = 1e-9
-
-local clock = redis.call('TIME')
-local now = tonumber(clock[1]) * 1000000 + tonumber(clock[2])
 
 local interval = period / rate
 local tolerance = burst * interval
@@ -29,8 +27,12 @@ if wait / interval > epsilon then
   local remaining = math.max(math.floor((tolerance - ahead) / interval + epsilon), 0)
   return {0, remaining, math.ceil(ahead - epsilon * interval), math.ceil(wait - epsilon * interval), 0}
 end
+if peek then
+  local remaining = math.max(math.floor((tolerance - ahead) / interval + epsilon), 0)
+  return {cost, remaining, math.ceil(ahead - epsilon * interval), 0, 0}
+end
 
 -- Once TAT has passed the state is that of a fresh key.
 redis.call('SET', KEYS[1], now + newAhead, 'PX', math.ceil(newAhead / 1000))
 local remaining = math.max(math.floor((tolerance - newAhead) / interval + epsilon), 0)
-return {1, remaining, math.ceil(newAhead - epsilon * interval), 0, 0}
+return {cost, remaining, math.ceil(newAhead - epsilon * interval), 0, 0}

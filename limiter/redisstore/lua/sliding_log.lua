@@ -1,19 +1,25 @@
--- sliding_log: one decision, atomically, on Redis's clock.
+-- sliding_log: the body of decide(KEYS, ARGV, now, cost, peek), one
+-- decision made atomically at now (µs, Redis's clock); with peek it writes
+-- nothing (expired entries stay until the next decision drops them) and
+-- answers with the state as it is.
 -- KEYS[1]  sorted set: one member per admitted unit, score = admission time (µs)
 -- KEYS[2]  counter that makes members unique, even within one microsecond
--- ARGV     rate, period (µs), cost
--- returns  {allowed (0/1), remaining, reset after (µs), retry after (µs), delay (µs)}
+-- ARGV     rate, period (µs), cost, mode
+-- returns  {units admitted (the cost; 0 = rejected), remaining, reset after (µs), retry after (µs), delay (µs)}
 local rate = tonumber(ARGV[1])
 local period = tonumber(ARGV[2])
-local cost = tonumber(ARGV[3])
 
-local clock = redis.call('TIME')
-local now = tonumber(clock[1]) * 1000000 + tonumber(clock[2])
+-- Entries at or before cutoff have left the window. The bound is written
+-- with %d: concatenating a number would round it to 14 digits.
+local cutoff = now - period
+local inside = string.format('(%d', cutoff)
+if not peek then
+  redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', cutoff)
+end
+local n = redis.call('ZCOUNT', KEYS[1], inside, '+inf')
+local allowed = n + cost <= rate
 
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - period)
-local n = redis.call('ZCARD', KEYS[1])
-
-if n + cost <= rate then
+if allowed and not peek then
   local last = redis.call('INCRBY', KEYS[2], cost)
   local args = {}
   for member = last - cost + 1, last do
@@ -31,16 +37,18 @@ if n + cost <= rate then
   local ttl = math.ceil(period / 1000)
   redis.call('PEXPIRE', KEYS[1], ttl)
   redis.call('PEXPIRE', KEYS[2], ttl)
-  return {1, math.max(rate - n - cost, 0), period, 0, 0}
+  return {cost, math.max(rate - n - cost, 0), period, 0, 0}
 end
 
--- Rejected: wait until the (n + cost − rate)-th oldest unit leaves the window.
-local i = n + cost - rate - 1
-local nth = redis.call('ZRANGE', KEYS[1], i, i, 'WITHSCORES')
-local newest = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
-local retry = tonumber(nth[2]) + period - now
 local reset = 0
+local newest = redis.call('ZREVRANGEBYSCORE', KEYS[1], '+inf', inside, 'WITHSCORES', 'LIMIT', 0, 1)
 if newest[2] then
   reset = tonumber(newest[2]) + period - now
 end
+if allowed then
+  return {cost, rate - n, reset, 0, 0}
+end
+-- Rejected: wait until the (n + cost − rate)-th oldest unit leaves the window.
+local nth = redis.call('ZRANGEBYSCORE', KEYS[1], inside, '+inf', 'WITHSCORES', 'LIMIT', n + cost - rate - 1, 1)
+local retry = tonumber(nth[2]) + period - now
 return {0, math.max(rate - n, 0), reset, retry, 0}

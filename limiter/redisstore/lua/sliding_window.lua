@@ -1,24 +1,17 @@
--- sliding_window (counter): one decision, atomically, on Redis's clock.
+-- sliding_window (counter): the body of decide(KEYS, ARGV, now, cost,
+-- peek), one decision made atomically at now (µs, Redis's clock); with peek
+-- it writes nothing and answers with the state as it is.
 -- KEYS[1]  hash {w = current window start (µs), c = units admitted in it,
 --                p = units admitted in the window before}
--- ARGV     rate, period (µs), window offset (µs), cost
--- returns  {allowed (0/1), remaining, reset after (µs), retry after (µs), delay (µs)}
+-- ARGV     rate, period (µs), window offset (µs), cost, mode
+-- returns  {units admitted (the cost; 0 = rejected), remaining, reset after (µs), retry after (µs), delay (µs)}
 --
 -- The weighted previous count prev·(P−e)/P is compared scaled by P, in
 -- integers below 2^53, so the comparison is exact.
 local rate = tonumber(ARGV[1])
 local period = tonumber(ARGV[2])
 local offset = tonumber(ARGV[3])
-local cost = tonumber(ARGV[4])
 
-local function floordiv(a, b)
-  local r = math.fmod(a, b)
-  if r < 0 then r = r + b end
-  return (a - r) / b
-end
-
-local clock = redis.call('TIME')
-local now = tonumber(clock[1]) * 1000000 + tonumber(clock[2])
 local ws = now - math.fmod(now - offset, period)
 
 local state = redis.call('HMGET', KEYS[1], 'w', 'c', 'p')
@@ -34,7 +27,7 @@ end
 local elapsed = now - ws
 local weighted = prev * (period - elapsed) -- weighted previous count × P
 local allowed = (cur + cost) * period + weighted <= rate * period
-if allowed then
+if allowed and not peek then
   cur = cur + cost
 end
 local remaining = math.max(floordiv(rate * period - cur * period - weighted, period), 0)
@@ -46,10 +39,12 @@ elseif prev > 0 then
 end
 
 if allowed then
-  redis.call('HSET', KEYS[1], 'w', ws, 'c', cur, 'p', prev)
-  -- After two windows without traffic the state is that of a fresh key.
-  redis.call('PEXPIRE', KEYS[1], math.ceil(reset / 1000))
-  return {1, remaining, reset, 0, 0}
+  if not peek then
+    redis.call('HSET', KEYS[1], 'w', ws, 'c', cur, 'p', prev)
+    -- After two windows without traffic the state is that of a fresh key.
+    redis.call('PEXPIRE', KEYS[1], math.ceil(reset / 1000))
+  end
+  return {cost, remaining, reset, 0, 0}
 end
 
 local retry
