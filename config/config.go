@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"reflect"
 	"sort"
 	"strconv"
 	"time"
@@ -627,7 +628,7 @@ func FromKoanf(name string, k *koanf.Koanf) (*Config, error) {
 			strictNumbers,
 			mapstructure.StringToSliceHookFunc(","),
 		),
-		ErrorUnused: true,
+		// Unknown keys are found by unknownKeys, from the struct tags.
 		// Keys match exactly: "Classes" is an unknown key, as "Server" is.
 		MatchName: func(key, field string) bool { return key == field },
 		Result:    &c,
@@ -640,8 +641,13 @@ func FromKoanf(name string, k *koanf.Koanf) (*Config, error) {
 	c.fill()
 	// What decoded is validated even when some keys did not, so that one
 	// pass reports every problem of the file.
+	var decoded []error
 	if err != nil {
-		return nil, mergeDecodeAndValidate(decodeErrors(name, err), c.Validate())
+		decoded = decodeErrors(name, err)
+	}
+	decoded = append(unknownKeys(name, k.Raw(), reflect.TypeOf(c)), decoded...)
+	if len(decoded) > 0 {
+		return nil, mergeDecodeAndValidate(errors.Join(decoded...), c.Validate())
 	}
 	if err := c.Validate(); err != nil {
 		return nil, err

@@ -3,13 +3,15 @@ package config
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"reflect"
-	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
+	"github.com/go-viper/mapstructure/v2"
 	"github.com/rl-exporter/rl-exporter/limiter"
 )
 
@@ -66,55 +68,150 @@ func strictNumbers(from, to reflect.Type, data any) (any, error) {
 	return data, nil
 }
 
-var (
-	// decodeLine is one problem of the decoder's report: 'key' reason.
-	decodeLine = regexp.MustCompile(`^'([^']*)' (.*)$`)
-	// invalidKeys is the decoder's report of unknown keys under a key.
-	invalidKeys = regexp.MustCompile(`^'([^']*)' has invalid keys: (.*)$`)
-	// indexPart turns classes[public] into classes.public.
-	indexPart = strings.NewReplacer("[", ".", "]", "")
-)
+// indexPart turns the decoder's classes[public] into classes.public.
+var indexPart = strings.NewReplacer("[", ".", "]", "")
 
-// decodeErrors turns the decoder's multi-line report into one error per
-// problem, each "config FILE: key: reason", as validation reports them.
-func decodeErrors(name string, err error) error {
+// decodeErrors turns the decoder's error tree into one error per problem,
+// each "config FILE: key: reason", as validation reports them. It reads
+// the decoder's typed errors (the key a DecodeError names, the expected
+// type and the value of a conversion error), never their messages.
+func decodeErrors(name string, err error) []error {
 	var out []error
-	add := func(key, reason string) {
-		if key == "" {
-			out = append(out, fmt.Errorf("config %s: %s", name, reason))
+	var walk func(error)
+	walk = func(e error) {
+		switch t := e.(type) {
+		case interface{ Unwrap() []error }:
+			for _, x := range t.Unwrap() {
+				walk(x)
+			}
+			return
+		case *mapstructure.DecodeError:
+			inner := t.Unwrap()
+			if _, joined := inner.(interface{ Unwrap() []error }); joined {
+				walk(inner)
+				return
+			}
+			if _, nested := inner.(*mapstructure.DecodeError); nested {
+				walk(inner)
+				return
+			}
+			out = append(out, problem(name, indexPart.Replace(t.Name()), decodeReason(inner)))
 			return
 		}
-		out = append(out, fmt.Errorf("config %s: %s: %s", name, key, reason))
-	}
-	for _, l := range strings.Split(err.Error(), "\n") {
-		l = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(l), "* "))
-		if l == "" || strings.HasSuffix(l, "error(s):") || strings.HasSuffix(l, "error(s) decoding:") {
-			continue
+		if u := errors.Unwrap(e); u != nil {
+			walk(u) // the decoder's "decoding failed due to..." wrapper
+			return
 		}
-		if m := invalidKeys.FindStringSubmatch(l); m != nil {
-			parent := indexPart.Replace(m[1])
-			if m[1] == reflect.TypeOf(Config{}).String() {
-				parent = "" // the top level is named by its Go type
+		out = append(out, problem(name, "", e.Error()))
+	}
+	walk(err)
+	return out
+}
+
+// problem is one "config FILE: key: reason" error ("config FILE: reason"
+// without a key).
+func problem(name, key, reason string) error {
+	if key == "" {
+		return fmt.Errorf("config %s: %s", name, reason)
+	}
+	return fmt.Errorf("config %s: %s: %s", name, key, reason)
+}
+
+// decodeReason says why a value did not decode, from the decoder's typed
+// conversion errors; other errors (the decode hooks' own) as they are.
+func decodeReason(err error) string {
+	switch e := err.(type) {
+	case *mapstructure.UnconvertibleTypeError:
+		return fmt.Sprintf("expected type %s, got %s", e.Expected.Type(), describeValue(e.Value))
+	case *mapstructure.ParseError:
+		return fmt.Sprintf("expected type %s, got %s (%v)", e.Expected.Type(), describeValue(e.Value), e.Err)
+	}
+	return err.Error()
+}
+
+// describeValue names a value of the file for an error message: a string
+// quoted, a list or a map by its kind, anything else as written.
+func describeValue(v any) string {
+	switch x := v.(type) {
+	case string:
+		return fmt.Sprintf("the string %q", x)
+	case nil:
+		return "nothing"
+	}
+	switch reflect.TypeOf(v).Kind() {
+	case reflect.Slice, reflect.Array:
+		return "a list"
+	case reflect.Map:
+		return "a map"
+	case reflect.Bool:
+		return fmt.Sprintf("the boolean %v", v)
+	}
+	return fmt.Sprintf("the number %v", v)
+}
+
+// unknownKeys returns an "unknown key" problem for every key of raw (the
+// merged defaults, file and environment, as nested maps) that names no
+// field of t, found by walking t's koanf tags: a struct accepts its
+// fields' names, a map any key (its values are checked against the map's
+// element type), a list checks each element. A value that is not a map
+// where a struct or map is expected is left to the decoder, which reports
+// its type.
+func unknownKeys(name string, raw map[string]any, t reflect.Type) []error {
+	var out []error
+	var walk func(v any, t reflect.Type, path string)
+	walk = func(v any, t reflect.Type, path string) {
+		for t.Kind() == reflect.Pointer {
+			t = t.Elem()
+		}
+		switch t.Kind() {
+		case reflect.Struct:
+			m, ok := v.(map[string]any)
+			if !ok || t == durationType {
+				return
 			}
-			for _, k := range strings.Split(m[2], ",") {
-				k = strings.TrimSpace(k)
-				if parent != "" {
-					k = parent + "." + k
+			for _, k := range slices.Sorted(maps.Keys(m)) {
+				f, ok := fieldByTag(t, k)
+				if !ok {
+					out = append(out, problem(name, join(path, k), "unknown key"))
+					continue
 				}
-				add(k, "unknown key")
+				walk(m[k], f.Type, join(path, k))
 			}
-			continue
+		case reflect.Map:
+			if m, ok := v.(map[string]any); ok {
+				for _, k := range slices.Sorted(maps.Keys(m)) {
+					walk(m[k], t.Elem(), join(path, k))
+				}
+			}
+		case reflect.Slice, reflect.Array:
+			if l, ok := v.([]any); ok {
+				for i, e := range l {
+					walk(e, t.Elem(), join(path, strconv.Itoa(i)))
+				}
+			}
 		}
-		if m := decodeLine.FindStringSubmatch(l); m != nil {
-			add(indexPart.Replace(m[1]), strings.ReplaceAll(m[2], "'", ""))
-			continue
+	}
+	walk(raw, t, "")
+	return out
+}
+
+// fieldByTag is the field of struct t whose koanf tag is key, exactly.
+func fieldByTag(t reflect.Type, key string) (reflect.StructField, bool) {
+	for i := range t.NumField() {
+		f := t.Field(i)
+		tag, _, _ := strings.Cut(f.Tag.Get("koanf"), ",")
+		if f.IsExported() && tag != "-" && tag == key {
+			return f, true
 		}
-		add("", l)
 	}
-	if len(out) == 0 {
-		return fmt.Errorf("config %s: %w", name, err)
+	return reflect.StructField{}, false
+}
+
+func join(path, key string) string {
+	if path == "" {
+		return key
 	}
-	return errors.Join(out...)
+	return path + "." + key
 }
 
 // oneLine folds a multi-line message (the YAML parser's "unmarshal
