@@ -158,38 +158,9 @@ func Run(ctx context.Context, cfg Config, decide DecideFunc) (Result, error) {
 		wg.Add(1)
 		go func(c *caller, seed uint64) {
 			defer wg.Done()
-			pick := keys.picker(seed)
-			// One clock read per decision: each reading, as a monotonic
-			// offset from start, ends one decision and starts the next.
-			last := time.Since(start)
-			var n uint64
-			for !stop.Load() {
-				key := pick()
-				allowed, err := decide(ctx, key)
-				now := time.Since(start)
-				c.hist.Record(now - last)
-				last = now
-				switch {
-				case err != nil:
-					c.errors++
-					if c.firstErr == nil {
-						c.firstErr = err
-					}
-				case allowed:
-					c.allowed++
-				default:
-					c.rejected++
-				}
-				// Published every 16 decisions (and at the end): an atomic
-				// store per decision costs as much as a fast decision.
-				if n++; n%16 == 0 {
-					c.done.Store(n)
-				}
-			}
-			c.done.Store(n)
+			c.run(ctx, decide, keys.picker(seed), start, &stop)
 		}(&callers[i], cfg.Seed+uint64(i)*0x9E3779B97F4A7C15)
 	}
-
 	finished := make(chan struct{})
 	go func() { wg.Wait(); close(finished) }()
 
@@ -200,6 +171,50 @@ func Run(ctx context.Context, cfg Config, decide DecideFunc) (Result, error) {
 		}
 		return n
 	}
+	ctxErr := waitFor(ctx, cfg, start, count)
+	stop.Store(true)
+	<-finished
+	elapsed := time.Since(start)
+	if cfg.Progress != nil {
+		cfg.Progress(elapsed, count())
+	}
+	return merge(callers, elapsed), ctxErr
+}
+
+// run decides with one caller's keys until stop is set.
+func (c *caller) run(ctx context.Context, decide DecideFunc, pick func() string, start time.Time, stop *atomic.Bool) {
+	// One clock read per decision: each reading, as a monotonic offset
+	// from start, ends one decision and starts the next.
+	last := time.Since(start)
+	var n uint64
+	for !stop.Load() {
+		allowed, err := decide(ctx, pick())
+		now := time.Since(start)
+		c.hist.Record(now - last)
+		last = now
+		switch {
+		case err != nil:
+			c.errors++
+			if c.firstErr == nil {
+				c.firstErr = err
+			}
+		case allowed:
+			c.allowed++
+		default:
+			c.rejected++
+		}
+		// Published every 16 decisions (and at the end): an atomic store
+		// per decision costs as much as a fast decision.
+		if n++; n%16 == 0 {
+			c.done.Store(n)
+		}
+	}
+	c.done.Store(n)
+}
+
+// waitFor waits out cfg.Duration, reporting progress, and returns ctx's
+// error when ctx ends first.
+func waitFor(ctx context.Context, cfg Config, start time.Time, count func() uint64) error {
 	timer := time.NewTimer(cfg.Duration)
 	defer timer.Stop()
 	var tick <-chan time.Time
@@ -208,27 +223,20 @@ func Run(ctx context.Context, cfg Config, decide DecideFunc) (Result, error) {
 		defer t.Stop()
 		tick = t.C
 	}
-	var ctxErr error
-wait:
 	for {
 		select {
 		case <-timer.C:
-			stop.Store(true)
-			break wait
+			return nil
 		case <-ctx.Done():
-			stop.Store(true)
-			ctxErr = ctx.Err()
-			break wait
+			return ctx.Err()
 		case <-tick:
 			cfg.Progress(time.Since(start), count())
 		}
 	}
-	<-finished
-	elapsed := time.Since(start)
-	if cfg.Progress != nil {
-		cfg.Progress(elapsed, count())
-	}
+}
 
+// merge adds up the callers' counts and latencies.
+func merge(callers []caller, elapsed time.Duration) Result {
 	res := Result{Elapsed: elapsed, Latency: NewHistogram()}
 	for i := range callers {
 		c := &callers[i]
@@ -241,7 +249,7 @@ wait:
 		res.Latency.Merge(&c.hist)
 	}
 	res.Decisions = res.Allowed + res.Rejected + res.Errors
-	return res, ctxErr
+	return res
 }
 
 // keySpace hands out keys by number: prebuilt strings for small key spaces,

@@ -44,12 +44,6 @@ func memoryBenchmarks(keys int) ([]memoryBenchmark, error) {
 	for i := range names {
 		names[i] = "client-" + strconv.Itoa(i)
 	}
-	type decider func(key string) bool
-	type maker struct {
-		name     string
-		baseline bool
-		make     func() (decider, error)
-	}
 	var makers []maker
 	for _, alg := range []limiter.Algorithm{limiter.GCRA, limiter.TokenBucket, limiter.FixedWindow} {
 		makers = append(makers, maker{string(alg), false, func() (decider, error) {
@@ -73,65 +67,88 @@ func memoryBenchmarks(keys int) ([]memoryBenchmark, error) {
 		return func(key string) bool { ok, _ := x.decide(ctx, key); return ok }, nil
 	}})
 
-	// Keys are visited with a stride prime to len(names), so consecutive
-	// decisions touch unrelated keys, as independent clients do.
-	const stride = 7919
 	var out []memoryBenchmark
 	for _, m := range makers {
 		if _, err := m.make(); err != nil {
 			return nil, err
 		}
 		out = append(out,
-			memoryBenchmark{name: m.name + "/serial", limiter: m.name, baseline: m.baseline, fn: func(b *testing.B) {
-				decide, _ := m.make()
-				for _, k := range names {
-					decide(k)
-				}
-				refused := 0
-				i := 0
-				b.ReportAllocs()
-				b.ResetTimer()
-				for b.Loop() {
-					if i += stride; i >= len(names) {
-						i %= len(names)
-					}
-					if !decide(names[i]) {
-						refused++
-					}
-				}
-				if refused > 0 {
-					b.Fatalf("%d decisions refused; the benchmark measures allowed ones", refused)
-				}
-			}},
-			memoryBenchmark{name: m.name + "/parallel", limiter: m.name, baseline: m.baseline, fn: func(b *testing.B) {
-				decide, _ := m.make()
-				for _, k := range names {
-					decide(k)
-				}
-				var refused atomic.Int64
-				var start atomic.Int64
-				b.ReportAllocs()
-				b.ResetTimer()
-				b.RunParallel(func(pb *testing.PB) {
-					i := int(start.Add(1009)) % len(names) // each goroutine starts elsewhere
-					n := 0
-					for pb.Next() {
-						if i += stride; i >= len(names) {
-							i %= len(names)
-						}
-						if !decide(names[i]) {
-							n++
-						}
-					}
-					refused.Add(int64(n))
-				})
-				if n := refused.Load(); n > 0 {
-					b.Fatalf("%d decisions refused; the benchmark measures allowed ones", n)
-				}
-			}},
+			memoryBenchmark{name: m.name + "/serial", limiter: m.name, baseline: m.baseline, fn: serialBenchmark(names, m.make)},
+			memoryBenchmark{name: m.name + "/parallel", limiter: m.name, baseline: m.baseline, fn: parallelBenchmark(names, m.make)},
 		)
 	}
 	return out, nil
+}
+
+// decider decides for one key and says whether it was allowed.
+type decider func(key string) bool
+
+// maker makes a fresh limiter under test.
+type maker struct {
+	name     string
+	baseline bool
+	make     func() (decider, error)
+}
+
+// Keys are visited with a stride prime to len(names), so consecutive
+// decisions touch unrelated keys, as independent clients do.
+const stride = 7919
+
+// serialBenchmark decides over names, every key made to exist before the
+// timer starts; a refused decision fails it.
+func serialBenchmark(names []string, newDecider func() (decider, error)) func(*testing.B) {
+	return func(b *testing.B) {
+		decide, _ := newDecider()
+		for _, k := range names {
+			decide(k)
+		}
+		refused := 0
+		i := 0
+		b.ReportAllocs()
+		b.ResetTimer()
+		for b.Loop() {
+			if i += stride; i >= len(names) {
+				i %= len(names)
+			}
+			if !decide(names[i]) {
+				refused++
+			}
+		}
+		if refused > 0 {
+			b.Fatalf("%d decisions refused; the benchmark measures allowed ones", refused)
+		}
+	}
+}
+
+// parallelBenchmark is serialBenchmark with b.RunParallel, each goroutine
+// starting elsewhere in names.
+func parallelBenchmark(names []string, newDecider func() (decider, error)) func(*testing.B) {
+	return func(b *testing.B) {
+		decide, _ := newDecider()
+		for _, k := range names {
+			decide(k)
+		}
+		var refused atomic.Int64
+		var start atomic.Int64
+		b.ReportAllocs()
+		b.ResetTimer()
+		b.RunParallel(func(pb *testing.PB) {
+			i := int(start.Add(1009)) % len(names)
+			n := 0
+			for pb.Next() {
+				if i += stride; i >= len(names) {
+					i %= len(names)
+				}
+				if !decide(names[i]) {
+					n++
+				}
+			}
+			refused.Add(int64(n))
+		})
+		if n := refused.Load(); n > 0 {
+			b.Fatalf("%d decisions refused; the benchmark measures allowed ones", n)
+		}
+	}
 }
 
 // goBenchResult is one benchmark's figures over several rounds.

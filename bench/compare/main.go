@@ -150,45 +150,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 
-	var contenders []contender
-	redisDesc := ""
-	if o.stores["redis"] {
-		url := o.redisURL
-		if url == "" {
-			srv, err := startRedis(ctx)
-			if err != nil {
-				fmt.Fprintf(stderr, "compare: %v\n", err)
-				return 1
-			}
-			defer srv.stop()
-			url = srv.url
+	selected, redisDesc, cleanup, err := selectContenders(ctx, o)
+	defer cleanup()
+	if err != nil {
+		fmt.Fprintf(stderr, "compare: %v\n", err)
+		if errors.Is(err, errNoMatch) {
+			return 2
 		}
-		rc, desc, err := redisContenders(ctx, url)
-		if err != nil {
-			fmt.Fprintf(stderr, "compare: %v\n", err)
-			return 1
-		}
-		defer rc.close()
-		contenders = append(contenders, rc.contenders...)
-		redisDesc = desc
-	}
-	if o.stores["memory"] {
-		mc, err := memoryContenders()
-		if err != nil {
-			fmt.Fprintf(stderr, "compare: %v\n", err)
-			return 1
-		}
-		contenders = append(contenders, mc...)
-	}
-	selected := contenders[:0]
-	for _, c := range contenders {
-		if o.only.MatchString(c.name) {
-			selected = append(selected, c)
-		}
-	}
-	if len(selected) == 0 {
-		fmt.Fprintf(stderr, "compare: --only %q matches no limiter\n", o.only)
-		return 2
+		return 1
 	}
 
 	if o.cpuProf != "" {
@@ -222,6 +191,56 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	writeTable(stdout, rows, o, started, redisDesc)
 	return 0
+}
+
+// errNoMatch: --only matched no contender (a usage error).
+var errNoMatch = errors.New("matches no limiter")
+
+// selectContenders builds the limiters o compares (starting a private
+// redis-server unless --redis-url is given) and keeps those --only
+// matches. cleanup releases what was started, also after an error.
+func selectContenders(ctx context.Context, o options) (selected []contender, redisDesc string, cleanup func(), err error) {
+	var undo []func()
+	cleanup = func() {
+		for i := len(undo) - 1; i >= 0; i-- {
+			undo[i]()
+		}
+	}
+	var contenders []contender
+	if o.stores["redis"] {
+		url := o.redisURL
+		if url == "" {
+			srv, err := startRedis(ctx)
+			if err != nil {
+				return nil, "", cleanup, err
+			}
+			undo = append(undo, srv.stop)
+			url = srv.url
+		}
+		rc, desc, err := redisContenders(ctx, url)
+		if err != nil {
+			return nil, "", cleanup, err
+		}
+		undo = append(undo, rc.close)
+		contenders = append(contenders, rc.contenders...)
+		redisDesc = desc
+	}
+	if o.stores["memory"] {
+		mc, err := memoryContenders()
+		if err != nil {
+			return nil, "", cleanup, err
+		}
+		contenders = append(contenders, mc...)
+	}
+	for _, c := range contenders {
+		if o.only.MatchString(c.name) {
+			selected = append(selected, c)
+		}
+	}
+	if len(selected) == 0 {
+		return nil, "", cleanup, fmt.Errorf("--only %q %w", o.only, errNoMatch)
+	}
+	return selected, redisDesc, cleanup, nil
 }
 
 type row struct {

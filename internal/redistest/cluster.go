@@ -78,33 +78,7 @@ func ClusterWith(t testing.TB, cfg ClusterConfig) *ClusterServers {
 	}
 	cli := lookPath(t, "redis-cli")
 	c := &ClusterServers{ids: map[*Server]string{}}
-	startNode := func(name string) *Server {
-		return start(t, name, "", func(port int) []string {
-			bus, err := freePort()
-			for err == nil && bus == port {
-				bus, err = freePort()
-			}
-			if err != nil {
-				t.Fatalf("redistest: find a free cluster bus port: %v", err)
-			}
-			args := []string{
-				"--cluster-enabled", "yes",
-				"--cluster-config-file", "nodes-" + strconv.Itoa(port) + ".conf",
-				"--cluster-node-timeout", strconv.FormatInt(cfg.NodeTimeout.Milliseconds(), 10),
-				"--cluster-port", strconv.Itoa(bus),
-				// A replica's first sync starts at once, not after 5 s.
-				"--repl-diskless-sync-delay", "0",
-			}
-			if cfg.PartialCoverage {
-				args = append(args, "--cluster-require-full-coverage", "no")
-			}
-			if cfg.Replicas > 0 {
-				// A replica whose link just broke may be promoted at once.
-				args = append(args, "--cluster-replica-validity-factor", "0")
-			}
-			return args
-		})
-	}
+	startNode := func(name string) *Server { return startClusterNode(t, name, cfg) }
 	for i := 0; i < cfg.Masters; i++ {
 		s := startNode("node" + strconv.Itoa(i))
 		c.Nodes = append(c.Nodes, s)
@@ -142,6 +116,36 @@ func ClusterWith(t testing.TB, cfg ClusterConfig) *ClusterServers {
 		t.Fatalf("redistest: %v", err)
 	}
 	return c
+}
+
+// startClusterNode starts one cluster-enabled redis-server, its bus on a
+// free port of its own.
+func startClusterNode(t testing.TB, name string, cfg ClusterConfig) *Server {
+	return start(t, name, "", func(port int) []string {
+		bus, err := freePort()
+		for err == nil && bus == port {
+			bus, err = freePort()
+		}
+		if err != nil {
+			t.Fatalf("redistest: find a free cluster bus port: %v", err)
+		}
+		args := []string{
+			"--cluster-enabled", "yes",
+			"--cluster-config-file", "nodes-" + strconv.Itoa(port) + ".conf",
+			"--cluster-node-timeout", strconv.FormatInt(cfg.NodeTimeout.Milliseconds(), 10),
+			"--cluster-port", strconv.Itoa(bus),
+			// A replica's first sync starts at once, not after 5 s.
+			"--repl-diskless-sync-delay", "0",
+		}
+		if cfg.PartialCoverage {
+			args = append(args, "--cluster-require-full-coverage", "no")
+		}
+		if cfg.Replicas > 0 {
+			// A replica whose link just broke may be promoted at once.
+			args = append(args, "--cluster-replica-validity-factor", "0")
+		}
+		return args
+	})
 }
 
 // attachReplica makes r a replica of master m and waits until its
