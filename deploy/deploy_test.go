@@ -324,21 +324,7 @@ func TestPromtoolAcceptsThePrometheusConfigAndItsRules(t *testing.T) {
 	}
 
 	// Grafana is told the scrape interval, for $__rate_interval.
-	var ds struct {
-		APIVersion  int `yaml:"apiVersion"`
-		Datasources []struct {
-			Name      string `yaml:"name"`
-			Type      string `yaml:"type"`
-			UID       string `yaml:"uid"`
-			Access    string `yaml:"access"`
-			URL       string `yaml:"url"`
-			IsDefault bool   `yaml:"isDefault"`
-			Editable  bool   `yaml:"editable"`
-			JSONData  struct {
-				TimeInterval string `yaml:"timeInterval"`
-			} `yaml:"jsonData"`
-		} `yaml:"datasources"`
-	}
+	var ds grafanaDatasources
 	decodeStrict(t, hostPath(t, c, "grafana", "/etc/grafana/provisioning/datasources/rl-exporter.yml"), &ds)
 	if ds.APIVersion != 1 || len(ds.Datasources) != 1 {
 		t.Fatalf("datasources provisioning: %+v", ds)
@@ -365,22 +351,7 @@ func decodeStrict(t *testing.T, path string, v any) {
 
 func TestGrafanaProvisionsTheGeneratedDashboards(t *testing.T) {
 	c := loadCompose(t)
-	var prov struct {
-		APIVersion int `yaml:"apiVersion"`
-		Providers  []struct {
-			Name                  string `yaml:"name"`
-			OrgID                 int    `yaml:"orgId"`
-			Folder                string `yaml:"folder"`
-			Type                  string `yaml:"type"`
-			DisableDeletion       bool   `yaml:"disableDeletion"`
-			AllowUIUpdates        bool   `yaml:"allowUiUpdates"`
-			UpdateIntervalSeconds int    `yaml:"updateIntervalSeconds"`
-			Options               struct {
-				Path                      string `yaml:"path"`
-				FoldersFromFilesStructure bool   `yaml:"foldersFromFilesStructure"`
-			} `yaml:"options"`
-		} `yaml:"providers"`
-	}
+	var prov grafanaDashboardProviders
 	decodeStrict(t, hostPath(t, c, "grafana", "/etc/grafana/provisioning/dashboards/rl-exporter.yml"), &prov)
 	if prov.APIVersion != 1 || len(prov.Providers) != 1 || prov.Providers[0].Type != "file" {
 		t.Fatalf("dashboards provisioning: %+v", prov)

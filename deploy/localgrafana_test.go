@@ -15,6 +15,8 @@ import (
 // provisioning.
 const localGrafana = root + "/deploy/local-stack/grafana"
 
+// grafanaDatasources is a Grafana data source provisioning file, decoded
+// strictly by the stack tests (Docker and local).
 type grafanaDatasources struct {
 	APIVersion  int `yaml:"apiVersion"`
 	Datasources []struct {
@@ -31,6 +33,7 @@ type grafanaDatasources struct {
 	} `yaml:"datasources"`
 }
 
+// grafanaDashboardProviders is a Grafana dashboard provisioning file.
 type grafanaDashboardProviders struct {
 	APIVersion int `yaml:"apiVersion"`
 	Providers  []struct {
