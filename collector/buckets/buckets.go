@@ -19,3 +19,12 @@ func StoreDuration() []float64 {
 func Delay() []float64 {
 	return []float64{0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}
 }
+
+// RegionRTT returns the bucket bounds, in seconds, of
+// rate_limit_region_rtt_seconds (a decision made on a peer region's
+// Redis: one cross-region round trip, from a few milliseconds between
+// nearby regions to hundreds across the globe), in increasing order. Each
+// call returns a new slice.
+func RegionRTT() []float64 {
+	return []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.25, 0.5, 1}
+}
