@@ -52,6 +52,25 @@ type Class struct {
 	// Live holds, per plan tier, a limit changed at run time that replaces
 	// the tier's limit for the clients it covers (see LiveLimit).
 	Live map[string]LiveLimit
+	// Store, when set, decides the class's limits and live limits instead
+	// of PolicyConfig.Store (the store of a multi-region mode, say).
+	Store limiter.Store
+	// TierStores, when set for a plan tier, decides that tier's limit and
+	// live limit instead of Store. A tier without a limit of its own then
+	// gets a limiter of its own, with the default tier's limit, on its store.
+	TierStores map[string]limiter.Store
+}
+
+// storeFor is the store deciding tier's limits: the tier's, the class's,
+// else the policy's.
+func (c Class) storeFor(tier string, policyStore limiter.Store) limiter.Store {
+	if st := c.TierStores[tier]; st != nil {
+		return st
+	}
+	if c.Store != nil {
+		return c.Store
+	}
+	return policyStore
 }
 
 // LiveLimit is a limit changed at run time (by the admin API or straight in
@@ -208,79 +227,18 @@ func NewPolicy(cfg PolicyConfig) (*Policy, error) {
 		defaultTier: cfg.DefaultTier,
 		headers:     cfg.Headers,
 	}
-	for _, t := range cfg.Tiers {
-		if !namePattern.MatchString(t) {
-			return nil, fmt.Errorf("policy: tier %q: name must be letters, digits, '_' or '-'", t)
-		}
-		if p.tiers[t] {
-			return nil, fmt.Errorf("policy: tier %q listed twice", t)
-		}
-		p.tiers[t] = true
-		p.tierNames = append(p.tierNames, t)
-	}
-	if !p.tiers[cfg.DefaultTier] {
-		return nil, fmt.Errorf("policy: default tier %q is not one of the tiers %v", cfg.DefaultTier, cfg.Tiers)
+	if err := p.setTiers(cfg.Tiers); err != nil {
+		return nil, err
 	}
 	seen := map[string]bool{}
 	for _, c := range cfg.Classes {
-		if !namePattern.MatchString(c.Name) {
-			return nil, fmt.Errorf("policy: class %q: name must be letters, digits, '_' or '-'", c.Name)
-		}
 		if seen[c.Name] {
 			return nil, fmt.Errorf("policy: class %q defined twice", c.Name)
 		}
 		seen[c.Name] = true
-		cl := &class{name: c.Name, shadow: c.Shadow, shared: c.Shared, cost: c.Cost, byTier: map[string]*limiter.Limiter{}}
-		if cl.cost == 0 {
-			cl.cost = 1
-		}
-		if cl.cost < 0 {
-			return nil, fmt.Errorf("policy: class %q: cost must be >= 1, got %d", c.Name, c.Cost)
-		}
-		if _, ok := c.Limits[cfg.DefaultTier]; !ok {
-			return nil, fmt.Errorf("policy: class %q: no limit for the default tier %q", c.Name, cfg.DefaultTier)
-		}
-		for tier, lim := range c.Limits {
-			if !p.tiers[tier] {
-				return nil, fmt.Errorf("policy: class %q: limit for unknown tier %q", c.Name, tier)
-			}
-			l, err := limiter.New(limiter.Config{
-				Limit: lim, Store: cfg.Store, FailPolicy: cfg.FailPolicy,
-				Timeout: cfg.Timeout, Observer: cfg.Observer, Breaker: cfg.Breaker, Guard: cfg.Guard,
-			})
-			if err != nil {
-				return nil, fmt.Errorf("policy: class %q tier %q: %w", c.Name, tier, err)
-			}
-			cl.byTier[tier] = l
-			cl.render(l)
-		}
-		cl.dflt = cl.byTier[cfg.DefaultTier]
-		for tier, lv := range c.Live {
-			if !p.tiers[tier] {
-				return nil, fmt.Errorf("policy: class %q: live limit for unknown tier %q", c.Name, tier)
-			}
-			if lv.RolloutPercent < 0 || lv.RolloutPercent > 100 {
-				return nil, fmt.Errorf("policy: class %q tier %q: live limit %s: rollout percent must be 0 to 100, got %d", c.Name, tier, lv.Source, lv.RolloutPercent)
-			}
-			l, err := limiter.New(limiter.Config{
-				Limit: lv.Limit, Store: cfg.Store, FailPolicy: cfg.FailPolicy,
-				Timeout: cfg.Timeout, Observer: cfg.Observer, Breaker: cfg.Breaker, Guard: cfg.Guard,
-			})
-			if err != nil {
-				return nil, fmt.Errorf("policy: class %q tier %q: live limit %s: %w", c.Name, tier, lv.Source, err)
-			}
-			if cl.live == nil {
-				cl.live = map[string]*liveLimiter{}
-			}
-			cl.live[tier] = &liveLimiter{LiveLimit: lv, lim: l}
-			cl.render(l)
-		}
-		for _, pat := range c.Routes {
-			if err := register(p.mux, pat); err != nil {
-				return nil, fmt.Errorf("policy: class %q: route %q: %w", c.Name, pat, err)
-			}
-			p.routes[pat] = cl
-			cl.routes = append(cl.routes, pat)
+		cl, err := p.compileClass(cfg, c)
+		if err != nil {
+			return nil, err
 		}
 		p.classes = append(p.classes, cl)
 		if c.Name == cfg.DefaultClass {
@@ -309,6 +267,99 @@ func NewPolicy(cfg PolicyConfig) (*Policy, error) {
 	}
 	p.identity = id
 	return p, nil
+}
+
+// setTiers checks and records the plan tiers, the default one among them.
+func (p *Policy) setTiers(tiers []string) error {
+	for _, t := range tiers {
+		if !namePattern.MatchString(t) {
+			return fmt.Errorf("policy: tier %q: name must be letters, digits, '_' or '-'", t)
+		}
+		if p.tiers[t] {
+			return fmt.Errorf("policy: tier %q listed twice", t)
+		}
+		p.tiers[t] = true
+		p.tierNames = append(p.tierNames, t)
+	}
+	if !p.tiers[p.defaultTier] {
+		return fmt.Errorf("policy: default tier %q is not one of the tiers %v", p.defaultTier, tiers)
+	}
+	return nil
+}
+
+// compileClass builds c's limiters (each tier's on its store) and live
+// limiters, and registers its routes in p.
+func (p *Policy) compileClass(cfg PolicyConfig, c Class) (*class, error) {
+	if !namePattern.MatchString(c.Name) {
+		return nil, fmt.Errorf("policy: class %q: name must be letters, digits, '_' or '-'", c.Name)
+	}
+	cl := &class{name: c.Name, shadow: c.Shadow, shared: c.Shared, cost: c.Cost, byTier: map[string]*limiter.Limiter{}}
+	if cl.cost == 0 {
+		cl.cost = 1
+	}
+	if cl.cost < 0 {
+		return nil, fmt.Errorf("policy: class %q: cost must be >= 1, got %d", c.Name, c.Cost)
+	}
+	dflt, ok := c.Limits[cfg.DefaultTier]
+	if !ok {
+		return nil, fmt.Errorf("policy: class %q: no limit for the default tier %q", c.Name, cfg.DefaultTier)
+	}
+	newLimiter := func(tier string, lim limiter.Limit) (*limiter.Limiter, error) {
+		return limiter.New(limiter.Config{
+			Limit: lim, Store: c.storeFor(tier, cfg.Store), FailPolicy: cfg.FailPolicy,
+			Timeout: cfg.Timeout, Observer: cfg.Observer, Breaker: cfg.Breaker, Guard: cfg.Guard,
+		})
+	}
+	for tier, lim := range c.Limits {
+		if !p.tiers[tier] {
+			return nil, fmt.Errorf("policy: class %q: limit for unknown tier %q", c.Name, tier)
+		}
+		l, err := newLimiter(tier, lim)
+		if err != nil {
+			return nil, fmt.Errorf("policy: class %q tier %q: %w", c.Name, tier, err)
+		}
+		cl.byTier[tier] = l
+		cl.render(l)
+	}
+	cl.dflt = cl.byTier[cfg.DefaultTier]
+	for _, tier := range p.tierNames {
+		// A tier deciding on a store of its own cannot share the default
+		// tier's limiter, which decides on the default tier's store.
+		if _, own := c.Limits[tier]; own || c.storeFor(tier, cfg.Store) == c.storeFor(cfg.DefaultTier, cfg.Store) {
+			continue
+		}
+		l, err := newLimiter(tier, dflt)
+		if err != nil {
+			return nil, fmt.Errorf("policy: class %q tier %q: %w", c.Name, tier, err)
+		}
+		cl.byTier[tier] = l
+		cl.render(l)
+	}
+	for tier, lv := range c.Live {
+		if !p.tiers[tier] {
+			return nil, fmt.Errorf("policy: class %q: live limit for unknown tier %q", c.Name, tier)
+		}
+		if lv.RolloutPercent < 0 || lv.RolloutPercent > 100 {
+			return nil, fmt.Errorf("policy: class %q tier %q: live limit %s: rollout percent must be 0 to 100, got %d", c.Name, tier, lv.Source, lv.RolloutPercent)
+		}
+		l, err := newLimiter(tier, lv.Limit)
+		if err != nil {
+			return nil, fmt.Errorf("policy: class %q tier %q: live limit %s: %w", c.Name, tier, lv.Source, err)
+		}
+		if cl.live == nil {
+			cl.live = map[string]*liveLimiter{}
+		}
+		cl.live[tier] = &liveLimiter{LiveLimit: lv, lim: l}
+		cl.render(l)
+	}
+	for _, pat := range c.Routes {
+		if err := register(p.mux, pat); err != nil {
+			return nil, fmt.Errorf("policy: class %q: route %q: %w", c.Name, pat, err)
+		}
+		p.routes[pat] = cl
+		cl.routes = append(cl.routes, pat)
+	}
+	return cl, nil
 }
 
 // ValidatePattern reports whether pattern is a valid ServeMux pattern.
