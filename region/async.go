@@ -1,0 +1,293 @@
+package region
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/rl-exporter/rl-exporter/limiter"
+)
+
+// asyncStore decides on the local region's Redis against every region's
+// slots of the key (see lua/); in hybrid it turns strict for a key whose
+// global estimate reached the threshold, until the end of the key's window.
+// It implements limiter.Store, limiter.Inspector (peek and at-most; Reset
+// forgets the local region's copy only) and limiter.ShardedStore, and is
+// safe for concurrent use.
+type asyncStore struct {
+	set       *Set
+	mode      Mode
+	threshold float64 // hybrid: share of the quota decided in async
+	home      string  // hybrid: pinned home, "" = hashed
+	strict    *strictMarks
+}
+
+var (
+	_ limiter.Inspector    = (*asyncStore)(nil)
+	_ limiter.ShardedStore = (*asyncStore)(nil)
+)
+
+// stateSuffix follows the single-region key of a key and algorithm
+// (redisstore.Store.Keys) to name the multi-region hash, so it shares the
+// key's hash tag (Cluster slot) and escaping.
+const stateSuffix = ":regions"
+
+// strictSlot is the slot the strict decisions of hybrid write on home.
+func strictSlot(home string) string { return "strict@" + home }
+
+func newAsyncStore(s *Set, m Mode, threshold float64, home string) *asyncStore {
+	a := &asyncStore{set: s, mode: m, threshold: threshold, home: home}
+	if m == ModeHybrid {
+		a.strict = newStrictMarks()
+	}
+	return a
+}
+
+// Name returns "redis".
+func (a *asyncStore) Name() string { return "redis" }
+
+func (a *asyncStore) homeOf(key string) string {
+	if a.home != "" {
+		return a.home
+	}
+	return a.set.Home(key)
+}
+
+// Shard names the region deciding key now: "region/<local>" in async, and in
+// hybrid "region/<home>" while the key is decided strictly, so the Guard's
+// breaker of a lost home region opens for the keys it decides alone.
+func (a *asyncStore) Shard(key string) string {
+	if a.strict != nil && a.strict.active(key, time.Now()) {
+		return "region/" + a.homeOf(key)
+	}
+	return "region/" + a.set.cfg.Local
+}
+
+// Decide implements limiter.Store.
+func (a *asyncStore) Decide(ctx context.Context, key string, lim limiter.Limit, cost int64) (limiter.Decision, error) {
+	return a.DecideMode(ctx, key, lim, cost, limiter.ModeConsume, 0)
+}
+
+// DecideMode implements limiter.Inspector: consume, peek and at-most, each
+// one atomic script call on the deciding region's Redis.
+func (a *asyncStore) DecideMode(ctx context.Context, key string, lim limiter.Limit, cost int64, mode limiter.Mode, timeout time.Duration) (limiter.Decision, error) {
+	if !Supports(a.mode, lim.Algorithm) {
+		return limiter.Decision{}, fmt.Errorf("region %s: %s does not support %q (supported: %v)", a.set.cfg.Local, a.mode, lim.Algorithm, Algorithms(a.mode))
+	}
+	if err := lim.Validate(); err != nil {
+		return limiter.Decision{}, fmt.Errorf("region %s: limit: %w", a.set.cfg.Local, err)
+	}
+	if err := lim.CheckCost(cost); err != nil {
+		return limiter.Decision{}, fmt.Errorf("region %s: %w", a.set.cfg.Local, err)
+	}
+	if mode > limiter.ModeAtMost {
+		return limiter.Decision{}, fmt.Errorf("region %s: unknown mode %d", a.set.cfg.Local, mode)
+	}
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	local := a.set.cfg.Local
+	hash := a.set.stores[local].Keys(key, lim.Algorithm)[0] + stateSuffix
+	if a.strict != nil && a.strict.active(key, time.Now()) {
+		return a.decideStrict(ctx, key, hash, lim, cost, mode)
+	}
+	threshold := int64(-1)
+	if a.strict != nil {
+		threshold = int64(math.Floor(a.threshold * float64(lim.Quota())))
+	}
+	r, err := a.run(ctx, a.set.cfg.Clients[local], key, hash, local, threshold, lim, cost, mode)
+	if err != nil {
+		return limiter.Decision{}, fmt.Errorf("region %s: %w", local, err)
+	}
+	if r.over {
+		// The global estimate reached the threshold: strict for the rest
+		// of the window.
+		a.strict.mark(key, time.Now().Add(r.strictFor))
+		return a.decideStrict(ctx, key, hash, lim, cost, mode)
+	}
+	a.set.obs.ObserveDecision(a.mode, HomeLocal)
+	if r.slot != "" {
+		a.set.ship.changed(hash)
+	}
+	return r.decision(lim), nil
+}
+
+// decideStrict makes a hybrid decision on the key's home region, in the
+// home's strict slot (counted there with every region's async slots). The
+// written slot is merged into the local copy in the background and shipped
+// with it, so the other regions count it.
+func (a *asyncStore) decideStrict(ctx context.Context, key, hash string, lim limiter.Limit, cost int64, mode limiter.Mode) (limiter.Decision, error) {
+	home := a.homeOf(key)
+	start := time.Now()
+	r, err := a.run(ctx, a.set.cfg.Clients[home], key, hash, strictSlot(home), -1, lim, cost, mode)
+	if home == a.set.cfg.Local {
+		a.set.obs.ObserveDecision(a.mode, HomeLocal)
+		if err == nil && r.slot != "" {
+			a.set.ship.changed(hash)
+		}
+	} else {
+		a.set.obs.ObserveRTT(home, time.Since(start))
+		a.set.obs.ObserveDecision(a.mode, HomeRemote)
+		if err == nil && r.slot != "" {
+			a.set.ship.mergeLocal(hash, "r:"+strictSlot(home), r.slot, r.ttl)
+		}
+	}
+	if err != nil {
+		return limiter.Decision{}, fmt.Errorf("region %s: %w", home, err)
+	}
+	return r.decision(lim), nil
+}
+
+// Reset implements limiter.Inspector for the local region's copy of the
+// key: its slots as known here and its reconstruction. The other regions'
+// copies are not reset (their own slots would come back with their next
+// shipping), so a reset key starts again from the other regions' counts.
+func (a *asyncStore) Reset(ctx context.Context, key string, lim limiter.Limit, timeout time.Duration) error {
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	local := a.set.cfg.Local
+	hash := a.set.stores[local].Keys(key, lim.Algorithm)[0] + stateSuffix
+	if err := a.set.cfg.Clients[local].Del(ctx, hash).Err(); err != nil {
+		return fmt.Errorf("region %s: reset: %w", local, err)
+	}
+	return nil
+}
+
+// result is one script answer.
+type result struct {
+	admitted, remaining int64
+	reset, retry        time.Duration
+	over                bool
+	strictFor           time.Duration
+	slot                string
+	ttl                 time.Duration // of the written slot: reset after
+}
+
+func (r result) decision(lim limiter.Limit) limiter.Decision {
+	return limiter.Decision{
+		Allowed:    r.admitted > 0,
+		Limit:      lim.Quota(),
+		Remaining:  r.remaining,
+		ResetAfter: r.reset,
+		RetryAfter: r.retry,
+		Admitted:   r.admitted,
+	}
+}
+
+// run calls the algorithm's script on c for hash, writing slot.
+func (a *asyncStore) run(ctx context.Context, c redis.UniversalClient, key, hash, slot string, threshold int64, lim limiter.Limit, cost int64, mode limiter.Mode) (result, error) {
+	period := lim.Period.Microseconds()
+	args := make([]any, 0, 8)
+	args = append(args, slot, threshold)
+	switch lim.Algorithm {
+	case limiter.FixedWindow, limiter.SlidingWindow:
+		var offset int64
+		if !lim.AlignWindows {
+			offset = limiter.WindowOffset(key, lim.Period).Microseconds()
+		}
+		args = append(args, 0, lim.Rate, period, offset)
+	default:
+		burst := lim.Quota()
+		// Keep a bucket's state one refill time after it is full again
+		// (see lua/token_bucket.lua).
+		keep := lim.Window().Milliseconds() + 1
+		args = append(args, keep, burst, lim.Rate, period)
+	}
+	args = append(args, cost, int(mode))
+	v, err := a.set.scripts.decide[lim.Algorithm].Run(ctx, c, []string{hash}, args...).Slice()
+	if err != nil {
+		return result{}, fmt.Errorf("%s script: %w", lim.Algorithm, err)
+	}
+	return decodeResult(v)
+}
+
+// decodeResult checks and converts a script's reply.
+func decodeResult(v []any) (result, error) {
+	if len(v) != 8 {
+		return result{}, fmt.Errorf("script reply has %d values, want 8", len(v))
+	}
+	var n [7]int64
+	for i := range n {
+		x, ok := v[i].(int64)
+		if !ok {
+			return result{}, fmt.Errorf("script reply value %d is %T, want an integer", i, v[i])
+		}
+		n[i] = x
+	}
+	slot, ok := v[7].(string)
+	if !ok {
+		return result{}, fmt.Errorf("script reply value 7 is %T, want a string", v[7])
+	}
+	us := func(x int64) time.Duration { return time.Duration(max(x, 0)) * time.Microsecond }
+	return result{
+		admitted: n[0], remaining: max(n[1], 0), reset: us(n[2]), retry: us(n[3]),
+		over: n[5] == 1, strictFor: us(n[6]), slot: slot, ttl: us(n[2]),
+	}, nil
+}
+
+// strictMarks remembers, per key, until when hybrid decides it strictly.
+// Marks are kept in shards under a mutex each; expired marks are dropped
+// when a shard grows past a bound (and the oldest when none has expired).
+// Safe for concurrent use.
+type strictMarks struct {
+	shards [16]struct {
+		mu    sync.Mutex
+		until map[string]time.Time
+	}
+}
+
+// maxStrictMarksPerShard bounds the memory of the marks (16 × 8192 keys).
+const maxStrictMarksPerShard = 8192
+
+func newStrictMarks() *strictMarks {
+	m := &strictMarks{}
+	for i := range m.shards {
+		m.shards[i].until = map[string]time.Time{}
+	}
+	return m
+}
+
+func (m *strictMarks) shard(key string) int { return int(score("", key) % uint64(len(m.shards))) }
+
+func (m *strictMarks) active(key string, now time.Time) bool {
+	sh := &m.shards[m.shard(key)]
+	sh.mu.Lock()
+	until, ok := sh.until[key]
+	if ok && !now.Before(until) {
+		delete(sh.until, key)
+		ok = false
+	}
+	sh.mu.Unlock()
+	return ok
+}
+
+func (m *strictMarks) mark(key string, until time.Time) {
+	sh := &m.shards[m.shard(key)]
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if _, ok := sh.until[key]; !ok && len(sh.until) >= maxStrictMarksPerShard {
+		now := time.Now()
+		var oldest string
+		var oldestUntil time.Time
+		for k, u := range sh.until {
+			if !now.Before(u) {
+				delete(sh.until, k)
+			} else if oldest == "" || u.Before(oldestUntil) {
+				oldest, oldestUntil = k, u
+			}
+		}
+		if len(sh.until) >= maxStrictMarksPerShard {
+			delete(sh.until, oldest)
+		}
+	}
+	sh.until[key] = until
+}

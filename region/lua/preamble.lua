@@ -1,0 +1,41 @@
+-- Shared by every multi-region script. A key's state is one hash:
+--   r:<slot>  a slot, "a:b[:c]" integers: the state one writer (a region,
+--             or strict@<home> for the strict decisions of hybrid made on
+--             the home region's Redis) keeps for itself. Only its writer
+--             changes it; the other regions' copies are merged with
+--             max() (merge.lua), so slots are shipped, never computed.
+--   l:<name>  local state that is never shipped (the buckets'
+--             reconstruction, see token_bucket.lua).
+-- Integers are written with %.0f: tostring would write 1.7e+15.
+local function floordiv(a, b)
+  local r = math.fmod(a, b)
+  if r < 0 then r = r + b end
+  return (a - r) / b
+end
+local function ceildiv(a, b) -- a >= 0
+  return floordiv(a + b - 1, b)
+end
+local function int(x)
+  return string.format('%.0f', x)
+end
+local function parse(v)
+  local t = {}
+  for part in string.gmatch(v, '[^:]+') do t[#t + 1] = tonumber(part) or 0 end
+  return t
+end
+-- read returns the key's slots (name -> integers) and local fields
+-- (name -> string).
+local function read(key)
+  local all = redis.call('HGETALL', key)
+  local slots, locals = {}, {}
+  for i = 1, #all, 2 do
+    local f, v = all[i], all[i + 1]
+    local kind, name = string.sub(f, 1, 2), string.sub(f, 3)
+    if kind == 'r:' then
+      slots[name] = parse(v)
+    elseif kind == 'l:' then
+      locals[name] = v
+    end
+  end
+  return slots, locals
+end

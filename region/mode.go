@@ -1,0 +1,141 @@
+package region
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/rl-exporter/rl-exporter/limiter"
+)
+
+// Mode says how a limit is shared between regions. The identifiers are used
+// verbatim in configuration (region_mode) and in metric labels.
+type Mode string
+
+// The four modes.
+const (
+	// ModeLocal: each region limits on its own Redis (today's behaviour).
+	ModeLocal Mode = "local"
+	// ModeStrict: a key's decisions run on its home region's Redis.
+	ModeStrict Mode = "strict"
+	// ModeAsync: each region decides on its own Redis against the counts
+	// last shipped by the others.
+	ModeAsync Mode = "async"
+	// ModeHybrid: async below a threshold of the limit, strict above it.
+	ModeHybrid Mode = "hybrid"
+)
+
+// Modes lists every Mode in a stable order.
+var Modes = []Mode{ModeLocal, ModeStrict, ModeAsync, ModeHybrid}
+
+// asyncAlgorithms are the algorithms whose state replicates as grow-only
+// per-region slots (see lua/).
+var asyncAlgorithms = []limiter.Algorithm{limiter.FixedWindow, limiter.SlidingWindow, limiter.TokenBucket, limiter.GCRA}
+
+// ParseMode returns the Mode named s; "" is ModeLocal.
+func ParseMode(s string) (Mode, error) {
+	if s == "" {
+		return ModeLocal, nil
+	}
+	if m := Mode(s); slices.Contains(Modes, m) {
+		return m, nil
+	}
+	names := make([]string, len(Modes))
+	for i, m := range Modes {
+		names[i] = string(m)
+	}
+	return "", fmt.Errorf("unknown region mode %q: choose one of %s", s, strings.Join(names, ", "))
+}
+
+// Algorithms lists the algorithms mode m supports, in limiter.Algorithms
+// order: all six for local and strict (the single-region scripts run on
+// one Redis), fixed_window, sliding_window, token_bucket and gcra for async
+// and hybrid. None for an unknown mode.
+func Algorithms(m Mode) []limiter.Algorithm {
+	switch m {
+	case ModeLocal, ModeStrict:
+		return slices.Clone(limiter.Algorithms)
+	case ModeAsync, ModeHybrid:
+		var out []limiter.Algorithm
+		for _, a := range limiter.Algorithms {
+			if slices.Contains(asyncAlgorithms, a) {
+				out = append(out, a)
+			}
+		}
+		return out
+	}
+	return nil
+}
+
+// Supports reports whether mode m can enforce algorithm a.
+func Supports(m Mode, a limiter.Algorithm) bool {
+	switch m {
+	case ModeLocal, ModeStrict:
+		return slices.Contains(limiter.Algorithms, a)
+	case ModeAsync, ModeHybrid:
+		return slices.Contains(asyncAlgorithms, a)
+	}
+	return false
+}
+
+// OvershootBound is the documented worst case of admitted ÷ limit for mode m,
+// on top of the algorithm's own single-region accuracy (a sliding window's
+// approximation, a fixed window's boundary): the limit being lim.Quota()
+// units, the admissions of one window for window algorithms and, for
+// buckets, the extra units over what one Redis would admit in the same span
+// (the bucket's own Burst + Rate·span/Period is larger than the quota, so
+// the ratio over a span is smaller still).
+//
+//   - local: regions (each region admits the whole limit).
+//   - strict: 1.
+//   - async: 1 + otherRate × (syncInterval + oneWay) ÷ quota. A region stops
+//     when its view reaches the limit; what it cannot see is what the other
+//     regions admitted in the last syncInterval (waiting for the next
+//     shipping round) + oneWay (the pipeline crossing), at most otherRate
+//     requests per second. The last region to admit therefore admits at most
+//     that many units beyond the limit.
+//   - hybrid: async up to hybridThreshold × quota in each region's view,
+//     then strict on the home region, where every async admission shipped
+//     so far is counted. Units are admitted beyond the limit only when the
+//     strict stretch, (1 − hybridThreshold) × quota, fills up before the
+//     last async admissions reach the home region: with s = syncInterval +
+//     oneWay and the regions sending comparable traffic (total rate R =
+//     otherRate × regions ÷ (regions − 1)), an async admission at t needs the
+//     true count below the threshold at t − s, and it is seen at home by
+//     t + s, so only admissions made within 2s of the threshold crossing can
+//     be missed and they can be missed only if the rest of the quota went in
+//     that time: extra ≤ min(otherRate × s, (regions − 1) × max(0, 2·s·R −
+//     (1 − threshold) × quota)).
+//
+// otherRate is the other regions' admitted rate (requests per second, cost
+// 1); hybridThreshold outside (0, 1] is taken as the default 0.8. An
+// unknown mode or a limit with no quota gives NaN.
+func OvershootBound(m Mode, lim limiter.Limit, regions int, otherRate float64, oneWay, syncInterval time.Duration, hybridThreshold float64) float64 {
+	quota := float64(lim.Quota())
+	if quota <= 0 || regions < 1 {
+		return math.NaN()
+	}
+	if regions == 1 && m != ModeLocal {
+		return 1
+	}
+	s := (syncInterval + oneWay).Seconds()
+	unseen := math.Max(otherRate, 0) * s
+	switch m {
+	case ModeLocal:
+		return float64(regions)
+	case ModeStrict:
+		return 1
+	case ModeAsync:
+		return 1 + unseen/quota
+	case ModeHybrid:
+		if hybridThreshold <= 0 || hybridThreshold > 1 {
+			hybridThreshold = DefaultHybridThreshold
+		}
+		total := math.Max(otherRate, 0) * float64(regions) / float64(regions-1)
+		late := float64(regions-1) * math.Max(0, 2*s*total-(1-hybridThreshold)*quota)
+		return 1 + math.Min(unseen, late)/quota
+	}
+	return math.NaN()
+}

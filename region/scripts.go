@@ -1,0 +1,65 @@
+package region
+
+import (
+	"embed"
+	"fmt"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/rl-exporter/rl-exporter/limiter"
+)
+
+//go:embed lua/*.lua
+var luaFiles embed.FS
+
+// asyncScripts are the multi-region decision scripts, one per algorithm of
+// asyncAlgorithms, and the merge script of the shipper.
+type asyncScripts struct {
+	decide map[limiter.Algorithm]*redis.Script
+	merge  *redis.Script
+}
+
+// loadAsyncScripts assembles each algorithm's script from lua/preamble.lua,
+// lua/<algorithm>.lua as the body of decide(KEYS, ARGV, now, cost, peek),
+// lua/run.lua and a main part that reads Redis's TIME once.
+func loadAsyncScripts() (*asyncScripts, error) {
+	read := func(name string) (string, error) {
+		b, err := luaFiles.ReadFile("lua/" + name + ".lua")
+		if err != nil {
+			return "", fmt.Errorf("script %s: %w", name, err)
+		}
+		return string(b), nil
+	}
+	preamble, err := read("preamble")
+	if err != nil {
+		return nil, err
+	}
+	run, err := read("run")
+	if err != nil {
+		return nil, err
+	}
+	merge, err := read("merge")
+	if err != nil {
+		return nil, err
+	}
+	out := &asyncScripts{decide: map[limiter.Algorithm]*redis.Script{}, merge: redis.NewScript(merge)}
+	for _, a := range asyncAlgorithms {
+		body, err := read(string(a))
+		if err != nil {
+			return nil, err
+		}
+		var b strings.Builder
+		b.WriteString("-- Code generated from region/lua/preamble.lua, " + string(a) + ".lua and run.lua by rl-exporter. DO NOT EDIT.\n")
+		b.WriteString(preamble)
+		b.WriteString("local function decide(KEYS, ARGV, now, cost, peek)\n")
+		b.WriteString(body)
+		b.WriteString("end\n")
+		b.WriteString(run)
+		b.WriteString("local clock = redis.call('TIME')\n")
+		b.WriteString("local now = tonumber(clock[1]) * 1000000 + tonumber(clock[2])\n")
+		b.WriteString("return run(KEYS, ARGV, now)\n")
+		out.decide[a] = redis.NewScript(b.String())
+	}
+	return out, nil
+}

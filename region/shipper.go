@@ -1,0 +1,303 @@
+package region
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/rl-exporter/rl-exporter/limiter/redisstore"
+)
+
+// maxInFlight bounds the shipping pipelines on their way to one peer at
+// once. A round does not wait for the previous one (merges are idempotent
+// and order-free), so a slow peer delays nothing else; a peer that does not
+// answer holds at most this many pipelines, each until SyncTimeout, and its
+// changed keys wait in its pending set meanwhile.
+const maxInFlight = 4
+
+// syncKeyTTL is how long a region's last shipping time stays in a peer's
+// Redis (the key a peer's lag is read from).
+const syncKeyTTL = time.Hour
+
+// shipper sends the slots changed by this region's async and hybrid
+// decisions to every peer. Decisions only add a key name to a set under a
+// mutex (changed); every SyncInterval a round hands the set to each peer,
+// reads the keys' slots from the local Redis and sends them to the peer in
+// one pipeline of merge.lua calls, with the round's time in the peer's sync
+// key. Rounds to a peer may overlap (up to maxInFlight), each bounded by
+// SyncTimeout; a failed round's keys are sent again by the next one. Safe
+// for concurrent use.
+type shipper struct {
+	set      *Set
+	interval time.Duration
+	timeout  time.Duration
+	started  time.Time
+
+	mu     sync.Mutex
+	dirty  map[string]struct{}
+	merges []localMerge
+	closed bool
+
+	peers []*peerShipping
+	stop  chan struct{}
+	done  chan struct{}
+	sends sync.WaitGroup
+	once  sync.Once
+}
+
+// localMerge is a slot written on a peer (a hybrid strict decision on the
+// key's home) to merge into the local copy of the key.
+type localMerge struct {
+	hash, field, value string
+	ttl                time.Duration
+}
+
+// peerShipping is the shipping state of one peer.
+type peerShipping struct {
+	name    string
+	client  redis.UniversalClient
+	mu      sync.Mutex
+	pending map[string]struct{}
+	flying  int
+	failing bool
+}
+
+func newShipper(s *Set) *shipper {
+	sh := &shipper{
+		set: s, interval: s.cfg.SyncInterval, timeout: s.cfg.SyncTimeout, started: time.Now(),
+		dirty: map[string]struct{}{}, stop: make(chan struct{}), done: make(chan struct{}),
+	}
+	for _, name := range s.names {
+		if name != s.cfg.Local {
+			sh.peers = append(sh.peers, &peerShipping{name: name, client: s.cfg.Clients[name], pending: map[string]struct{}{}})
+		}
+	}
+	go sh.loop()
+	return sh
+}
+
+// changed records that the local copy of hash changed. It never blocks on
+// Redis.
+func (sh *shipper) changed(hash string) {
+	sh.mu.Lock()
+	if !sh.closed {
+		sh.dirty[hash] = struct{}{}
+	}
+	sh.mu.Unlock()
+}
+
+// mergeLocal queues a slot written on a peer for the local copy (merged
+// and shipped by the next round).
+func (sh *shipper) mergeLocal(hash, field, value string, ttl time.Duration) {
+	sh.mu.Lock()
+	if !sh.closed {
+		sh.merges = append(sh.merges, localMerge{hash: hash, field: field, value: value, ttl: ttl})
+	}
+	sh.mu.Unlock()
+}
+
+func (sh *shipper) loop() {
+	defer close(sh.done)
+	t := time.NewTicker(sh.interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-sh.stop:
+			return
+		case <-t.C:
+			sh.round()
+		}
+	}
+}
+
+// close stops the rounds, makes a last one and waits for every pipeline
+// (each bounded by SyncTimeout).
+func (sh *shipper) close() {
+	sh.once.Do(func() {
+		close(sh.stop)
+		<-sh.done
+		sh.round()
+		sh.mu.Lock()
+		sh.closed = true
+		sh.mu.Unlock()
+		sh.sends.Wait()
+	})
+}
+
+// round hands the changed keys to every peer and starts a pipeline to each
+// peer that has fewer than maxInFlight on their way.
+func (sh *shipper) round() {
+	sh.mu.Lock()
+	dirty, merges := sh.dirty, sh.merges
+	sh.dirty, sh.merges = map[string]struct{}{}, nil
+	sh.mu.Unlock()
+	if len(merges) > 0 {
+		sh.applyLocal(merges)
+		for _, m := range merges {
+			dirty[m.hash] = struct{}{}
+		}
+	}
+	for _, p := range sh.peers {
+		p.mu.Lock()
+		for k := range dirty {
+			p.pending[k] = struct{}{}
+		}
+		if p.flying >= maxInFlight {
+			p.mu.Unlock()
+			continue
+		}
+		keys := make([]string, 0, len(p.pending))
+		for k := range p.pending {
+			keys = append(keys, k)
+		}
+		clear(p.pending)
+		p.flying++
+		p.mu.Unlock()
+		sh.sends.Add(1)
+		go sh.send(p, keys)
+	}
+}
+
+// applyLocal merges slots written on peers into the local copies, in one
+// pipeline bounded by SyncTimeout. A failure is logged: the slot still
+// counts on the home region, and later strict decisions return it again.
+func (sh *shipper) applyLocal(merges []localMerge) {
+	ctx, cancel := context.WithTimeout(context.Background(), sh.timeout)
+	defer cancel()
+	calls := make([]mergeCall, len(merges))
+	for i, m := range merges {
+		calls[i] = mergeCall{hash: m.hash, args: []any{max(m.ttl.Milliseconds(), 1), m.field, m.value}}
+	}
+	if err := sh.sendMerges(ctx, sh.set.cfg.Clients[sh.set.cfg.Local], calls, nil); err != nil {
+		sh.set.log.Warn("region: merging strict slots into the local Redis failed", "region", sh.set.cfg.Local, "keys", len(merges), "err", err)
+	}
+}
+
+// mergeCall is one merge.lua call: a key and its arguments.
+type mergeCall struct {
+	hash string
+	args []any
+}
+
+// send ships keys' slots to p: read them (and p's sync time) from the local
+// Redis, then one pipeline to p.
+func (sh *shipper) send(p *peerShipping, keys []string) {
+	defer sh.sends.Done()
+	ctx, cancel := context.WithTimeout(context.Background(), sh.timeout)
+	defer cancel()
+	now := time.Now()
+	calls, heard, err := sh.read(ctx, p, keys)
+	if err == nil {
+		err = sh.sendMerges(ctx, p.client, calls, func(pipe redis.Pipeliner) {
+			pipe.Set(ctx, syncKey(sh.set.cfg.Store.Prefix, sh.set.cfg.Local), now.UnixMicro(), syncKeyTTL)
+		})
+	}
+	lag := now.Sub(sh.started)
+	if !heard.IsZero() {
+		lag = max(now.Sub(heard), 0)
+	}
+	p.mu.Lock()
+	p.flying--
+	if err != nil {
+		for _, k := range keys {
+			p.pending[k] = struct{}{}
+		}
+	}
+	logChange := (err != nil) != p.failing
+	p.failing = err != nil
+	p.mu.Unlock()
+	if logChange {
+		if err != nil {
+			sh.set.log.Warn("region: shipping to a peer failed; its counts are kept and sent again", "peer", p.name, "keys", len(keys), "err", err)
+		} else {
+			sh.set.log.Info("region: shipping to a peer works again", "peer", p.name)
+		}
+	}
+	if err != nil {
+		err = fmt.Errorf("ship %d keys to region %s: %w", len(keys), p.name, err)
+	}
+	sh.set.obs.ObserveSync(p.name, lag, err)
+}
+
+// read gets keys' slots from the local Redis as merge calls for p (p's own
+// slots, and the strict slot of keys homed on p, are left out: p is their
+// writer), and the time of p's last shipping found in the local Redis.
+func (sh *shipper) read(ctx context.Context, p *peerShipping, keys []string) ([]mergeCall, time.Time, error) {
+	local := sh.set.cfg.Clients[sh.set.cfg.Local]
+	pipe := local.Pipeline()
+	heardCmd := pipe.Get(ctx, syncKey(sh.set.cfg.Store.Prefix, p.name))
+	all := make([]*redis.MapStringStringCmd, len(keys))
+	ttls := make([]*redis.DurationCmd, len(keys))
+	for i, k := range keys {
+		all[i] = pipe.HGetAll(ctx, k)
+		ttls[i] = pipe.PTTL(ctx, k)
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return nil, time.Time{}, fmt.Errorf("read from the local Redis: %w", err)
+	}
+	var heard time.Time
+	if us, err := strconv.ParseInt(heardCmd.Val(), 10, 64); err == nil {
+		heard = time.UnixMicro(us)
+	}
+	own, ownStrict := "r:"+p.name, "r:"+strictSlot(p.name)
+	calls := make([]mergeCall, 0, len(keys))
+	for i, k := range keys {
+		fields := all[i].Val()
+		ttl := ttls[i].Val()
+		if len(fields) == 0 || ttl <= 0 {
+			continue // expired meanwhile: nothing left to ship
+		}
+		args := []any{max(ttl.Milliseconds(), 1)}
+		for f, v := range fields {
+			if strings.HasPrefix(f, "r:") && f != own && f != ownStrict {
+				args = append(args, f, v)
+			}
+		}
+		if len(args) > 1 {
+			calls = append(calls, mergeCall{hash: k, args: args})
+		}
+	}
+	return calls, heard, nil
+}
+
+// sendMerges sends calls to c in one pipeline (with extra commands first),
+// loading merge.lua and sending again when c answers NOSCRIPT (a restarted
+// or new server): merges are idempotent.
+func (sh *shipper) sendMerges(ctx context.Context, c redis.UniversalClient, calls []mergeCall, extra func(redis.Pipeliner)) error {
+	merge := sh.set.scripts.merge
+	for attempt := 0; ; attempt++ {
+		pipe := c.Pipeline()
+		if extra != nil {
+			extra(pipe)
+		}
+		for _, m := range calls {
+			merge.EvalSha(ctx, pipe, []string{m.hash}, m.args...)
+		}
+		_, err := pipe.Exec(ctx)
+		if err == nil {
+			return nil
+		}
+		if attempt == 0 && redis.HasErrorPrefix(err, "NOSCRIPT") {
+			if lerr := merge.Load(ctx, c).Err(); lerr != nil {
+				return fmt.Errorf("load the merge script: %w", lerr)
+			}
+			continue
+		}
+		return err
+	}
+}
+
+// syncKey is the key holding the time (µs since the epoch) of region
+// from's last shipping that reached this Redis.
+func syncKey(prefix, from string) string {
+	if prefix == "" {
+		prefix = redisstore.DefaultPrefix
+	}
+	return prefix + ":regions:sync:" + from
+}
