@@ -23,7 +23,8 @@ const (
 	// ModeAtMost admits the cost, or, when it does not fit, as many units
 	// as fit now (Remaining of the rejection) when that is at least one,
 	// in the same atomic step; Admitted says how many. Rejected only when
-	// not one unit fits.
+	// not one unit fits, and then answered as a request of one unit
+	// (RetryAfter is when one will fit).
 	ModeAtMost
 )
 
@@ -140,7 +141,7 @@ func (l *Limiter) Reset(ctx context.Context, key string) error {
 	if l.local != nil {
 		l.local.reset(ctx, key, l.cfg.Limit)
 	}
-	if l.memory != nil && l.breaker == nil && l.cfg.Observer == nil {
+	if l.direct {
 		l.memory.reset(key, l.compiled.alg)
 		return nil
 	}

@@ -84,6 +84,9 @@ type Limiter struct {
 	// inspector is the store when it is an Inspector (PeekN, AllowAtMost,
 	// Reset), else nil.
 	inspector Inspector
+	// direct: the store is a MemoryStore with no breaker, Observer or
+	// local fallback around it, so decisions go straight to it.
+	direct bool
 }
 
 // New validates cfg and returns a Limiter.
@@ -123,6 +126,7 @@ func New(cfg Config) (*Limiter, error) {
 	l.timeouts, _ = cfg.Store.(TimeoutStore)
 	l.memory, _ = cfg.Store.(*MemoryStore)
 	l.inspector, _ = cfg.Store.(Inspector)
+	l.direct = l.memory != nil && l.breaker == nil && cfg.Observer == nil && l.local == nil
 	l.compiled = compileLimit(cfg.Limit)
 	return l, nil
 }
@@ -151,6 +155,10 @@ func (l *Limiter) AllowN(ctx context.Context, key string, cost int64) (Decision,
 	if cost < 1 || cost > l.compiled.b {
 		return Decision{Limit: l.compiled.b}, l.cfg.Limit.CheckCost(cost)
 	}
+	if l.direct {
+		// The limit and cost are valid, and the memory store cannot fail.
+		return l.memory.decide(key, &l.compiled, cost, ModeConsume), nil
+	}
 	return l.decide(ctx, key, cost, ModeConsume)
 }
 
@@ -167,8 +175,7 @@ func (l *Limiter) breakerFor(key string) *CircuitBreaker {
 // in the given mode, with the deadline, breaker, Observer and fail policy
 // around it. cost has been checked.
 func (l *Limiter) decide(ctx context.Context, key string, cost int64, mode Mode) (Decision, error) {
-	if l.memory != nil && l.breaker == nil && l.cfg.Observer == nil && l.local == nil {
-		// The limit and cost are valid, and the memory store cannot fail.
+	if l.direct {
 		return l.memory.decide(key, &l.compiled, cost, mode), nil
 	}
 	if mode != ModeConsume && l.inspector == nil {

@@ -237,28 +237,58 @@ func (s *MemoryStore) decide(key string, cl *compiledLimit, cost int64, mode Mod
 	h := s.hash(cl.alg, key)
 	sh := &s.shards[h&s.mask]
 	sh.mu.Lock()
-	defer sh.mu.Unlock()
 	var e *memSlot
 	i := sh.find(h, cl.alg, key)
 	now := s.nowUS()
 	fresh := i < 0
-	peek := mode == ModePeek
 	switch {
-	case fresh && peek:
+	case fresh && mode == ModePeek:
+		sh.mu.Unlock()
 		return peekFresh(now, key, cl, cost)
 	case fresh:
 		e = sh.insert(h, cl.alg, key, now, s.perShard)
 	default:
 		e = sh.slot(i)
 	}
-	d := e.apply(now, fresh, key, cl, cost, peek)
-	if mode == ModeAtMost && !d.Allowed && d.Remaining > 0 {
-		// Remaining is the most that fits now: take that instead.
-		cost = d.Remaining
-		d = e.apply(now, false, key, cl, cost, false)
+	// Unlocking in a defer lets each algorithm's Decision be returned as
+	// it is, instead of being copied through a local variable.
+	defer sh.mu.Unlock()
+	if mode != ModeConsume {
+		return e.decideMode(now, fresh, key, cl, cost, mode)
 	}
-	if d.Allowed && !peek {
-		d.Admitted = cost
+	// apply, spelled out: the decision path is one call shorter.
+	switch cl.alg {
+	case fixedWindowIndex:
+		return e.fixedWindow(now, key, cl, cost, false)
+	case slidingWindowIndex:
+		return e.slidingWindow(now, key, cl, cost, false)
+	case slidingLogIndex:
+		return e.slidingLog(now, cl, cost, false)
+	case tokenBucketIndex:
+		return e.tokenBucket(now, fresh, cl, cost, false)
+	case leakyBucketIndex:
+		return e.leakyBucket(now, cl, cost, false)
+	default:
+		return e.gcra(now, cl, cost, false)
+	}
+}
+
+// decideMode is a peek or an at-most decision on the slot e.
+func (e *memSlot) decideMode(now int64, fresh bool, key string, cl *compiledLimit, cost int64, mode Mode) Decision {
+	peek := mode == ModePeek
+	d := e.apply(now, fresh, key, cl, cost, peek)
+	if mode == ModeAtMost && !d.Allowed {
+		if d.Remaining > 0 {
+			// Remaining is the most that fits now: take that instead.
+			d = e.apply(now, false, key, cl, d.Remaining, false)
+		} else if cost > 1 {
+			// Not one fits: answer as a refused single unit, whose
+			// RetryAfter is when one will.
+			d = e.apply(now, false, key, cl, 1, true)
+		}
+	}
+	if peek {
+		d.Admitted = 0
 	}
 	return d
 }
@@ -269,7 +299,9 @@ func (s *MemoryStore) decide(key string, cl *compiledLimit, cost int64, mode Mod
 //go:noinline
 func peekFresh(now int64, key string, cl *compiledLimit, cost int64) Decision {
 	var blank memSlot
-	return blank.apply(now, true, key, cl, cost, true)
+	d := blank.apply(now, true, key, cl, cost, true)
+	d.Admitted = 0
+	return d
 }
 
 // reset forgets key's state under cl's algorithm.
@@ -284,7 +316,8 @@ func (s *MemoryStore) reset(key string, alg algorithmIndex) {
 }
 
 // apply makes one decision on the slot e; with peek it answers as for a
-// request of cost but changes nothing a later decision would see.
+// request of cost but changes nothing a later decision would see. An
+// allowed decision has Admitted = cost, a peek's too (decideMode clears it).
 func (e *memSlot) apply(now int64, fresh bool, key string, cl *compiledLimit, cost int64, peek bool) Decision {
 	switch cl.alg {
 	case fixedWindowIndex:
@@ -354,10 +387,10 @@ func (e *memSlot) fixedWindow(now int64, key string, cl *compiledLimit, cost int
 		return Decision{Limit: cl.b, Remaining: max(r-e.b, 0), ResetAfter: reset, RetryAfter: reset}
 	}
 	if peek {
-		return Decision{Allowed: true, Limit: cl.b, Remaining: r - e.b, ResetAfter: reset}
+		return Decision{Allowed: true, Limit: cl.b, Remaining: r - e.b, ResetAfter: reset, Admitted: cost}
 	}
 	e.b += cost
-	return Decision{Allowed: true, Limit: cl.b, Remaining: r - e.b, ResetAfter: reset}
+	return Decision{Allowed: true, Limit: cl.b, Remaining: r - e.b, ResetAfter: reset, Admitted: cost}
 }
 
 // slidingWindow compares in integers scaled by P, which is exact: the
@@ -404,7 +437,7 @@ func (e *memSlot) slidingWindow(now int64, key string, cl *compiledLimit, cost i
 		at := p - (r-cost)*p/cur
 		retry = fromUS(ws + p - now + at)
 	}
-	return Decision{Allowed: allowed, Limit: cl.b, Remaining: remaining, ResetAfter: reset, RetryAfter: retry}
+	return Decision{Allowed: allowed, Limit: cl.b, Remaining: remaining, ResetAfter: reset, RetryAfter: retry, Admitted: cost * b2i(allowed)}
 }
 
 func (e *memSlot) slidingLog(now int64, cl *compiledLimit, cost int64, peek bool) Decision {
@@ -431,7 +464,7 @@ func (e *memSlot) slidingLog(now int64, cl *compiledLimit, cost int64, peek bool
 	} else {
 		e.idleAt = now
 	}
-	return Decision{Allowed: allowed, Limit: cl.b, Remaining: max(r-n, 0), ResetAfter: reset, RetryAfter: retry}
+	return Decision{Allowed: allowed, Limit: cl.b, Remaining: max(r-n, 0), ResetAfter: reset, RetryAfter: retry, Admitted: cost * b2i(allowed)}
 }
 
 // refillElapsed is now − ts, clamped to [0, ceil(full/rate)] so that
@@ -462,7 +495,7 @@ func (e *memSlot) tokenBucket(now int64, fresh bool, cl *compiledLimit, cost int
 	e.a, e.b = now, level
 	refill := ceilDiv(full-level, r)
 	e.idleAt = now + refill
-	return Decision{Allowed: allowed, Limit: cl.b, Remaining: level / p, ResetAfter: fromUS(refill), RetryAfter: retry}
+	return Decision{Allowed: allowed, Limit: cl.b, Remaining: level / p, ResetAfter: fromUS(refill), RetryAfter: retry, Admitted: cost * b2i(allowed)}
 }
 
 func (e *memSlot) leakyBucket(now int64, cl *compiledLimit, cost int64, peek bool) Decision {
@@ -484,7 +517,7 @@ func (e *memSlot) leakyBucket(now int64, cl *compiledLimit, cost int64, peek boo
 	e.a, e.b = now, level
 	drain := ceilDiv(level, r)
 	e.idleAt = now + drain
-	return Decision{Allowed: allowed, Limit: cl.b, Remaining: (full - level) / p, ResetAfter: fromUS(drain), RetryAfter: retry, Delay: delay}
+	return Decision{Allowed: allowed, Limit: cl.b, Remaining: (full - level) / p, ResetAfter: fromUS(drain), RetryAfter: retry, Delay: delay, Admitted: cost * b2i(allowed)}
 }
 
 // gcraEpsilon absorbs float rounding when a quantity measured in emission
@@ -516,6 +549,7 @@ func (e *memSlot) gcra(now int64, cl *compiledLimit, cost int64, peek bool) Deci
 			Limit:      cl.b,
 			Remaining:  max(int64(math.Floor((tolerance-ahead)/t+gcraEpsilon)), 0),
 			ResetAfter: fromUS(int64(math.Ceil(ahead - gcraEpsilon*t))),
+			Admitted:   cost,
 		}
 	}
 	e.a = int64(math.Float64bits(nowF + newAhead))
@@ -525,6 +559,7 @@ func (e *memSlot) gcra(now int64, cl *compiledLimit, cost int64, peek bool) Deci
 		Limit:      cl.b,
 		Remaining:  max(int64(math.Floor((tolerance-newAhead)/t+gcraEpsilon)), 0),
 		ResetAfter: fromUS(int64(math.Ceil(newAhead - gcraEpsilon*t))),
+		Admitted:   cost,
 	}
 }
 

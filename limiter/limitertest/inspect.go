@@ -168,6 +168,13 @@ func (c *suite) atMost(t *testing.T) {
 			t.Fatalf("AllowAtMost(%d) refused without a retry-after: %+v", s.n, d)
 		}
 	}
+	// Refused, AllowAtMost answers for one unit: its RetryAfter is when
+	// one will fit, as a peek at a cost of 1 says just after.
+	refused := mustDecide(t, "refused AllowAtMost")(l.AllowAtMost(ctx, key, quota))
+	peek := mustDecide(t, "peek at one unit")(l.PeekN(ctx, key, 1))
+	if refused.Allowed || refused.RetryAfter < peek.RetryAfter || refused.RetryAfter > peek.RetryAfter+time.Second {
+		t.Fatalf("refused AllowAtMost(%d): RetryAfter %s, want about %s (when one unit fits)", quota, refused.RetryAfter, peek.RetryAfter)
+	}
 	if d := mustDecide(t, "AllowAtMost above the quota")(l.AllowAtMost(ctx, c.key(t, "fresh"), 1000)); d.Admitted != quota || d.Remaining != 0 {
 		t.Fatalf("AllowAtMost(1000) on a fresh key of quota %d: %+v, want the quota admitted", quota, d)
 	}
