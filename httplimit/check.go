@@ -2,6 +2,7 @@ package httplimit
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -38,6 +39,11 @@ type CheckRequest struct {
 	PlanTier string `json:"plan_tier"`
 	// Cost is the number of units to take; default 1.
 	Cost *int64 `json:"cost"`
+	// DryRun asks what the check would answer without taking anything:
+	// the same status, body and headers, but Allowed says whether Cost
+	// would pass now and Remaining is what is left now (nothing was
+	// taken). Dry runs are not counted in metrics.
+	DryRun bool `json:"dry_run"`
 }
 
 // CheckResponse is the body the decision API answers with. On a 429 it also
@@ -66,6 +72,9 @@ type CheckResponse struct {
 	// Degraded is true when the store failed and this instance decided on
 	// its share of the limit (fail_policy local); absent otherwise.
 	Degraded bool `json:"degraded,omitempty"`
+	// DryRun is true when the request asked for a dry run: nothing was
+	// taken; absent otherwise.
+	DryRun bool `json:"dry_run,omitempty"`
 	// Error and Message are set on a 429 and a 503, as in the 429 body.
 	Error   string `json:"error,omitempty"`
 	Message string `json:"message,omitempty"`
@@ -75,6 +84,8 @@ type CheckResponse struct {
 // (whatever the Content-Type) and get a CheckResponse with the same headers
 // the middleware would send, status 200 when allowed, 429 when rejected,
 // 503 when fail-closed, 400 for a bad body and 413 for one over MaxCheckBody.
+// With "dry_run": true the answer is the same but nothing is taken (see
+// CheckRequest.DryRun); 501 when the store cannot peek.
 // It believes the key and plan tier in the body, so mount it only where the
 // clients it decides for cannot reach it (serve answers only the peers in
 // server.check_api.allowed_peers).
@@ -109,8 +120,18 @@ func (m *Middleware) CheckHandler() http.Handler {
 			writeJSON(w, "application/json", http.StatusBadRequest, RejectedBody{Error: "bad_request", Message: "cost: " + err.Error()})
 			return
 		}
-		o := m.decide(r.Context(), rt, tier, req.Key, cost)
+		var o outcome
+		if req.DryRun {
+			o = m.peek(r.Context(), rt, tier, req.Key, cost)
+			if errors.Is(o.err, limiter.ErrNotSupported) {
+				writeJSON(w, "application/json", http.StatusNotImplemented, RejectedBody{Error: "not_implemented", Message: "dry_run: " + o.err.Error()})
+				return
+			}
+		} else {
+			o = m.decide(r.Context(), rt, tier, req.Key, cost)
+		}
 		resp := CheckResponse{
+			DryRun:   req.DryRun,
 			Allowed:  o.status != limiter.StatusRejected && o.status != limiter.StatusFailClosed,
 			Status:   o.status,
 			Endpoint: rt.pattern, Class: rt.class.name, PlanTier: tier,
@@ -145,6 +166,33 @@ func (m *Middleware) CheckHandler() http.Handler {
 		}
 		writeCheckResponse(w, code, &resp)
 	})
+}
+
+// peek is decide for a dry run: the same limiter and key, asked with
+// PeekN, so nothing is taken. Nothing is recorded either (no request
+// happened), and a live change in shadow is not asked.
+func (m *Middleware) peek(ctx context.Context, rt route, tier, client string, cost int64) outcome {
+	l, _ := rt.class.pick(tier, client)
+	o := outcome{route: rt, tier: tier, key: rt.key(tier, client), limit: l.Limit()}
+	o.d, o.err = l.PeekN(ctx, o.key, cost)
+	switch {
+	case o.d.Failure == limiter.FailureCanceled:
+		o.status = limiter.StatusCanceled
+	case o.d.Failure == limiter.FailureOpen:
+		o.status = limiter.StatusFailOpen
+	case o.d.Failure == limiter.FailureClosed && rt.class.shadow:
+		o.status = limiter.StatusFailOpen
+	case o.d.Failure == limiter.FailureClosed:
+		o.status = limiter.StatusFailClosed
+	case o.d.Allowed:
+		o.status, o.passed = limiter.StatusAllowed, true
+	case rt.class.shadow:
+		o.status = limiter.StatusShadowRejected
+	default:
+		o.status = limiter.StatusRejected
+	}
+	o.n = computeNumbers(rt.class.renderedFor(l), o.d, m.now())
+	return o
 }
 
 func readCheckRequest(w http.ResponseWriter, r *http.Request) (CheckRequest, int, error) {

@@ -1,6 +1,7 @@
 package httplimit
 
 import (
+	"bytes"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -31,8 +32,9 @@ func readBody(buf []byte, r io.Reader) ([]byte, error) {
 
 // decodePlainCheckRequest decodes the usual shape of a check request
 // without reflection: one JSON object whose members are among "key",
-// "endpoint" and "plan_tier" (strings of printable ASCII without escapes)
-// and "cost" (an integer), with only whitespace around it. For anything
+// "endpoint" and "plan_tier" (strings of printable ASCII without escapes),
+// "cost" (an integer) and "dry_run" (true or false), with only whitespace
+// around it. For anything
 // else it reports false and leaves req alone; the caller then decodes the
 // body with encoding/json, so that every error and every case it does not
 // handle (escapes, other spellings of the names, null) is encoding/json's.
@@ -78,6 +80,15 @@ func decodePlainCheckRequest(b []byte, req *CheckRequest) bool {
 				}
 				out.Cost = &n
 				i = j
+			case "dry_run":
+				switch {
+				case bytes.HasPrefix(b[i:], []byte("true")):
+					out.DryRun, i = true, i+4
+				case bytes.HasPrefix(b[i:], []byte("false")):
+					out.DryRun, i = false, i+5
+				default:
+					return false
+				}
 			default:
 				return false
 			}
@@ -201,6 +212,9 @@ func appendCheckResponse(b []byte, r *CheckResponse) []byte {
 	b = strconv.AppendInt(b, r.DelayMS, 10)
 	if r.Degraded {
 		b = append(b, `,"degraded":true`...)
+	}
+	if r.DryRun {
+		b = append(b, `,"dry_run":true`...)
 	}
 	if r.Error != "" {
 		b = append(b, `,"error":`...)

@@ -17,6 +17,7 @@ import (
 	"github.com/rl-exporter/rl-exporter/httplimit"
 	"github.com/rl-exporter/rl-exporter/limiter"
 	"github.com/rl-exporter/rl-exporter/limiter/redisstore"
+	"github.com/rl-exporter/rl-exporter/region"
 )
 
 // Deps are the parts the caller wires in besides the config: the collector's
@@ -49,6 +50,10 @@ type Deps struct {
 	// BatchTracer, when set, links each batch of Redis decisions to the
 	// decisions' traces (Telemetry.Deps sets it when tracing is on).
 	BatchTracer redisstore.BatchTracer
+	// Region, when set with region.name, is told of the multi-region sync
+	// rounds, decisions and cross-region round trips (the collector's
+	// region metrics, Telemetry.Deps sets it).
+	Region region.Observer
 	// Logger; default discard.
 	Logger *slog.Logger
 }
@@ -84,11 +89,15 @@ func Build(cfg *config.Config, d Deps) (*Built, error) {
 		// The heartbeat leaves the instance set before the client closes.
 		closers = append([]io.Closer{hb}, closers...)
 	}
-	if err := b.setupLive(cfg, d, opened.Client); err != nil {
+	if err := b.setupRegions(cfg, d, opened.Client); err != nil {
 		return fail(err)
 	}
-	adminHandlers, err := b.adminHandlers(cfg, d.AdminHandlers)
-	if err != nil {
+	if b.regions != nil {
+		// Shipping stops (and the peers' clients close) after the last
+		// decision, before this region's client closes.
+		closers = append([]io.Closer{b.regions}, closers...)
+	}
+	if err := b.setupLive(cfg, d, opened.Client); err != nil {
 		return fail(err)
 	}
 	if d.MetricsHandler == nil {
@@ -105,6 +114,10 @@ func Build(cfg *config.Config, d Deps) (*Built, error) {
 		closers = append([]io.Closer{g}, closers...)
 	}
 	mw, err := httplimit.New(httplimit.Config{Policy: p, Recorder: d.Recorder, Logger: d.Logger, OnPolicy: d.OnPolicy, Trace: d.Trace})
+	if err != nil {
+		return fail(err)
+	}
+	adminHandlers, err := b.adminHandlers(cfg, d.AdminHandlers, mw)
 	if err != nil {
 		return fail(err)
 	}
@@ -145,6 +158,7 @@ type Built struct {
 	store    limiter.Store
 	observer limiter.Observer
 	guard    *limiter.Guard // shared by every policy on store, across reloads
+	regions  *regions       // nil without region.name
 	mu       sync.Mutex
 	live     liveState
 	grpc     *grpcListener // nil unless server.grpc_listen is set
@@ -157,7 +171,10 @@ func (b *Built) Store() limiter.Store { return b.store }
 func (b *Built) policyConfig(cfg *config.Config) (httplimit.PolicyConfig, error) {
 	pc, err := cfg.PolicyConfig(b.store, b.observer)
 	pc.Guard = b.guard
-	return pc, err
+	if err != nil {
+		return pc, err
+	}
+	return pc, b.setRegionStores(cfg, &pc)
 }
 
 // setupGuard makes the store's guard (breaker, failure summaries, local

@@ -142,7 +142,7 @@ func targets(cfg *config.Config) []livelimits.Target {
 // When tokens are configured, every handler of the admin listener needs
 // one (a read-only token is enough to read): the caller's (the top-limited
 // keys) and the profiles of /debug/pprof/, which are served only then.
-func (b *Built) adminHandlers(cfg *config.Config, extra map[string]http.Handler) (map[string]http.Handler, error) {
+func (b *Built) adminHandlers(cfg *config.Config, extra map[string]http.Handler, keys admin.KeyResetter) (map[string]http.Handler, error) {
 	out := map[string]http.Handler{}
 	toks, err := cfg.AdminTokens()
 	if err != nil {
@@ -172,7 +172,7 @@ func (b *Built) adminHandlers(cfg *config.Config, extra map[string]http.Handler)
 		b.live.logger.Warn("admin API off: live limits are disabled (live.enabled: false)")
 		return out, nil
 	}
-	api, err := admin.New(admin.Config{Tokens: list, Cache: b.live.cache, Logger: b.live.logger})
+	api, err := admin.New(admin.Config{Tokens: list, Cache: b.live.cache, Logger: b.live.logger, Keys: keys})
 	if err != nil {
 		return nil, err
 	}

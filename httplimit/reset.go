@@ -1,0 +1,116 @@
+package httplimit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+
+	"github.com/rl-exporter/rl-exporter/limiter"
+)
+
+// ResetState is one piece of limiter state that ResetClient forgot: a
+// client's budget under one class, plan tier and endpoint (or the class's
+// shared budget) and one limit. It is a plain value.
+type ResetState struct {
+	// Class is the class whose limit it was.
+	Class string `json:"class"`
+	// PlanTier is the plan tier.
+	PlanTier string `json:"plan_tier"`
+	// Endpoint is the route pattern the budget is kept for, "*" when the
+	// class's routes share one budget.
+	Endpoint string `json:"endpoint"`
+	// Algorithm is the limit's algorithm: state is kept per algorithm.
+	Algorithm limiter.Algorithm `json:"algorithm"`
+	// Live is "" for the configured limit, else the source of the live
+	// change whose state this was ("shadow" appended for a change in shadow).
+	Live string `json:"live,omitempty"`
+}
+
+// ErrUnknownClass is returned, wrapped, by ResetClient for a class the
+// policy does not have.
+var ErrUnknownClass = errors.New("no such class")
+
+// ResetClient forgets every budget the policy keeps for client (a key as
+// the identity gives it, such as "user:42" or "ip:10.0.0.1"): under every
+// class (or only class, when not empty), every plan tier and every
+// endpoint, for the configured limit and for any live change (enforced or
+// in shadow). Its next requests find full quotas. It returns the states
+// it forgot, sorted; forgetting a budget the client never used is
+// harmless and listed too. A store failure stops it and is returned with
+// the states forgotten so far. Safe for concurrent use.
+func (m *Middleware) ResetClient(ctx context.Context, client, className string) ([]ResetState, error) {
+	p := m.policy.Load()
+	var classes []*class
+	for _, c := range p.classes {
+		if className == "" || c.name == className {
+			classes = append(classes, c)
+		}
+	}
+	if len(classes) == 0 {
+		return nil, fmt.Errorf("%w: %q", ErrUnknownClass, className)
+	}
+	type target struct {
+		key string
+		alg limiter.Algorithm
+	}
+	done := map[target]bool{}
+	var out []ResetState
+	reset := func(l *limiter.Limiter, key string, st ResetState) error {
+		t := target{key, l.Limit().Algorithm}
+		if done[t] {
+			return nil
+		}
+		done[t] = true
+		if err := l.Reset(ctx, key); err != nil {
+			return fmt.Errorf("reset %s for class %s, tier %s, endpoint %s: %w", client, st.Class, st.PlanTier, st.Endpoint, err)
+		}
+		st.Algorithm = t.alg
+		out = append(out, st)
+		return nil
+	}
+	for _, c := range classes {
+		for _, tier := range p.tierNames {
+			for _, pat := range c.routes { // the default class's include CatchAll
+				rt := route{pattern: pat, class: c}
+				key := rt.key(tier, client)
+				ep := pat
+				if c.shared {
+					ep = "*"
+				}
+				st := ResetState{Class: c.name, PlanTier: tier, Endpoint: ep}
+				if err := reset(c.limiterFor(tier), key, st); err != nil {
+					return sortResets(out), err
+				}
+				if lv := c.live[tier]; lv != nil {
+					k := key
+					st.Live = lv.Source
+					if lv.Shadow {
+						st.Live, k = lv.Source+" shadow", key+shadowSuffix
+					}
+					if err := reset(lv.lim, k, st); err != nil {
+						return sortResets(out), err
+					}
+				}
+			}
+		}
+	}
+	return sortResets(out), nil
+}
+
+func sortResets(rs []ResetState) []ResetState {
+	sort.Slice(rs, func(i, j int) bool {
+		a, b := rs[i], rs[j]
+		if a.Class != b.Class {
+			return a.Class < b.Class
+		}
+		if a.PlanTier != b.PlanTier {
+			return a.PlanTier < b.PlanTier
+		}
+		if a.Endpoint != b.Endpoint {
+			return a.Endpoint < b.Endpoint
+		}
+		return a.Live < b.Live
+	})
+	return rs
+}
