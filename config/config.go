@@ -68,6 +68,8 @@ type Config struct {
 	Reload Reload `koanf:"reload"`
 	// RLS configures Envoy's rate limit service on server.grpc_listen.
 	RLS RLS `koanf:"rls"`
+	// Region configures multi-region limits (see region.go).
+	Region Region `koanf:"region"`
 
 	// Source is the file the Config was loaded from, or BuiltIn.
 	Source string `koanf:"-"`
@@ -482,6 +484,14 @@ type Class struct {
 	Cost int64 `koanf:"cost"`
 	// Limits is the limit per tier; the default tier is required.
 	Limits map[string]Limit `koanf:"limits"`
+	// RegionMode is how the class's limits are shared across regions:
+	// local (default), strict, async or hybrid (docs/multi-region.md).
+	// A tier's region_mode overrides it.
+	RegionMode string `koanf:"region_mode"`
+	// HybridThreshold is, for region_mode hybrid, the share of the limit
+	// below which a key is decided asynchronously; strictly between 0 and
+	// 1. Default DefaultHybridThreshold (nil: not set).
+	HybridThreshold *float64 `koanf:"hybrid_threshold"`
 }
 
 // Limit is one limit. For fixed_window, sliding_log and sliding_window, Rate
@@ -503,6 +513,8 @@ type Limit struct {
 	// AlignWindows starts fixed_window and sliding_window windows on
 	// multiples of Period for every client, instead of at a per-key offset.
 	AlignWindows bool `koanf:"align_windows"`
+	// RegionMode overrides the class's region_mode for this tier.
+	RegionMode string `koanf:"region_mode"`
 }
 
 // defaults are the scalar defaults, loaded under the file. Maps and lists
@@ -534,6 +546,8 @@ func defaults() map[string]any {
 		"reload.watch":             true,
 		"reload.interval":          "5s",
 		"rls.response_headers":     true,
+		"region.sync_interval":     "100ms",
+		"region.sync_timeout":      "1s",
 
 		// Clients that send slowly are cut off.
 		"server.read_header_timeout": "10s",
@@ -665,6 +679,7 @@ func (c *Config) fill() {
 			c.Tiers.Default: builtInLimit,
 		}}}
 	}
+	c.fillRegion()
 	for n, cl := range c.Classes {
 		if cl.Cost == 0 {
 			cl.Cost = 1

@@ -34,6 +34,7 @@ func (c *Config) Validate() error {
 	c.validateAdmin(e)
 	c.validateLive(e)
 	c.validateRLS(e)
+	c.validateRegion(e)
 	if len(e.list) == 0 {
 		// Everything named is fine on its own; compile the policy to catch
 		// what only shows together (two classes claiming one route).
@@ -204,7 +205,12 @@ func (c *Config) RedisStoreConfig() redisstore.Config {
 
 // RedisClientConfig returns how to reach Redis, reading the password file.
 func (c *Config) RedisClientConfig() (redisstore.ClientConfig, error) {
-	r := c.Store.Redis
+	return c.redisClientConfig(c.Store.Redis)
+}
+
+// redisClientConfig returns how to reach the Redis r locates (store.redis
+// or a peer region's), reading its password file.
+func (c *Config) redisClientConfig(r Redis) (redisstore.ClientConfig, error) {
 	cc := redisstore.ClientConfig{
 		URL: r.URL, ClusterAddrs: r.ClusterAddrs, SentinelAddrs: r.SentinelAddrs, MasterName: r.SentinelMaster,
 		PoolSize: r.PoolSize, DialTimeout: r.DialTimeout, Username: r.Username, Password: r.Password.Reveal(),
@@ -243,7 +249,7 @@ func (c *Config) RedisClientConfig() (redisstore.ClientConfig, error) {
 	if r.PasswordFile != "" && r.Password != "" {
 		return cc, errors.New("password and password_file: set one, not both")
 	}
-	tc, err := c.redisTLS()
+	tc, err := c.redisTLS(r.TLS)
 	if err != nil {
 		return cc, &fieldError{"tls", err}
 	}
@@ -261,7 +267,8 @@ func (c *Config) RedisClientConfig() (redisstore.ClientConfig, error) {
 	return cc, nil
 }
 
-// fieldError is a problem of one key under store.redis.
+// fieldError is a problem of one key under store.redis (or a peer
+// region's Redis).
 type fieldError struct {
 	field string
 	err   error
@@ -270,9 +277,9 @@ type fieldError struct {
 func (e *fieldError) Error() string { return e.field + ": " + e.err.Error() }
 func (e *fieldError) Unwrap() error { return e.err }
 
-// redisTLS builds the TLS configuration of store.redis.tls, reading its files.
-func (c *Config) redisTLS() (*tls.Config, error) {
-	t := c.Store.Redis.TLS
+// redisTLS builds the TLS configuration t (store.redis.tls or a peer's),
+// reading its files.
+func (c *Config) redisTLS(t RedisTLS) (*tls.Config, error) {
 	if !t.Enabled {
 		if t.CAFile != "" || t.CertFile != "" || t.KeyFile != "" || t.ServerName != "" || t.InsecureSkipVerify {
 			return nil, errors.New("enabled: must be true when other tls keys are set")

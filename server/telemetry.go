@@ -42,7 +42,9 @@ type Telemetry struct {
 	Collector *collector.Collector
 	// Tracing hands out decision spans; disabled unless tracing.exporter is set.
 	Tracing *tracing.Provider
-	logger  *slog.Logger
+	// Region exports the multi-region metrics; nil without region.name.
+	Region *collector.Region
+	logger *slog.Logger
 }
 
 // NewTelemetry builds the collector and the tracer provider cfg asks for.
@@ -78,7 +80,16 @@ func NewTelemetry(ctx context.Context, cfg *config.Config, info TelemetryInfo) (
 		_ = tp.Shutdown(ctx)
 		return nil, fmt.Errorf("config %s: metrics: %w", cfg.Source, err)
 	}
-	return &Telemetry{Collector: col, Tracing: tp, logger: info.Logger}, nil
+	t := &Telemetry{Collector: col, Tracing: tp, logger: info.Logger}
+	if t.Region, err = newRegionMetrics(cfg); err == nil && t.Region != nil {
+		err = t.Register(t.Region)
+	}
+	if err != nil {
+		_ = tp.Shutdown(ctx)
+		return nil, fmt.Errorf("config %s: region: %w", cfg.Source, err)
+	}
+	logRegions(info.Logger, cfg)
+	return t, nil
 }
 
 // Register adds collectors of other parts of the process (config reloads,
@@ -113,6 +124,9 @@ func (t *Telemetry) Deps(logger *slog.Logger) Deps {
 			}
 		},
 		Logger: logger,
+	}
+	if t.Region != nil {
+		d.Region = regionObserver{t.Region}
 	}
 	if t.Tracing.Enabled() {
 		tp := t.Tracing

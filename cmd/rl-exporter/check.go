@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/rl-exporter/rl-exporter/config"
+	"github.com/rl-exporter/rl-exporter/region"
 	"github.com/rl-exporter/rl-exporter/rls"
 )
 
@@ -19,8 +21,17 @@ func runCheck(_ context.Context, args []string, _ environ, stdout, stderr io.Wri
 	fs := flag.NewFlagSet("check", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	file := fs.String("config", "", "YAML config file to validate (required)")
+	oneWay := time.Duration(-1) // not given
+	fs.Func("one-way", "one-way `latency` between regions (such as 50ms): print the overshoot bound of each class and tier in region_mode async or hybrid", func(s string) error {
+		d, err := time.ParseDuration(s)
+		if err != nil || d < 0 {
+			return fmt.Errorf("want a duration >= 0 such as 50ms, got %q", s)
+		}
+		oneWay = d
+		return nil
+	})
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: rl-exporter check --config FILE\n\nflags:")
+		fmt.Fprintln(stderr, "usage: rl-exporter check --config FILE [--one-way LATENCY]\n\nflags:")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -53,7 +64,62 @@ func runCheck(_ context.Context, args []string, _ environ, stdout, stderr io.Wri
 		domains = fmt.Sprintf(", rls domains %s", strings.Join(rules.Domains(), " "))
 	}
 	fmt.Fprintf(stdout, "%s: valid (%d classes, %d tiers, store %s%s)\n", *file, len(cfg.Classes), len(cfg.Tiers.Names), cfg.Store.Type, domains)
+	printRegions(stdout, cfg, oneWay)
 	return exitOK
+}
+
+// printRegions writes, for a config with a region block, the region mode
+// of every class and tier that is not local and, given the one-way
+// latency between regions (oneWay >= 0), the overshoot bound of each one
+// decided asynchronously (async or hybrid).
+func printRegions(w io.Writer, cfg *config.Config, oneWay time.Duration) {
+	regions := cfg.Regions()
+	if len(regions) == 0 {
+		if oneWay >= 0 {
+			fmt.Fprintln(w, "no region block (region.name is empty): every class is local, so there is no overshoot to bound")
+		}
+		return
+	}
+	r := cfg.Region
+	fmt.Fprintf(w, "region %s of %d (%s), sync_interval %s\n", r.Name, len(regions), strings.Join(regions, ", "), r.SyncInterval)
+	bounded := false
+	for _, class := range cfg.ClassNames() {
+		for _, tier := range cfg.Tiers.Names {
+			m := cfg.RegionMode(class, tier)
+			if m == region.ModeLocal {
+				continue
+			}
+			lim := cfg.Classes[class].Limits[tier]
+			if _, own := cfg.Classes[class].Limits[tier]; !own {
+				lim = cfg.Classes[class].Limits[cfg.Tiers.Default]
+			}
+			opt := cfg.RegionStoreOptions(class, tier)
+			line := fmt.Sprintf("  %s/%s: %s, %s %d per %s", class, tier, m, lim.Algorithm, lim.Rate, lim.Period)
+			if m == region.ModeHybrid {
+				line += fmt.Sprintf(", hybrid_threshold %g", opt.HybridThreshold)
+			}
+			if (m == region.ModeStrict || m == region.ModeHybrid) && opt.Home != "" {
+				line += ", home " + opt.Home + " (region.tier_homes)"
+			}
+			if m == region.ModeStrict || oneWay < 0 {
+				fmt.Fprintln(w, line)
+				continue
+			}
+			// The stated worst case: every other region admits the
+			// limit's whole rate at once.
+			otherRate := float64(lim.Rate) / lim.Period.Seconds() * float64(len(regions)-1)
+			bound := region.OvershootBound(m, lim.Limiter(), len(regions), otherRate, oneWay, r.SyncInterval, opt.HybridThreshold)
+			fmt.Fprintf(w, "%s: overshoot bound %.4g× the limit per window, assuming the other %d region(s) admit %.4g/s together\n",
+				line, bound, len(regions)-1, otherRate)
+			bounded = true
+		}
+	}
+	switch {
+	case bounded:
+		fmt.Fprintf(w, "  (bounds assume a one-way latency of %s between regions and, as the worst case, that the other regions together admit the limit's own rate × (regions − 1); see docs/multi-region.md)\n", oneWay)
+	case oneWay >= 0:
+		fmt.Fprintln(w, "  no class or tier uses region_mode async or hybrid: there is no overshoot to bound")
+	}
 }
 
 // printConfigProblems writes a configuration error of the command cmd as a

@@ -1,0 +1,209 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/rl-exporter/rl-exporter/collector"
+	"github.com/rl-exporter/rl-exporter/config"
+	"github.com/rl-exporter/rl-exporter/httplimit"
+	"github.com/rl-exporter/rl-exporter/limiter"
+	"github.com/rl-exporter/rl-exporter/region"
+)
+
+// regions is the multi-region part of a Built: the region.Set made at start
+// from store.redis (this region) and region.peers, and the store of each
+// region mode and options handed out to the policies. The region block is
+// read once, at start: a reload that changes it is logged as needing a
+// restart, while a class's region_mode and hybrid_threshold apply on reload
+// (the store of a mode not used before is made then). Safe for concurrent use.
+type regions struct {
+	set   *region.Set
+	block config.Region           // the block the set was made from
+	peers []redis.UniversalClient // the peers' clients; this region's is OpenedStore's
+
+	mu     sync.Mutex
+	stores map[regionStoreKey]limiter.Store
+}
+
+type regionStoreKey struct {
+	mode region.Mode
+	opt  region.StoreOptions
+}
+
+// setupRegions opens the peers' clients and makes the region.Set when
+// cfg names a region; without region.name it does nothing (every class is
+// local). Peers are not contacted: an unreachable one makes the strict
+// decisions homed there follow store.fail_policy, and async decisions go
+// on with its last known counts.
+func (b *Built) setupRegions(cfg *config.Config, d Deps, local redis.UniversalClient) error {
+	if cfg.Region.Name == "" {
+		return nil
+	}
+	if local == nil {
+		return fmt.Errorf("config %s: region: needs store.type redis", cfg.Source)
+	}
+	r := &regions{block: cfg.Region, stores: map[regionStoreKey]limiter.Store{}}
+	clients := map[string]redis.UniversalClient{cfg.Region.Name: local}
+	for _, name := range slices.Sorted(maps.Keys(cfg.Region.Peers)) {
+		client, err := openPeer(cfg, name, d)
+		if err != nil {
+			_ = r.closeClients()
+			return err
+		}
+		r.peers = append(r.peers, client)
+		clients[name] = client
+	}
+	scfg := cfg.RedisStoreConfig()
+	scfg.BatchTracer = d.BatchTracer
+	rc := region.Config{
+		Local: cfg.Region.Name, Clients: clients, Store: scfg,
+		SyncInterval: cfg.Region.SyncInterval, SyncTimeout: cfg.Region.SyncTimeout,
+		Logger: d.Logger,
+	}
+	if d.Region != nil {
+		rc.Observer = d.Region
+	}
+	set, err := region.New(rc)
+	if err != nil {
+		_ = r.closeClients()
+		return fmt.Errorf("config %s: region: %w", cfg.Source, err)
+	}
+	r.set = set
+	b.regions = r
+	return nil
+}
+
+// openPeer opens the client of the peer region name, instrumented like
+// this region's.
+func openPeer(cfg *config.Config, name string, d Deps) (redis.UniversalClient, error) {
+	key := "region.peers." + name
+	cc, err := cfg.PeerClientConfig(name)
+	if err != nil {
+		return nil, fmt.Errorf("config %s: %s: %w", cfg.Source, key, err)
+	}
+	client, err := cc.NewClient()
+	if err != nil {
+		return nil, fmt.Errorf("config %s: %s: %w", cfg.Source, key, err)
+	}
+	if err := instrumentStore(client, d.InstrumentRedis); err != nil {
+		_ = client.Close()
+		return nil, fmt.Errorf("config %s: %s: %w", cfg.Source, key, err)
+	}
+	return client, nil
+}
+
+// Close stops the shipping of counts (one last round, bounded by
+// region.sync_timeout) and then closes the peers' clients. It runs after
+// the last decision and before this region's client closes.
+func (r *regions) Close() error {
+	return errors.Join(r.set.Close(), r.closeClients())
+}
+
+func (r *regions) closeClients() error {
+	var errs []error
+	for _, c := range r.peers {
+		errs = append(errs, c.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// store returns the store of mode with opt, made once and shared by every
+// policy that asks for it, so that a reload keeps the stores (and their
+// counts in flight) of the modes it keeps.
+func (r *regions) store(mode region.Mode, opt region.StoreOptions) (limiter.Store, error) {
+	k := regionStoreKey{mode, opt}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if st, ok := r.stores[k]; ok {
+		return st, nil
+	}
+	st, err := r.set.Store(mode, opt)
+	if err != nil {
+		return nil, err
+	}
+	r.stores[k] = st
+	return st, nil
+}
+
+// setRegionStores gives each class and tier of pc whose region mode is not
+// local the store of its mode. The tiers' homes are those of the region
+// block the process started with (region.tier_homes needs a restart, as
+// the rest of the block); the modes and hybrid thresholds are cfg's.
+func (b *Built) setRegionStores(cfg *config.Config, pc *httplimit.PolicyConfig) error {
+	for i, c := range pc.Classes {
+		for _, tier := range cfg.Tiers.Names {
+			mode := cfg.RegionMode(c.Name, tier)
+			if mode == region.ModeLocal {
+				continue
+			}
+			if b.regions == nil {
+				return fmt.Errorf("classes.%s: region_mode %s: this process started without region.name; a region block takes a restart", c.Name, mode)
+			}
+			opt := cfg.RegionStoreOptions(c.Name, tier)
+			opt.Home = b.regions.block.TierHomes[tier]
+			st, err := b.regions.store(mode, opt)
+			if err != nil {
+				return fmt.Errorf("classes.%s tier %s: region_mode %s: %w", c.Name, tier, mode, err)
+			}
+			if c.TierStores == nil {
+				c.TierStores = map[string]limiter.Store{}
+			}
+			c.TierStores[tier] = st
+		}
+		pc.Classes[i] = c
+	}
+	return nil
+}
+
+// regionObserver passes the region package's observations to the
+// collector's region metrics, which take the mode as a plain string.
+type regionObserver struct{ m *collector.Region }
+
+func (o regionObserver) ObserveSync(peer string, lag time.Duration, err error) {
+	o.m.ObserveSync(peer, lag, err)
+}
+
+func (o regionObserver) ObserveDecision(mode region.Mode, home string) {
+	o.m.ObserveDecision(string(mode), home)
+}
+
+func (o regionObserver) ObserveRTT(peer string, elapsed time.Duration) {
+	o.m.ObserveRTT(peer, elapsed)
+}
+
+var _ region.Observer = regionObserver{}
+
+// newRegionMetrics returns the region metrics of cfg, nil without region.name.
+func newRegionMetrics(cfg *config.Config) (*collector.Region, error) {
+	if cfg.Region.Name == "" {
+		return nil, nil
+	}
+	var modes []string
+	for _, m := range cfg.RegionModes() {
+		modes = append(modes, string(m))
+	}
+	return collector.NewRegion(collector.RegionConfig{
+		Peers: slices.Sorted(maps.Keys(cfg.Region.Peers)), Modes: modes, NativeHistograms: cfg.Metrics.NativeHistograms,
+	})
+}
+
+// logRegions says at start which region this is and how its classes are shared.
+func logRegions(logger *slog.Logger, cfg *config.Config) {
+	if cfg.Region.Name == "" || logger == nil {
+		return
+	}
+	var modes []string
+	for _, m := range cfg.RegionModes() {
+		modes = append(modes, string(m))
+	}
+	logger.Info("multi-region limits", slog.String("region", cfg.Region.Name),
+		slog.Any("regions", cfg.Regions()), slog.Any("modes", modes))
+}
