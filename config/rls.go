@@ -18,8 +18,9 @@ type RLS struct {
 	// true: an invalid directory leaves the rules in force.
 	ConfigDir string `koanf:"config_dir"`
 	// TierDescriptorKey names the descriptor entry whose value is the plan
-	// tier of the decision (for metrics); a value that is not one of
-	// tiers.names, or no such entry, counts as tiers.default.
+	// tier of the decision (its metrics label, and the live limits that
+	// apply to it); a value that is not one of tiers.names, or no such
+	// entry, counts as tiers.default.
 	TierDescriptorKey string `koanf:"tier_descriptor_key"`
 	// ResponseHeaders adds the rate-limit headers selected under headers.*
 	// to every answer's response_headers_to_add, for Envoy to pass to the
