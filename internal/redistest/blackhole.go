@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -37,6 +38,9 @@ type Link struct {
 	fillers map[string]net.Conn // by local address: the link's own connections filling its accept queue
 	conns   map[net.Conn]struct{}
 	relayed int
+	// latency is the one-way delay of every chunk, in nanoseconds (see
+	// SetLatency).
+	latency atomic.Int64
 }
 
 // Relay starts a Link on a free port of 127.0.0.1 that forwards every
@@ -281,13 +285,26 @@ func (l *Link) pump(dst, src net.Conn) {
 		_ = dst.Close()
 	}()
 	buf := make([]byte, 32<<10)
+	var line *delayLine // set once the link has a latency (see SetLatency)
+	defer func() {
+		if line != nil {
+			line.finish()
+		}
+	}()
 	for {
 		n, err := src.Read(buf)
 		if !l.wait() {
 			return
 		}
 		if n > 0 {
-			if _, werr := dst.Write(buf[:n]); werr != nil {
+			if line == nil && l.latency.Load() > 0 {
+				line = l.newDelayLine(dst)
+			}
+			if line != nil {
+				if !line.send(buf[:n]) {
+					return
+				}
+			} else if _, werr := dst.Write(buf[:n]); werr != nil {
 				return
 			}
 		}
