@@ -223,6 +223,18 @@ func exportedSeries(t *testing.T) series {
 	if err := c.SetLimit("GET /x", "free", limiter.PerMinute(limiter.FixedWindow, 10)); err != nil {
 		t.Fatal(err)
 	}
+	// The multi-region series come from their own collector, which serve
+	// registers beside the first when region: is set; one sync round, one
+	// decision and one round trip make every series of it appear.
+	rc, err := collector.NewRegion(collector.RegionConfig{Peers: []string{"ap-northeast-1"}, Modes: []string{"strict"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc.ObserveSync("ap-northeast-1", 100*time.Millisecond, nil)
+	rc.ObserveRTT("ap-northeast-1", 80*time.Millisecond)
+	if err := c.Registry().Register(rc); err != nil {
+		t.Fatal(err)
+	}
 	families, err := c.Registry().Gather()
 	if err != nil {
 		t.Fatal(err)
@@ -577,6 +589,7 @@ availability:
     - {long: 1h, short: 5m, budget_percent: 2, severity: page, for: 2m}
     - {long: 1d, short: 2h, budget_percent: 10, severity: ticket, for: 15m}
     - {long: 2h, short: 10m, budget_percent: 100, severity: page, for: 15m}
+regions: {sync_lag_threshold: 500ms, sync_lag_for: 1m, sync_lag_severity: ticket}
 `
 
 func TestThresholdLinesAndRunbooksFollowTheSpec(t *testing.T) {
@@ -608,6 +621,7 @@ func TestThresholdLinesAndRunbooksFollowTheSpec(t *testing.T) {
 		"Fail-open and fail-closed events per 2m": {[]float64{20}, m.FailOpen.RunbookURL},
 		"Error budget burn rate":                  {[]float64{2.8, 13.44}, m.Availability.Template.RunbookURL},
 		"429 ratio week by week":                  {[]float64{0.075}, rejection},
+		"Sync lag by peer region":                 {[]float64{0.5}, m.Regions.SyncLag.RunbookURL},
 	}
 	seen := map[string]bool{}
 	for _, p := range b.Panels {
@@ -659,6 +673,7 @@ func TestThresholdLinesAreTheAlertThresholds(t *testing.T) {
 	}
 	alertOf["Store latency p50 / "+quantileName(m.Latency.Quantile)] = slo.AlertStoreLatencyHigh
 	alertOf["Fail-open and fail-closed events per "+duration(m.FailOpen.Window)] = slo.AlertFailOpen
+	alertOf["Sync lag by peer region"] = slo.AlertRegionSyncLagHigh
 	budget := 1 - m.Availability.Objective
 	checked := 0
 	for _, b := range committedBoards(t) {
@@ -693,7 +708,8 @@ func TestThresholdLinesAreTheAlertThresholds(t *testing.T) {
 
 func TestEveryPanelWatchingAnAlertLinksToItsRunbook(t *testing.T) {
 	m := repoModel(t)
-	runbooks := []string{m.Rejection.RunbookURL, m.Latency.RunbookURL, m.FailOpen.RunbookURL, m.Availability.Template.RunbookURL}
+	runbooks := []string{m.Rejection.RunbookURL, m.Latency.RunbookURL, m.FailOpen.RunbookURL, m.Availability.Template.RunbookURL,
+		m.Regions.SyncLag.RunbookURL, m.Regions.Unreachable.RunbookURL}
 	for path, b := range committedBoards(t) {
 		for _, p := range b.Panels {
 			if p.Type == "row" || p.Title == "Instances by version" {
@@ -724,16 +740,20 @@ func TestTheOverviewHasThePanelsOperatorsAskFor(t *testing.T) {
 	}
 	sort.Strings(titles)
 	wantContains := map[string][]string{
-		"Decisions per second by endpoint":        {"sum by (endpoint, status)", "rate_limit_requests_total"},
-		"Decisions per second by plan tier":       {"sum by (plan_tier, status)"},
-		"429 ratio by endpoint and plan tier":     {slo.RejectionRatioRecord(m.Rejection.Window)},
-		"Limit in force against usage":            {"rate_limit_limit", "rate_limit_near_limit_total"},
-		"Store latency p50 / p99":                 {"histogram_quantile(0.5,", "histogram_quantile(0.99,", "rate_limit_redis_duration_seconds_bucket"},
-		"Store latency distribution":              {"sum by (le) (increase(rate_limit_redis_duration_seconds_bucket"},
-		"Fail-open and fail-closed events per 1m": {"rate_limit_fail_open_total", "rate_limit_fail_closed_total", slo.FailOpenRecord(time.Minute)},
-		"Error budget remaining (30d)":            {slo.SLOBudgetRemainingRecord},
-		"Error budget burn rate":                  {slo.ErrorRatioRecord(time.Hour), slo.ErrorRatioRecord(5 * time.Minute)},
-		"429 ratio week by week":                  {"[1w]", `status="rejected"`},
+		"Decisions per second by endpoint":             {"sum by (endpoint, status)", "rate_limit_requests_total"},
+		"Decisions per second by plan tier":            {"sum by (plan_tier, status)"},
+		"429 ratio by endpoint and plan tier":          {slo.RejectionRatioRecord(m.Rejection.Window)},
+		"Limit in force against usage":                 {"rate_limit_limit", "rate_limit_near_limit_total"},
+		"Store latency p50 / p99":                      {"histogram_quantile(0.5,", "histogram_quantile(0.99,", "rate_limit_redis_duration_seconds_bucket"},
+		"Store latency distribution":                   {"sum by (le) (increase(rate_limit_redis_duration_seconds_bucket"},
+		"Fail-open and fail-closed events per 1m":      {"rate_limit_fail_open_total", "rate_limit_fail_closed_total", slo.FailOpenRecord(time.Minute)},
+		"Error budget remaining (30d)":                 {slo.SLOBudgetRemainingRecord},
+		"Error budget burn rate":                       {slo.ErrorRatioRecord(time.Hour), slo.ErrorRatioRecord(5 * time.Minute)},
+		"429 ratio week by week":                       {"[1w]", `status="rejected"`},
+		"Sync lag by peer region":                      {"max by (peer_region) (rate_limit_region_sync_lag_seconds"},
+		"Sync errors per second by peer region":        {"sum by (peer_region) (rate(rate_limit_region_sync_errors_total"},
+		"Region decisions per second by mode and home": {"sum by (mode, home) (rate(rate_limit_region_decisions_total"},
+		"Cross-region round trip p50 / p99":            {"histogram_quantile(0.99, sum by (peer_region, le) (rate(rate_limit_region_rtt_seconds_bucket"},
 	}
 	for title, parts := range wantContains {
 		e, ok := exprs[title]
@@ -755,5 +775,36 @@ func TestTheOverviewHasThePanelsOperatorsAskFor(t *testing.T) {
 	}
 	if heatmaps != 1 {
 		t.Errorf("%d heatmap panels, want the store latency heatmap", heatmaps)
+	}
+}
+
+func TestTheRegionsRowComesWithTheRegionsBlockOnly(t *testing.T) {
+	for name, tt := range map[string]struct {
+		spec string
+		want bool
+	}{
+		"a spec with a regions block has the row": {"regions: {}\n", true},
+		"a spec without one has no region panels": {"job: rl-exporter\n", false},
+	} {
+		t.Run(name, func(t *testing.T) {
+			m, err := slo.Load([]byte(tt.spec), "spec.yaml")
+			if err != nil {
+				t.Fatal(err)
+			}
+			b := decodeBoards(t, generate(t, m))[OverviewPath]
+			var row bool
+			var regionQueries int
+			for _, p := range b.Panels {
+				row = row || (p.Type == "row" && p.Title == RegionsRowTitle)
+				for _, tg := range p.Targets {
+					if strings.Contains(tg.Expr, "rate_limit_region_") {
+						regionQueries++
+					}
+				}
+			}
+			if row != tt.want || (regionQueries > 0) != tt.want {
+				t.Errorf("row %v, %d queries of region series; want the row and its queries %v", row, regionQueries, tt.want)
+			}
+		})
 	}
 }

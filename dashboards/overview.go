@@ -148,6 +148,13 @@ func overview(m *slo.Model, source string) (dashboard.Dashboard, error) {
 		b.WithPanel(burnRatePanel(m, q, next()))
 	}
 
+	if o := m.Regions; o != nil {
+		row(RegionsRowTitle)
+		for _, p := range regionPanels(o, q, next) {
+			b.WithPanel(p)
+		}
+	}
+
 	row("Trend")
 	b.WithPanel(weeklyRejectionPanel(m, q, next()))
 	b.WithPanel(instancesPanel(q, next()))

@@ -151,6 +151,15 @@ func (m *Model) Alertmanager() (*AlertmanagerConfig, error) {
 			})
 		}
 	}
+	if o := m.Regions; o != nil {
+		// A lost peer's lag grows past the warning's threshold too: the
+		// page on the peer says it all.
+		cfg.InhibitRules = append(cfg.InhibitRules, AMInhibitRule{
+			SourceMatchers: []string{matcher("alertname", AlertRegionUnreachable), matcher("severity", o.Unreachable.Severity)},
+			TargetMatchers: []string{matcher("alertname", AlertRegionSyncLagHigh)},
+			Equal:          []string{"peer_region"},
+		})
+	}
 	return cfg, nil
 }
 

@@ -10,8 +10,9 @@ import (
 
 // slo.yaml and the docs' spec example (docs/alerts-and-slos.md) both say
 // they show the defaults (apart from the labels, and for the docs the
-// receivers): they must compile to the model an empty spec does, or they
-// teach wrong values.
+// receivers): they must compile to the model an empty spec does, with the
+// opt-in regions: block turned on at its defaults, or they teach wrong
+// values.
 func TestTheDocumentedSpecsShowTheDefaults(t *testing.T) {
 	readme, err := os.ReadFile(filepath.Join(repoRoot, "docs", "alerts-and-slos.md"))
 	if err != nil {
@@ -27,7 +28,10 @@ func TestTheDocumentedSpecsShowTheDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, err := Compile(DefaultSpec(), "defaults")
+	defaults := DefaultSpec()
+	regions := DefaultRegions()
+	defaults.Regions = &regions
+	want, err := Compile(defaults, "defaults")
 	if err != nil {
 		t.Fatal(err)
 	}

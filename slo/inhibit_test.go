@@ -73,11 +73,19 @@ func TestAlertmanagerInhibitsWhereOneCauseWouldAlertTwice(t *testing.T) {
 	burnPage := burn("rl-exporter", "page", "1h", "5m")
 	burnTicket := burn("rl-exporter", "ticket", "1d", "2h")
 	otherJobTicket := burn("other-limiter", "ticket", "1d", "2h")
+	region := func(alert, severity, peer string) map[string]string {
+		return map[string]string{"alertname": alert, "severity": severity, "peer_region": peer, "service": "rl-exporter", "team": "platform"}
+	}
+	lagJP := region(AlertRegionSyncLagHigh, "warning", "ap-northeast-1")
+	lagEU := region(AlertRegionSyncLagHigh, "warning", "eu-west-1")
+	lostJP := region(AlertRegionUnreachable, "page", "ap-northeast-1")
 
-	// Alone, the latency warning and the burn tickets reach on-call.
-	post(t, base, latency, burnTicket, otherJobTicket)
+	// Alone, the latency warning, the burn tickets and the lag warnings
+	// reach on-call.
+	post(t, base, latency, burnTicket, otherJobTicket, lagJP, lagEU)
 	waitState(ctx, t, base, latency, "active")
 	waitState(ctx, t, base, burnTicket, "active")
+	waitState(ctx, t, base, lagJP, "active")
 
 	// A fail-open page says it all: the store is failing, so it is slow.
 	// A burn page makes the ticket of the same burn redundant, but not the
@@ -88,6 +96,13 @@ func TestAlertmanagerInhibitsWhereOneCauseWouldAlertTwice(t *testing.T) {
 	waitState(ctx, t, base, failOpen, "active")
 	waitState(ctx, t, base, burnPage, "active")
 	waitState(ctx, t, base, otherJobTicket, "active")
+
+	// A lost peer's lag grows past the warning too: the page on that peer
+	// makes its warning redundant, not another peer's.
+	post(t, base, lostJP)
+	waitState(ctx, t, base, lagJP, "suppressed")
+	waitState(ctx, t, base, lostJP, "active")
+	waitState(ctx, t, base, lagEU, "active")
 }
 
 func freeAddr(t *testing.T) string {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"net/url"
 	"slices"
@@ -34,6 +35,8 @@ const (
 	AlertDegraded           = "RateLimitDegraded"
 	AlertErrorBudgetBurn    = "RateLimitErrorBudgetBurn"
 	AlertMetricsAbsent      = "RateLimitMetricsAbsent"
+	AlertRegionSyncLagHigh  = "RateLimitRegionSyncLagHigh"
+	AlertRegionUnreachable  = "RateLimitRegionPeerUnreachable"
 )
 
 // Model is a validated spec with every default applied and every duration
@@ -51,7 +54,9 @@ type Model struct {
 	Degraded     *DegradedObjective
 	Absent       *Alert
 	Availability *AvailabilitySLO
-	Routing      Routing
+	// Regions is nil unless the spec has a regions: block.
+	Regions *RegionsObjective
+	Routing Routing
 	// Warnings are things worth telling the operator that do not make the
 	// spec invalid, such as a burn-rate row that can never fire.
 	Warnings []string
@@ -123,6 +128,18 @@ type BurnRateRow struct {
 	CanFire     bool
 }
 
+// RegionsObjective alerts on the multi-region sync: SyncLag (a warning by
+// default) when the counts known from a peer region stay older than
+// SyncLagThreshold for SyncLag.For, and Unreachable (a page by default)
+// when an instance has had no successful sync with a peer for
+// UnreachableFor while its sync errors keep increasing.
+type RegionsObjective struct {
+	SyncLag          Alert
+	SyncLagThreshold time.Duration
+	Unreachable      Alert
+	UnreachableFor   time.Duration
+}
+
 // Routing is the validated routing section.
 type Routing struct {
 	GroupBy                                  []string
@@ -192,6 +209,9 @@ func Compile(spec Spec, file string) (*Model, error) {
 			}
 		}
 	}
+	if r := spec.Regions; r != nil {
+		m.Regions = c.regions(spec, *r)
+	}
 	m.Routing = c.routing(spec.Routing)
 	if len(c.errs) > 0 {
 		return nil, errors.Join(c.errs...)
@@ -249,7 +269,7 @@ func (c *compiler) severity(field, s string) string {
 }
 
 // reservedLabels are set by the generator and cannot be overridden.
-var reservedLabels = []string{"alertname", "severity", "long_window", "short_window", "job", "endpoint", "plan_tier", "operation"}
+var reservedLabels = []string{"alertname", "severity", "long_window", "short_window", "job", "endpoint", "plan_tier", "operation", "peer_region"}
 
 func (c *compiler) labels(field string, l map[string]string) {
 	for k, v := range l {
@@ -383,6 +403,31 @@ func (c *compiler) availability(spec Spec, a AvailabilitySpec) *AvailabilitySLO 
 		slo.Rows = append(slo.Rows, row)
 	}
 	return slo
+}
+
+func (c *compiler) regions(spec Spec, r RegionsSpec) *RegionsObjective {
+	c.labels("regions.labels", r.Labels)
+	o := &RegionsObjective{
+		SyncLagThreshold: c.window("regions.sync_lag_threshold", r.SyncLagThreshold),
+		UnreachableFor:   c.window("regions.unreachable_for", r.UnreachableFor),
+	}
+	// alert() checks the labels, severity and for: of one alert block; here
+	// two alerts share one block, so each field is checked once under the
+	// name the file uses.
+	regionAlert := func(name, forField, forValue, sevField, sevValue string) Alert {
+		a := c.alert("regions", name, spec, AlertSpec{For: "0s", Severity: Severities[0]})
+		maps.Copy(a.Labels, r.Labels)
+		a.For = c.duration(forField, forValue, true)
+		a.Severity = c.severity(sevField, sevValue)
+		return a
+	}
+	o.SyncLag = regionAlert(AlertRegionSyncLagHigh, "regions.sync_lag_for", r.SyncLagFor, "regions.sync_lag_severity", r.SyncLagSeverity)
+	o.Unreachable = regionAlert(AlertRegionUnreachable, "", "0s", "regions.unreachable_severity", r.UnreachableSeverity)
+	if o.SyncLagThreshold > 0 && o.UnreachableFor > 0 && o.SyncLagThreshold >= o.UnreachableFor {
+		c.fail("regions.sync_lag_threshold", fmt.Sprintf("%s must be shorter than regions.unreachable_for (%s): the warning on a growing lag comes before the page on a lost peer",
+			r.SyncLagThreshold, r.UnreachableFor))
+	}
+	return o
 }
 
 func (c *compiler) percentUpTo100(field string, v float64) float64 {

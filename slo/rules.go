@@ -23,6 +23,8 @@ const (
 	metricRedisLatency = "rate_limit_redis_duration_seconds"
 	metricFailOpen     = "rate_limit_fail_open_total"
 	metricDegraded     = "rate_limit_degraded_total"
+	metricRegionLag    = "rate_limit_region_sync_lag_seconds"
+	metricRegionErrors = "rate_limit_region_sync_errors_total"
 )
 
 // Rule group names, one per objective: a group evaluates its recording rules
@@ -34,6 +36,7 @@ const (
 	GroupDegraded     = "rl-exporter-degraded"
 	GroupAvailability = "rl-exporter-availability-slo"
 	GroupMetrics      = "rl-exporter-metrics"
+	GroupRegions      = "rl-exporter-regions"
 )
 
 // Recording rule names, in the level:metric:operations convention.
@@ -161,6 +164,9 @@ func (m *Model) RuleGroups() (*rulefmt.RuleGroups, error) {
 		groups = append(groups, rulefmt.RuleGroup{Name: GroupAvailability, Rules: rules})
 		groups = append(groups, *m.sloRecords())
 	}
+	if o := m.Regions; o != nil {
+		groups = append(groups, rulefmt.RuleGroup{Name: GroupRegions, Rules: m.regionRules(o, sel)})
+	}
 	if a := m.Absent; a != nil {
 		groups = append(groups, rulefmt.RuleGroup{Name: GroupMetrics, Rules: []rulefmt.Rule{
 			alertRule(*a, fmt.Sprintf("absent(%s%s)", metricRequests, sel("")), nil,
@@ -174,6 +180,42 @@ func (m *Model) RuleGroups() (*rulefmt.RuleGroups, error) {
 		return nil, err
 	}
 	return rg, nil
+}
+
+// regionRules are the two multi-region alerts. The lag is the age of the
+// newest counts an instance knows from a peer region, refreshed by every
+// sync round, failed rounds included.
+//
+// RateLimitRegionSyncLagHigh takes the worst instance per peer: one
+// instance behind is enough to let that peer's traffic through unseen.
+//
+// RateLimitRegionPeerUnreachable asks three things of the same instance and
+// peer, so that none of them pages alone: the lag is over unreachable_for
+// (no successful sync for that long), the sync errors increased within
+// unreachable_for (the peer fails, rather than having nothing to ship or a
+// shipper that stopped reporting), and the lag grew over that window (a
+// live gauge, not a stale value). It needs no for: the lag threshold is the
+// duration.
+func (m *Model) regionRules(o *RegionsObjective, sel func(string) string) []rulefmt.Rule {
+	lagSecs := formatFloat(o.SyncLagThreshold.Seconds())
+	u := formatDuration(o.UnreachableFor)
+	return []rulefmt.Rule{
+		alertRule(o.SyncLag,
+			fmt.Sprintf("max by (peer_region) (%s%s) > %s", metricRegionLag, sel(""), lagSecs),
+			nil,
+			"The counts known from region {{ $labels.peer_region }} are getting old",
+			fmt.Sprintf("The newest counts an instance of job %s knows from peer region {{ $labels.peer_region }} are {{ $value | humanizeDuration }} old (threshold %s, for %s): async and hybrid limits admit that region's recent traffic without seeing it, so the global limit overshoots by more than the documented bound.",
+				m.Job, formatDuration(o.SyncLagThreshold), formatDuration(o.SyncLag.For))),
+		alertRule(o.Unreachable,
+			fmt.Sprintf("max by (peer_region) (\n    %s%s > %s\n  and\n    increase(%s%s[%s]) > 0\n  and\n    deriv(%s%s[%s]) > 0\n)",
+				metricRegionLag, sel(""), formatFloat(o.UnreachableFor.Seconds()),
+				metricRegionErrors, sel(""), u,
+				metricRegionLag, sel(""), u),
+			nil,
+			"Region {{ $labels.peer_region }} is unreachable from the rate limiter",
+			fmt.Sprintf("An instance of job %s has had no successful sync with peer region {{ $labels.peer_region }} for {{ $value | humanizeDuration }} (threshold %s) while its sync errors keep increasing: strict and hybrid keys homed there fail as store errors (the fail policy decides), and async limits count that region's traffic as of the last sync.",
+				m.Job, u)),
+	}
 }
 
 // windows lists the distinct windows the burn-rate rows read, shortest first.

@@ -107,6 +107,10 @@ func (m *Model) RuleTests(ruleFile string) ([]NamedRuleTestFile, error) {
 	if m.Availability != nil {
 		errs = append(errs, g.sloRecordTests(add))
 	}
+	if m.Regions != nil {
+		f, err := g.regions()
+		errs = append(errs, add("regions.yml", f, err))
+	}
 	if m.Absent != nil {
 		f, err := g.absent()
 		errs = append(errs, add("metrics-absent.yml", f, err))

@@ -35,7 +35,47 @@ type Spec struct {
 	Degraded       DegradedSpec       `koanf:"degraded"`
 	MetricsAbsent  AlertSpec          `koanf:"metrics_absent"`
 	Availability   AvailabilitySpec   `koanf:"availability"`
-	Routing        RoutingSpec        `koanf:"routing"`
+	// Regions holds the multi-region alerts; nil (no regions: block in the
+	// file) leaves them out, and a block, even an empty one, turns them on
+	// with [DefaultRegions] for every field it leaves out.
+	Regions *RegionsSpec `koanf:"regions"`
+	Routing RoutingSpec  `koanf:"routing"`
+}
+
+// RegionsSpec is the multi-region objective: how stale the counts known
+// from a peer region may grow before a warning, and how long a peer may go
+// without one successful sync, while sync errors keep coming, before a page.
+// It reads rate_limit_region_sync_lag_seconds and
+// rate_limit_region_sync_errors_total, per peer_region.
+type RegionsSpec struct {
+	// SyncLagThreshold: RateLimitRegionSyncLagHigh fires when the counts
+	// known from a peer (the worst instance's) are older than this ...
+	SyncLagThreshold string `koanf:"sync_lag_threshold"`
+	// SyncLagFor: ... for this long.
+	SyncLagFor string `koanf:"sync_lag_for"`
+	// SyncLagSeverity routes RateLimitRegionSyncLagHigh: page, ticket or
+	// warning.
+	SyncLagSeverity string `koanf:"sync_lag_severity"`
+	// UnreachableFor: RateLimitRegionPeerUnreachable fires when an instance
+	// has had no successful sync with a peer for this long (its sync lag is
+	// over it and still growing) while its sync errors keep increasing.
+	UnreachableFor string `koanf:"unreachable_for"`
+	// UnreachableSeverity routes RateLimitRegionPeerUnreachable.
+	UnreachableSeverity string `koanf:"unreachable_severity"`
+	// Labels are added to both alerts, over the spec-wide labels.
+	Labels map[string]string `koanf:"labels"`
+}
+
+// DefaultRegions returns the values a regions: block gets for every field
+// it leaves out.
+func DefaultRegions() RegionsSpec {
+	return RegionsSpec{
+		SyncLagThreshold:    "2s",
+		SyncLagFor:          "5m",
+		SyncLagSeverity:     "warning",
+		UnreachableFor:      "2m",
+		UnreachableSeverity: "page",
+	}
 }
 
 // AlertSpec holds what every alert lets the spec override.
@@ -301,6 +341,12 @@ func Decode(data []byte, name string) (Spec, error) {
 	}
 	if k.Exists("routing.group_by") {
 		spec.Routing.GroupBy = nil
+	}
+	// The regions block is opt-in: present (even empty or null), it starts
+	// from the defaults and the file's fields go over them.
+	if _, present := k.Raw()["regions"]; present {
+		r := DefaultRegions()
+		spec.Regions = &r
 	}
 	var md mapstructure.Metadata
 	err := k.UnmarshalWithConf("", &spec, koanf.UnmarshalConf{

@@ -208,3 +208,39 @@ func TestARowThatCanNeverFireGetsNoAlertNorTests(t *testing.T) {
 		}
 	}
 }
+
+func TestTheRegionsBlockTurnsTheRegionAlertsOnWhenPresent(t *testing.T) {
+	tests := []struct {
+		name, spec string
+		on         bool
+		lag        time.Duration
+	}{
+		{"a spec without the block has no region alerts", "job: x\n", false, 0},
+		{"an empty block turns them on at the defaults", "regions: {}\n", true, 2 * time.Second},
+		{"a block with no value turns them on at the defaults", "regions:\n", true, 2 * time.Second},
+		{"a field set keeps the other defaults", "regions: {sync_lag_threshold: 500ms}\n", true, 500 * time.Millisecond},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m, err := Load([]byte(tt.spec), "regions.yaml")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if (m.Regions != nil) != tt.on {
+				t.Fatalf("regions = %+v, want on %v", m.Regions, tt.on)
+			}
+			if !tt.on {
+				return
+			}
+			r := m.Regions
+			if r.SyncLagThreshold != tt.lag || r.SyncLag.For != 5*time.Minute || r.SyncLag.Severity != "warning" ||
+				r.UnreachableFor != 2*time.Minute || r.Unreachable.Severity != "page" || r.Unreachable.For != 0 {
+				t.Errorf("regions = %+v", r)
+			}
+			if r.SyncLag.RunbookURL != DefaultSpec().RunbookURL+"#ratelimitregionsynclaghigh" ||
+				r.Unreachable.RunbookURL != DefaultSpec().RunbookURL+"#ratelimitregionpeerunreachable" {
+				t.Errorf("runbooks %s, %s", r.SyncLag.RunbookURL, r.Unreachable.RunbookURL)
+			}
+		})
+	}
+}

@@ -130,6 +130,15 @@ func TestPromtoolTestsCatchAThresholdMovedBehindTheirBack(t *testing.T) {
 			"job:rate_limit_errors:ratio_rate1h > 0.0144"},
 		{"a 9 fail-open threshold pages on 9", "fail-open.yml",
 			"job:rate_limit_fail_open:increase1m > 10", "job:rate_limit_fail_open:increase1m > 8"},
+		{"a 4s lag threshold misses the 3s lag", "regions.yml",
+			"max by (peer_region) (rate_limit_region_sync_lag_seconds{job=\"rl-exporter\"}) > 2\n",
+			"max by (peer_region) (rate_limit_region_sync_lag_seconds{job=\"rl-exporter\"}) > 4\n"},
+		{"a peer page without the errors clause fires on a lag that grows without errors", "regions.yml",
+			"increase(rate_limit_region_sync_errors_total{job=\"rl-exporter\"}[2m]) > 0", "increase(rate_limit_region_sync_errors_total{job=\"rl-exporter\"}[2m]) >= 0"},
+		{"a peer page without the growth clause fires on a frozen lag", "regions.yml",
+			"deriv(rate_limit_region_sync_lag_seconds{job=\"rl-exporter\"}[2m]) > 0", "deriv(rate_limit_region_sync_lag_seconds{job=\"rl-exporter\"}[2m]) >= 0"},
+		{"a peer page at 3m misses the 2m30s outage", "regions.yml",
+			"rate_limit_region_sync_lag_seconds{job=\"rl-exporter\"} > 120", "rate_limit_region_sync_lag_seconds{job=\"rl-exporter\"} > 180"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -161,10 +170,12 @@ func TestAlertmanagerRoutesBySeverity(t *testing.T) {
 	requireTool(t, "amtool")
 	cfg := filepath.Join(repoRoot, filepath.FromSlash(AlertmanagerPath))
 	for labels, want := range map[string]string{
-		"alertname=RateLimitFailOpen severity=page":            ReceiverPage,
-		"alertname=RateLimitErrorBudgetBurn severity=ticket":   ReceiverTicket,
-		"alertname=RateLimitStoreLatencyHigh severity=warning": ReceiverTicket,
-		"alertname=SomethingElse":                              ReceiverTicket,
+		"alertname=RateLimitFailOpen severity=page":                                         ReceiverPage,
+		"alertname=RateLimitErrorBudgetBurn severity=ticket":                                ReceiverTicket,
+		"alertname=RateLimitStoreLatencyHigh severity=warning":                              ReceiverTicket,
+		"alertname=RateLimitRegionPeerUnreachable severity=page peer_region=ap-northeast-1": ReceiverPage,
+		"alertname=RateLimitRegionSyncLagHigh severity=warning peer_region=ap-northeast-1":  ReceiverTicket,
+		"alertname=SomethingElse":                                                           ReceiverTicket,
 	} {
 		args := append([]string{"config", "routes", "test", "--config.file=" + cfg}, strings.Fields(labels)...)
 		out, err := exec.Command("amtool", args...).Output()
