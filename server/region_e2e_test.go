@@ -158,6 +158,13 @@ func TestTwoRegionsShareOneStrictLimitExactlyAndAnAsyncLimitWithinItsBoundAndSur
 		if reasons < 8 {
 			t.Errorf("fail-open decisions counted with a reason: %g, want 8", reasons)
 		}
+		// The breaker of home region b opened; this region's own did not.
+		if v := s[series("rate_limit_circuit_state", "store", "redis/region/b")]; v != 2 {
+			t.Errorf(`rate_limit_circuit_state{store="redis/region/b"} = %g, want 2 (open)`, v)
+		}
+		if v := s[series("rate_limit_circuit_state", "store", "redis")]; v != 0 {
+			t.Errorf(`rate_limit_circuit_state{store="redis"} = %g, want 0 (closed)`, v)
+		}
 		if st := decide(t, c, urls[0], "POST /strict", "ta", "user:cut"); st != "allowed" {
 			t.Errorf("a strict key homed here: %s, want allowed", st)
 		}

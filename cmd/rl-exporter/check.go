@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"strings"
 	"time"
 
@@ -109,8 +110,9 @@ func printRegions(w io.Writer, cfg *config.Config, oneWay time.Duration) {
 			// limit's whole rate at once.
 			otherRate := float64(lim.Rate) / lim.Period.Seconds() * float64(len(regions)-1)
 			bound := region.OvershootBound(m, lim.Limiter(), len(regions), otherRate, oneWay, r.SyncInterval, opt.HybridThreshold)
-			fmt.Fprintf(w, "%s: overshoot bound %.4g× the limit per window, assuming the other %d region(s) admit %.4g/s together\n",
-				line, bound, len(regions)-1, otherRate)
+			quota := float64(lim.Limiter().Quota())
+			fmt.Fprintf(w, "%s: overshoot bound %.4g× (at most %.0f admitted where one Redis would admit %.0f), assuming the other %d region(s) admit %.4g/s together\n",
+				line, bound, math.Floor(bound*quota+1e-9), quota, len(regions)-1, otherRate)
 			bounded = true
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -61,8 +62,8 @@ func TestCheckWithOneWayPrintsTheOvershootBoundOfEachAsyncAndHybridTierAndTheRat
 		"region us-east-1 of 3 (ap-northeast-1, eu-west-1, us-east-1), sync_interval 200ms",
 		"  billing/free: strict, gcra 100 per 1m0s\n",
 		"  billing/enterprise: strict, gcra 100 per 1m0s, home ap-northeast-1 (region.tier_homes)\n",
-		fmt.Sprintf("  public/free: async, sliding_window 600 per 1m0s: overshoot bound %.4g× the limit per window, assuming the other 2 region(s) admit %.4g/s together\n", freeBound, freeRate),
-		fmt.Sprintf("  public/enterprise: hybrid, token_bucket 60 per 1s, hybrid_threshold 0.5, home ap-northeast-1 (region.tier_homes): overshoot bound %.4g× the limit per window, assuming the other 2 region(s) admit %.4g/s together\n", entBound, entRate),
+		fmt.Sprintf("  public/free: async, sliding_window 600 per 1m0s: overshoot bound %.4g× (at most %.0f admitted where one Redis would admit 600), assuming the other 2 region(s) admit %.4g/s together\n", freeBound, math.Floor(freeBound*600+1e-9), freeRate),
+		fmt.Sprintf("  public/enterprise: hybrid, token_bucket 60 per 1s, hybrid_threshold 0.5, home ap-northeast-1 (region.tier_homes): overshoot bound %.4g× (at most %.0f admitted where one Redis would admit 60), assuming the other 2 region(s) admit %.4g/s together\n", entBound, math.Floor(entBound*60+1e-9), entRate),
 		"one-way latency of 50ms",
 		"the limit's own rate × (regions − 1)",
 	} {
