@@ -192,6 +192,10 @@ func (b *Built) withLive(pc httplimit.PolicyConfig) httplimit.PolicyConfig {
 	for i, c := range pc.Classes {
 		c.Live = nil
 		for tier, ap := range ov[c.Name] {
+			if err := b.regions.supports(c, tier, ap.Limit); err != nil {
+				b.live.logger.Error("live limit left out", slog.String("source", ap.Source), slog.String("error", err.Error()))
+				continue
+			}
 			if c.Live == nil {
 				c.Live = map[string]httplimit.LiveLimit{}
 			}

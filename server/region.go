@@ -31,6 +31,28 @@ type regions struct {
 
 	mu     sync.Mutex
 	stores map[regionStoreKey]limiter.Store
+	modes  map[limiter.Store]region.Mode // the mode of each store in stores
+}
+
+// supports returns an error naming the class, tier and mode when the
+// region mode whose store decides c's tier cannot enforce lim's algorithm
+// (a live change, validated as a limit of the file but not against the
+// tier's mode); nil for a local tier or without regions.
+func (r *regions) supports(c httplimit.Class, tier string, lim limiter.Limit) error {
+	if r == nil {
+		return nil
+	}
+	st, ok := c.TierStores[tier]
+	if !ok {
+		return nil
+	}
+	r.mu.Lock()
+	mode := r.modes[st]
+	r.mu.Unlock()
+	if mode == "" || region.Supports(mode, lim.Algorithm) {
+		return nil
+	}
+	return fmt.Errorf("class %s tier %s: region_mode %s does not support algorithm %s (%s supports %v)", c.Name, tier, mode, lim.Algorithm, mode, region.Algorithms(mode))
 }
 
 type regionStoreKey struct {
@@ -50,7 +72,7 @@ func (b *Built) setupRegions(cfg *config.Config, d Deps, local redis.UniversalCl
 	if local == nil {
 		return fmt.Errorf("config %s: region: needs store.type redis", cfg.Source)
 	}
-	r := &regions{block: cfg.Region, stores: map[regionStoreKey]limiter.Store{}}
+	r := &regions{block: cfg.Region, stores: map[regionStoreKey]limiter.Store{}, modes: map[limiter.Store]region.Mode{}}
 	clients := map[string]redis.UniversalClient{cfg.Region.Name: local}
 	for _, name := range slices.Sorted(maps.Keys(cfg.Region.Peers)) {
 		client, err := openPeer(cfg, name, d)
@@ -119,6 +141,12 @@ func (r *regions) closeClients() error {
 // policy that asks for it, so that a reload keeps the stores (and their
 // counts in flight) of the modes it keeps.
 func (r *regions) store(mode region.Mode, opt region.StoreOptions) (limiter.Store, error) {
+	switch mode { // the options a mode does not read do not make another store
+	case region.ModeAsync:
+		opt = region.StoreOptions{}
+	case region.ModeStrict:
+		opt.HybridThreshold = 0
+	}
 	k := regionStoreKey{mode, opt}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -130,6 +158,7 @@ func (r *regions) store(mode region.Mode, opt region.StoreOptions) (limiter.Stor
 		return nil, err
 	}
 	r.stores[k] = st
+	r.modes[st] = mode
 	return st, nil
 }
 

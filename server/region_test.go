@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -127,4 +128,62 @@ classes: {api: {region_mode: async, limits: {default: {algorithm: fixed_window, 
 	if _, failed := srv.ConfigMetrics().Reloads(); failed != 1 {
 		t.Errorf("%d failed reloads counted, want 1", failed)
 	}
+}
+
+func TestALiveChangeToAnAlgorithmTheTiersModeCannotEnforceIsLeftOut(t *testing.T) {
+	own, peer := redistest.Single(t), redistest.Single(t)
+	for _, hset := range [][]string{
+		{"HSET", "rl:config:good:default", "max_requests", "7"},
+		{"HSET", "rl:config:bad:default", "algorithm", "sliding_log", "max_requests", "9"},
+	} {
+		if _, err := own.Do(hset...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg, err := config.Parse("rl.yaml", []byte(fmt.Sprintf(`
+server: {listen: "127.0.0.1:0"}
+store: {type: redis, redis: {url: %q}}
+region: {name: a, peers: {b: {url: %q}}}
+classes:
+  good: {routes: ["/good"], region_mode: async, limits: {default: {algorithm: fixed_window, rate: 3, period: 1h}}}
+  bad:  {routes: ["/bad"], region_mode: async, limits: {default: {algorithm: fixed_window, rate: 3, period: 1h}}}
+default_class: good
+`, own.URL(), peer.URL())))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs strings.Builder
+	var logMu sync.Mutex
+	srv, err := server.Build(cfg, server.Deps{Logger: slog.New(slog.NewTextHandler(lockedWriter{&logMu, &logs}, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Shutdown()
+	h := srv.Middleware().Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	for path, want := range map[string]string{"/good": "7", "/bad": "3"} {
+		r := httptest.NewRequest("GET", path, nil)
+		r.RemoteAddr = "192.0.2.1:1"
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if w.Code != 200 || w.Header().Get("X-RateLimit-Limit") != want {
+			t.Errorf("%s: status %d, X-RateLimit-Limit %q; want 200 and %s", path, w.Code, w.Header().Get("X-RateLimit-Limit"), want)
+		}
+	}
+	logMu.Lock()
+	defer logMu.Unlock()
+	if !strings.Contains(logs.String(), "live limit left out") || !strings.Contains(logs.String(), "class bad tier default: region_mode async does not support algorithm sliding_log") {
+		t.Errorf("the log does not say which live limit was left out and why:\n%s", logs.String())
+	}
+}
+
+// lockedWriter serialises writes to w.
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  *strings.Builder
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
