@@ -97,58 +97,96 @@ type svgData struct {
 // Run and opts.
 func (r *Run) WriteSVG(w io.Writer, opts SVGOptions) error {
 	c := r.Config
-	offered := windowEnvelope(c.Arrivals, c.Period, c.Duration, plotW)
+	var panels []chartPanel
+	for _, res := range r.Results {
+		p := chartPanel{
+			name:   string(res.Algorithm),
+			stats:  fmt.Sprintf("let through %d, rejected %d, busiest %s: %.2f× the limit", res.Allowed, res.Rejected, shortDuration(c.Period), res.MaxRatio),
+			passed: res.Passed,
+		}
+		if res.Algorithm == limiter.LeakyBucket && res.MaxDelay > 0 {
+			p.note = fmt.Sprintf("counted when let through after the queue's delay (up to %s)", shortDuration(res.MaxDelay.Round(time.Second)))
+		}
+		panels = append(panels, p)
+	}
+	return writeChart(w, chartSpec{
+		opts:     opts,
+		subtitle: fmt.Sprintf("The same %d requests against each algorithm, limit %d per %s, bucket size %d; windows aligned.", len(c.Arrivals), c.Rate, shortDuration(c.Period), burstOf(c)),
+		period:   c.Period, rate: c.Rate, duration: c.Duration,
+		offered: c.Arrivals,
+		panels:  panels,
+	})
+}
+
+// chartPanel is one panel of a chart: a name, a line of figures, an
+// optional note, and the times of the requests let through.
+type chartPanel struct {
+	name, stats, note string
+	passed            []time.Duration
+}
+
+// chartSpec is what writeChart draws: the offered requests, the limit and
+// one panel per result.
+type chartSpec struct {
+	opts     SVGOptions
+	subtitle string
+	period   time.Duration
+	rate     int64
+	duration time.Duration
+	offered  []time.Duration
+	panels   []chartPanel
+}
+
+func writeChart(w io.Writer, cs chartSpec) error {
+	offered := windowEnvelope(cs.offered, cs.period, cs.duration, plotW)
 	peak := slices.Max(offered)
-	passed := make([][]int, len(r.Results))
-	for i, res := range r.Results {
-		passed[i] = windowEnvelope(res.Passed, c.Period, c.Duration, plotW)
+	passed := make([][]int, len(cs.panels))
+	for i, p := range cs.panels {
+		passed[i] = windowEnvelope(p.passed, cs.period, cs.duration, plotW)
 		peak = max(peak, slices.Max(passed[i]))
 	}
-	yMax := float64(max(int64(peak), 2*c.Rate)) * 1.1
+	yMax := float64(max(int64(peak), 2*cs.rate)) * 1.1
 	scaleY := func(v int64) string { return coord(plotH - float64(v)/yMax*plotH) }
 
 	var yTicks []svgTick
-	step := niceStep(c.Rate, int64(yMax))
+	step := niceStep(cs.rate, int64(yMax))
 	for v := int64(0); float64(v) <= yMax; v += step {
 		label := fmt.Sprint(v)
-		if v > 0 && v%c.Rate == 0 {
-			label = fmt.Sprintf("%d×  %d", v/c.Rate, v)
+		if v > 0 && v%cs.rate == 0 {
+			label = fmt.Sprintf("%d×  %d", v/cs.rate, v)
 		}
 		yTicks = append(yTicks, svgTick{Pos: scaleY(v), Label: label})
 	}
 	var xTicks []svgTick
-	xStep := niceDuration(c.Duration / 6)
-	for t := time.Duration(0); t <= c.Duration; t += xStep {
-		xTicks = append(xTicks, svgTick{Pos: coord(float64(t) / float64(c.Duration) * plotW), Label: shortDuration(t)})
+	xStep := niceDuration(cs.duration / 6)
+	for t := time.Duration(0); t <= cs.duration; t += xStep {
+		xTicks = append(xTicks, svgTick{Pos: coord(float64(t) / float64(cs.duration) * plotW), Label: shortDuration(t)})
 	}
 
-	rows := (len(r.Results) + panelColumns - 1) / panelColumns
+	rows := (len(cs.panels) + panelColumns - 1) / panelColumns
 	data := svgData{
 		Width: chartWidth, Height: panelTop + (rows-1)*panelRow + plotH + chartBottom,
 		PlotW: plotW, PlotH: plotH,
-		Title:     opts.Title,
-		Subtitle:  fmt.Sprintf("The same %d requests against each algorithm, limit %d per %s, bucket size %d; windows aligned.", len(c.Arrivals), c.Rate, shortDuration(c.Period), burstOf(c)),
-		Generated: opts.Generated,
-		Window:    shortDuration(c.Period),
-		Rate:      c.Rate,
+		Title:     cs.opts.Title,
+		Subtitle:  cs.subtitle,
+		Generated: cs.opts.Generated,
+		Window:    shortDuration(cs.period),
+		Rate:      cs.rate,
 	}
 	offeredPath := stepPath(offered, scaleY, true)
-	for i, res := range r.Results {
-		p := svgPanel{
+	for i, p := range cs.panels {
+		data.Panels = append(data.Panels, svgPanel{
 			X:       panelLeft + (i%panelColumns)*panelColumn,
 			Y:       panelTop + (i/panelColumns)*panelRow,
-			Name:    string(res.Algorithm),
-			Stats:   fmt.Sprintf("let through %d, rejected %d, busiest %s: %.2f× the limit", res.Allowed, res.Rejected, shortDuration(c.Period), res.MaxRatio),
+			Name:    p.name,
+			Stats:   p.stats,
+			Note:    p.note,
 			Offered: offeredPath,
 			Passed:  stepPath(passed[i], scaleY, false),
-			LimitY:  scaleY(c.Rate),
+			LimitY:  scaleY(cs.rate),
 			YTicks:  yTicks,
 			XTicks:  xTicks,
-		}
-		if res.Algorithm == limiter.LeakyBucket && res.MaxDelay > 0 {
-			p.Note = fmt.Sprintf("counted when let through after the queue's delay (up to %s)", shortDuration(res.MaxDelay.Round(time.Second)))
-		}
-		data.Panels = append(data.Panels, p)
+		})
 	}
 	return chart.Execute(w, data)
 }
