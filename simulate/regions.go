@@ -246,11 +246,19 @@ type world struct {
 	newAlgo func() algoState
 }
 
-// view is a region's checkpoint: the algorithm's state over events[:idx],
-// all of which the region knows and will never learn more before.
+// view is what one region knows of the admissions. checkpoint is the
+// algorithm's state over events[:idx], all of which the region knows and
+// will never learn more before; current is the state over every admission
+// the region knows of, events[:seen] considered, with each other region q
+// known up to cut[q]. current is moved forward with the admissions that
+// follow, and rebuilt from the checkpoint when a shipping round arrives
+// (admissions older than the last ones applied become known).
 type view struct {
-	state algoState
-	idx   int
+	checkpoint algoState
+	idx        int
+	current    algoState
+	seen       int
+	cut        []int64
 }
 
 // known is the latest time up to which region r knows region q's
@@ -271,29 +279,36 @@ func (w *world) known(q, r int, now int64) int64 {
 	return phase + t/w.sync*w.sync
 }
 
-// stateAt is region r's view at now: its checkpoint moved up to what every
-// other region has shipped to it, then the admissions after that it knows.
+// stateAt is region r's view at now, for reading only.
 func (w *world) stateAt(r int, now int64) algoState {
 	v := &w.views[r]
+	rebuild := v.current == nil
 	settled := now
 	for q := range w.c.Regions {
+		k := w.known(q, r, now)
+		if q != r && k != v.cut[q] {
+			v.cut[q], rebuild = k, true
+		}
 		if q != r && w.mode != region.ModeLocal {
-			settled = min(settled, w.known(q, r, now))
+			settled = min(settled, k)
 		}
 	}
-	for v.idx < len(w.events) && w.events[v.idx].at <= settled {
-		if e := w.events[v.idx]; e.region == r || w.mode != region.ModeLocal {
-			v.state.apply(e.at)
+	knows := func(e admission) bool { return e.region == r || e.at <= v.cut[e.region] }
+	if rebuild {
+		for v.idx < len(w.events) && w.events[v.idx].at <= settled {
+			if e := w.events[v.idx]; knows(e) {
+				v.checkpoint.apply(e.at)
+			}
+			v.idx++
 		}
-		v.idx++
+		v.current, v.seen = v.checkpoint.clone(), v.idx
 	}
-	s := v.state.clone()
-	for _, e := range w.events[v.idx:] {
-		if e.region == r || e.at <= w.known(e.region, r, now) {
-			s.apply(e.at)
+	for ; v.seen < len(w.events); v.seen++ {
+		if e := w.events[v.seen]; knows(e) {
+			v.current.apply(e.at)
 		}
 	}
-	return s
+	return v.current
 }
 
 // pending is a decision to make: a request decided at its own region, or
@@ -334,7 +349,11 @@ func simulateMode(c RegionsConfig, mode region.Mode, arrivals []request) Regions
 	}
 	w.newAlgo = func() algoState { return newAlgoState(c) }
 	for range c.Regions {
-		w.views = append(w.views, view{state: w.newAlgo()})
+		cut := make([]int64, c.Regions)
+		for q := range cut {
+			cut[q] = math.MinInt64
+		}
+		w.views = append(w.views, view{checkpoint: w.newAlgo(), cut: cut})
 	}
 	quota := float64(c.Quota())
 	// strictUntil[r] is the end of the window for which region r has
