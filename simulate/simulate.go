@@ -5,7 +5,10 @@
 // injected clock, so a simulation of hours runs in milliseconds and always
 // gives the same numbers.
 //
-// It backs `rl-exporter simulate`, whose purpose is choosing an algorithm.
+// It backs `rl-exporter simulate`, whose purpose is choosing an algorithm,
+// and `rl-exporter simulate --regions N` ([SimulateRegions]), which plays
+// one key's traffic from N regions against the region modes (local,
+// strict, async, hybrid) to choose a mode.
 //
 // # What the numbers mean
 //
