@@ -176,6 +176,9 @@ func (c *Config) validateRegion(e *errs) {
 	}
 	users := c.validateRegionModes(e)
 	if len(users) == 0 {
+		if on && c.Store.Type != "redis" {
+			e.add("store.type", "%q: region.name turns multi-region on, which decides on each region's Redis, so store.type must be redis", c.Store.Type)
+		}
 		return
 	}
 	need := fmt.Sprintf("needed by %s", strings.Join(users, ", "))
