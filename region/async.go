@@ -122,11 +122,30 @@ func (a *asyncStore) DecideMode(ctx context.Context, key string, lim limiter.Lim
 // home's strict slot (counted there with every region's async slots). The
 // written slot is merged into the local copy in the background and shipped
 // with it, so the other regions count it.
+//
+// For the window algorithms a refusal is first looked for locally: every
+// slot the local copy holds is at most what its writer has admitted in the
+// window, so when the local view already has no room for the cost, the home
+// region would refuse too, and the refusal is answered here without the
+// round trip. (Not for buckets: their reconstruction takes units learnt
+// late as taken when learnt, so the local view can be stricter than home's.)
 func (a *asyncStore) decideStrict(ctx context.Context, key, hash string, lim limiter.Limit, cost int64, mode limiter.Mode) (limiter.Decision, error) {
 	home := a.homeOf(key)
+	local := a.set.cfg.Local
+	if home != local && !lim.Algorithm.IsBucket() && mode != limiter.ModePeek {
+		need := cost
+		if mode == limiter.ModeAtMost {
+			need = 1
+		}
+		r, err := a.run(ctx, a.set.cfg.Clients[local], key, hash, local, -1, lim, need, limiter.ModePeek)
+		if err == nil && r.admitted == 0 {
+			a.set.obs.ObserveDecision(a.mode, HomeLocal)
+			return r.decision(lim), nil
+		}
+	}
 	start := time.Now()
 	r, err := a.run(ctx, a.set.cfg.Clients[home], key, hash, strictSlot(home), -1, lim, cost, mode)
-	if home == a.set.cfg.Local {
+	if home == local {
 		a.set.obs.ObserveDecision(a.mode, HomeLocal)
 		if err == nil && r.slot != "" {
 			a.set.ship.changed(hash)

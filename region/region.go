@@ -20,6 +20,10 @@ const (
 	DefaultSyncInterval = 100 * time.Millisecond
 	// DefaultSyncTimeout bounds one shipping pipeline to one peer.
 	DefaultSyncTimeout = time.Second
+	// PeerBatchSenders is the least number of batches of strict decisions
+	// on their way to one peer region at once (redisstore.BatchConfig.Senders
+	// of the peers' stores; the local store keeps Store.Batch as it is).
+	PeerBatchSenders = 8
 	// DefaultHybridThreshold is the share of the limit a key may reach
 	// in async before hybrid decides it strictly.
 	DefaultHybridThreshold = 0.8
@@ -58,7 +62,8 @@ type Config struct {
 	// name. The Set does not close them.
 	Clients map[string]redis.UniversalClient
 	// Store is the configuration every region's redisstore.Store is built
-	// with (the same Prefix everywhere, so that regions agree on key names).
+	// with (the same Prefix everywhere, so that regions agree on key names),
+	// except that a peer's store has at least PeerBatchSenders batch senders.
 	Store redisstore.Config
 	// SyncInterval is how often the counts changed by async and hybrid
 	// decisions are shipped to every peer. Default DefaultSyncInterval.
@@ -130,7 +135,13 @@ func New(cfg Config) (*Set, error) {
 		if c == nil {
 			return nil, fmt.Errorf("region: no Redis client for region %q", name)
 		}
-		st, err := redisstore.New(c, cfg.Store)
+		scfg := cfg.Store
+		if name != cfg.Local && !scfg.Batch.Disabled {
+			// A cross-region round trip holds a sender for its whole
+			// length: more of them keep decisions from queueing behind it.
+			scfg.Batch.Senders = max(scfg.Batch.Senders, PeerBatchSenders)
+		}
+		st, err := redisstore.New(c, scfg)
 		if err != nil {
 			return nil, fmt.Errorf("region: store of region %q: %w", name, err)
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strconv"
 	"strings"
 	"sync"
@@ -20,6 +21,13 @@ import (
 // answer holds at most this many pipelines, each until SyncTimeout, and its
 // changed keys wait in its pending set meanwhile.
 const maxInFlight = 4
+
+// shipPoolSize is the connection pool size of a peer's shipping client. A
+// go-redis pool stops dialling after PoolSize failed dials in a row until a
+// background probe (one per second) connects again: a large pool keeps a
+// cut of a few seconds (a few failed dials per SyncTimeout) from reaching
+// that, so shipping resumes with the first round after the link is back.
+const shipPoolSize = 256
 
 // syncKeyTTL is how long a region's last shipping time stays in a peer's
 // Redis (the key a peer's lag is read from).
@@ -60,12 +68,20 @@ type localMerge struct {
 
 // peerShipping is the shipping state of one peer.
 type peerShipping struct {
-	name    string
+	name string
+	// fresh makes a shipping client (see shippingClient): one is made
+	// again after a failed round, so that a round after the peer is back
+	// dials afresh instead of waiting behind dials begun while it was
+	// cut off.
+	fresh func() (redis.UniversalClient, func() error)
+	// client and close (nil for a client not made here) are guarded by mu.
 	client  redis.UniversalClient
+	close   func() error
 	mu      sync.Mutex
 	pending map[string]struct{}
 	flying  int
 	failing bool
+	heard   time.Time // the newest shipping time of the peer read here
 }
 
 func newShipper(s *Set) *shipper {
@@ -75,7 +91,10 @@ func newShipper(s *Set) *shipper {
 	}
 	for _, name := range s.names {
 		if name != s.cfg.Local {
-			sh.peers = append(sh.peers, &peerShipping{name: name, client: s.cfg.Clients[name], pending: map[string]struct{}{}})
+			given, timeout := s.cfg.Clients[name], s.cfg.SyncTimeout
+			fresh := func() (redis.UniversalClient, func() error) { return shippingClient(given, timeout) }
+			c, closeClient := fresh()
+			sh.peers = append(sh.peers, &peerShipping{name: name, fresh: fresh, client: c, close: closeClient, pending: map[string]struct{}{}})
 		}
 	}
 	go sh.loop()
@@ -127,7 +146,61 @@ func (sh *shipper) close() {
 		sh.closed = true
 		sh.mu.Unlock()
 		sh.sends.Wait()
+		for _, p := range sh.peers {
+			p.mu.Lock()
+			if p.close != nil {
+				_ = p.close()
+			}
+			p.mu.Unlock()
+		}
 	})
+}
+
+// shippingClient returns a client of its own for shipping to a peer, with
+// the options of c but a pool of shipPoolSize and a dial timeout of at most
+// timeout, so that shipping to a peer that is cut off neither shares nor
+// exhausts the pool of the decisions made on it (strict and hybrid), and
+// resumes as soon as the peer is back. A client of another kind than
+// *redis.Client and *redis.ClusterClient is used as it is (close is nil).
+func shippingClient(c redis.UniversalClient, timeout time.Duration) (redis.UniversalClient, func() error) {
+	switch c := c.(type) {
+	case *redis.Client:
+		o := *c.Options()
+		o.PoolSize = max(o.PoolSize, shipPoolSize)
+		o.MaxConcurrentDials = o.PoolSize
+		o.MinIdleConns = 0
+		o.DialTimeout = min(o.DialTimeout, timeout)
+		o.Dialer = boundedDialer(o.Dialer, timeout)
+		sc := redis.NewClient(&o)
+		return sc, sc.Close
+	case *redis.ClusterClient:
+		o := *c.Options()
+		o.PoolSize = max(o.PoolSize, shipPoolSize)
+		o.MaxConcurrentDials = o.PoolSize
+		o.MinIdleConns = 0
+		o.DialTimeout = min(o.DialTimeout, timeout)
+		o.Dialer = boundedDialer(o.Dialer, timeout)
+		sc := redis.NewClusterClient(&o)
+		return sc, sc.Close
+	}
+	return c, nil
+}
+
+// boundedDialer bounds every dial of dial by timeout. go-redis dials on
+// goroutines of its own and hands a waiting call whichever connection is
+// made first; the client's own dialer keeps the client's DialTimeout (it
+// holds the options it was made with), so without this a dial begun while
+// the peer was cut off would hold a waiting round long after the link is
+// back. A nil dial is go-redis's default (built from the copied options).
+func boundedDialer(dial func(ctx context.Context, network, addr string) (net.Conn, error), timeout time.Duration) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	if dial == nil {
+		return nil
+	}
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		ctx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		return dial(ctx, network, addr)
+	}
 }
 
 // round hands the changed keys to every peer and starts a pipeline to each
@@ -192,26 +265,42 @@ func (sh *shipper) send(p *peerShipping, keys []string) {
 	ctx, cancel := context.WithTimeout(context.Background(), sh.timeout)
 	defer cancel()
 	now := time.Now()
+	p.mu.Lock()
+	client := p.client
+	p.mu.Unlock()
 	calls, heard, err := sh.read(ctx, p, keys)
 	if err == nil {
-		err = sh.sendMerges(ctx, p.client, calls, func(pipe redis.Pipeliner) {
+		err = sh.sendMerges(ctx, client, calls, func(pipe redis.Pipeliner) {
 			pipe.Set(ctx, syncKey(sh.set.cfg.Store.Prefix, sh.set.cfg.Local), now.UnixMicro(), syncKeyTTL)
 		})
 	}
-	lag := now.Sub(sh.started)
-	if !heard.IsZero() {
-		lag = max(now.Sub(heard), 0)
-	}
+	var closeOld func() error
 	p.mu.Lock()
 	p.flying--
+	// The newest time heard from the peer by any round: rounds overlap,
+	// and one begun long ago must not report its older reading.
+	if heard.After(p.heard) {
+		p.heard = heard
+	}
+	lag := time.Since(sh.started)
+	if !p.heard.IsZero() {
+		lag = max(time.Since(p.heard), 0)
+	}
 	if err != nil {
 		for _, k := range keys {
 			p.pending[k] = struct{}{}
+		}
+		if p.client == client && p.close != nil {
+			closeOld = p.close
+			p.client, p.close = p.fresh()
 		}
 	}
 	logChange := (err != nil) != p.failing
 	p.failing = err != nil
 	p.mu.Unlock()
+	if closeOld != nil {
+		_ = closeOld()
+	}
 	if logChange {
 		if err != nil {
 			sh.set.log.Warn("region: shipping to a peer failed; its counts are kept and sent again", "peer", p.name, "keys", len(keys), "err", err)
