@@ -135,12 +135,15 @@ func (sh *shipper) loop() {
 	}
 }
 
-// close stops the rounds, makes a last one and waits for every pipeline
-// (each bounded by SyncTimeout).
+// close stops the rounds, waits for those on their way, makes a last one
+// and waits for it (each pipeline bounded by SyncTimeout).
 func (sh *shipper) close() {
 	sh.once.Do(func() {
 		close(sh.stop)
 		<-sh.done
+		// Rounds on their way end first (each within SyncTimeout), so that
+		// the last one has every peer's turn.
+		sh.sends.Wait()
 		sh.round()
 		sh.mu.Lock()
 		sh.closed = true
