@@ -121,26 +121,7 @@ func Build(cfg *config.Config, d Deps) (*Built, error) {
 	if err != nil {
 		return fail(err)
 	}
-	var upstream *url.URL
-	if cfg.Server.Upstream != "" {
-		if upstream, err = url.Parse(cfg.Server.Upstream); err != nil {
-			return fail(fmt.Errorf("config %s: server.upstream: %w", cfg.Source, err))
-		}
-	}
-	checkPeers, err := cfg.CheckAPIPeers()
-	if err != nil {
-		return fail(fmt.Errorf("config %s: %w", cfg.Source, err))
-	}
-	srv, err := New(Config{
-		Listen: cfg.Server.Listen, MetricsListen: cfg.Server.MetricsListen, AdminListen: cfg.Server.AdminListen,
-		Upstream: upstream, UpstreamTransport: transportConfig(cfg.Server.UpstreamTransport),
-		Middleware: mw, Ready: opened.readiness(), ReadyTimeout: cfg.Server.ReadyTimeout,
-		ReadyStrict: cfg.Server.ReadyStrict, FailPolicy: cfg.Store.FailPolicy,
-		ReadHeaderTimeout: cfg.Server.ReadHeaderTimeout, ReadTimeout: cfg.Server.ReadTimeout, IdleTimeout: cfg.Server.IdleTimeout,
-		CheckAPI:       CheckAPI{Disabled: !cfg.Server.CheckAPI.Enabled, AllowedPeers: checkPeers},
-		MetricsHandler: d.MetricsHandler, AdminHandlers: adminHandlers, MetricsWebConfigFile: webConfig,
-		ShutdownTimeout: cfg.Server.ShutdownTimeout, Closers: closers, Logger: d.Logger,
-	})
+	srv, err := newServer(cfg, d, mw, opened, adminHandlers, webConfig, closers)
 	if err != nil {
 		return fail(err)
 	}
@@ -150,6 +131,34 @@ func Build(cfg *config.Config, d Deps) (*Built, error) {
 	// A live change that arrived while building is applied now.
 	b.applyLive(nil)
 	return b, nil
+}
+
+// newServer makes the Server of cfg: its listeners, the upstream and its
+// transport, the readiness of the opened store, the decision API's peers
+// and what to close at shutdown.
+func newServer(cfg *config.Config, d Deps, mw *httplimit.Middleware, opened OpenedStore,
+	adminHandlers map[string]http.Handler, webConfig string, closers []io.Closer) (*Server, error) {
+	var upstream *url.URL
+	if cfg.Server.Upstream != "" {
+		var err error
+		if upstream, err = url.Parse(cfg.Server.Upstream); err != nil {
+			return nil, fmt.Errorf("config %s: server.upstream: %w", cfg.Source, err)
+		}
+	}
+	checkPeers, err := cfg.CheckAPIPeers()
+	if err != nil {
+		return nil, fmt.Errorf("config %s: %w", cfg.Source, err)
+	}
+	return New(Config{
+		Listen: cfg.Server.Listen, MetricsListen: cfg.Server.MetricsListen, AdminListen: cfg.Server.AdminListen,
+		Upstream: upstream, UpstreamTransport: transportConfig(cfg.Server.UpstreamTransport),
+		Middleware: mw, Ready: opened.readiness(), ReadyTimeout: cfg.Server.ReadyTimeout,
+		ReadyStrict: cfg.Server.ReadyStrict, FailPolicy: cfg.Store.FailPolicy,
+		ReadHeaderTimeout: cfg.Server.ReadHeaderTimeout, ReadTimeout: cfg.Server.ReadTimeout, IdleTimeout: cfg.Server.IdleTimeout,
+		CheckAPI:       CheckAPI{Disabled: !cfg.Server.CheckAPI.Enabled, AllowedPeers: checkPeers},
+		MetricsHandler: d.MetricsHandler, AdminHandlers: adminHandlers, MetricsWebConfigFile: webConfig,
+		ShutdownTimeout: cfg.Server.ShutdownTimeout, Closers: closers, Logger: d.Logger,
+	})
 }
 
 // Built is a Server built from a config, able to reload its policy.

@@ -79,107 +79,138 @@ var promqlParser = parser.NewParser(parser.Options{})
 // parser.
 func (m *Model) RuleGroups() (*rulefmt.RuleGroups, error) {
 	var groups []rulefmt.RuleGroup
-	sel := func(extra string) string {
-		s := "job=" + strconv.Quote(m.Job)
-		if extra != "" {
-			s += "," + extra
-		}
-		return "{" + s + "}"
-	}
 	if o := m.Rejection; o != nil {
-		w := formatDuration(o.Window)
-		rate := RequestRateRecord(o.Window)
-		ratio := RejectionRatioRecord(o.Window)
-		groups = append(groups, rulefmt.RuleGroup{Name: GroupRejections, Rules: []rulefmt.Rule{
-			{Record: rate, Expr: fmt.Sprintf("sum by (endpoint, plan_tier) (rate(%s%s[%s]))", metricRequests, sel(""), w)},
-			{Record: ratio, Expr: fmt.Sprintf(
-				"sum by (endpoint, plan_tier) (rate(%s%s[%s]))\n/\n(sum by (endpoint, plan_tier) (rate(%s%s[%s])) > 0)",
-				metricRequests, sel(`status="rejected"`), w, metricRequests, sel(""), w)},
-			alertRule(o.Alert,
-				fmt.Sprintf("%s > %s\nand on (endpoint, plan_tier)\n%s >= %s", ratio, formatFloat(o.Threshold), rate, formatFloat(o.MinRate)),
-				nil,
-				"Too many requests to {{ $labels.endpoint }} ({{ $labels.plan_tier }}) are rejected with 429",
-				fmt.Sprintf("{{ $value | humanizePercentage }} of the rate limiter's decisions for endpoint {{ $labels.endpoint }}, plan tier {{ $labels.plan_tier }}, were rejections over the last %s (threshold %s, alerting only above %s decisions/s). A limit may be too low for real traffic, or a client is hammering the API.",
-					w, percent(o.Threshold), formatFloat(o.MinRate))),
-		}})
+		groups = append(groups, m.rejectionGroup(o))
 	}
 	if o := m.Latency; o != nil {
-		w := formatDuration(o.Window)
-		rec := LatencyQuantileRecord(o.Quantile, o.Window)
-		groups = append(groups, rulefmt.RuleGroup{Name: GroupStoreLatency, Rules: []rulefmt.Rule{
-			{Record: rec, Expr: fmt.Sprintf(
-				"histogram_quantile(%s,\n  sum by (operation, le) (rate(%s_bucket%s[%s]))\n  and on (operation)\n  (sum by (operation) (rate(%s_count%s[%s])) > 0)\n)",
-				formatFloat(o.Quantile), metricRedisLatency, sel(""), w, metricRedisLatency, sel(""), w)},
-			alertRule(o.Alert, fmt.Sprintf("%s > %s", rec, formatFloat(o.Threshold)), nil,
-				"The rate limiter waits too long on its store ({{ $labels.operation }})",
-				fmt.Sprintf("The %s quantile of %s for operation {{ $labels.operation }} is {{ $value | humanizeDuration }} over the last %s (threshold %s): every decision waits on the store, so requests feel it.",
-					quantileName(o.Quantile), metricRedisLatency, w, formatDuration(time.Duration(o.Threshold*float64(time.Second))))),
-		}})
+		groups = append(groups, m.latencyGroup(o))
 	}
 	if o := m.FailOpen; o != nil {
-		w := formatDuration(o.Window)
-		rec := FailOpenRecord(o.Window)
-		groups = append(groups, rulefmt.RuleGroup{Name: GroupFailOpen, Rules: []rulefmt.Rule{
-			{Record: rec, Expr: fmt.Sprintf("sum by (job) (increase(%s%s[%s]))", metricFailOpen, sel(""), w)},
-			alertRule(o.Alert, fmt.Sprintf("%s > %s", rec, formatFloat(o.Threshold)), nil,
-				"Requests pass the rate limiter unchecked because its store fails",
-				fmt.Sprintf("{{ $value | humanize }} requests failed open within %s, summed over all instances and endpoints (threshold %s): the store is failing or too slow, and limits are not enforced.",
-					w, formatFloat(o.Threshold))),
-		}})
+		groups = append(groups, m.failOpenGroup(o))
 	}
 	if o := m.Degraded; o != nil {
-		w := formatDuration(o.Window)
-		rec := DegradedRateRecord(o.Window)
-		groups = append(groups, rulefmt.RuleGroup{Name: GroupDegraded, Rules: []rulefmt.Rule{
-			{Record: rec, Expr: fmt.Sprintf("sum by (job) (rate(%s%s[%s]))", metricDegraded, sel(""), w)},
-			alertRule(o.Alert, fmt.Sprintf("%s > 0", rec), nil,
-				"The rate limiter has been deciding in degraded mode because its store fails",
-				fmt.Sprintf("{{ $value | humanize }} decisions/s were made on each instance's share of the limit (fail_policy local) for at least %s: the store is down, limits hold only as well as the last known instance count.",
-					formatDuration(o.For))),
-		}})
+		groups = append(groups, m.degradedGroup(o))
 	}
 	if s := m.Availability; s != nil {
-		var rules []rulefmt.Rule
-		for _, w := range s.windows() {
-			rules = append(rules, rulefmt.Rule{Record: ErrorRatioRecord(w), Expr: fmt.Sprintf(
-				"sum by (job) (rate(%s%s[%s]))\n/\n(sum by (job) (rate(%s%s[%s])) > 0)",
-				metricRequests, sel(`status=~"fail_open|fail_closed"`), formatDuration(w), metricRequests, sel(""), formatDuration(w))})
-		}
-		for _, row := range s.Rows {
-			if !row.CanFire {
-				continue
-			}
-			a := s.Template
-			a.Severity = row.Severity
-			a.For = row.For
-			long, short := formatDuration(row.Long), formatDuration(row.Short)
-			th := formatFloat(row.Threshold)
-			rules = append(rules, alertRule(a,
-				fmt.Sprintf("%s > %s\nand\n%s > %s", ErrorRatioRecord(row.Long), th, ErrorRatioRecord(row.Short), th),
-				map[string]string{"long_window": long, "short_window": short},
-				fmt.Sprintf("The rate limiter burns its error budget at %s× the sustainable rate (%s and %s windows)", formatFloat(row.Factor), long, short),
-				fmt.Sprintf("{{ $value | humanizePercentage }} of the rate limiter's decisions failed open or closed over the last %s, and over the last %s too (threshold %s: a burn rate of %s against the %s objective over %s spends %s of the period's error budget in %s).",
-					long, short, percent(row.Threshold), formatFloat(row.Factor), percent(s.Objective), formatDuration(s.Period), percent(row.BudgetShare), long)))
-		}
-		groups = append(groups, rulefmt.RuleGroup{Name: GroupAvailability, Rules: rules})
-		groups = append(groups, *m.sloRecords())
+		groups = append(groups, m.availabilityGroup(s), *m.sloRecords())
 	}
 	if o := m.Regions; o != nil {
-		groups = append(groups, rulefmt.RuleGroup{Name: GroupRegions, Rules: m.regionRules(o, sel)})
+		groups = append(groups, rulefmt.RuleGroup{Name: GroupRegions, Rules: m.regionRules(o, m.sel)})
 	}
 	if a := m.Absent; a != nil {
-		groups = append(groups, rulefmt.RuleGroup{Name: GroupMetrics, Rules: []rulefmt.Rule{
-			alertRule(*a, fmt.Sprintf("absent(%s%s)", metricRequests, sel("")), nil,
-				fmt.Sprintf("Prometheus receives no rate limiter metrics from job %s", m.Job),
-				fmt.Sprintf("No %s series from job %s for %s: the exporter is down or no longer scraped, and every rate-limit alert is blind.",
-					metricRequests, m.Job, formatDuration(a.For))),
-		}})
+		groups = append(groups, m.absentGroup(a))
 	}
 	rg := &rulefmt.RuleGroups{Groups: groups}
 	if err := checkRuleGroups(rg); err != nil {
 		return nil, err
 	}
 	return rg, nil
+}
+
+// sel is the series selector of the model's job, with extra matchers.
+func (m *Model) sel(extra string) string {
+	s := "job=" + strconv.Quote(m.Job)
+	if extra != "" {
+		s += "," + extra
+	}
+	return "{" + s + "}"
+}
+
+// rejectionGroup records the rejection ratio and alerts on it.
+func (m *Model) rejectionGroup(o *RejectionObjective) rulefmt.RuleGroup {
+	w := formatDuration(o.Window)
+	rate := RequestRateRecord(o.Window)
+	ratio := RejectionRatioRecord(o.Window)
+	return rulefmt.RuleGroup{Name: GroupRejections, Rules: []rulefmt.Rule{
+		{Record: rate, Expr: fmt.Sprintf("sum by (endpoint, plan_tier) (rate(%s%s[%s]))", metricRequests, m.sel(""), w)},
+		{Record: ratio, Expr: fmt.Sprintf(
+			"sum by (endpoint, plan_tier) (rate(%s%s[%s]))\n/\n(sum by (endpoint, plan_tier) (rate(%s%s[%s])) > 0)",
+			metricRequests, m.sel(`status="rejected"`), w, metricRequests, m.sel(""), w)},
+		alertRule(o.Alert,
+			fmt.Sprintf("%s > %s\nand on (endpoint, plan_tier)\n%s >= %s", ratio, formatFloat(o.Threshold), rate, formatFloat(o.MinRate)),
+			nil,
+			"Too many requests to {{ $labels.endpoint }} ({{ $labels.plan_tier }}) are rejected with 429",
+			fmt.Sprintf("{{ $value | humanizePercentage }} of the rate limiter's decisions for endpoint {{ $labels.endpoint }}, plan tier {{ $labels.plan_tier }}, were rejections over the last %s (threshold %s, alerting only above %s decisions/s). A limit may be too low for real traffic, or a client is hammering the API.",
+				w, percent(o.Threshold), formatFloat(o.MinRate))),
+	}}
+}
+
+// latencyGroup records the store latency quantile and alerts on it.
+func (m *Model) latencyGroup(o *LatencyObjective) rulefmt.RuleGroup {
+	w := formatDuration(o.Window)
+	rec := LatencyQuantileRecord(o.Quantile, o.Window)
+	return rulefmt.RuleGroup{Name: GroupStoreLatency, Rules: []rulefmt.Rule{
+		{Record: rec, Expr: fmt.Sprintf(
+			"histogram_quantile(%s,\n  sum by (operation, le) (rate(%s_bucket%s[%s]))\n  and on (operation)\n  (sum by (operation) (rate(%s_count%s[%s])) > 0)\n)",
+			formatFloat(o.Quantile), metricRedisLatency, m.sel(""), w, metricRedisLatency, m.sel(""), w)},
+		alertRule(o.Alert, fmt.Sprintf("%s > %s", rec, formatFloat(o.Threshold)), nil,
+			"The rate limiter waits too long on its store ({{ $labels.operation }})",
+			fmt.Sprintf("The %s quantile of %s for operation {{ $labels.operation }} is {{ $value | humanizeDuration }} over the last %s (threshold %s): every decision waits on the store, so requests feel it.",
+				quantileName(o.Quantile), metricRedisLatency, w, formatDuration(time.Duration(o.Threshold*float64(time.Second))))),
+	}}
+}
+
+// failOpenGroup records fail-open decisions and alerts on them.
+func (m *Model) failOpenGroup(o *FailOpenObjective) rulefmt.RuleGroup {
+	w := formatDuration(o.Window)
+	rec := FailOpenRecord(o.Window)
+	return rulefmt.RuleGroup{Name: GroupFailOpen, Rules: []rulefmt.Rule{
+		{Record: rec, Expr: fmt.Sprintf("sum by (job) (increase(%s%s[%s]))", metricFailOpen, m.sel(""), w)},
+		alertRule(o.Alert, fmt.Sprintf("%s > %s", rec, formatFloat(o.Threshold)), nil,
+			"Requests pass the rate limiter unchecked because its store fails",
+			fmt.Sprintf("{{ $value | humanize }} requests failed open within %s, summed over all instances and endpoints (threshold %s): the store is failing or too slow, and limits are not enforced.",
+				w, formatFloat(o.Threshold))),
+	}}
+}
+
+// degradedGroup records degraded decisions and alerts while they last.
+func (m *Model) degradedGroup(o *DegradedObjective) rulefmt.RuleGroup {
+	w := formatDuration(o.Window)
+	rec := DegradedRateRecord(o.Window)
+	return rulefmt.RuleGroup{Name: GroupDegraded, Rules: []rulefmt.Rule{
+		{Record: rec, Expr: fmt.Sprintf("sum by (job) (rate(%s%s[%s]))", metricDegraded, m.sel(""), w)},
+		alertRule(o.Alert, fmt.Sprintf("%s > 0", rec), nil,
+			"The rate limiter has been deciding in degraded mode because its store fails",
+			fmt.Sprintf("{{ $value | humanize }} decisions/s were made on each instance's share of the limit (fail_policy local) for at least %s: the store is down, limits hold only as well as the last known instance count.",
+				formatDuration(o.For))),
+	}}
+}
+
+// absentGroup alerts when the exporter's series are missing.
+func (m *Model) absentGroup(a *Alert) rulefmt.RuleGroup {
+	return rulefmt.RuleGroup{Name: GroupMetrics, Rules: []rulefmt.Rule{
+		alertRule(*a, fmt.Sprintf("absent(%s%s)", metricRequests, m.sel("")), nil,
+			fmt.Sprintf("Prometheus receives no rate limiter metrics from job %s", m.Job),
+			fmt.Sprintf("No %s series from job %s for %s: the exporter is down or no longer scraped, and every rate-limit alert is blind.",
+				metricRequests, m.Job, formatDuration(a.For))),
+	}}
+}
+
+// availabilityGroup records the error ratios and alerts on the burn rates.
+func (m *Model) availabilityGroup(s *AvailabilitySLO) rulefmt.RuleGroup {
+	var rules []rulefmt.Rule
+	for _, w := range s.windows() {
+		rules = append(rules, rulefmt.Rule{Record: ErrorRatioRecord(w), Expr: fmt.Sprintf(
+			"sum by (job) (rate(%s%s[%s]))\n/\n(sum by (job) (rate(%s%s[%s])) > 0)",
+			metricRequests, m.sel(`status=~"fail_open|fail_closed"`), formatDuration(w), metricRequests, m.sel(""), formatDuration(w))})
+	}
+	for _, row := range s.Rows {
+		if !row.CanFire {
+			continue
+		}
+		a := s.Template
+		a.Severity = row.Severity
+		a.For = row.For
+		long, short := formatDuration(row.Long), formatDuration(row.Short)
+		th := formatFloat(row.Threshold)
+		rules = append(rules, alertRule(a,
+			fmt.Sprintf("%s > %s\nand\n%s > %s", ErrorRatioRecord(row.Long), th, ErrorRatioRecord(row.Short), th),
+			map[string]string{"long_window": long, "short_window": short},
+			fmt.Sprintf("The rate limiter burns its error budget at %s× the sustainable rate (%s and %s windows)", formatFloat(row.Factor), long, short),
+			fmt.Sprintf("{{ $value | humanizePercentage }} of the rate limiter's decisions failed open or closed over the last %s, and over the last %s too (threshold %s: a burn rate of %s against the %s objective over %s spends %s of the period's error budget in %s).",
+				long, short, percent(row.Threshold), formatFloat(row.Factor), percent(s.Objective), formatDuration(s.Period), percent(row.BudgetShare), long)))
+	}
+	return rulefmt.RuleGroup{Name: GroupAvailability, Rules: rules}
 }
 
 // regionRules are the two multi-region alerts. The lag is the age of the
