@@ -23,7 +23,7 @@ var failureReasons = [...]string{"timeout", "error", "circuit_open"}
 // storeErrorKinds are the kind label values of rate_limit_store_errors_total.
 var storeErrorKinds = [...]string{"timeout", "error"}
 
-// Indices into the per-status counters, in the order of limiter.Statuses.
+// Indices into the per-status counters, in the order of limiter.AllStatuses.
 const (
 	statusAllowed = iota
 	statusRejected
@@ -213,8 +213,8 @@ func New(cfg Config) (*Collector, error) {
 		"rate_limit_redis_duration_seconds",
 		"Time each decision waited on the store (Redis or memory), timeouts included, by operation (the algorithm).",
 		buckets.StoreDuration(), cfg.NativeHistograms), []string{"operation"})
-	c.storeObs = make(map[string]prometheus.Observer, len(limiter.Algorithms))
-	for _, a := range limiter.Algorithms {
+	c.storeObs = make(map[string]prometheus.Observer, limiter.NumAlgorithms)
+	for _, a := range limiter.AllAlgorithms() {
 		c.storeObs[string(a)] = c.storeDuration.WithLabelValues(string(a))
 	}
 	c.delay = prometheus.NewHistogramVec(histogramOpts(
@@ -413,7 +413,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	idx := c.index.Load()
 	for _, ep := range idx.order {
 		for _, ps := range ep.order {
-			for i, s := range limiter.Statuses {
+			for i, s := range limiter.AllStatuses() {
 				ch <- prometheus.MustNewConstMetric(c.requestsDesc, prometheus.CounterValue,
 					float64(ps.requests[i].Load()), string(s), ep.name, ps.tier)
 			}

@@ -161,8 +161,8 @@ rate_limit_redis_duration_seconds_count{operation="gcra"} 0
 	}
 	mfs := gather(t, c)
 	hist := mfs["rate_limit_redis_duration_seconds"]
-	if got := len(hist.GetMetric()); got != len(limiter.Algorithms) {
-		t.Errorf("rate_limit_redis_duration_seconds has %d series, want one per algorithm (%d)", got, len(limiter.Algorithms))
+	if got := len(hist.GetMetric()); got != limiter.NumAlgorithms {
+		t.Errorf("rate_limit_redis_duration_seconds has %d series, want one per algorithm (%d)", got, limiter.NumAlgorithms)
 	}
 	h := find(t, mfs, "rate_limit_redis_duration_seconds", map[string]string{"operation": "gcra"}).GetHistogram()
 	var bounds []float64
@@ -413,8 +413,8 @@ func TestCardinalityStaysWithinTheCap(t *testing.T) {
 	if len(sets) > maxSets {
 		t.Errorf("%d (endpoint, plan_tier) label sets, want at most the cap %d", len(sets), maxSets)
 	}
-	if n := len(mfs["rate_limit_requests_total"].GetMetric()); n > maxSets*len(limiter.Statuses) {
-		t.Errorf("%d rate_limit_requests_total series, want at most %d", n, maxSets*len(limiter.Statuses))
+	if n := len(mfs["rate_limit_requests_total"].GetMetric()); n > maxSets*limiter.NumStatuses {
+		t.Errorf("%d rate_limit_requests_total series, want at most %d", n, maxSets*limiter.NumStatuses)
 	}
 	if got := find(t, mfs, "rate_limit_requests_total", map[string]string{"endpoint": "other", "plan_tier": "free", "status": "rejected"}).GetCounter().GetValue(); got != raw {
 		t.Errorf("other/free rejected = %v, want %d", got, raw)

@@ -22,7 +22,7 @@ import (
 // An endpoint that is not configured (or beyond the cardinality cap) counts
 // as "other", a plan tier that is not configured as the default tier, and
 // rate_limit_labels_folded_total says how often. A Status outside
-// limiter.Statuses is derived from r.Decision.
+// limiter.AllStatuses is derived from r.Decision.
 //
 // Part of limiter.Recorder: safe for concurrent use; for configured label
 // sets it takes no lock and allocates nothing (rejections take a short

@@ -35,7 +35,7 @@ func FuzzRateLimitHeaders(f *testing.F) {
 	f.Add(uint8(5), int64(1_000_000), int64(time.Millisecond), int64(0), int64(999_999), uint8(3), int64(0), false)
 	f.Fuzz(func(t *testing.T, alg uint8, rate, period, burst, cost int64, requests uint8, step int64, legacy bool) {
 		lim := limiter.Limit{
-			Algorithm: limiter.Algorithms[int(alg)%len(limiter.Algorithms)],
+			Algorithm: limiter.AllAlgorithms()[int(alg)%limiter.NumAlgorithms],
 			Rate:      rate, Period: time.Duration(period), Burst: burst,
 			// A leaky_bucket admission is otherwise held for its delay, in
 			// real time; the headers are written before and are the same.

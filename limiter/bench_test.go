@@ -22,7 +22,7 @@ func BenchmarkMemoryStore(b *testing.B) {
 	for i := range keys {
 		keys[i] = "client-" + strconv.Itoa(i)
 	}
-	for _, a := range limiter.Algorithms {
+	for _, a := range limiter.AllAlgorithms() {
 		lim := benchLimit(a)
 		b.Run(string(a)+"/existing_key", func(b *testing.B) {
 			store := limiter.NewMemoryStore(limiter.MemoryConfig{})

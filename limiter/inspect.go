@@ -105,8 +105,8 @@ func (l *Limiter) Peek(ctx context.Context, key string) (Decision, error) {
 // returned beside it. A caller that must know the real state treats any
 // Decision with Failure != FailureNone as unknown.
 func (l *Limiter) PeekN(ctx context.Context, key string, cost int64) (Decision, error) {
-	if cost < 1 || cost > l.compiled.b {
-		return Decision{Limit: l.compiled.b}, l.cfg.Limit.CheckCost(cost)
+	if cost < 1 || cost > l.compiled.quota {
+		return Decision{Limit: l.compiled.quota}, l.cfg.Limit.CheckCost(cost)
 	}
 	return l.decide(ctx, key, cost, ModePeek)
 }
@@ -123,9 +123,9 @@ func (l *Limiter) PeekN(ctx context.Context, key string, cost int64) (Decision, 
 // none, FailLocal up to n from the local share.
 func (l *Limiter) AllowAtMost(ctx context.Context, key string, n int64) (Decision, error) {
 	if n < 1 {
-		return Decision{Limit: l.compiled.b}, l.cfg.Limit.CheckCost(n)
+		return Decision{Limit: l.compiled.quota}, l.cfg.Limit.CheckCost(n)
 	}
-	return l.decide(ctx, key, min(n, l.compiled.b), ModeAtMost)
+	return l.decide(ctx, key, min(n, l.compiled.quota), ModeAtMost)
 }
 
 // Reset forgets key's state under this Limiter's algorithm: its next

@@ -152,8 +152,8 @@ func (l *Limiter) Allow(ctx context.Context, key string) (Decision, error) {
 // with Failure FailureCanceled and the error wraps context.Canceled; the
 // breaker and the Observer are not told, and no fail policy applies.
 func (l *Limiter) AllowN(ctx context.Context, key string, cost int64) (Decision, error) {
-	if cost < 1 || cost > l.compiled.b {
-		return Decision{Limit: l.compiled.b}, l.cfg.Limit.CheckCost(cost)
+	if cost < 1 || cost > l.compiled.quota {
+		return Decision{Limit: l.compiled.quota}, l.cfg.Limit.CheckCost(cost)
 	}
 	if l.direct {
 		// The limit and cost are valid, and the memory store cannot fail.
@@ -179,7 +179,7 @@ func (l *Limiter) decide(ctx context.Context, key string, cost int64, mode Mode)
 		return l.memory.decide(key, &l.compiled, cost, mode), nil
 	}
 	if mode != ModeConsume && l.inspector == nil {
-		return Decision{Limit: l.compiled.b}, fmt.Errorf("%s store: %w", l.cfg.Store.Name(), ErrNotSupported)
+		return Decision{Limit: l.compiled.quota}, fmt.Errorf("%s store: %w", l.cfg.Store.Name(), ErrNotSupported)
 	}
 	lim := l.cfg.Limit
 	breaker := l.breakerFor(key)

@@ -80,53 +80,47 @@ type MemoryStore struct {
 	shards   []memShard
 }
 
-// algorithmIndex is an Algorithm as a small integer.
+// algorithmIndex is an Algorithm as a small integer: its
+// AlgorithmSpec.Index. A slot's tag is it + 1.
 type algorithmIndex uint8
 
-const (
-	fixedWindowIndex algorithmIndex = iota
-	slidingWindowIndex
-	slidingLogIndex
-	tokenBucketIndex
-	leakyBucketIndex
-	gcraIndex
-	algorithmCount // also: not an algorithm
-)
+// algorithmCount is also the index of no algorithm.
+const algorithmCount = algorithmIndex(NumAlgorithms)
 
+// indexOf is a's index, algorithmCount when a is not an algorithm.
 func indexOf(a Algorithm) algorithmIndex {
-	switch a {
-	case FixedWindow:
-		return fixedWindowIndex
-	case SlidingWindow:
-		return slidingWindowIndex
-	case SlidingLog:
-		return slidingLogIndex
-	case TokenBucket:
-		return tokenBucketIndex
-	case LeakyBucket:
-		return leakyBucketIndex
-	case GCRA:
-		return gcraIndex
+	if spec := SpecOf(a); spec != nil {
+		return algorithmIndex(spec.index)
 	}
 	return algorithmCount
 }
+
+// memDecision makes one decision of an algorithm on the slot e (see
+// memSlot.apply): AlgorithmSpec.memDecide.
+type memDecision func(e *memSlot, now int64, fresh bool, key string, cl *compiledLimit, cost int64, peek bool) Decision
 
 // compiledLimit is a validated Limit in the units the memory store counts
 // in, worked out once per Limiter instead of once per decision.
 type compiledLimit struct {
 	alg      algorithmIndex
+	decide   memDecision // the algorithm's, from its spec
 	align    bool
 	noDelay  bool
 	period   time.Duration
-	p, r, b  int64   // period (µs), rate, quota
-	interval float64 // gcra's emission interval P/R (µs)
+	periodUS int64   // Period in µs
+	rate     int64   // Rate
+	quota    int64   // Quota()
+	interval float64 // gcra's emission interval Period/Rate (µs)
 }
 
+// compileLimit compiles lim, which must have a valid algorithm.
 func compileLimit(lim Limit) compiledLimit {
+	spec := SpecOf(lim.Algorithm)
 	p, r := us(lim.Period), lim.Rate
 	return compiledLimit{
-		alg: indexOf(lim.Algorithm), align: lim.AlignWindows, noDelay: lim.NoDelay, period: lim.Period,
-		p: p, r: r, b: lim.Quota(), interval: float64(p) / float64(r),
+		alg: algorithmIndex(spec.index), decide: spec.memDecide,
+		align: lim.AlignWindows, noDelay: lim.NoDelay, period: lim.Period,
+		periodUS: p, rate: r, quota: lim.Quota(), interval: float64(p) / float64(r),
 	}
 }
 
@@ -161,8 +155,6 @@ func NewMemoryStore(cfg MemoryConfig) *MemoryStore {
 	}
 	return s
 }
-
-func (s *MemoryStore) decidesInProcess() {}
 
 // nowUS is the current time in Unix µs. Without an injected clock it is the
 // wall clock read when the store was made advanced by the monotonic clock:
@@ -256,21 +248,7 @@ func (s *MemoryStore) decide(key string, cl *compiledLimit, cost int64, mode Mod
 	if mode != ModeConsume {
 		return e.decideMode(now, fresh, key, cl, cost, mode)
 	}
-	// apply, spelled out: the decision path is one call shorter.
-	switch cl.alg {
-	case fixedWindowIndex:
-		return e.fixedWindow(now, key, cl, cost, false)
-	case slidingWindowIndex:
-		return e.slidingWindow(now, key, cl, cost, false)
-	case slidingLogIndex:
-		return e.slidingLog(now, cl, cost, false)
-	case tokenBucketIndex:
-		return e.tokenBucket(now, fresh, cl, cost, false)
-	case leakyBucketIndex:
-		return e.leakyBucket(now, cl, cost, false)
-	default:
-		return e.gcra(now, cl, cost, false)
-	}
+	return cl.decide(e, now, fresh, key, cl, cost, false)
 }
 
 // decideMode is a peek or an at-most decision on the slot e.
@@ -319,20 +297,7 @@ func (s *MemoryStore) reset(key string, alg algorithmIndex) {
 // request of cost but changes nothing a later decision would see. An
 // allowed decision has Admitted = cost, a peek's too (decideMode clears it).
 func (e *memSlot) apply(now int64, fresh bool, key string, cl *compiledLimit, cost int64, peek bool) Decision {
-	switch cl.alg {
-	case fixedWindowIndex:
-		return e.fixedWindow(now, key, cl, cost, peek)
-	case slidingWindowIndex:
-		return e.slidingWindow(now, key, cl, cost, peek)
-	case slidingLogIndex:
-		return e.slidingLog(now, cl, cost, peek)
-	case tokenBucketIndex:
-		return e.tokenBucket(now, fresh, cl, cost, peek)
-	case leakyBucketIndex:
-		return e.leakyBucket(now, cl, cost, peek)
-	default:
-		return e.gcra(now, cl, cost, peek)
-	}
+	return cl.decide(e, now, fresh, key, cl, cost, peek)
 }
 
 // idleGrace is how long past becoming equivalent to fresh a key is kept
@@ -368,51 +333,51 @@ func windowOffset(key string, cl *compiledLimit) int64 {
 	return us(WindowOffset(key, cl.period))
 }
 
-func (e *memSlot) fixedWindow(now int64, key string, cl *compiledLimit, cost int64, peek bool) Decision {
-	p, r := cl.p, cl.r
-	// c records the period and alignment e.a's window was computed for:
+func (e *memSlot) fixedWindow(now int64, _ bool, key string, cl *compiledLimit, cost int64, peek bool) Decision {
+	p, r := cl.periodUS, cl.rate
+	// extra records the period and alignment e.stamp's window was computed for:
 	// while now is inside that window it is the current one, which spares
 	// hashing the key for its offset on every decision.
-	ws := e.a
-	if kind := cl.p<<1 | b2i(cl.align); e.c != kind || now < ws || now >= ws+p {
+	ws := e.stamp
+	if kind := cl.periodUS<<1 | b2i(cl.align); e.extra != kind || now < ws || now >= ws+p {
 		ws = windowStart(now, windowOffset(key, cl), p)
-		e.c = kind
-		if e.a != ws {
-			e.a, e.b = ws, 0
+		e.extra = kind
+		if e.stamp != ws {
+			e.stamp, e.units = ws, 0
 		}
 	}
 	e.idleAt = ws + p
 	reset := fromUS(ws + p - now)
-	if e.b+cost > r {
-		return Decision{Limit: cl.b, Remaining: max(r-e.b, 0), ResetAfter: reset, RetryAfter: reset}
+	if e.units+cost > r {
+		return Decision{Limit: cl.quota, Remaining: max(r-e.units, 0), ResetAfter: reset, RetryAfter: reset}
 	}
 	if peek {
-		return Decision{Allowed: true, Limit: cl.b, Remaining: r - e.b, ResetAfter: reset, Admitted: cost}
+		return Decision{Allowed: true, Limit: cl.quota, Remaining: r - e.units, ResetAfter: reset, Admitted: cost}
 	}
-	e.b += cost
-	return Decision{Allowed: true, Limit: cl.b, Remaining: r - e.b, ResetAfter: reset, Admitted: cost}
+	e.units += cost
+	return Decision{Allowed: true, Limit: cl.quota, Remaining: r - e.units, ResetAfter: reset, Admitted: cost}
 }
 
 // slidingWindow compares in integers scaled by P, which is exact: the
 // float weighted = prev·(P−e)/P of the definition is only compared and
 // floored, and R·P ≤ 2^53 (Limit.Validate).
-func (e *memSlot) slidingWindow(now int64, key string, cl *compiledLimit, cost int64, peek bool) Decision {
-	p, r := cl.p, cl.r
+func (e *memSlot) slidingWindow(now int64, _ bool, key string, cl *compiledLimit, cost int64, peek bool) Decision {
+	p, r := cl.periodUS, cl.rate
 	ws := windowStart(now, windowOffset(key, cl), p)
-	switch e.a {
+	switch e.stamp {
 	case ws:
 	case ws - p:
-		e.a, e.b, e.c = ws, 0, e.b
+		e.stamp, e.units, e.extra = ws, 0, e.units
 	default:
-		e.a, e.b, e.c = ws, 0, 0
+		e.stamp, e.units, e.extra = ws, 0, 0
 	}
-	cur, prev := e.b, e.c
+	cur, prev := e.units, e.extra
 	el := now - ws
 	weightedP := prev * (p - el) // weighted·P
 	allowed := (cur+cost)*p+weightedP <= r*p
 	if allowed && !peek {
 		cur += cost
-		e.b = cur
+		e.units = cur
 	}
 	remaining := max(floorDiv(r*p-cur*p-weightedP, p), 0)
 	var reset, retry time.Duration
@@ -437,11 +402,11 @@ func (e *memSlot) slidingWindow(now int64, key string, cl *compiledLimit, cost i
 		at := p - (r-cost)*p/cur
 		retry = fromUS(ws + p - now + at)
 	}
-	return Decision{Allowed: allowed, Limit: cl.b, Remaining: remaining, ResetAfter: reset, RetryAfter: retry, Admitted: cost * b2i(allowed)}
+	return Decision{Allowed: allowed, Limit: cl.quota, Remaining: remaining, ResetAfter: reset, RetryAfter: retry, Admitted: cost * b2i(allowed)}
 }
 
-func (e *memSlot) slidingLog(now int64, cl *compiledLimit, cost int64, peek bool) Decision {
-	p, r := cl.p, cl.r
+func (e *memSlot) slidingLog(now int64, _ bool, _ string, cl *compiledLimit, cost int64, peek bool) Decision {
+	p, r := cl.periodUS, cl.rate
 	if e.log == nil {
 		e.log = &timestampLog{}
 	}
@@ -464,7 +429,7 @@ func (e *memSlot) slidingLog(now int64, cl *compiledLimit, cost int64, peek bool
 	} else {
 		e.idleAt = now
 	}
-	return Decision{Allowed: allowed, Limit: cl.b, Remaining: max(r-n, 0), ResetAfter: reset, RetryAfter: retry, Admitted: cost * b2i(allowed)}
+	return Decision{Allowed: allowed, Limit: cl.quota, Remaining: max(r-n, 0), ResetAfter: reset, RetryAfter: retry, Admitted: cost * b2i(allowed)}
 }
 
 // refillElapsed is now − ts, clamped to [0, ceil(full/rate)] so that
@@ -477,12 +442,12 @@ func refillElapsed(now, ts, full, rate int64) int64 {
 	return min(el, ceilDiv(full, rate))
 }
 
-func (e *memSlot) tokenBucket(now int64, fresh bool, cl *compiledLimit, cost int64, peek bool) Decision {
-	p, r, b := cl.p, cl.r, cl.b
+func (e *memSlot) tokenBucket(now int64, fresh bool, _ string, cl *compiledLimit, cost int64, peek bool) Decision {
+	p, r, b := cl.periodUS, cl.rate, cl.quota
 	full := b * p
 	level := full
 	if !fresh {
-		level = min(full, e.b+refillElapsed(now, e.a, full, r)*r)
+		level = min(full, e.units+refillElapsed(now, e.stamp, full, r)*r)
 	}
 	allowed := level >= cost*p
 	var retry time.Duration
@@ -492,16 +457,16 @@ func (e *memSlot) tokenBucket(now int64, fresh bool, cl *compiledLimit, cost int
 	case !allowed:
 		retry = fromUS(ceilDiv(cost*p-level, r))
 	}
-	e.a, e.b = now, level
+	e.stamp, e.units = now, level
 	refill := ceilDiv(full-level, r)
 	e.idleAt = now + refill
-	return Decision{Allowed: allowed, Limit: cl.b, Remaining: level / p, ResetAfter: fromUS(refill), RetryAfter: retry, Admitted: cost * b2i(allowed)}
+	return Decision{Allowed: allowed, Limit: cl.quota, Remaining: level / p, ResetAfter: fromUS(refill), RetryAfter: retry, Admitted: cost * b2i(allowed)}
 }
 
-func (e *memSlot) leakyBucket(now int64, cl *compiledLimit, cost int64, peek bool) Decision {
-	p, r, b := cl.p, cl.r, cl.b
+func (e *memSlot) leakyBucket(now int64, _ bool, _ string, cl *compiledLimit, cost int64, peek bool) Decision {
+	p, r, b := cl.periodUS, cl.rate, cl.quota
 	full := b * p
-	level := max(0, e.b-refillElapsed(now, e.a, full, r)*r)
+	level := max(0, e.units-refillElapsed(now, e.stamp, full, r)*r)
 	allowed := level+cost*p <= full
 	var delay, retry time.Duration
 	if allowed {
@@ -514,10 +479,10 @@ func (e *memSlot) leakyBucket(now int64, cl *compiledLimit, cost int64, peek boo
 	} else {
 		retry = fromUS(ceilDiv(level+cost*p-full, r))
 	}
-	e.a, e.b = now, level
+	e.stamp, e.units = now, level
 	drain := ceilDiv(level, r)
 	e.idleAt = now + drain
-	return Decision{Allowed: allowed, Limit: cl.b, Remaining: (full - level) / p, ResetAfter: fromUS(drain), RetryAfter: retry, Delay: delay, Admitted: cost * b2i(allowed)}
+	return Decision{Allowed: allowed, Limit: cl.quota, Remaining: (full - level) / p, ResetAfter: fromUS(drain), RetryAfter: retry, Delay: delay, Admitted: cost * b2i(allowed)}
 }
 
 // gcraEpsilon absorbs float rounding when a quantity measured in emission
@@ -527,16 +492,16 @@ const gcraEpsilon = 1e-9
 
 // gcra works relative to now: d = TAT − now is exact (both are timestamps
 // of similar magnitude), and every later step handles small numbers.
-func (e *memSlot) gcra(now int64, cl *compiledLimit, cost int64, peek bool) Decision {
+func (e *memSlot) gcra(now int64, _ bool, _ string, cl *compiledLimit, cost int64, peek bool) Decision {
 	t := cl.interval
 	nowF := float64(now)
-	ahead := max(math.Float64frombits(uint64(e.a))-nowF, 0) // tat − now
+	ahead := max(math.Float64frombits(uint64(e.stamp))-nowF, 0) // tat − now
 	newAhead := ahead + float64(cost)*t
-	tolerance := float64(cl.b) * t
+	tolerance := float64(cl.quota) * t
 	if wait := newAhead - tolerance; wait/t > gcraEpsilon {
 		e.idleAt = now + int64(math.Ceil(ahead))
 		return Decision{
-			Limit:      cl.b,
+			Limit:      cl.quota,
 			Remaining:  max(int64(math.Floor((tolerance-ahead)/t+gcraEpsilon)), 0),
 			ResetAfter: fromUS(int64(math.Ceil(ahead - gcraEpsilon*t))),
 			RetryAfter: fromUS(int64(math.Ceil(wait - gcraEpsilon*t))),
@@ -546,17 +511,17 @@ func (e *memSlot) gcra(now int64, cl *compiledLimit, cost int64, peek bool) Deci
 		e.idleAt = now + int64(math.Ceil(ahead))
 		return Decision{
 			Allowed:    true,
-			Limit:      cl.b,
+			Limit:      cl.quota,
 			Remaining:  max(int64(math.Floor((tolerance-ahead)/t+gcraEpsilon)), 0),
 			ResetAfter: fromUS(int64(math.Ceil(ahead - gcraEpsilon*t))),
 			Admitted:   cost,
 		}
 	}
-	e.a = int64(math.Float64bits(nowF + newAhead))
+	e.stamp = int64(math.Float64bits(nowF + newAhead))
 	e.idleAt = now + int64(math.Ceil(newAhead))
 	return Decision{
 		Allowed:    true,
-		Limit:      cl.b,
+		Limit:      cl.quota,
 		Remaining:  max(int64(math.Floor((tolerance-newAhead)/t+gcraEpsilon)), 0),
 		ResetAfter: fromUS(int64(math.Ceil(newAhead - gcraEpsilon*t))),
 		Admitted:   cost,

@@ -17,7 +17,7 @@ func TestMemoryShardKeepsCollidingKeysApart(t *testing.T) {
 	long := strings.Repeat("k", inlineKeyMax+1)
 	keys := []string{"a", "b", "c", "d", "", long, long[1:], long + "x"}
 	for i, k := range keys {
-		sh.insert(h, gcraIndex, k, 0, 100).b = int64(i + 1)
+		sh.insert(h, indexOf(GCRA), k, 0, 100).units = int64(i + 1)
 	}
 	if sh.n != len(keys) {
 		t.Fatalf("%d entries, want %d", sh.n, len(keys))
@@ -29,29 +29,29 @@ func TestMemoryShardKeepsCollidingKeysApart(t *testing.T) {
 		return nil
 	}
 	for i, k := range keys {
-		if e := get(gcraIndex, k); e == nil || e.b != int64(i+1) || sh.slot(sh.find(h, gcraIndex, k)).keyString() != k {
+		if e := get(indexOf(GCRA), k); e == nil || e.units != int64(i+1) || sh.slot(sh.find(h, indexOf(GCRA), k)).keyString() != k {
 			t.Fatalf("key %q: entry %+v, want its own with b=%d", k, e, i+1)
 		}
 	}
-	if e := get(gcraIndex, "e"); e != nil {
+	if e := get(indexOf(GCRA), "e"); e != nil {
 		t.Fatalf("an absent key with a colliding hash found %+v", e)
 	}
-	if e := get(tokenBucketIndex, "a"); e != nil {
+	if e := get(indexOf(TokenBucket), "a"); e != nil {
 		t.Fatalf("another algorithm's state found %+v", e)
 	}
 	for _, k := range []string{"b", "", long, "a", long + "x"} {
-		sh.remove(sh.find(h, gcraIndex, k))
-		if get(gcraIndex, k) != nil {
+		sh.remove(sh.find(h, indexOf(GCRA), k))
+		if get(indexOf(GCRA), k) != nil {
 			t.Fatalf("key %q still found after removal", k)
 		}
 	}
-	if e := get(gcraIndex, long[1:]); e == nil || e.b != 7 {
+	if e := get(indexOf(GCRA), long[1:]); e == nil || e.units != 7 {
 		t.Fatalf("a remaining long key: %+v", e)
 	}
-	if e := get(gcraIndex, "c"); e == nil || e.b != 3 || sh.n != 3 {
+	if e := get(indexOf(GCRA), "c"); e == nil || e.units != 3 || sh.n != 3 {
 		t.Fatalf("a remaining key: %+v, %d entries", e, sh.n)
 	}
-	if e := get(gcraIndex, "d"); e == nil || e.b != 4 {
+	if e := get(indexOf(GCRA), "d"); e == nil || e.units != 4 {
 		t.Fatalf("a remaining key: %+v", e)
 	}
 }
@@ -72,19 +72,19 @@ func TestMemoryShardAgreesWithAMap(t *testing.T) {
 		}
 		switch op := rng.IntN(10); {
 		case op < 6:
-			if i := sh.find(hashOf(k), fixedWindowIndex, k); i >= 0 {
-				sh.slot(i).b++
+			if i := sh.find(hashOf(k), indexOf(FixedWindow), k); i >= 0 {
+				sh.slot(i).units++
 				want[k]++
 			} else {
 				if _, ok := want[k]; ok {
 					t.Fatalf("step %d: key %q present in the map but not found", step, k)
 				}
-				e := sh.insert(hashOf(k), fixedWindowIndex, k, 0, 1<<30)
-				e.b, e.idleAt = 1, int64(rng.IntN(100))
+				e := sh.insert(hashOf(k), indexOf(FixedWindow), k, 0, 1<<30)
+				e.units, e.idleAt = 1, int64(rng.IntN(100))
 				want[k], idleAt[k] = 1, e.idleAt
 			}
 		case op < 9:
-			if i := sh.find(hashOf(k), fixedWindowIndex, k); i >= 0 {
+			if i := sh.find(hashOf(k), indexOf(FixedWindow), k); i >= 0 {
 				sh.remove(i)
 				delete(want, k)
 			} else if _, ok := want[k]; ok {
@@ -95,7 +95,7 @@ func TestMemoryShardAgreesWithAMap(t *testing.T) {
 			dropped := sh.sweep(cut)
 			n := 0
 			for k := range want {
-				i := sh.find(hashOf(k), fixedWindowIndex, k)
+				i := sh.find(hashOf(k), indexOf(FixedWindow), k)
 				if idle := idleAt[k] <= cut; idle != (i < 0) {
 					t.Fatalf("step %d: sweep at %d: key %q idle at %d, found %v", step, cut, k, idleAt[k], i >= 0)
 				}
@@ -112,8 +112,8 @@ func TestMemoryShardAgreesWithAMap(t *testing.T) {
 			t.Fatalf("step %d: %d entries, the map has %d", step, sh.n, len(want))
 		}
 		for k, v := range want {
-			i := sh.find(hashOf(k), fixedWindowIndex, k)
-			if i < 0 || sh.slot(i).b != v {
+			i := sh.find(hashOf(k), indexOf(FixedWindow), k)
+			if i < 0 || sh.slot(i).units != v {
 				t.Fatalf("step %d: key %q: slot %d, want count %d", step, k, i, v)
 			}
 		}
@@ -145,7 +145,7 @@ func TestSlotsAndShardsAreLaidOutForTheCacheLines(t *testing.T) {
 		t.Fatalf("memSlot is %d bytes; the documented memory per key assumes 128", size)
 	}
 	for name, off := range map[string]uintptr{
-		"hash": unsafe.Offsetof(s.hash), "a": unsafe.Offsetof(s.a), "b": unsafe.Offsetof(s.b),
+		"hash": unsafe.Offsetof(s.hash), "stamp": unsafe.Offsetof(s.stamp), "units": unsafe.Offsetof(s.units),
 		"idleAt": unsafe.Offsetof(s.idleAt), "tag": unsafe.Offsetof(s.tag), "klen": unsafe.Offsetof(s.klen),
 	} {
 		if off >= 64 {

@@ -102,7 +102,7 @@ func TestMemoryStoreStaysBounded(t *testing.T) {
 func TestIdleStateIsEquivalentToFresh(t *testing.T) {
 	// A key dropped once idle must decide exactly as if it had been kept.
 	ctx := context.Background()
-	for _, a := range limiter.Algorithms {
+	for _, a := range limiter.AllAlgorithms() {
 		t.Run(string(a)+" decides the same after its idle state is swept", func(t *testing.T) {
 			lim := limiter.Limit{Algorithm: a, Rate: 4, Period: time.Second, Burst: 4}
 			kept, swept := newFakeClock(), newFakeClock()
@@ -129,7 +129,7 @@ func TestIdleStateIsEquivalentToFresh(t *testing.T) {
 
 func TestMemoryStoreDoesNotAllocateForAnExistingKey(t *testing.T) {
 	ctx := context.Background()
-	for _, a := range limiter.Algorithms {
+	for _, a := range limiter.AllAlgorithms() {
 		t.Run(string(a), func(t *testing.T) {
 			clock := newFakeClock()
 			store := limiter.NewMemoryStore(limiter.MemoryConfig{Now: clock.Now})
@@ -160,7 +160,7 @@ func TestMemoryStoreDoesNotAllocateForAnExistingKey(t *testing.T) {
 func TestMemoryStoreIsExactUnderContention(t *testing.T) {
 	// 64 goroutines on one key: no algorithm admits one more or one less
 	// than its quota while nothing refills.
-	for _, a := range limiter.Algorithms {
+	for _, a := range limiter.AllAlgorithms() {
 		t.Run(string(a)+" admits exactly its quota to 64 goroutines", func(t *testing.T) {
 			clock := newFakeClock()
 			store := limiter.NewMemoryStore(limiter.MemoryConfig{Now: clock.Now})
@@ -235,13 +235,13 @@ func TestMemoryStoreRefusesWhatItCannotCount(t *testing.T) {
 
 func TestAlgorithmsKeepSeparateStateForOneKey(t *testing.T) {
 	store := limiter.NewMemoryStore(limiter.MemoryConfig{})
-	for _, a := range limiter.Algorithms {
+	for _, a := range limiter.AllAlgorithms() {
 		d, _ := store.Decide(context.Background(), "k", limiter.PerMinute(a, 1), 1)
 		if !d.Allowed {
 			t.Fatalf("%s was refused after other algorithms used the key: %+v", a, d)
 		}
 	}
-	if n := store.Len(); n != len(limiter.Algorithms) {
+	if n := store.Len(); n != limiter.NumAlgorithms {
 		t.Fatalf("%d entries, want one per algorithm", n)
 	}
 }

@@ -93,31 +93,31 @@ func (p *chunkPool) release(t [][]memSlot) {
 }
 
 // memSlot is one slot, 128 bytes, holding one key's state: the hash of
-// (algorithm, key), the algorithm + 1 (0 marks an empty slot), the key
-// itself when it is short (so that comparing it reads the slot, not a
+// (algorithm, key), the algorithm's index + 1 (0 marks an empty slot), the
+// key itself when it is short (so that comparing it reads the slot, not a
 // string elsewhere on the heap) and the state. The fields a decision on a
-// key of up to 30 bytes reads and writes (hash, tag, key, a, b, idleAt)
-// share the slot's first 64 bytes, so that such a decision touches one
-// cache line; the rest (the key's tail, c, a long key, the log) is in the
-// second. The meaning of the state depends on the algorithm:
-//
-//	fixed_window:   a = window start, b = count, c = the period (µs) of
-//	                that window × 2, + 1 when aligned
-//	sliding_window: a = window start, b = current count, c = previous count
-//	token_bucket, leaky_bucket: a = last update, b = level (1/P units)
-//	gcra:           a = the bits of the theoretical arrival time (µs, float64)
-//	sliding_log:    log
+// key of up to 30 bytes reads and writes (hash, tag, key, stamp, units,
+// idleAt) share the slot's first 64 bytes, so that such a decision touches
+// one cache line; the rest (the key's tail, extra, a long key, the log) is
+// in the second. What stamp, units, extra and log hold for each algorithm
+// is in its AlgorithmSpec (memoryState, AlgorithmSpec.MemoryState).
 type memSlot struct {
 	hash uint64
-	a, b int64
+	// stamp is a time in µs: a window's start, a bucket's last update,
+	// or the bits of gcra's theoretical arrival time.
+	stamp int64
+	// units is a number of units: a window's count or a bucket's level.
+	units int64
 	// idleAt is when the state becomes equivalent to a fresh key's (µs).
 	idleAt int64
 	tag    uint8
 	klen   uint8 // length of the key in kin, or longKey
 	kin    [inlineKeyMax]byte
-	c      int64
-	key    string // the key when longer than inlineKeyMax
-	log    *timestampLog
+	// extra is an algorithm's third number: sliding_window's previous
+	// count, fixed_window's window kind.
+	extra int64
+	key   string // the key when longer than inlineKeyMax
+	log   *timestampLog
 }
 
 // inlineKeyMax is the longest key kept in the slot itself; longKey marks

@@ -21,13 +21,20 @@ const (
 )
 
 // StatusCanceled: the caller cancelled (went away) while the store
-// decided. It is not one of Statuses: a cancelled request is counted in
+// decided. It is not one of AllStatuses: a cancelled request is counted in
 // rate_limit_canceled_total, never in rate_limit_requests_total, and it is
 // neither a store failure nor a fail-open.
 const StatusCanceled Status = "canceled"
 
-// Statuses lists every Status of rate_limit_requests_total in a stable order.
-var Statuses = []Status{StatusAllowed, StatusRejected, StatusShadowRejected, StatusFailOpen, StatusFailClosed}
+// NumStatuses is the number of statuses AllStatuses returns.
+const NumStatuses = 5
+
+// AllStatuses returns every Status of rate_limit_requests_total in a
+// stable order, as a new slice the caller may keep or change. It does not
+// include StatusCanceled.
+func AllStatuses() []Status {
+	return []Status{StatusAllowed, StatusRejected, StatusShadowRejected, StatusFailOpen, StatusFailClosed}
+}
 
 // Record describes one decision made for one request, for whoever observes
 // decisions (the collector). It is passed by value and must not be retained

@@ -167,7 +167,7 @@ func TestMemorySemantics(t *testing.T) {
 }
 
 func TestCostValidation(t *testing.T) {
-	for _, a := range limiter.Algorithms {
+	for _, a := range limiter.AllAlgorithms() {
 		lim := limiter.Limit{Algorithm: a, Rate: 5, Period: s, Burst: 5}
 		store := limiter.NewMemoryStore(limiter.MemoryConfig{})
 		l, err := limiter.New(limiter.Config{Limit: lim, Store: store})

@@ -7,44 +7,6 @@ import (
 	"time"
 )
 
-// Algorithm names one of the six rate-limiting algorithms. The identifiers
-// are used verbatim in configuration, on the command line, in metric labels
-// and in documentation.
-type Algorithm string
-
-// The six algorithms.
-const (
-	// FixedWindow counts requests in consecutive windows of Period. Cheapest,
-	// but a client can send 2×Rate across a window boundary.
-	FixedWindow Algorithm = "fixed_window"
-	// SlidingLog keeps one timestamp per admitted unit: exact, memory grows with Rate.
-	SlidingLog Algorithm = "sliding_log"
-	// SlidingWindow weights the previous window's count by the share of it
-	// still inside the sliding window: approximate, two counters per key.
-	SlidingWindow Algorithm = "sliding_window"
-	// TokenBucket holds up to Burst tokens refilled at Rate per Period.
-	TokenBucket Algorithm = "token_bucket"
-	// LeakyBucket is a queue of up to Burst requests drained at Rate per
-	// Period; admitted requests carry the Delay to hold them for.
-	LeakyBucket Algorithm = "leaky_bucket"
-	// GCRA is the generic cell rate algorithm: a token bucket kept as one
-	// timestamp (the theoretical arrival time) per key.
-	GCRA Algorithm = "gcra"
-)
-
-// Algorithms lists every Algorithm in a stable order.
-var Algorithms = []Algorithm{FixedWindow, SlidingLog, SlidingWindow, TokenBucket, LeakyBucket, GCRA}
-
-// ParseAlgorithm returns the Algorithm named s, or an error listing the valid names.
-func ParseAlgorithm(s string) (Algorithm, error) {
-	for _, a := range Algorithms {
-		if string(a) == s {
-			return a, nil
-		}
-	}
-	return "", fmt.Errorf("unknown algorithm %q (want one of fixed_window, sliding_log, sliding_window, token_bucket, leaky_bucket, gcra)", s)
-}
-
 // Limit is what a Limiter enforces. It is a plain value: copy it freely.
 //
 // Rate requests are admitted per Period. For the window algorithms
@@ -84,12 +46,6 @@ func PerMinute(a Algorithm, rate int64) Limit {
 // PerHour returns a Limit of rate requests per hour with the given algorithm.
 func PerHour(a Algorithm, rate int64) Limit {
 	return Limit{Algorithm: a, Rate: rate, Period: time.Hour}
-}
-
-// IsBucket reports whether the algorithm is one of the bucket algorithms,
-// whose quota is Burst rather than Rate.
-func (a Algorithm) IsBucket() bool {
-	return a == TokenBucket || a == LeakyBucket || a == GCRA
 }
 
 // Quota is the number of requests a client can make at once from a fresh

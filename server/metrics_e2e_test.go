@@ -137,7 +137,7 @@ func TestServeMetricsStartAtZeroAndCountEveryDecisionByEndpointAndTier(t *testin
 	first := parseSamples(t, scrape(t, metrics, nil))
 	for ep, tiers := range algorithmsOf {
 		for tier, alg := range tiers {
-			for _, st := range limiter.Statuses {
+			for _, st := range limiter.AllStatuses() {
 				if v := first.get(t, series("rate_limit_requests_total", "endpoint", ep, "plan_tier", tier, "status", string(st))); v != 0 {
 					t.Errorf("requests_total %s %s %s = %v before any request", ep, tier, st, v)
 				}
@@ -158,7 +158,7 @@ func TestServeMetricsStartAtZeroAndCountEveryDecisionByEndpointAndTier(t *testin
 			first.get(t, series("rate_limit_fail_closed_total", "endpoint", ep, "reason", reason))
 		}
 	}
-	for _, alg := range limiter.Algorithms {
+	for _, alg := range limiter.AllAlgorithms() {
 		if v := first.get(t, series("rate_limit_redis_duration_seconds_count", "operation", string(alg))); v != 0 {
 			t.Errorf("redis_duration_seconds %s has %v observations before any request", alg, v)
 		}
@@ -214,7 +214,7 @@ func TestServeMetricsStartAtZeroAndCountEveryDecisionByEndpointAndTier(t *testin
 		total += n
 	}
 	// Every decision went to the memory store: one observation each.
-	for _, alg := range limiter.Algorithms {
+	for _, alg := range limiter.AllAlgorithms() {
 		if got := after.get(t, series("rate_limit_redis_duration_seconds_count", "operation", string(alg))); got != float64(perAlg[string(alg)]) {
 			t.Errorf("redis_duration_seconds{operation=%q} has %v observations, want one per decision: %d", alg, got, perAlg[string(alg)])
 		}

@@ -90,7 +90,7 @@ type Result struct {
 type Run struct {
 	// Config is the simulation's configuration, defaults filled in.
 	Config Config
-	// Results holds one Result per algorithm, in limiter.Algorithms order.
+	// Results holds one Result per algorithm, in limiter.AllAlgorithms order.
 	Results []Result
 }
 
@@ -129,7 +129,7 @@ func Simulate(cfg Config) (*Run, error) {
 		return nil, fmt.Errorf("simulate: limit: period: %s is not a whole number of microseconds", cfg.Period)
 	}
 	run := &Run{Config: cfg}
-	for _, alg := range limiter.Algorithms {
+	for _, alg := range limiter.AllAlgorithms() {
 		res, err := simulateOne(cfg, alg)
 		if err != nil {
 			return nil, err

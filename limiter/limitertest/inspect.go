@@ -199,7 +199,7 @@ func AtMostContention(t *testing.T, stores []limiter.Store, perClient int) map[l
 	const quota = 100
 	run := uniqueRun()
 	out := map[limiter.Algorithm]int64{}
-	for _, a := range limiter.Algorithms {
+	for _, a := range limiter.AllAlgorithms() {
 		lim := limiter.Limit{Algorithm: a, Rate: quota, Period: time.Hour, Burst: quota}
 		key := "atmost:" + run + ":" + string(a)
 		var admitted atomic.Int64

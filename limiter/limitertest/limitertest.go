@@ -30,7 +30,7 @@ type NewStore func(t *testing.T) limiter.Store
 func Run(t *testing.T, newStore NewStore) {
 	t.Helper()
 	run := uniqueRun()
-	for _, a := range limiter.Algorithms {
+	for _, a := range limiter.AllAlgorithms() {
 		t.Run(string(a), func(t *testing.T) {
 			t.Parallel()
 			c := &suite{store: newStore(t), alg: a, run: run}
@@ -288,7 +288,7 @@ func Contention(t *testing.T, stores []limiter.Store, perClient int) []Contentio
 	const perGoroutine = 3
 	run := uniqueRun()
 	var results []ContentionResult
-	for _, a := range limiter.Algorithms {
+	for _, a := range limiter.AllAlgorithms() {
 		lim := limiter.Limit{Algorithm: a, Rate: quota, Period: time.Hour, Burst: quota}
 		key := "contention:" + run + ":" + string(a)
 		var allowed, attempts atomic.Int64

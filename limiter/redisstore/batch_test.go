@@ -51,7 +51,7 @@ func TestBatchScriptsMatchTheMemoryStore(t *testing.T) {
 	}
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(3, 4))
-	for _, a := range limiter.Algorithms {
+	for _, a := range limiter.AllAlgorithms() {
 		t.Run(string(a), func(t *testing.T) {
 			script := batchScriptAt(t, a)
 			// One limit per key: a batch mixes decisions of different limits.

@@ -22,7 +22,7 @@ func BenchmarkDecide(b *testing.B) {
 	for i := range keys {
 		keys[i] = "bench:" + strconv.Itoa(i)
 	}
-	for _, a := range limiter.Algorithms {
+	for _, a := range limiter.AllAlgorithms() {
 		b.Run(string(a), func(b *testing.B) {
 			lim := limiter.Limit{Algorithm: a, Rate: 1000, Period: time.Second}
 			var n atomic.Int64

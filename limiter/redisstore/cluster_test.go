@@ -51,7 +51,7 @@ func TestCluster(t *testing.T) {
 					t.Fatalf("user key %q: %q in slot %d but %q in slot %d", key, keys[0], first, k, s)
 				}
 			}
-			for _, a := range limiter.Algorithms {
+			for _, a := range limiter.AllAlgorithms() {
 				if s, _ := cl.KeySlot(store.Keys(key, a)[0]); s != first {
 					t.Fatalf("user key %q: %s state in slot %d, sliding_log in %d", key, a, s, first)
 				}

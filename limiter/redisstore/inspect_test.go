@@ -31,7 +31,7 @@ func TestPeekWritesNothingAndResetDeletesEveryKey(t *testing.T) {
 	srv := redistest.Single(t)
 	store := newStore(t, redisstore.ClientConfig{URL: srv.URL()})
 	ctx := context.Background()
-	for _, a := range limiter.Algorithms {
+	for _, a := range limiter.AllAlgorithms() {
 		t.Run(string(a), func(t *testing.T) {
 			lim := limiter.Limit{Algorithm: a, Rate: 5, Period: time.Hour}
 			l, err := limiter.New(limiter.Config{Limit: lim, Store: store, FailPolicy: limiter.FailClosed, Timeout: 5 * time.Second})

@@ -102,7 +102,7 @@ func FuzzRedisKeys(f *testing.F) {
 			owners := map[string]owner{} // Redis key → the decision that touches it
 			for _, key := range []string{a, b} {
 				slot := -1
-				for _, alg := range limiter.Algorithms {
+				for _, alg := range limiter.AllAlgorithms() {
 					for _, rk := range s.Keys(key, alg) {
 						if n, m := strings.Count(rk, "{"), strings.Count(rk, "}"); n != 1 || m != 1 {
 							t.Fatalf("client key %q (%s): Redis key %q has %d '{' and %d '}', want exactly one hash tag", key, alg, rk, n, m)

@@ -179,7 +179,7 @@ func New(client redis.UniversalClient, cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("redisstore: %w", err)
 	}
-	s := &Store{client: client, prefix: cfg.Prefix, algs: algs, scripts: make(map[limiter.Algorithm]*redis.Script, len(limiter.Algorithms))}
+	s := &Store{client: client, prefix: cfg.Prefix, algs: algs, scripts: make(map[limiter.Algorithm]*redis.Script, limiter.NumAlgorithms)}
 	for _, a := range algs {
 		s.scripts[a.alg] = redis.NewScript(a.single.src)
 	}

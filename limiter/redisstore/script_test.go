@@ -60,7 +60,7 @@ func TestScriptsMatchTheMemoryStore(t *testing.T) {
 		t.Fatal(err)
 	}
 	limits := map[limiter.Algorithm][]limiter.Limit{}
-	for _, a := range limiter.Algorithms {
+	for _, a := range limiter.AllAlgorithms() {
 		limits[a] = []limiter.Limit{
 			{Algorithm: a, Rate: 5, Period: time.Second},
 			{Algorithm: a, Rate: 7, Period: 3 * time.Second, Burst: 4},
@@ -74,7 +74,7 @@ func TestScriptsMatchTheMemoryStore(t *testing.T) {
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(1, 2))
 	modes := []limiter.Mode{limiter.ModeConsume, limiter.ModePeek, limiter.ModeAtMost}
-	for _, a := range limiter.Algorithms {
+	for _, a := range limiter.AllAlgorithms() {
 		script := scriptAt(t, a)
 		for li, lim := range limits[a] {
 			t.Run(fmt.Sprintf("%s limit %d", a, li), func(t *testing.T) {
@@ -213,7 +213,7 @@ func TestKeysCarryOneHashTagAndNeverCollide(t *testing.T) {
 
 func TestScriptArgsAreIntegers(t *testing.T) {
 	// go-redis writes int64 arguments with strconv: no fmt on the decision path.
-	for _, a := range limiter.Algorithms {
+	for _, a := range limiter.AllAlgorithms() {
 		for _, v := range scriptArgs("k", limiter.PerSecond(a, 10), 1, limiter.ModeConsume) {
 			if _, ok := v.(int64); !ok {
 				t.Fatalf("%s: argument %v is a %T, want int64", a, v, v)
@@ -235,7 +235,7 @@ func TestScriptArgsAreIntegers(t *testing.T) {
 // script builds a key name, which Redis Cluster would refuse.
 func TestScriptsTouchOnlyDeclaredKeys(t *testing.T) {
 	call := regexp.MustCompile(`redis\.call\('([A-Z]+)'(?:,\s*([^,)]+))?`)
-	for _, a := range limiter.Algorithms {
+	for _, a := range limiter.AllAlgorithms() {
 		src, err := luaFiles.ReadFile("lua/" + string(a) + ".lua")
 		if err != nil {
 			t.Fatal(err)

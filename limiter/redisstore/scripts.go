@@ -40,7 +40,7 @@ type algScripts struct {
 	nargs  int
 }
 
-// algorithm indexes, in limiter.Algorithms order; algCount means unknown.
+// algorithm indexes, in limiter.AllAlgorithms order; algCount means unknown.
 const algCount = 6
 
 func algIndex(a limiter.Algorithm) int {
@@ -137,7 +137,7 @@ return out
 // loadScripts builds every algorithm's scripts from lua/*.lua.
 func loadScripts() ([algCount]algScripts, error) {
 	var all [algCount]algScripts
-	for _, a := range limiter.Algorithms {
+	for _, a := range limiter.AllAlgorithms() {
 		single, batch, err := scriptSources(a, redisClock)
 		if err != nil {
 			return all, err
