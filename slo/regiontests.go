@@ -28,34 +28,58 @@ func (g *testGen) regions() (RuleTestFile, error) {
 	if o.SyncLag.For > 0 {
 		shortest = min(shortest, o.SyncLag.For)
 	}
-	step := min(15*time.Second, max(time.Second, (shortest/8).Truncate(time.Second)))
-	secs := step.Seconds()
-	lagThreshold := o.SyncLagThreshold.Seconds()
-	healthyLag := lagThreshold / 4
+	p := regionTestPlan{step: min(15*time.Second, max(time.Second, (shortest/8).Truncate(time.Second)))}
+	p.lagThreshold = o.SyncLagThreshold.Seconds()
+	p.healthyLag = p.lagThreshold / 4
+	lag, err := g.regionLagTests(texts, p)
+	if err != nil {
+		return RuleTestFile{}, err
+	}
+	unreachable, err := g.regionUnreachableTests(texts, p)
+	if err != nil {
+		return RuleTestFile{}, err
+	}
+	return g.file(p.step, append(lag, unreachable...)...), nil
+}
 
-	// RateLimitRegionSyncLagHigh: one instance behind on one peer.
+// regionTestPlan is what both region alerts' tests share: the sample step,
+// and the lag threshold and a healthy peer's lag, in seconds.
+type regionTestPlan struct {
+	step                     time.Duration
+	lagThreshold, healthyLag float64
+}
+
+// lagSeries is one instance's sync lag gauge for peer.
+func (g *testGen) lagSeries(instance, peer string, values string) InputSeries {
+	return InputSeries{
+		Series: series(metricRegionLag, g.jobLabels(map[string]string{"instance": instance, "peer_region": peer})),
+		Values: values,
+	}
+}
+
+// repeated is v for steps samples, in promtool's series notation.
+func repeated(v float64, steps int) string { return fmt.Sprintf("%sx%d", num(v), steps) }
+
+// regionLagTests are the tests of RateLimitRegionSyncLagHigh.
+func (g *testGen) regionLagTests(texts map[string]ruleTexts, p regionTestPlan) ([]RuleTest, error) {
+	o := g.m.Regions
+	step, lagThreshold, healthyLag := p.step, p.lagThreshold, p.healthyLag
+	// One instance behind on one peer.
 	lagSteps := int((o.SyncLag.For+10*step)/step) + 1
 	fireLag := o.SyncLag.For + 2*step
 	overLag := lagThreshold * 1.5
-	lagSeries := func(instance, peer string, values string) InputSeries {
-		return InputSeries{
-			Series: series(metricRegionLag, g.jobLabels(map[string]string{"instance": instance, "peer_region": peer})),
-			Values: values,
-		}
-	}
-	constant := func(v float64, steps int) string { return fmt.Sprintf("%sx%d", num(v), steps) }
 	wantLag, err := expect(texts, o.SyncLag.Name, nil, map[string]string{"peer_region": testPeerLost}, overLag)
 	if err != nil {
-		return RuleTestFile{}, err
+		return nil, err
 	}
 	lagHigh := RuleTest{
 		Name: fmt.Sprintf("a lag of %s on one instance for %s fires %s for that peer; %s on the other instance and on another peer stay quiet",
 			formatSeconds(overLag), formatDuration(fireLag), o.SyncLag.Name, formatSeconds(healthyLag)),
 		Interval: formatDuration(step),
 		InputSeries: []InputSeries{
-			lagSeries("rl-exporter-1:9090", testPeerLost, constant(overLag, lagSteps)),
-			lagSeries("rl-exporter-2:9090", testPeerLost, constant(healthyLag, lagSteps)),
-			lagSeries("rl-exporter-1:9090", testPeerHealthy, constant(healthyLag, lagSteps)),
+			g.lagSeries("rl-exporter-1:9090", testPeerLost, repeated(overLag, lagSteps)),
+			g.lagSeries("rl-exporter-2:9090", testPeerLost, repeated(healthyLag, lagSteps)),
+			g.lagSeries("rl-exporter-1:9090", testPeerHealthy, repeated(healthyLag, lagSteps)),
 		},
 	}
 	if o.SyncLag.For > step {
@@ -67,14 +91,20 @@ func (g *testGen) regions() (RuleTestFile, error) {
 		tests = append(tests, RuleTest{
 			Name:     fmt.Sprintf("a lag of %s for %s, shorter than %s, stays quiet", formatSeconds(overLag), formatDuration(time.Duration(spell)*step), formatDuration(o.SyncLag.For)),
 			Interval: formatDuration(step),
-			InputSeries: []InputSeries{lagSeries("rl-exporter-1:9090", testPeerLost,
-				constant(healthyLag, 2)+" "+constant(overLag, spell-1)+" "+constant(healthyLag, lagSteps-spell-2))},
+			InputSeries: []InputSeries{g.lagSeries("rl-exporter-1:9090", testPeerLost,
+				repeated(healthyLag, 2)+" "+repeated(overLag, spell-1)+" "+repeated(healthyLag, lagSteps-spell-2))},
 			AlertRuleTests: []AlertRuleTest{{EvalTime: formatDuration(fireLag), Alertname: o.SyncLag.Name}},
 		})
 	}
 
-	// RateLimitRegionPeerUnreachable: healthy rounds, then a peer that
-	// answers no more. Each step counts errorsPerStep failed rounds and
+	return tests, nil
+}
+
+// regionUnreachableTests are the tests of RateLimitRegionPeerUnreachable.
+func (g *testGen) regionUnreachableTests(texts map[string]ruleTexts, p regionTestPlan) ([]RuleTest, error) {
+	o := g.m.Regions
+	step, secs, healthyLag := p.step, p.step.Seconds(), p.healthyLag
+	// Healthy rounds, then a peer that answers no more. Each step counts errorsPerStep failed rounds and
 	// adds a step to the lag.
 	const errorsPerStep = 10
 	healthySteps := 4
@@ -82,7 +112,7 @@ func (g *testGen) regions() (RuleTestFile, error) {
 	total := healthySteps + outageSteps
 	growing := func(from int) string {
 		// healthyLag until step from, then one second per second.
-		return constant(healthyLag, from) + " " + fmt.Sprintf("%s+%sx%d", num(healthyLag+secs), num(secs), total-from-1)
+		return repeated(healthyLag, from) + " " + fmt.Sprintf("%s+%sx%d", num(healthyLag+secs), num(secs), total-from-1)
 	}
 	errorsFrom := func(from int) string {
 		return counterValues(segment{0, from}, segment{errorsPerStep, total - from})
@@ -101,7 +131,7 @@ func (g *testGen) regions() (RuleTestFile, error) {
 	lagAt := func(k int) float64 { return healthyLag + float64(k-healthySteps)*secs }
 	wantLost, err := expect(texts, o.Unreachable.Name, nil, map[string]string{"peer_region": testPeerLost}, lagAt(over))
 	if err != nil {
-		return RuleTestFile{}, err
+		return nil, err
 	}
 	// Intermittent failures: errors every step, but rounds in between
 	// succeed, so the lag never grows.
@@ -113,15 +143,15 @@ func (g *testGen) regions() (RuleTestFile, error) {
 		}
 		sawtooth = append(sawtooth, num(v))
 	}
-	tests = append(tests,
+	return []RuleTest{
 		RuleTest{
 			Name: fmt.Sprintf("no successful sync with a peer for more than %s while its errors increase fires %s for that peer, not before; a healthy peer stays quiet",
 				formatDuration(o.UnreachableFor), o.Unreachable.Name),
 			Interval: formatDuration(step),
 			InputSeries: []InputSeries{
-				lagSeries("rl-exporter-1:9090", testPeerLost, growing(healthySteps)),
+				g.lagSeries("rl-exporter-1:9090", testPeerLost, growing(healthySteps)),
 				errSeries(testPeerLost, errorsFrom(healthySteps)),
-				lagSeries("rl-exporter-1:9090", testPeerHealthy, constant(healthyLag, total-1)),
+				g.lagSeries("rl-exporter-1:9090", testPeerHealthy, repeated(healthyLag, total-1)),
 				errSeries(testPeerHealthy, counterValues(segment{0, total - 1})),
 			},
 			AlertRuleTests: []AlertRuleTest{
@@ -133,7 +163,7 @@ func (g *testGen) regions() (RuleTestFile, error) {
 			Name:     "sync errors between successful rounds (the lag stays short) stay quiet",
 			Interval: formatDuration(step),
 			InputSeries: []InputSeries{
-				lagSeries("rl-exporter-1:9090", testPeerLost, strings.Join(sawtooth, " ")),
+				g.lagSeries("rl-exporter-1:9090", testPeerLost, strings.Join(sawtooth, " ")),
 				errSeries(testPeerLost, errorsFrom(0)),
 			},
 			AlertRuleTests: []AlertRuleTest{{EvalTime: formatDuration(time.Duration(over) * step), Alertname: o.Unreachable.Name}},
@@ -142,7 +172,7 @@ func (g *testGen) regions() (RuleTestFile, error) {
 			Name:     fmt.Sprintf("a lag growing past %s without sync errors stays quiet (the lag warning covers it)", formatDuration(o.UnreachableFor)),
 			Interval: formatDuration(step),
 			InputSeries: []InputSeries{
-				lagSeries("rl-exporter-1:9090", testPeerLost, growing(healthySteps)),
+				g.lagSeries("rl-exporter-1:9090", testPeerLost, growing(healthySteps)),
 				errSeries(testPeerLost, counterValues(segment{0, total - 1})),
 			},
 			AlertRuleTests: []AlertRuleTest{{EvalTime: formatDuration(time.Duration(over) * step), Alertname: o.Unreachable.Name}},
@@ -151,13 +181,12 @@ func (g *testGen) regions() (RuleTestFile, error) {
 			Name:     fmt.Sprintf("a lag frozen over %s while errors increase (a gauge no longer refreshed) stays quiet", formatDuration(o.UnreachableFor)),
 			Interval: formatDuration(step),
 			InputSeries: []InputSeries{
-				lagSeries("rl-exporter-1:9090", testPeerLost, constant(o.UnreachableFor.Seconds()*2, total-1)),
+				g.lagSeries("rl-exporter-1:9090", testPeerLost, repeated(o.UnreachableFor.Seconds()*2, total-1)),
 				errSeries(testPeerLost, errorsFrom(0)),
 			},
 			AlertRuleTests: []AlertRuleTest{{EvalTime: formatDuration(time.Duration(over) * step), Alertname: o.Unreachable.Name}},
 		},
-	)
-	return g.file(step, tests...), nil
+	}, nil
 }
 
 // formatSeconds writes a number of seconds as a duration: 3 as 3s, 0.5 as
