@@ -90,39 +90,12 @@ func overview(m *slo.Model, source string) (dashboard.Dashboard, error) {
 			Refresh(dashboard.VariableRefreshOnTimeRangeChanged).
 			Sort(dashboard.VariableSortAlphabeticalAsc).
 			Current(option(m.Job))).
-		WithVariable(dashboard.NewQueryVariableBuilder(VarInstance).
-			Label("Instance").
-			Description("The rl-exporter processes of the job (the instance label).").
-			Datasource(datasource).
-			Query(dashboard.StringOrMap{String: cog.ToPtr(fmt.Sprintf(`label_values(%s{job=~"$job"}, %s)`, metricBuildInfo, VarInstance))}).
-			Refresh(dashboard.VariableRefreshOnTimeRangeChanged).
-			Sort(dashboard.VariableSortAlphabeticalAsc).
-			Multi(true).
-			IncludeAll(true).
-			AllValue(".*").
-			Current(allOption())).
-		WithVariable(dashboard.NewQueryVariableBuilder(VarEndpoint).
-			Label("Endpoint").
-			Description("Route patterns of the limiter's configuration (the endpoint label).").
-			Datasource(datasource).
-			Query(dashboard.StringOrMap{String: cog.ToPtr(q.labelValues(metricRequests, "", VarEndpoint))}).
-			Refresh(dashboard.VariableRefreshOnTimeRangeChanged).
-			Sort(dashboard.VariableSortAlphabeticalAsc).
-			Multi(true).
-			IncludeAll(true).
-			AllValue(".*").
-			Current(allOption())).
-		WithVariable(dashboard.NewQueryVariableBuilder(VarPlanTier).
-			Label("Plan tier").
-			Description("Plan tiers of the limiter's configuration (the plan_tier label).").
-			Datasource(datasource).
-			Query(dashboard.StringOrMap{String: cog.ToPtr(q.labelValues(metricRequests, `endpoint=~"$endpoint"`, VarPlanTier))}).
-			Refresh(dashboard.VariableRefreshOnTimeRangeChanged).
-			Sort(dashboard.VariableSortAlphabeticalAsc).
-			Multi(true).
-			IncludeAll(true).
-			AllValue(".*").
-			Current(allOption()))
+		WithVariable(multiVariable(VarInstance, "Instance", "The rl-exporter processes of the job (the instance label).",
+			fmt.Sprintf(`label_values(%s{job=~"$job"}, %s)`, metricBuildInfo, VarInstance))).
+		WithVariable(multiVariable(VarEndpoint, "Endpoint", "Route patterns of the limiter's configuration (the endpoint label).",
+			q.labelValues(metricRequests, "", VarEndpoint))).
+		WithVariable(multiVariable(VarPlanTier, "Plan tier", "Plan tiers of the limiter's configuration (the plan_tier label).",
+			q.labelValues(metricRequests, `endpoint=~"$endpoint"`, VarPlanTier)))
 
 	var id uint32
 	next := func() uint32 { id++; return id }
@@ -160,6 +133,22 @@ func overview(m *slo.Model, source string) (dashboard.Dashboard, error) {
 	b.WithPanel(instancesPanel(q, next()))
 
 	return b.Build()
+}
+
+// multiVariable is a query variable of several values, All by default,
+// refreshed with the time range.
+func multiVariable(name, label, description, query string) *dashboard.QueryVariableBuilder {
+	return dashboard.NewQueryVariableBuilder(name).
+		Label(label).
+		Description(description).
+		Datasource(datasource).
+		Query(dashboard.StringOrMap{String: cog.ToPtr(query)}).
+		Refresh(dashboard.VariableRefreshOnTimeRangeChanged).
+		Sort(dashboard.VariableSortAlphabeticalAsc).
+		Multi(true).
+		IncludeAll(true).
+		AllValue(".*").
+		Current(allOption())
 }
 
 func generatedMarker(source string) string {

@@ -340,7 +340,9 @@ func (q *pendingQueue) Pop() any {
 
 const home = 0
 
-func simulateMode(c RegionsConfig, mode region.Mode, arrivals []request) RegionsResult {
+// newWorld is the regions' state at the start: each region's view of
+// the key empty, and cut off from every other region's admissions.
+func newWorld(c RegionsConfig, mode region.Mode) *world {
 	w := &world{
 		c: c, mode: mode,
 		period: int64(c.Period / time.Microsecond),
@@ -355,6 +357,40 @@ func simulateMode(c RegionsConfig, mode region.Mode, arrivals []request) Regions
 		}
 		w.views = append(w.views, view{checkpoint: w.newAlgo(), cut: cut})
 	}
+	return w
+}
+
+// summarize fills in the share of crossing decisions, the added latency
+// and the admitted ÷ limit per whole aligned window.
+func (res *RegionsResult) summarize(c RegionsConfig, crossing int, quota float64) {
+	total := res.Allowed + res.Rejected
+	res.CrossShare = float64(crossing) / float64(total)
+	added := 2 * c.OneWay
+	if crossing > 0 && float64(total-crossing) < 0.5*float64(total) {
+		res.LatencyP50 = added
+	}
+	if crossing > 0 && float64(total-crossing) < 0.99*float64(total) {
+		res.LatencyP99 = added
+	}
+	// Whole aligned windows, the first left out.
+	windows := int(c.Duration / c.Period)
+	counts := make([]int, windows)
+	for _, t := range res.Admitted {
+		if i := int(t / c.Period); i < windows {
+			counts[i]++
+		}
+	}
+	res.Windows = counts
+	sum := 0
+	for _, n := range res.Windows {
+		sum += n
+		res.MaxRatio = max(res.MaxRatio, float64(n)/quota)
+	}
+	res.MeanRatio = float64(sum) / float64(len(res.Windows)) / quota
+}
+
+func simulateMode(c RegionsConfig, mode region.Mode, arrivals []request) RegionsResult {
+	w := newWorld(c, mode)
 	quota := float64(c.Quota())
 	// strictUntil[r] is the end of the window for which region r has
 	// turned strict (hybrid, window algorithms).
@@ -407,30 +443,7 @@ func simulateMode(c RegionsConfig, mode region.Mode, arrivals []request) Regions
 			res.Rejected++
 		}
 	}
-	total := res.Allowed + res.Rejected
-	res.CrossShare = float64(crossing) / float64(total)
-	added := 2 * c.OneWay
-	if crossing > 0 && float64(total-crossing) < 0.5*float64(total) {
-		res.LatencyP50 = added
-	}
-	if crossing > 0 && float64(total-crossing) < 0.99*float64(total) {
-		res.LatencyP99 = added
-	}
-	// Whole aligned windows, the first left out.
-	windows := int(c.Duration / c.Period)
-	counts := make([]int, windows)
-	for _, t := range res.Admitted {
-		if i := int(t / c.Period); i < windows {
-			counts[i]++
-		}
-	}
-	res.Windows = counts
-	sum := 0
-	for _, n := range res.Windows {
-		sum += n
-		res.MaxRatio = max(res.MaxRatio, float64(n)/quota)
-	}
-	res.MeanRatio = float64(sum) / float64(len(res.Windows)) / quota
+	res.summarize(c, crossing, quota)
 	return res
 }
 

@@ -133,16 +133,6 @@ func (g *testGen) regionUnreachableTests(texts map[string]ruleTexts, p regionTes
 	if err != nil {
 		return nil, err
 	}
-	// Intermittent failures: errors every step, but rounds in between
-	// succeed, so the lag never grows.
-	sawtooth := make([]string, 0, total)
-	for k := range total {
-		v := healthyLag
-		if k%2 == 1 {
-			v = healthyLag * 2
-		}
-		sawtooth = append(sawtooth, num(v))
-	}
 	return []RuleTest{
 		RuleTest{
 			Name: fmt.Sprintf("no successful sync with a peer for more than %s while its errors increase fires %s for that peer, not before; a healthy peer stays quiet",
@@ -163,7 +153,7 @@ func (g *testGen) regionUnreachableTests(texts map[string]ruleTexts, p regionTes
 			Name:     "sync errors between successful rounds (the lag stays short) stay quiet",
 			Interval: formatDuration(step),
 			InputSeries: []InputSeries{
-				g.lagSeries("rl-exporter-1:9090", testPeerLost, strings.Join(sawtooth, " ")),
+				g.lagSeries("rl-exporter-1:9090", testPeerLost, sawtooth(healthyLag, total)),
 				errSeries(testPeerLost, errorsFrom(0)),
 			},
 			AlertRuleTests: []AlertRuleTest{{EvalTime: formatDuration(time.Duration(over) * step), Alertname: o.Unreachable.Name}},
@@ -187,6 +177,20 @@ func (g *testGen) regionUnreachableTests(texts map[string]ruleTexts, p regionTes
 			AlertRuleTests: []AlertRuleTest{{EvalTime: formatDuration(time.Duration(over) * step), Alertname: o.Unreachable.Name}},
 		},
 	}, nil
+}
+
+// sawtooth is a lag of intermittent failures: errors every step, but
+// rounds in between succeed, so the lag never grows past twice healthy.
+func sawtooth(healthy float64, steps int) string {
+	values := make([]string, 0, steps)
+	for k := range steps {
+		v := healthy
+		if k%2 == 1 {
+			v = healthy * 2
+		}
+		values = append(values, num(v))
+	}
+	return strings.Join(values, " ")
 }
 
 // formatSeconds writes a number of seconds as a duration: 3 as 3s, 0.5 as

@@ -103,43 +103,15 @@ func runSimulate(_ context.Context, args []string, _ environ, stdout, stderr io.
 			return usageErr("--%s: only with --regions", name)
 		}
 	}
-	if set["pattern"] && set["csv"] {
-		return usageErr("--pattern and --csv: give one or the other")
-	}
-	pattern, err := simulate.ParsePattern(*patternName)
-	if err != nil {
-		return usageErr("--pattern: %v", err)
-	}
 	if *burst < 0 {
 		return usageErr("--burst: must be >= 0, got %d", *burst)
 	}
-	if set["duration"] && *duration <= 0 {
-		return usageErr("--duration: must be > 0, got %s", *duration)
+	arrivals, title, status := simulateArrivals(set, patternFlags{
+		pattern: *patternName, csv: *csvPath, limit: lim, duration: duration, seed: *seed,
+	}, stdout, stderr)
+	if status != exitOK {
+		return status
 	}
-	if set["csv"] && *csvPath == "" {
-		return usageErr("--csv: empty file name")
-	}
-
-	var arrivals []time.Duration
-	title := "rl-exporter simulate: " + string(pattern)
-	if *csvPath != "" {
-		if arrivals, err = readArrivals(*csvPath, *duration, stdout); err != nil {
-			fmt.Fprintf(stderr, "rl-exporter simulate: %v\n", err)
-			return exitFailure
-		}
-		title = "rl-exporter simulate: " + *csvPath
-	} else {
-		if *duration == 0 {
-			*duration = pattern.DefaultDuration(lim.period)
-		}
-		if arrivals, err = simulate.Generate(pattern, lim.rate, lim.period, *duration, *seed); err != nil {
-			return usageErr("--duration/--limit: %v", err)
-		}
-		if len(arrivals) == 0 {
-			return usageErr("--duration %s: too short for a single request of pattern %s at %s", *duration, pattern, lim.text)
-		}
-	}
-
 	run, err := simulate.Simulate(simulate.Config{Rate: lim.rate, Period: lim.period, Burst: *burst, Arrivals: arrivals, Duration: *duration})
 	if err != nil {
 		fmt.Fprintf(stderr, "rl-exporter simulate: %v\n", err)
@@ -159,6 +131,56 @@ func runSimulate(_ context.Context, args []string, _ environ, stdout, stderr io.
 	}
 	fmt.Fprintf(stdout, "wrote %s\n", *svgPath)
 	return exitOK
+}
+
+// patternFlags are the values `simulate` reads to make its traffic.
+type patternFlags struct {
+	pattern, csv string
+	limit        limitFlag
+	duration     *time.Duration // set to the pattern's default when zero
+	seed         uint64
+}
+
+// simulateArrivals checks the traffic flags and returns the arrival times
+// of the requests (from the CSV file or the pattern) and the chart's
+// title, or an exit status other than exitOK.
+func simulateArrivals(set map[string]bool, f patternFlags, stdout, stderr io.Writer) ([]time.Duration, string, int) {
+	usageErr := func(format string, a ...any) ([]time.Duration, string, int) {
+		fmt.Fprintf(stderr, "rl-exporter simulate: "+format+"\n", a...)
+		return nil, "", exitUsage
+	}
+	if set["pattern"] && set["csv"] {
+		return usageErr("--pattern and --csv: give one or the other")
+	}
+	pattern, err := simulate.ParsePattern(f.pattern)
+	if err != nil {
+		return usageErr("--pattern: %v", err)
+	}
+	if set["duration"] && *f.duration <= 0 {
+		return usageErr("--duration: must be > 0, got %s", *f.duration)
+	}
+	if set["csv"] && f.csv == "" {
+		return usageErr("--csv: empty file name")
+	}
+	if f.csv != "" {
+		arrivals, err := readArrivals(f.csv, *f.duration, stdout)
+		if err != nil {
+			fmt.Fprintf(stderr, "rl-exporter simulate: %v\n", err)
+			return nil, "", exitFailure
+		}
+		return arrivals, "rl-exporter simulate: " + f.csv, exitOK
+	}
+	if *f.duration == 0 {
+		*f.duration = pattern.DefaultDuration(f.limit.period)
+	}
+	arrivals, err := simulate.Generate(pattern, f.limit.rate, f.limit.period, *f.duration, f.seed)
+	if err != nil {
+		return usageErr("--duration/--limit: %v", err)
+	}
+	if len(arrivals) == 0 {
+		return usageErr("--duration %s: too short for a single request of pattern %s at %s", *f.duration, pattern, f.limit.text)
+	}
+	return arrivals, "rl-exporter simulate: " + string(pattern), exitOK
 }
 
 // regionOnlyFlags are the flags of `simulate --regions`.
