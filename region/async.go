@@ -144,7 +144,7 @@ func (a *asyncStore) decideStrict(ctx context.Context, key, hash string, lim lim
 		}
 	}
 	start := time.Now()
-	r, err := a.run(ctx, a.set.cfg.Clients[home], key, hash, strictSlot(home), -1, lim, cost, mode)
+	r, err := a.run(ctx, a.set.remote[home], key, hash, strictSlot(home), -1, lim, cost, mode)
 	if home == local {
 		a.set.obs.ObserveDecision(a.mode, HomeLocal)
 		if err == nil && r.slot != "" {

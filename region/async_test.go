@@ -82,3 +82,43 @@ func TestAsyncRefusesAnAlgorithmItCannotReplicate(t *testing.T) {
 		t.Fatal("async decided a sliding_log limit")
 	}
 }
+
+// Units learnt from another region are taken once: once the bucket has
+// refilled, the region that learnt them has the whole bucket again.
+func TestAsyncBucketsRefillWhatTheOtherRegionTookOnce(t *testing.T) {
+	w := newWorld(t, worldConfig{regions: []string{"eu", "us"}, syncInterval: 20 * time.Millisecond})
+	for _, a := range []limiter.Algorithm{limiter.TokenBucket, limiter.GCRA} {
+		t.Run(string(a), func(t *testing.T) {
+			const burst = 20
+			lim := limiter.Limit{Algorithm: a, Rate: burst, Period: time.Second}
+			key := "refill-" + string(a)
+			ls := w.limiters(t, region.ModeAsync, region.StoreOptions{}, lim)
+			spend := func(n string) int {
+				admitted := 0
+				for range burst + 5 {
+					d, err := ls[n].Allow(context.Background(), key)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if d.Allowed {
+						admitted++
+					}
+				}
+				return admitted
+			}
+			if got := spend("eu"); got < burst || got > burst+1 {
+				t.Fatalf("eu admitted %d from a full bucket of %d", got, burst)
+			}
+			waitSlot(t, w, "us", hashKey(key, a), "eu")
+			if got := spend("us"); got > 1 {
+				t.Fatalf("us admitted %d once eu's %d were shipped, want at most the refill of a moment", got, burst)
+			}
+			// A full refill later, us has the whole bucket: eu's units
+			// were taken once, not again by a later round.
+			time.Sleep(lim.Window() + 100*time.Millisecond)
+			if got := spend("us"); got < burst || got > burst+1 {
+				t.Fatalf("us admitted %d from a refilled bucket of %d", got, burst)
+			}
+		})
+	}
+}

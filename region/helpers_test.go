@@ -256,3 +256,23 @@ func keyWithRoom(t testing.TB, base string, period, room time.Duration) string {
 func hashKey(key string, a limiter.Algorithm) string {
 	return "rl:{" + key + "}:" + string(a) + ":regions"
 }
+
+// keyStartingSoon returns a key whose fixed window (of period) starts
+// between 0.3 s and 1.5 s from now, and when.
+func keyStartingSoon(t testing.TB, base string, period time.Duration) (string, time.Time) {
+	t.Helper()
+	for i := range 100000 {
+		k := fmt.Sprintf("%s-%d", base, i)
+		now := time.Now()
+		off := limiter.WindowOffset(k, period)
+		pos := time.Duration((now.UnixMicro()-off.Microseconds())%period.Microseconds()) * time.Microsecond
+		if pos < 0 {
+			pos += period
+		}
+		if left := period - pos; left > 300*time.Millisecond && left < 1500*time.Millisecond {
+			return k, now.Add(left)
+		}
+	}
+	t.Fatalf("no key whose window of %s starts within 1.5 s", period)
+	return "", time.Time{}
+}

@@ -49,17 +49,17 @@ func ParseMode(s string) (Mode, error) {
 	return "", fmt.Errorf("unknown region mode %q: choose one of %s", s, strings.Join(names, ", "))
 }
 
-// Algorithms lists the algorithms mode m supports, in limiter.Algorithms
+// Algorithms lists the algorithms mode m supports, in limiter.AllAlgorithms
 // order: all six for local and strict (the single-region scripts run on
 // one Redis), fixed_window, sliding_window, token_bucket and gcra for async
 // and hybrid. None for an unknown mode.
 func Algorithms(m Mode) []limiter.Algorithm {
 	switch m {
 	case ModeLocal, ModeStrict:
-		return slices.Clone(limiter.Algorithms)
+		return limiter.AllAlgorithms()
 	case ModeAsync, ModeHybrid:
 		var out []limiter.Algorithm
-		for _, a := range limiter.Algorithms {
+		for _, a := range limiter.AllAlgorithms() {
 			if slices.Contains(asyncAlgorithms, a) {
 				out = append(out, a)
 			}
@@ -73,7 +73,8 @@ func Algorithms(m Mode) []limiter.Algorithm {
 func Supports(m Mode, a limiter.Algorithm) bool {
 	switch m {
 	case ModeLocal, ModeStrict:
-		return slices.Contains(limiter.Algorithms, a)
+		_, err := limiter.ParseAlgorithm(string(a))
+		return err == nil
 	case ModeAsync, ModeHybrid:
 		return slices.Contains(asyncAlgorithms, a)
 	}

@@ -44,13 +44,13 @@ func TestParseMode(t *testing.T) {
 
 func TestSupportsAgreesWithAlgorithms(t *testing.T) {
 	for _, m := range region.Modes {
-		for _, a := range limiter.Algorithms {
+		for _, a := range limiter.AllAlgorithms() {
 			if got, listed := region.Supports(m, a), slices.Contains(region.Algorithms(m), a); got != listed {
 				t.Errorf("Supports(%s, %s) = %v but Algorithms lists it: %v", m, a, got, listed)
 			}
 		}
 	}
-	if got := region.Algorithms(region.ModeStrict); !slices.Equal(got, limiter.Algorithms) {
+	if got := region.Algorithms(region.ModeStrict); !slices.Equal(got, limiter.AllAlgorithms()) {
 		t.Errorf("strict supports %v, want all six", got)
 	}
 	want := []limiter.Algorithm{limiter.FixedWindow, limiter.SlidingWindow, limiter.TokenBucket, limiter.GCRA}

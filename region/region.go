@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -24,6 +25,11 @@ const (
 	// on their way to one peer region at once (redisstore.BatchConfig.Senders
 	// of the peers' stores; the local store keeps Store.Batch as it is).
 	PeerBatchSenders = 8
+	// PeerPoolSize is the least connection pool of the client hybrid's
+	// strict decisions use on a peer (its options otherwise): each such
+	// decision holds a connection for a cross-region round trip, so
+	// rate × round trip connections are busy at once.
+	PeerPoolSize = 256
 	// DefaultHybridThreshold is the share of the limit a key may reach
 	// in async before hybrid decides it strictly.
 	DefaultHybridThreshold = 0.8
@@ -94,13 +100,19 @@ type StoreOptions struct {
 // the shipper of the async counts. Make one with New at start-up and Close
 // it at shutdown. It is safe for concurrent use.
 type Set struct {
-	cfg     Config
-	names   []string // sorted
-	stores  map[string]*redisstore.Store
+	cfg    Config
+	names  []string // sorted
+	stores map[string]*redisstore.Store
+	// remote are the clients hybrid's strict decisions use on each peer
+	// (see ownClient), closers the ones made here.
+	remote  map[string]redis.UniversalClient
+	closers []func() error
 	obs     Observer
 	log     *slog.Logger
 	scripts *asyncScripts
 	ship    *shipper
+
+	closeOnce sync.Once
 }
 
 // New validates cfg, builds a redisstore.Store per region and starts the
@@ -124,7 +136,7 @@ func New(cfg Config) (*Set, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	s := &Set{cfg: cfg, stores: make(map[string]*redisstore.Store, len(cfg.Clients)), log: cfg.Logger, obs: cfg.Observer}
+	s := &Set{cfg: cfg, stores: make(map[string]*redisstore.Store, len(cfg.Clients)), remote: map[string]redis.UniversalClient{}, log: cfg.Logger, obs: cfg.Observer}
 	if s.obs == nil {
 		s.obs = nopObserver{}
 	}
@@ -149,6 +161,19 @@ func New(cfg Config) (*Set, error) {
 		s.names = append(s.names, name)
 	}
 	slices.Sort(s.names)
+	for _, name := range s.names {
+		if name == cfg.Local {
+			s.remote[name] = cfg.Clients[name]
+			continue
+		}
+		// Hybrid's strict decisions are one script call each, not batched:
+		// each holds a connection for a whole round trip.
+		c, closeClient := ownClient(cfg.Clients[name], PeerPoolSize, 0)
+		s.remote[name] = c
+		if closeClient != nil {
+			s.closers = append(s.closers, closeClient)
+		}
+	}
 	scripts, err := loadAsyncScripts()
 	if err != nil {
 		return nil, fmt.Errorf("region: %w", err)
@@ -201,10 +226,16 @@ func (s *Set) Store(m Mode, opt StoreOptions) (limiter.Store, error) {
 }
 
 // Close stops shipping after one last round to every peer bounded by
-// SyncTimeout. It does not close the clients. Stores must not be used after
+// SyncTimeout. It does not close the clients of Config (only those it made
+// from them). Stores must not be used after
 // Close; closing twice does nothing.
 func (s *Set) Close() error {
-	s.ship.close()
+	s.closeOnce.Do(func() {
+		s.ship.close()
+		for _, c := range s.closers {
+			_ = c()
+		}
+	})
 	return nil
 }
 

@@ -159,32 +159,59 @@ func (sh *shipper) close() {
 	})
 }
 
-// shippingClient returns a client of its own for shipping to a peer, with
-// the options of c but a pool of shipPoolSize and a dial timeout of at most
-// timeout, so that shipping to a peer that is cut off neither shares nor
-// exhausts the pool of the decisions made on it (strict and hybrid), and
-// resumes as soon as the peer is back. A client of another kind than
-// *redis.Client and *redis.ClusterClient is used as it is (close is nil).
+// shippingClient returns a client of its own for shipping to a peer (see
+// ownClient), with a pool of shipPoolSize and dials bounded by timeout, so
+// that shipping to a peer that is cut off neither shares nor exhausts the
+// pool of the decisions made on it (strict and hybrid), and resumes as soon
+// as the peer is back.
 func shippingClient(c redis.UniversalClient, timeout time.Duration) (redis.UniversalClient, func() error) {
+	return ownClient(c, shipPoolSize, timeout)
+}
+
+// ownClient returns a client with the options of c but a pool of at least
+// poolSize connections and, when dialTimeout > 0, dials bounded by it. A
+// client of another kind than *redis.Client and *redis.ClusterClient is
+// used as it is (close is nil).
+func ownClient(c redis.UniversalClient, poolSize int, dialTimeout time.Duration) (redis.UniversalClient, func() error) {
 	switch c := c.(type) {
 	case *redis.Client:
 		o := *c.Options()
-		o.PoolSize = max(o.PoolSize, shipPoolSize)
+		o.PoolSize = max(o.PoolSize, poolSize)
 		o.MaxConcurrentDials = o.PoolSize
 		o.MinIdleConns = 0
-		o.DialTimeout = min(o.DialTimeout, timeout)
-		o.Dialer = boundedDialer(o.Dialer, timeout)
-		sc := redis.NewClient(&o)
-		return sc, sc.Close
+		if dialTimeout > 0 {
+			o.DialTimeout = min(o.DialTimeout, dialTimeout)
+			o.Dialer = boundedDialer(o.Dialer, dialTimeout)
+		}
+		// What the client made for itself stays its own: its push
+		// notification processor (a second client registering handlers on
+		// it fails) and its maintenance notifications settings.
+		o.PushNotificationProcessor = nil
+		if o.MaintNotificationsConfig != nil {
+			mc := *o.MaintNotificationsConfig
+			o.MaintNotificationsConfig = &mc
+		}
+		oc := redis.NewClient(&o)
+		return oc, oc.Close
 	case *redis.ClusterClient:
 		o := *c.Options()
-		o.PoolSize = max(o.PoolSize, shipPoolSize)
+		o.PoolSize = max(o.PoolSize, poolSize)
 		o.MaxConcurrentDials = o.PoolSize
 		o.MinIdleConns = 0
-		o.DialTimeout = min(o.DialTimeout, timeout)
-		o.Dialer = boundedDialer(o.Dialer, timeout)
-		sc := redis.NewClusterClient(&o)
-		return sc, sc.Close
+		if dialTimeout > 0 {
+			o.DialTimeout = min(o.DialTimeout, dialTimeout)
+			o.Dialer = boundedDialer(o.Dialer, dialTimeout)
+		}
+		// What the client made for itself stays its own: its push
+		// notification processor (a second client registering handlers on
+		// it fails) and its maintenance notifications settings.
+		o.PushNotificationProcessor = nil
+		if o.MaintNotificationsConfig != nil {
+			mc := *o.MaintNotificationsConfig
+			o.MaintNotificationsConfig = &mc
+		}
+		oc := redis.NewClusterClient(&o)
+		return oc, oc.Close
 	}
 	return c, nil
 }

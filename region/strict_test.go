@@ -16,7 +16,7 @@ import (
 // limit, whichever region is home, for every algorithm.
 func TestStrictAdmitsExactlyTheLimitForEveryAlgorithmFromTwoRegions(t *testing.T) {
 	w := newWorld(t, worldConfig{regions: []string{"eu", "us"}, oneWay: 5 * time.Millisecond})
-	for _, a := range limiter.Algorithms {
+	for _, a := range limiter.AllAlgorithms() {
 		t.Run(string(a), func(t *testing.T) {
 			const quota = 40
 			lim := limiter.Limit{Algorithm: a, Rate: quota, Period: time.Hour}
