@@ -100,6 +100,38 @@ type ClientConfig struct {
 // Options returns the go-redis options ClientConfig describes, with the
 // defaults applied and ContextTimeoutEnabled set.
 func (c ClientConfig) Options() (*redis.UniversalOptions, error) {
+	if err := c.checkTarget(); err != nil {
+		return nil, err
+	}
+	o := c.baseOptions()
+	var err error
+	switch {
+	case c.URL != "":
+		err = applyURL(o, c.URL)
+	case len(c.ClusterAddrs) > 0:
+		err = c.applyCluster(o)
+	default:
+		err = c.applySentinel(o)
+	}
+	if err != nil {
+		return nil, err
+	}
+	for _, a := range o.Addrs {
+		if a == "" {
+			return nil, errors.New("redis: empty address")
+		}
+	}
+	if c.MasterName != "" && len(c.SentinelAddrs) == 0 {
+		return nil, errors.New("redis: master name is set but no sentinel addresses")
+	}
+	if err := c.applyDefaults(o); err != nil {
+		return nil, err
+	}
+	return o, nil
+}
+
+// checkTarget checks that exactly one kind of deployment is named.
+func (c ClientConfig) checkTarget() error {
 	set := 0
 	for _, b := range []bool{c.URL != "", len(c.ClusterAddrs) > 0, len(c.SentinelAddrs) > 0} {
 		if b {
@@ -107,9 +139,15 @@ func (c ClientConfig) Options() (*redis.UniversalOptions, error) {
 		}
 	}
 	if set != 1 {
-		return nil, errors.New("redis: set exactly one of url, cluster addresses or sentinel addresses")
+		return errors.New("redis: set exactly one of url, cluster addresses or sentinel addresses")
 	}
-	o := &redis.UniversalOptions{
+	return nil
+}
+
+// baseOptions are the options c sets explicitly, before the URL's and
+// the defaults.
+func (c ClientConfig) baseOptions() *redis.UniversalOptions {
+	return &redis.UniversalOptions{
 		Username:         c.Username,
 		Password:         c.Password,
 		DB:               c.DB,
@@ -130,67 +168,75 @@ func (c ClientConfig) Options() (*redis.UniversalOptions, error) {
 		// store's scripts never need.
 		Protocol: 2,
 	}
-	switch {
-	case c.URL != "":
-		u, err := redis.ParseURL(c.URL)
-		if err != nil {
-			return nil, fmt.Errorf("redis url: %w", err)
-		}
-		o.Addrs = []string{u.Addr}
-		if o.Username == "" {
-			o.Username = u.Username
-		}
-		if o.Password == "" {
-			o.Password = u.Password
-		}
-		if o.DB == 0 {
-			o.DB = u.DB
-		}
-		if o.TLSConfig == nil {
-			o.TLSConfig = u.TLSConfig
-		}
-		if o.PoolSize == 0 {
-			o.PoolSize = u.PoolSize
-		}
-		if o.DialTimeout == 0 {
-			o.DialTimeout = u.DialTimeout
-		}
-		if o.ReadTimeout == 0 {
-			o.ReadTimeout = u.ReadTimeout
-		}
-		if o.WriteTimeout == 0 {
-			o.WriteTimeout = u.WriteTimeout
-		}
-		if u.Protocol != 0 {
-			o.Protocol = u.Protocol // protocol=3 in the URL
-		}
-	case len(c.ClusterAddrs) > 0:
-		if c.DB != 0 {
-			return nil, fmt.Errorf("redis cluster: db must be 0, got %d", c.DB)
-		}
-		o.Addrs = c.ClusterAddrs
-		o.IsClusterMode = true
-		// A pipeline part that could not get a connection to its node
-		// (never sent, so safe to send again) is retried after a pause that
-		// go-redis would make 10 ms to 1 s: far past a decision's
-		// deadline, when the node is dead and every attempt fails at once.
-		o.MinRetryBackoff = clusterRetryBackoff
-		o.MaxRetryBackoff = 4 * clusterRetryBackoff
-	default:
-		if c.MasterName == "" {
-			return nil, errors.New("redis sentinel: master name is required with sentinel addresses")
-		}
-		o.Addrs = c.SentinelAddrs
-		o.MasterName = c.MasterName
+}
+
+// applyURL sets o's address from a single server's URL, and every option
+// o leaves at zero that the URL sets.
+func applyURL(o *redis.UniversalOptions, url string) error {
+	u, err := redis.ParseURL(url)
+	if err != nil {
+		return fmt.Errorf("redis url: %w", err)
 	}
-	for _, a := range o.Addrs {
-		if a == "" {
-			return nil, errors.New("redis: empty address")
-		}
+	o.Addrs = []string{u.Addr}
+	if o.Username == "" {
+		o.Username = u.Username
 	}
-	if c.MasterName != "" && len(c.SentinelAddrs) == 0 {
-		return nil, errors.New("redis: master name is set but no sentinel addresses")
+	if o.Password == "" {
+		o.Password = u.Password
 	}
+	if o.DB == 0 {
+		o.DB = u.DB
+	}
+	if o.TLSConfig == nil {
+		o.TLSConfig = u.TLSConfig
+	}
+	if o.PoolSize == 0 {
+		o.PoolSize = u.PoolSize
+	}
+	if o.DialTimeout == 0 {
+		o.DialTimeout = u.DialTimeout
+	}
+	if o.ReadTimeout == 0 {
+		o.ReadTimeout = u.ReadTimeout
+	}
+	if o.WriteTimeout == 0 {
+		o.WriteTimeout = u.WriteTimeout
+	}
+	if u.Protocol != 0 {
+		o.Protocol = u.Protocol // protocol=3 in the URL
+	}
+	return nil
+}
+
+// applyCluster sets the options of a Redis Cluster.
+func (c ClientConfig) applyCluster(o *redis.UniversalOptions) error {
+	if c.DB != 0 {
+		return fmt.Errorf("redis cluster: db must be 0, got %d", c.DB)
+	}
+	o.Addrs = c.ClusterAddrs
+	o.IsClusterMode = true
+	// A pipeline part that could not get a connection to its node (never
+	// sent, so safe to send again) is retried after a pause that go-redis
+	// would make 10 ms to 1 s: far past a decision's deadline, when the
+	// node is dead and every attempt fails at once.
+	o.MinRetryBackoff = clusterRetryBackoff
+	o.MaxRetryBackoff = 4 * clusterRetryBackoff
+	return nil
+}
+
+// applySentinel sets the options of a primary found through Sentinel.
+func (c ClientConfig) applySentinel(o *redis.UniversalOptions) error {
+	if c.MasterName == "" {
+		return errors.New("redis sentinel: master name is required with sentinel addresses")
+	}
+	o.Addrs = c.SentinelAddrs
+	o.MasterName = c.MasterName
+	return nil
+}
+
+// applyDefaults sets the defaults of every option still at zero, and
+// turns the ClientConfig conventions into go-redis's where they differ.
+func (c ClientConfig) applyDefaults(o *redis.UniversalOptions) error {
 	if o.PoolSize <= 0 {
 		o.PoolSize = 10 * runtime.GOMAXPROCS(0)
 	}
@@ -207,7 +253,7 @@ func (c ClientConfig) Options() (*redis.UniversalOptions, error) {
 		o.MaxRetries = -1 // go-redis: -1 disables retries, 0 means its default of 3
 	}
 	if c.DialAttempts < 0 {
-		return nil, fmt.Errorf("redis: dial attempts must be >= 1, got %d", c.DialAttempts)
+		return fmt.Errorf("redis: dial attempts must be >= 1, got %d", c.DialAttempts)
 	}
 	if o.DialerRetries == 0 {
 		o.DialerRetries = DefaultDialAttempts // go-redis: attempts in all, 0 means 5
@@ -222,7 +268,7 @@ func (c ClientConfig) Options() (*redis.UniversalOptions, error) {
 	case c.ClusterMaxRedirects < 0:
 		o.MaxRedirects = -1 // go-redis: -1 is none, 0 its default of 3
 	}
-	return o, nil
+	return nil
 }
 
 // NewClient returns a go-redis client for c: a *redis.Client, a failover
