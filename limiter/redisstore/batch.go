@@ -1,5 +1,29 @@
 package redisstore
 
+// How a decision reaches Redis, top to bottom in this file:
+//
+//  1. Store.decide refuses a call that would corrupt the shared state
+//     (checkCall), takes a request from the store's pool and fills in its
+//     keys and script arguments (Store.fill).
+//  2. Store.send chooses the way. A decision made while no other is in
+//     progress (or on a store without batching) is sent at once, on the
+//     caller's goroutine, as one call of its algorithm's single script
+//     (Store.direct): batching adds no latency when there is nothing to
+//     batch with. Any other decision joins a batch (batcher.wait).
+//  3. batcher.wait queues the request on the lane of the Redis node that
+//     holds its key (one lane on a single server or Sentinel, one per
+//     master on a Cluster) and waits for its answer, its deadline or the
+//     end of its context, whichever comes first.
+//  4. Up to BatchConfig.Senders sender goroutines per lane (lane.send)
+//     each take everything queued, up to BatchConfig.MaxSize, and flush
+//     it (sender.flush): answer the members whose callers gave up, group
+//     the others by algorithm (and Cluster slot), build one batch-script
+//     call per group, send the calls in one pipeline and hand each member
+//     its answer.
+//  5. A request goes back to the pool once its answer has been read.
+//     One whose caller stopped waiting is left to the garbage collector,
+//     because a sender may still write its answer.
+
 import (
 	"bytes"
 	"context"
@@ -52,10 +76,104 @@ type BatchConfig struct {
 	Senders int
 }
 
+// decide makes one decision in the given mode; see the top of this file.
+func (s *Store) decide(ctx context.Context, key string, lim limiter.Limit, cost int64, timeout time.Duration, mode limiter.Mode) (limiter.Decision, error) {
+	alg := algIndex(lim.Algorithm)
+	if err := checkCall(alg, lim, cost); err != nil {
+		return limiter.Decision{}, err
+	}
+	r := s.requests.Get().(*request)
+	s.fill(r, alg, key, lim, cost, mode)
+	stateKey := r.key
+	d, err := s.send(ctx, r, timeout)
+	if err != nil {
+		err = fmt.Errorf("redis %s script for %s: %w", lim.Algorithm, stateKey, err)
+	}
+	return d, err
+}
+
+// checkCall refuses the calls that limiter.Store's contract excludes but
+// that would do harm if they reached a script; it does not validate the
+// limit again (the caller did). A cost below 1 would hand units back to
+// every process sharing the key; a rate or period of 0 makes the scripts
+// divide by zero and store an infinite or NaN state; an unknown algorithm
+// has no script. The test is a few comparisons; only a refused call pays
+// for the full Limit.Validate, for its message.
+func checkCall(alg int, lim limiter.Limit, cost int64) error {
+	if alg < algCount && cost >= 1 && lim.Rate >= 1 && lim.Period >= time.Millisecond {
+		return nil
+	}
+	if err := lim.Validate(); err != nil {
+		return fmt.Errorf("redis store: limit: %w", err)
+	}
+	return fmt.Errorf("redis store: %w", lim.CheckCost(cost))
+}
+
+// fill prepares r for one decision: its keys and script arguments.
+func (s *Store) fill(r *request, alg int, key string, lim limiter.Limit, cost int64, mode limiter.Mode) {
+	r.alg = alg
+	r.key = s.baseKey(key, lim.Algorithm)
+	if lim.Algorithm == limiter.SlidingLog {
+		r.seq = r.key + ":seq"
+	}
+	r.nargs = copy(r.args[:], scriptArgsInto(r.args[:0], key, lim, cost, mode))
+	r.limit, r.cost, r.mode = lim.Quota(), cost, mode
+	if s.cluster {
+		r.slot = keySlot(r.key)
+	}
+}
+
+// send makes r's decision: at once when no other decision is in progress,
+// else in a batch. r goes back to the pool once its answer is read.
+func (s *Store) send(ctx context.Context, r *request, timeout time.Duration) (limiter.Decision, error) {
+	if s.batch == nil {
+		defer s.recycle(r)
+		return s.direct(ctx, r, timeout)
+	}
+	defer s.batch.inFlight.Add(-1)
+	if s.batch.inFlight.Add(1) == 1 {
+		defer s.recycle(r)
+		return s.direct(ctx, r, timeout)
+	}
+	return s.batch.wait(ctx, r, timeout)
+}
+
+// recycle clears r and puts it back in the pool.
+func (s *Store) recycle(r *request) {
+	r.key, r.seq, r.ctx, r.err = "", "", nil, nil
+	r.deadline = time.Time{}
+	r.d = limiter.Decision{}
+	s.requests.Put(r)
+}
+
+// direct sends r alone, as one call of its algorithm's single script, on
+// the caller's goroutine.
+func (s *Store) direct(ctx context.Context, r *request, timeout time.Duration) (limiter.Decision, error) {
+	if timeout > 0 {
+		if dl, ok := ctx.Deadline(); !ok || time.Until(dl) > timeout {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, timeout)
+			defer cancel()
+		}
+	}
+	sc := &s.algs[r.alg]
+	var via processor = s.client
+	conn := s.direct1.take()
+	if conn != nil {
+		via = conn
+	}
+	ints, err := s.run(ctx, via, &sc.single, r.cmdArgs(sc.nkeys), &r.raw, r.ints[:0])
+	r.ints = ints
+	s.direct1.give(conn, err)
+	if err != nil {
+		s.noteError(err)
+		return limiter.Decision{}, err
+	}
+	return r.answer(decodeInts(ints))
+}
+
 // request is one decision on its way: its keys and arguments, and, once
-// made, its answer. Requests are pooled; one whose caller gave up waiting
-// (deadline, cancellation) is left to the garbage collector, because a
-// sender may still write its answer.
+// made, its answer. Requests are pooled (see the top of this file).
 type request struct {
 	alg   int
 	key   string // the state key
@@ -97,13 +215,6 @@ func (r *request) answer(d limiter.Decision, err error) (limiter.Decision, error
 	return d, nil
 }
 
-// reset clears r's per-decision fields for reuse.
-func (r *request) reset() {
-	r.key, r.seq, r.ctx, r.err = "", "", nil, nil
-	r.deadline = time.Time{}
-	r.d = limiter.Decision{}
-}
-
 // cmdArgs is the command of a single-script call for r, with two slots
 // left for the command name and the SHA. Pointers box without allocating.
 func (r *request) cmdArgs(nkeys int) []any {
@@ -126,6 +237,9 @@ type batcher struct {
 	s       *Store
 	maxSize int
 	senders int32
+	// inFlight counts the store's decisions in progress: one alone goes
+	// straight to Redis (Store.send).
+	inFlight atomic.Int64
 	// one is the only lane when the store is not on a Cluster.
 	one *lane
 	// lanes are a Cluster's lanes by node client (*redis.Client → *lane;
@@ -135,9 +249,6 @@ type batcher struct {
 	routed atomic.Bool
 	// trace, when set, links each batch to its decisions' traces.
 	trace BatchTracer
-	// batched counts the decisions sent together with others (in one
-	// script call or one pipeline).
-	batched atomic.Int64
 }
 
 // lane is a queue of decisions bound for one Redis node and the senders
@@ -170,6 +281,70 @@ func (b *batcher) newLane() *lane {
 	return &lane{b: b, queue: make(chan *request, 4*b.maxSize*int(b.senders))}
 }
 
+// errDeadline is returned when a decision's timeout passes while it waits.
+var errDeadline = context.DeadlineExceeded
+
+// wait queues r on its node's lane and waits for its answer, its deadline
+// or the end of ctx, whichever comes first. r goes back to the pool unless
+// its caller gave up after queueing it, since a sender may still answer
+// it.
+func (b *batcher) wait(ctx context.Context, r *request, timeout time.Duration) (limiter.Decision, error) {
+	expired := r.setDeadline(ctx, timeout)
+	ln, err := b.laneFor(ctx, r)
+	if err == nil {
+		err = ln.enqueue(ctx, r, expired)
+	}
+	if err != nil {
+		r.stopTimer(expired)
+		b.s.recycle(r)
+		return limiter.Decision{}, err
+	}
+	select {
+	case <-r.done:
+		r.stopTimer(expired)
+		d, err := r.d, r.err
+		b.s.recycle(r)
+		return d, err
+	case <-ctx.Done():
+		r.stopTimer(expired)
+		return limiter.Decision{}, ctx.Err()
+	case <-expired:
+		return limiter.Decision{}, errDeadline
+	}
+}
+
+// setDeadline records r's context and deadline, the earlier of ctx's and
+// timeout from now, and returns the channel of r's reused timer when
+// timeout is the earlier (nil otherwise: ctx.Done ends the wait).
+func (r *request) setDeadline(ctx context.Context, timeout time.Duration) <-chan time.Time {
+	r.ctx = ctx
+	dl, ok := ctx.Deadline()
+	if timeout <= 0 {
+		if ok {
+			r.deadline = dl
+		}
+		return nil
+	}
+	r.deadline = time.Now().Add(timeout)
+	if ok && dl.Before(r.deadline) {
+		r.deadline = dl
+		return nil
+	}
+	if r.timer == nil {
+		r.timer = time.NewTimer(timeout)
+	} else {
+		r.timer.Reset(timeout)
+	}
+	return r.timer.C
+}
+
+// stopTimer stops r's timer when expired (from setDeadline) is its channel.
+func (r *request) stopTimer(expired <-chan time.Time) {
+	if expired != nil {
+		r.timer.Stop()
+	}
+}
+
 // laneFor returns the lane of the node that holds r's slot in the
 // client's current slot map. Before the client has a map, finding the
 // node loads one, bounded by r's deadline.
@@ -199,68 +374,22 @@ func (b *batcher) laneFor(ctx context.Context, r *request) (*lane, error) {
 	return l.(*lane), nil
 }
 
-// errDeadline is returned when a decision's timeout passes while it waits.
-var errDeadline = context.DeadlineExceeded
-
-// do queues r on its node's lane and waits for its answer, its deadline
-// or the end of ctx, whichever comes first. It reports whether r is free
-// to reuse: not when the caller gave up, since a sender may still answer
-// it.
-func (b *batcher) do(ctx context.Context, r *request, timeout time.Duration) (limiter.Decision, error, bool) {
-	r.ctx = ctx
-	var expired <-chan time.Time
-	if timeout > 0 {
-		r.deadline = time.Now().Add(timeout)
-		if dl, ok := ctx.Deadline(); ok && dl.Before(r.deadline) {
-			r.deadline = dl // ctx.Done ends the wait
-		} else {
-			if r.timer == nil {
-				r.timer = time.NewTimer(timeout)
-			} else {
-				r.timer.Reset(timeout)
-			}
-			expired = r.timer.C
-		}
-	} else if dl, ok := ctx.Deadline(); ok {
-		r.deadline = dl
-	}
-	ln, err := b.laneFor(ctx, r)
-	if err != nil {
-		if expired != nil {
-			r.timer.Stop()
-		}
-		return limiter.Decision{}, err, true
-	}
+// enqueue puts r in the lane's queue, waiting for room until ctx ends or
+// expired fires, and makes sure a sender will take it.
+func (ln *lane) enqueue(ctx context.Context, r *request, expired <-chan time.Time) error {
 	select {
 	case ln.queue <- r:
 	default:
 		select {
 		case ln.queue <- r:
 		case <-ctx.Done():
-			if expired != nil {
-				r.timer.Stop()
-			}
-			return limiter.Decision{}, ctx.Err(), true
+			return ctx.Err()
 		case <-expired:
-			return limiter.Decision{}, errDeadline, true
+			return errDeadline
 		}
 	}
 	ln.wake()
-
-	select {
-	case <-r.done:
-		if expired != nil {
-			r.timer.Stop()
-		}
-		return r.d, r.err, true
-	case <-ctx.Done():
-		if expired != nil {
-			r.timer.Stop()
-		}
-		return limiter.Decision{}, ctx.Err(), false
-	case <-expired:
-		return limiter.Decision{}, errDeadline, false
-	}
+	return nil
 }
 
 // wake starts a sender when fewer than the configured number run.
@@ -280,45 +409,64 @@ func (ln *lane) wake() {
 // send is one sender goroutine: it takes what is queued, sends it and
 // delivers the answers, until it has had nothing to do for senderIdle.
 func (ln *lane) send() {
-	b := ln.b
-	sd := newSender(b)
+	sd := newSender(ln.b)
 	sd.node = ln.node
 	idle := time.NewTimer(senderIdle)
 	defer idle.Stop()
 	for {
-		var first *request
-		select {
-		case first = <-ln.queue:
-		default:
-			idle.Reset(senderIdle)
-			select {
-			case first = <-ln.queue:
-				idle.Stop()
-			case <-idle.C:
-				ln.running.Add(-1)
-				// A decision queued just before the count went down would
-				// wait for the next one: take it on after all.
-				if len(ln.queue) > 0 && ln.running.Add(1) <= b.senders {
-					continue
-				}
-				sd.conn.close()
-				return
-			}
+		first := ln.next(idle)
+		if first == nil {
+			sd.conn.close()
+			return
 		}
-		batch := append(sd.batch[:0], first)
-	drain:
-		for len(batch) < b.maxSize {
-			select {
-			case r := <-ln.queue:
-				batch = append(batch, r)
-			default:
-				break drain
-			}
-		}
-		sd.batch = batch
-		sd.flush(batch)
+		sd.batch = ln.drain(append(sd.batch[:0], first))
+		sd.flush(sd.batch)
 		clear(sd.batch) // drop references to delivered requests
 	}
+}
+
+// next waits for the first request of the next batch, or returns nil when
+// none came for senderIdle and the sender has left the running count.
+func (ln *lane) next(idle *time.Timer) *request {
+	for {
+		select {
+		case r := <-ln.queue:
+			return r
+		default:
+		}
+		idle.Reset(senderIdle)
+		select {
+		case r := <-ln.queue:
+			idle.Stop()
+			return r
+		case <-idle.C:
+			ln.running.Add(-1)
+			if len(ln.queue) == 0 {
+				return nil
+			}
+			// A decision queued just before the count went down would
+			// wait for the next sender: take it on after all, unless
+			// another sender started meanwhile.
+			if ln.running.Add(1) <= ln.b.senders {
+				continue
+			}
+			ln.running.Add(-1)
+			return nil
+		}
+	}
+}
+
+// drain appends what else is queued to batch, up to the batch size.
+func (ln *lane) drain(batch []*request) []*request {
+	for len(batch) < ln.b.maxSize {
+		select {
+		case r := <-ln.queue:
+			batch = append(batch, r)
+		default:
+			return batch
+		}
+	}
+	return batch
 }
 
 // sender is the reusable state of one sender goroutine.
@@ -333,6 +481,9 @@ type sender struct {
 	args   []any
 	ints   []int64
 	traced []context.Context // the members' contexts, for BatchTracer
+	// cancel and traceEnd end the current batch's context and trace.
+	cancel   context.CancelFunc
+	traceEnd func()
 }
 
 // group is the decisions of one batch that go in one script call.
@@ -359,56 +510,86 @@ func deliver(r *request, d limiter.Decision, err error) {
 
 // flush sends one batch and delivers every answer.
 func (sd *sender) flush(batch []*request) {
-	s := sd.b.s
+	live, deadline := dropExpired(batch)
+	if len(live) == 0 {
+		return
+	}
+	ctx := sd.begin(live, deadline)
+	defer sd.end()
+	sd.group(live)
+	sd.buildCommands()
+	sd.exchange(ctx)
+}
+
+// dropExpired answers the members of batch whose context has ended or
+// whose deadline has passed, and returns the others (in batch's backing
+// array) with the latest of their deadlines; zero when one of them has
+// none.
+func dropExpired(batch []*request) (live []*request, deadline time.Time) {
 	now := time.Now()
-	var latest time.Time
-	noDeadline := false
-	live := batch[:0]
+	unbounded := false
+	live = batch[:0]
 	for _, r := range batch {
 		if err := r.ctx.Err(); err != nil {
 			deliver(r, limiter.Decision{}, err)
 			continue
 		}
-		if r.deadline.IsZero() {
-			noDeadline = true
-		} else if !now.Before(r.deadline) {
+		switch {
+		case r.deadline.IsZero():
+			unbounded = true
+		case !now.Before(r.deadline):
 			deliver(r, limiter.Decision{}, errDeadline)
 			continue
-		} else if r.deadline.After(latest) {
-			latest = r.deadline
+		case r.deadline.After(deadline):
+			deadline = r.deadline
 		}
 		live = append(live, r)
 	}
-	if len(live) == 0 {
-		return
+	if unbounded {
+		deadline = time.Time{}
 	}
-	// The call lasts until the last member's deadline: each member stops
-	// waiting at its own.
+	return live, deadline
+}
+
+// begin returns the context the batch's calls run with: a background
+// context that lasts until the latest member's deadline (each member
+// stops waiting at its own), handed to the BatchTracer when there is one.
+// end releases it.
+func (sd *sender) begin(live []*request, deadline time.Time) context.Context {
 	ctx := context.Background()
-	if !noDeadline {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithDeadline(ctx, latest)
-		defer cancel()
+	if !deadline.IsZero() {
+		ctx, sd.cancel = context.WithDeadline(ctx, deadline)
 	}
 	if sd.b.trace != nil {
-		sd.traced = sd.traced[:0]
 		for _, r := range live {
 			sd.traced = append(sd.traced, r.ctx)
 		}
-		var end func()
-		ctx, end = sd.b.trace.TraceBatch(ctx, sd.traced)
+		ctx, sd.traceEnd = sd.b.trace.TraceBatch(ctx, sd.traced)
 		clear(sd.traced)
-		if end != nil {
-			defer end()
-		}
+		sd.traced = sd.traced[:0]
 	}
+	return ctx
+}
 
-	// Group by algorithm and, on a Cluster, by slot.
+// end ends what begin started, once the answers are delivered.
+func (sd *sender) end() {
+	if sd.traceEnd != nil {
+		sd.traceEnd()
+	}
+	if sd.cancel != nil {
+		sd.cancel()
+	}
+	sd.cancel, sd.traceEnd = nil, nil
+}
+
+// group sorts the live members into sd.groups: by algorithm and, on a
+// Cluster, by slot.
+func (sd *sender) group(live []*request) {
 	sd.groups = sd.groups[:0]
 	clear(sd.byKey)
 	for _, r := range live {
 		k := r.alg
-		if s.cluster {
+		if sd.b.s.cluster {
 			k = r.alg*clusterSlots + r.slot
 		}
 		gi, ok := sd.byKey[k]
@@ -424,12 +605,16 @@ func (sd *sender) flush(batch []*request) {
 		}
 		sd.groups[gi].members = append(sd.groups[gi].members, r)
 	}
+}
 
-	// Build each group's command: EVALSHA sha numkeys keys... args...
+// buildCommands builds each group's command in sd.args:
+// EVALSHA sha numkeys keys... args..., the members' keys then their
+// arguments, one member after another.
+func (sd *sender) buildCommands() {
 	sd.args = sd.args[:0]
 	for gi := range sd.groups {
 		g := &sd.groups[gi]
-		sc := &s.algs[g.alg]
+		sc := &sd.b.s.algs[g.alg]
 		start := len(sd.args)
 		g.numKeys = int64(len(g.members) * sc.nkeys)
 		sd.args = append(sd.args, "evalsha", sc.batch.shaArg, &g.numKeys)
@@ -446,8 +631,13 @@ func (sd *sender) flush(batch []*request) {
 		}
 		g.args = sd.args[start:len(sd.args):len(sd.args)]
 	}
-	// On a single server the batch goes through the sender's own
-	// connection.
+}
+
+// exchange sends the groups' commands and delivers their answers. On a
+// single server the batch goes through the sender's own connection; on a
+// Cluster through the lane's node.
+func (sd *sender) exchange(ctx context.Context) {
+	s := sd.b.s
 	conn := sd.conn.take()
 	sd.via = s.client
 	if conn != nil {
@@ -456,9 +646,6 @@ func (sd *sender) flush(batch []*request) {
 		sd.via = sd.node
 	}
 	sd.exec(ctx)
-	if len(live) > 1 {
-		sd.b.batched.Add(int64(len(live)))
-	}
 	var failed error
 	for gi := range sd.groups {
 		g := &sd.groups[gi]
@@ -531,18 +718,17 @@ func (sd *sender) replyInts(g *group) error {
 // A group whose script Redis did not hold is sent again with EVAL. It
 // returns the group's error, if any.
 func (sd *sender) deliverGroup(ctx context.Context, g *group) error {
+	s := sd.b.s
 	err := sd.replyInts(g)
 	if sd.node != nil && isRedirect(err) {
 		// The slot moved (or is moving): the cluster client follows the
 		// redirection, and the slot map is reloaded.
-		s := sd.b.s
 		s.noteError(err)
 		sd.ints, err = s.run(ctx, s.client, &s.algs[g.alg].batch, g.args, g.raw, sd.ints)
 	}
 	if isNoScript(err) {
-		sc := &sd.b.s.algs[g.alg]
-		g.args[0], g.args[1] = "eval", sc.batch.srcArg
-		sd.ints, err = sd.b.s.call(ctx, sd.via, g.args, g.raw, sd.ints)
+		g.args[0], g.args[1] = "eval", s.algs[g.alg].batch.srcArg
+		sd.ints, err = s.call(ctx, sd.via, g.args, g.raw, sd.ints)
 	}
 	if err == nil && len(sd.ints) != replyLen*len(g.members) {
 		err = errors.New("unexpected batch reply length")

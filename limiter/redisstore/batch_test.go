@@ -4,37 +4,12 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"strings"
 	"testing"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/rl-exporter/rl-exporter/internal/redistest"
 	"github.com/rl-exporter/rl-exporter/limiter"
 )
-
-// batchScriptAt returns algorithm a's batch script with its clock read from
-// the last two ARGV (seconds, microseconds) instead of TIME.
-func batchScriptAt(t *testing.T, a limiter.Algorithm) *redis.Script {
-	t.Helper()
-	_, b, err := scriptSources(a, testClock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The production batch script differs only in its clock.
-	_, prod, err := scriptSources(a, redisClock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if strings.Replace(b, testClock, redisClock, 1) != prod {
-		t.Fatalf("%s: the batch script at chosen instants is not the production one", a)
-	}
-	if strings.Count(prod, "redis.call('TIME')") != 1 {
-		t.Fatalf("%s: the batch script reads the clock %d times, want once per call", a, strings.Count(prod, "redis.call('TIME')"))
-	}
-	return redis.NewScript(b)
-}
 
 // TestBatchScriptsMatchTheMemoryStore runs each batch script on a real
 // Redis at chosen instants, with batches of several decisions on a few keys
@@ -42,18 +17,12 @@ func batchScriptAt(t *testing.T, a limiter.Algorithm) *redis.Script {
 // the same decisions in the same order at the same instants: every answer
 // must be identical, to the microsecond.
 func TestBatchScriptsMatchTheMemoryStore(t *testing.T) {
-	srv := redistest.Single(t)
-	client := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1})
-	t.Cleanup(func() { _ = client.Close() })
-	store, err := New(client, Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, store := singleStore(t)
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(3, 4))
 	for _, a := range limiter.AllAlgorithms() {
 		t.Run(string(a), func(t *testing.T) {
-			script := batchScriptAt(t, a)
+			_, script := scriptsAt(t, a)
 			// One limit per key: a batch mixes decisions of different limits.
 			lims := []limiter.Limit{
 				{Algorithm: a, Rate: 5, Period: time.Second},
@@ -65,10 +34,8 @@ func TestBatchScriptsMatchTheMemoryStore(t *testing.T) {
 			for i := range keys {
 				keys[i] = fmt.Sprintf("batchdiff:%s:%d:{ü}", a, i)
 			}
-			var now int64 = 1_750_000_000_123_457
-			clock := now
-			mem := limiter.NewMemoryStore(limiter.MemoryConfig{Now: func() time.Time { return time.UnixMicro(clock) }})
-			lastReal := time.Now()
+			clock := newInstants()
+			mem := clock.memoryStore()
 			var allowed, rejected, shared int
 			for step := 0; step < 60; step++ {
 				var gap int64
@@ -80,9 +47,7 @@ func TestBatchScriptsMatchTheMemoryStore(t *testing.T) {
 				default:
 					gap = rng.Int64N(4_000_000)
 				}
-				now += max(gap, int64(time.Since(lastReal)/time.Microsecond)+1000)
-				lastReal = time.Now()
-				clock = now
+				clock.advance(gap)
 
 				n := 1 + rng.IntN(8)
 				var rkeys []string
@@ -108,8 +73,8 @@ func TestBatchScriptsMatchTheMemoryStore(t *testing.T) {
 					rkeys = append(rkeys, store.Keys(keys[k], a)...)
 					args = append(args, scriptArgs(keys[k], lim, cost, mode)...)
 				}
-				args = append(args, now/1_000_000, now%1_000_000)
-				reply, err := script.Run(ctx, client, rkeys, args...).Result()
+				args = append(args, clock.clockArgs()...)
+				reply, err := script.Run(ctx, store.client, rkeys, args...).Result()
 				if err != nil {
 					t.Fatalf("step %d: batch script: %v", step, err)
 				}
@@ -123,7 +88,7 @@ func TestBatchScriptsMatchTheMemoryStore(t *testing.T) {
 						t.Fatalf("step %d decision %d: %v", step, i, err)
 					}
 					if got != want[i] {
-						t.Fatalf("step %d at +%dµs, decision %d of %d:\nredis  %+v\nmemory %+v", step, now-1_750_000_000_123_457, i+1, n, got, want[i])
+						t.Fatalf("step %d at +%dµs, decision %d of %d:\nredis  %+v\nmemory %+v", step, clock.elapsed(), i+1, n, got, want[i])
 					}
 					if got.Allowed {
 						allowed++
@@ -191,21 +156,14 @@ func TestKeySlotMatchesRedisClusterExamples(t *testing.T) {
 // batch script with EVAL and every decision still gets its answer.
 func TestBatchesSurviveAFlushedScriptCache(t *testing.T) {
 	srv := redistest.Single(t)
-	c, err := ClientConfig{URL: srv.URL()}.NewClient()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
-	store, err := New(c, Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	batches := new(BatchCounter)
+	store := NewTestStore(t, ClientConfig{URL: srv.URL()}, Config{BatchTracer: batches})
 	lim := limiter.Limit{Algorithm: limiter.FixedWindow, Rate: 1000, Period: time.Hour}
 	for round := 0; round < 3; round++ {
 		if _, err := srv.Do("SCRIPT", "FLUSH"); err != nil {
 			t.Fatal(err)
 		}
-		before := store.batch.batched.Load()
+		before := batches.Batched()
 		errs := make(chan error, 64)
 		for g := 0; g < 64; g++ {
 			go func() {
@@ -221,32 +179,17 @@ func TestBatchesSurviveAFlushedScriptCache(t *testing.T) {
 				t.Fatalf("round %d: %v", round, err)
 			}
 		}
-		if store.batch.batched.Load() == before {
+		if batches.Batched() == before {
 			t.Fatalf("round %d: no decision went in a batch", round)
 		}
 	}
-	r, err := srv.Do("SCRIPT", "EXISTS", store.algs[algIndex(limiter.FixedWindow)].batch.sha)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got, ok := r.([]any); !ok || len(got) != 1 || got[0] != int64(1) {
-		t.Fatalf("SCRIPT EXISTS of the batch script = %v: not cached again", r)
-	}
+	requireCached(t, srv, store.algs[algIndex(limiter.FixedWindow)].batch.sha, "fixed_window batch script")
 }
 
 // A decision on a single server allocates its key and one command, and
 // nothing per argument or per reply element.
 func TestDecisionAllocatesLittle(t *testing.T) {
-	srv := redistest.Single(t)
-	c, err := ClientConfig{URL: srv.URL()}.NewClient()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
-	store, err := New(c, Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, store := singleStore(t)
 	ctx := context.Background()
 	lim := limiter.Limit{Algorithm: limiter.GCRA, Rate: 1_000_000, Period: time.Minute}
 	for i := 0; i < 10; i++ {

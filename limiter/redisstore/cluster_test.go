@@ -28,7 +28,7 @@ var awkwardKeys = []string{
 // and checks how keys are spread over its slots.
 func TestCluster(t *testing.T) {
 	cl := redistest.Cluster(t, 3)
-	store := newStore(t, redisstore.ClientConfig{ClusterAddrs: cl.Addrs})
+	store, batches := newCountingStore(t, redisstore.ClientConfig{ClusterAddrs: cl.Addrs}, redisstore.Config{})
 	ctx := context.Background()
 
 	t.Run("conformance", func(t *testing.T) {
@@ -78,7 +78,7 @@ func TestCluster(t *testing.T) {
 		for _, a := range []limiter.Algorithm{limiter.GCRA, limiter.SlidingLog, limiter.FixedWindow} {
 			lim := limiter.Limit{Algorithm: a, Rate: quota, Period: time.Hour}
 			var admitted [keys]atomic.Int64
-			before := redisstore.Batched(store)
+			before := batches.Batched()
 			var wg sync.WaitGroup
 			for g := 0; g < callers; g++ {
 				wg.Add(1)
@@ -103,7 +103,7 @@ func TestCluster(t *testing.T) {
 					t.Errorf("%s key %d: admitted %d, want exactly %d", a, k, n, quota)
 				}
 			}
-			if redisstore.Batched(store) == before {
+			if batches.Batched() == before {
 				t.Errorf("%s: no decision shared a batch", a)
 			}
 		}

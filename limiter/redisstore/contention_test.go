@@ -26,20 +26,17 @@ func TestExactUnderContentionFromFourClients(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var stores []limiter.Store
 			var shared int64
-			var rs []*redisstore.Store
+			var counters []*redisstore.BatchCounter
 			for i := 0; i < 4; i++ {
-				s, err := redisstore.New(newClient(t, redisstore.ClientConfig{URL: srv.URL(), PoolSize: 16}), redisstore.Config{Batch: tc.batch})
-				if err != nil {
-					t.Fatal(err)
-				}
+				s, c := newCountingStore(t, redisstore.ClientConfig{URL: srv.URL(), PoolSize: 16}, redisstore.Config{Batch: tc.batch})
 				stores = append(stores, s)
-				rs = append(rs, s)
+				counters = append(counters, c)
 			}
 			for _, r := range limitertest.Contention(t, stores, 64) {
 				t.Logf("%s: %d of %d admitted", r.Algorithm, r.Allowed, r.Attempts)
 			}
-			for _, s := range rs {
-				shared += redisstore.Batched(s)
+			for _, c := range counters {
+				shared += c.Batched()
 			}
 			t.Logf("%d decisions sent in batches", shared)
 			if tc.batch.Disabled && shared != 0 {

@@ -1,16 +1,69 @@
 package redisstore
 
-// Batched returns how many decisions s has sent to Redis together with
-// others, in one script call or one pipeline; 0 without batching.
-func Batched(s *Store) int64 {
-	if s.batch == nil {
-		return 0
-	}
-	return s.batch.batched.Load()
-}
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+
+	"github.com/rl-exporter/rl-exporter/limiter"
+)
 
 // KeySlot is keySlot, for the Cluster tests.
 var KeySlot = keySlot
 
 // StaleMapError is staleMapError, for its table test.
 var StaleMapError = staleMapError
+
+// NewTestStore returns a Store made with cfg on a new client built from
+// cc; the client is closed when the test ends.
+func NewTestStore(t testing.TB, cc ClientConfig, cfg Config) *Store {
+	t.Helper()
+	c, err := cc.NewClient()
+	if err != nil {
+		t.Fatalf("new redis client: %v", err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	s, err := New(c, cfg)
+	if err != nil {
+		t.Fatalf("redisstore.New: %v", err)
+	}
+	return s
+}
+
+// BatchCounter is a BatchTracer that counts the decisions a store sent
+// together with others, in one script call or one pipeline. Safe for
+// concurrent use.
+type BatchCounter struct{ n atomic.Int64 }
+
+// TraceBatch counts the members of batches of more than one decision.
+func (c *BatchCounter) TraceBatch(batch context.Context, decisions []context.Context) (context.Context, func()) {
+	if len(decisions) > 1 {
+		c.n.Add(int64(len(decisions)))
+	}
+	return batch, nil
+}
+
+// Batched is how many decisions have been sent together with others so
+// far; 0 from a store without batching.
+func (c *BatchCounter) Batched() int64 { return c.n.Load() }
+
+// scriptArgs are the ARGV of lim's script for a decision on key, as
+// go-redis arguments, for running a script by hand.
+func scriptArgs(key string, lim limiter.Limit, cost int64, mode limiter.Mode) []any {
+	ints := scriptArgsInto(nil, key, lim, cost, mode)
+	args := make([]any, len(ints))
+	for i, v := range ints {
+		args[i] = v
+	}
+	return args
+}
+
+// decodeReply decodes a script's reply as go-redis parsed it, with the
+// store's checked conversions: anyInts, then decodeInts.
+func decodeReply(reply any) (limiter.Decision, error) {
+	ints, err := anyInts(reply, nil)
+	if err != nil {
+		return limiter.Decision{}, err
+	}
+	return decodeInts(ints)
+}

@@ -136,7 +136,7 @@ func TestConcurrentBatchedDecisionsFollowThePolicyWithinTheirDeadline(t *testing
 			if raceEnabled {
 				timeout = 500 * time.Millisecond
 			}
-			store := newStore(t, redisstore.ClientConfig{URL: srv.URL()})
+			store, batches := newCountingStore(t, redisstore.ClientConfig{URL: srv.URL()}, redisstore.Config{})
 			limiters := map[limiter.FailPolicy]*limiter.Limiter{}
 			for _, p := range policies {
 				l, err := limiter.New(limiter.Config{Limit: limiter.Limit{Algorithm: limiter.GCRA, Rate: 1000, Period: time.Second},
@@ -170,7 +170,7 @@ func TestConcurrentBatchedDecisionsFollowThePolicyWithinTheirDeadline(t *testing
 				}
 				healthy.Add(1)
 			})
-			if redisstore.Batched(store) == 0 {
+			if batches.Batched() == 0 {
 				t.Fatalf("%d concurrent decisions and none shared a batch", healthy.Load())
 			}
 
@@ -203,13 +203,13 @@ func TestConcurrentBatchedDecisionsFollowThePolicyWithinTheirDeadline(t *testing
 				}
 				time.Sleep(20 * time.Millisecond)
 			}
-			before := redisstore.Batched(store)
+			before := batches.Batched()
 			burst(func(p policyCase, d limiter.Decision, err error, _ time.Duration) {
 				if err != nil || d.Failure != limiter.FailureNone || !d.Allowed {
 					t.Errorf("fail %s after recovery: %+v, %v", p.policy, d, err)
 				}
 			})
-			if redisstore.Batched(store) == before {
+			if batches.Batched() == before {
 				t.Errorf("after recovery no decision shared a batch")
 			}
 		})

@@ -336,11 +336,7 @@ func TestClusterMasterKilledWithoutBatchingFailsOnlyItsOwnSlotsForAWhile(t *test
 		callers = 30
 	}
 	r := clusterFailover(t, redistest.ClusterConfig{NodeTimeout: 2 * time.Second, PartialCoverage: true}, func(addrs []string) *redisstore.Store {
-		s, err := redisstore.New(newClient(t, redisstore.ClientConfig{ClusterAddrs: addrs}), redisstore.Config{Batch: redisstore.BatchConfig{Disabled: true}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return s
+		return redisstore.NewTestStore(t, redisstore.ClientConfig{ClusterAddrs: addrs}, redisstore.Config{Batch: redisstore.BatchConfig{Disabled: true}})
 	}, nil, callers, 3*time.Second)
 	if r.stats.lostFailed == 0 {
 		t.Fatalf("no decision on the killed master's slots failed: the kill did not take effect")
@@ -368,11 +364,7 @@ type sentinelRun struct {
 func sentinelFailover(t *testing.T, downAfter time.Duration, cfg redisstore.Config, callers int, after time.Duration, trigger func(*redistest.SentinelServers) time.Time) sentinelRun {
 	t.Helper()
 	sn := redistest.SentinelWith(t, redistest.SentinelConfig{Replicas: 1, DownAfter: downAfter})
-	client := newClient(t, redisstore.ClientConfig{SentinelAddrs: sn.SentinelAddrs, MasterName: sn.MasterName})
-	st, err := redisstore.New(client, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := redisstore.NewTestStore(t, redisstore.ClientConfig{SentinelAddrs: sn.SentinelAddrs, MasterName: sn.MasterName}, cfg)
 	keys := make([]string, 1000)
 	run := strconv.FormatInt(time.Now().UnixNano(), 36)
 	for i := range keys {

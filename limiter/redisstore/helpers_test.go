@@ -3,28 +3,21 @@ package redisstore_test
 import (
 	"testing"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/rl-exporter/rl-exporter/limiter/redisstore"
 )
 
-// newClient builds a client from cfg and closes it when the test ends.
-func newClient(t testing.TB, cfg redisstore.ClientConfig) redis.UniversalClient {
+// newStore returns a Store with the default Config on a new client built
+// from cc.
+func newStore(t testing.TB, cc redisstore.ClientConfig) *redisstore.Store {
 	t.Helper()
-	c, err := cfg.NewClient()
-	if err != nil {
-		t.Fatalf("new redis client: %v", err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
-	return c
+	return redisstore.NewTestStore(t, cc, redisstore.Config{})
 }
 
-// newStore returns a Store on a new client built from cfg.
-func newStore(t testing.TB, cfg redisstore.ClientConfig) *redisstore.Store {
+// newCountingStore returns a Store with cfg on a new client built from cc,
+// and the counter of the decisions it sends together with others.
+func newCountingStore(t testing.TB, cc redisstore.ClientConfig, cfg redisstore.Config) (*redisstore.Store, *redisstore.BatchCounter) {
 	t.Helper()
-	s, err := redisstore.New(newClient(t, cfg), redisstore.Config{})
-	if err != nil {
-		t.Fatalf("redisstore.New: %v", err)
-	}
-	return s
+	counter := new(redisstore.BatchCounter)
+	cfg.BatchTracer = counter
+	return redisstore.NewTestStore(t, cc, cfg), counter
 }

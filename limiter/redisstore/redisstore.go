@@ -149,14 +149,11 @@ type Store struct {
 	lastRefresh atomic.Int64
 	prefix      string
 	algs        [algCount]algScripts
-	// scripts are the single-decision scripts by algorithm.
-	scripts map[limiter.Algorithm]*redis.Script
-	batch   *batcher
+	// batch queues and sends the decisions made while others are in
+	// progress; nil without batching (see batch.go).
+	batch *batcher
 	// direct1 is the connection of decisions made alone.
-	direct1 ownConn
-	// deciding counts the decisions in progress: one alone goes straight
-	// to Redis, without the batcher.
-	deciding atomic.Int64
+	direct1  ownConn
 	requests sync.Pool
 }
 
@@ -179,10 +176,7 @@ func New(client redis.UniversalClient, cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("redisstore: %w", err)
 	}
-	s := &Store{client: client, prefix: cfg.Prefix, algs: algs, scripts: make(map[limiter.Algorithm]*redis.Script, limiter.NumAlgorithms)}
-	for _, a := range algs {
-		s.scripts[a.alg] = redis.NewScript(a.single.src)
-	}
+	s := &Store{client: client, prefix: cfg.Prefix, algs: algs}
 	s.requests.New = func() any { return &request{done: make(chan struct{}, 1)} }
 	s.cc, s.cluster = client.(*redis.ClusterClient)
 	s.refreshMin = cfg.ClusterRefreshMinInterval
@@ -273,9 +267,11 @@ func writeEscaped(b *strings.Builder, key string) {
 	}
 }
 
-// Decide implements limiter.Store: one decision, atomic on Redis. It
-// validates lim and cost itself before calling Redis. ctx bounds the call
-// (on the socket too when the client has ContextTimeoutEnabled).
+// Decide implements limiter.Store: one decision, atomic on Redis. As
+// limiter.Store says, lim has been validated and cost checked by the
+// caller (a Limiter does both); the store refuses only a call that would
+// corrupt the state other processes share (see checkCall). ctx bounds the
+// call (on the socket too when the client has ContextTimeoutEnabled).
 //
 // A decision made while no other is in progress is sent at once as its own
 // script call. Decisions that arrive while others are on their way wait for
@@ -320,79 +316,6 @@ func (s *Store) Reset(ctx context.Context, key string, lim limiter.Limit, timeou
 		return fmt.Errorf("redis DEL %s: %w", strings.Join(keys, " "), err)
 	}
 	return nil
-}
-
-func (s *Store) decide(ctx context.Context, key string, lim limiter.Limit, cost int64, timeout time.Duration, mode limiter.Mode) (limiter.Decision, error) {
-	if err := lim.Validate(); err != nil {
-		return limiter.Decision{}, fmt.Errorf("redis store: limit: %w", err)
-	}
-	if err := lim.CheckCost(cost); err != nil {
-		return limiter.Decision{}, fmt.Errorf("redis store: %w", err)
-	}
-	r := s.requests.Get().(*request)
-	s.fill(r, key, lim, cost, mode)
-	var (
-		d        limiter.Decision
-		err      error
-		reusable = true
-	)
-	if s.batch == nil {
-		d, err = s.direct(ctx, r, timeout)
-	} else if s.deciding.Add(1) == 1 {
-		d, err = s.direct(ctx, r, timeout)
-		s.deciding.Add(-1)
-	} else {
-		d, err, reusable = s.batch.do(ctx, r, timeout)
-		s.deciding.Add(-1)
-	}
-	if err != nil {
-		err = fmt.Errorf("redis %s script for %s: %w", lim.Algorithm, r.key, err)
-	}
-	if reusable {
-		r.reset()
-		s.requests.Put(r)
-	}
-	return d, err
-}
-
-// fill prepares r for one decision: its keys and script arguments.
-func (s *Store) fill(r *request, key string, lim limiter.Limit, cost int64, mode limiter.Mode) {
-	r.alg = algIndex(lim.Algorithm)
-	r.key = s.baseKey(key, lim.Algorithm)
-	if lim.Algorithm == limiter.SlidingLog {
-		r.seq = r.key + ":seq"
-	}
-	r.nargs = copy(r.args[:], scriptArgsInto(r.args[:0], key, lim, cost, mode))
-	r.limit, r.cost, r.mode = lim.Quota(), cost, mode
-	if s.cluster {
-		r.slot = keySlot(r.key)
-	}
-}
-
-// direct sends r alone, as one call of its algorithm's single script, on
-// the caller's goroutine.
-func (s *Store) direct(ctx context.Context, r *request, timeout time.Duration) (limiter.Decision, error) {
-	if timeout > 0 {
-		if dl, ok := ctx.Deadline(); !ok || time.Until(dl) > timeout {
-			var cancel context.CancelFunc
-			ctx, cancel = context.WithTimeout(ctx, timeout)
-			defer cancel()
-		}
-	}
-	sc := &s.algs[r.alg]
-	var via processor = s.client
-	conn := s.direct1.take()
-	if conn != nil {
-		via = conn
-	}
-	ints, err := s.run(ctx, via, &sc.single, r.cmdArgs(sc.nkeys), &r.raw, r.ints[:0])
-	r.ints = ints
-	s.direct1.give(conn, err)
-	if err != nil {
-		s.noteError(err)
-		return limiter.Decision{}, err
-	}
-	return r.answer(decodeInts(ints))
 }
 
 // run sends one EVALSHA of sc with args (whose first two elements are left
@@ -505,17 +428,6 @@ func staleMapError(err error) bool {
 	return false
 }
 
-// scriptArgs are the ARGV of lim's script, as integers (go-redis writes
-// them with strconv; no fmt on the decision path). Time is in µs.
-func scriptArgs(key string, lim limiter.Limit, cost int64, mode limiter.Mode) []any {
-	ints := scriptArgsInto(make([]int64, 0, 6), key, lim, cost, mode)
-	args := make([]any, len(ints))
-	for i, v := range ints {
-		args[i] = v
-	}
-	return args
-}
-
 // scriptArgsInto appends the ARGV of lim's script to dst: the
 // algorithm's parameters, then the cost and the mode (0 consume, 1 peek,
 // 2 at most: the values of limiter.Mode).
@@ -546,34 +458,3 @@ func scriptArgsInto(dst []int64, key string, lim limiter.Limit, cost int64, mode
 // admitted (0: rejected), remaining, reset after, retry after, delay
 // (durations in µs).
 const replyLen = 5
-
-// decodeReply turns a script's reply into a Decision, checking every
-// conversion: a server that answers in another shape gives an error.
-func decodeReply(reply any) (limiter.Decision, error) {
-	vals, ok := reply.([]any)
-	if !ok {
-		return limiter.Decision{}, fmt.Errorf("unexpected reply of type %T, want an array of %d integers", reply, replyLen)
-	}
-	if len(vals) != replyLen {
-		return limiter.Decision{}, fmt.Errorf("unexpected reply of %d elements, want %d", len(vals), replyLen)
-	}
-	var n [replyLen]int64
-	for i, v := range vals {
-		x, ok := v.(int64)
-		if !ok {
-			return limiter.Decision{}, fmt.Errorf("unexpected reply element %d of type %T, want an integer", i, v)
-		}
-		if x < 0 {
-			return limiter.Decision{}, fmt.Errorf("unexpected reply element %d: negative value %d", i, x)
-		}
-		n[i] = x
-	}
-	return limiter.Decision{
-		Allowed:    n[0] > 0,
-		Admitted:   n[0],
-		Remaining:  n[1],
-		ResetAfter: time.Duration(n[2]) * time.Microsecond,
-		RetryAfter: time.Duration(n[3]) * time.Microsecond,
-		Delay:      time.Duration(n[4]) * time.Microsecond,
-	}, nil
-}

@@ -20,26 +20,81 @@ import (
 // instants.
 const testClock = "{ARGV[#ARGV - 1], ARGV[#ARGV]}"
 
-// scriptAt returns algorithm a's script with its clock read from the last
-// two ARGV (seconds, microseconds) instead of TIME, and nothing else
-// changed.
-func scriptAt(t *testing.T, a limiter.Algorithm) *redis.Script {
+// scriptsAt returns algorithm a's single and batch scripts with their
+// clock read from the last two ARGV (seconds, microseconds) instead of
+// TIME, after checking that nothing else differs from the production
+// scripts and that those read the clock once per call.
+func scriptsAt(t *testing.T, a limiter.Algorithm) (single, batch *redis.Script) {
 	t.Helper()
-	src, _, err := scriptSources(a, testClock)
+	single1, batch1, err := scriptSources(a, testClock)
 	if err != nil {
 		t.Fatal(err)
 	}
-	prod, _, err := scriptSources(a, redisClock)
+	single2, batch2, err := scriptSources(a, redisClock)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if strings.Replace(src, testClock, redisClock, 1) != prod {
-		t.Fatalf("%s: the script at chosen instants is not the production one", a)
+	for _, pair := range [][2]string{{single1, single2}, {batch1, batch2}} {
+		if strings.Replace(pair[0], testClock, redisClock, 1) != pair[1] {
+			t.Fatalf("%s: the script at chosen instants is not the production one", a)
+		}
+		if n := strings.Count(pair[1], redisClock); n != 1 {
+			t.Fatalf("%s: the script calls TIME %d times, want once per call", a, n)
+		}
 	}
-	if n := strings.Count(prod, "redis.call('TIME')"); n != 1 {
-		t.Fatalf("%s: the script calls TIME %d times, want once", a, n)
+	return redis.NewScript(single1), redis.NewScript(batch1)
+}
+
+// singleStore returns a private redis-server and a Store on it.
+func singleStore(t *testing.T) (*redistest.Server, *Store) {
+	t.Helper()
+	srv := redistest.Single(t)
+	return srv, NewTestStore(t, ClientConfig{URL: srv.URL()}, Config{})
+}
+
+// instants is the clock of a test that runs the scripts (with testClock)
+// and the memory store at the same chosen instants. The scripts still set
+// their real expiry, so the instants advance at least as fast as real
+// time: a key that expires in Redis has then also become equivalent to a
+// fresh key on the chosen clock.
+type instants struct {
+	start, now int64 // µs since the Unix epoch
+	lastReal   time.Time
+}
+
+func newInstants() *instants {
+	const start = 1_750_000_000_123_457 // a realistic Unix time
+	return &instants{start: start, now: start, lastReal: time.Now()}
+}
+
+// advance moves the clock forward by gap µs, or by the real time since
+// the last advance and a millisecond when that is more.
+func (c *instants) advance(gap int64) {
+	c.now += max(gap, int64(time.Since(c.lastReal)/time.Microsecond)+1000)
+	c.lastReal = time.Now()
+}
+
+// memoryStore is a memory store on this clock.
+func (c *instants) memoryStore() *limiter.MemoryStore {
+	return limiter.NewMemoryStore(limiter.MemoryConfig{Now: func() time.Time { return time.UnixMicro(c.now) }})
+}
+
+// clockArgs are the last two ARGV of a script at the current instant.
+func (c *instants) clockArgs() []any { return []any{c.now / 1_000_000, c.now % 1_000_000} }
+
+// elapsed is the time since the start, in µs, for messages.
+func (c *instants) elapsed() int64 { return c.now - c.start }
+
+// requireCached fails the test unless Redis holds the script of sha.
+func requireCached(t *testing.T, srv *redistest.Server, sha, what string) {
+	t.Helper()
+	r, err := srv.Do("SCRIPT", "EXISTS", sha)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return redis.NewScript(src)
+	if got, ok := r.([]any); !ok || len(got) != 1 || got[0] != int64(1) {
+		t.Fatalf("SCRIPT EXISTS of the %s = %v: not cached again", what, r)
+	}
 }
 
 // TestScriptsMatchTheMemoryStore runs each script on a real Redis at
@@ -52,13 +107,7 @@ func scriptAt(t *testing.T, a limiter.Algorithm) *redis.Script {
 // least as fast as real time: a key that expires in Redis has then also
 // become equivalent to a fresh key on the chosen clock.
 func TestScriptsMatchTheMemoryStore(t *testing.T) {
-	srv := redistest.Single(t)
-	client := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1})
-	t.Cleanup(func() { _ = client.Close() })
-	store, err := New(client, Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, store := singleStore(t)
 	limits := map[limiter.Algorithm][]limiter.Limit{}
 	for _, a := range limiter.AllAlgorithms() {
 		limits[a] = []limiter.Limit{
@@ -75,15 +124,13 @@ func TestScriptsMatchTheMemoryStore(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	modes := []limiter.Mode{limiter.ModeConsume, limiter.ModePeek, limiter.ModeAtMost}
 	for _, a := range limiter.AllAlgorithms() {
-		script := scriptAt(t, a)
+		script, _ := scriptsAt(t, a)
 		for li, lim := range limits[a] {
 			t.Run(fmt.Sprintf("%s limit %d", a, li), func(t *testing.T) {
 				key := fmt.Sprintf("diff:%s:%d:{ü}", a, li)
-				var now int64 = 1_750_000_000_123_457 // µs, a realistic Unix time
-				clock := now
-				mem := limiter.NewMemoryStore(limiter.MemoryConfig{Now: func() time.Time { return time.UnixMicro(clock) }})
+				clock := newInstants()
+				mem := clock.memoryStore()
 				period := int64(lim.Period / time.Microsecond)
-				lastReal := time.Now()
 				var allowed, rejected int
 				seen := map[limiter.Mode]int{}
 				for step := 0; step < 150; step++ {
@@ -98,20 +145,16 @@ func TestScriptsMatchTheMemoryStore(t *testing.T) {
 					default:
 						gap = rng.Int64N(3 * period)
 					}
-					real := int64(time.Since(lastReal)/time.Microsecond) + 1000
-					now += max(gap, real)
-					lastReal = time.Now()
+					clock.advance(gap)
 					cost := 1 + rng.Int64N(min(lim.Quota(), 4))
-
 					mode := modes[rng.IntN(len(modes))]
 
-					clock = now
 					want, err := mem.DecideMode(ctx, key, lim, cost, mode, 0)
 					if err != nil {
 						t.Fatal(err)
 					}
-					args := append(scriptArgs(key, lim, cost, mode), now/1_000_000, now%1_000_000)
-					reply, err := script.Run(ctx, client, store.Keys(key, a), args...).Result()
+					args := append(scriptArgs(key, lim, cost, mode), clock.clockArgs()...)
+					reply, err := script.Run(ctx, store.client, store.Keys(key, a), args...).Result()
 					if err != nil {
 						t.Fatalf("step %d: script: %v", step, err)
 					}
@@ -121,7 +164,7 @@ func TestScriptsMatchTheMemoryStore(t *testing.T) {
 						t.Fatalf("step %d: %v", step, err)
 					}
 					if got != want {
-						t.Fatalf("step %d at +%dµs, cost %d, mode %s:\nredis  %+v\nmemory %+v", step, now-1_750_000_000_123_457, cost, mode, got, want)
+						t.Fatalf("step %d at +%dµs, cost %d, mode %s:\nredis  %+v\nmemory %+v", step, clock.elapsed(), cost, mode, got, want)
 					}
 					seen[mode]++
 					if got.Allowed {
@@ -261,13 +304,7 @@ func TestScriptsTouchOnlyDeclaredKeys(t *testing.T) {
 // After SCRIPT FLUSH (a restart, a failover to a replica without the
 // script) EVALSHA answers NOSCRIPT and the store sends the script again.
 func TestDecisionsSurviveAFlushedScriptCache(t *testing.T) {
-	srv := redistest.Single(t)
-	client := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1})
-	t.Cleanup(func() { _ = client.Close() })
-	store, err := New(client, Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv, store := singleStore(t)
 	ctx := context.Background()
 	lim := limiter.PerMinute(limiter.GCRA, 10)
 	for i := 0; i < 3; i++ {
@@ -279,11 +316,5 @@ func TestDecisionsSurviveAFlushedScriptCache(t *testing.T) {
 			t.Fatalf("decision %d after SCRIPT FLUSH: %+v, %v", i+1, d, err)
 		}
 	}
-	r, err := srv.Do("SCRIPT", "EXISTS", store.scripts[limiter.GCRA].Hash())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got, ok := r.([]any); !ok || len(got) != 1 || got[0] != int64(1) {
-		t.Fatalf("SCRIPT EXISTS after a decision = %v: the script is not cached again", r)
-	}
+	requireCached(t, srv, store.algs[algIndex(limiter.GCRA)].single.sha, "gcra script")
 }
