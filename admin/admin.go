@@ -412,6 +412,15 @@ type ChangeRequest struct {
 	ExpiresAt *string `json:"expires_at"`
 }
 
+// changeError is a refused change: the error body's kind and message.
+type changeError struct{ kind, msg string }
+
+func badChange(kind, format string, args ...any) *changeError {
+	return &changeError{kind: kind, msg: fmt.Sprintf(format, args...)}
+}
+
+// change answers PUT (patch false) and PATCH on key: it reads the change
+// in force, builds the new one and previews it (dry_run=true) or writes it.
 func (a *API) change(w http.ResponseWriter, r *http.Request, tok *Token, key, class, tier string, patch bool) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
 	if err != nil {
@@ -432,73 +441,14 @@ func (a *API) change(w http.ResponseWriter, r *http.Request, tok *Token, key, cl
 		return
 	}
 	old := current[key]
-	fields := map[string]string{}
-	if patch {
-		if len(old) == 0 {
-			fail(w, http.StatusNotFound, "not_found", "no live change at %s to patch; PUT one", key)
-			return
-		}
-		for k, v := range old {
-			fields[k] = v
-		}
+	if patch && len(old) == 0 {
+		fail(w, http.StatusNotFound, "not_found", "no live change at %s to patch; PUT one", key)
+		return
 	}
 	now := a.cfg.Now()
-	set := func(f string, v *string) {
-		if v != nil {
-			fields[f] = *v
-		}
-	}
-	num := func(n *int64) *string {
-		if n == nil {
-			return nil
-		}
-		s := fmt.Sprint(*n)
-		return &s
-	}
-	if req.Rate != nil {
-		delete(fields, livelimits.FieldMaxRequests)
-		delete(fields, livelimits.FieldWindow)
-	}
-	if req.MaxRequests != nil || req.Window != nil {
-		delete(fields, livelimits.FieldRate)
-	}
-	set(livelimits.FieldMaxRequests, num(req.MaxRequests))
-	set(livelimits.FieldWindow, req.Window)
-	set(livelimits.FieldRate, req.Rate)
-	set(livelimits.FieldBurst, num(req.Burst))
-	set(livelimits.FieldAlgorithm, req.Algorithm)
-	if req.Shadow != nil {
-		fields[livelimits.FieldShadow] = fmt.Sprint(*req.Shadow)
-	}
-	if req.RolloutPercent != nil {
-		fields[livelimits.FieldRolloutPercent] = fmt.Sprint(*req.RolloutPercent)
-	}
-	switch {
-	case req.ExpiresIn != nil && req.ExpiresAt != nil:
-		fail(w, http.StatusBadRequest, "bad_request", "expires_in and expires_at: set one, not both")
-		return
-	case req.ExpiresIn != nil:
-		d, err := time.ParseDuration(*req.ExpiresIn)
-		if err != nil || d <= 0 {
-			fail(w, http.StatusBadRequest, "bad_request", "expires_in: %q is not a positive Go duration (such as 30m, 2h)", *req.ExpiresIn)
-			return
-		}
-		fields[livelimits.FieldExpiresAt] = now.Add(d).UTC().Format(time.RFC3339Nano)
-	case req.ExpiresAt != nil:
-		fields[livelimits.FieldExpiresAt] = *req.ExpiresAt
-	}
-	delete(fields, livelimits.FieldUpdatedBy)
-	delete(fields, livelimits.FieldUpdatedAt)
-	ch, err := livelimits.ParseFields(fields)
-	if err == nil {
-		err = a.cfg.Cache.Check(key, ch)
-	}
-	if err != nil {
-		fail(w, http.StatusBadRequest, "invalid_limit", "%s: %v", key, err)
-		return
-	}
-	if ch.Expired(now) {
-		fail(w, http.StatusBadRequest, "invalid_limit", "%s: expires_at: %s is not in the future", key, ch.ExpiresAt.Format(time.RFC3339))
+	ch, cerr := a.newChange(key, old, req, patch, now)
+	if cerr != nil {
+		fail(w, http.StatusBadRequest, cerr.kind, "%s", cerr.msg)
 		return
 	}
 	ch.UpdatedBy, ch.UpdatedAt = tok.Name, now
@@ -531,6 +481,82 @@ func (a *API) change(w http.ResponseWriter, r *http.Request, tok *Token, key, cl
 		out.Note = fmt.Sprintf("PUT replaced the whole live change at %s (shown in replaced); PATCH changes some fields and keeps the others", key)
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// newChange is the change req makes at key: on top of old for a PATCH,
+// from nothing for a PUT. It is checked against the key's target and must
+// not have expired by now.
+func (a *API) newChange(key string, old map[string]string, req ChangeRequest, patch bool, now time.Time) (livelimits.Change, *changeError) {
+	fields := map[string]string{}
+	if patch {
+		for k, v := range old {
+			fields[k] = v
+		}
+	}
+	if cerr := setChangeFields(fields, req, now); cerr != nil {
+		return livelimits.Change{}, cerr
+	}
+	delete(fields, livelimits.FieldUpdatedBy)
+	delete(fields, livelimits.FieldUpdatedAt)
+	ch, err := livelimits.ParseFields(fields)
+	if err == nil {
+		err = a.cfg.Cache.Check(key, ch)
+	}
+	if err != nil {
+		return ch, badChange("invalid_limit", "%s: %v", key, err)
+	}
+	if ch.Expired(now) {
+		return ch, badChange("invalid_limit", "%s: expires_at: %s is not in the future", key, ch.ExpiresAt.Format(time.RFC3339))
+	}
+	return ch, nil
+}
+
+// setChangeFields writes the fields req gives into fields, dropping those
+// a new rate or a new max_requests and window replace.
+func setChangeFields(fields map[string]string, req ChangeRequest, now time.Time) *changeError {
+	set := func(f string, v *string) {
+		if v != nil {
+			fields[f] = *v
+		}
+	}
+	num := func(n *int64) *string {
+		if n == nil {
+			return nil
+		}
+		s := fmt.Sprint(*n)
+		return &s
+	}
+	if req.Rate != nil {
+		delete(fields, livelimits.FieldMaxRequests)
+		delete(fields, livelimits.FieldWindow)
+	}
+	if req.MaxRequests != nil || req.Window != nil {
+		delete(fields, livelimits.FieldRate)
+	}
+	set(livelimits.FieldMaxRequests, num(req.MaxRequests))
+	set(livelimits.FieldWindow, req.Window)
+	set(livelimits.FieldRate, req.Rate)
+	set(livelimits.FieldBurst, num(req.Burst))
+	set(livelimits.FieldAlgorithm, req.Algorithm)
+	if req.Shadow != nil {
+		fields[livelimits.FieldShadow] = fmt.Sprint(*req.Shadow)
+	}
+	if req.RolloutPercent != nil {
+		fields[livelimits.FieldRolloutPercent] = fmt.Sprint(*req.RolloutPercent)
+	}
+	switch {
+	case req.ExpiresIn != nil && req.ExpiresAt != nil:
+		return badChange("bad_request", "expires_in and expires_at: set one, not both")
+	case req.ExpiresIn != nil:
+		d, err := time.ParseDuration(*req.ExpiresIn)
+		if err != nil || d <= 0 {
+			return badChange("bad_request", "expires_in: %q is not a positive Go duration (such as 30m, 2h)", *req.ExpiresIn)
+		}
+		fields[livelimits.FieldExpiresAt] = now.Add(d).UTC().Format(time.RFC3339Nano)
+	case req.ExpiresAt != nil:
+		fields[livelimits.FieldExpiresAt] = *req.ExpiresAt
+	}
+	return nil
 }
 
 func (a *API) remove(w http.ResponseWriter, r *http.Request, tok *Token, key, class, tier string) {

@@ -123,48 +123,28 @@ func (m *Middleware) CheckHandler() http.Handler {
 		var o outcome
 		if req.DryRun {
 			o = m.peek(r.Context(), rt, tier, req.Key, cost)
-			if errors.Is(o.err, limiter.ErrNotSupported) {
-				writeJSON(w, "application/json", http.StatusNotImplemented, RejectedBody{Error: "not_implemented", Message: "dry_run: " + o.err.Error()})
+			if errors.Is(o.Err, limiter.ErrNotSupported) {
+				writeJSON(w, "application/json", http.StatusNotImplemented, RejectedBody{Error: "not_implemented", Message: "dry_run: " + o.Err.Error()})
 				return
 			}
 		} else {
 			o = m.decide(r.Context(), rt, tier, req.Key, cost)
 		}
-		resp := CheckResponse{
+		code, body := p.respond(w.Header(), &o)
+		if code == 0 {
+			return // the caller is gone
+		}
+		writeCheckResponse(w, code, &CheckResponse{
 			DryRun:   req.DryRun,
-			Allowed:  o.status != limiter.StatusRejected && o.status != limiter.StatusFailClosed,
-			Status:   o.status,
+			Allowed:  !o.Verdict.Refuses(),
+			Status:   o.Status(),
 			Endpoint: rt.pattern, Class: rt.class.name, PlanTier: tier,
 			Limit: o.n.quota, Remaining: o.n.remaining, Reset: o.n.reset,
-			DelayMS:  o.d.Delay.Milliseconds(),
-			Degraded: o.d.Failure == limiter.FailureLocal,
-		}
-		code := http.StatusOK
-		switch o.status {
-		case limiter.StatusCanceled:
-			return // the caller is gone
-		case limiter.StatusRejected:
-			p.headers.write(w.Header(), o.n)
-			w.Header().Set("Cache-Control", "no-store")
-			resp.RetryAfter = o.n.retry
-			resp.Error = "rate_limit_exceeded"
-			resp.Message = fmt.Sprintf("rate limit exceeded on %s; retry in %d s", rt.pattern, o.n.retry)
-			code = http.StatusTooManyRequests
-		case limiter.StatusFailClosed:
-			resp.RetryAfter = retryAfterSeconds(o.d)
-			resp.Error = "rate_limit_unavailable"
-			resp.Message = "the rate limiter cannot decide right now; retry later"
-			w.Header().Set("Retry-After", fmt.Sprint(resp.RetryAfter))
-			w.Header().Set("Cache-Control", "no-store")
-			code = http.StatusServiceUnavailable
-		case limiter.StatusAllowed:
-			p.headers.write(w.Header(), o.n)
-		case limiter.StatusShadowRejected:
-			if o.passed {
-				p.headers.write(w.Header(), o.n)
-			}
-		}
-		writeCheckResponse(w, code, &resp)
+			RetryAfter: body.RetryAfter,
+			DelayMS:    o.Decision.Delay.Milliseconds(),
+			Degraded:   o.Decision.Failure == limiter.FailureLocal,
+			Error:      body.Error, Message: body.Message,
+		})
 	})
 }
 
@@ -174,24 +154,9 @@ func (m *Middleware) CheckHandler() http.Handler {
 func (m *Middleware) peek(ctx context.Context, rt route, tier, client string, cost int64) outcome {
 	l, _ := rt.class.pick(tier, client)
 	o := outcome{route: rt, tier: tier, key: rt.key(tier, client), limit: l.Limit()}
-	o.d, o.err = l.PeekN(ctx, o.key, cost)
-	switch {
-	case o.d.Failure == limiter.FailureCanceled:
-		o.status = limiter.StatusCanceled
-	case o.d.Failure == limiter.FailureOpen:
-		o.status = limiter.StatusFailOpen
-	case o.d.Failure == limiter.FailureClosed && rt.class.shadow:
-		o.status = limiter.StatusFailOpen
-	case o.d.Failure == limiter.FailureClosed:
-		o.status = limiter.StatusFailClosed
-	case o.d.Allowed:
-		o.status, o.passed = limiter.StatusAllowed, true
-	case rt.class.shadow:
-		o.status = limiter.StatusShadowRejected
-	default:
-		o.status = limiter.StatusRejected
-	}
-	o.n = computeNumbers(rt.class.renderedFor(l), o.d, m.now())
+	d, err := l.PeekN(ctx, o.key, cost)
+	o.Outcome = Judge(d, err, o.limit, rt.class.shadow)
+	o.n = computeNumbers(rt.class.renderedFor(l), o.Decision, m.now())
 	return o
 }
 

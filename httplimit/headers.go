@@ -2,7 +2,6 @@ package httplimit
 
 import (
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -313,37 +312,21 @@ type ProblemBody struct {
 	RetryAfter int64 `json:"retry_after"`
 }
 
-// writeRejected answers 429 with the configured body; the rate-limit headers
-// are already set.
-func (hc HeaderConfig) writeRejected(w http.ResponseWriter, endpoint string, n numbers) {
-	h := w.Header()
-	h.Set("Cache-Control", "no-store")
-	msg := fmt.Sprintf("rate limit exceeded on %s; retry in %d s", endpoint, n.retry)
+// writeRejected writes the 429 body in the configured form; the headers
+// (rate-limit ones, Cache-Control) are already set by respond.
+func (hc HeaderConfig) writeRejected(w http.ResponseWriter, n numbers, body RejectedBody) {
 	if hc.ProblemJSON {
 		writeJSON(w, "application/problem+json", http.StatusTooManyRequests, ProblemBody{
 			Type:             QuotaExceededType,
 			Title:            "Request cannot be satisfied as assigned quota has been exceeded",
 			Status:           http.StatusTooManyRequests,
-			Detail:           msg,
+			Detail:           body.Message,
 			ViolatedPolicies: []string{n.policy},
-			RetryAfter:       n.retry,
+			RetryAfter:       body.RetryAfter,
 		})
 		return
 	}
-	writeJSON(w, "application/json", http.StatusTooManyRequests, RejectedBody{
-		Error: "rate_limit_exceeded", Message: msg, RetryAfter: n.retry,
-	})
-}
-
-// writeUnavailable answers 503 for a fail-closed decision.
-func writeUnavailable(w http.ResponseWriter, d limiter.Decision) {
-	retry := retryAfterSeconds(d)
-	h := w.Header()
-	h.Set("Retry-After", strconv.FormatInt(retry, 10))
-	h.Set("Cache-Control", "no-store")
-	writeJSON(w, "application/json", http.StatusServiceUnavailable, RejectedBody{
-		Error: "rate_limit_unavailable", Message: "the rate limiter cannot decide right now; retry later", RetryAfter: retry,
-	})
+	writeJSON(w, "application/json", http.StatusTooManyRequests, body)
 }
 
 func writeJSON(w http.ResponseWriter, contentType string, status int, v any) {

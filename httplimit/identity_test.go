@@ -221,7 +221,7 @@ func TestIdentitySourcesInOrder(t *testing.T) {
 func TestUnknownAPIKeysAreIgnoredByDefault(t *testing.T) {
 	_, h, rec := setup(t, PolicyConfig{
 		Tiers: []string{"free", "pro"}, DefaultTier: "free",
-		Classes:  []Class{{Name: "default", Limits: map[string]limiter.Limit{"free": DefaultLimit}}},
+		Classes:  []Class{{Name: "default", Limits: map[string]limiter.Limit{"free": DefaultLimit()}}},
 		Identity: IdentityConfig{APIKeyHeader: "X-API-Key", TierByAPIKey: map[string]string{"good-key": "pro"}},
 	}, newClock())
 	do(h, "GET", "/", "192.0.2.1:1", map[string]string{"X-API-Key": "invented"})

@@ -3,10 +3,12 @@ package httplimit
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/netip"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -91,96 +93,89 @@ func ipKey(a netip.Addr) string {
 
 // outcome is one decision with everything needed to answer and record it.
 type outcome struct {
-	route  route
-	tier   string
-	key    string
-	limit  limiter.Limit
-	d      limiter.Decision
-	err    error
-	status limiter.Status
-	n      numbers
-	// passed is true when the enforced limit admitted the request, even if
-	// a live change in shadow would not have (status shadow_rejected).
-	passed bool
+	Outcome
+	route route
+	tier  string
+	key   string
+	limit limiter.Limit
+	n     numbers
 }
 
-// shadowSuffix keeps the state of a live change in shadow apart from the
-// state of the limit enforced on the same client.
-const shadowSuffix = "|shadow"
-
-// decide asks the route's limiter and records the decision once.
+// decide asks the route's limiter (and a live change in shadow beside it)
+// and records the decision once.
 func (m *Middleware) decide(ctx context.Context, rt route, tier, client string, cost int64) outcome {
 	l, shadow := rt.class.pick(tier, client)
 	o := outcome{route: rt, tier: tier, key: rt.key(tier, client), limit: l.Limit()}
 	if m.trace != nil {
 		var end func(limiter.Status, limiter.Decision, error)
 		ctx, end = m.trace(ctx, rt.pattern, tier, o.limit.Algorithm)
-		defer func() { end(o.status, o.d, o.err) }()
+		defer func() { end(o.Status(), o.Decision, o.Err) }()
 	}
-	o.d, o.err = l.AllowN(ctx, o.key, cost)
-	switch {
-	case o.err != nil && (errors.Is(o.err, limiter.ErrCostExceedsLimit) || errors.Is(o.err, limiter.ErrInvalidCost)):
-		// A cost the limit can never admit: refused, never passed on.
-		o.d.Allowed = false
-		o.d.RetryAfter = o.limit.Window()
-		o.status = limiter.StatusRejected
-	case o.d.Failure == limiter.FailureCanceled:
-		// The caller went away while the store decided: nobody to answer.
-		o.status = limiter.StatusCanceled
-	case o.d.Failure == limiter.FailureOpen:
-		o.status = limiter.StatusFailOpen
-	case o.d.Failure == limiter.FailureClosed:
-		o.status = limiter.StatusFailClosed
-		if rt.class.shadow {
-			// Shadow classes never refuse, not even when the store is down.
-			o.status = limiter.StatusFailOpen
-		}
-	case o.d.Allowed:
-		o.status = limiter.StatusAllowed
-		o.passed = true
-		if shadow != nil && !rt.class.shadow {
-			// A live change in shadow: ask it too, on its own state, and
-			// record what it would have done.
-			sd, serr := shadow.lim.AllowN(ctx, o.key+shadowSuffix, cost)
-			if serr == nil && !sd.Allowed {
-				o.status = limiter.StatusShadowRejected
-			}
-		}
-	case rt.class.shadow:
-		o.status = limiter.StatusShadowRejected
-	default:
-		o.status = limiter.StatusRejected
+	a := Ask{Limiter: l, Shadow: rt.class.shadow, Key: o.key, Cost: cost}
+	if shadow != nil {
+		a.LiveShadow = shadow.lim
 	}
-	o.n = computeNumbers(rt.class.renderedFor(l), o.d, m.now())
+	o.Outcome = Decide(ctx, a)
+	o.n = computeNumbers(rt.class.renderedFor(l), o.Decision, m.now())
 	if m.recorder != nil {
-		var recErr error
-		if o.status == limiter.StatusFailOpen || o.status == limiter.StatusFailClosed || o.d.Failure == limiter.FailureLocal {
-			recErr = o.err
-		}
-		m.recorder.RecordDecision(ctx, limiter.Record{
-			Endpoint: rt.pattern, PlanTier: tier, Key: o.key, Limit: o.limit,
-			Status: o.status, Decision: o.d, Err: recErr,
-		})
+		m.recorder.RecordDecision(ctx, o.Record(rt.pattern, tier, o.key, o.limit))
 	}
-	if o.err != nil && o.status != limiter.StatusRejected {
+	m.log(ctx, o, cost)
+	return o
+}
+
+// log writes the debug and error lines of one decision.
+func (m *Middleware) log(ctx context.Context, o outcome, cost int64) {
+	if o.Err != nil && o.Verdict != VerdictRejected {
 		// Store failures are summarised by the limiter's Guard; one line
 		// per decision would flood the log during an outage.
 		if m.logger.Enabled(ctx, slog.LevelDebug) {
 			m.logger.LogAttrs(ctx, slog.LevelDebug, "rate limit store failed",
-				slog.String("endpoint", rt.pattern), slog.String("status", string(o.status)), slog.String("error", o.err.Error()))
+				slog.String("endpoint", o.route.pattern), slog.String("status", string(o.Status())), slog.String("error", o.Err.Error()))
 		}
-	} else if o.err != nil {
+	} else if o.Err != nil {
 		m.logger.LogAttrs(ctx, slog.LevelError, "request cost cannot be admitted",
-			slog.String("endpoint", rt.pattern), slog.Int64("cost", cost), slog.String("error", o.err.Error()))
+			slog.String("endpoint", o.route.pattern), slog.Int64("cost", cost), slog.String("error", o.Err.Error()))
 	}
-	if (o.status == limiter.StatusRejected || o.status == limiter.StatusShadowRejected) && m.logger.Enabled(ctx, slog.LevelDebug) {
-		m.logger.LogAttrs(ctx, slog.LevelDebug, "rate limited",
-			slog.String("endpoint", rt.pattern), slog.String("class", rt.class.name), slog.String("plan_tier", tier),
-			slog.String("key", o.key), slog.Bool("shadow", o.status == limiter.StatusShadowRejected),
-			slog.Bool("live_shadow", o.passed && o.status == limiter.StatusShadowRejected),
-			slog.Int64("retry_after", o.n.retry))
+	switch o.Verdict {
+	case VerdictRejected, VerdictShadowClassOver, VerdictLiveShadowOver:
+		if m.logger.Enabled(ctx, slog.LevelDebug) {
+			m.logger.LogAttrs(ctx, slog.LevelDebug, "rate limited",
+				slog.String("endpoint", o.route.pattern), slog.String("class", o.route.class.name), slog.String("plan_tier", o.tier),
+				slog.String("key", o.key), slog.Bool("shadow", o.Verdict != VerdictRejected),
+				slog.Bool("live_shadow", o.Verdict == VerdictLiveShadowOver),
+				slog.Int64("retry_after", o.n.retry))
+		}
 	}
-	return o
+}
+
+// respond sets on h the headers that answer o and returns the HTTP status
+// (0 when nobody is left to answer, 200 when the request passes) and, for
+// a refusal, the body's error and message. The middleware and the decision
+// API both answer with it.
+func (p *Policy) respond(h http.Header, o *outcome) (int, RejectedBody) {
+	switch o.Verdict.Action() {
+	case ActionDrop:
+		return 0, RejectedBody{}
+	case ActionPassLimited:
+		p.headers.write(h, o.n)
+	case ActionRefuse:
+		p.headers.write(h, o.n)
+		h.Set("Cache-Control", "no-store")
+		return http.StatusTooManyRequests, RejectedBody{
+			Error:      "rate_limit_exceeded",
+			Message:    fmt.Sprintf("rate limit exceeded on %s; retry in %d s", o.route.pattern, o.n.retry),
+			RetryAfter: o.n.retry,
+		}
+	case ActionUnavailable:
+		retry := retryAfterSeconds(o.Decision)
+		h.Set(headerRetryAfter, strconv.FormatInt(retry, 10))
+		h.Set("Cache-Control", "no-store")
+		return http.StatusServiceUnavailable, RejectedBody{
+			Error: "rate_limit_unavailable", Message: "the rate limiter cannot decide right now; retry later", RetryAfter: retry,
+		}
+	}
+	return http.StatusOK, RejectedBody{}
 }
 
 // Handler returns next behind the rate limit.
@@ -191,7 +186,8 @@ func (m *Middleware) decide(ctx context.Context, rt route, tier, client string, 
 // Refused requests get 429 with Retry-After, Cache-Control: no-store and a
 // JSON (or problem+json) body. When the store failed, fail-open requests
 // pass without rate-limit headers and fail-closed ones get 503 with
-// Retry-After. Shadow classes never refuse and send no rate-limit headers.
+// Retry-After. Shadow classes never refuse, and send no rate-limit headers
+// when over their limit. See Verdict for every case.
 func (m *Middleware) Handler(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p := m.policy.Load()
@@ -203,27 +199,18 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 			cost = m.cost(r)
 		}
 		o := m.decide(r.Context(), rt, tier, c.key, cost)
-		switch o.status {
-		case limiter.StatusCanceled:
+		switch code, body := p.respond(w.Header(), &o); code {
+		case 0:
 			return
-		case limiter.StatusFailClosed:
-			writeUnavailable(w, o.d)
+		case http.StatusTooManyRequests:
+			p.headers.writeRejected(w, o.n, body)
 			return
-		case limiter.StatusRejected:
-			p.headers.write(w.Header(), o.n)
-			p.headers.writeRejected(w, rt.pattern, o.n)
+		case http.StatusServiceUnavailable:
+			writeJSON(w, "application/json", code, body)
 			return
-		case limiter.StatusAllowed:
-			p.headers.write(w.Header(), o.n)
-		case limiter.StatusShadowRejected:
-			if o.passed {
-				// Only a live change in shadow objected: the enforced
-				// limit's headers still hold.
-				p.headers.write(w.Header(), o.n)
-			}
 		}
-		if o.d.Delay > 0 && o.passed {
-			t := time.NewTimer(o.d.Delay)
+		if o.Decision.Delay > 0 && o.Verdict.Action() == ActionPassLimited {
+			t := time.NewTimer(o.Decision.Delay)
 			select {
 			case <-t.C:
 			case <-r.Context().Done():

@@ -142,8 +142,21 @@ type PolicyConfig struct {
 	Headers HeaderConfig
 }
 
-// DefaultLimit is the limit of the built-in default class.
-var DefaultLimit = limiter.PerMinute(limiter.FixedWindow, 100)
+// Engine returns the settings every limiter of the policy is built with:
+// Store, FailPolicy, Timeout, Breaker, Guard and Observer, with no Limit.
+// Other ways in than HTTP build their limiters from it (see rls.Config),
+// so that they decide alike.
+func (cfg PolicyConfig) Engine() limiter.Config {
+	return limiter.Config{
+		Store: cfg.Store, FailPolicy: cfg.FailPolicy, Timeout: cfg.Timeout,
+		Breaker: cfg.Breaker, Guard: cfg.Guard, Observer: cfg.Observer,
+	}
+}
+
+// DefaultLimit returns the limit of the built-in default class: 100
+// requests per minute, fixed_window. A function, so that no importer can
+// change it; safe for concurrent use.
+func DefaultLimit() limiter.Limit { return limiter.PerMinute(limiter.FixedWindow, 100) }
 
 // Policy is a compiled PolicyConfig: routes, classes with their limiters,
 // identity and header settings. It is immutable and safe for concurrent use;
@@ -215,7 +228,7 @@ func NewPolicy(cfg PolicyConfig) (*Policy, error) {
 		cfg.Tiers = []string{cfg.DefaultTier}
 	}
 	if len(cfg.Classes) == 0 {
-		cfg.Classes = []Class{{Name: "default", Limits: map[string]limiter.Limit{cfg.DefaultTier: DefaultLimit}}}
+		cfg.Classes = []Class{{Name: "default", Limits: map[string]limiter.Limit{cfg.DefaultTier: DefaultLimit()}}}
 	}
 	if cfg.DefaultClass == "" {
 		cfg.DefaultClass = cfg.Classes[0].Name
@@ -305,10 +318,9 @@ func (p *Policy) compileClass(cfg PolicyConfig, c Class) (*class, error) {
 		return nil, fmt.Errorf("policy: class %q: no limit for the default tier %q", c.Name, cfg.DefaultTier)
 	}
 	newLimiter := func(tier string, lim limiter.Limit) (*limiter.Limiter, error) {
-		return limiter.New(limiter.Config{
-			Limit: lim, Store: c.storeFor(tier, cfg.Store), FailPolicy: cfg.FailPolicy,
-			Timeout: cfg.Timeout, Observer: cfg.Observer, Breaker: cfg.Breaker, Guard: cfg.Guard,
-		})
+		engine := cfg.Engine()
+		engine.Limit, engine.Store = lim, c.storeFor(tier, cfg.Store)
+		return limiter.New(engine)
 	}
 	for tier, lim := range c.Limits {
 		if !p.tiers[tier] {

@@ -86,7 +86,7 @@ func (m *Middleware) ResetClient(ctx context.Context, client, className string) 
 					k := key
 					st.Live = lv.Source
 					if lv.Shadow {
-						st.Live, k = lv.Source+" shadow", key+shadowSuffix
+						st.Live, k = lv.Source+" shadow", key+ShadowSuffix
 					}
 					if err := reset(lv.lim, k, st); err != nil {
 						return sortResets(out), err

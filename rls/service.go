@@ -28,16 +28,13 @@ import (
 // Config configures a Service: the same engine settings serve's HTTP path
 // uses (httplimit.PolicyConfig carries them), so both ways in decide alike.
 type Config struct {
-	// Store is where decisions are made. Required.
-	Store limiter.Store
-	// FailPolicy, Timeout, Breaker, Guard and Observer configure every
-	// limiter (see limiter.Config). Guard, when set, is shared with serve's
-	// HTTP limiters on the same store: one breaker and one local fallback.
-	FailPolicy limiter.FailPolicy
-	Timeout    time.Duration
-	Breaker    limiter.BreakerConfig
-	Guard      *limiter.Guard
-	Observer   limiter.Observer
+	// Engine is what every limiter is built with: its Store (where
+	// decisions are made; required), FailPolicy, Timeout, Breaker, Guard
+	// and Observer (see limiter.Config). Its Limit is not read: each rule
+	// brings its own. serve passes its HTTP policy's
+	// (httplimit.PolicyConfig.Engine), so that a shared Guard gives both
+	// ways in one breaker and one local fallback.
+	Engine limiter.Config
 	// Recorder is told of every decision (the collector); nil: none.
 	Recorder limiter.Recorder
 	// ResponseHeaders adds the header families of Headers to every
@@ -140,8 +137,8 @@ func (l *liveLimiter) covers(key string) bool {
 // New returns a Service deciding with cfg and enforcing rules (nil: none
 // yet; every descriptor is then unlimited).
 func New(cfg Config, rules *Rules) (*Service, error) {
-	if cfg.Store == nil {
-		return nil, errors.New("rls: Store is required")
+	if cfg.Engine.Store == nil {
+		return nil, errors.New("rls: Engine.Store is required")
 	}
 	if cfg.DefaultTier == "" {
 		cfg.DefaultTier = "default"
@@ -277,10 +274,9 @@ func (s *Service) SetHeaders(hc httplimit.HeaderConfig) { s.headers.Store(&hc) }
 
 // newLimiter returns a limiter of lim on the engine of the Config.
 func (s *Service) newLimiter(lim limiter.Limit) (*limiter.Limiter, error) {
-	return limiter.New(limiter.Config{
-		Limit: lim, Store: s.cfg.Store, FailPolicy: s.cfg.FailPolicy, Timeout: s.cfg.Timeout,
-		Observer: s.cfg.Observer, Breaker: s.cfg.Breaker, Guard: s.cfg.Guard,
-	})
+	engine := s.cfg.Engine
+	engine.Limit = lim
+	return limiter.New(engine)
 }
 
 // Rules returns the rules in force.
@@ -298,10 +294,6 @@ func walk(n *node, f func(*rule)) {
 
 // keyPrefix starts every store key of the service, apart from HTTP's.
 const keyPrefix = "rls|"
-
-// shadowSuffix keeps the state of a live change in shadow apart from the
-// state of the limit enforced on the same descriptor, as for HTTP.
-const shadowSuffix = "|shadow"
 
 // ShouldRateLimit decides every descriptor of req that a rule matches, each
 // at the cost of its own hits_addend, else the request's (0 means 1), and
@@ -368,7 +360,7 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 		}
 		o := s.decide(ctx, c, lims[i], r, req, d)
 		resp.Statuses[i] = o.descriptorStatus()
-		if o.code == rlsv3.RateLimitResponse_OVER_LIMIT {
+		if o.Verdict.Refuses() {
 			resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
 		}
 		if headerFrom == nil || o.tighter(headerFrom) {
@@ -424,6 +416,7 @@ func (s *Service) override(c *compiled, domain string, d *ratelimitv3.RateLimitD
 
 // outcome is one descriptor's decision.
 type outcome struct {
+	httplimit.Outcome
 	rule *rule
 	// limit is the limit enforced (the rule's, or a live change's), with
 	// its header values and its unit and requests_per_unit for Envoy.
@@ -431,39 +424,41 @@ type outcome struct {
 	rendered httplimit.RenderedLimit
 	unit     string
 	perUnit  uint32
-	d        limiter.Decision
-	code     rlsv3.RateLimitResponse_Code
-	status   limiter.Status
+}
+
+// code is the Envoy code of the outcome: OVER_LIMIT when the HTTP path
+// would refuse (429 or 503), else OK.
+func (o outcome) code() rlsv3.RateLimitResponse_Code {
+	if o.Verdict.Refuses() {
+		return rlsv3.RateLimitResponse_OVER_LIMIT
+	}
+	return rlsv3.RateLimitResponse_OK
 }
 
 // tighter reports whether o should set the response headers rather than
 // other: an over-limit answer first, then the least remaining.
 func (o outcome) tighter(other *outcome) bool {
-	if (o.code == rlsv3.RateLimitResponse_OVER_LIMIT) != (other.code == rlsv3.RateLimitResponse_OVER_LIMIT) {
-		return o.code == rlsv3.RateLimitResponse_OVER_LIMIT
+	if o.Verdict.Refuses() != other.Verdict.Refuses() {
+		return o.Verdict.Refuses()
 	}
-	return o.d.Remaining < other.d.Remaining
+	return o.Decision.Remaining < other.Decision.Remaining
 }
 
 func (o outcome) descriptorStatus() *rlsv3.RateLimitResponse_DescriptorStatus {
 	unit := rlsv3.RateLimitResponse_RateLimit_Unit(rlsv3.RateLimitResponse_RateLimit_Unit_value[strings.ToUpper(o.unit)])
 	return &rlsv3.RateLimitResponse_DescriptorStatus{
-		Code: o.code,
+		Code: o.code(),
 		CurrentLimit: &rlsv3.RateLimitResponse_RateLimit{
 			Name: o.rule.name, RequestsPerUnit: o.perUnit, Unit: unit,
 		},
-		LimitRemaining:     uint32(min(max(o.d.Remaining, 0), math.MaxUint32)),
-		DurationUntilReset: durationpb.New(max(o.d.ResetAfter, 0)),
+		LimitRemaining:     uint32(min(max(o.Decision.Remaining, 0), math.MaxUint32)),
+		DurationUntilReset: durationpb.New(max(o.Decision.ResetAfter, 0)),
 	}
 }
 
-// decide makes and records one descriptor's decision, mapping it to a code
-// as the HTTP path maps it to a status: a failed store answers per the fail
-// policy (OK when open, OVER_LIMIT when closed, as decided when local), a
-// shadow-mode limit always answers OK. A live change of the rule for the
-// decision's tier that covers the descriptor replaces l, or, in shadow,
-// is asked beside it on its own state, as for HTTP.
-func (s *Service) decide(ctx context.Context, c *compiled, l *limiter.Limiter, r *rule, req *rlsv3.RateLimitRequest, d *ratelimitv3.RateLimitDescriptor) outcome {
+// descriptorCost is the units a descriptor takes: its own hits_addend,
+// else the request's, 0 meaning 1.
+func descriptorCost(req *rlsv3.RateLimitRequest, d *ratelimitv3.RateLimitDescriptor) int64 {
 	cost := int64(req.GetHitsAddend())
 	if h := d.GetHitsAddend(); h != nil {
 		cost = int64(min(h.GetValue(), math.MaxInt64))
@@ -471,83 +466,60 @@ func (s *Service) decide(ctx context.Context, c *compiled, l *limiter.Limiter, r
 	if cost == 0 {
 		cost = 1
 	}
+	return cost
+}
+
+// decide makes and records one descriptor's decision, judged as the HTTP
+// path judges it (httplimit.Decide): a failed store answers per the fail
+// policy (OK when open, OVER_LIMIT when closed, as decided when local), a
+// shadow-mode limit always answers OK. A live change of the rule for the
+// decision's tier that covers the descriptor replaces l, or, in shadow,
+// is asked beside it on its own state, as for HTTP.
+func (s *Service) decide(ctx context.Context, c *compiled, l *limiter.Limiter, r *rule, req *rlsv3.RateLimitRequest, d *ratelimitv3.RateLimitDescriptor) outcome {
+	cost := descriptorCost(req, d)
 	key := storeKey(req.Domain, d.GetEntries()) + r.keySuffix
 	ep, tier := s.endpoint(r, req.Domain, d.GetEntries()), s.tier(req, d)
 	o := outcome{rule: r, limit: r.limit, rendered: r.rendered, unit: r.unit, perUnit: r.perUnit}
-	var shadow *liveLimiter
+	a := httplimit.Ask{Limiter: l, Shadow: r.shadow, Key: key, Cost: cost}
 	if lv := c.live[r][tier]; lv != nil && lv.covers(key) {
 		if lv.Shadow {
-			shadow = lv
+			a.LiveShadow = lv.lim
 		} else {
-			l, o.limit, o.rendered, o.unit, o.perUnit = lv.lim, lv.Limit, lv.rendered, lv.unit, lv.perUnit
+			a.Limiter, o.limit, o.rendered, o.unit, o.perUnit = lv.lim, lv.Limit, lv.rendered, lv.unit, lv.perUnit
 		}
 	}
-	var err error
 	if s.cfg.Trace != nil {
 		var end func(limiter.Status, limiter.Decision, error)
 		ctx, end = s.cfg.Trace(ctx, ep, tier, o.limit.Algorithm)
-		defer func() { end(o.status, o.d, err) }()
+		defer func() { end(o.Status(), o.Decision, o.Err) }()
 	}
 	if r.blocked {
-		o.d = limiter.Decision{ResetAfter: r.limit.Period, RetryAfter: r.limit.Period}
+		// requests_per_unit 0: refused without asking the store.
+		o.Outcome = httplimit.Judge(limiter.Decision{ResetAfter: r.limit.Period, RetryAfter: r.limit.Period}, nil, r.limit, r.shadow)
 	} else {
-		o.d, err = l.AllowN(ctx, key, cost)
-	}
-	switch {
-	case err != nil && (errors.Is(err, limiter.ErrCostExceedsLimit) || errors.Is(err, limiter.ErrInvalidCost)):
-		o.d.Allowed = false
-		o.d.RetryAfter = o.limit.Window()
-		o.status = limiter.StatusRejected
-	case o.d.Failure == limiter.FailureCanceled:
-		// The caller (Envoy) went away: not a store failure, not an answer.
-		o.status = limiter.StatusCanceled
-	case o.d.Failure == limiter.FailureOpen:
-		o.status = limiter.StatusFailOpen
-	case o.d.Failure == limiter.FailureClosed:
-		o.status = limiter.StatusFailClosed
-		if r.shadow {
-			o.status = limiter.StatusFailOpen
-		}
-	case o.d.Allowed:
-		o.status = limiter.StatusAllowed
-		if shadow != nil && !r.shadow {
-			// A live change in shadow: asked too, on its own state; what
-			// it would have refused is counted, not refused.
-			if sd, serr := shadow.lim.AllowN(ctx, key+shadowSuffix, cost); serr == nil && !sd.Allowed {
-				o.status = limiter.StatusShadowRejected
-			}
-		}
-	case r.shadow:
-		o.status = limiter.StatusShadowRejected
-	default:
-		o.status = limiter.StatusRejected
-	}
-	o.code = rlsv3.RateLimitResponse_OK
-	if o.status == limiter.StatusRejected || o.status == limiter.StatusFailClosed {
-		o.code = rlsv3.RateLimitResponse_OVER_LIMIT
+		o.Outcome = httplimit.Decide(ctx, a)
 	}
 	if s.cfg.Recorder != nil {
-		var recErr error
-		if o.status == limiter.StatusFailOpen || o.status == limiter.StatusFailClosed || o.d.Failure == limiter.FailureLocal {
-			recErr = err
-		}
-		s.cfg.Recorder.RecordDecision(ctx, limiter.Record{
-			Endpoint: ep, PlanTier: tier, Key: key,
-			Limit: o.limit, Status: o.status, Decision: o.d, Err: recErr,
-		})
+		s.cfg.Recorder.RecordDecision(ctx, o.Record(ep, tier, key, o.limit))
 	}
-	if err != nil {
-		// The store's Guard logs failures as summaries; per decision, debug only.
-		level, msg := slog.LevelDebug, "rate limit store failed"
-		if o.status == limiter.StatusCanceled {
-			level, msg = slog.LevelDebug, "caller cancelled the decision"
-		} else if o.status == limiter.StatusRejected {
-			level, msg = slog.LevelError, "descriptor cost cannot be admitted"
-		}
-		s.cfg.Logger.LogAttrs(ctx, level, msg, slog.String("endpoint", r.path),
-			slog.String("status", string(o.status)), slog.Int64("cost", cost), slog.String("error", err.Error()))
+	if o.Err != nil {
+		s.logFailure(ctx, o, cost)
 	}
 	return o
+}
+
+// logFailure logs a decision that ended in an error. The store's Guard
+// logs failures as summaries; per decision, debug only.
+func (s *Service) logFailure(ctx context.Context, o outcome, cost int64) {
+	level, msg := slog.LevelDebug, "rate limit store failed"
+	switch o.Verdict {
+	case httplimit.VerdictCanceled:
+		msg = "caller cancelled the decision"
+	case httplimit.VerdictRejected:
+		level, msg = slog.LevelError, "descriptor cost cannot be admitted"
+	}
+	s.cfg.Logger.LogAttrs(ctx, level, msg, slog.String("endpoint", o.rule.path),
+		slog.String("status", string(o.Status())), slog.Int64("cost", cost), slog.String("error", o.Err.Error()))
 }
 
 // tier is the plan tier named by the TierDescriptorKey entry of d, else of
@@ -697,7 +669,7 @@ func (r *Rules) matchDescriptor(domain string, d *ratelimitv3.RateLimitDescripto
 // HTTP path writes them, in httplimit.HeaderNames order.
 func headerValues(hc httplimit.HeaderConfig, o *outcome, now time.Time) []*corev3.HeaderValue {
 	h := make(http.Header, len(httplimit.HeaderNames))
-	hc.WriteHeaders(h, o.rendered, o.d, now)
+	hc.WriteHeaders(h, o.rendered, o.Decision, now)
 	out := make([]*corev3.HeaderValue, 0, len(h))
 	for _, name := range httplimit.HeaderNames {
 		if v := h[name]; len(v) > 0 {

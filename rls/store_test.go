@@ -55,7 +55,7 @@ func TestStoreFailureAnswersPerFailPolicy(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run("fail policy "+string(tc.policy), func(t *testing.T) {
-			h := start(t, store, dir, func(c *rls.Config) { c.FailPolicy = tc.policy })
+			h := start(t, store, dir, func(c *rls.Config) { c.Engine.FailPolicy = tc.policy })
 			for i, want := range tc.want {
 				resp := h.call(t, "suite", 0, desc("fixed", "down"))
 				if got := resp.OverallCode == ok; got != want {

@@ -74,27 +74,8 @@ func (b *Built) startGRPC(cfg *config.Config, d *Deps) (*grpcListener, error) {
 	if err != nil {
 		return nil, fmt.Errorf("config %s: rls.config_dir: %w", cfg.Source, err)
 	}
-	pc := b.live.pc
-	// detailed_metric labels get the room the cardinality cap leaves beside
-	// the configured endpoints (each label set is an endpoint × a tier).
-	configured := 2 + len(rules.Limits()) // "other" and the catch-all route
-	for _, c := range pc.Classes {
-		configured += len(c.Routes)
-	}
-	detailedCap := max(0, cfg.Metrics.MaxLabelSets/max(1, len(pc.Tiers))-configured)
 	relabelNeeded := make(chan struct{}, 1)
-	svc, err := rls.New(rls.Config{
-		MaxDetailedEndpoints: detailedCap,
-		OnDetailedEndpoint: func(string) {
-			select {
-			case relabelNeeded <- struct{}{}:
-			default:
-			}
-		},
-		Store: b.store, FailPolicy: pc.FailPolicy, Timeout: pc.Timeout, Breaker: pc.Breaker, Guard: pc.Guard, Observer: pc.Observer,
-		Recorder: d.Recorder, ResponseHeaders: cfg.RLS.ResponseHeaders, Headers: pc.Headers,
-		Tiers: pc.Tiers, DefaultTier: pc.DefaultTier, TierDescriptorKey: cfg.RLS.TierDescriptorKey, Trace: d.Trace, Logger: logger,
-	}, rules)
+	svc, err := b.newRLSService(cfg, d, rules, logger, relabelNeeded)
 	if err != nil {
 		return nil, fmt.Errorf("config %s: rls.config_dir: %w", cfg.Source, err)
 	}
@@ -112,54 +93,10 @@ func (b *Built) startGRPC(cfg *config.Config, d *Deps) (*grpcListener, error) {
 	if g.drain <= 0 {
 		g.drain = DefaultShutdownTimeout
 	}
-	if b.live.cache != nil {
-		// The descriptor rules become live-limit classes: read their hashes
-		// now, so that a change made before start applies from the first call.
-		g.live = b.live.cache
-		g.live.SetTargets(append(targets(cfg), rlsTargets(rules, cfg)...))
-		g.refreshLive()
-	}
-	// Every policy put in force (a reload of the config file, a live
-	// change) brings its header switches and the live changes to the
-	// descriptors too.
-	next := d.OnPolicy
-	if d.Labels != nil {
-		g.labels, g.tiers, g.defaultTierName = d.Labels, pc.Tiers, pc.DefaultTier
-		g.relabel(nil)
-		next = g.relabel
-	}
-	d.OnPolicy = func(p *httplimit.Policy) {
-		g.svc.SetHeaders(p.HeaderConfig())
-		g.applyLive()
-		if next != nil {
-			next(p)
-		}
-	}
+	b.followPolicy(g, cfg, d, rules)
 	logger.Info("listening", slog.String("listener", "grpc"), slog.String("addr", ln.Addr().String()),
 		slog.Bool("tls", tc != nil), slog.String("rls_config_dir", dir), slog.Any("domains", rules.Domains()))
-	g.done.Add(1)
-	go func() {
-		defer g.done.Done()
-		if err := gs.Serve(ln); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
-			logger.Error("grpc listener stopped", slog.String("error", err.Error()))
-		}
-	}()
-	if g.labels != nil {
-		// New detailed_metric labels are given to the collector off the
-		// decision path; their first decisions may count as "other".
-		g.done.Add(1)
-		go func() {
-			defer g.done.Done()
-			for {
-				select {
-				case <-ctx.Done():
-					return
-				case <-relabelNeeded:
-					g.relabel(nil)
-				}
-			}
-		}()
-	}
+	g.serve(ctx, relabelNeeded)
 	if cfg.Reload.Watch {
 		g.done.Add(1)
 		go func() {
@@ -171,6 +108,89 @@ func (b *Built) startGRPC(cfg *config.Config, d *Deps) (*grpcListener, error) {
 	b.grpc = g
 	b.mu.Unlock()
 	return g, nil
+}
+
+// newRLSService builds the rate limit service of rules on the engine of
+// the HTTP policy. A new detailed_metric label sends on relabelNeeded
+// (without waiting) so that the collector is told of it off the decision
+// path.
+func (b *Built) newRLSService(cfg *config.Config, d *Deps, rules *rls.Rules, logger *slog.Logger, relabelNeeded chan<- struct{}) (*rls.Service, error) {
+	pc := b.live.pc
+	// detailed_metric labels get the room the cardinality cap leaves beside
+	// the configured endpoints (each label set is an endpoint × a tier).
+	configured := 2 + len(rules.Limits()) // "other" and the catch-all route
+	for _, c := range pc.Classes {
+		configured += len(c.Routes)
+	}
+	engine := pc.Engine()
+	engine.Store = b.store
+	return rls.New(rls.Config{
+		MaxDetailedEndpoints: max(0, cfg.Metrics.MaxLabelSets/max(1, len(pc.Tiers))-configured),
+		OnDetailedEndpoint: func(string) {
+			select {
+			case relabelNeeded <- struct{}{}:
+			default:
+			}
+		},
+		Engine: engine, Recorder: d.Recorder, ResponseHeaders: cfg.RLS.ResponseHeaders, Headers: pc.Headers,
+		Tiers: pc.Tiers, DefaultTier: pc.DefaultTier, TierDescriptorKey: cfg.RLS.TierDescriptorKey, Trace: d.Trace, Logger: logger,
+	}, rules)
+}
+
+// followPolicy makes g follow the HTTP side: the live changes of the
+// descriptor rules, and every policy put in force (a reload of the config
+// file, a live change), which brings its header switches and the live
+// changes to the descriptors too, and, with d.Labels, the endpoint labels.
+func (b *Built) followPolicy(g *grpcListener, cfg *config.Config, d *Deps, rules *rls.Rules) {
+	if b.live.cache != nil {
+		// The descriptor rules become live-limit classes: read their hashes
+		// now, so that a change made before start applies from the first call.
+		g.live = b.live.cache
+		g.live.SetTargets(append(targets(cfg), rlsTargets(rules, cfg)...))
+		g.refreshLive()
+	}
+	next := d.OnPolicy
+	if d.Labels != nil {
+		pc := b.live.pc
+		g.labels, g.tiers, g.defaultTierName = d.Labels, pc.Tiers, pc.DefaultTier
+		g.relabel(nil)
+		next = g.relabel
+	}
+	d.OnPolicy = func(p *httplimit.Policy) {
+		g.svc.SetHeaders(p.HeaderConfig())
+		g.applyLive()
+		if next != nil {
+			next(p)
+		}
+	}
+}
+
+// serve starts serving gRPC and, with labels, the loop that gives new
+// detailed_metric labels to the collector until ctx ends; their first
+// decisions may count as "other".
+func (g *grpcListener) serve(ctx context.Context, relabelNeeded <-chan struct{}) {
+	g.done.Add(1)
+	go func() {
+		defer g.done.Done()
+		if err := g.gs.Serve(g.ln); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+			g.logger.Error("grpc listener stopped", slog.String("error", err.Error()))
+		}
+	}()
+	if g.labels == nil {
+		return
+	}
+	g.done.Add(1)
+	go func() {
+		defer g.done.Done()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-relabelNeeded:
+				g.relabel(nil)
+			}
+		}
+	}()
 }
 
 // reloadRLS loads dir again and puts it in force; an invalid directory
