@@ -33,7 +33,7 @@ const (
 
 // NumAlgorithms is the number of algorithms: AlgorithmSpec.Index is below
 // it, so arrays indexed by algorithm can be [NumAlgorithms]T.
-const NumAlgorithms = 6
+const NumAlgorithms = int(algorithmCount)
 
 // Param is one number an algorithm's decision is parameterised by, in the
 // units both stores count in (time in whole microseconds). The Redis
@@ -105,7 +105,7 @@ func (p Param) Value(key string, lim Limit) int64 {
 // pointers into the table, and safe for concurrent use.
 type AlgorithmSpec struct {
 	algorithm Algorithm
-	index     int
+	index     algorithmIndex
 	// bucket: the quota is Burst and Rate/Period a refill (or drain) rate;
 	// otherwise the quota is Rate per window of Period.
 	bucket bool
@@ -117,65 +117,72 @@ type AlgorithmSpec struct {
 	state       string // what is kept per key, in words
 	redisState  string // how it is kept on Redis, in words
 	memoryState string // how it is kept in a memSlot: the meaning of its fields
-	// memDecide makes one decision on a memSlot (see memSlot.apply).
-	memDecide memDecision
 }
+
+// algorithmIndex is an Algorithm as a small integer: its
+// AlgorithmSpec.Index. A memSlot's tag is it + 1.
+type algorithmIndex uint8
+
+// The algorithms' indexes: the order of the table.
+const (
+	fixedWindowIndex algorithmIndex = iota
+	slidingLogIndex
+	slidingWindowIndex
+	tokenBucketIndex
+	leakyBucketIndex
+	gcraIndex
+	algorithmCount // also: not an algorithm
+)
 
 // algorithmTable is the table, in the order of AllAlgorithms.
 var algorithmTable = [NumAlgorithms]AlgorithmSpec{
 	{
-		algorithm: FixedWindow, index: 0,
+		algorithm: FixedWindow, index: fixedWindowIndex,
 		params:      []Param{ParamRate, ParamPeriod, ParamWindowOffset},
 		keySuffixes: []string{""},
 		state:       "window start, count",
 		redisState:  "one hash, 2 fields",
 		memoryState: "stamp = window start (µs), units = units admitted in it, extra = the period (µs) that window was computed for × 2, + 1 when aligned",
-		memDecide:   (*memSlot).fixedWindow,
 	},
 	{
-		algorithm: SlidingLog, index: 1,
+		algorithm: SlidingLog, index: slidingLogIndex,
 		params:      []Param{ParamRate, ParamPeriod},
 		keySuffixes: []string{"", ":seq"},
 		state:       "one entry per admitted unit: grows with Rate",
 		redisState:  "one sorted-set member per unit in the window, a counter",
 		memoryState: "log = the admissions inside the window, one (timestamp, units) pair per distinct µs",
-		memDecide:   (*memSlot).slidingLog,
 	},
 	{
-		algorithm: SlidingWindow, index: 2,
+		algorithm: SlidingWindow, index: slidingWindowIndex,
 		params:      []Param{ParamRate, ParamPeriod, ParamWindowOffset},
 		keySuffixes: []string{""},
 		state:       "window start, 2 counts",
 		redisState:  "one hash, 3 fields",
 		memoryState: "stamp = window start (µs), units = units admitted in this window, extra = in the window before",
-		memDecide:   (*memSlot).slidingWindow,
 	},
 	{
-		algorithm: TokenBucket, index: 3, bucket: true,
+		algorithm: TokenBucket, index: tokenBucketIndex, bucket: true,
 		params:      []Param{ParamQuota, ParamRate, ParamPeriod},
 		keySuffixes: []string{""},
 		state:       "level, time",
 		redisState:  "one hash, 2 fields",
 		memoryState: "stamp = last update (µs), units = the level: tokens, in 1/Period units",
-		memDecide:   (*memSlot).tokenBucket,
 	},
 	{
-		algorithm: LeakyBucket, index: 4, bucket: true,
+		algorithm: LeakyBucket, index: leakyBucketIndex, bucket: true,
 		params:      []Param{ParamQuota, ParamRate, ParamPeriod, ParamNoDelay},
 		keySuffixes: []string{""},
 		state:       "level, time",
 		redisState:  "one hash, 2 fields",
 		memoryState: "stamp = last update (µs), units = the level: queued units, in 1/Period units",
-		memDecide:   (*memSlot).leakyBucket,
 	},
 	{
-		algorithm: GCRA, index: 5, bucket: true,
+		algorithm: GCRA, index: gcraIndex, bucket: true,
 		params:      []Param{ParamQuota, ParamRate, ParamPeriod},
 		keySuffixes: []string{""},
 		state:       "one timestamp (TAT)",
 		redisState:  "one string",
 		memoryState: "stamp = the bits of the theoretical arrival time (µs, float64)",
-		memDecide:   (*memSlot).gcra,
 	},
 }
 
@@ -234,7 +241,7 @@ func (s *AlgorithmSpec) Algorithm() Algorithm { return s.algorithm }
 
 // Index is the algorithm's position in AllAlgorithms, below NumAlgorithms:
 // an index for arrays of per-algorithm things.
-func (s *AlgorithmSpec) Index() int { return s.index }
+func (s *AlgorithmSpec) Index() int { return int(s.index) }
 
 // Bucket reports whether it is a bucket algorithm (token_bucket,
 // leaky_bucket, gcra): the quota is Burst and Rate per Period the refill or

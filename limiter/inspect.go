@@ -49,7 +49,8 @@ type Inspector interface {
 	// DecideMode is Decide in the given mode (see Mode), as atomic as
 	// Decide. ModeConsume is exactly Decide. lim has been validated and
 	// cost checked against it by the caller. When timeout is > 0 the call
-	// is bounded by it as well as by ctx (see TimeoutStore).
+	// is bounded by it as well as by ctx: the Limiter gives every call its
+	// Config.Timeout this way (a store that never waits ignores it).
 	DecideMode(ctx context.Context, key string, lim Limit, cost int64, mode Mode, timeout time.Duration) (Decision, error)
 	// Reset forgets key's state under lim's algorithm (every piece of
 	// state that algorithm keeps for key), so that its next decision
@@ -70,8 +71,9 @@ func (s *MemoryStore) DecideMode(_ context.Context, key string, lim Limit, cost 
 	if err := lim.CheckCost(cost); err != nil {
 		return Decision{Limit: lim.Quota()}, fmt.Errorf("memory store: %w", err)
 	}
-	cl := compileLimit(lim)
-	return s.decide(key, &cl, cost, mode), nil
+	b := memoryBinding{store: s, limit: compileLimit(lim)}
+	d, _ := b.decide(nil, key, cost, mode, 0)
+	return d, nil
 }
 
 // Reset implements Inspector: it drops key's entry for lim's algorithm.
@@ -105,9 +107,6 @@ func (l *Limiter) Peek(ctx context.Context, key string) (Decision, error) {
 // returned beside it. A caller that must know the real state treats any
 // Decision with Failure != FailureNone as unknown.
 func (l *Limiter) PeekN(ctx context.Context, key string, cost int64) (Decision, error) {
-	if cost < 1 || cost > l.compiled.quota {
-		return Decision{Limit: l.compiled.quota}, l.cfg.Limit.CheckCost(cost)
-	}
 	return l.decide(ctx, key, cost, ModePeek)
 }
 
@@ -122,10 +121,7 @@ func (l *Limiter) PeekN(ctx context.Context, key string, cost int64) (Decision, 
 // The fail policy applies as for AllowN: FailOpen admits all n, FailClosed
 // none, FailLocal up to n from the local share.
 func (l *Limiter) AllowAtMost(ctx context.Context, key string, n int64) (Decision, error) {
-	if n < 1 {
-		return Decision{Limit: l.compiled.quota}, l.cfg.Limit.CheckCost(n)
-	}
-	return l.decide(ctx, key, min(n, l.compiled.quota), ModeAtMost)
+	return l.decide(ctx, key, min(n, l.quota), ModeAtMost) // n < 1 is refused there
 }
 
 // Reset forgets key's state under this Limiter's algorithm: its next
@@ -139,62 +135,28 @@ func (l *Limiter) AllowAtMost(ctx context.Context, key string, n int64) (Decisio
 // for a fail policy to make), ErrCircuitOpen when the breaker is open.
 func (l *Limiter) Reset(ctx context.Context, key string) error {
 	if l.local != nil {
-		l.local.reset(ctx, key, l.cfg.Limit)
+		l.local.reset(ctx, key, l.lim)
 	}
-	if l.direct {
-		l.memory.reset(key, l.compiled.alg)
-		return nil
-	}
-	if l.inspector == nil {
-		return fmt.Errorf("%s store: %w", l.cfg.Store.Name(), ErrNotSupported)
+	if !l.inspects {
+		return fmt.Errorf("%s store: %w", l.storeName, ErrNotSupported)
 	}
 	breaker := l.breakerFor(key)
 	if breaker != nil && !breaker.allow() {
-		return fmt.Errorf("%s store: reset: %w", l.cfg.Store.Name(), ErrCircuitOpen)
+		return fmt.Errorf("%s store: reset: %w", l.storeName, ErrCircuitOpen)
 	}
 	var start time.Time
-	if l.cfg.Observer != nil {
+	if l.observer != nil {
 		start = time.Now()
 	}
-	err := l.inspector.Reset(ctx, key, l.cfg.Limit, l.storeTimeout())
-	if err != nil && ctx.Err() != nil && errors.Is(ctx.Err(), context.Canceled) {
-		if breaker != nil {
-			breaker.release()
-		}
-		return fmt.Errorf("%s store: reset: %w", l.cfg.Store.Name(), context.Canceled)
-	}
-	if l.cfg.Observer != nil {
-		l.cfg.Observer.ObserveStore(ctx, string(l.cfg.Limit.Algorithm), time.Since(start), err)
-	}
-	if breaker != nil {
-		breaker.record(err == nil)
+	err := l.store.reset(ctx, key, l.timeout)
+	if !l.settle(ctx, breaker, start, err) {
+		return fmt.Errorf("%s store: reset: %w", l.storeName, context.Canceled)
 	}
 	if err != nil {
-		err = fmt.Errorf("%s store: reset: %w", l.cfg.Store.Name(), err)
+		err = fmt.Errorf("%s store: reset: %w", l.storeName, err)
 		if l.log != nil {
 			l.log.failed(ctx, ErrorKind(err), err)
 		}
 	}
 	return err
-}
-
-// storeTimeout is the timeout an Inspector call is given: none for a store
-// that never waits.
-func (l *Limiter) storeTimeout() time.Duration {
-	if l.inProcess || l.cfg.Timeout <= 0 {
-		return 0
-	}
-	return l.cfg.Timeout
-}
-
-// decideWith makes a decision of mode on st, a fallback's store.
-func decideWith(ctx context.Context, st Store, key string, lim Limit, cost int64, mode Mode) (Decision, error) {
-	if mode == ModeConsume {
-		return st.Decide(ctx, key, lim, cost)
-	}
-	in, ok := st.(Inspector)
-	if !ok {
-		return Decision{}, fmt.Errorf("%s store: %w", st.Name(), ErrNotSupported)
-	}
-	return in.DecideMode(ctx, key, lim, cost, mode, 0)
 }

@@ -64,29 +64,34 @@ type Config struct {
 
 // Limiter enforces one Limit on a Store. It is safe for concurrent use; its
 // configuration is immutable after New.
+//
+// Everything that does not change from one decision to the next is settled
+// by New: the limit is validated and bound to the store, the deadline of a
+// store call worked out, the breaker, fail policy and Observer chosen. A
+// decision then checks its cost and takes one path (decide): breaker, the
+// store through one interface, Observer, fail policy.
 type Limiter struct {
-	cfg     Config
-	breaker *CircuitBreaker // nil: no breaker
+	lim        Limit
+	quota      int64 // lim.Quota()
+	failPolicy FailPolicy
+	storeName  string
+	// store is Config.Store bound to lim: the one way a Limiter calls
+	// its store.
+	store boundStore
+	// inspects: the store can peek, admit at most and reset (it is an
+	// Inspector); otherwise those calls return ErrNotSupported.
+	inspects bool
+	// timeout bounds each store call; 0: only ctx does. Every store is
+	// given it; one that never waits (MemoryStore) ignores it.
+	timeout  time.Duration
+	observer Observer        // nil: none
+	breaker  *CircuitBreaker // nil: no breaker
 	// guard and sharded are set when the store is a ShardedStore behind a
 	// Guard with a breaker: each shard then has a breaker of its own.
 	guard   *Guard
 	sharded ShardedStore
-	local   *LocalFallback // under FailLocal
+	local   *LocalFallback // under FailLocal, else nil
 	log     *failureLog    // nil: failures are not logged
-	// inProcess: the store never waits, so it gets no deadline.
-	inProcess bool
-	// timeouts is the store when it applies Config.Timeout itself.
-	timeouts TimeoutStore
-	// memory is the store when it is a MemoryStore, called directly with
-	// the limit compiled once.
-	memory   *MemoryStore
-	compiled compiledLimit
-	// inspector is the store when it is an Inspector (PeekN, AllowAtMost,
-	// Reset), else nil.
-	inspector Inspector
-	// direct: the store is a MemoryStore with no breaker, Observer or
-	// local fallback around it, so decisions go straight to it.
-	direct bool
 }
 
 // New validates cfg and returns a Limiter.
@@ -106,14 +111,23 @@ func New(cfg Config) (*Limiter, error) {
 	if cfg.Timeout == 0 {
 		cfg.Timeout = DefaultTimeout
 	}
-	l := &Limiter{cfg: cfg}
-	switch {
-	case cfg.Guard != nil:
+	_, inspects := cfg.Store.(Inspector)
+	l := &Limiter{
+		lim:        cfg.Limit,
+		quota:      cfg.Limit.Quota(),
+		failPolicy: cfg.FailPolicy,
+		storeName:  cfg.Store.Name(),
+		store:      bind(cfg.Store, cfg.Limit),
+		inspects:   inspects,
+		timeout:    max(cfg.Timeout, 0),
+		observer:   cfg.Observer,
+	}
+	if cfg.Guard != nil {
 		l.breaker, l.local, l.log = cfg.Guard.breaker, cfg.Guard.local, cfg.Guard.log
 		if sh, ok := cfg.Store.(ShardedStore); ok && l.breaker != nil {
 			l.guard, l.sharded = cfg.Guard, sh
 		}
-	default:
+	} else {
 		l.breaker = NewCircuitBreaker(cfg.Breaker)
 		if cfg.FailPolicy == FailLocal {
 			l.local = NewLocalFallback(LocalConfig{Store: cfg.Local})
@@ -122,21 +136,15 @@ func New(cfg Config) (*Limiter, error) {
 	if cfg.FailPolicy != FailLocal {
 		l.local = nil
 	}
-	_, l.inProcess = cfg.Store.(inProcessStore)
-	l.timeouts, _ = cfg.Store.(TimeoutStore)
-	l.memory, _ = cfg.Store.(*MemoryStore)
-	l.inspector, _ = cfg.Store.(Inspector)
-	l.direct = l.memory != nil && l.breaker == nil && cfg.Observer == nil && l.local == nil
-	l.compiled = compileLimit(cfg.Limit)
 	return l, nil
 }
 
 // Limit returns the limit this Limiter enforces.
-func (l *Limiter) Limit() Limit { return l.cfg.Limit }
+func (l *Limiter) Limit() Limit { return l.lim }
 
 // Allow is AllowN with a cost of 1.
 func (l *Limiter) Allow(ctx context.Context, key string) (Decision, error) {
-	return l.AllowN(ctx, key, 1)
+	return l.decide(ctx, key, 1, ModeConsume)
 }
 
 // AllowN decides whether cost units for key may pass now.
@@ -152,13 +160,6 @@ func (l *Limiter) Allow(ctx context.Context, key string) (Decision, error) {
 // with Failure FailureCanceled and the error wraps context.Canceled; the
 // breaker and the Observer are not told, and no fail policy applies.
 func (l *Limiter) AllowN(ctx context.Context, key string, cost int64) (Decision, error) {
-	if cost < 1 || cost > l.compiled.quota {
-		return Decision{Limit: l.compiled.quota}, l.cfg.Limit.CheckCost(cost)
-	}
-	if l.direct {
-		// The limit and cost are valid, and the memory store cannot fail.
-		return l.memory.decide(key, &l.compiled, cost, ModeConsume), nil
-	}
 	return l.decide(ctx, key, cost, ModeConsume)
 }
 
@@ -171,106 +172,97 @@ func (l *Limiter) breakerFor(key string) *CircuitBreaker {
 	return l.breaker
 }
 
-// decide is the one path of AllowN, PeekN and AllowAtMost: the store call
-// in the given mode, with the deadline, breaker, Observer and fail policy
-// around it. cost has been checked.
+// decide is the one path of AllowN, PeekN and AllowAtMost: the check of
+// the cost (the only thing about a call that New could not check), the
+// breaker, the store call in the given mode with the deadline, the
+// Observer, then FailLocal's hold on a success, or the fail policy on a
+// failure (storeFailed).
 func (l *Limiter) decide(ctx context.Context, key string, cost int64, mode Mode) (Decision, error) {
-	if l.direct {
-		return l.memory.decide(key, &l.compiled, cost, mode), nil
+	if cost < 1 || cost > l.quota {
+		return Decision{Limit: l.quota}, l.lim.CheckCost(cost)
 	}
-	if mode != ModeConsume && l.inspector == nil {
-		return Decision{Limit: l.compiled.quota}, fmt.Errorf("%s store: %w", l.cfg.Store.Name(), ErrNotSupported)
+	if mode != ModeConsume && !l.inspects {
+		return Decision{Limit: l.quota}, fmt.Errorf("%s store: %w", l.storeName, ErrNotSupported)
 	}
-	lim := l.cfg.Limit
 	breaker := l.breakerFor(key)
 	if breaker != nil && !breaker.allow() {
 		return l.fail(ctx, key, cost, mode, ErrCircuitOpen)
 	}
 	var start time.Time
-	if l.cfg.Observer != nil {
+	if l.observer != nil {
 		start = time.Now()
 	}
-	var d Decision
-	var err error
-	switch {
-	case l.memory != nil:
-		d = l.memory.decide(key, &l.compiled, cost, mode)
-	case mode != ModeConsume:
-		d, err = l.inspector.DecideMode(ctx, key, lim, cost, mode, l.storeTimeout())
-	case l.cfg.Timeout <= 0 || l.inProcess:
-		d, err = l.cfg.Store.Decide(ctx, key, lim, cost)
-	case l.timeouts != nil:
-		d, err = l.timeouts.DecideTimeout(ctx, key, lim, cost, l.cfg.Timeout)
-	default:
-		callCtx, cancel := context.WithTimeout(ctx, l.cfg.Timeout)
-		d, err = l.cfg.Store.Decide(callCtx, key, lim, cost)
-		cancel()
+	d, err := l.store.decide(ctx, key, cost, mode, l.timeout)
+	if err != nil {
+		return l.storeFailed(ctx, key, cost, mode, breaker, start, err)
 	}
-	if err != nil && ctx.Err() != nil && errors.Is(ctx.Err(), context.Canceled) {
-		// The caller went away: the store is not to blame.
-		if breaker != nil {
-			breaker.release()
-		}
-		return Decision{Limit: lim.Quota(), Failure: FailureCanceled},
-			fmt.Errorf("%s store: %w", l.cfg.Store.Name(), context.Canceled)
-	}
-	if l.cfg.Observer != nil {
-		l.cfg.Observer.ObserveStore(ctx, string(lim.Algorithm), time.Since(start), err)
+	if l.observer != nil {
+		l.observer.ObserveStore(ctx, string(l.lim.Algorithm), time.Since(start), nil)
 	}
 	if breaker != nil {
-		breaker.record(err == nil)
-	}
-	if err != nil {
-		return l.fail(ctx, key, cost, mode, fmt.Errorf("%s store: %w", l.cfg.Store.Name(), err))
+		breaker.record(true)
 	}
 	if mode == ModeConsume && d.Allowed {
 		d.Admitted = cost // whatever the store says: AllowN takes all or nothing
 	}
 	if l.local != nil {
-		d = l.local.afterStore(ctx, key, lim, mode, d)
+		d = l.local.afterStore(ctx, key, l.lim, mode, d)
 	}
 	return d, nil
 }
 
+// storeFailed is decide's answer when the store call started at start
+// ended with err: a refusal with FailureCanceled when the caller went
+// away, else the fail policy's Decision.
+func (l *Limiter) storeFailed(ctx context.Context, key string, cost int64, mode Mode, breaker *CircuitBreaker, start time.Time, err error) (Decision, error) {
+	if !l.settle(ctx, breaker, start, err) {
+		return Decision{Limit: l.quota, Failure: FailureCanceled},
+			fmt.Errorf("%s store: %w", l.storeName, context.Canceled)
+	}
+	return l.fail(ctx, key, cost, mode, fmt.Errorf("%s store: %w", l.storeName, err))
+}
+
+// settle tells the Observer and the breaker how a store call started at
+// start ended. When it failed because the caller cancelled ctx, the caller
+// went away and the store is not to blame: neither is told (the breaker's
+// probe, if this call was one, is released) and settle returns false.
+func (l *Limiter) settle(ctx context.Context, breaker *CircuitBreaker, start time.Time, err error) bool {
+	if err != nil && errors.Is(ctx.Err(), context.Canceled) {
+		if breaker != nil {
+			breaker.release()
+		}
+		return false
+	}
+	if l.observer != nil {
+		l.observer.ObserveStore(ctx, string(l.lim.Algorithm), time.Since(start), err)
+	}
+	if breaker != nil {
+		breaker.record(err == nil)
+	}
+	return true
+}
+
+// fail is the Decision of the fail policy when the store could not decide
+// (err says why).
 func (l *Limiter) fail(ctx context.Context, key string, cost int64, mode Mode, err error) (Decision, error) {
 	if l.log != nil {
 		l.log.failed(ctx, ErrorKind(err), err)
 	}
-	lim := l.cfg.Limit
-	switch l.cfg.FailPolicy {
+	switch l.failPolicy {
 	case FailClosed:
-		return Decision{Limit: lim.Quota(), RetryAfter: time.Second, Failure: FailureClosed}, err
+		return Decision{Limit: l.quota, RetryAfter: time.Second, Failure: FailureClosed}, err
 	case FailLocal:
-		d, lerr := l.local.decide(ctx, key, lim, cost, mode)
+		d, lerr := l.local.decide(ctx, key, l.lim, cost, mode)
 		if lerr == nil {
 			d.Failure = FailureLocal
 			return d, err
 		}
 	}
-	d := Decision{Allowed: true, Limit: lim.Quota(), Remaining: lim.Quota(), Admitted: cost, Failure: FailureOpen}
+	d := Decision{Allowed: true, Limit: l.quota, Remaining: l.quota, Admitted: cost, Failure: FailureOpen}
 	if mode == ModePeek {
 		d.Admitted = 0
 	}
 	return d, err
-}
-
-// inProcessStore is a Store that decides without waiting (MemoryStore): the
-// Limiter gives it no deadline, which keeps its decisions free of
-// allocations.
-type inProcessStore interface{ decidesInProcess() }
-
-// TimeoutStore is a Store that bounds a call by a timeout itself. The
-// Limiter calls DecideTimeout with Config.Timeout instead of wrapping ctx in
-// context.WithTimeout, whose timer and allocations cost more than some
-// stores' whole decision (the Redis store keeps one reusable timer per
-// waiting call instead). Implementations are safe for concurrent use.
-type TimeoutStore interface {
-	Store
-	// DecideTimeout is Decide bounded by ctx and by timeout, whichever ends
-	// first: once timeout has passed it returns an error wrapping
-	// context.DeadlineExceeded, and it bounds its network I/O by the same
-	// deadline.
-	DecideTimeout(ctx context.Context, key string, lim Limit, cost int64, timeout time.Duration) (Decision, error)
 }
 
 // ErrCircuitOpen is returned, wrapped, when the circuit breaker has stopped

@@ -62,6 +62,7 @@ const DefaultLocalMaxKeys = 100_000
 // (see Guard) and to outlive reloads. It is safe for concurrent use.
 type LocalFallback struct {
 	cfg    LocalConfig
+	store  Inspector // cfg.Store, called as an Inspector
 	seed   maphash.Seed
 	shards [localShards]localShard
 	per    int // keys per shard
@@ -102,7 +103,7 @@ func NewLocalFallback(cfg LocalConfig) *LocalFallback {
 	if cfg.Store == nil {
 		cfg.Store = NewMemoryStore(MemoryConfig{Now: cfg.Now})
 	}
-	f := &LocalFallback{cfg: cfg, seed: maphash.MakeSeed(), per: max(1, cfg.MaxKeys/localShards)}
+	f := &LocalFallback{cfg: cfg, store: asInspector(cfg.Store), seed: maphash.MakeSeed(), per: max(1, cfg.MaxKeys/localShards)}
 	for i := range f.shards {
 		f.shards[i].keys = map[string]localEntry{}
 	}
@@ -156,13 +157,13 @@ func (f *LocalFallback) decide(ctx context.Context, key string, lim Limit, cost 
 		// its budget: start from the remaining the store gave it.
 		left := min(share.Quota(), max(0, e.remaining)/int64(n))
 		if spent := share.Quota() - left; spent > 0 {
-			sd, err := f.cfg.Store.Decide(ctx, key, share, spent)
+			sd, err := f.store.DecideMode(ctx, key, share, spent, ModeConsume, 0)
 			if err == nil {
 				e.localUntil = max(e.localUntil, now+int64(sd.ResetAfter))
 			}
 		}
 	}
-	d, err := decideWith(ctx, f.cfg.Store, key, share, cost, mode)
+	d, err := f.store.DecideMode(ctx, key, share, cost, mode, 0)
 	if err != nil || mode == ModePeek {
 		// A peek leaves the local state as it was.
 		return d, err
@@ -192,7 +193,7 @@ func (f *LocalFallback) afterStore(ctx context.Context, key string, lim Limit, m
 			cost = min(cost, share.Quota())
 		}
 		if cost <= share.Quota() {
-			ld, err := decideWith(ctx, f.cfg.Store, key, share, cost, mode)
+			ld, err := f.store.DecideMode(ctx, key, share, cost, mode, 0)
 			if err == nil {
 				if !ld.Allowed {
 					d.Allowed, d.Delay, d.Admitted = false, 0, 0
@@ -237,7 +238,5 @@ func (f *LocalFallback) reset(ctx context.Context, key string, lim Limit) {
 	sh.mu.Lock()
 	delete(sh.keys, key)
 	sh.mu.Unlock()
-	if in, ok := f.cfg.Store.(Inspector); ok {
-		_ = in.Reset(ctx, key, lim, 0)
-	}
+	_ = f.store.Reset(ctx, key, lim, 0) // ErrNotSupported from a plain Store
 }

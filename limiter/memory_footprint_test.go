@@ -89,10 +89,10 @@ func TestMemoryFootprintChild(t *testing.T) {
 	runtime.ReadMemStats(&before)
 	rssBefore := residentBytes(t)
 	s := NewMemoryStore(MemoryConfig{MaxKeys: 2 * keys})
-	cl := compileLimit(PerHour(GCRA, 10)) // no key idle before the end
+	bound := &memoryBinding{store: s, limit: compileLimit(PerHour(GCRA, 10))} // no key idle before the end
 	start := time.Now()
 	for _, k := range names {
-		s.decide(k, &cl, 1, ModeConsume)
+		bound.decide(nil, k, 1, ModeConsume, 0)
 	}
 	elapsed := time.Since(start)
 	rss := residentBytes(t) - rssBefore

@@ -166,12 +166,12 @@ func TestSlotsAndShardsAreLaidOutForTheCacheLines(t *testing.T) {
 func TestTablesBuiltFromReusedChunksKeepEveryKeyApart(t *testing.T) {
 	now := time.Unix(1_700_000_000, 0)
 	s := NewMemoryStore(MemoryConfig{Shards: 4, Now: func() time.Time { return now }})
-	cl := compileLimit(PerMinute(FixedWindow, 5))
+	b := &memoryBinding{store: s, limit: compileLimit(PerMinute(FixedWindow, 5))}
 	const keys = 20_000 // about 5,000 per shard: tables of 8,192 slots, 16 chunks
 	decideAll := func(wantRemaining int64) {
 		t.Helper()
 		for i := range keys {
-			if d := s.decide("client-"+strconv.Itoa(i), &cl, 1, ModeConsume); d.Remaining != wantRemaining {
+			if d, _ := b.decide(nil, "client-"+strconv.Itoa(i), 1, ModeConsume, 0); d.Remaining != wantRemaining {
 				t.Fatalf("key %d: remaining %d, want %d", i, d.Remaining, wantRemaining)
 			}
 		}
