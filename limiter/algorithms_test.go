@@ -1,7 +1,9 @@
 package limiter_test
 
 import (
+	"os"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -84,5 +86,54 @@ func TestParamsAreTheScriptArgumentsOfEachAlgorithm(t *testing.T) {
 	lim.Algorithm, lim.AlignWindows = limiter.FixedWindow, true
 	if got := limiter.SpecOf(limiter.FixedWindow).AppendParams(nil, "k", lim); got[2] != 0 {
 		t.Errorf("an aligned window has offset %d, want 0", got[2])
+	}
+}
+
+// TestThePackageDocTableIsTheAlgorithmTable reads the table of state per
+// key in doc.go: each row's state and Redis columns (continued on the
+// lines below it) must be its algorithm's State and RedisState.
+func TestThePackageDocTableIsTheAlgorithmTable(t *testing.T) {
+	src, err := os.ReadFile("doc.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const stateCol, memoryCol, redisCol = 16, 41, 71 // rune columns after "//\t"
+	cell := func(r []rune, from, to int) string {
+		if from >= len(r) {
+			return ""
+		}
+		return strings.TrimSpace(string(r[from:min(to, len(r))]))
+	}
+	state, redis := map[string]string{}, map[string]string{}
+	var current string
+	inTable := false
+	for _, line := range strings.Split(string(src), "\n") {
+		row, ok := strings.CutPrefix(line, "//\t")
+		if !ok {
+			inTable = false
+			continue
+		}
+		r := []rune(row)
+		if strings.HasPrefix(row, "algorithm       state per key") {
+			inTable = true
+			continue
+		}
+		if !inTable {
+			continue
+		}
+		if name := cell(r, 0, stateCol); name != "" {
+			current = name
+		}
+		state[current] = strings.TrimSpace(state[current] + " " + cell(r, stateCol, memoryCol))
+		redis[current] = strings.TrimSpace(redis[current] + " " + cell(r, redisCol, len(r)))
+	}
+	for _, spec := range limiter.AlgorithmSpecs() {
+		name := string(spec.Algorithm())
+		if state[name] != spec.State() || redis[name] != spec.RedisState() {
+			t.Errorf("%s: doc.go says state %q, Redis %q; the table says %q, %q", name, state[name], redis[name], spec.State(), spec.RedisState())
+		}
+	}
+	if len(state) != limiter.NumAlgorithms {
+		t.Errorf("doc.go's table has rows %v, want one per algorithm", state)
 	}
 }

@@ -7,6 +7,49 @@
 // one Redis. A Limiter wraps a Store with validation, a deadline, a failure
 // policy (FailOpen, FailClosed, FailLocal) and an optional circuit breaker.
 //
+// # The hops of a decision
+//
+// Every way in (the HTTP middleware and POST /v1/check in httplimit, the
+// Envoy rate limit service in rls) ends in the same Limiter call, and a
+// decision then goes through one path, in straight calls:
+//
+//	middleware (httplimit, rls)
+//	    │ Limiter.AllowN(ctx, key, cost)      PeekN, AllowAtMost: the same path
+//	    ▼                                     in another Mode
+//	Limiter.decide
+//	    │ cost < 1 or > quota ──────────────▶ error, the store is not called
+//	    │ breaker open ─────────────────────▶ fail policy (open | closed | local)
+//	    │ boundStore.decide(ctx, key, cost, mode, timeout)
+//	    ▼
+//	store, bound to the Limit once by New (bind)
+//	    ├─ MemoryStore: the Limit compiled in its units; never waits, never fails
+//	    └─ Inspector.DecideMode with the timeout: the Redis store (one Lua
+//	       script), a region store, or a plain Store through an adapter
+//	    │
+//	    ├─ error: storeFailed ── caller cancelled ─▶ FailureCanceled, nobody told
+//	    │                    └── else: Observer, breaker, fail policy decides
+//	    ▼
+//	Observer.ObserveStore (the collector: rate_limit_redis_duration_seconds),
+//	breaker.record, FailLocal's hold on a key it decided locally
+//	    │ Decision
+//	    ▼
+//	middleware: headers, 429 or 503, leaky_bucket delay
+//	    │ Recorder.RecordDecision(Record)
+//	    ▼
+//	collector: counters and histograms, served on /metrics
+//
+// New settles everything that does not change between decisions: the limit
+// is validated and bound to the store, the deadline worked out, the breaker
+// and fail policy chosen. A decision checks only its cost. The store is
+// called through one interface whatever its kind, and every store is given
+// the deadline (the memory store ignores it; the Redis store bounds its
+// network I/O by it without a context of its own).
+//
+// What each algorithm is to the rest of rl-exporter — window or bucket, its
+// script arguments, the Redis keys it touches, the state it keeps — is one
+// row of a table (AlgorithmSpec, SpecOf, AlgorithmSpecs), which the memory
+// store and the collector read and which is exported for the Redis store.
+//
 // # Choosing an algorithm
 //
 // Six algorithms, named everywhere by these identifiers. In short: internal
@@ -35,8 +78,10 @@
 //	gcra            one timestamp (TAT)      ~200 B                        one string
 //	leaky_bucket    level, time              ~200 B                        one hash, 2 fields
 //
-// The MemoryStore figures include its map slot and a short key (see
-// MemoryStore for the bound on the number of keys it holds).
+// The state and Redis columns are each algorithm's AlgorithmSpec.State and
+// RedisState (a test holds them equal). The MemoryStore figures include
+// its map slot and a short key (see MemoryStore for the bound on the
+// number of keys it holds).
 //
 // For the window algorithms (fixed_window, sliding_window, sliding_log)
 // Rate is the window's limit and Period its length. For the bucket
