@@ -8,9 +8,12 @@ import (
 	"github.com/rl-exporter/rl-exporter/limiter"
 )
 
-// namedStore is a memory store that remembers the keys it decided.
+// namedStore is a memory store that remembers the keys it decided. It is
+// a plain limiter.Store (Decide and Name only, the memory store held in a
+// field, not embedded), so that every decision goes through its Decide
+// whatever other ways the limiter has of calling a store that offers more.
 type namedStore struct {
-	*limiter.MemoryStore
+	mem  *limiter.MemoryStore
 	mu   sync.Mutex
 	keys []string
 }
@@ -19,8 +22,10 @@ func (s *namedStore) Decide(ctx context.Context, key string, lim limiter.Limit, 
 	s.mu.Lock()
 	s.keys = append(s.keys, key)
 	s.mu.Unlock()
-	return s.MemoryStore.Decide(ctx, key, lim, cost)
+	return s.mem.Decide(ctx, key, lim, cost)
 }
+
+func (s *namedStore) Name() string { return s.mem.Name() }
 
 func (s *namedStore) decided() int {
 	s.mu.Lock()
@@ -31,7 +36,7 @@ func (s *namedStore) decided() int {
 func TestEachTierDecidesOnTheStoreItsClassGivesIt(t *testing.T) {
 	clk := newClock()
 	newStore := func() *namedStore {
-		return &namedStore{MemoryStore: limiter.NewMemoryStore(limiter.MemoryConfig{Now: clk.Now})}
+		return &namedStore{mem: limiter.NewMemoryStore(limiter.MemoryConfig{Now: clk.Now})}
 	}
 	policyStore, classStore, proStore, entStore := newStore(), newStore(), newStore(), newStore()
 	_, h, _ := setup(t, PolicyConfig{
@@ -91,8 +96,8 @@ func TestEachTierDecidesOnTheStoreItsClassGivesIt(t *testing.T) {
 
 func TestALiveLimitDecidesOnItsTiersStore(t *testing.T) {
 	clk := newClock()
-	policyStore := &namedStore{MemoryStore: limiter.NewMemoryStore(limiter.MemoryConfig{Now: clk.Now})}
-	proStore := &namedStore{MemoryStore: limiter.NewMemoryStore(limiter.MemoryConfig{Now: clk.Now})}
+	policyStore := &namedStore{mem: limiter.NewMemoryStore(limiter.MemoryConfig{Now: clk.Now})}
+	proStore := &namedStore{mem: limiter.NewMemoryStore(limiter.MemoryConfig{Now: clk.Now})}
 	_, h, _ := setup(t, PolicyConfig{
 		Store: policyStore, Tiers: []string{"free", "pro"}, DefaultTier: "free",
 		Classes: []Class{{Name: "api", TierStores: map[string]limiter.Store{"pro": proStore},
