@@ -78,13 +78,13 @@ type BatchConfig struct {
 
 // decide makes one decision in the given mode; see the top of this file.
 func (s *Store) decide(ctx context.Context, key string, lim limiter.Limit, cost int64, timeout time.Duration, mode limiter.Mode) (limiter.Decision, error) {
-	alg := algIndex(lim.Algorithm)
-	if err := checkCall(alg, lim, cost); err != nil {
+	spec := limiter.SpecOf(lim.Algorithm)
+	if err := checkCall(spec, lim, cost); err != nil {
 		return limiter.Decision{}, err
 	}
 	r := s.requests.Get().(*request)
-	s.fill(r, alg, key, lim, cost, mode)
-	stateKey := r.key
+	s.fill(r, &s.algs[spec.Index()], key, lim, cost, mode)
+	stateKey := r.keys[0]
 	d, err := s.send(ctx, r, timeout)
 	if err != nil {
 		err = fmt.Errorf("redis %s script for %s: %w", lim.Algorithm, stateKey, err)
@@ -97,10 +97,10 @@ func (s *Store) decide(ctx context.Context, key string, lim limiter.Limit, cost 
 // limit again (the caller did). A cost below 1 would hand units back to
 // every process sharing the key; a rate or period of 0 makes the scripts
 // divide by zero and store an infinite or NaN state; an unknown algorithm
-// has no script. The test is a few comparisons; only a refused call pays
-// for the full Limit.Validate, for its message.
-func checkCall(alg int, lim limiter.Limit, cost int64) error {
-	if alg < algCount && cost >= 1 && lim.Rate >= 1 && lim.Period >= time.Millisecond {
+// (spec nil) has no script. The test is a few comparisons; only a refused
+// call pays for the full Limit.Validate, for its message.
+func checkCall(spec *limiter.AlgorithmSpec, lim limiter.Limit, cost int64) error {
+	if spec != nil && cost >= 1 && lim.Rate >= 1 && lim.Period >= time.Millisecond {
 		return nil
 	}
 	if err := lim.Validate(); err != nil {
@@ -109,17 +109,19 @@ func checkCall(alg int, lim limiter.Limit, cost int64) error {
 	return fmt.Errorf("redis store: %w", lim.CheckCost(cost))
 }
 
-// fill prepares r for one decision: its keys and script arguments.
-func (s *Store) fill(r *request, alg int, key string, lim limiter.Limit, cost int64, mode limiter.Mode) {
-	r.alg = alg
-	r.key = s.baseKey(key, lim.Algorithm)
-	if lim.Algorithm == limiter.SlidingLog {
-		r.seq = r.key + ":seq"
+// fill prepares r for one decision of sc's algorithm: its keys (the base
+// key with each of the algorithm's suffixes) and script arguments.
+func (s *Store) fill(r *request, sc *algScripts, key string, lim limiter.Limit, cost int64, mode limiter.Mode) {
+	r.alg = sc.spec.Index()
+	base := s.baseKey(key, lim.Algorithm)
+	for i, suffix := range sc.keySuffixes {
+		r.keys[i] = base + suffix // the empty suffix allocates nothing
 	}
-	r.nargs = copy(r.args[:], scriptArgsInto(r.args[:0], key, lim, cost, mode))
+	r.nkeys = len(sc.keySuffixes)
+	r.nargs = len(argsInto(r.args[:0], sc.spec, key, lim, cost, mode))
 	r.limit, r.cost, r.mode = lim.Quota(), cost, mode
 	if s.cluster {
-		r.slot = keySlot(r.key)
+		r.slot = keySlot(base)
 	}
 }
 
@@ -140,7 +142,8 @@ func (s *Store) send(ctx context.Context, r *request, timeout time.Duration) (li
 
 // recycle clears r and puts it back in the pool.
 func (s *Store) recycle(r *request) {
-	r.key, r.seq, r.ctx, r.err = "", "", nil, nil
+	clear(r.keys[:r.nkeys])
+	r.ctx, r.err = nil, nil
 	r.deadline = time.Time{}
 	r.d = limiter.Decision{}
 	s.requests.Put(r)
@@ -162,7 +165,7 @@ func (s *Store) direct(ctx context.Context, r *request, timeout time.Duration) (
 	if conn != nil {
 		via = conn
 	}
-	ints, err := s.run(ctx, via, &sc.single, r.cmdArgs(sc.nkeys), &r.raw, r.ints[:0])
+	ints, err := s.run(ctx, via, &sc.single, r.cmdArgs(), &r.raw, r.ints[:0])
 	r.ints = ints
 	s.direct1.give(conn, err)
 	if err != nil {
@@ -175,10 +178,10 @@ func (s *Store) direct(ctx context.Context, r *request, timeout time.Duration) (
 // request is one decision on its way: its keys and arguments, and, once
 // made, its answer. Requests are pooled (see the top of this file).
 type request struct {
-	alg   int
-	key   string // the state key
-	seq   string // sliding_log's sequence key
-	args  [6]int64
+	alg   int // limiter.AlgorithmSpec.Index
+	keys  [maxKeys]string
+	nkeys int
+	args  [maxArgs]int64
 	nargs int
 	limit int64 // the quota, Decision.Limit
 	cost  int64
@@ -194,7 +197,7 @@ type request struct {
 	err   error
 
 	// argv, raw and ints are reused buffers of the direct path.
-	argv [12]any
+	argv [4 + maxKeys + maxArgs]any
 	raw  bytes.Buffer
 	ints []int64
 }
@@ -217,16 +220,24 @@ func (r *request) answer(d limiter.Decision, err error) (limiter.Decision, error
 
 // cmdArgs is the command of a single-script call for r, with two slots
 // left for the command name and the SHA. Pointers box without allocating.
-func (r *request) cmdArgs(nkeys int) []any {
-	a := r.argv[:0]
-	a = append(a, nil, nil, nkeys, &r.key)
-	if nkeys == 2 {
-		a = append(a, &r.seq)
+func (r *request) cmdArgs() []any {
+	return r.appendArgs(r.appendKeys(append(r.argv[:0], nil, nil, r.nkeys)))
+}
+
+// appendKeys appends pointers to r's keys to dst.
+func (r *request) appendKeys(dst []any) []any {
+	for i := 0; i < r.nkeys; i++ {
+		dst = append(dst, &r.keys[i])
 	}
+	return dst
+}
+
+// appendArgs appends pointers to r's script arguments to dst.
+func (r *request) appendArgs(dst []any) []any {
 	for i := 0; i < r.nargs; i++ {
-		a = append(a, &r.args[i])
+		dst = append(dst, &r.args[i])
 	}
-	return a
+	return dst
 }
 
 // batcher queues decisions and runs the senders. On a single server (or
@@ -357,7 +368,7 @@ func (b *batcher) laneFor(ctx context.Context, r *request) (*lane, error) {
 		ctx, cancel = context.WithDeadline(ctx, r.deadline)
 		defer cancel()
 	}
-	node, err := b.s.cc.MasterForKey(ctx, r.key)
+	node, err := b.s.cc.MasterForKey(ctx, r.keys[0])
 	if err != nil {
 		b.s.noteError(err)
 		return nil, err
@@ -619,15 +630,10 @@ func (sd *sender) buildCommands() {
 		g.numKeys = int64(len(g.members) * sc.nkeys)
 		sd.args = append(sd.args, "evalsha", sc.batch.shaArg, &g.numKeys)
 		for _, r := range g.members {
-			sd.args = append(sd.args, &r.key)
-			if sc.nkeys == 2 {
-				sd.args = append(sd.args, &r.seq)
-			}
+			sd.args = r.appendKeys(sd.args)
 		}
 		for _, r := range g.members {
-			for i := 0; i < r.nargs; i++ {
-				sd.args = append(sd.args, &r.args[i])
-			}
+			sd.args = r.appendArgs(sd.args)
 		}
 		g.args = sd.args[start:len(sd.args):len(sd.args)]
 	}

@@ -183,7 +183,7 @@ func TestBatchesSurviveAFlushedScriptCache(t *testing.T) {
 			t.Fatalf("round %d: no decision went in a batch", round)
 		}
 	}
-	requireCached(t, srv, store.algs[algIndex(limiter.FixedWindow)].batch.sha, "fixed_window batch script")
+	requireCached(t, srv, store.scriptsOf(limiter.FixedWindow).batch.sha, "fixed_window batch script")
 }
 
 // A decision on a single server allocates its key and one command, and

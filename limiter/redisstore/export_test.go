@@ -50,12 +50,17 @@ func (c *BatchCounter) Batched() int64 { return c.n.Load() }
 // scriptArgs are the ARGV of lim's script for a decision on key, as
 // go-redis arguments, for running a script by hand.
 func scriptArgs(key string, lim limiter.Limit, cost int64, mode limiter.Mode) []any {
-	ints := scriptArgsInto(nil, key, lim, cost, mode)
+	ints := argsInto(nil, limiter.SpecOf(lim.Algorithm), key, lim, cost, mode)
 	args := make([]any, len(ints))
 	for i, v := range ints {
 		args[i] = v
 	}
 	return args
+}
+
+// scriptsOf returns the scripts of algorithm a.
+func (s *Store) scriptsOf(a limiter.Algorithm) *algScripts {
+	return &s.algs[limiter.SpecOf(a).Index()]
 }
 
 // decodeReply decodes a script's reply as go-redis parsed it, with the

@@ -6,9 +6,11 @@
 // EVALSHA (falling back to EVAL when the server answers NOSCRIPT). A script
 // reads the time from Redis itself (TIME), never from the caller, so
 // processes whose clocks disagree still share one exact limit. There is one
-// script per algorithm, assembled when the store is made from
-// lua/preamble.lua (shared helpers), lua/<algorithm>.lua (the decision) and
-// lua/run.lua (the mode), all embedded in the binary.
+// script per algorithm of limiter's table (limiter.AlgorithmSpecs),
+// assembled when the store is made from lua/preamble.lua (shared helpers),
+// lua/<algorithm>.lua (the decision) and lua/run.lua (the mode), all
+// embedded in the binary; the table says which keys and arguments each
+// script receives (AlgorithmSpec.KeySuffixes, AlgorithmSpec.Params).
 //
 // # Peek, at most, reset
 //
@@ -53,7 +55,7 @@
 //	<prefix>:{<escaped k>}:<a>         the state (a hash; a string for gcra; a sorted set for sliding_log)
 //	<prefix>:{<escaped k>}:<a>:seq     sliding_log only: the counter that makes log members unique
 //
-// and passes every one of them in KEYS: no script computes a key name. The
+// (the base key with each of a's AlgorithmSpec.KeySuffixes) and passes every one of them in KEYS: no script computes a key name. The
 // braces make the escaped key the hash tag, so all keys of one decision live
 // in one Redis Cluster slot. The escaping replaces '%' by "%25", '{' by
 // "%7B" and '}' by "%7D" (and the empty key by "%00"), so a key containing
@@ -148,7 +150,7 @@ type Store struct {
 	refreshMin  time.Duration
 	lastRefresh atomic.Int64
 	prefix      string
-	algs        [algCount]algScripts
+	algs        [limiter.NumAlgorithms]algScripts // by AlgorithmSpec.Index
 	// batch queues and sends the decisions made while others are in
 	// progress; nil without batching (see batch.go).
 	batch *batcher
@@ -219,13 +221,20 @@ func (s *Store) Shard(key string) string {
 }
 
 // Keys returns the Redis keys a decision for key under algorithm a touches,
-// in the order the script receives them.
+// in the order the script receives them: the base key with each of a's
+// limiter.AlgorithmSpec.KeySuffixes (the base key alone for an unknown
+// algorithm).
 func (s *Store) Keys(key string, a limiter.Algorithm) []string {
 	base := s.baseKey(key, a)
-	if a == limiter.SlidingLog {
-		return []string{base, base + ":seq"}
+	spec := limiter.SpecOf(a)
+	if spec == nil {
+		return []string{base}
 	}
-	return []string{base}
+	keys := spec.KeySuffixes()
+	for i, suffix := range keys {
+		keys[i] = base + suffix
+	}
+	return keys
 }
 
 // baseKey is <prefix>:{<escaped key>}:<algorithm>.
@@ -302,7 +311,8 @@ func (s *Store) DecideMode(ctx context.Context, key string, lim limiter.Limit, c
 // Reset implements limiter.Inspector: one DEL of every key lim's algorithm
 // keeps for key (they share a hash slot, so this works on a Cluster too).
 func (s *Store) Reset(ctx context.Context, key string, lim limiter.Limit, timeout time.Duration) error {
-	if _, err := limiter.ParseAlgorithm(string(lim.Algorithm)); err != nil {
+	if limiter.SpecOf(lim.Algorithm) == nil {
+		_, err := limiter.ParseAlgorithm(string(lim.Algorithm))
 		return fmt.Errorf("redis store: limit: %w", err)
 	}
 	if timeout > 0 {
@@ -426,32 +436,6 @@ func staleMapError(err error) bool {
 		}
 	}
 	return false
-}
-
-// scriptArgsInto appends the ARGV of lim's script to dst: the
-// algorithm's parameters, then the cost and the mode (0 consume, 1 peek,
-// 2 at most: the values of limiter.Mode).
-func scriptArgsInto(dst []int64, key string, lim limiter.Limit, cost int64, mode limiter.Mode) []int64 {
-	period := int64(lim.Period / time.Microsecond)
-	switch lim.Algorithm {
-	case limiter.FixedWindow, limiter.SlidingWindow:
-		var offset int64
-		if !lim.AlignWindows {
-			offset = int64(limiter.WindowOffset(key, lim.Period) / time.Microsecond)
-		}
-		dst = append(dst, lim.Rate, period, offset)
-	case limiter.SlidingLog:
-		dst = append(dst, lim.Rate, period)
-	case limiter.LeakyBucket:
-		var noDelay int64
-		if lim.NoDelay {
-			noDelay = 1
-		}
-		dst = append(dst, lim.Quota(), lim.Rate, period, noDelay)
-	default: // token_bucket, gcra
-		dst = append(dst, lim.Quota(), lim.Rate, period)
-	}
-	return append(dst, cost, int64(mode))
 }
 
 // replyLen is the number of integers every script returns: units

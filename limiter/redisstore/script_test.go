@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -26,11 +28,11 @@ const testClock = "{ARGV[#ARGV - 1], ARGV[#ARGV]}"
 // scripts and that those read the clock once per call.
 func scriptsAt(t *testing.T, a limiter.Algorithm) (single, batch *redis.Script) {
 	t.Helper()
-	single1, batch1, err := scriptSources(a, testClock)
+	single1, batch1, err := scriptSources(limiter.SpecOf(a), testClock)
 	if err != nil {
 		t.Fatal(err)
 	}
-	single2, batch2, err := scriptSources(a, redisClock)
+	single2, batch2, err := scriptSources(limiter.SpecOf(a), redisClock)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -316,5 +318,33 @@ func TestDecisionsSurviveAFlushedScriptCache(t *testing.T) {
 			t.Fatalf("decision %d after SCRIPT FLUSH: %+v, %v", i+1, d, err)
 		}
 	}
-	requireCached(t, srv, store.algs[algIndex(limiter.GCRA)].single.sha, "gcra script")
+	requireCached(t, srv, store.scriptsOf(limiter.GCRA).single.sha, "gcra script")
+}
+
+// Each script reads the parameters limiter's table gives its algorithm,
+// in the table's order: the table drives the arguments, the script's
+// locals say what it takes them for.
+func TestScriptsReadTheParametersOfTheTableInItsOrder(t *testing.T) {
+	local := regexp.MustCompile(`(?m)^local (\w+) = tonumber\(ARGV\[(\d+)\]\)`)
+	names := map[string]limiter.Param{
+		"rate": limiter.ParamRate, "burst": limiter.ParamQuota, "period": limiter.ParamPeriod,
+		"offset": limiter.ParamWindowOffset, "nodelay": limiter.ParamNoDelay,
+	}
+	for _, spec := range limiter.AlgorithmSpecs() {
+		src, err := luaFiles.ReadFile("lua/" + string(spec.Algorithm()) + ".lua")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []limiter.Param
+		for i, m := range local.FindAllStringSubmatch(string(src), -1) {
+			p, ok := names[m[1]]
+			if !ok || m[2] != strconv.Itoa(i+1) {
+				t.Fatalf("%s.lua: local %s = ARGV[%s], want the parameters in order, named %v", spec, m[1], m[2], names)
+			}
+			got = append(got, p)
+		}
+		if want := spec.Params(); !slices.Equal(got, want) {
+			t.Errorf("%s.lua reads %v, the table gives %v", spec, got, want)
+		}
+	}
 }

@@ -30,51 +30,31 @@ func newScript(src string) script {
 	return script{src: src, sha: sha, srcArg: src, shaArg: sha}
 }
 
-// algScripts are an algorithm's single-decision and batch scripts and the
-// shape of one decision: how many keys and arguments it takes.
+// algScripts are an algorithm's row of the limiter's table and its
+// single-decision and batch scripts.
 type algScripts struct {
-	alg    limiter.Algorithm
+	spec   *limiter.AlgorithmSpec
 	single script
 	batch  script
-	nkeys  int
-	nargs  int
+	// keySuffixes is spec.KeySuffixes(), copied once: what each of a
+	// decision's keys appends to its base key.
+	keySuffixes []string
+	// nkeys and nargs are the number of keys and arguments of one
+	// decision: the spec's keys, and its parameters then the cost and the
+	// mode.
+	nkeys, nargs int
 }
 
-// algorithm indexes, in limiter.AllAlgorithms order; algCount means unknown.
-const algCount = 6
+// maxKeys and maxArgs bound the keys and arguments of one decision, so
+// that a request holds them in arrays; loadScripts refuses an algorithm
+// that needs more.
+const (
+	maxKeys = 2
+	maxArgs = 6
+)
 
-func algIndex(a limiter.Algorithm) int {
-	switch a {
-	case limiter.FixedWindow:
-		return 0
-	case limiter.SlidingLog:
-		return 1
-	case limiter.SlidingWindow:
-		return 2
-	case limiter.TokenBucket:
-		return 3
-	case limiter.LeakyBucket:
-		return 4
-	case limiter.GCRA:
-		return 5
-	}
-	return algCount
-}
-
-// shape is the number of keys and arguments of one decision of a; the
-// last two arguments are always the cost and the mode.
-func shape(a limiter.Algorithm) (nkeys, nargs int) {
-	switch a {
-	case limiter.SlidingLog:
-		return 2, 4
-	case limiter.LeakyBucket:
-		return 1, 6
-	}
-	return 1, 5
-}
-
-// scriptSources assembles algorithm a's two scripts from lua/: the shared
-// preamble, lua/<a>.lua as the body of the function
+// scriptSources assembles the two scripts of spec's algorithm a from
+// lua/: the shared preamble, lua/<a>.lua as the body of the function
 // decide(KEYS, ARGV, now, cost, peek), lua/run.lua (one decision in the
 // mode its arguments name, see limiter.Mode), and a main part that reads
 // the clock once with clock (a Lua expression giving {seconds,
@@ -87,7 +67,8 @@ func shape(a limiter.Algorithm) (nkeys, nargs int) {
 //     integers one after another.
 //
 // A script runs atomically, so each decision of a batch still does.
-func scriptSources(a limiter.Algorithm, clock string) (single, batch string, err error) {
+func scriptSources(spec *limiter.AlgorithmSpec, clock string) (single, batch string, err error) {
+	a := spec.Algorithm()
 	read := func(name string) (string, error) {
 		b, err := luaFiles.ReadFile("lua/" + name + ".lua")
 		if err != nil {
@@ -110,7 +91,7 @@ func scriptSources(a limiter.Algorithm, clock string) (single, batch string, err
 	if strings.Contains(body, redisClock) {
 		return "", "", fmt.Errorf("script for %s reads the clock itself; decide is given now", a)
 	}
-	nk, na := shape(a)
+	nk, na := spec.NumKeys(), spec.NumParams()+2
 	var common strings.Builder
 	common.WriteString("-- Code generated from lua/preamble.lua, lua/" + string(a) + ".lua and lua/run.lua by rl-exporter. DO NOT EDIT.\n")
 	common.WriteString(preamble)
@@ -134,16 +115,30 @@ return out
 	return single, batch, nil
 }
 
-// loadScripts builds every algorithm's scripts from lua/*.lua.
-func loadScripts() ([algCount]algScripts, error) {
-	var all [algCount]algScripts
-	for _, a := range limiter.AllAlgorithms() {
-		single, batch, err := scriptSources(a, redisClock)
+// loadScripts builds every algorithm's scripts from lua/*.lua, indexed
+// by AlgorithmSpec.Index.
+func loadScripts() ([limiter.NumAlgorithms]algScripts, error) {
+	var all [limiter.NumAlgorithms]algScripts
+	for _, spec := range limiter.AlgorithmSpecs() {
+		single, batch, err := scriptSources(spec, redisClock)
 		if err != nil {
 			return all, err
 		}
-		nk, na := shape(a)
-		all[algIndex(a)] = algScripts{alg: a, single: newScript(single), batch: newScript(batch), nkeys: nk, nargs: na}
+		sc := algScripts{spec: spec, single: newScript(single), batch: newScript(batch),
+			keySuffixes: spec.KeySuffixes(), nkeys: spec.NumKeys(), nargs: spec.NumParams() + 2}
+		if sc.nkeys > maxKeys || sc.nargs > maxArgs {
+			return all, fmt.Errorf("script for %s: %d keys and %d arguments, more than the %d and %d a request holds", spec, sc.nkeys, sc.nargs, maxKeys, maxArgs)
+		}
+		all[spec.Index()] = sc
 	}
 	return all, nil
+}
+
+// argsInto appends to dst the ARGV of spec's script for a decision on key:
+// the algorithm's parameters (limiter.AlgorithmSpec.AppendParams), then
+// the cost and the mode (0 consume, 1 peek, 2 at most: the values of
+// limiter.Mode). go-redis writes integers with strconv: no fmt on the
+// decision path.
+func argsInto(dst []int64, spec *limiter.AlgorithmSpec, key string, lim limiter.Limit, cost int64, mode limiter.Mode) []int64 {
+	return append(spec.AppendParams(dst, key, lim), cost, int64(mode))
 }
