@@ -279,7 +279,8 @@ func writeEscaped(b *strings.Builder, key string) {
 // Decide implements limiter.Store: one decision, atomic on Redis. As
 // limiter.Store says, lim has been validated and cost checked by the
 // caller (a Limiter does both); the store refuses only a call that would
-// corrupt the state other processes share (see checkCall). ctx bounds the
+// corrupt the state other processes share or has no script (a cost below
+// 1, a rate or period of 0, an unknown algorithm). ctx bounds the
 // call (on the socket too when the client has ContextTimeoutEnabled).
 //
 // A decision made while no other is in progress is sent at once as its own
