@@ -109,6 +109,11 @@ type AlgorithmSpec struct {
 	// bucket: the quota is Burst and Rate/Period a refill (or drain) rate;
 	// otherwise the quota is Rate per window of Period.
 	bucket bool
+	// approximate: it may admit more than the quota in a span of one
+	// Period (sliding_window: up to about twice, see the package doc).
+	approximate bool
+	// delays: admitted requests carry a Delay to hold them for.
+	delays bool
 	// params are the script arguments before the cost and the mode.
 	params []Param
 	// keySuffixes are the Redis keys a decision touches, appended to the
@@ -153,7 +158,7 @@ var algorithmTable = [NumAlgorithms]AlgorithmSpec{
 		memoryState: "log = the admissions inside the window, one (timestamp, units) pair per distinct µs",
 	},
 	{
-		algorithm: SlidingWindow, index: slidingWindowIndex,
+		algorithm: SlidingWindow, index: slidingWindowIndex, approximate: true,
 		params:      []Param{ParamRate, ParamPeriod, ParamWindowOffset},
 		keySuffixes: []string{""},
 		state:       "window start, 2 counts",
@@ -169,7 +174,7 @@ var algorithmTable = [NumAlgorithms]AlgorithmSpec{
 		memoryState: "stamp = last update (µs), units = the level: tokens, in 1/Period units",
 	},
 	{
-		algorithm: LeakyBucket, index: leakyBucketIndex, bucket: true,
+		algorithm: LeakyBucket, index: leakyBucketIndex, bucket: true, delays: true,
 		params:      []Param{ParamQuota, ParamRate, ParamPeriod, ParamNoDelay},
 		keySuffixes: []string{""},
 		state:       "level, time",
@@ -248,6 +253,18 @@ func (s *AlgorithmSpec) Index() int { return int(s.index) }
 // drain rate. Otherwise it is a window algorithm: the quota is Rate per
 // window of Period.
 func (s *AlgorithmSpec) Bucket() bool { return s.bucket }
+
+// Exact reports whether the algorithm never admits more than its bound:
+// Rate in any span of one Period for a window algorithm (fixed_window
+// counts per window, so its bound is per window), Burst + Rate·W/Period in
+// any span W for a bucket. sliding_window is approximate: it assumes the
+// previous window's admissions were spread evenly, and can admit up to
+// about twice Rate in a span of one Period.
+func (s *AlgorithmSpec) Exact() bool { return !s.approximate }
+
+// Delays reports whether admitted requests carry a Delay to hold them for
+// (leaky_bucket without Limit.NoDelay).
+func (s *AlgorithmSpec) Delays() bool { return s.delays }
 
 // Staggered reports whether the algorithm's windows start at a per-key
 // offset (WindowOffset) unless Limit.AlignWindows is set.

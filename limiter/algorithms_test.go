@@ -137,3 +137,12 @@ func TestThePackageDocTableIsTheAlgorithmTable(t *testing.T) {
 		t.Errorf("doc.go's table has rows %v, want one per algorithm", state)
 	}
 }
+
+func TestOnlySlidingWindowIsApproximateAndOnlyLeakyBucketDelays(t *testing.T) {
+	for _, spec := range limiter.AlgorithmSpecs() {
+		a := spec.Algorithm()
+		if spec.Exact() != (a != limiter.SlidingWindow) || spec.Delays() != (a == limiter.LeakyBucket) {
+			t.Errorf("%s: Exact %v, Delays %v", a, spec.Exact(), spec.Delays())
+		}
+	}
+}

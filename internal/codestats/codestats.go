@@ -1,14 +1,20 @@
 // Command codestats measures what makes the code harder to change: the
-// functions longer than a page and the blocks of lines written twice,
-// outside tests and generated files. Run it from the repository root:
+// functions longer than a page, the blocks of lines written twice, and
+// the places that name an algorithm outside the table of algorithms
+// (limiter/algorithms.go), outside tests and generated files. Run it from
+// the repository root:
 //
 //	go run ./internal/codestats            # the whole tree
 //	go run ./internal/codestats -max 60    # another length limit
 //
 // It prints one line per long function (length, name, file:line), longest
-// first, then one line per repeated block (lines, the two places), and the
-// two counts. It reads files only and always exits 0 unless it cannot read
-// the tree.
+// first, then one line per repeated block (lines, the two places), then
+// one line per file that names an algorithm (places, file), each list
+// after its count. A place that names an algorithm is an identifier or a
+// string literal of a Go file, or a word or string of a Lua script, that
+// spells an algorithm's name or constant (sliding_log, SlidingLog,
+// slidingLogIndex); comments do not count. It reads files only and always
+// exits 0 unless it cannot read the tree.
 package main
 
 import (
@@ -25,13 +31,19 @@ func main() {
 	root := flag.String("root", ".", "directory to measure")
 	maxLines := flag.Int("max", 80, "report functions longer than this many lines")
 	block := flag.Int("block", 6, "report blocks of at least this many repeated lines")
+	table := flag.String("table", DefaultAlgorithmTable, "the table of algorithms, whose names are not counted")
 	flag.Parse()
 	files, err := goFiles(*root)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "codestats:", err)
 		os.Exit(1)
 	}
-	if err := report(os.Stdout, files, *maxLines, *block); err != nil {
+	lua, err := filesEnding(*root, ".lua")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "codestats:", err)
+		os.Exit(1)
+	}
+	if err := report(os.Stdout, files, lua, *maxLines, *block, *table); err != nil {
 		fmt.Fprintln(os.Stderr, "codestats:", err)
 		os.Exit(1)
 	}
@@ -45,7 +57,12 @@ type sourceFile struct {
 
 // goFiles reads every Go file under root that is neither a test nor
 // generated, skipping testdata, vendor and hidden directories.
-func goFiles(root string) ([]sourceFile, error) {
+func goFiles(root string) ([]sourceFile, error) { return filesEnding(root, ".go") }
+
+// filesEnding reads every file under root whose name ends with ext,
+// skipping testdata, vendor and hidden directories, Go tests and
+// generated Go files.
+func filesEnding(root, ext string) ([]sourceFile, error) {
 	var files []sourceFile
 	err := filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
 		if err != nil {
@@ -58,14 +75,14 @@ func goFiles(root string) ([]sourceFile, error) {
 			}
 			return nil
 		}
-		if !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") {
+		if !strings.HasSuffix(name, ext) || strings.HasSuffix(name, "_test.go") {
 			return nil
 		}
 		b, err := os.ReadFile(p)
 		if err != nil {
 			return err
 		}
-		if isGenerated(b) {
+		if ext == ".go" && isGenerated(b) {
 			return nil
 		}
 		rel, err := filepath.Rel(root, p)
@@ -93,7 +110,7 @@ func isGenerated(src []byte) bool {
 	return false
 }
 
-func report(w io.Writer, files []sourceFile, maxLines, block int) error {
+func report(w io.Writer, files, lua []sourceFile, maxLines, block int, table string) error {
 	long, err := longFunctions(files, maxLines)
 	if err != nil {
 		return err
@@ -106,6 +123,15 @@ func report(w io.Writer, files []sourceFile, maxLines, block int) error {
 	fmt.Fprintf(w, "blocks of %d or more lines repeated (outside tests), as pairs of places: %d\n", block, len(pairs))
 	for _, p := range pairs {
 		fmt.Fprintf(w, "  %4d  %s:%d ~ %s:%d\n", p.lines, p.a.file, p.a.line, p.b.file, p.b.line)
+	}
+	named := algorithmPlaces(files, lua, table)
+	places := 0
+	for _, n := range named {
+		places += n.places
+	}
+	fmt.Fprintf(w, "places an algorithm is named (outside tests and %s, Go and Lua): %d in %d files\n", table, places, len(named))
+	for _, n := range named {
+		fmt.Fprintf(w, "  %4d  %s\n", n.places, n.file)
 	}
 	return nil
 }

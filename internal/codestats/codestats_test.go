@@ -68,3 +68,19 @@ func TestABlockOfSixLinesInTwoFilesIsOnePair(t *testing.T) {
 		t.Errorf("five lines make a pair: %+v", got)
 	}
 }
+
+func TestPlacesNamingAnAlgorithmAreCountedInCodeOutsideTheTable(t *testing.T) {
+	goFiles := []sourceFile{
+		{path: "a/a.go", content: []byte("package a\n\n// sliding_log and GCRA in a comment do not count\nvar x = limiter.SlidingLog // 1\nvar y = \"token_bucket\"    // 2\n\nfunc (e *slot) gcraStep() {} // 3\nvar z = \"bucket\"\n")},
+		{path: "limiter/algorithms.go", content: []byte("package limiter\n\nconst GCRA = \"gcra\"\n")},
+		{path: "b/b.go", content: []byte("package b\n\nvar fine = 1\n")},
+	}
+	luaFiles := []sourceFile{
+		{path: "lua/x.lua", content: []byte("-- leaky_bucket in a comment\nlocal kind = 'leaky_bucket' -- 1\nlocal fixedWindow = 2 -- 2\n")},
+	}
+	got := algorithmPlaces(goFiles, luaFiles, "limiter/algorithms.go")
+	want := []namedAt{{"a/a.go", 3}, {"lua/x.lua", 2}}
+	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] {
+		t.Errorf("got %+v, want %+v", got, want)
+	}
+}

@@ -103,7 +103,7 @@ func (c *suite) peekCost(t *testing.T) {
 		if s.allowed && p.RetryAfter != 0 || !s.allowed && p.RetryAfter <= 0 {
 			t.Fatalf("PeekN(cost %d) with 3 left: RetryAfter %s, want 0 when allowed and > 0 when not", s.cost, p.RetryAfter)
 		}
-		if c.alg == limiter.LeakyBucket && s.allowed {
+		if limiter.SpecOf(c.alg).Delays() && s.allowed {
 			// The delay the cost would get: 7 queued ahead, one per 6 min.
 			want := 7 * c.longLimit(quota).Interval()
 			if p.Delay > want || p.Delay < want-time.Minute {
@@ -242,7 +242,7 @@ func AtMostContention(t *testing.T, stores []limiter.Store, perClient int) map[l
 			return true
 		})
 		n := admitted.Load()
-		if a == limiter.SlidingWindow {
+		if !limiter.SpecOf(a).Exact() {
 			if n < quota || n > 2*quota {
 				t.Errorf("%s: %d clients × %d goroutines admitted %d units, want within [%d, %d]", a, len(stores), perClient, n, quota, 2*quota)
 			}

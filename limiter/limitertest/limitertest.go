@@ -42,7 +42,7 @@ func Run(t *testing.T, newStore NewStore) {
 			if _, ok := c.store.(limiter.Inspector); ok {
 				t.Run("peek, reset and allow-at-most", c.inspect)
 			}
-			if a == limiter.LeakyBucket {
+			if limiter.SpecOf(a).Delays() {
 				t.Run("leaky bucket delays the k-th request of a burst by k-1 intervals", c.leakyDelay)
 				t.Run("leaky bucket with NoDelay admits the burst at once but still counts it", c.leakyNoDelay)
 			}
@@ -324,7 +324,7 @@ func Contention(t *testing.T, stores []limiter.Store, perClient int) []Contentio
 			return true
 		})
 		n := allowed.Load()
-		if a == limiter.SlidingWindow {
+		if !limiter.SpecOf(a).Exact() {
 			if n < quota || n > 2*quota {
 				t.Errorf("%s: %d clients × %d goroutines admitted %d, want within [%d, %d]", a, len(stores), perClient, n, quota, 2*quota)
 			}
