@@ -12,15 +12,14 @@ import (
 // strictStore decides every key on its home region's Redis with the
 // single-region scripts (redisstore.Store), so a key has exactly one limit
 // whichever region its requests arrive at. It implements limiter.Store,
-// limiter.TimeoutStore, limiter.Inspector and limiter.ShardedStore, and is
-// safe for concurrent use.
+// limiter.Inspector and limiter.ShardedStore, and is safe for concurrent
+// use.
 type strictStore struct {
 	set  *Set
 	home string // pinned home, "" = hashed
 }
 
 var (
-	_ limiter.TimeoutStore = (*strictStore)(nil)
 	_ limiter.Inspector    = (*strictStore)(nil)
 	_ limiter.ShardedStore = (*strictStore)(nil)
 )
@@ -42,11 +41,6 @@ func (s *strictStore) Shard(key string) string { return "region/" + s.homeOf(key
 // Decide implements limiter.Store on key's home region.
 func (s *strictStore) Decide(ctx context.Context, key string, lim limiter.Limit, cost int64) (limiter.Decision, error) {
 	return s.DecideMode(ctx, key, lim, cost, limiter.ModeConsume, 0)
-}
-
-// DecideTimeout implements limiter.TimeoutStore on key's home region.
-func (s *strictStore) DecideTimeout(ctx context.Context, key string, lim limiter.Limit, cost int64, timeout time.Duration) (limiter.Decision, error) {
-	return s.DecideMode(ctx, key, lim, cost, limiter.ModeConsume, timeout)
 }
 
 // DecideMode implements limiter.Inspector on key's home region.
