@@ -15,8 +15,9 @@ import (
 	"github.com/rl-exporter/rl-exporter/region"
 )
 
-// scenario is traffic from two regions on one key.
+// scenario is traffic from two regions (or the regions named) on one key.
 type scenario struct {
+	regions  []string      // default eu and us
 	period   time.Duration // of the limit
 	limit    int64         // per period (and the buckets' burst)
 	rateEach float64       // requests per second from each region
@@ -39,7 +40,11 @@ type row struct {
 
 func (sc scenario) play(t *testing.T, m region.Mode, a limiter.Algorithm) row {
 	t.Helper()
-	w := newWorld(t, worldConfig{regions: []string{"eu", "us"}, oneWay: sc.oneWay, syncInterval: sc.sync})
+	names := sc.regions
+	if len(names) == 0 {
+		names = []string{"eu", "us"}
+	}
+	w := newWorld(t, worldConfig{regions: names, oneWay: sc.oneWay, syncInterval: sc.sync})
 	lim := limiter.Limit{Algorithm: a, Rate: sc.limit, Period: sc.period}
 	ls := w.limiters(t, m, region.StoreOptions{}, lim)
 	// Warm up: connections open and scripts load on other keys first, so
@@ -146,6 +151,41 @@ func TestGoalPinnedScenarioTable(t *testing.T) {
 		}
 	}
 	t.Log(table.String())
+}
+
+// Three regions, one key, each region sending at the same rate: strict
+// admits the limit once, async stays within its bound with two other
+// regions' traffic unseen for a sync interval and a crossing, and local is
+// the baseline of three limits.
+func TestGoalThreeRegionsShareOneLimit(t *testing.T) {
+	sc := scenario{regions: []string{"ap", "eu", "us"}, period: time.Minute, limit: 300, rateEach: 100,
+		run: 3 * time.Second, sync: 100 * time.Millisecond, oneWay: 50 * time.Millisecond}
+	lim := limiter.Limit{Algorithm: limiter.FixedWindow, Rate: sc.limit, Period: sc.period}
+	for _, m := range []region.Mode{region.ModeLocal, region.ModeStrict, region.ModeAsync} {
+		r := sc.play(t, m, limiter.FixedWindow)
+		t.Logf("%-6s admitted %d (%.3f× the limit), %.1f%% of decisions crossed regions, %d errors", m, r.admitted, r.ratio, 100*r.remote, r.errors)
+		if r.errors != 0 {
+			t.Errorf("%s: %d decisions failed", m, r.errors)
+		}
+		switch m {
+		case region.ModeLocal:
+			if r.ratio < 2.99 || r.ratio > 3.0 {
+				t.Errorf("local admitted %.3f× the limit, want 3.0× (each region its own)", r.ratio)
+			}
+		case region.ModeStrict:
+			if r.ratio != 1 {
+				t.Errorf("strict admitted %.3f× the limit, want exactly 1.00×", r.ratio)
+			}
+			if r.remote < 0.56 || r.remote > 0.77 {
+				t.Errorf("strict: %.1f%% of decisions crossed regions, want two thirds (one region in three is home)", 100*r.remote)
+			}
+		case region.ModeAsync:
+			bound := region.OvershootBound(m, lim, 3, 2*sc.rateEach, sc.oneWay, sc.sync, 0.8)
+			if r.ratio < 1 || r.ratio > bound {
+				t.Errorf("async admitted %.3f× the limit, want 1.00× up to its bound %.3f", r.ratio, bound)
+			}
+		}
+	}
 }
 
 // A peer cut off for a few seconds: decisions keep their local latency,
