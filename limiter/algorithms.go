@@ -212,12 +212,25 @@ func AlgorithmSpecs() []*AlgorithmSpec {
 }
 
 // SpecOf returns a's spec, or nil when a is not an algorithm. It does not
-// allocate.
+// allocate, and is as cheap as a comparison of a with the names: it runs
+// on every decision (Limit.Quota, the stores).
 func SpecOf(a Algorithm) *AlgorithmSpec {
-	for i := range algorithmTable {
-		if algorithmTable[i].algorithm == a {
-			return &algorithmTable[i]
-		}
+	// A switch on the names rather than a loop over the table: the
+	// compiler turns it into a few comparisons of lengths and words. A
+	// test holds it to the table.
+	switch a {
+	case FixedWindow:
+		return &algorithmTable[fixedWindowIndex]
+	case SlidingLog:
+		return &algorithmTable[slidingLogIndex]
+	case SlidingWindow:
+		return &algorithmTable[slidingWindowIndex]
+	case TokenBucket:
+		return &algorithmTable[tokenBucketIndex]
+	case LeakyBucket:
+		return &algorithmTable[leakyBucketIndex]
+	case GCRA:
+		return &algorithmTable[gcraIndex]
 	}
 	return nil
 }
@@ -239,6 +252,14 @@ func ParseAlgorithm(s string) (Algorithm, error) {
 func (a Algorithm) IsBucket() bool {
 	spec := SpecOf(a)
 	return spec != nil && spec.bucket
+}
+
+// quota is lim.Quota() for a limit of this algorithm.
+func (s *AlgorithmSpec) quota(lim Limit) int64 {
+	if s.bucket && lim.Burst > 0 {
+		return lim.Burst
+	}
+	return lim.Rate
 }
 
 // Algorithm returns the algorithm's name.

@@ -64,7 +64,7 @@ var ErrNotSupported = errors.New("store does not support peek, reset or allow-at
 
 // DecideMode implements Inspector. Like Decide it never waits: ctx and
 // timeout are not consulted.
-func (s *MemoryStore) DecideMode(_ context.Context, key string, lim Limit, cost int64, mode Mode, _ time.Duration) (Decision, error) {
+func (s *MemoryStore) DecideMode(ctx context.Context, key string, lim Limit, cost int64, mode Mode, _ time.Duration) (Decision, error) {
 	if err := lim.Validate(); err != nil {
 		return Decision{}, fmt.Errorf("memory store: limit: %w", err)
 	}
@@ -72,8 +72,7 @@ func (s *MemoryStore) DecideMode(_ context.Context, key string, lim Limit, cost 
 		return Decision{Limit: lim.Quota()}, fmt.Errorf("memory store: %w", err)
 	}
 	b := memoryBinding{store: s, limit: compileLimit(lim)}
-	d, _ := b.decide(nil, key, cost, mode, 0)
-	return d, nil
+	return b.decide(ctx, key, cost, mode, 0) // never fails
 }
 
 // Reset implements Inspector: it drops key's entry for lim's algorithm.

@@ -102,13 +102,15 @@ type compiledLimit struct {
 }
 
 // compileLimit compiles lim, which must have a valid algorithm.
-func compileLimit(lim Limit) compiledLimit {
-	spec := SpecOf(lim.Algorithm)
+func compileLimit(lim Limit) compiledLimit { return compileSpec(SpecOf(lim.Algorithm), lim) }
+
+// compileSpec compiles lim, whose algorithm's spec is spec.
+func compileSpec(spec *AlgorithmSpec, lim Limit) compiledLimit {
 	p, r := us(lim.Period), lim.Rate
 	return compiledLimit{
 		alg:   spec.index,
 		align: lim.AlignWindows, noDelay: lim.NoDelay, period: lim.Period,
-		periodUS: p, rate: r, quota: lim.Quota(), interval: float64(p) / float64(r),
+		periodUS: p, rate: r, quota: spec.quota(lim), interval: float64(p) / float64(r),
 	}
 }
 
@@ -195,18 +197,18 @@ func (s *MemoryStore) Sweep() int {
 // Decide implements Store. It returns an error only for a limit or cost
 // that Limit.Validate or Limit.CheckCost would refuse (a Limiter never
 // passes one); ctx is not consulted because a decision never waits.
-func (s *MemoryStore) Decide(_ context.Context, key string, lim Limit, cost int64) (Decision, error) {
-	if indexOf(lim.Algorithm) == algorithmCount || lim.Rate <= 0 || lim.Period < time.Millisecond {
+func (s *MemoryStore) Decide(ctx context.Context, key string, lim Limit, cost int64) (Decision, error) {
+	spec := SpecOf(lim.Algorithm)
+	if spec == nil || lim.Rate <= 0 || lim.Period < time.Millisecond {
 		if err := lim.Validate(); err != nil {
 			return Decision{}, fmt.Errorf("memory store: limit: %w", err)
 		}
 	}
-	if err := lim.CheckCost(cost); err != nil {
-		return Decision{Limit: lim.Quota()}, fmt.Errorf("memory store: %w", err)
+	b := memoryBinding{store: s, limit: compileSpec(spec, lim)}
+	if cost < 1 || cost > b.limit.quota {
+		return Decision{Limit: b.limit.quota}, fmt.Errorf("memory store: %w", lim.CheckCost(cost))
 	}
-	b := memoryBinding{store: s, limit: compileLimit(lim)}
-	d, _ := b.decide(nil, key, cost, ModeConsume, 0)
-	return d, nil
+	return b.decide(ctx, key, cost, ModeConsume, 0) // never fails
 }
 
 // decide makes one decision on the store for its validated limit and a

@@ -6,6 +6,7 @@ package limiter
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -92,7 +93,7 @@ func TestMemoryFootprintChild(t *testing.T) {
 	bound := &memoryBinding{store: s, limit: compileLimit(PerHour(GCRA, 10))} // no key idle before the end
 	start := time.Now()
 	for _, k := range names {
-		bound.decide(nil, k, 1, ModeConsume, 0)
+		bound.decide(context.Background(), k, 1, ModeConsume, 0)
 	}
 	elapsed := time.Since(start)
 	rss := residentBytes(t) - rssBefore

@@ -1,6 +1,7 @@
 package limiter
 
 import (
+	"context"
 	"math/rand/v2"
 	"strconv"
 	"strings"
@@ -171,7 +172,7 @@ func TestTablesBuiltFromReusedChunksKeepEveryKeyApart(t *testing.T) {
 	decideAll := func(wantRemaining int64) {
 		t.Helper()
 		for i := range keys {
-			if d, _ := b.decide(nil, "client-"+strconv.Itoa(i), 1, ModeConsume, 0); d.Remaining != wantRemaining {
+			if d, _ := b.decide(context.Background(), "client-"+strconv.Itoa(i), 1, ModeConsume, 0); d.Remaining != wantRemaining {
 				t.Fatalf("key %d: remaining %d, want %d", i, d.Remaining, wantRemaining)
 			}
 		}

@@ -53,11 +53,8 @@ func PerHour(a Algorithm, rate int64) Limit {
 // It is what the X-RateLimit-Limit header and the RateLimit-Policy q
 // parameter carry.
 func (l Limit) Quota() int64 {
-	if l.Algorithm.IsBucket() {
-		if l.Burst > 0 {
-			return l.Burst
-		}
-		return l.Rate
+	if spec := SpecOf(l.Algorithm); spec != nil {
+		return spec.quota(l)
 	}
 	return l.Rate
 }
