@@ -105,7 +105,7 @@ func TestGoalPinnedScenarioTable(t *testing.T) {
 	fmt.Fprintf(&table, "\n%-8s %-13s %9s %9s %8s %14s %12s\n", "mode", "algorithm", "admitted", "limit", "÷ limit", "cross-region", "p99 added")
 	for _, a := range []limiter.Algorithm{limiter.FixedWindow, limiter.GCRA} {
 		var local time.Duration
-		for _, m := range region.Modes {
+		for _, m := range region.AllModes() {
 			r := sc.play(t, m, a)
 			if m == region.ModeLocal {
 				local = r.p99

@@ -27,8 +27,12 @@ const (
 	ModeHybrid Mode = "hybrid"
 )
 
-// Modes lists every Mode in a stable order.
-var Modes = []Mode{ModeLocal, ModeStrict, ModeAsync, ModeHybrid}
+// modes is every Mode in a stable order.
+var modes = [...]Mode{ModeLocal, ModeStrict, ModeAsync, ModeHybrid}
+
+// AllModes returns every Mode in a stable order (local, strict, async,
+// hybrid), in a slice of the caller's own.
+func AllModes() []Mode { return slices.Clone(modes[:]) }
 
 // asyncAlgorithms are the algorithms whose state replicates as grow-only
 // per-region slots (see lua/).
@@ -39,11 +43,11 @@ func ParseMode(s string) (Mode, error) {
 	if s == "" {
 		return ModeLocal, nil
 	}
-	if m := Mode(s); slices.Contains(Modes, m) {
+	if m := Mode(s); slices.Contains(modes[:], m) {
 		return m, nil
 	}
-	names := make([]string, len(Modes))
-	for i, m := range Modes {
+	names := make([]string, len(modes))
+	for i, m := range modes {
 		names[i] = string(m)
 	}
 	return "", fmt.Errorf("unknown region mode %q: choose one of %s", s, strings.Join(names, ", "))

@@ -43,7 +43,7 @@ func TestParseMode(t *testing.T) {
 }
 
 func TestSupportsAgreesWithAlgorithms(t *testing.T) {
-	for _, m := range region.Modes {
+	for _, m := range region.AllModes() {
 		for _, a := range limiter.AllAlgorithms() {
 			if got, listed := region.Supports(m, a), slices.Contains(region.Algorithms(m), a); got != listed {
 				t.Errorf("Supports(%s, %s) = %v but Algorithms lists it: %v", m, a, got, listed)

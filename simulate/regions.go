@@ -109,7 +109,7 @@ type RegionsRun struct {
 	Config RegionsConfig
 	// Arrivals are the requests of every region, ascending.
 	Arrivals []time.Duration
-	// Results has one result per mode, in region.Modes order.
+	// Results has one result per mode, in region.AllModes order.
 	Results []RegionsResult
 }
 
@@ -184,7 +184,7 @@ func SimulateRegions(cfg RegionsConfig) (*RegionsRun, error) {
 		run.Arrivals = append(run.Arrivals, time.Duration(a.at)*time.Microsecond)
 	}
 	slices.Sort(run.Arrivals)
-	for _, m := range region.Modes {
+	for _, m := range region.AllModes() {
 		run.Results = append(run.Results, simulateMode(cfg, m, arrivals))
 	}
 	return run, nil

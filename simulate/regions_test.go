@@ -218,7 +218,7 @@ func TestRegionsChartIsDeterministicValidXMLWithAPanelPerMode(t *testing.T) {
 			t.Fatalf("not well-formed XML: %v", err)
 		}
 	}
-	for _, m := range region.Modes {
+	for _, m := range region.AllModes() {
 		if !strings.Contains(a.String(), fmt.Sprintf(`font-weight="bold" fill="#222">%s</text>`, m)) {
 			t.Errorf("no panel for %s", m)
 		}
