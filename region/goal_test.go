@@ -198,13 +198,29 @@ func TestGoalAPeerCutOffStallsNoDecisionAndCountsConvergeAfterRestore(t *testing
 	lim := limiter.Limit{Algorithm: limiter.FixedWindow, Rate: 1_000_000, Period: time.Hour}
 	key := keyWithRoom(t, "cut", time.Hour, time.Minute)
 	ls := w.limiters(t, region.ModeAsync, region.StoreOptions{}, lim)
+	// A small limit spent during the cut: each region sees only its own
+	// admissions until the link is back.
+	const small = 100
+	smallKey := keyWithRoom(t, "cut-small", time.Hour, time.Minute)
+	lsSmall := w.limiters(t, region.ModeAsync, region.StoreOptions{}, limiter.Limit{Algorithm: limiter.FixedWindow, Rate: small, Period: time.Hour})
 	before := driveAll(ls, key, 100, time.Second)
+	driveAll(lsSmall, "warm-up", 10, 100*time.Millisecond)
 	cut := []*regionLink{{w, "eu", "us"}, {w, "us", "eu"}}
 	for _, c := range cut {
 		c.link().BlackHole()
 	}
-	during := driveAll(ls, key, 100, 3*time.Second)
+	cutAt := time.Now()
+	during := driveAll(ls, key, 100, 8*time.Second)
+	var admittedInCut int64
+	for _, r := range driveAll(lsSmall, smallKey, 100, 2*time.Second) {
+		admittedInCut += r.admitted
+	}
 	errsDuring := w.obs["eu"].errs.Load() + w.obs["us"].errs.Load()
+	t.Logf("link cut for %s; a limit of %d spent during the cut: %d admitted over both regions (%.2f×)",
+		time.Since(cutAt).Round(100*time.Millisecond), small, admittedInCut, float64(admittedInCut)/small)
+	if admittedInCut < small || admittedInCut > 2*small {
+		t.Errorf("during the cut %d were admitted against a limit of %d: want between 1× (one region) and 2× (each region its own)", admittedInCut, small)
+	}
 	for _, c := range cut {
 		c.link().Restore()
 	}
@@ -230,7 +246,16 @@ func TestGoalAPeerCutOffStallsNoDecisionAndCountsConvergeAfterRestore(t *testing
 	if pDuring > pBefore+20*time.Millisecond {
 		t.Errorf("p99 decision latency went from %s to %s during the cut", pBefore, pDuring)
 	}
-	// The lag observed grew past 3 s during the cut; a few rounds after the
+	// Once the counts have converged, the small limit spent during the
+	// cut is spent for both regions.
+	var admittedAfter int64
+	for _, r := range driveAll(lsSmall, smallKey, 20, 500*time.Millisecond) {
+		admittedAfter += r.admitted
+	}
+	if admittedAfter != 0 {
+		t.Errorf("after the restore %d more were admitted on a key already over its limit of %d in both regions' merged count", admittedAfter, small)
+	}
+	// The lag observed grew past 10 s during the cut; a few rounds after the
 	// restore it is back to a sync interval and a few crossings (the
 	// peer's round, ours), well under half a second.
 	time.Sleep(3 * syncInterval)
