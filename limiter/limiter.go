@@ -46,7 +46,8 @@ type Config struct {
 	// FailPolicy applies when Store returns an error. Default FailOpen.
 	FailPolicy FailPolicy
 	// Timeout bounds each store call. Default DefaultTimeout; negative
-	// disables. A MemoryStore never waits and is given no deadline.
+	// disables. Every store call is given it; a MemoryStore never waits and
+	// ignores it.
 	Timeout time.Duration
 	// Observer, when set, is told the duration and outcome of every store call.
 	Observer Observer
