@@ -336,9 +336,3 @@ func (s *AlgorithmSpec) MemoryState() string { return s.memoryState }
 
 // String returns the algorithm's name.
 func (s *AlgorithmSpec) String() string { return string(s.algorithm) }
-
-// Algorithms lists every Algorithm in a stable order.
-//
-// Deprecated: use AllAlgorithms, which returns a slice of the caller's own.
-// Kept only until package region no longer reads it.
-var Algorithms = AllAlgorithms()

@@ -87,16 +87,3 @@ func (p plainStore) DecideMode(ctx context.Context, key string, lim Limit, cost 
 func (p plainStore) Reset(context.Context, string, Limit, time.Duration) error {
 	return fmt.Errorf("%s store: %w", p.Name(), ErrNotSupported)
 }
-
-// TimeoutStore is a Store with a Decide bounded by a timeout of its own.
-//
-// Deprecated: a Limiter no longer looks for it: it gives every store the
-// timeout through Inspector.DecideMode (ModeConsume is AllowN's decision),
-// so a store that bounds calls itself implements Inspector. Kept until
-// package region no longer declares it.
-type TimeoutStore interface {
-	Store
-	// DecideTimeout is Decide bounded by ctx and by timeout, whichever ends
-	// first.
-	DecideTimeout(ctx context.Context, key string, lim Limit, cost int64, timeout time.Duration) (Decision, error)
-}

@@ -293,7 +293,7 @@ func (s *Store) Decide(ctx context.Context, key string, lim limiter.Limit, cost 
 	return s.decide(ctx, key, lim, cost, 0, limiter.ModeConsume)
 }
 
-// DecideTimeout implements limiter.TimeoutStore: Decide bounded by timeout
+// DecideTimeout is Decide bounded by timeout
 // too, with a timer reused across calls rather than a new context.
 func (s *Store) DecideTimeout(ctx context.Context, key string, lim limiter.Limit, cost int64, timeout time.Duration) (limiter.Decision, error) {
 	return s.decide(ctx, key, lim, cost, timeout, limiter.ModeConsume)
