@@ -27,6 +27,14 @@ func (r *recorder) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	}
 }
 
+// requests returns what the recorder has seen so far, safe to call while
+// it serves.
+func (r *recorder) requests() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.seen...)
+}
+
 func TestRunMixesNormalAndAbusiveClientsOverEveryTarget(t *testing.T) {
 	a, b := &recorder{name: "a"}, &recorder{name: "b"}
 	sa, sb := httptest.NewServer(a), httptest.NewServer(b)
@@ -58,7 +66,11 @@ func TestRunMixesNormalAndAbusiveClientsOverEveryTarget(t *testing.T) {
 	if snap.Normal.Sent+snap.Abusive.Sent != snap.Sent {
 		t.Errorf("normal %d + abusive %d != total %d", snap.Normal.Sent, snap.Abusive.Sent, snap.Sent)
 	}
-	all := append(append([]string(nil), a.seen...), b.seen...)
+	// Requests still in a handler when Run returned finish before the
+	// servers close; only then is what they saw read.
+	sa.Close()
+	sb.Close()
+	all := append(a.requests(), b.requests()...)
 	has := func(prefix string) bool {
 		for _, s := range all {
 			if strings.HasPrefix(s, prefix) {
