@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
+	"github.com/redis/go-redis/v9/push"
 
 	"github.com/rl-exporter/rl-exporter/limiter/redisstore"
 )
@@ -19,7 +21,11 @@ import (
 // once. A round does not wait for the previous one (merges are idempotent
 // and order-free), so a slow peer delays nothing else; a peer that does not
 // answer holds at most this many pipelines, each until SyncTimeout, and its
-// changed keys wait in its pending set meanwhile.
+// changed keys wait in its pending set meanwhile. A key stays pending
+// until a round that carried it succeeds. While the last round failed, and
+// once a round has held a key for two sync intervals, the next round
+// carries it too, so a round stuck on a link that has just come back does
+// not hold the key until SyncTimeout.
 const maxInFlight = 4
 
 // shipPoolSize is the connection pool size of a peer's shipping client. A
@@ -78,10 +84,17 @@ type peerShipping struct {
 	client  redis.UniversalClient
 	close   func() error
 	mu      sync.Mutex
-	pending map[string]struct{}
+	pending map[string]pendingKey
+	round   uint64 // rounds started, numbering pendingKey.dirtied
 	flying  int
 	failing bool
 	heard   time.Time // the newest shipping time of the peer read here
+}
+
+// pendingKey is a changed key not yet confirmed shipped to a peer.
+type pendingKey struct {
+	dirtied uint64    // the round in which it last changed
+	sent    time.Time // when a round last took it; zero: in no round
 }
 
 func newShipper(s *Set) *shipper {
@@ -94,7 +107,7 @@ func newShipper(s *Set) *shipper {
 			given, timeout := s.cfg.Clients[name], s.cfg.SyncTimeout
 			fresh := func() (redis.UniversalClient, func() error) { return shippingClient(given, timeout) }
 			c, closeClient := fresh()
-			sh.peers = append(sh.peers, &peerShipping{name: name, fresh: fresh, client: c, close: closeClient, pending: map[string]struct{}{}})
+			sh.peers = append(sh.peers, &peerShipping{name: name, fresh: fresh, client: c, close: closeClient, pending: map[string]pendingKey{}})
 		}
 	}
 	go sh.loop()
@@ -176,44 +189,48 @@ func ownClient(c redis.UniversalClient, poolSize int, dialTimeout time.Duration)
 	switch c := c.(type) {
 	case *redis.Client:
 		o := *c.Options()
-		o.PoolSize = max(o.PoolSize, poolSize)
-		o.MaxConcurrentDials = o.PoolSize
-		o.MinIdleConns = 0
-		if dialTimeout > 0 {
-			o.DialTimeout = min(o.DialTimeout, dialTimeout)
-			o.Dialer = boundedDialer(o.Dialer, dialTimeout)
-		}
-		// What the client made for itself stays its own: its push
-		// notification processor (a second client registering handlers on
-		// it fails) and its maintenance notifications settings.
-		o.PushNotificationProcessor = nil
-		if o.MaintNotificationsConfig != nil {
-			mc := *o.MaintNotificationsConfig
-			o.MaintNotificationsConfig = &mc
-		}
+		ownOptions{&o.PoolSize, &o.MaxConcurrentDials, &o.MinIdleConns, &o.DialTimeout, &o.Dialer,
+			&o.PushNotificationProcessor, &o.MaintNotificationsConfig}.tune(poolSize, dialTimeout)
 		oc := redis.NewClient(&o)
 		return oc, oc.Close
 	case *redis.ClusterClient:
 		o := *c.Options()
-		o.PoolSize = max(o.PoolSize, poolSize)
-		o.MaxConcurrentDials = o.PoolSize
-		o.MinIdleConns = 0
-		if dialTimeout > 0 {
-			o.DialTimeout = min(o.DialTimeout, dialTimeout)
-			o.Dialer = boundedDialer(o.Dialer, dialTimeout)
-		}
-		// What the client made for itself stays its own: its push
-		// notification processor (a second client registering handlers on
-		// it fails) and its maintenance notifications settings.
-		o.PushNotificationProcessor = nil
-		if o.MaintNotificationsConfig != nil {
-			mc := *o.MaintNotificationsConfig
-			o.MaintNotificationsConfig = &mc
-		}
+		ownOptions{&o.PoolSize, &o.MaxConcurrentDials, &o.MinIdleConns, &o.DialTimeout, &o.Dialer,
+			&o.PushNotificationProcessor, &o.MaintNotificationsConfig}.tune(poolSize, dialTimeout)
 		oc := redis.NewClusterClient(&o)
 		return oc, oc.Close
 	}
 	return c, nil
+}
+
+// ownOptions points at the fields ownClient changes, the same in
+// redis.Options and redis.ClusterOptions.
+type ownOptions struct {
+	poolSize, maxDials, minIdle *int
+	dialTimeout                 *time.Duration
+	dialer                      *func(ctx context.Context, network, addr string) (net.Conn, error)
+	push                        *push.NotificationProcessor
+	maint                       **maintnotifications.Config
+}
+
+// tune gives the copied options a pool of at least poolSize connections,
+// dials bounded by dialTimeout when > 0, and settings of their own.
+func (o ownOptions) tune(poolSize int, dialTimeout time.Duration) {
+	*o.poolSize = max(*o.poolSize, poolSize)
+	*o.maxDials = *o.poolSize
+	*o.minIdle = 0
+	if dialTimeout > 0 {
+		*o.dialTimeout = min(*o.dialTimeout, dialTimeout)
+		*o.dialer = boundedDialer(*o.dialer, dialTimeout)
+	}
+	// What the client made for itself stays its own: its push notification
+	// processor (a second client registering handlers on it fails) and its
+	// maintenance notifications settings.
+	*o.push = nil
+	if *o.maint != nil {
+		mc := **o.maint
+		*o.maint = &mc
+	}
 }
 
 // boundedDialer bounds every dial of dial by timeout. go-redis dials on
@@ -248,22 +265,28 @@ func (sh *shipper) round() {
 	}
 	for _, p := range sh.peers {
 		p.mu.Lock()
+		p.round++
 		for k := range dirty {
-			p.pending[k] = struct{}{}
+			p.pending[k] = pendingKey{dirtied: p.round}
 		}
 		if p.flying >= maxInFlight {
 			p.mu.Unlock()
 			continue
 		}
+		now := time.Now()
 		keys := make([]string, 0, len(p.pending))
-		for k := range p.pending {
-			keys = append(keys, k)
+		for k, e := range p.pending {
+			if e.sent.IsZero() || p.failing || now.Sub(e.sent) > 2*sh.interval {
+				keys = append(keys, k)
+				e.sent = now
+				p.pending[k] = e
+			}
 		}
-		clear(p.pending)
+		round := p.round
 		p.flying++
 		p.mu.Unlock()
 		sh.sends.Add(1)
-		go sh.send(p, keys)
+		go sh.send(p, keys, round)
 	}
 }
 
@@ -290,7 +313,7 @@ type mergeCall struct {
 
 // send ships keys' slots to p: read them (and p's sync time) from the local
 // Redis, then one pipeline to p.
-func (sh *shipper) send(p *peerShipping, keys []string) {
+func (sh *shipper) send(p *peerShipping, keys []string, round uint64) {
 	defer sh.sends.Done()
 	ctx, cancel := context.WithTimeout(context.Background(), sh.timeout)
 	defer cancel()
@@ -316,10 +339,18 @@ func (sh *shipper) send(p *peerShipping, keys []string) {
 	if !p.heard.IsZero() {
 		lag = max(time.Since(p.heard), 0)
 	}
-	if err != nil {
-		for _, k := range keys {
-			p.pending[k] = struct{}{}
+	for _, k := range keys {
+		e, ok := p.pending[k]
+		switch {
+		case !ok:
+		case err == nil && e.dirtied <= round:
+			delete(p.pending, k) // shipped as it is now
+		case err != nil && !e.sent.IsZero():
+			e.sent = time.Time{} // the next round carries it
+			p.pending[k] = e
 		}
+	}
+	if err != nil {
 		if p.client == client && p.close != nil {
 			closeOld = p.close
 			p.client, p.close = p.fresh()
