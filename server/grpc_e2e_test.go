@@ -53,11 +53,21 @@ tiers: {names: [free, pro], default: free}
 	if err != nil {
 		t.Fatal(err)
 	}
+	return serveGRPC(t, cfg, nil)
+}
+
+// serveGRPC builds serve from cfg (reading reloads from sources, when not
+// nil) with the collector wired in, serves it until the test ends, and
+// returns it with a gRPC client of its listener.
+func serveGRPC(t *testing.T, cfg *config.Config, sources *config.Sources) (*server.Built, *grpc.ClientConn) {
+	t.Helper()
 	tel, err := server.NewTelemetry(context.Background(), cfg, server.TelemetryInfo{TraceWriter: io.Discard})
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := server.Build(cfg, tel.Deps(nil))
+	deps := tel.Deps(nil)
+	deps.Sources = sources
+	srv, err := server.Build(cfg, deps)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -334,33 +344,7 @@ func buildGRPCFromFile(t *testing.T, yaml string) (*server.Built, *grpc.ClientCo
 	if err != nil {
 		t.Fatal(err)
 	}
-	tel, err := server.NewTelemetry(context.Background(), cfg, server.TelemetryInfo{TraceWriter: io.Discard})
-	if err != nil {
-		t.Fatal(err)
-	}
-	deps := tel.Deps(nil)
-	deps.Sources = sources
-	srv, err := server.Build(cfg, deps)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := tel.Register(srv.ConfigMetrics()); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	})
-	conn, err := grpc.NewClient(srv.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
+	srv, conn := serveGRPC(t, cfg, sources)
 	return srv, conn, path
 }
 
@@ -546,4 +530,3 @@ reload: {watch: true, interval: 100ms}
 		t.Errorf("headers after the reload: %s, want %s", got, want)
 	}
 }
-

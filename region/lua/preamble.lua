@@ -39,3 +39,25 @@ local function read(key)
   end
   return slots, locals
 end
+-- save_bucket writes a bucket's state: its own local fields, the slots it
+-- learnt from other regions, and, when units were taken, this region's
+-- slot (shipped as r:<me>, remembered as l:s:<me>); the key expires after
+-- ttl ms. It returns the new slot ('' when nothing was taken).
+local function save_bucket(key, fields, learnt, slots, me, mine, taken, ttl)
+  for _, name in ipairs(learnt) do
+    local s = slots[name]
+    fields[#fields + 1] = 'l:s:' .. name
+    fields[#fields + 1] = int(s[1]) .. ':' .. int(s[2] or 0)
+  end
+  local slot = ''
+  if taken > 0 then
+    slot = int(mine[1]) .. ':' .. int((mine[2] or 0) + taken)
+    fields[#fields + 1] = 'r:' .. me
+    fields[#fields + 1] = slot
+    fields[#fields + 1] = 'l:s:' .. me
+    fields[#fields + 1] = slot
+  end
+  redis.call('HSET', key, unpack(fields))
+  redis.call('PEXPIRE', key, ttl)
+  return slot
+end

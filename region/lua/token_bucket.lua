@@ -55,23 +55,8 @@ level = math.max(level, -full)
 
 local mine = slots[me] or {now, 0}
 local function save(taken)
-  local fields = {'l:lvl', int(level), 'l:t', int(now)}
-  for _, name in ipairs(learnt) do
-    local s = slots[name]
-    fields[#fields + 1] = 'l:s:' .. name
-    fields[#fields + 1] = int(s[1]) .. ':' .. int(s[2] or 0)
-  end
-  local slot = ''
-  if taken > 0 then
-    slot = int(mine[1]) .. ':' .. int((mine[2] or 0) + taken)
-    fields[#fields + 1] = 'r:' .. me
-    fields[#fields + 1] = slot
-    fields[#fields + 1] = 'l:s:' .. me
-    fields[#fields + 1] = slot
-  end
-  redis.call('HSET', KEYS[1], unpack(fields))
-  redis.call('PEXPIRE', KEYS[1], math.ceil(ceildiv(full - level, rate) / 1000) + keep)
-  return slot
+  return save_bucket(KEYS[1], {'l:lvl', int(level), 'l:t', int(now)}, learnt, slots, me, mine, taken,
+    math.ceil(ceildiv(full - level, rate) / 1000) + keep)
 end
 
 local refill = ceildiv(full - level, rate)
