@@ -147,7 +147,8 @@ func TestSlotsAndShardsAreLaidOutForTheCacheLines(t *testing.T) {
 	}
 	for name, off := range map[string]uintptr{
 		"hash": unsafe.Offsetof(s.hash), "stamp": unsafe.Offsetof(s.stamp), "units": unsafe.Offsetof(s.units),
-		"idleAt": unsafe.Offsetof(s.idleAt), "tag": unsafe.Offsetof(s.tag), "klen": unsafe.Offsetof(s.klen),
+		"idleAt": unsafe.Offsetof(s.idleAt), "extra": unsafe.Offsetof(s.extra), "tag": unsafe.Offsetof(s.tag),
+		"klen": unsafe.Offsetof(s.klen),
 	} {
 		if off >= 64 {
 			t.Errorf("memSlot.%s at offset %d, outside the first 64 bytes", name, off)
@@ -156,8 +157,8 @@ func TestSlotsAndShardsAreLaidOutForTheCacheLines(t *testing.T) {
 	if size := unsafe.Sizeof(memShard{}); size != 128 {
 		t.Errorf("memShard is %d bytes, want 128 so that shards never share a pair of cache lines", size)
 	}
-	if inLine := 64 - unsafe.Offsetof(s.kin); inLine < 30 {
-		t.Errorf("only %d bytes of an inline key share the first cache line, want 30", inLine)
+	if inLine := 64 - unsafe.Offsetof(s.kin); inLine < 22 {
+		t.Errorf("only %d bytes of an inline key share the first cache line, want 22", inLine)
 	}
 }
 

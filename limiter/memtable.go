@@ -96,9 +96,9 @@ func (p *chunkPool) release(t [][]memSlot) {
 // (algorithm, key), the algorithm's index + 1 (0 marks an empty slot), the
 // key itself when it is short (so that comparing it reads the slot, not a
 // string elsewhere on the heap) and the state. The fields a decision on a
-// key of up to 30 bytes reads and writes (hash, tag, key, stamp, units,
-// idleAt) share the slot's first 64 bytes, so that such a decision touches
-// one cache line; the rest (the key's tail, extra, a long key, the log) is
+// key of up to 22 bytes reads and writes (hash, the state's four numbers,
+// tag, key) share the slot's first 64 bytes, so that such a decision
+// touches one cache line; the rest (the key's tail, a long key, the log) is
 // in the second. What stamp, units, extra and log hold for each algorithm
 // is in its AlgorithmSpec (memoryState, AlgorithmSpec.MemoryState).
 type memSlot struct {
@@ -110,12 +110,13 @@ type memSlot struct {
 	units int64
 	// idleAt is when the state becomes equivalent to a fresh key's (µs).
 	idleAt int64
-	tag    uint8
-	klen   uint8 // length of the key in kin, or longKey
-	kin    [inlineKeyMax]byte
 	// extra is an algorithm's third number: sliding_window's previous
-	// count, fixed_window's window kind.
+	// count, fixed_window's window kind (read on every decision, so it
+	// is in the first cache line).
 	extra int64
+	tag   uint8
+	klen  uint8 // length of the key in kin, or longKey
+	kin   [inlineKeyMax]byte
 	key   string // the key when longer than inlineKeyMax
 	log   *timestampLog
 }
