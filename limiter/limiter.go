@@ -70,14 +70,16 @@ type Config struct {
 // by New: the limit is validated and bound to the store, the deadline of a
 // store call worked out, the breaker, fail policy and Observer chosen. A
 // decision then checks its cost and takes one path (decide): breaker, the
-// store through one interface, Observer, fail policy.
+// store through one interface, Observer, fail policy. One exception: an
+// AllowN on a MemoryStore with none of breaker, Observer and FailLocal
+// calls the store directly, as nothing else would see the call.
 type Limiter struct {
 	lim        Limit
 	quota      int64 // lim.Quota()
 	failPolicy FailPolicy
 	storeName  string
-	// store is Config.Store bound to lim: the one way a Limiter calls
-	// its store.
+	// store is Config.Store bound to lim: the way a Limiter calls its
+	// store (but for mem below).
 	store boundStore
 	// inspects: the store can peek, admit at most and reset (it is an
 	// Inspector); otherwise those calls return ErrNotSupported.
@@ -93,6 +95,10 @@ type Limiter struct {
 	sharded ShardedStore
 	local   *LocalFallback // under FailLocal, else nil
 	log     *failureLog    // nil: failures are not logged
+	// mem is store when it is a MemoryStore and a decision has nothing
+	// else to do (no breaker, Observer or local fallback): decide then
+	// calls it directly instead of through the interface. Else nil.
+	mem *memoryBinding
 }
 
 // New validates cfg and returns a Limiter.
@@ -137,6 +143,9 @@ func New(cfg Config) (*Limiter, error) {
 	if cfg.FailPolicy != FailLocal {
 		l.local = nil
 	}
+	if m, ok := l.store.(*memoryBinding); ok && l.breaker == nil && l.sharded == nil && l.observer == nil && l.local == nil {
+		l.mem = m
+	}
 	return l, nil
 }
 
@@ -144,7 +153,14 @@ func New(cfg Config) (*Limiter, error) {
 func (l *Limiter) Limit() Limit { return l.lim }
 
 // Allow is AllowN with a cost of 1.
-func (l *Limiter) Allow(ctx context.Context, key string) (Decision, error) {
+func (l *Limiter) Allow(ctx context.Context, key string) (d Decision, err error) {
+	if l.mem != nil { // the quota is at least 1
+		// The memory store alone, called directly (see Limiter.mem),
+		// writes the Decision where it is returned from (see
+		// memoryBinding.consume).
+		l.mem.consume(&d, key, 1)
+		return d, nil
+	}
 	return l.decide(ctx, key, 1, ModeConsume)
 }
 
@@ -160,7 +176,11 @@ func (l *Limiter) Allow(ctx context.Context, key string) (Decision, error) {
 // is gone: that is not a store failure. The Decision is then a refusal
 // with Failure FailureCanceled and the error wraps context.Canceled; the
 // breaker and the Observer are not told, and no fail policy applies.
-func (l *Limiter) AllowN(ctx context.Context, key string, cost int64) (Decision, error) {
+func (l *Limiter) AllowN(ctx context.Context, key string, cost int64) (d Decision, err error) {
+	if l.mem != nil && cost >= 1 && cost <= l.quota {
+		l.mem.consume(&d, key, cost) // as in Allow
+		return d, nil
+	}
 	return l.decide(ctx, key, cost, ModeConsume)
 }
 
@@ -181,6 +201,11 @@ func (l *Limiter) breakerFor(key string) *CircuitBreaker {
 func (l *Limiter) decide(ctx context.Context, key string, cost int64, mode Mode) (Decision, error) {
 	if cost < 1 || cost > l.quota {
 		return Decision{Limit: l.quota}, l.lim.CheckCost(cost)
+	}
+	if l.mem != nil {
+		// The memory store never fails and admits all or nothing in
+		// ModeConsume: its Decision is the answer as it is.
+		return l.mem.decide(ctx, key, cost, mode, 0)
 	}
 	if mode != ModeConsume && !l.inspects {
 		return Decision{Limit: l.quota}, fmt.Errorf("%s store: %w", l.storeName, ErrNotSupported)

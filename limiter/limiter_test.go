@@ -278,3 +278,51 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		})
 	}
 }
+
+// A Limiter on a MemoryStore calls the store directly when nothing else
+// has to see the call; with an Observer or a breaker it goes the general
+// way, so that they still see every decision, and either way a cost the
+// quota refuses never reaches the store.
+func TestMemoryStoreLimiterCallsAreObservedAndCostsChecked(t *testing.T) {
+	ctx := context.Background()
+	var observed int
+	obs := observerFunc(func(context.Context, string, time.Duration, error) { observed++ })
+	for _, cfg := range []limiter.Config{
+		{},
+		{Observer: obs},
+		{Breaker: limiter.BreakerConfig{Threshold: 1}},
+		{FailPolicy: limiter.FailLocal},
+	} {
+		cfg.Limit, cfg.Store = limiter.PerMinute(limiter.GCRA, 2), limiter.NewMemoryStore(limiter.MemoryConfig{})
+		l, err := limiter.New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		before := observed
+		if d, err := l.Allow(ctx, "k"); err != nil || !d.Allowed || d.Admitted != 1 || d.Remaining != 1 || d.Limit != 2 {
+			t.Fatalf("%+v: Allow = %+v, %v; want the first of 2 admitted", cfg, d, err)
+		}
+		if d, err := l.AllowN(ctx, "k", 3); !errors.Is(err, limiter.ErrCostExceedsLimit) || d.Allowed || d.Limit != 2 {
+			t.Fatalf("%+v: AllowN(3) = %+v, %v; want ErrCostExceedsLimit", cfg, d, err)
+		}
+		if d, err := l.AllowN(ctx, "k", 0); !errors.Is(err, limiter.ErrInvalidCost) || d.Allowed {
+			t.Fatalf("%+v: AllowN(0) = %+v, %v; want ErrInvalidCost", cfg, d, err)
+		}
+		if d, err := l.AllowN(ctx, "k", 2); err != nil || d.Allowed || d.Remaining != 1 || d.RetryAfter <= 0 {
+			t.Fatalf("%+v: AllowN(2) = %+v, %v; want a refusal with 1 remaining", cfg, d, err)
+		}
+		if d, err := l.AllowN(ctx, "k", 1); err != nil || !d.Allowed || d.Admitted != 1 || d.Remaining != 0 {
+			t.Fatalf("%+v: AllowN(1) = %+v, %v; want the last unit admitted", cfg, d, err)
+		}
+		if want := 3 * b2i(cfg.Observer != nil); observed-before != want {
+			t.Fatalf("%+v: the Observer saw %d calls, want %d", cfg, observed-before, want)
+		}
+	}
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}

@@ -214,12 +214,30 @@ func (s *MemoryStore) Decide(ctx context.Context, key string, lim Limit, cost in
 // decide makes one decision on the store for its validated limit and a
 // checked cost; ctx and timeout are not consulted, as it never waits, and
 // it never fails. It is the memory store's Decide, DecideMode and a
-// Limiter's call alike (see boundStore). It reads the
-// clock under the shard's lock, after finding the key, so that decisions on
-// one key see the clock in the order they take the lock (measured, this
-// order also measured about 10% faster over 10,000 keys than reading the
-// clock first).
-func (b *memoryBinding) decide(_ context.Context, key string, cost int64, mode Mode, _ time.Duration) (Decision, error) {
+// Limiter's call alike (see boundStore).
+func (b *memoryBinding) decide(_ context.Context, key string, cost int64, mode Mode, _ time.Duration) (d Decision, _ error) {
+	if mode == ModeConsume {
+		b.consume(&d, key, cost)
+	} else {
+		d = b.decideMode(key, cost, mode)
+	}
+	return d, nil
+}
+
+// consume is decide in ModeConsume, the decision of AllowN: it writes the
+// Decision into *d. It reads the clock under the shard's lock, after
+// finding the key, so that decisions on one key see the clock in the
+// order they take the lock (measured, this order also measured about 10%
+// faster over 10,000 keys than reading the clock first).
+//
+// The algorithms write their Decision field by field where the caller
+// wants it, rather than returning it: Go keeps a struct of more than four
+// fields in memory and copies it in 16-byte words, and a copy that reads
+// in 16-byte words what was just written field by field waits for the
+// stores to reach the cache instead of taking them from the store buffer
+// (measured, two such copies cost more than a gcra decision's
+// arithmetic).
+func (b *memoryBinding) consume(d *Decision, key string, cost int64) {
 	s, cl := b.store, &b.limit
 	h := s.hash(cl.alg, key)
 	sh := &s.shards[h&s.mask]
@@ -228,36 +246,49 @@ func (b *memoryBinding) decide(_ context.Context, key string, cost int64, mode M
 	i := sh.find(h, cl.alg, key)
 	now := s.nowUS()
 	fresh := i < 0
+	if fresh {
+		e = sh.insert(h, cl.alg, key, now, s.perShard)
+	} else {
+		e = sh.slot(i)
+	}
+	// apply, spelled out: the decision path is one call shorter.
+	switch cl.alg {
+	case gcraIndex:
+		e.gcra(d, now, cl, cost, false)
+	case tokenBucketIndex:
+		e.tokenBucket(d, now, fresh, cl, cost, false)
+	case fixedWindowIndex:
+		e.fixedWindow(d, now, key, cl, cost, false)
+	case slidingWindowIndex:
+		e.slidingWindow(d, now, key, cl, cost, false)
+	case slidingLogIndex:
+		e.slidingLog(d, now, cl, cost, false)
+	default:
+		e.leakyBucket(d, now, cl, cost, false)
+	}
+	sh.mu.Unlock()
+}
+
+// decideMode is decide in ModePeek or ModeAtMost.
+func (b *memoryBinding) decideMode(key string, cost int64, mode Mode) Decision {
+	s, cl := b.store, &b.limit
+	h := s.hash(cl.alg, key)
+	sh := &s.shards[h&s.mask]
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	i := sh.find(h, cl.alg, key)
+	now := s.nowUS()
+	fresh := i < 0
+	var e *memSlot
 	switch {
 	case fresh && mode == ModePeek:
-		sh.mu.Unlock()
-		return peekFresh(now, key, cl, cost), nil
+		return peekFresh(now, key, cl, cost)
 	case fresh:
 		e = sh.insert(h, cl.alg, key, now, s.perShard)
 	default:
 		e = sh.slot(i)
 	}
-	// Unlocking in a defer lets each algorithm's Decision be returned as
-	// it is, instead of being copied through a local variable.
-	defer sh.mu.Unlock()
-	if mode != ModeConsume {
-		return e.decideMode(now, fresh, key, cl, cost, mode), nil
-	}
-	// apply, spelled out: the decision path is one call shorter.
-	switch cl.alg {
-	case fixedWindowIndex:
-		return e.fixedWindow(now, key, cl, cost, false), nil
-	case slidingWindowIndex:
-		return e.slidingWindow(now, key, cl, cost, false), nil
-	case slidingLogIndex:
-		return e.slidingLog(now, cl, cost, false), nil
-	case tokenBucketIndex:
-		return e.tokenBucket(now, fresh, cl, cost, false), nil
-	case leakyBucketIndex:
-		return e.leakyBucket(now, cl, cost, false), nil
-	default:
-		return e.gcra(now, cl, cost, false), nil
-	}
+	return e.decideMode(now, fresh, key, cl, cost, mode)
 }
 
 // decideMode is a peek or an at-most decision on the slot e.
@@ -305,21 +336,22 @@ func (s *MemoryStore) reset(key string, alg algorithmIndex) {
 // apply makes one decision on the slot e; with peek it answers as for a
 // request of cost but changes nothing a later decision would see. An
 // allowed decision has Admitted = cost, a peek's too (decideMode clears it).
-func (e *memSlot) apply(now int64, fresh bool, key string, cl *compiledLimit, cost int64, peek bool) Decision {
+func (e *memSlot) apply(now int64, fresh bool, key string, cl *compiledLimit, cost int64, peek bool) (d Decision) {
 	switch cl.alg {
 	case fixedWindowIndex:
-		return e.fixedWindow(now, key, cl, cost, peek)
+		e.fixedWindow(&d, now, key, cl, cost, peek)
 	case slidingWindowIndex:
-		return e.slidingWindow(now, key, cl, cost, peek)
+		e.slidingWindow(&d, now, key, cl, cost, peek)
 	case slidingLogIndex:
-		return e.slidingLog(now, cl, cost, peek)
+		e.slidingLog(&d, now, cl, cost, peek)
 	case tokenBucketIndex:
-		return e.tokenBucket(now, fresh, cl, cost, peek)
+		e.tokenBucket(&d, now, fresh, cl, cost, peek)
 	case leakyBucketIndex:
-		return e.leakyBucket(now, cl, cost, peek)
+		e.leakyBucket(&d, now, cl, cost, peek)
 	default:
-		return e.gcra(now, cl, cost, peek)
+		e.gcra(&d, now, cl, cost, peek)
 	}
+	return d
 }
 
 // idleGrace is how long past becoming equivalent to fresh a key is kept
@@ -355,7 +387,7 @@ func windowOffset(key string, cl *compiledLimit) int64 {
 	return us(WindowOffset(key, cl.period))
 }
 
-func (e *memSlot) fixedWindow(now int64, key string, cl *compiledLimit, cost int64, peek bool) Decision {
+func (e *memSlot) fixedWindow(d *Decision, now int64, key string, cl *compiledLimit, cost int64, peek bool) {
 	p, r := cl.periodUS, cl.rate
 	// extra records the period and alignment e.stamp's window was computed for:
 	// while now is inside that window it is the current one, which spares
@@ -371,19 +403,21 @@ func (e *memSlot) fixedWindow(now int64, key string, cl *compiledLimit, cost int
 	e.idleAt = ws + p
 	reset := fromUS(ws + p - now)
 	if e.units+cost > r {
-		return Decision{Limit: cl.quota, Remaining: max(r-e.units, 0), ResetAfter: reset, RetryAfter: reset}
+		*d = Decision{Limit: cl.quota, Remaining: max(r-e.units, 0), ResetAfter: reset, RetryAfter: reset}
+		return
 	}
 	if peek {
-		return Decision{Allowed: true, Limit: cl.quota, Remaining: r - e.units, ResetAfter: reset, Admitted: cost}
+		*d = Decision{Allowed: true, Limit: cl.quota, Remaining: r - e.units, ResetAfter: reset, Admitted: cost}
+		return
 	}
 	e.units += cost
-	return Decision{Allowed: true, Limit: cl.quota, Remaining: r - e.units, ResetAfter: reset, Admitted: cost}
+	*d = Decision{Allowed: true, Limit: cl.quota, Remaining: r - e.units, ResetAfter: reset, Admitted: cost}
 }
 
 // slidingWindow compares in integers scaled by P, which is exact: the
 // float weighted = prev·(P−e)/P of the definition is only compared and
 // floored, and R·P ≤ 2^53 (Limit.Validate).
-func (e *memSlot) slidingWindow(now int64, key string, cl *compiledLimit, cost int64, peek bool) Decision {
+func (e *memSlot) slidingWindow(d *Decision, now int64, key string, cl *compiledLimit, cost int64, peek bool) {
 	p, r := cl.periodUS, cl.rate
 	ws := windowStart(now, windowOffset(key, cl), p)
 	switch e.stamp {
@@ -424,10 +458,10 @@ func (e *memSlot) slidingWindow(now int64, key string, cl *compiledLimit, cost i
 		at := p - (r-cost)*p/cur
 		retry = fromUS(ws + p - now + at)
 	}
-	return Decision{Allowed: allowed, Limit: cl.quota, Remaining: remaining, ResetAfter: reset, RetryAfter: retry, Admitted: cost * b2i(allowed)}
+	*d = Decision{Allowed: allowed, Limit: cl.quota, Remaining: remaining, ResetAfter: reset, RetryAfter: retry, Admitted: cost * b2i(allowed)}
 }
 
-func (e *memSlot) slidingLog(now int64, cl *compiledLimit, cost int64, peek bool) Decision {
+func (e *memSlot) slidingLog(d *Decision, now int64, cl *compiledLimit, cost int64, peek bool) {
 	p, r := cl.periodUS, cl.rate
 	if e.log == nil {
 		e.log = &timestampLog{}
@@ -451,7 +485,7 @@ func (e *memSlot) slidingLog(now int64, cl *compiledLimit, cost int64, peek bool
 	} else {
 		e.idleAt = now
 	}
-	return Decision{Allowed: allowed, Limit: cl.quota, Remaining: max(r-n, 0), ResetAfter: reset, RetryAfter: retry, Admitted: cost * b2i(allowed)}
+	*d = Decision{Allowed: allowed, Limit: cl.quota, Remaining: max(r-n, 0), ResetAfter: reset, RetryAfter: retry, Admitted: cost * b2i(allowed)}
 }
 
 // refillElapsed is now − ts, clamped to [0, ceil(full/rate)] so that
@@ -464,7 +498,7 @@ func refillElapsed(now, ts, full, rate int64) int64 {
 	return min(el, ceilDiv(full, rate))
 }
 
-func (e *memSlot) tokenBucket(now int64, fresh bool, cl *compiledLimit, cost int64, peek bool) Decision {
+func (e *memSlot) tokenBucket(d *Decision, now int64, fresh bool, cl *compiledLimit, cost int64, peek bool) {
 	p, r, b := cl.periodUS, cl.rate, cl.quota
 	full := b * p
 	level := full
@@ -482,10 +516,10 @@ func (e *memSlot) tokenBucket(now int64, fresh bool, cl *compiledLimit, cost int
 	e.stamp, e.units = now, level
 	refill := ceilDiv(full-level, r)
 	e.idleAt = now + refill
-	return Decision{Allowed: allowed, Limit: cl.quota, Remaining: level / p, ResetAfter: fromUS(refill), RetryAfter: retry, Admitted: cost * b2i(allowed)}
+	*d = Decision{Allowed: allowed, Limit: cl.quota, Remaining: level / p, ResetAfter: fromUS(refill), RetryAfter: retry, Admitted: cost * b2i(allowed)}
 }
 
-func (e *memSlot) leakyBucket(now int64, cl *compiledLimit, cost int64, peek bool) Decision {
+func (e *memSlot) leakyBucket(d *Decision, now int64, cl *compiledLimit, cost int64, peek bool) {
 	p, r, b := cl.periodUS, cl.rate, cl.quota
 	full := b * p
 	level := max(0, e.units-refillElapsed(now, e.stamp, full, r)*r)
@@ -504,7 +538,7 @@ func (e *memSlot) leakyBucket(now int64, cl *compiledLimit, cost int64, peek boo
 	e.stamp, e.units = now, level
 	drain := ceilDiv(level, r)
 	e.idleAt = now + drain
-	return Decision{Allowed: allowed, Limit: cl.quota, Remaining: (full - level) / p, ResetAfter: fromUS(drain), RetryAfter: retry, Delay: delay, Admitted: cost * b2i(allowed)}
+	*d = Decision{Allowed: allowed, Limit: cl.quota, Remaining: (full - level) / p, ResetAfter: fromUS(drain), RetryAfter: retry, Delay: delay, Admitted: cost * b2i(allowed)}
 }
 
 // gcraEpsilon absorbs float rounding when a quantity measured in emission
@@ -514,7 +548,7 @@ const gcraEpsilon = 1e-9
 
 // gcra works relative to now: d = TAT − now is exact (both are timestamps
 // of similar magnitude), and every later step handles small numbers.
-func (e *memSlot) gcra(now int64, cl *compiledLimit, cost int64, peek bool) Decision {
+func (e *memSlot) gcra(d *Decision, now int64, cl *compiledLimit, cost int64, peek bool) {
 	t := cl.interval
 	nowF := float64(now)
 	ahead := max(math.Float64frombits(uint64(e.stamp))-nowF, 0) // tat − now
@@ -522,26 +556,28 @@ func (e *memSlot) gcra(now int64, cl *compiledLimit, cost int64, peek bool) Deci
 	tolerance := float64(cl.quota) * t
 	if wait := newAhead - tolerance; wait/t > gcraEpsilon {
 		e.idleAt = now + int64(math.Ceil(ahead))
-		return Decision{
+		*d = Decision{
 			Limit:      cl.quota,
 			Remaining:  max(int64(math.Floor((tolerance-ahead)/t+gcraEpsilon)), 0),
 			ResetAfter: fromUS(int64(math.Ceil(ahead - gcraEpsilon*t))),
 			RetryAfter: fromUS(int64(math.Ceil(wait - gcraEpsilon*t))),
 		}
+		return
 	}
 	if peek {
 		e.idleAt = now + int64(math.Ceil(ahead))
-		return Decision{
+		*d = Decision{
 			Allowed:    true,
 			Limit:      cl.quota,
 			Remaining:  max(int64(math.Floor((tolerance-ahead)/t+gcraEpsilon)), 0),
 			ResetAfter: fromUS(int64(math.Ceil(ahead - gcraEpsilon*t))),
 			Admitted:   cost,
 		}
+		return
 	}
 	e.stamp = int64(math.Float64bits(nowF + newAhead))
 	e.idleAt = now + int64(math.Ceil(newAhead))
-	return Decision{
+	*d = Decision{
 		Allowed:    true,
 		Limit:      cl.quota,
 		Remaining:  max(int64(math.Floor((tolerance-newAhead)/t+gcraEpsilon)), 0),
