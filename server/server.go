@@ -377,9 +377,12 @@ func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
 
 // proxy forwards to upstream, appending the client to X-Forwarded-For.
 func (s *Server) proxy(upstream *url.URL) http.Handler {
-	transport := NewTransport(s.cfg.UpstreamTransport)
+	var transport http.RoundTripper = NewTransport(s.cfg.UpstreamTransport)
+	if directPath && upstream.Scheme == "http" && !s.cfg.UpstreamTransport.H2C {
+		transport = newDirectTransport(upstream.Host, s.cfg.UpstreamTransport, transport.(*http.Transport))
+	}
 	// Idle upstream connections close after the drain, with the store.
-	s.cfg.Closers = append(s.cfg.Closers, idleCloser{transport})
+	s.cfg.Closers = append(s.cfg.Closers, idleCloser{transport.(interface{ CloseIdleConnections() })})
 	return &httputil.ReverseProxy{
 		Transport:  transport,
 		BufferPool: &bufferPool{},

@@ -19,8 +19,9 @@ import (
 // background to notice a client going away then fails at that deadline and
 // cancels the request's context. A proxied request whose upstream takes
 // longer than ReadTimeout would be cancelled, and so would a request held
-// for its leaky_bucket delay. So the handler clears that deadline when it
-// starts, sets ReadTimeout from its first read of the body, and clears it
+// for its leaky_bucket delay. So http.Server gets only ReadHeaderTimeout
+// (whose deadline net/http clears once the headers are read), and the
+// handler sets ReadTimeout from its first read of the body and clears it
 // again once the body is read.
 
 // readDeadliner is the part of net/http's ResponseWriter that moves the
@@ -39,7 +40,6 @@ func (s *Server) bodyDeadlines(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		_ = rd.SetReadDeadline(time.Time{})
 		if r.Body == nil || r.Body == http.NoBody {
 			next.ServeHTTP(w, r)
 			return
