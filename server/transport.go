@@ -120,7 +120,9 @@ func NewTransport(cfg TransportConfig) *http.Transport {
 
 // idleCloser closes a Transport's idle connections (and so their
 // goroutines) when the server's Closers are closed.
-type idleCloser struct{ t interface{ CloseIdleConnections() } }
+type idleCloser struct {
+	t interface{ CloseIdleConnections() }
+}
 
 // Close implements io.Closer; it never fails.
 func (c idleCloser) Close() error {
