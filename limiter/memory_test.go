@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -307,5 +308,91 @@ func TestFixedWindowsOfDifferentPeriodsOnOneKeyEachKeepTheirOwnBoundaries(t *tes
 			}
 		}
 		now = now.Add(330 * time.Millisecond)
+	}
+}
+
+// Decisions on keys the store holds lock only the key's slot, not its
+// shard, while other keys are added (the tables grow), dropped by
+// insertions and sweeps (entries shift back, tables shrink and are
+// rebuilt from reused chunks) and reset. Through all of it, decisions on
+// each of a few hot keys from many goroutines admit exactly the quota.
+func TestMemoryStoreIsExactWhileItsTablesChange(t *testing.T) {
+	ctx := context.Background()
+	for _, a := range limiter.AllAlgorithms() {
+		t.Run(string(a), func(t *testing.T) {
+			clock := newFakeClock() // an hour's start: nothing of an hour passes
+			store := limiter.NewMemoryStore(limiter.MemoryConfig{Now: clock.Now, Shards: 2})
+			const quota, hot, goroutines = 300, 6, 8
+			hotLim := limiter.Limit{Algorithm: a, Rate: quota, Period: time.Hour, AlignWindows: true}
+			// Churn keys live for a millisecond: insertions and sweeps
+			// drop them as the clock moves on.
+			churnLim := limiter.Limit{Algorithm: a, Rate: 1, Period: time.Millisecond}
+			var allowed [hot]int64
+			var mu sync.Mutex
+			var wg sync.WaitGroup
+			stop := make(chan struct{})
+			var churners sync.WaitGroup
+			var churned atomic.Int64
+			for c := 0; c < 3; c++ {
+				churners.Add(1)
+				go func() {
+					defer churners.Done()
+					for i := 0; ; i++ {
+						select {
+						case <-stop:
+							return
+						default:
+						}
+						k := "churn-" + strconv.Itoa(c) + "-" + strconv.Itoa(i%5000)
+						switch {
+						case c == 0 && i%50 == 0:
+							store.Sweep()
+						case c == 1 && i%3 == 0:
+							store.Reset(ctx, k, churnLim, 0)
+						default:
+							store.Decide(ctx, k, churnLim, 1)
+						}
+						if i%200 == 0 {
+							clock.Advance(time.Millisecond) // 10 s (a unit of refill) takes 2,000,000
+						}
+						churned.Add(1)
+					}
+				}()
+			}
+			for g := 0; g < goroutines; g++ {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for churned.Load() < 2000 {
+						runtime.Gosched() // let the tables change from the start
+					}
+					var mine [hot]int64
+					for i := 0; i < 10*quota*hot/goroutines; i++ {
+						k := (i + g) % hot
+						var d limiter.Decision
+						if i%7 == 3 {
+							d, _ = store.DecideMode(ctx, "hot-"+strconv.Itoa(k), hotLim, 2, limiter.ModeAtMost, 0)
+						} else {
+							d, _ = store.Decide(ctx, "hot-"+strconv.Itoa(k), hotLim, 1)
+						}
+						mine[k] += d.Admitted
+					}
+					mu.Lock()
+					for k := range mine {
+						allowed[k] += mine[k]
+					}
+					mu.Unlock()
+				}()
+			}
+			wg.Wait()
+			close(stop)
+			churners.Wait()
+			t.Logf("%d churn operations", churned.Load())
+			for k, n := range allowed {
+				if n != quota {
+					t.Errorf("hot-%d: admitted %d units, want exactly %d", k, n, quota)
+				}
+			}
+		})
 	}
 }
