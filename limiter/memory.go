@@ -101,6 +101,12 @@ type compiledLimit struct {
 	rate     int64   // Rate
 	quota    int64   // Quota()
 	interval float64 // gcra's emission interval Period/Rate (µs)
+	// tolerance is gcra's Quota()·interval: how far ahead of now the
+	// theoretical arrival time may be.
+	tolerance float64
+	// refillUS is ceil(Quota()·Period/Rate): how long an empty bucket
+	// takes to fill (µs), the most elapsed time a refill counts.
+	refillUS int64
 }
 
 // compileLimit compiles lim, which must have a valid algorithm.
@@ -108,11 +114,13 @@ func compileLimit(lim Limit) compiledLimit { return compileSpec(SpecOf(lim.Algor
 
 // compileSpec compiles lim, whose algorithm's spec is spec.
 func compileSpec(spec *AlgorithmSpec, lim Limit) compiledLimit {
-	p, r := us(lim.Period), lim.Rate
+	p, r, q := us(lim.Period), lim.Rate, spec.quota(lim)
+	interval := float64(p) / float64(r)
 	return compiledLimit{
 		alg:   spec.index,
 		align: lim.AlignWindows, noDelay: lim.NoDelay, period: lim.Period,
-		periodUS: p, rate: r, quota: spec.quota(lim), interval: float64(p) / float64(r),
+		periodUS: p, rate: r, quota: q, interval: interval,
+		tolerance: float64(q) * interval, refillUS: ceilDiv(q*p, r),
 	}
 }
 
@@ -500,14 +508,14 @@ func (e *memSlot) slidingLog(d *Decision, now int64, cl *compiledLimit, cost int
 	*d = Decision{Allowed: allowed, Limit: cl.quota, Remaining: max(r-n, 0), ResetAfter: reset, RetryAfter: retry, Admitted: cost * b2i(allowed)}
 }
 
-// refillElapsed is now − ts, clamped to [0, ceil(full/rate)] so that
-// elapsed·rate cannot overflow for a long-idle key.
-func refillElapsed(now, ts, full, rate int64) int64 {
+// refillElapsed is now − ts, clamped to [0, cl.refillUS] (ceil(full/rate))
+// so that elapsed·rate cannot overflow for a long-idle key.
+func refillElapsed(now, ts int64, cl *compiledLimit) int64 {
 	el := now - ts
 	if el < 0 {
 		return 0
 	}
-	return min(el, ceilDiv(full, rate))
+	return min(el, cl.refillUS)
 }
 
 func (e *memSlot) tokenBucket(d *Decision, now int64, fresh bool, cl *compiledLimit, cost int64, peek bool) {
@@ -515,7 +523,7 @@ func (e *memSlot) tokenBucket(d *Decision, now int64, fresh bool, cl *compiledLi
 	full := b * p
 	level := full
 	if !fresh {
-		level = min(full, e.units+refillElapsed(now, e.stamp, full, r)*r)
+		level = min(full, e.units+refillElapsed(now, e.stamp, cl)*r)
 	}
 	allowed := level >= cost*p
 	var retry time.Duration
@@ -534,7 +542,7 @@ func (e *memSlot) tokenBucket(d *Decision, now int64, fresh bool, cl *compiledLi
 func (e *memSlot) leakyBucket(d *Decision, now int64, cl *compiledLimit, cost int64, peek bool) {
 	p, r, b := cl.periodUS, cl.rate, cl.quota
 	full := b * p
-	level := max(0, e.units-refillElapsed(now, e.stamp, full, r)*r)
+	level := max(0, e.units-refillElapsed(now, e.stamp, cl)*r)
 	allowed := level+cost*p <= full
 	var delay, retry time.Duration
 	if allowed {
@@ -565,8 +573,9 @@ func (e *memSlot) gcra(d *Decision, now int64, cl *compiledLimit, cost int64, pe
 	nowF := float64(now)
 	ahead := max(math.Float64frombits(uint64(e.stamp))-nowF, 0) // tat − now
 	newAhead := ahead + float64(cost)*t
-	tolerance := float64(cl.quota) * t
-	if wait := newAhead - tolerance; wait/t > gcraEpsilon {
+	tolerance := cl.tolerance
+	// wait/t > ε, with the division only when it can be: t > 0.
+	if wait := newAhead - tolerance; wait > 0 && wait/t > gcraEpsilon {
 		e.idleAt = now + int64(math.Ceil(ahead))
 		*d = Decision{
 			Limit:      cl.quota,
