@@ -69,3 +69,26 @@ func BenchmarkLimiterAllow(b *testing.B) {
 		l.Allow(ctx, "client-42")
 	}
 }
+
+// BenchmarkLimiterAllowOneKeyParallel is one key decided on from
+// GOMAXPROCS goroutines at once, and from 16 times as many (as a server's
+// requests would): the key's slot is contended.
+func BenchmarkLimiterAllowOneKeyParallel(b *testing.B) {
+	for _, p := range []int{1, 16} {
+		b.Run("goroutines_per_cpu="+strconv.Itoa(p), func(b *testing.B) {
+			l, err := limiter.New(limiter.Config{Limit: benchLimit(limiter.GCRA), Store: limiter.NewMemoryStore(limiter.MemoryConfig{})})
+			if err != nil {
+				b.Fatal(err)
+			}
+			ctx := context.Background()
+			l.Allow(ctx, "client-42")
+			b.ReportAllocs()
+			b.SetParallelism(p)
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					l.Allow(ctx, "client-42")
+				}
+			})
+		})
+	}
+}

@@ -209,17 +209,16 @@ func (s *memSlot) keyString(m uint32) string {
 
 // lock takes the lock of the slot, which holds a key in the shard's
 // current table, waiting for whoever holds it (a decision, which holds it
-// briefly and waits for nothing meanwhile). It returns the slot's meta
-// without the lock, which unlock restores.
+// briefly and waits for nothing meanwhile) by yielding the processor, as
+// lockBriefly does. It returns the slot's meta without the lock, which
+// unlock restores.
 func (s *memSlot) lock() uint32 {
-	for spins := 0; ; spins++ {
+	for {
 		m := atomic.LoadUint32(&s.meta)
 		if m&slotLocked == 0 && atomic.CompareAndSwapUint32(&s.meta, m, m|slotLocked) {
 			return m
 		}
-		if spins >= 16 {
-			runtime.Gosched() // the holder may be waiting for a CPU
-		}
+		runtime.Gosched()
 	}
 }
 
@@ -251,10 +250,11 @@ const minTableSize = 8
 
 // lockKey finds the entry of tag (the algorithm's index + 1) and key,
 // with hash h, in the table without the shard's lock, and returns its
-// slot locked and its meta (unlocked). It returns nil when it cannot be
-// sure: the key is absent, or its slot is locked or dead (being decided
-// on, moved, or left behind in a replaced table); the caller then looks
-// again under the shard's lock.
+// slot locked and its meta (unlocked). When another decision holds the
+// slot it waits for it a little, as that decision holds it briefly. It
+// returns nil when it cannot be sure: the key is absent, its slot dead
+// (left behind in a replaced table) or held for longer (being moved);
+// the caller then looks again under the shard's lock.
 func (t *memTable) lockKey(h uint64, tag uint32, key string) (*memSlot, uint32) {
 	mask := t.size - 1
 	i := t.home(h)
@@ -265,7 +265,7 @@ func (t *memTable) lockKey(h uint64, tag uint32, key string) (*memSlot, uint32) 
 			return nil, 0
 		}
 		if m&metaTag == tag && atomic.LoadUint64(&s.hash) == h {
-			if m&(slotLocked|slotDead) != 0 || !atomic.CompareAndSwapUint32(&s.meta, m, m|slotLocked) {
+			if m = s.lockBriefly(m); m == 0 {
 				return nil, 0
 			}
 			if s.keyIs(key, m) {
@@ -277,6 +277,33 @@ func (t *memTable) lockKey(h uint64, tag uint32, key string) (*memSlot, uint32) 
 	}
 	return nil, 0
 }
+
+// lockBriefly takes the slot's lock, m being its meta as last read. When
+// it is held, it yields the processor and tries again, a few times: the
+// holder is most likely a decision, which holds it briefly. (Spinning on
+// it instead would take its cache line from the holder, which is writing
+// the slot's state.) It returns the meta without the lock, or 0 when the
+// slot is dead, emptied, or still held.
+func (s *memSlot) lockBriefly(m uint32) uint32 {
+	for tries := 0; ; tries++ {
+		switch {
+		case m&slotDead != 0 || m&metaTag == 0:
+			return 0
+		case m&slotLocked == 0:
+			if atomic.CompareAndSwapUint32(&s.meta, m, m|slotLocked) {
+				return m
+			}
+		case tries >= lockTries:
+			return 0
+		default:
+			runtime.Gosched()
+		}
+		m = atomic.LoadUint32(&s.meta)
+	}
+}
+
+// lockTries is how many times lockBriefly yields before giving up.
+const lockTries = 4
 
 // find returns the slot of (alg, key) with hash h, or -1.
 func (sh *memShard) find(h uint64, alg algorithmIndex, key string) int {
