@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -184,4 +186,122 @@ func TestBatchesSurviveAFlushedScriptCache(t *testing.T) {
 		}
 	}
 	requireCached(t, srv, store.scriptsOf(limiter.FixedWindow).batch.sha, "fixed_window batch script")
+}
+
+// TestBatchScriptsLeaveTheStateDecisionsOneByOneLeave runs batches whose
+// decisions share a key (which the batch script reads once and writes
+// once, see lua/batch.lua) and the same decisions one after another with
+// the single script on another key, at the same instants: the replies, the
+// values stored (the format other versions read) and their expiry must be
+// the same, and the expiry (an absolute time) too, within the real time
+// the two sets of calls took (each sets it from the time it runs) and the
+// lag of Redis's cached clock; a decision's expiry instead of another's
+// would be off by a refill of one unit at least, 200 ms here.
+func TestBatchScriptsLeaveTheStateDecisionsOneByOneLeave(t *testing.T) {
+	srv, store := singleStore(t)
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(5, 6))
+	for _, a := range limiter.AllAlgorithms() {
+		t.Run(string(a), func(t *testing.T) {
+			single, batch := scriptsAt(t, a)
+			for li, lim := range []limiter.Limit{
+				{Algorithm: a, Rate: 5, Period: time.Second},
+				{Algorithm: a, Rate: 7, Period: 3 * time.Second, Burst: 4},
+				{Algorithm: a, Rate: 20, Period: time.Minute, Burst: 12},
+			} {
+				// The decisions' arguments are those of one key (the window
+				// offset depends on it); their state lives under two.
+				key := fmt.Sprintf("state:%s:%d", a, li)
+				oneByOne, batched := store.Keys(key+":single", a), store.Keys(key+":batch", a)
+				clock := newInstants()
+				shared := 0
+				for step := 0; step < 25; step++ {
+					clock.advance(rng.Int64N(int64(lim.Period/time.Microsecond) / 4))
+					n := 1 + rng.IntN(6)
+					shared += n - 1
+					var keys []string
+					var args []any
+					var want []int64
+					began := time.Now()
+					for i := 0; i < n; i++ {
+						cost := 1 + rng.Int64N(min(lim.Quota(), 3))
+						mode := limiter.Mode(rng.IntN(3))
+						dargs := scriptArgs(key, lim, cost, mode)
+						reply, err := single.Run(ctx, store.client, oneByOne, append(dargs, clock.clockArgs()...)...).Result()
+						if err != nil {
+							t.Fatalf("step %d: single script: %v", step, err)
+						}
+						ints, err := anyInts(reply, nil)
+						if err != nil {
+							t.Fatal(err)
+						}
+						want = append(want, ints...)
+						keys = append(keys, batched...)
+						args = append(args, dargs...)
+					}
+					reply, err := batch.Run(ctx, store.client, keys, append(args, clock.clockArgs()...)...).Result()
+					if err != nil {
+						t.Fatalf("step %d: batch script: %v", step, err)
+					}
+					took := time.Since(began).Milliseconds() + 1
+					got, err := anyInts(reply, nil)
+					if err != nil || !slices.Equal(got, want) {
+						t.Fatalf("step %d: batch of %d answered %v (%v), one by one %v", step, n, got, err, want)
+					}
+					for i := range oneByOne {
+						s, b := storedState(t, srv, oneByOne[i]), storedState(t, srv, batched[i])
+						if s.value != b.value {
+							t.Fatalf("step %d: after a batch of %d, %s holds %s; one by one %s", step, n, batched[i], b.value, s.value)
+						}
+						if d := b.expiry - s.expiry; d < -took-50 || d > took+50 || (s.expiry < 0) != (b.expiry < 0) {
+							t.Fatalf("step %d: after a batch of %d, %s expires at %d ms; one by one at %d ms (the calls took %d ms)", step, n, batched[i], b.expiry, s.expiry, took)
+						}
+					}
+				}
+				if shared < 20 {
+					t.Fatalf("%d decisions shared a batch with others: the sequence does not exercise the cache", shared)
+				}
+			}
+		})
+	}
+}
+
+// stored is a key's content, as text, and its PEXPIRETIME (Unix ms; -1
+// none, -2 no key).
+type stored struct {
+	value  string
+	expiry int64
+}
+
+// storedState reads key's content whatever its type (a sorted set's
+// members with their scores, a hash's fields sorted) and its expiry.
+func storedState(t *testing.T, srv *redistest.Server, key string) stored {
+	t.Helper()
+	do := func(args ...string) any {
+		r, err := srv.Do(args...)
+		if err != nil {
+			t.Fatalf("%v: %v", args, err)
+		}
+		return r
+	}
+	var value string
+	switch typ := do("TYPE", key); typ {
+	case "none":
+		value = "none"
+	case "string":
+		value = fmt.Sprint(do("GET", key))
+	case "hash":
+		fields := do("HGETALL", key).([]any)
+		pairs := make([]string, 0, len(fields)/2)
+		for i := 0; i+1 < len(fields); i += 2 {
+			pairs = append(pairs, fmt.Sprintf("%v=%v", fields[i], fields[i+1]))
+		}
+		slices.Sort(pairs)
+		value = "hash " + strings.Join(pairs, " ")
+	case "zset":
+		value = fmt.Sprint("zset ", do("ZRANGE", key, "0", "-1", "WITHSCORES"))
+	default:
+		t.Fatalf("%s: unexpected type %v", key, typ)
+	}
+	return stored{value: value, expiry: do("PEXPIRETIME", key).(int64)}
 }

@@ -2,7 +2,10 @@ package redisstore_test
 
 import (
 	"context"
+	"fmt"
+	"runtime"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -69,4 +72,95 @@ func BenchmarkDecideCluster(b *testing.B) {
 		})
 		b.ReportMetric(float64(failed.Load())/float64(b.N), "failed/op")
 	})
+}
+
+// BenchmarkDecideConcurrent measures what a busy server's decisions cost:
+// 64 goroutines deciding on one key (as serve's /v1/check under wrk -c64
+// does) or on 1000 keys, each call bounded by the Limiter's default
+// timeout. Besides the time per decision it reports the CPU per decision
+// of this process (cpu-µs/op: the store, go-redis and the scheduling
+// between them), of the redis-server (redis-µs/op) and inside its script
+// calls (script-µs/op), and the decisions per script call
+// (decisions/call: how well batching gathers them).
+func BenchmarkDecideConcurrent(b *testing.B) {
+	srv := redistest.Single(b)
+	store := newStore(b, redisstore.ClientConfig{URL: srv.URL()})
+	for _, a := range []limiter.Algorithm{limiter.GCRA, limiter.TokenBucket, limiter.FixedWindow} {
+		for _, nkeys := range []int{1, 1000} {
+			b.Run(fmt.Sprintf("%s/keys=%d", a, nkeys), func(b *testing.B) {
+				benchConcurrent(b, srv, store, a, nkeys)
+			})
+		}
+	}
+}
+
+func benchConcurrent(b *testing.B, srv *redistest.Server, store *redisstore.Store, a limiter.Algorithm, nkeys int) {
+	lim := limiter.Limit{Algorithm: a, Rate: 100_000_000, Period: time.Second}
+	ctx := context.Background()
+	keys := make([]string, nkeys)
+	for i := range keys {
+		keys[i] = "user:bench" + strconv.Itoa(i)
+		if _, err := store.DecideTimeout(ctx, keys[i], lim, 1, time.Second); err != nil {
+			b.Fatal(err)
+		}
+	}
+	var n, failed atomic.Int64
+	redisCPU0, calls0, usec0 := redisCPU(b, srv)
+	cpu0 := processCPU()
+	b.ReportAllocs()
+	b.SetParallelism((64 + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0))
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			key := keys[int(n.Add(1))%len(keys)]
+			// A decision past its deadline on a loaded machine is
+			// counted, not fatal: the figures are costs.
+			if _, err := store.DecideTimeout(ctx, key, lim, 1, limiter.DefaultTimeout); err != nil {
+				if failed.Add(1) == 1 {
+					b.Logf("first failure: %v", err)
+				}
+			}
+		}
+	})
+	b.StopTimer()
+	cpu := processCPU() - cpu0
+	redisCPU1, calls1, usec1 := redisCPU(b, srv)
+	b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "cpu-µs/op")
+	b.ReportMetric((redisCPU1-redisCPU0)*1e6/float64(b.N), "redis-µs/op")
+	b.ReportMetric(float64(usec1-usec0)/float64(b.N), "script-µs/op")
+	if calls1 > calls0 {
+		b.ReportMetric(float64(b.N)/float64(calls1-calls0), "decisions/call")
+	}
+	b.ReportMetric(float64(failed.Load())/float64(b.N), "failed/op")
+}
+
+// redisCPU is the CPU time (s) srv has used and the script calls it has
+// run and the time spent running them (µs), from INFO.
+func redisCPU(b *testing.B, srv *redistest.Server) (cpu float64, calls, usec int64) {
+	b.Helper()
+	reply, err := srv.Do("INFO", "all")
+	if err != nil {
+		b.Fatalf("INFO: %v", err)
+	}
+	info, _ := reply.(string)
+	for _, line := range strings.Split(info, "\r\n") {
+		k, v, _ := strings.Cut(line, ":")
+		switch k {
+		case "used_cpu_sys", "used_cpu_user":
+			f, _ := strconv.ParseFloat(v, 64)
+			cpu += f
+		case "cmdstat_evalsha", "cmdstat_eval":
+			for _, field := range strings.Split(v, ",") {
+				if n, ok := strings.CutPrefix(field, "calls="); ok {
+					c, _ := strconv.ParseInt(n, 10, 64)
+					calls += c
+				}
+				if n, ok := strings.CutPrefix(field, "usec="); ok {
+					c, _ := strconv.ParseInt(n, 10, 64)
+					usec += c
+				}
+			}
+		}
+	}
+	return cpu, calls, usec
 }

@@ -30,6 +30,10 @@
 // script (the decision called once per decision in order, with one TIME
 // per call), and the groups of a batch share one pipeline. Each
 // decision is as atomic as alone and gets its own answer; see BatchConfig.
+// The decisions of a call that share a key read it from Redis once and
+// write it once, at the end of the call, with the state and expiry the
+// last of them left (lua/batch.lua): a hot key costs one read and one
+// write per call instead of per decision.
 // Batching turns many script calls, whose fixed cost on the server is what
 // limits one-call-per-decision limiters, into few. On a Cluster each master
 // node has a queue and senders of its own, so a batch holds decisions for

@@ -4,6 +4,7 @@ import (
 	"crypto/sha1"
 	"encoding/hex"
 	"fmt"
+	"regexp"
 	"strconv"
 	"strings"
 
@@ -66,6 +67,12 @@ const (
 //     the decisions' own one after another), and returns their five
 //     integers one after another.
 //
+// The batch script also holds lua/batch.lua, and decide and run twice:
+// once as in the single script, for the decisions whose keys come once in
+// the batch, and, when the algorithm's decide sends only the commands that
+// lua/batch.lua's cache answers (cacheable), once with that cache standing
+// in for redis, for the decisions that share a key with others: their key
+// is read once and written once per call instead of once per decision.
 // A script runs atomically, so each decision of a batch still does.
 func scriptSources(spec *limiter.AlgorithmSpec, clock string) (single, batch string, err error) {
 	a := spec.Algorithm()
@@ -88,31 +95,94 @@ func scriptSources(spec *limiter.AlgorithmSpec, clock string) (single, batch str
 	if err != nil {
 		return "", "", err
 	}
+	helpers, err := read("batch")
+	if err != nil {
+		return "", "", err
+	}
 	if strings.Contains(body, redisClock) {
 		return "", "", fmt.Errorf("script for %s reads the clock itself; decide is given now", a)
 	}
 	nk, na := spec.NumKeys(), spec.NumParams()+2
-	var common strings.Builder
-	common.WriteString("-- Code generated from lua/preamble.lua, lua/" + string(a) + ".lua and lua/run.lua by rl-exporter. DO NOT EDIT.\n")
-	common.WriteString(preamble)
-	common.WriteString("local function decide(KEYS, ARGV, now, cost, peek)\n")
-	common.WriteString(body)
-	common.WriteString("end\n")
-	common.WriteString(run)
-	common.WriteString("local clock = " + clock + "\n")
-	common.WriteString("local now = tonumber(clock[1]) * 1000000 + tonumber(clock[2])\n")
-	single = common.String() + "return run(KEYS, ARGV, " + strconv.Itoa(na) + ", now)\n"
-	batch = common.String() + "local nk, na = " + strconv.Itoa(nk) + ", " + strconv.Itoa(na) + "\n" + `local keys, argv, out = {}, {}, {}
-for i = 0, #KEYS / nk - 1 do
-  for j = 1, nk do keys[j] = KEYS[i * nk + j] end
-  for j = 1, na do argv[j] = ARGV[i * na + j] end
-  local r = run(keys, argv, na, now)
-  local o = i * 5
-  for j = 1, 5 do out[o + j] = r[j] end
-end
-return out
-`
-	return single, batch, nil
+	header := "-- Code generated from lua/preamble.lua, lua/" + string(a) + ".lua and lua/run.lua by rl-exporter. DO NOT EDIT.\n"
+	decide := "local function decide(KEYS, ARGV, now, cost, peek)\n" + body + "end\n" + run
+	readClock := "local clock = " + clock + "\n" +
+		"local now = tonumber(clock[1]) * 1000000 + tonumber(clock[2])\n"
+	single = header + preamble + decide + readClock + "return run(KEYS, ARGV, " + strconv.Itoa(na) + ", now)\n"
+
+	var b strings.Builder
+	b.WriteString("-- Code generated from lua/preamble.lua, lua/" + string(a) + ".lua, lua/run.lua and lua/batch.lua by rl-exporter. DO NOT EDIT.\n")
+	b.WriteString(preamble)
+	b.WriteString(readClock)
+	b.WriteString(helpers)
+	b.WriteString("local runPlain, runCached\ndo\n")
+	b.WriteString(decide)
+	b.WriteString("runPlain = run\nend\n")
+	cache := cacheable(body)
+	if cache {
+		b.WriteString("do\nlocal redis = cached\n")
+		b.WriteString(decide)
+		b.WriteString("runCached = run\nend\n")
+	}
+	writeBatchLoop(&b, nk, na, cache)
+	return single, b.String(), nil
+}
+
+// writeBatchLoop writes the batch script's main loop: the decisions of
+// KEYS and ARGV one after another, each one's keys and arguments copied
+// into reused tables (the copies unrolled for nk keys and na arguments),
+// its five integers appended to the reply. With cache, a decision one of
+// whose keys comes more than once in KEYS runs with the cache
+// (runCached), and the cache's pending writes are sent at the end.
+func writeBatchLoop(b *strings.Builder, nk, na int, cache bool) {
+	list := func(format string, n int) string {
+		parts := make([]string, n)
+		for i := range parts {
+			parts[i] = fmt.Sprintf(format, i+1)
+		}
+		return strings.Join(parts, ", ")
+	}
+	fmt.Fprintf(b, "local nk, na = %d, %d\n", nk, na)
+	b.WriteString("local keys, argv, out = {}, {}, {}\n")
+	if cache {
+		b.WriteString("local count = {}\nfor i = 1, #KEYS do\n  local k = KEYS[i]\n  count[k] = (count[k] or 0) + 1\nend\n")
+	}
+	b.WriteString("local k, a = 0, 0\nfor o = 0, (#KEYS / nk - 1) * 5, 5 do\n")
+	fmt.Fprintf(b, "  %s = %s\n", list("keys[%d]", nk), list("KEYS[k + %d]", nk))
+	fmt.Fprintf(b, "  %s = %s\n", list("argv[%d]", na), list("ARGV[a + %d]", na))
+	if cache {
+		fmt.Fprintf(b, "  local run = runPlain\n  if %s then run = runCached end\n", strings.Join(strings.Split(list("count[keys[%d]] > 1", nk), ", "), " or "))
+		b.WriteString("  local r = run(keys, argv, na, now)\n")
+	} else {
+		b.WriteString("  local r = runPlain(keys, argv, na, now)\n")
+	}
+	fmt.Fprintf(b, "  %s = %s\n", list("out[o + %d]", replyLen), list("r[%d]", replyLen))
+	b.WriteString("  k, a = k + nk, a + na\nend\n")
+	if cache {
+		b.WriteString("flushAll()\n")
+	}
+	b.WriteString("return out\n")
+}
+
+// cachedCommands are the commands lua/batch.lua's cache answers.
+var cachedCommands = map[string]bool{"GET": true, "SET": true, "HMGET": true, "HSET": true, "PEXPIRE": true}
+
+// luaCall matches a command an algorithm's decide sends.
+var luaCall = regexp.MustCompile(`redis\.call\('([A-Z]+)'`)
+
+// cacheable reports whether every command the decide body sends is one
+// lua/batch.lua's cache answers (those it does not answer would still be
+// right, only slower: each writes what is pending for its key first).
+func cacheable(body string) bool {
+	calls := luaCall.FindAllStringSubmatch(body, -1)
+	if len(calls) == 0 || len(calls) != strings.Count(body, "redis.call(") {
+		return false
+	}
+	for _, c := range calls {
+		if !cachedCommands[c[1]] {
+			return false
+		}
+	}
+	return true
 }
 
 // loadScripts builds every algorithm's scripts from lua/*.lua, indexed
