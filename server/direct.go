@@ -8,30 +8,228 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptrace"
-	"net/textproto"
+	"net/url"
 	"strings"
 	"sync"
 	"time"
 )
 
-// directTransport is the reverse proxy's RoundTripper to a plain http://
-// upstream. A request without a body is written, and its response read, on
-// the calling goroutine over a kept-alive HTTP/1.1 connection taken from a
-// pool of idle ones: no goroutine per connection and no hand-off between
-// goroutines per request, which is what http.Transport spends most of its
-// time on in front of a fast upstream. Everything else — requests with a
-// body, upgrades, Expect: 100-continue, another host — goes through
-// fallback, an http.Transport with the same settings.
-//
-// Requests and responses are written and parsed by net/http itself
-// (Request.Write, http.ReadResponse); this type only keeps the
-// connections. A directTransport is safe for concurrent use.
-type directTransport struct {
-	host          string // the upstream's URL.Host, which requests carry
+// The direct path. In front of a fast upstream, what a proxied request
+// costs is mostly the proxy's own machinery, not the network: an
+// http.Transport runs two goroutines per upstream connection and hands
+// every request and response between them and the handler, and
+// httputil.ReverseProxy clones the request and its headers, then has
+// them written, sorted, by Request.Write. So a request without a body to
+// a plain http:// upstream is forwarded by directProxy instead: on the
+// handler's own goroutine, over a kept-alive HTTP/1.1 connection from
+// upstreamPool, its request line and headers written straight from the
+// incoming request (hop-by-hop headers dropped, X-Forwarded-* set as
+// ReverseProxy's SetXForwarded does), the response parsed by
+// http.ReadResponse and copied back as ReverseProxy copies it. Everything
+// else — bodies, upgrades, Expect: 100-continue, an upstream URL with a
+// path or query, h2c, https — goes through the ReverseProxy.
+
+// directProxy forwards the requests it can (see handles) and passes the
+// others to fallback. It is safe for concurrent use.
+type directProxy struct {
+	pool     *upstreamPool
+	fallback http.Handler
+	onError  func(w http.ResponseWriter, r *http.Request, err error)
+	buffers  *bufferPool
+}
+
+// directPathFor says whether requests to upstream can take the direct
+// path: a plain http:// URL with no path beyond "/" and no query, on a
+// platform that can check idle connections.
+func directPathFor(upstream *url.URL, cfg TransportConfig) bool {
+	return directPath && upstream.Scheme == "http" && !cfg.H2C &&
+		(upstream.Path == "" || upstream.Path == "/") && upstream.RawQuery == "" && upstream.User == nil
+}
+
+// handles says whether r can take the direct path.
+func (p *directProxy) handles(r *http.Request) bool {
+	return (r.Body == nil || r.Body == http.NoBody) && r.ProtoMajor == 1 &&
+		r.Header["Upgrade"] == nil && r.Header["Expect"] == nil && r.Method != http.MethodConnect
+}
+
+// ServeHTTP implements http.Handler.
+func (p *directProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !p.handles(r) {
+		p.fallback.ServeHTTP(w, r)
+		return
+	}
+	resp, err := p.pool.roundTrip(r, func(bw *bufio.Writer) { writeProxied(bw, r, p.pool.host) }, w)
+	if err != nil {
+		p.onError(w, r, err)
+		return
+	}
+	h := w.Header()
+	dropped := connectionTokens(resp.Header)
+	for k, vv := range resp.Header {
+		if !hopByHop(k) && !hasToken(dropped, k) {
+			h[k] = vv
+		}
+	}
+	announced := len(resp.Trailer)
+	if announced > 0 {
+		// Announced, as ReverseProxy does: http.ReadResponse keeps the
+		// Trailer header out of Header.
+		keys := make([]string, 0, len(resp.Trailer))
+		for k := range resp.Trailer {
+			keys = append(keys, k)
+		}
+		h.Add("Trailer", strings.Join(keys, ", "))
+	}
+	w.WriteHeader(resp.StatusCode)
+	if resp.Body == http.NoBody {
+		return
+	}
+	err = p.copyBody(w, resp)
+	resp.Body.Close()
+	if err != nil {
+		// The client got the status and part of the body: cut the
+		// connection so that it cannot take the rest for complete.
+		panic(http.ErrAbortHandler)
+	}
+	if len(resp.Trailer) > 0 {
+		_ = http.NewResponseController(w).Flush() // chunked, so trailers can follow
+		prefix := ""
+		if len(resp.Trailer) != announced {
+			prefix = http.TrailerPrefix // some came unannounced
+		}
+		for k, vv := range resp.Trailer {
+			h[prefix+k] = vv
+		}
+	}
+}
+
+// copyBody copies the response body to the client, flushing after each
+// write when its length is unknown (streams), as ReverseProxy does. An
+// error means the body was cut short, by either side.
+func (p *directProxy) copyBody(w http.ResponseWriter, resp *http.Response) error {
+	buf := p.buffers.Get()
+	defer p.buffers.Put(buf)
+	stream := resp.ContentLength < 0
+	var rc *http.ResponseController
+	if stream {
+		rc = http.NewResponseController(w)
+	}
+	for {
+		n, rerr := resp.Body.Read(buf)
+		if n > 0 {
+			if _, err := w.Write(buf[:n]); err != nil {
+				return err
+			}
+			if stream {
+				if err := rc.Flush(); err != nil {
+					return err
+				}
+			}
+		}
+		if rerr == io.EOF {
+			return nil
+		}
+		if rerr != nil {
+			return rerr
+		}
+	}
+}
+
+// hopByHop says whether a header belongs to one connection and is not
+// forwarded (RFC 9110 section 7.6.1, and those ReverseProxy drops).
+func hopByHop(k string) bool {
+	switch k {
+	case "Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate",
+		"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade":
+		return true
+	}
+	return false
+}
+
+// connectionTokens returns the Connection header's values, which name more
+// hop-by-hop headers; usually none.
+func connectionTokens(h http.Header) []string { return h["Connection"] }
+
+// hasToken says whether the comma-separated lists in vs name header k.
+func hasToken(vs []string, k string) bool {
+	for _, v := range vs {
+		for v != "" {
+			var tok string
+			tok, v, _ = strings.Cut(v, ",")
+			if strings.EqualFold(strings.TrimSpace(tok), k) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// writeProxied writes r as the upstream gets it: the same method, path
+// and query, Host and headers, without hop-by-hop headers and with the
+// X-Forwarded-For chain extended by the client and X-Forwarded-Host and
+// -Proto set, as ReverseProxy with SetXForwarded sends it. The incoming
+// header names and values were checked by net/http when it read them.
+func writeProxied(bw *bufio.Writer, r *http.Request, upstreamHost string) {
+	bw.WriteString(r.Method)
+	bw.WriteByte(' ')
+	bw.WriteString(r.URL.RequestURI())
+	bw.WriteString(" HTTP/1.1\r\nHost: ")
+	host := r.Host
+	if host == "" {
+		host = upstreamHost
+	}
+	bw.WriteString(host)
+	bw.WriteString("\r\n")
+	dropped := connectionTokens(r.Header)
+	for k, vv := range r.Header {
+		switch k {
+		case "Content-Length", "X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto", "Forwarded":
+			continue
+		case "Te":
+			if hasToken(vv, "trailers") {
+				bw.WriteString("Te: trailers\r\n")
+			}
+			continue
+		}
+		if hopByHop(k) || (dropped != nil && hasToken(dropped, k)) {
+			continue
+		}
+		for _, v := range vv {
+			bw.WriteString(k)
+			bw.WriteString(": ")
+			bw.WriteString(v)
+			bw.WriteString("\r\n")
+		}
+	}
+	switch r.Method {
+	case http.MethodPost, http.MethodPut, http.MethodPatch:
+		bw.WriteString("Content-Length: 0\r\n")
+	}
+	if client, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
+		bw.WriteString("X-Forwarded-For: ")
+		for _, v := range r.Header["X-Forwarded-For"] {
+			bw.WriteString(v)
+			bw.WriteString(", ")
+		}
+		bw.WriteString(client)
+		bw.WriteString("\r\n")
+	}
+	bw.WriteString("X-Forwarded-Host: ")
+	bw.WriteString(r.Host)
+	if r.TLS == nil {
+		bw.WriteString("\r\nX-Forwarded-Proto: http\r\n\r\n")
+	} else {
+		bw.WriteString("\r\nX-Forwarded-Proto: https\r\n\r\n")
+	}
+}
+
+// upstreamPool keeps idle HTTP/1.1 connections to one upstream and
+// exchanges a request and its response on one of them, on the caller's
+// goroutine. It is safe for concurrent use.
+type upstreamPool struct {
+	host          string // the upstream's URL.Host
 	addr          string // host:port dialled
 	dial          func(ctx context.Context, network, addr string) (net.Conn, error)
-	fallback      *http.Transport
 	maxIdle       int
 	idleTimeout   time.Duration
 	headerTimeout time.Duration // 0: no bound
@@ -41,26 +239,26 @@ type directTransport struct {
 	sweep *time.Timer     // closes connections idle too long; nil when idle is empty
 }
 
-// newDirectTransport returns a directTransport to the upstream host (a
-// URL's Host, the port 80 when it has none) with cfg's settings, falling
-// back to fallback.
-func newDirectTransport(host string, cfg TransportConfig, fallback *http.Transport) *directTransport {
+// newUpstreamPool returns a pool of connections to the upstream host (a
+// URL's Host, port 80 when it has none) with cfg's settings.
+func newUpstreamPool(host string, cfg TransportConfig) *upstreamPool {
 	cfg = cfg.withDefaults()
 	addr := host
 	if _, _, err := net.SplitHostPort(host); err != nil {
 		addr = net.JoinHostPort(strings.Trim(host, "[]"), "80")
 	}
 	dialer := &net.Dialer{Timeout: cfg.DialTimeout, KeepAlive: 30 * time.Second}
-	return &directTransport{
-		host: host, addr: addr, dial: dialer.DialContext, fallback: fallback,
+	return &upstreamPool{
+		host: host, addr: addr, dial: dialer.DialContext,
 		maxIdle: cfg.MaxIdleConnsPerHost, idleTimeout: cfg.IdleConnTimeout,
 		headerTimeout: cfg.ResponseHeaderTimeout,
 	}
 }
 
-// upstreamConn is one connection to the upstream with its buffers.
+// upstreamConn is one connection to the upstream with its buffers; one
+// exchange at a time uses it.
 type upstreamConn struct {
-	t         *directTransport
+	pool      *upstreamPool
 	conn      net.Conn
 	br        *bufio.Reader
 	bw        *bufio.Writer
@@ -69,189 +267,182 @@ type upstreamConn struct {
 	reused    bool // it served a request before this one
 }
 
-// handles says whether req can take the direct path.
-func (t *directTransport) handles(req *http.Request) bool {
-	return req.URL.Scheme == "http" && req.URL.Host == t.host &&
-		(req.Body == nil || req.Body == http.NoBody) &&
-		req.Header["Upgrade"] == nil && req.Header["Expect"] == nil
-}
-
-// RoundTrip implements http.RoundTripper.
-func (t *directTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	if !t.handles(req) {
-		return t.fallback.RoundTrip(req)
-	}
+// roundTrip writes a request with write and reads its response, on an
+// idle connection or a new one. Informational answers (103 Early Hints)
+// are written to w as they come. When a reused connection fails before
+// any byte of an answer (the upstream closed it while it was idle) and
+// the request may be sent twice, it is retried once on a new connection,
+// as http.Transport does. The response body must be read to its end or
+// closed.
+func (p *upstreamPool) roundTrip(r *http.Request, write func(*bufio.Writer), w http.ResponseWriter) (*http.Response, error) {
 	for retried := false; ; retried = true {
-		pc, err := t.get(req.Context())
+		pc, err := p.get(r.Context())
 		if err != nil {
 			return nil, err
 		}
-		resp, err, unanswered := pc.roundTrip(req)
+		resp, err, unanswered := pc.exchange(r, write, w)
 		if err == nil {
 			return resp, nil
 		}
 		pc.close()
-		// An idle connection the upstream closed while it sat in the
-		// pool fails before any byte of an answer: try once more on a
-		// fresh one when the request can be sent twice, as
-		// http.Transport does.
-		if retried || !pc.reused || !unanswered || !replayable(req) || req.Context().Err() != nil {
+		if retried || !pc.reused || !unanswered || !replayable(r) || r.Context().Err() != nil {
 			return nil, err
 		}
 	}
 }
 
-// replayable says whether req may be sent again after a connection
-// failed before answering (http.Transport's rule for a request without a
-// body).
-func replayable(req *http.Request) bool {
-	switch req.Method {
-	case "", http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace:
+// replayable says whether r may be sent again after a connection failed
+// before answering (http.Transport's rule for a request without a body).
+func replayable(r *http.Request) bool {
+	switch r.Method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace:
 		return true
 	}
-	return req.Header["Idempotency-Key"] != nil || req.Header["X-Idempotency-Key"] != nil
+	return r.Header["Idempotency-Key"] != nil || r.Header["X-Idempotency-Key"] != nil
 }
 
-// get returns an idle connection, or dials a new one.
-func (t *directTransport) get(ctx context.Context) (*upstreamConn, error) {
-	t.mu.Lock()
-	for n := len(t.idle); n > 0; n = len(t.idle) {
-		pc := t.idle[n-1]
-		t.idle[n-1] = nil
-		t.idle = t.idle[:n-1]
-		if time.Since(pc.idleSince) >= t.idleTimeout {
-			_ = pc.conn.Close()
+// get returns an idle connection still open, or dials a new one.
+func (p *upstreamPool) get(ctx context.Context) (*upstreamConn, error) {
+	p.mu.Lock()
+	for n := len(p.idle); n > 0; n = len(p.idle) {
+		pc := p.idle[n-1]
+		p.idle[n-1] = nil
+		p.idle = p.idle[:n-1]
+		if time.Since(pc.idleSince) >= p.idleTimeout {
+			pc.close()
 			continue
 		}
-		t.mu.Unlock()
+		p.mu.Unlock()
 		if pc.probe.stillOpen() {
 			pc.reused = true
 			return pc, nil
 		}
-		_ = pc.conn.Close()
-		t.mu.Lock()
+		pc.close()
+		p.mu.Lock()
 	}
-	t.mu.Unlock()
-	conn, err := t.dial(ctx, "tcp", t.addr)
+	p.mu.Unlock()
+	conn, err := p.dial(ctx, "tcp", p.addr)
 	if err != nil {
-		return nil, fmt.Errorf("dial upstream %s: %w", t.addr, err)
+		return nil, fmt.Errorf("dial upstream %s: %w", p.addr, err)
 	}
-	return &upstreamConn{t: t, conn: conn, br: bufio.NewReader(conn), bw: bufio.NewWriter(conn), probe: newIdleProbe(conn)}, nil
+	return &upstreamConn{pool: p, conn: conn, br: bufio.NewReader(conn), bw: bufio.NewWriter(conn), probe: newIdleProbe(conn)}, nil
 }
 
-// put returns pc to the idle pool, or closes it when the pool is full.
-func (t *directTransport) put(pc *upstreamConn) {
+// put returns pc to the idle connections, or closes it when there are
+// enough.
+func (p *upstreamPool) put(pc *upstreamConn) {
 	pc.idleSince = time.Now()
-	t.mu.Lock()
-	if len(t.idle) >= t.maxIdle {
-		t.mu.Unlock()
+	p.mu.Lock()
+	if len(p.idle) >= p.maxIdle {
+		p.mu.Unlock()
 		pc.close()
 		return
 	}
-	t.idle = append(t.idle, pc)
-	if t.sweep == nil {
-		t.sweep = time.AfterFunc(t.idleTimeout, t.closeStale)
+	p.idle = append(p.idle, pc)
+	if p.sweep == nil {
+		p.sweep = time.AfterFunc(p.idleTimeout, p.closeStale)
 	}
-	t.mu.Unlock()
+	p.mu.Unlock()
 }
 
 // closeStale closes the connections idle for IdleConnTimeout and comes
-// back for the others.
-func (t *directTransport) closeStale() {
-	t.mu.Lock()
-	defer t.mu.Unlock()
+// back for the others when they will be.
+func (p *upstreamPool) closeStale() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	now := time.Now()
 	n := 0
-	for n < len(t.idle) && now.Sub(t.idle[n].idleSince) >= t.idleTimeout {
-		_ = t.idle[n].conn.Close()
+	for n < len(p.idle) && now.Sub(p.idle[n].idleSince) >= p.idleTimeout {
+		p.idle[n].close()
 		n++
 	}
-	t.idle = append(t.idle[:0], t.idle[n:]...)
-	clear(t.idle[len(t.idle):cap(t.idle)])
-	if len(t.idle) == 0 {
-		t.sweep = nil
+	p.idle = append(p.idle[:0], p.idle[n:]...)
+	clear(p.idle[len(p.idle):cap(p.idle)])
+	if len(p.idle) == 0 {
+		p.sweep = nil
 		return
 	}
-	t.sweep.Reset(t.idleTimeout - now.Sub(t.idle[0].idleSince))
+	p.sweep.Reset(p.idleTimeout - now.Sub(p.idle[0].idleSince))
 }
 
-// CloseIdleConnections closes the idle connections of both paths.
-func (t *directTransport) CloseIdleConnections() {
-	t.mu.Lock()
-	for _, pc := range t.idle {
-		_ = pc.conn.Close()
+// CloseIdleConnections closes the idle connections.
+func (p *upstreamPool) CloseIdleConnections() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, pc := range p.idle {
+		pc.close()
 	}
-	clear(t.idle)
-	t.idle = t.idle[:0]
-	if t.sweep != nil {
-		t.sweep.Stop()
-		t.sweep = nil
+	clear(p.idle)
+	p.idle = p.idle[:0]
+	if p.sweep != nil {
+		p.sweep.Stop()
+		p.sweep = nil
 	}
-	t.mu.Unlock()
-	t.fallback.CloseIdleConnections()
 }
 
 func (pc *upstreamConn) close() { _ = pc.conn.Close() }
 
-// aLongTimeAgo is a deadline in the past, which makes a blocked read or
-// write return at once.
+// aLongTimeAgo is a deadline in the past: a blocked read or write given it
+// returns at once.
 var aLongTimeAgo = time.Unix(1, 0)
 
-// roundTrip writes req and reads its response. unanswered is true when an
-// error came before any byte of the response.
-func (pc *upstreamConn) roundTrip(req *http.Request) (resp *http.Response, err error, unanswered bool) {
-	ctx := req.Context()
-	// The client going away (or the server shutting down) aborts the
-	// exchange: reads and writes on the connection return at once.
+// errHeaderTimeout is the upstream not answering within
+// ResponseHeaderTimeout.
+var errHeaderTimeout = errors.New("timeout awaiting response headers")
+
+// exchange writes a request and reads its response. unanswered is true
+// when the error came before any byte of the response.
+func (pc *upstreamConn) exchange(r *http.Request, write func(*bufio.Writer), w http.ResponseWriter) (resp *http.Response, err error, unanswered bool) {
+	ctx := r.Context()
+	// The client going away (or serve shutting down) aborts the exchange:
+	// reads and writes on the connection return at once.
 	stop := context.AfterFunc(ctx, func() { _ = pc.conn.SetDeadline(aLongTimeAgo) })
 	fail := func(err error, unanswered bool) (*http.Response, error, bool) {
 		stop()
 		if cerr := ctx.Err(); cerr != nil {
 			return nil, cerr, false
 		}
+		if isTimeout(err) {
+			err = errHeaderTimeout
+		}
 		return nil, err, unanswered
 	}
-	if err := req.Write(pc.bw); err != nil {
-		return fail(err, true)
-	}
+	write(pc.bw)
 	if err := pc.bw.Flush(); err != nil {
 		return fail(err, true)
 	}
-	if pc.t.headerTimeout > 0 {
-		_ = pc.conn.SetReadDeadline(time.Now().Add(pc.t.headerTimeout))
+	if pc.pool.headerTimeout > 0 {
+		_ = pc.conn.SetReadDeadline(time.Now().Add(pc.pool.headerTimeout))
 	}
 	for {
 		if _, err := pc.br.Peek(1); err != nil {
-			if isTimeout(err) && ctx.Err() == nil {
-				err = errors.New("timeout awaiting response headers")
-				return fail(err, false)
-			}
-			return fail(err, true)
+			return fail(err, !isTimeout(err))
 		}
-		resp, err = http.ReadResponse(pc.br, req)
+		resp, err = http.ReadResponse(pc.br, r)
 		if err != nil {
-			if isTimeout(err) && ctx.Err() == nil {
-				err = errors.New("timeout awaiting response headers")
-			}
 			return fail(err, false)
 		}
-		// Informational answers (103 Early Hints) are passed to the
-		// trace the reverse proxy forwards them with; the final one
-		// follows.
-		if resp.StatusCode >= 100 && resp.StatusCode < 200 && resp.StatusCode != http.StatusSwitchingProtocols {
-			if trace := httptrace.ContextClientTrace(ctx); trace != nil && trace.Got1xxResponse != nil {
-				if err := trace.Got1xxResponse(resp.StatusCode, textproto.MIMEHeader(resp.Header)); err != nil {
-					return fail(err, false)
-				}
-			}
-			continue
+		if resp.StatusCode >= 200 || resp.StatusCode == http.StatusSwitchingProtocols {
+			break
 		}
-		break
+		// An informational answer (103 Early Hints) goes to the client
+		// at once, without the headers of the final one.
+		h := w.Header()
+		for k, vv := range resp.Header {
+			if !hopByHop(k) {
+				h[k] = vv
+			}
+		}
+		w.WriteHeader(resp.StatusCode)
+		for k := range resp.Header {
+			delete(h, k)
+		}
 	}
-	if pc.t.headerTimeout > 0 {
+	if pc.pool.headerTimeout > 0 {
 		_ = pc.conn.SetReadDeadline(time.Time{})
 	}
-	reusable := !resp.Close && !req.Close && resp.StatusCode != http.StatusSwitchingProtocols
+	// A 101 is never reused (upgrades do not take this path).
+	reusable := !resp.Close && resp.StatusCode != http.StatusSwitchingProtocols
 	if resp.Body == http.NoBody {
 		pc.release(stop, reusable)
 		return resp, nil, false
@@ -264,7 +455,7 @@ func (pc *upstreamConn) roundTrip(req *http.Request) (resp *http.Response, err e
 // may carry another request, else it is closed.
 func (pc *upstreamConn) release(stop func() bool, reusable bool) {
 	if stop() && reusable && pc.br.Buffered() == 0 {
-		pc.t.put(pc)
+		pc.pool.put(pc)
 		return
 	}
 	pc.close()
@@ -273,7 +464,7 @@ func (pc *upstreamConn) release(stop func() bool, reusable bool) {
 // upstreamBody is a response body read from an upstreamConn: read to its
 // end, it gives the connection back to the pool; closed before, it closes
 // the connection (the rest of the body is not worth reading). Read and
-// Close are called from one goroutine, as the reverse proxy does.
+// Close are called from one goroutine.
 type upstreamBody struct {
 	pc       *upstreamConn
 	body     io.ReadCloser

@@ -7,6 +7,9 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"reflect"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -256,5 +259,85 @@ func TestUpstreamConnectionsIdleForIdleConnTimeoutAreClosed(t *testing.T) {
 	}
 	if n := open.Load(); n != 0 {
 		t.Errorf("%d upstream connections still open 5s after the load ended; want them closed after the 200ms idle timeout", n)
+	}
+}
+
+// seen is what an upstream received of one request.
+type seen struct {
+	Method, RequestURI, Host string
+	Header                   http.Header
+}
+
+func TestTheProxyForwardsTheHeadersReverseProxyForwards(t *testing.T) {
+	got := make(chan seen, 1)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := r.Header.Clone()
+		h.Del("Accept-Encoding") // the test client's own transport adds it
+		got <- seen{r.Method, r.RequestURI, r.Host, h}
+		w.Header().Set("Connection", "X-Internal")
+		w.Header().Set("X-Internal", "for the proxy only")
+		w.Header().Set("Keep-Alive", "timeout=5")
+		w.Header().Set("X-Public", "yes")
+	}))
+	defer up.Close()
+	upURL, _ := url.Parse(up.URL)
+	base := startProxy(t, up.URL, server.TransportConfig{})
+	// What httputil.ReverseProxy, as serve configured it before the
+	// direct path, sends for the same request.
+	rp := httptest.NewServer(&httputil.ReverseProxy{Rewrite: func(pr *httputil.ProxyRequest) {
+		pr.SetURL(upURL)
+		pr.Out.Host = pr.In.Host
+		if prior, ok := pr.In.Header["X-Forwarded-For"]; ok {
+			pr.Out.Header["X-Forwarded-For"] = append([]string(nil), prior...)
+		}
+		pr.SetXForwarded()
+	}})
+	defer rp.Close()
+
+	for _, c := range []struct {
+		name, method, target string
+		header               http.Header
+	}{
+		{"a plain GET", "GET", "/orders/42", nil},
+		{"a query and an escaped path", "GET", "/a%2Fb/c%20d?x=1&y=%C3%A9", nil},
+		{"a POST without a body", "POST", "/orders", nil},
+		{"a DELETE", "DELETE", "/orders/42", nil},
+		{"headers with several values", "GET", "/", http.Header{"Accept": {"text/html", "application/json"}, "X-Tag": {"a", "b", "c"}}},
+		{"hop-by-hop headers and those Connection names", "GET", "/", http.Header{
+			"Connection": {"X-Secret, keep-alive"}, "X-Secret": {"s"}, "Keep-Alive": {"timeout=5"},
+			"Proxy-Authorization": {"Basic eA=="}, "Proxy-Connection": {"keep-alive"}, "Te": {"trailers, deflate"},
+		}},
+		{"a forwarding chain and forged forwarding headers", "GET", "/", http.Header{
+			"X-Forwarded-For": {"203.0.113.7, 198.51.100.2"}, "X-Forwarded-Host": {"forged"}, "X-Forwarded-Proto": {"https"},
+			"Forwarded": {"for=203.0.113.7"},
+		}},
+		{"no User-Agent", "GET", "/", http.Header{"User-Agent": {""}}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var want, have seen
+			for i, target := range []string{rp.URL, base} {
+				req, _ := http.NewRequest(c.method, target+c.target, nil)
+				for k, vv := range c.header {
+					req.Header[k] = vv
+				}
+				req.Host = "api.example"
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp.Body.Close()
+				if resp.Header.Get("X-Public") != "yes" || resp.Header.Get("X-Internal") != "" || resp.Header.Get("Keep-Alive") != "" {
+					t.Errorf("response headers %v; want X-Public and neither X-Internal nor Keep-Alive (hop-by-hop)", resp.Header)
+				}
+				if i == 0 {
+					want = <-got
+				} else {
+					have = <-got
+				}
+			}
+			if !reflect.DeepEqual(have, want) {
+				t.Errorf("the upstream got\n  %+v\nthrough serve; ReverseProxy sends\n  %+v", have, want)
+			}
+		})
 	}
 }

@@ -375,17 +375,34 @@ func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
 	_ = json.NewEncoder(w).Encode(rd)
 }
 
-// proxy forwards to upstream, appending the client to X-Forwarded-For.
+// proxy forwards to upstream, appending the client to X-Forwarded-For: a
+// request without a body to a plain http:// upstream on the direct path
+// (direct.go), the others through httputil.ReverseProxy.
 func (s *Server) proxy(upstream *url.URL) http.Handler {
-	var transport http.RoundTripper = NewTransport(s.cfg.UpstreamTransport)
-	if directPath && upstream.Scheme == "http" && !s.cfg.UpstreamTransport.H2C {
-		transport = newDirectTransport(upstream.Host, s.cfg.UpstreamTransport, transport.(*http.Transport))
-	}
+	transport := NewTransport(s.cfg.UpstreamTransport)
 	// Idle upstream connections close after the drain, with the store.
-	s.cfg.Closers = append(s.cfg.Closers, idleCloser{transport.(interface{ CloseIdleConnections() })})
-	return &httputil.ReverseProxy{
+	s.cfg.Closers = append(s.cfg.Closers, idleCloser{transport})
+	buffers := &bufferPool{}
+	onError := func(w http.ResponseWriter, r *http.Request, err error) {
+		// The client's own body failing is the client's fault, not the
+		// upstream's: a 400 for a malformed one (an overflowing chunk
+		// size, say); nothing for one cut off by ReadTimeout, whose
+		// connection is closed.
+		if be := (*BodyError)(nil); errors.As(err, &be) {
+			if !isTimeout(be.Err) {
+				writeError(w, http.StatusBadRequest, "bad_request", "the request body is malformed: "+be.Err.Error())
+			}
+			return
+		}
+		if errors.Is(err, context.Canceled) {
+			return
+		}
+		s.logger.LogAttrs(r.Context(), slog.LevelWarn, "upstream error", slog.String("path", r.URL.Path), slog.String("error", err.Error()))
+		writeError(w, http.StatusBadGateway, "bad_gateway", "the upstream did not answer")
+	}
+	rp := &httputil.ReverseProxy{
 		Transport:  transport,
-		BufferPool: &bufferPool{},
+		BufferPool: buffers,
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(upstream)
 			pr.Out.Host = pr.In.Host
@@ -395,24 +412,14 @@ func (s *Server) proxy(upstream *url.URL) http.Handler {
 			}
 			pr.SetXForwarded()
 		},
-		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-			// The client's own body failing is the client's fault, not the
-			// upstream's: a 400 for a malformed one (an overflowing chunk
-			// size, say); nothing for one cut off by ReadTimeout, whose
-			// connection is closed.
-			if be := (*BodyError)(nil); errors.As(err, &be) {
-				if !isTimeout(be.Err) {
-					writeError(w, http.StatusBadRequest, "bad_request", "the request body is malformed: "+be.Err.Error())
-				}
-				return
-			}
-			if errors.Is(err, context.Canceled) {
-				return
-			}
-			s.logger.LogAttrs(r.Context(), slog.LevelWarn, "upstream error", slog.String("path", r.URL.Path), slog.String("error", err.Error()))
-			writeError(w, http.StatusBadGateway, "bad_gateway", "the upstream did not answer")
-		},
+		ErrorHandler: onError,
 	}
+	if !directPathFor(upstream, s.cfg.UpstreamTransport) {
+		return rp
+	}
+	pool := newUpstreamPool(upstream.Host, s.cfg.UpstreamTransport)
+	s.cfg.Closers = append(s.cfg.Closers, idleCloser{pool})
+	return &directProxy{pool: pool, fallback: rp, onError: onError, buffers: buffers}
 }
 
 func writeError(w http.ResponseWriter, code int, kind, msg string) {
