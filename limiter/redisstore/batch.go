@@ -608,8 +608,14 @@ func (sd *sender) group(live []*request) {
 			gi = len(sd.groups)
 			sd.byKey[k] = gi
 			if gi < cap(sd.groups) {
+				// A group of an earlier batch, or zeroed capacity that
+				// append left: that one has no reply buffer yet.
 				sd.groups = sd.groups[:gi+1]
-				sd.groups[gi].alg, sd.groups[gi].members = r.alg, sd.groups[gi].members[:0]
+				g := &sd.groups[gi]
+				g.alg, g.members = r.alg, g.members[:0]
+				if g.raw == nil {
+					g.raw = new(bytes.Buffer)
+				}
 			} else {
 				sd.groups = append(sd.groups, group{alg: r.alg, raw: new(bytes.Buffer)})
 			}

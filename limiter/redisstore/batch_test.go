@@ -305,3 +305,26 @@ func storedState(t *testing.T, srv *redistest.Server, key string) stored {
 	}
 	return stored{value: value, expiry: do("PEXPIRETIME", key).(int64)}
 }
+
+// A batch with more algorithms than any batch before it reuses capacity
+// that append left zeroed: every group still gets a reply buffer (a batch
+// of four algorithms after one of three used to find none and panic).
+func TestBatchesOfMoreAlgorithmsThanBeforeHaveReplyBuffers(t *testing.T) {
+	_, store := singleStore(t)
+	sd := newSender(store.batch)
+	for n := 1; n <= limiter.NumAlgorithms; n++ {
+		var live []*request
+		for alg := 0; alg < n; alg++ {
+			live = append(live, &request{alg: alg})
+		}
+		sd.group(live)
+		if len(sd.groups) != n {
+			t.Fatalf("%d algorithms in %d groups", n, len(sd.groups))
+		}
+		for gi, g := range sd.groups {
+			if g.raw == nil {
+				t.Fatalf("batch of %d algorithms: group %d has no reply buffer", n, gi)
+			}
+		}
+	}
+}
