@@ -362,6 +362,17 @@ func (e *memSlot) apply(now int64, fresh bool, key string, cl *compiledLimit, co
 	return d
 }
 
+// set writes the fields of a decision one by one (Failure: none), from
+// values worked out beforehand. Assigning a composite literal to *d would
+// be built aside first (d might alias what the literal reads) and copied
+// in 16-byte words, which the processor cannot forward from the
+// field-by-field stores just made (see memoryBinding.consume).
+func (d *Decision) set(allowed bool, limit, remaining int64, reset, retry, delay time.Duration, admitted int64) {
+	d.Allowed, d.Limit, d.Remaining = allowed, limit, remaining
+	d.ResetAfter, d.RetryAfter, d.Delay = reset, retry, delay
+	d.Admitted, d.Failure = admitted, FailureNone
+}
+
 // idleGrace is how long past becoming equivalent to fresh a key is kept
 // when insertions come across it, so that a key used again soon keeps its
 // entry instead of being dropped and allocated again. Sweep does not wait
@@ -411,15 +422,15 @@ func (e *memSlot) fixedWindow(d *Decision, now int64, key string, cl *compiledLi
 	e.idleAt = ws + p
 	reset := fromUS(ws + p - now)
 	if e.units+cost > r {
-		*d = Decision{Limit: cl.quota, Remaining: max(r-e.units, 0), ResetAfter: reset, RetryAfter: reset}
+		d.set(false, cl.quota, max(r-e.units, 0), reset, reset, 0, 0)
 		return
 	}
 	if peek {
-		*d = Decision{Allowed: true, Limit: cl.quota, Remaining: r - e.units, ResetAfter: reset, Admitted: cost}
+		d.set(true, cl.quota, r-e.units, reset, 0, 0, cost)
 		return
 	}
 	e.units += cost
-	*d = Decision{Allowed: true, Limit: cl.quota, Remaining: r - e.units, ResetAfter: reset, Admitted: cost}
+	d.set(true, cl.quota, r-e.units, reset, 0, 0, cost)
 }
 
 // slidingWindow compares in integers scaled by P, which is exact: the
@@ -466,7 +477,7 @@ func (e *memSlot) slidingWindow(d *Decision, now int64, key string, cl *compiled
 		at := p - (r-cost)*p/cur
 		retry = fromUS(ws + p - now + at)
 	}
-	*d = Decision{Allowed: allowed, Limit: cl.quota, Remaining: remaining, ResetAfter: reset, RetryAfter: retry, Admitted: cost * b2i(allowed)}
+	d.set(allowed, cl.quota, remaining, reset, retry, 0, cost*b2i(allowed))
 }
 
 func (e *memSlot) slidingLog(d *Decision, now int64, cl *compiledLimit, cost int64, peek bool) {
@@ -493,7 +504,7 @@ func (e *memSlot) slidingLog(d *Decision, now int64, cl *compiledLimit, cost int
 	} else {
 		e.idleAt = now
 	}
-	*d = Decision{Allowed: allowed, Limit: cl.quota, Remaining: max(r-n, 0), ResetAfter: reset, RetryAfter: retry, Admitted: cost * b2i(allowed)}
+	d.set(allowed, cl.quota, max(r-n, 0), reset, retry, 0, cost*b2i(allowed))
 }
 
 // refillElapsed is now − ts, clamped to [0, cl.refillUS] (ceil(full/rate))
@@ -524,7 +535,7 @@ func (e *memSlot) tokenBucket(d *Decision, now int64, fresh bool, cl *compiledLi
 	e.stamp, e.units = now, level
 	refill := ceilDiv(full-level, r)
 	e.idleAt = now + refill
-	*d = Decision{Allowed: allowed, Limit: cl.quota, Remaining: level / p, ResetAfter: fromUS(refill), RetryAfter: retry, Admitted: cost * b2i(allowed)}
+	d.set(allowed, cl.quota, level/p, fromUS(refill), retry, 0, cost*b2i(allowed))
 }
 
 func (e *memSlot) leakyBucket(d *Decision, now int64, cl *compiledLimit, cost int64, peek bool) {
@@ -546,7 +557,7 @@ func (e *memSlot) leakyBucket(d *Decision, now int64, cl *compiledLimit, cost in
 	e.stamp, e.units = now, level
 	drain := ceilDiv(level, r)
 	e.idleAt = now + drain
-	*d = Decision{Allowed: allowed, Limit: cl.quota, Remaining: (full - level) / p, ResetAfter: fromUS(drain), RetryAfter: retry, Delay: delay, Admitted: cost * b2i(allowed)}
+	d.set(allowed, cl.quota, (full-level)/p, fromUS(drain), retry, delay, cost*b2i(allowed))
 }
 
 // gcraEpsilon absorbs float rounding when a quantity measured in emission
@@ -565,34 +576,22 @@ func (e *memSlot) gcra(d *Decision, now int64, cl *compiledLimit, cost int64, pe
 	// wait/t > ε, with the division only when it can be: t > 0.
 	if wait := newAhead - tolerance; wait > 0 && wait/t > gcraEpsilon {
 		e.idleAt = now + int64(math.Ceil(ahead))
-		*d = Decision{
-			Limit:      cl.quota,
-			Remaining:  max(int64(math.Floor((tolerance-ahead)/t+gcraEpsilon)), 0),
-			ResetAfter: fromUS(int64(math.Ceil(ahead - gcraEpsilon*t))),
-			RetryAfter: fromUS(int64(math.Ceil(wait - gcraEpsilon*t))),
-		}
+		remaining := max(int64(math.Floor((tolerance-ahead)/t+gcraEpsilon)), 0)
+		reset := fromUS(int64(math.Ceil(ahead - gcraEpsilon*t)))
+		retry := fromUS(int64(math.Ceil(wait - gcraEpsilon*t)))
+		d.set(false, cl.quota, remaining, reset, retry, 0, 0)
 		return
 	}
 	if peek {
 		e.idleAt = now + int64(math.Ceil(ahead))
-		*d = Decision{
-			Allowed:    true,
-			Limit:      cl.quota,
-			Remaining:  max(int64(math.Floor((tolerance-ahead)/t+gcraEpsilon)), 0),
-			ResetAfter: fromUS(int64(math.Ceil(ahead - gcraEpsilon*t))),
-			Admitted:   cost,
-		}
+		remaining := max(int64(math.Floor((tolerance-ahead)/t+gcraEpsilon)), 0)
+		d.set(true, cl.quota, remaining, fromUS(int64(math.Ceil(ahead-gcraEpsilon*t))), 0, 0, cost)
 		return
 	}
 	e.stamp = int64(math.Float64bits(nowF + newAhead))
 	e.idleAt = now + int64(math.Ceil(newAhead))
-	*d = Decision{
-		Allowed:    true,
-		Limit:      cl.quota,
-		Remaining:  max(int64(math.Floor((tolerance-newAhead)/t+gcraEpsilon)), 0),
-		ResetAfter: fromUS(int64(math.Ceil(newAhead - gcraEpsilon*t))),
-		Admitted:   cost,
-	}
+	remaining := max(int64(math.Floor((tolerance-newAhead)/t+gcraEpsilon)), 0)
+	d.set(true, cl.quota, remaining, fromUS(int64(math.Ceil(newAhead-gcraEpsilon*t))), 0, 0, cost)
 }
 
 // timestampLog is a ring of (timestamp, units) pairs in ascending time
