@@ -15,8 +15,10 @@ package redisstore
 //     master on a Cluster) and waits for its answer, its deadline or the
 //     end of its context, whichever comes first.
 //  4. Up to BatchConfig.Senders sender goroutines per lane (lane.send)
-//     each take everything queued, up to BatchConfig.MaxSize, and flush
-//     it (sender.flush): answer the members whose callers gave up, group
+//     take turns to gather everything queued, up to BatchConfig.MaxSize
+//     (while another batch is on its way a small one first waits a moment
+//     for more, lane.hold), and each flushes what it gathered
+//     (sender.flush): answer the members whose callers gave up, group
 //     the others by algorithm (and Cluster slot), build one batch-script
 //     call per group, send the calls in one pipeline and hand each member
 //     its answer.
@@ -51,6 +53,10 @@ const (
 // exits; the next decision starts one again.
 const senderIdle = 2 * time.Second
 
+// maxHold is the longest a batch waits for another batch of its lane to
+// land before it is sent; see lane.hold.
+const maxHold = time.Millisecond
+
 // BatchConfig says how concurrent decisions share script calls. The zero
 // value is the default: batching on.
 //
@@ -62,10 +68,14 @@ const senderIdle = 2 * time.Second
 // (per queue) takes everything queued (up to MaxSize), groups it by
 // algorithm (and, on a Cluster, by hash slot), sends each group as one call
 // of a batch script (the groups of one batch in one pipeline) and hands
-// every decision its answer. There is no timer: a batch holds what arrived while the previous
-// ones were on their way. A script runs atomically, so every decision in a
-// batch is as atomic as when made alone, and the batch script makes each
-// exactly as the single script would (one Redis TIME per call).
+// every decision its answer. A batch holds what arrived while the previous
+// ones were on their way: one that would set off while another is on its
+// way with fewer than MaxSize/4 decisions first waits, at most 1 ms, for
+// that one to land (or for MaxSize/4 decisions to gather), so that a busy
+// server sends fewer, fuller calls. A script runs atomically, so every
+// decision in a batch is as atomic as when made alone, and the batch
+// script makes each exactly as the single script would (one Redis TIME per
+// call).
 type BatchConfig struct {
 	// Disabled makes every decision its own script call.
 	Disabled bool
@@ -248,6 +258,9 @@ type batcher struct {
 	s       *Store
 	maxSize int
 	senders int32
+	// gather is the queue length at which a batch sets off without
+	// waiting for another to land (lane.hold).
+	gather int
 	// inFlight counts the store's decisions in progress: one alone goes
 	// straight to Redis (Store.send).
 	inFlight atomic.Int64
@@ -268,6 +281,14 @@ type lane struct {
 	b       *batcher
 	queue   chan *request
 	running atomic.Int32
+	// turn holds a token when no sender is gathering a batch (lane.send).
+	turn chan struct{}
+	// flying counts the lane's batches on their way; holding is 1 while
+	// the sender gathering waits in hold, which landed (a token, capacity
+	// 1) ends when a batch lands or the queue reaches gather.
+	flying  atomic.Int32
+	holding atomic.Int32
+	landed  chan struct{}
 	// node is a Cluster master's own client: batches go to it directly,
 	// and a group it redirects (MOVED, ASK) is sent again through the
 	// cluster client. Nil: batches go through the store's client.
@@ -281,7 +302,7 @@ func newBatcher(s *Store, cfg BatchConfig, trace BatchTracer) *batcher {
 	if cfg.Senders <= 0 {
 		cfg.Senders = DefaultBatchSenders
 	}
-	b := &batcher{s: s, maxSize: cfg.MaxSize, senders: int32(cfg.Senders), trace: trace}
+	b := &batcher{s: s, maxSize: cfg.MaxSize, senders: int32(cfg.Senders), gather: max(cfg.MaxSize/4, 2), trace: trace}
 	if !s.cluster {
 		b.one = b.newLane()
 	}
@@ -289,7 +310,10 @@ func newBatcher(s *Store, cfg BatchConfig, trace BatchTracer) *batcher {
 }
 
 func (b *batcher) newLane() *lane {
-	return &lane{b: b, queue: make(chan *request, 4*b.maxSize*int(b.senders))}
+	ln := &lane{b: b, queue: make(chan *request, 4*b.maxSize*int(b.senders)),
+		turn: make(chan struct{}, 1), landed: make(chan struct{}, 1)}
+	ln.turn <- struct{}{}
+	return ln
 }
 
 // errDeadline is returned when a decision's timeout passes while it waits.
@@ -400,6 +424,9 @@ func (ln *lane) enqueue(ctx context.Context, r *request, expired <-chan time.Tim
 		}
 	}
 	ln.wake()
+	if ln.holding.Load() > 0 && len(ln.queue)+1 >= ln.b.gather {
+		ln.signal()
+	}
 	return nil
 }
 
@@ -419,33 +446,113 @@ func (ln *lane) wake() {
 
 // send is one sender goroutine: it takes what is queued, sends it and
 // delivers the answers, until it has had nothing to do for senderIdle.
+// One sender at a time gathers a batch (the one holding the lane's turn):
+// the next one gathers while this one's batch is on its way.
 func (ln *lane) send() {
 	sd := newSender(ln.b)
 	sd.node = ln.node
 	idle := time.NewTimer(senderIdle)
 	defer idle.Stop()
+	hold := time.NewTimer(maxHold)
+	hold.Stop()
+	busy := time.Now() // when this sender last had work
 	for {
-		first := ln.next(idle)
-		if first == nil {
+		if !ln.takeTurn(idle, busy) {
 			sd.conn.close()
 			return
 		}
+		first := ln.next(idle, busy)
+		if first == nil {
+			ln.turn <- struct{}{}
+			sd.conn.close()
+			return
+		}
+		ln.hold(hold)
 		sd.batch = ln.drain(append(sd.batch[:0], first))
+		ln.flying.Add(1)
+		ln.turn <- struct{}{}
 		sd.flush(sd.batch)
+		ln.flying.Add(-1)
+		ln.signal()
 		clear(sd.batch) // drop references to delivered requests
+		busy = time.Now()
+	}
+}
+
+// idleLeft resets idle to what is left of senderIdle since busy.
+func idleLeft(idle *time.Timer, busy time.Time) {
+	idle.Reset(max(senderIdle-time.Since(busy), time.Millisecond))
+}
+
+// takeTurn waits for the lane's turn to gather a batch, and returns false
+// when the sender has had nothing to do for senderIdle since busy and has
+// left the running count (the sender holding the turn is alive, so
+// nothing queued is left without a sender).
+func (ln *lane) takeTurn(idle *time.Timer, busy time.Time) bool {
+	select {
+	case <-ln.turn:
+		return true
+	default:
+	}
+	idleLeft(idle, busy)
+	select {
+	case <-ln.turn:
+		idle.Stop()
+		return true
+	case <-idle.C:
+		ln.running.Add(-1)
+		return false
+	}
+}
+
+// hold makes a batch about to set off while another of the lane is on its
+// way wait, at most maxHold (timer, stopped), until that one lands or
+// gather decisions are queued: the decisions that arrive meanwhile go in
+// this batch instead of in the next one. On a busy server a batch sent at
+// once would hold the few decisions that came in since the last set off
+// and wait behind it in Redis anyway; fuller batches cost fewer calls, in
+// this process and in Redis. maxHold bounds what this adds to a decision
+// when the lane's round trips are long (a distant Redis).
+func (ln *lane) hold(timer *time.Timer) {
+	if ln.flying.Load() == 0 || len(ln.queue)+1 >= ln.b.gather {
+		return
+	}
+	ln.holding.Add(1)
+	defer ln.holding.Add(-1)
+	select { // a token left from a landing nobody waited for
+	case <-ln.landed:
+	default:
+	}
+	if ln.flying.Load() == 0 || len(ln.queue)+1 >= ln.b.gather {
+		return
+	}
+	timer.Reset(maxHold)
+	select {
+	case <-ln.landed:
+		timer.Stop()
+	case <-timer.C:
+	}
+}
+
+// signal wakes a sender waiting in hold, if any.
+func (ln *lane) signal() {
+	select {
+	case ln.landed <- struct{}{}:
+	default:
 	}
 }
 
 // next waits for the first request of the next batch, or returns nil when
-// none came for senderIdle and the sender has left the running count.
-func (ln *lane) next(idle *time.Timer) *request {
+// none came for senderIdle since busy and the sender has left the running
+// count.
+func (ln *lane) next(idle *time.Timer, busy time.Time) *request {
 	for {
 		select {
 		case r := <-ln.queue:
 			return r
 		default:
 		}
-		idle.Reset(senderIdle)
+		idleLeft(idle, busy)
 		select {
 		case r := <-ln.queue:
 			idle.Stop()
