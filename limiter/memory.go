@@ -113,13 +113,19 @@ func compileLimit(lim Limit) compiledLimit { return compileSpec(SpecOf(lim.Algor
 // compileSpec compiles lim, whose algorithm's spec is spec.
 func compileSpec(spec *AlgorithmSpec, lim Limit) compiledLimit {
 	p, r, q := us(lim.Period), lim.Rate, spec.quota(lim)
-	interval := float64(p) / float64(r)
-	return compiledLimit{
+	cl := compiledLimit{
 		alg:   spec.index,
 		align: lim.AlignWindows, noDelay: lim.NoDelay, period: lim.Period,
-		periodUS: p, rate: r, quota: q, interval: interval,
-		tolerance: float64(q) * interval, refillUS: ceilDiv(q*p, r),
+		periodUS: p, rate: r, quota: q, interval: float64(p) / float64(r),
 	}
+	// Only what the algorithm reads: Store.Decide compiles on every call.
+	switch spec.index {
+	case gcraIndex:
+		cl.tolerance = float64(q) * cl.interval
+	case tokenBucketIndex, leakyBucketIndex:
+		cl.refillUS = ceilDiv(q*p, r)
+	}
+	return cl
 }
 
 // NewMemoryStore returns a MemoryStore configured by cfg.
