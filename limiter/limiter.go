@@ -70,8 +70,8 @@ type Config struct {
 // by New: the limit is validated and bound to the store, the deadline of a
 // store call worked out, the breaker, fail policy and Observer chosen. A
 // decision then checks its cost and takes one path (decide): breaker, the
-// store through one interface, Observer, fail policy. One exception: an
-// AllowN on a MemoryStore with none of breaker, Observer and FailLocal
+// store through one interface, Observer, fail policy. One exception: on
+// a MemoryStore with none of breaker, Observer and FailLocal, a decision
 // calls the store directly, as nothing else would see the call.
 type Limiter struct {
 	lim        Limit
