@@ -23,8 +23,9 @@ package redisstore
 //     call per group, send the calls in one pipeline and hand each member
 //     its answer.
 //  5. A request goes back to the pool once its answer has been read.
-//     One whose caller stopped waiting is left to the garbage collector,
-//     because a sender may still write its answer.
+//     One whose caller stopped waiting, or that its timer answered at
+//     its deadline, is left to the garbage collector, because a sender
+//     may still hold it.
 
 import (
 	"bytes"
@@ -201,10 +202,13 @@ type request struct {
 	ctx      context.Context
 	deadline time.Time // zero: none besides ctx's
 
-	done  chan struct{} // receives once the answer is set
-	timer *time.Timer   // the caller's deadline, reused
-	d     limiter.Decision
-	err   error
+	// answered goes from 0 to 1 once, when the answer is set (by a
+	// sender, or by timer at the deadline); done then receives.
+	answered atomic.Uint32
+	done     chan struct{}
+	timer    *time.Timer // the caller's deadline (r.expire), reused
+	d        limiter.Decision
+	err      error
 
 	// argv, raw and ints are reused buffers of the direct path.
 	argv [4 + maxKeys + maxArgs]any
@@ -320,64 +324,74 @@ func (b *batcher) newLane() *lane {
 var errDeadline = context.DeadlineExceeded
 
 // wait queues r on its node's lane and waits for its answer, its deadline
-// or the end of ctx, whichever comes first. r goes back to the pool unless
-// its caller gave up after queueing it, since a sender may still answer
-// it.
+// or the end of ctx, whichever comes first: a sender's answer and the
+// deadline (r's timer, which answers errDeadline) both come through
+// r.done, so a wait watches two channels. r goes back to the pool unless
+// its caller gave up after queueing it, or its timer answered, since a
+// sender may still be holding it.
 func (b *batcher) wait(ctx context.Context, r *request, timeout time.Duration) (limiter.Decision, error) {
-	expired := r.setDeadline(ctx, timeout)
+	r.answered.Store(0)
+	timed := r.setDeadline(ctx, timeout)
 	ln, err := b.laneFor(ctx, r)
+	expired := false
 	if err == nil {
-		err = ln.enqueue(ctx, r, expired)
+		expired, err = ln.enqueue(ctx, r)
 	}
 	if err != nil {
-		r.stopTimer(expired)
-		b.s.recycle(r)
+		// Not queued: once the timer is stopped, or has answered (its
+		// last touch of r), nothing holds r.
+		if expired || r.disarm(timed) {
+			b.s.recycle(r)
+		}
 		return limiter.Decision{}, err
 	}
 	select {
 	case <-r.done:
-		r.stopTimer(expired)
 		d, err := r.d, r.err
-		b.s.recycle(r)
+		if r.disarm(timed) {
+			b.s.recycle(r) // answered by a sender, which is done with it
+		}
 		return d, err
 	case <-ctx.Done():
-		r.stopTimer(expired)
+		r.disarm(timed)
 		return limiter.Decision{}, ctx.Err()
-	case <-expired:
-		return limiter.Decision{}, errDeadline
 	}
 }
 
 // setDeadline records r's context and deadline, the earlier of ctx's and
-// timeout from now, and returns the channel of r's reused timer when
-// timeout is the earlier (nil otherwise: ctx.Done ends the wait).
-func (r *request) setDeadline(ctx context.Context, timeout time.Duration) <-chan time.Time {
+// timeout from now, and, when timeout is the earlier, arms r's reused
+// timer to answer errDeadline then and returns true (false: ctx.Done ends
+// the wait).
+func (r *request) setDeadline(ctx context.Context, timeout time.Duration) bool {
 	r.ctx = ctx
 	dl, ok := ctx.Deadline()
 	if timeout <= 0 {
 		if ok {
 			r.deadline = dl
 		}
-		return nil
+		return false
 	}
 	r.deadline = time.Now().Add(timeout)
 	if ok && dl.Before(r.deadline) {
 		r.deadline = dl
-		return nil
+		return false
 	}
 	if r.timer == nil {
-		r.timer = time.NewTimer(timeout)
+		r.timer = time.AfterFunc(timeout, r.expire)
 	} else {
 		r.timer.Reset(timeout)
 	}
-	return r.timer.C
+	return true
 }
 
-// stopTimer stops r's timer when expired (from setDeadline) is its channel.
-func (r *request) stopTimer(expired <-chan time.Time) {
-	if expired != nil {
-		r.timer.Stop()
-	}
+// expire answers r with errDeadline unless it has its answer already.
+func (r *request) expire() { deliver(r, limiter.Decision{}, errDeadline) }
+
+// disarm stops r's timer when timed (from setDeadline), and reports
+// whether the timer can no longer touch r: false when it has fired, and
+// may still be answering.
+func (r *request) disarm(timed bool) bool {
+	return !timed || r.timer.Stop()
 }
 
 // laneFor returns the lane of the node that holds r's slot in the
@@ -410,24 +424,25 @@ func (b *batcher) laneFor(ctx context.Context, r *request) (*lane, error) {
 }
 
 // enqueue puts r in the lane's queue, waiting for room until ctx ends or
-// expired fires, and makes sure a sender will take it.
-func (ln *lane) enqueue(ctx context.Context, r *request, expired <-chan time.Time) error {
+// r's timer answers it (expired, and errDeadline), and makes sure a
+// sender will take it.
+func (ln *lane) enqueue(ctx context.Context, r *request) (expired bool, err error) {
 	select {
 	case ln.queue <- r:
 	default:
 		select {
 		case ln.queue <- r:
 		case <-ctx.Done():
-			return ctx.Err()
-		case <-expired:
-			return errDeadline
+			return false, ctx.Err()
+		case <-r.done:
+			return true, errDeadline
 		}
 	}
 	ln.wake()
 	if ln.holding.Load() > 0 && len(ln.queue)+1 >= ln.b.gather {
 		ln.signal()
 	}
-	return nil
+	return false, nil
 }
 
 // wake starts a sender when fewer than the configured number run.
@@ -620,10 +635,13 @@ func newSender(b *batcher) *sender {
 	return sd
 }
 
-// deliver hands r its answer.
+// deliver hands r its answer, unless it has one already (from its timer,
+// or from a sender when the timer fires).
 func deliver(r *request, d limiter.Decision, err error) {
-	r.d, r.err = d, err
-	r.done <- struct{}{}
+	if r.answered.CompareAndSwap(0, 1) {
+		r.d, r.err = d, err
+		r.done <- struct{}{}
+	}
 }
 
 // flush sends one batch and delivers every answer.
