@@ -43,7 +43,9 @@
 // and fail policy chosen. A decision checks only its cost. The store is
 // called through one interface whatever its kind, and every store is given
 // the deadline (the memory store ignores it; the Redis store bounds its
-// network I/O by it without a context of its own).
+// network I/O by it without a context of its own) — except that Allow and
+// AllowN on a memory store with no breaker, Observer or local fallback
+// call the store directly, as nothing else would happen around the call.
 //
 // What each algorithm is to the rest of rl-exporter — window or bucket, its
 // script arguments, the Redis keys it touches, the state it keeps — is one
