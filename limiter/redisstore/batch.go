@@ -32,6 +32,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -614,6 +615,7 @@ type sender struct {
 	args   []any
 	ints   []int64
 	traced []context.Context // the members' contexts, for BatchTracer
+	enc    encoder
 	// cancel and traceEnd end the current batch's context and trace.
 	cancel   context.CancelFunc
 	traceEnd func()
@@ -749,25 +751,136 @@ func (sd *sender) group(live []*request) {
 	}
 }
 
-// buildCommands builds each group's command in sd.args:
-// EVALSHA sha numkeys keys... args..., the members' keys then their
-// arguments, one member after another.
+// buildCommands builds each group's command in sd.args (see encoder).
 func (sd *sender) buildCommands() {
 	sd.args = sd.args[:0]
+	sd.enc.reserve(sd.groups)
 	for gi := range sd.groups {
 		g := &sd.groups[gi]
-		sc := &sd.b.s.algs[g.alg]
 		start := len(sd.args)
-		g.numKeys = int64(len(g.members) * sc.nkeys)
-		sd.args = append(sd.args, "evalsha", sc.batch.shaArg, &g.numKeys)
-		for _, r := range g.members {
-			sd.args = r.appendKeys(sd.args)
-		}
-		for _, r := range g.members {
-			sd.args = r.appendArgs(sd.args)
-		}
+		sd.args = sd.enc.encode(sd.args, &sd.b.s.algs[g.alg], g)
 		g.args = sd.args[start:len(sd.args):len(sd.args)]
 	}
+}
+
+// encoder writes a group's batch-script call, each distinct key and each
+// distinct set of limit parameters once:
+//
+//	EVALSHA sha numkeys <the distinct keys, nkeys each>
+//	    n sets shared <the sets' parameters, one set after another>
+//	    <per decision, in the members' order: code, cost>
+//
+// where code = (key index × sets + set index) × 3 + mode (indexes from 0).
+// The keys that more than one decision uses come first: the first shared
+// ones run with the script's cache (lua/batch.lua). Pointers into the
+// requests and into nums box without allocating. The zero value is ready;
+// an encoder is used by one sender.
+type encoder struct {
+	nums  []int64                // n, sets, shared and the codes, pointed to by args
+	byKey map[string]int         // distinct key index by first key
+	bySet map[[maxArgs]int64]int // set index by parameters (zero beyond the algorithm's)
+	first []int                  // member index of each distinct key's first decision
+	count []int                  // decisions per distinct key
+	rank  []int                  // distinct key index → position in KEYS
+	sets  []int                  // member index of each distinct set's first decision
+	key   []int                  // per member: distinct key index
+	set   []int                  // per member: set index
+}
+
+// reserve makes room in nums for groups' numbers, so that the pointers
+// taken into it stay valid while the commands are built.
+func (e *encoder) reserve(groups []group) {
+	n := 0
+	for gi := range groups {
+		n += 3 + len(groups[gi].members)
+	}
+	e.nums = slices.Grow(e.nums[:0], n)
+}
+
+// encode appends g's command to dst.
+func (e *encoder) encode(dst []any, sc *algScripts, g *group) []any {
+	np := sc.spec.NumParams()
+	e.first, e.count, e.sets = e.first[:0], e.count[:0], e.sets[:0]
+	e.key, e.set = e.key[:0], e.set[:0]
+	if e.byKey == nil {
+		e.byKey, e.bySet = make(map[string]int), make(map[[maxArgs]int64]int)
+	}
+	clear(e.byKey)
+	clear(e.bySet)
+	for i, r := range g.members {
+		// The same key and limit as the decision before is the usual case
+		// of a hot key.
+		var k int
+		if i > 0 && r.keys[0] == g.members[i-1].keys[0] {
+			k = e.key[i-1]
+		} else if ki, ok := e.byKey[r.keys[0]]; ok {
+			k = ki
+		} else {
+			k = len(e.first)
+			e.byKey[r.keys[0]] = k
+			e.first = append(e.first, i)
+			e.count = append(e.count, 0)
+		}
+		e.count[k]++
+		e.key = append(e.key, k)
+		var p int
+		if i > 0 && slices.Equal(r.args[:np], g.members[i-1].args[:np]) {
+			p = e.set[i-1]
+		} else {
+			var params [maxArgs]int64
+			copy(params[:np], r.args[:np])
+			si, ok := e.bySet[params]
+			if !ok {
+				si = len(e.sets)
+				e.bySet[params] = si
+				e.sets = append(e.sets, i)
+			}
+			p = si
+		}
+		e.set = append(e.set, p)
+	}
+	// KEYS: the shared keys, then the others, each in order of first use.
+	e.rank = slices.Grow(e.rank[:0], len(e.first))[:len(e.first)]
+	shared := 0
+	for k, c := range e.count {
+		if c > 1 {
+			e.rank[k] = shared
+			shared++
+		}
+	}
+	pos := shared
+	for k, c := range e.count {
+		if c <= 1 {
+			e.rank[k] = pos
+			pos++
+		}
+	}
+	g.numKeys = int64(len(e.first) * sc.nkeys)
+	dst = append(dst, "evalsha", sc.batch.shaArg, &g.numKeys)
+	start := len(dst)
+	dst = slices.Grow(dst, len(e.first)*sc.nkeys)[:start+len(e.first)*sc.nkeys]
+	for k, m := range e.first {
+		r := g.members[m]
+		for j := 0; j < sc.nkeys; j++ {
+			dst[start+e.rank[k]*sc.nkeys+j] = &r.keys[j]
+		}
+	}
+	head := len(e.nums)
+	e.nums = append(e.nums, int64(len(g.members)), int64(len(e.sets)), int64(shared))
+	dst = append(dst, &e.nums[head], &e.nums[head+1], &e.nums[head+2])
+	for _, m := range e.sets {
+		r := g.members[m]
+		for j := 0; j < np; j++ {
+			dst = append(dst, &r.args[j])
+		}
+	}
+	nsets := int64(len(e.sets))
+	for i, r := range g.members {
+		code := (int64(e.rank[e.key[i]])*nsets+int64(e.set[i]))*3 + int64(r.mode)
+		e.nums = append(e.nums, code)
+		dst = append(dst, &e.nums[len(e.nums)-1], &r.args[np])
+	}
+	return dst
 }
 
 // exchange sends the groups' commands and delivers their answers. On a

@@ -52,8 +52,6 @@ func TestBatchScriptsMatchTheMemoryStore(t *testing.T) {
 				clock.advance(gap)
 
 				n := 1 + rng.IntN(8)
-				var rkeys []string
-				var args []any
 				var want []limiter.Decision
 				var reqs []*request
 				seen := map[int]bool{}
@@ -66,15 +64,14 @@ func TestBatchScriptsMatchTheMemoryStore(t *testing.T) {
 					lim := lims[k]
 					cost := 1 + rng.Int64N(min(lim.Quota(), 3))
 					mode := limiter.Mode(rng.IntN(3)) // consume, peek or at most
-					reqs = append(reqs, &request{limit: lim.Quota(), cost: cost, mode: mode})
+					reqs = append(reqs, newRequest(store, keys[k], lim, cost, mode))
 					d, err := mem.DecideMode(ctx, keys[k], lim, cost, mode, 0)
 					if err != nil {
 						t.Fatal(err)
 					}
 					want = append(want, d)
-					rkeys = append(rkeys, store.Keys(keys[k], a)...)
-					args = append(args, scriptArgs(keys[k], lim, cost, mode)...)
 				}
+				rkeys, args := batchCall(store, reqs)
 				args = append(args, clock.clockArgs()...)
 				reply, err := script.Run(ctx, store.client, rkeys, args...).Result()
 				if err != nil {
@@ -189,14 +186,17 @@ func TestBatchesSurviveAFlushedScriptCache(t *testing.T) {
 }
 
 // TestBatchScriptsLeaveTheStateDecisionsOneByOneLeave runs batches whose
-// decisions share a key (which the batch script reads once and writes
+// decisions share keys (which the batch script reads once and writes
 // once, see lua/batch.lua) and the same decisions one after another with
-// the single script on another key, at the same instants: the replies, the
+// the single script on other keys, at the same instants: the replies, the
 // values stored (the format other versions read) and their expiry must be
 // the same, and the expiry (an absolute time) too, within the real time
 // the two sets of calls took (each sets it from the time it runs) and the
 // lag of Redis's cached clock; a decision's expiry instead of another's
-// would be off by a refill of one unit at least, 200 ms here.
+// would be off by a refill of one unit at least, 200 ms here. Each batch
+// mixes two keys, a key used once with one used more; in the last round
+// the decisions on one key also mix limits (a reload changing a limit
+// while decisions are on their way).
 func TestBatchScriptsLeaveTheStateDecisionsOneByOneLeave(t *testing.T) {
 	srv, store := singleStore(t)
 	ctx := context.Background()
@@ -204,30 +204,42 @@ func TestBatchScriptsLeaveTheStateDecisionsOneByOneLeave(t *testing.T) {
 	for _, a := range limiter.AllAlgorithms() {
 		t.Run(string(a), func(t *testing.T) {
 			single, batch := scriptsAt(t, a)
-			for li, lim := range []limiter.Limit{
+			lims := []limiter.Limit{
 				{Algorithm: a, Rate: 5, Period: time.Second},
 				{Algorithm: a, Rate: 7, Period: 3 * time.Second, Burst: 4},
 				{Algorithm: a, Rate: 20, Period: time.Minute, Burst: 12},
-			} {
-				// The decisions' arguments are those of one key (the window
-				// offset depends on it); their state lives under two.
-				key := fmt.Sprintf("state:%s:%d", a, li)
-				oneByOne, batched := store.Keys(key+":single", a), store.Keys(key+":batch", a)
+			}
+			for li := 0; li <= len(lims); li++ {
+				// The decisions' arguments are those of their key (the
+				// window offset depends on it); their state lives under two.
+				var keys []string
+				var oneByOne, batched [][]string
+				for k := 0; k < 2; k++ {
+					key := fmt.Sprintf("state:%s:%d:%d", a, li, k)
+					keys = append(keys, key)
+					oneByOne = append(oneByOne, store.Keys(key+":single", a))
+					batched = append(batched, store.Keys(key+":batch", a))
+				}
 				clock := newInstants()
 				shared := 0
 				for step := 0; step < 25; step++ {
-					clock.advance(rng.Int64N(int64(lim.Period/time.Microsecond) / 4))
+					clock.advance(rng.Int64N(int64(lims[min(li, len(lims)-1)].Period/time.Microsecond) / 4))
 					n := 1 + rng.IntN(6)
-					shared += n - 1
-					var keys []string
-					var args []any
+					var reqs []*request
 					var want []int64
+					uses := make([]int, len(keys))
 					began := time.Now()
 					for i := 0; i < n; i++ {
+						k := rng.IntN(len(keys))
+						uses[k]++
+						lim := lims[rng.IntN(len(lims))]
+						if li < len(lims) {
+							lim = lims[li]
+						}
 						cost := 1 + rng.Int64N(min(lim.Quota(), 3))
 						mode := limiter.Mode(rng.IntN(3))
-						dargs := scriptArgs(key, lim, cost, mode)
-						reply, err := single.Run(ctx, store.client, oneByOne, append(dargs, clock.clockArgs()...)...).Result()
+						dargs := scriptArgs(keys[k], lim, cost, mode)
+						reply, err := single.Run(ctx, store.client, oneByOne[k], append(dargs, clock.clockArgs()...)...).Result()
 						if err != nil {
 							t.Fatalf("step %d: single script: %v", step, err)
 						}
@@ -236,10 +248,15 @@ func TestBatchScriptsLeaveTheStateDecisionsOneByOneLeave(t *testing.T) {
 							t.Fatal(err)
 						}
 						want = append(want, ints...)
-						keys = append(keys, batched...)
-						args = append(args, dargs...)
+						r := newRequest(store, keys[k], lim, cost, mode)
+						copy(r.keys[:], batched[k])
+						reqs = append(reqs, r)
 					}
-					reply, err := batch.Run(ctx, store.client, keys, append(args, clock.clockArgs()...)...).Result()
+					for _, u := range uses {
+						shared += max(u-1, 0)
+					}
+					rkeys, args := batchCall(store, reqs)
+					reply, err := batch.Run(ctx, store.client, rkeys, append(args, clock.clockArgs()...)...).Result()
 					if err != nil {
 						t.Fatalf("step %d: batch script: %v", step, err)
 					}
@@ -248,18 +265,20 @@ func TestBatchScriptsLeaveTheStateDecisionsOneByOneLeave(t *testing.T) {
 					if err != nil || !slices.Equal(got, want) {
 						t.Fatalf("step %d: batch of %d answered %v (%v), one by one %v", step, n, got, err, want)
 					}
-					for i := range oneByOne {
-						s, b := storedState(t, srv, oneByOne[i]), storedState(t, srv, batched[i])
-						if s.value != b.value {
-							t.Fatalf("step %d: after a batch of %d, %s holds %s; one by one %s", step, n, batched[i], b.value, s.value)
-						}
-						if d := b.expiry - s.expiry; d < -took-50 || d > took+50 || (s.expiry < 0) != (b.expiry < 0) {
-							t.Fatalf("step %d: after a batch of %d, %s expires at %d ms; one by one at %d ms (the calls took %d ms)", step, n, batched[i], b.expiry, s.expiry, took)
+					for k := range keys {
+						for i := range oneByOne[k] {
+							s, b := storedState(t, srv, oneByOne[k][i]), storedState(t, srv, batched[k][i])
+							if s.value != b.value {
+								t.Fatalf("step %d: after a batch of %d, %s holds %s; one by one %s", step, n, batched[k][i], b.value, s.value)
+							}
+							if d := b.expiry - s.expiry; d < -took-50 || d > took+50 || (s.expiry < 0) != (b.expiry < 0) {
+								t.Fatalf("step %d: after a batch of %d, %s expires at %d ms; one by one at %d ms (the calls took %d ms)", step, n, batched[k][i], b.expiry, s.expiry, took)
+							}
 						}
 					}
 				}
 				if shared < 20 {
-					t.Fatalf("%d decisions shared a batch with others: the sequence does not exercise the cache", shared)
+					t.Fatalf("%d decisions shared a batch with others on their key: the sequence does not exercise the cache", shared)
 				}
 			}
 		})
@@ -327,4 +346,29 @@ func TestBatchesOfMoreAlgorithmsThanBeforeHaveReplyBuffers(t *testing.T) {
 			}
 		}
 	}
+}
+
+// newRequest is a request for one decision on key, as Store.decide fills
+// it.
+func newRequest(s *Store, key string, lim limiter.Limit, cost int64, mode limiter.Mode) *request {
+	r := new(request)
+	s.fill(r, s.scriptsOf(lim.Algorithm), key, lim, cost, mode)
+	return r
+}
+
+// batchCall is the KEYS and ARGV of the batch-script call a sender makes
+// for reqs (decisions of one algorithm, in this order).
+func batchCall(s *Store, reqs []*request) (keys []string, args []any) {
+	g := group{alg: reqs[0].alg, members: reqs}
+	var e encoder
+	e.reserve([]group{g})
+	cmd := e.encode(nil, &s.algs[g.alg], &g)
+	nk := int(g.numKeys)
+	for _, k := range cmd[3 : 3+nk] {
+		keys = append(keys, *k.(*string))
+	}
+	for _, a := range cmd[3+nk:] {
+		args = append(args, *a.(*int64))
+	}
+	return keys, args
 }

@@ -62,10 +62,12 @@ const (
 // microseconds}: redisClock, or arguments in tests) and
 //
 //   - single: makes the one decision of KEYS and ARGV;
-//   - batch: makes #KEYS/nkeys decisions in one call, in order, each exactly
-//     as the single script would at the same instant (KEYS and ARGV hold
-//     the decisions' own one after another), and returns their five
-//     integers one after another.
+//   - batch: makes many decisions in one call, in order, each exactly as
+//     the single script would at the same instant, and returns their five
+//     integers one after another. KEYS holds each distinct key once and
+//     ARGV each distinct set of limit parameters once, then each
+//     decision's indexes into them, mode and cost (see encoder and
+//     writeBatchLoop).
 //
 // The batch script also holds lua/batch.lua, and decide and run twice:
 // once as in the single script, for the decisions whose keys come once in
@@ -123,17 +125,21 @@ func scriptSources(spec *limiter.AlgorithmSpec, clock string) (single, batch str
 		b.WriteString(decide)
 		b.WriteString("runCached = run\nend\n")
 	}
-	writeBatchLoop(&b, nk, na, cache)
+	writeBatchLoop(&b, nk, spec.NumParams(), cache)
 	return single, b.String(), nil
 }
 
-// writeBatchLoop writes the batch script's main loop: the decisions of
-// KEYS and ARGV one after another, each one's keys and arguments copied
-// into reused tables (the copies unrolled for nk keys and na arguments),
-// its five integers appended to the reply. With cache, a decision one of
-// whose keys comes more than once in KEYS runs with the cache
-// (runCached), and the cache's pending writes are sent at the end.
-func writeBatchLoop(b *strings.Builder, nk, na int, cache bool) {
+// writeBatchLoop writes the batch script's main loop, which reads the
+// call sender.buildCommands writes (see encoder): KEYS holds each
+// distinct key once (nk keys each), ARGV the number of decisions n, the
+// number of parameter sets, the number of shared keys (those first in
+// KEYS), each set's np parameters, then each decision's code and cost.
+// Each decision runs with its key's and its set's tables (the cost and
+// mode written into the set's table, na = np + 2 arguments), with the
+// cache (runCached) when its key is shared and cache is set; its five
+// integers are appended to the reply, and the cache's pending writes sent
+// at the end. The copies are unrolled for nk keys and np parameters.
+func writeBatchLoop(b *strings.Builder, nk, np int, cache bool) {
 	list := func(format string, n int) string {
 		parts := make([]string, n)
 		for i := range parts {
@@ -141,22 +147,31 @@ func writeBatchLoop(b *strings.Builder, nk, na int, cache bool) {
 		}
 		return strings.Join(parts, ", ")
 	}
+	na := np + 2
 	fmt.Fprintf(b, "local nk, na = %d, %d\n", nk, na)
-	b.WriteString("local keys, argv, out = {}, {}, {}\n")
+	b.WriteString("local n, nsets, shared = rtonumber(ARGV[1]), rtonumber(ARGV[2]), rtonumber(ARGV[3])\n")
+	b.WriteString("local sets, a = {}, 3\nfor p = 1, nsets do\n")
+	fmt.Fprintf(b, "  sets[p] = {%s}\n  a = a + %d\nend\n", list("ARGV[a + %d]", np), np)
+	b.WriteString("local keys = {}\nfor k = 1, #KEYS / nk do\n  local o = (k - 1) * nk\n")
+	fmt.Fprintf(b, "  keys[k] = {%s}\nend\n", list("KEYS[o + %d]", nk))
+	b.WriteString(`local out = {}
+for o = 0, (n - 1) * 5, 5 do
+  local code = rtonumber(ARGV[a + 1])
+  local mode = code % 3
+  local kp = (code - mode) / 3
+  local p = kp % nsets
+  local k = (kp - p) / nsets
+  local argv = sets[p + 1]
+  argv[na - 1], argv[na] = ARGV[a + 2], mode
+`)
 	if cache {
-		b.WriteString("local count = {}\nfor i = 1, #KEYS do\n  local k = KEYS[i]\n  count[k] = (count[k] or 0) + 1\nend\n")
-	}
-	b.WriteString("local k, a = 0, 0\nfor o = 0, (#KEYS / nk - 1) * 5, 5 do\n")
-	fmt.Fprintf(b, "  %s = %s\n", list("keys[%d]", nk), list("KEYS[k + %d]", nk))
-	fmt.Fprintf(b, "  %s = %s\n", list("argv[%d]", na), list("ARGV[a + %d]", na))
-	if cache {
-		fmt.Fprintf(b, "  local run = runPlain\n  if %s then run = runCached end\n", strings.Join(strings.Split(list("count[keys[%d]] > 1", nk), ", "), " or "))
-		b.WriteString("  local r = run(keys, argv, na, now)\n")
+		b.WriteString("  local run = runPlain\n  if k < shared then run = runCached end\n")
+		b.WriteString("  local r = run(keys[k + 1], argv, na, now)\n")
 	} else {
-		b.WriteString("  local r = runPlain(keys, argv, na, now)\n")
+		b.WriteString("  local r = runPlain(keys[k + 1], argv, na, now)\n")
 	}
 	fmt.Fprintf(b, "  %s = %s\n", list("out[o + %d]", replyLen), list("r[%d]", replyLen))
-	b.WriteString("  k, a = k + nk, a + na\nend\n")
+	b.WriteString("  a = a + 2\nend\n")
 	if cache {
 		b.WriteString("flushAll()\n")
 	}
