@@ -173,7 +173,7 @@ func (s *Store) direct(ctx context.Context, r *request, timeout time.Duration) (
 	}
 	sc := &s.algs[r.alg]
 	var via processor = s.client
-	conn := s.direct1.take()
+	conn, _ := s.direct1.take()
 	if conn != nil {
 		via = conn
 	}
@@ -616,6 +616,8 @@ type sender struct {
 	ints   []int64
 	traced []context.Context // the members' contexts, for BatchTracer
 	enc    encoder
+	// deadline is the context of a batch on the warm connection.
+	deadline deadlineCtx
 	// cancel and traceEnd end the current batch's context and trace.
 	cancel   context.CancelFunc
 	traceEnd func()
@@ -652,11 +654,12 @@ func (sd *sender) flush(batch []*request) {
 	if len(live) == 0 {
 		return
 	}
-	ctx := sd.begin(live, deadline)
+	conn, warm := sd.conn.take()
+	ctx := sd.begin(live, deadline, warm)
 	defer sd.end()
 	sd.group(live)
 	sd.buildCommands()
-	sd.exchange(ctx)
+	sd.exchange(ctx, conn)
 }
 
 // dropExpired answers the members of batch whose context has ended or
@@ -692,10 +695,18 @@ func dropExpired(batch []*request) (live []*request, deadline time.Time) {
 // begin returns the context the batch's calls run with: a background
 // context that lasts until the latest member's deadline (each member
 // stops waiting at its own), handed to the BatchTracer when there is one.
-// end releases it.
-func (sd *sender) begin(live []*request, deadline time.Time) context.Context {
+// end releases it. When the batch goes through the sender's warm
+// connection and is not traced, the context only carries the deadline
+// (sender.deadline), which go-redis applies to the connection's reads and
+// writes, without the timer of a context.WithDeadline: nothing waits on
+// its end (no pool checkout) and no tracer keeps it.
+func (sd *sender) begin(live []*request, deadline time.Time, warm bool) context.Context {
 	ctx := context.Background()
 	if !deadline.IsZero() {
+		if warm && sd.b.trace == nil {
+			sd.deadline = deadlineCtx{Context: ctx, deadline: deadline}
+			return &sd.deadline
+		}
 		ctx, sd.cancel = context.WithDeadline(ctx, deadline)
 	}
 	if sd.b.trace != nil {
@@ -708,6 +719,16 @@ func (sd *sender) begin(live []*request, deadline time.Time) context.Context {
 	}
 	return ctx
 }
+
+// deadlineCtx is a context with a deadline and nothing else: its Done
+// channel is nil and its Err nil, past the deadline too. See sender.begin.
+type deadlineCtx struct {
+	context.Context
+	deadline time.Time
+}
+
+// Deadline returns the context's deadline.
+func (c *deadlineCtx) Deadline() (time.Time, bool) { return c.deadline, true }
 
 // end ends what begin started, once the answers are delivered.
 func (sd *sender) end() {
@@ -884,11 +905,11 @@ func (e *encoder) encode(dst []any, sc *algScripts, g *group) []any {
 }
 
 // exchange sends the groups' commands and delivers their answers. On a
-// single server the batch goes through the sender's own connection; on a
-// Cluster through the lane's node.
-func (sd *sender) exchange(ctx context.Context) {
+// single server the batch goes through the sender's own connection (conn,
+// from take, which exchange gives back); on a Cluster through the lane's
+// node.
+func (sd *sender) exchange(ctx context.Context, conn *redis.Conn) {
 	s := sd.b.s
-	conn := sd.conn.take()
 	sd.via = s.client
 	if conn != nil {
 		sd.via = conn

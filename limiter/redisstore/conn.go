@@ -25,31 +25,34 @@ type ownConn struct {
 	mu       sync.Mutex
 	busy     bool
 	held     *redis.Conn
+	warm     bool // held has made a call without error
 	lastUsed time.Time
 }
 
 // take returns the connection, opening one when none is held, or nil when
 // there is no client or another caller is using it. The caller hands it
-// back with give.
-func (o *ownConn) take() *redis.Conn {
+// back with give. warm says the connection has made a call without error
+// since it was opened: go-redis holds a network connection for it, so a
+// call on it waits for no pool.
+func (o *ownConn) take() (c *redis.Conn, warm bool) {
 	if o.client == nil {
-		return nil
+		return nil, false
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.busy {
-		return nil
+		return nil, false
 	}
 	now := time.Now()
 	if o.held != nil && now.Sub(o.lastUsed) > connIdle {
 		_ = o.held.Close()
-		o.held = nil
+		o.held, o.warm = nil, false
 	}
 	if o.held == nil {
 		o.held = o.client.Conn()
 	}
 	o.busy, o.lastUsed = true, now
-	return o.held
+	return o.held, o.warm
 }
 
 // give returns c (from take; nil does nothing) after a call that ended
@@ -62,6 +65,7 @@ func (o *ownConn) give(c *redis.Conn, err error) {
 	defer o.mu.Unlock()
 	if c == o.held {
 		o.busy = false
+		o.warm = err == nil
 		if err != nil {
 			_ = o.held.Close()
 			o.held = nil
@@ -77,5 +81,5 @@ func (o *ownConn) close() {
 		_ = o.held.Close()
 		o.held = nil
 	}
-	o.busy = false
+	o.busy, o.warm = false, false
 }
