@@ -9,6 +9,7 @@
 package config
 
 import (
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -73,6 +74,10 @@ type Config struct {
 
 	// Source is the file the Config was loaded from, or BuiltIn.
 	Source string `koanf:"-"`
+	// Digest is the SHA-256 of the file content the Config was loaded
+	// from (zero for the built-in defaults): the content a Watch of the
+	// file starts from (WatchConfig.Since).
+	Digest [32]byte `koanf:"-"`
 	// dir resolves relative file names in the config.
 	dir string
 }
@@ -615,7 +620,14 @@ func Parse(name string, data []byte) (*Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	return FromKoanf(name, k)
+	c, err := FromKoanf(name, k)
+	if err != nil {
+		return nil, err
+	}
+	if data != nil {
+		c.Digest = sha256.Sum256(data)
+	}
+	return c, nil
 }
 
 // NewKoanf returns a koanf instance holding the defaults and, over them, the

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"crypto/sha256"
 	"fmt"
 	"os"
 	"reflect"
@@ -92,6 +93,9 @@ func (s Sources) Load() (*Config, error) {
 	c, err := FromKoanf(name, k)
 	if err != nil {
 		return nil, annotate(err, all)
+	}
+	if s.File != "" {
+		c.Digest = sha256.Sum256(data)
 	}
 	return c, nil
 }

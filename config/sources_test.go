@@ -194,7 +194,10 @@ func TestWatchSeesAnEditAndARemovedAndRecreatedFile(t *testing.T) {
 	var changes atomic.Int32
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { Watch(ctx, path, 300*time.Millisecond, nil, func() { changes.Add(1) }); close(done) }()
+	go func() {
+		Watch(ctx, WatchConfig{Path: path, Interval: 300 * time.Millisecond}, func() { changes.Add(1) })
+		close(done)
+	}()
 	defer func() { cancel(); <-done }()
 	wait := func(want int32) {
 		t.Helper()
@@ -226,6 +229,54 @@ func TestWatchSeesAnEditAndARemovedAndRecreatedFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	wait(3)
+}
+
+func TestAnEditMadeBetweenTheLoadAndTheWatchIsApplied(t *testing.T) {
+	dir := t.TempDir()
+	path := writeFile(t, dir, "rl.yaml", "log: {level: info}\n")
+	loaded, err := Sources{File: path}.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The file changes after it was loaded and before the watch starts
+	// (serve starts its watch on a goroutine of its own, later).
+	writeFile(t, dir, "rl.yaml", "log: {level: debug}\n")
+	changes := make(chan struct{}, 4)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		// An hour between checks: only the start can see the edit.
+		Watch(ctx, WatchConfig{Path: path, Interval: time.Hour, Since: loaded.Digest}, func() { changes <- struct{}{} })
+		close(done)
+	}()
+	defer func() { cancel(); <-done }()
+	select {
+	case <-changes:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the edit made before the watch started was never seen as a change")
+	}
+	// The content it loaded, unchanged, is not a change.
+	unchanged := writeFile(t, t.TempDir(), "same.yaml", "log: {level: info}\n")
+	again, err := Sources{File: unchanged}.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	quiet := make(chan struct{}, 1)
+	ctx2, cancel2 := context.WithCancel(context.Background())
+	done2 := make(chan struct{})
+	go func() {
+		Watch(ctx2, WatchConfig{Path: unchanged, Interval: time.Hour, Since: again.Digest}, func() { quiet <- struct{}{} })
+		close(done2)
+	}()
+	defer func() { cancel2(); <-done2 }()
+	select {
+	case <-quiet:
+		t.Error("a file with the content that was loaded was taken for a change")
+	case <-time.After(300 * time.Millisecond):
+	}
+	if again.Digest == ([32]byte{}) || again.Digest != loaded.Digest {
+		t.Errorf("digests %x and %x of two files with the same content: want their SHA-256, equal", again.Digest, loaded.Digest)
+	}
 }
 
 func TestAnEnvironmentOverrideMergesIntoTheBuiltInClassAsIntoAFile(t *testing.T) {

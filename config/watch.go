@@ -15,17 +15,36 @@ import (
 // the file is read.
 const watchDebounce = 100 * time.Millisecond
 
-// Watch calls onChange each time the content of the file at path changes,
-// until ctx is done. Two triggers feed it: file-system notifications
-// (fsnotify, through koanf's file provider, which also follows the symlink
-// swap by which Kubernetes updates a mounted ConfigMap), debounced by
-// 100ms; and a check every interval, the safety net for file systems
-// without notifications (NFS, some container mounts) and for a file that
-// was removed and created again, which ends a notification watch. Either
-// way the file is hashed and onChange runs only when the content differs
-// from the last seen, so duplicate events never cause duplicate reloads.
-// onChange runs on Watch's goroutine, one call at a time. Watch blocks.
-func Watch(ctx context.Context, path string, interval time.Duration, logger *slog.Logger, onChange func()) {
+// WatchConfig says which file Watch watches and from which content.
+type WatchConfig struct {
+	// Path is the file.
+	Path string
+	// Interval is the period of the content check; it must be > 0.
+	Interval time.Duration
+	// Since is the SHA-256 of the content the caller has applied
+	// (Config.Digest). A file whose content differs from it is a change,
+	// even when it changed before Watch started (between the load and the
+	// watch, an edit would otherwise be taken for the starting content
+	// and never applied). Zero: the content Watch reads when it starts.
+	Since [32]byte
+	// Logger gets the watch's warnings; nil discards them.
+	Logger *slog.Logger
+}
+
+// Watch calls onChange each time the content of the file at w.Path
+// changes, until ctx is done. Two triggers feed it: file-system
+// notifications (fsnotify, through koanf's file provider, which also
+// follows the symlink swap by which Kubernetes updates a mounted
+// ConfigMap), debounced by 100ms; and a check every w.Interval, the safety
+// net for file systems without notifications (NFS, some container mounts)
+// and for a file that was removed and created again, which ends a
+// notification watch. Either way the file is hashed and onChange runs only
+// when the content differs from the last seen (at first w.Since), so
+// duplicate events never cause duplicate reloads; a file that already
+// differs from w.Since when Watch starts is a change at once. onChange runs
+// on Watch's goroutine, one call at a time. Watch blocks.
+func Watch(ctx context.Context, w WatchConfig, onChange func()) {
+	path, interval, logger := w.Path, w.Interval, w.Logger
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
@@ -67,7 +86,17 @@ func Watch(ctx context.Context, path string, interval time.Duration, logger *slo
 			_ = fp.Unwatch()
 		}
 	}()
-	last := hashFile(path)
+	last := w.Since
+	if last == ([32]byte{}) {
+		last = hashFile(path)
+	}
+	check := func() {
+		if h := hashFile(path); h != last && h != ([32]byte{}) {
+			last = h
+			onChange()
+		}
+	}
+	check()
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
 	for {
@@ -83,10 +112,7 @@ func Watch(ctx context.Context, path string, interval time.Duration, logger *slo
 		case <-tick.C:
 			arm() // re-arm a notification watch that ended (the file was removed)
 		}
-		if h := hashFile(path); h != last && h != ([32]byte{}) {
-			last = h
-			onChange()
-		}
+		check()
 	}
 }
 

@@ -295,8 +295,13 @@ func (b *Built) Serve(ctx context.Context) error {
 	}
 	if s := b.live.sources; s != nil && s.File != "" && b.live.cfg.Reload.Watch {
 		n++
+		// The watch starts from the content serve was built with, so an
+		// edit made since is applied rather than taken as the start.
+		b.mu.Lock()
+		w := config.WatchConfig{Path: s.File, Interval: b.live.cfg.Reload.Interval, Since: b.live.cfg.Digest, Logger: b.live.logger}
+		b.mu.Unlock()
 		go func() {
-			config.Watch(ctx, s.File, b.live.cfg.Reload.Interval, b.live.logger, b.reloadFromSources)
+			config.Watch(ctx, w, b.reloadFromSources)
 			done <- struct{}{}
 		}()
 	}
