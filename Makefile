@@ -23,7 +23,7 @@ run: build ## start serve (memory store, examples/demo.yaml) in front of a demo 
 	trap 'kill $$up 2>/dev/null' EXIT INT TERM; \
 	$(BIN) serve --config examples/demo.yaml
 
-deps: ## install the programs the tests run (redis-server, promtool, amtool) when missing
+deps: ## install the programs the tests run (redis-server, promtool, amtool, prometheus, alertmanager) when missing
 	@./scripts/ensure-deps.sh $(TEST_DEPS)
 
 # The goal tests (files tagged !race) hold latencies and overshoots to
