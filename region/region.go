@@ -1,6 +1,7 @@
 package region
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -223,6 +224,33 @@ func (s *Set) Store(m Mode, opt StoreOptions) (limiter.Store, error) {
 	}
 	_, err := ParseMode(string(m))
 	return nil, fmt.Errorf("region: %w", err)
+}
+
+// Warm readies every region's Redis for the first decisions, all regions
+// at once: each region's store loads its scripts (redisstore.Store.Warm),
+// and each peer's client for hybrid's strict decisions loads the async
+// scripts, opening their connections on the way. A decision homed in a
+// distant region would otherwise pay on its first call for the dial and
+// the scripts' loading, several round trips, and outlast its timeout. It
+// returns when every region is done or ctx ends; the error names each
+// region that could not be readied (its first decisions then load the
+// scripts as before). Safe for concurrent use.
+func (s *Set) Warm(ctx context.Context) error {
+	errs := make([]error, len(s.names))
+	var wg sync.WaitGroup
+	for i, name := range s.names {
+		wg.Go(func() {
+			err := s.stores[name].Warm(ctx)
+			if name != s.cfg.Local {
+				err = errors.Join(err, s.scripts.load(ctx, s.remote[name]))
+			}
+			if err != nil {
+				errs[i] = fmt.Errorf("region %s: %w", name, err)
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // Close stops shipping after one last round to every peer bounded by

@@ -1,8 +1,11 @@
 package region
 
 import (
+	"context"
 	"embed"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
@@ -18,6 +21,18 @@ var luaFiles embed.FS
 type asyncScripts struct {
 	decide map[limiter.Algorithm]*redis.Script
 	merge  *redis.Script
+}
+
+// load loads the decide scripts into c's Redis (SCRIPT LOAD, pipelined).
+func (a *asyncScripts) load(ctx context.Context, c redis.UniversalClient) error {
+	pipe := c.Pipeline()
+	for _, alg := range slices.Sorted(maps.Keys(a.decide)) {
+		a.decide[alg].Load(ctx, pipe)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return fmt.Errorf("load scripts: %w", err)
+	}
+	return nil
 }
 
 // loadAsyncScripts assembles each algorithm's script from lua/preamble.lua,

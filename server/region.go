@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -62,9 +63,10 @@ type regionStoreKey struct {
 
 // setupRegions opens the peers' clients and makes the region.Set when
 // cfg names a region; without region.name it does nothing (every class is
-// local). Peers are not contacted: an unreachable one makes the strict
-// decisions homed there follow store.fail_policy, and async decisions go
-// on with its last known counts.
+// local). Then every region's Redis is readied for the first decisions
+// (warmRegions), for a bounded time: an unreachable one does not stop
+// serve; it makes the strict decisions homed there follow
+// store.fail_policy, and async decisions go on with its last known counts.
 func (b *Built) setupRegions(cfg *config.Config, d Deps, local redis.UniversalClient) error {
 	if cfg.Region.Name == "" {
 		return nil
@@ -100,7 +102,25 @@ func (b *Built) setupRegions(cfg *config.Config, d Deps, local redis.UniversalCl
 	}
 	r.set = set
 	b.regions = r
+	warmRegions(set, max(cfg.Region.SyncTimeout, minRegionWarm), d.Logger)
 	return nil
+}
+
+// minRegionWarm is the least serve waits at start for the regions' Redis
+// to be readied (the bound is region.sync_timeout when longer).
+const minRegionWarm = 2 * time.Second
+
+// warmRegions readies every region's Redis before serve takes requests
+// (region.Set.Warm), all regions at once, for at most bound. A region that
+// does not answer in time is logged; decisions homed there dial and load
+// their scripts on first use, as without the warm-up.
+func warmRegions(set *region.Set, bound time.Duration, logger *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), bound)
+	defer cancel()
+	if err := set.Warm(ctx); err != nil && logger != nil {
+		logger.Warn("region: not every region's Redis could be readied before serving; decisions homed there load their scripts on first use",
+			slog.String("error", err.Error()), slog.Duration("bound", bound))
+	}
 }
 
 // openPeer opens the client of the peer region name, instrumented like

@@ -125,6 +125,20 @@ func (r twoRegions) waitForShipping(t *testing.T) {
 	}
 }
 
+func TestTheFirstStrictDecisionHomedAcrossADistantLinkIsDecidedNotFailedOpen(t *testing.T) {
+	// A one-way latency of 40 ms: 80 ms a round trip, against the store's
+	// 150 ms timeout. A cold first call (the dial, the client's greeting,
+	// the script missing, then sent) takes several round trips.
+	redisA, redisB := redistest.Single(t), redistest.Single(t)
+	bToA := redistest.Relay(t, redisA.Addr())
+	bToA.SetLatency(40 * time.Millisecond)
+	b := startServe(t, []string{"main"}, "--config", writeConfig(t, regionConfig("b", redisB.URL(), "a", bToA.URL())))
+	c := &http.Client{Timeout: 10 * time.Second}
+	if got := decide(t, c, b.url("main", "/v1/check"), "POST /strict", "ta", "user:first"); got != "allowed" {
+		t.Errorf("region b's first strict decision on a key homed in region a: %q, want allowed\n%s", got, b.log())
+	}
+}
+
 func TestTwoRegionsShareOneStrictLimitExactlyAndAnAsyncOneAndSurviveACutLink(t *testing.T) {
 	regions := startTwoRegions(t)
 	procA, procB, urls, aToB := regions.a, regions.b, regions.urls, regions.aToB

@@ -202,6 +202,63 @@ func New(client redis.UniversalClient, cfg Config) (*Store, error) {
 // Name returns "redis".
 func (s *Store) Name() string { return "redis" }
 
+// Warm readies Redis for the store's first decisions: it loads the
+// store's scripts (SCRIPT LOAD, pipelined) and, at the same time, opens
+// as many connections as the store's decisions hold at once (one per
+// batch sender, and one for a decision made alone), which go back to the
+// client's pool; on a Cluster it does so on every master. Without it a
+// first decision dials (go-redis greets a new connection in one more
+// round trip), finds its script missing (NOSCRIPT) and sends it: several
+// round trips, which on a distant Redis (another region's) outlast the
+// decision's timeout. A store that was not warmed, or whose Redis lost
+// its scripts since, works as before. Safe for concurrent use.
+func (s *Store) Warm(ctx context.Context) error {
+	conns := 1
+	if s.batch != nil {
+		conns += int(s.batch.senders)
+	}
+	warm := func(ctx context.Context, c redis.Cmdable) error {
+		// Each call on a connection of its own, held until all are done,
+		// then given back to the pool.
+		on := make([]redis.Cmdable, conns)
+		for i := range on {
+			on[i] = c
+			if cl, ok := c.(*redis.Client); ok {
+				cn := cl.Conn()
+				defer cn.Close()
+				on[i] = cn
+			}
+		}
+		errs := make([]error, conns)
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			pipe := on[0].Pipeline()
+			for i := range s.algs {
+				pipe.ScriptLoad(ctx, s.algs[i].single.src)
+				pipe.ScriptLoad(ctx, s.algs[i].batch.src)
+			}
+			if _, err := pipe.Exec(ctx); err != nil {
+				errs[0] = fmt.Errorf("load scripts: %w", err)
+			}
+		})
+		for i := 1; i < conns; i++ {
+			wg.Go(func() { errs[i] = on[i].Ping(ctx).Err() })
+		}
+		wg.Wait()
+		return errors.Join(errs...)
+	}
+	var err error
+	if s.cluster {
+		err = s.cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return warm(ctx, c) })
+	} else {
+		err = warm(ctx, s.client)
+	}
+	if err != nil {
+		return fmt.Errorf("redis store: warm: %w", err)
+	}
+	return nil
+}
+
 // Shard names the part of Redis that decides for key: on a Cluster, the
 // address of the master holding key's slot in the client's current slot
 // map (every algorithm's state of one key is in that slot); "" on a single
