@@ -106,8 +106,9 @@ func (b *Built) setupRegions(cfg *config.Config, d Deps, local redis.UniversalCl
 	return nil
 }
 
-// minRegionWarm is the least serve waits at start for the regions' Redis
-// to be readied (the bound is region.sync_timeout when longer).
+// minRegionWarm is the shortest bound on serve's wait at start for the
+// regions' Redis to be readied (region.sync_timeout when longer); serve
+// waits only as long as the slowest region takes.
 const minRegionWarm = 2 * time.Second
 
 // warmRegions readies every region's Redis before serve takes requests
