@@ -241,15 +241,8 @@ func TestAnEditMadeBetweenTheLoadAndTheWatchIsApplied(t *testing.T) {
 	// The file changes after it was loaded and before the watch starts
 	// (serve starts its watch on a goroutine of its own, later).
 	writeFile(t, dir, "rl.yaml", "log: {level: debug}\n")
-	changes := make(chan struct{}, 4)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		// An hour between checks: only the start can see the edit.
-		Watch(ctx, WatchConfig{Path: path, Interval: time.Hour, Since: loaded.Digest}, func() { changes <- struct{}{} })
-		close(done)
-	}()
-	defer func() { cancel(); <-done }()
+	// An hour between checks: only the start can see the edit.
+	changes := watchChanges(t, WatchConfig{Path: path, Interval: time.Hour, Since: loaded.Digest})
 	select {
 	case <-changes:
 	case <-time.After(5 * time.Second):
@@ -261,14 +254,7 @@ func TestAnEditMadeBetweenTheLoadAndTheWatchIsApplied(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	quiet := make(chan struct{}, 1)
-	ctx2, cancel2 := context.WithCancel(context.Background())
-	done2 := make(chan struct{})
-	go func() {
-		Watch(ctx2, WatchConfig{Path: unchanged, Interval: time.Hour, Since: again.Digest}, func() { quiet <- struct{}{} })
-		close(done2)
-	}()
-	defer func() { cancel2(); <-done2 }()
+	quiet := watchChanges(t, WatchConfig{Path: unchanged, Interval: time.Hour, Since: again.Digest})
 	select {
 	case <-quiet:
 		t.Error("a file with the content that was loaded was taken for a change")
@@ -277,6 +263,21 @@ func TestAnEditMadeBetweenTheLoadAndTheWatchIsApplied(t *testing.T) {
 	if again.Digest == ([32]byte{}) || again.Digest != loaded.Digest {
 		t.Errorf("digests %x and %x of two files with the same content: want their SHA-256, equal", again.Digest, loaded.Digest)
 	}
+}
+
+// watchChanges runs Watch with w until the test ends and returns a
+// channel that receives once per change it reports.
+func watchChanges(t *testing.T, w WatchConfig) <-chan struct{} {
+	t.Helper()
+	changes := make(chan struct{}, 4)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		Watch(ctx, w, func() { changes <- struct{}{} })
+		close(done)
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	return changes
 }
 
 func TestAnEnvironmentOverrideMergesIntoTheBuiltInClassAsIntoAFile(t *testing.T) {

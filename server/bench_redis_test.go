@@ -3,19 +3,14 @@
 package server_test
 
 import (
-	"context"
-	"net/url"
 	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/rl-exporter/rl-exporter/httplimit"
 	"github.com/rl-exporter/rl-exporter/internal/redistest"
 	"github.com/rl-exporter/rl-exporter/limiter"
 	"github.com/rl-exporter/rl-exporter/limiter/redisstore"
-	"github.com/rl-exporter/rl-exporter/server"
 )
 
 // BenchmarkRequestPathStores measures a decision (POST /v1/check) and a
@@ -75,38 +70,6 @@ func BenchmarkRequestPathStores(b *testing.B) {
 	}
 }
 
-// startBenchServeOn runs serve on store in front of upstream, with the
-// limit of startBenchServe.
-func startBenchServeOn(b *testing.B, upstream string, store limiter.Store) string {
-	b.Helper()
-	u, err := url.Parse(upstream)
-	if err != nil {
-		b.Fatal(err)
-	}
-	p, err := httplimit.NewPolicy(httplimit.PolicyConfig{
-		Store: store,
-		Classes: []httplimit.Class{{Name: "default", Limits: map[string]limiter.Limit{
-			"default": limiter.PerSecond(limiter.GCRA, 100_000_000),
-		}}},
-	})
-	if err != nil {
-		b.Fatal(err)
-	}
-	mw, err := httplimit.New(httplimit.Config{Policy: p})
-	if err != nil {
-		b.Fatal(err)
-	}
-	srv, err := server.New(server.Config{Listen: "127.0.0.1:0", Upstream: u, Middleware: mw})
-	if err != nil {
-		b.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ctx) }()
-	b.Cleanup(func() { cancel(); <-done })
-	return srv.Addr("main")
-}
-
 // processCPUTime is the user and system CPU time this process has used.
 func processCPUTime() time.Duration {
 	var ru syscall.Rusage
@@ -119,17 +82,11 @@ func processCPUTime() time.Duration {
 // redisServerCPU is the CPU time (s) srv has used, from INFO.
 func redisServerCPU(b *testing.B, srv *redistest.Server) float64 {
 	b.Helper()
-	reply, err := srv.Do("INFO", "cpu")
+	info, err := srv.Info("cpu")
 	if err != nil {
 		b.Fatalf("INFO: %v", err)
 	}
-	info, _ := reply.(string)
-	var cpu float64
-	for _, line := range strings.Split(info, "\r\n") {
-		if k, v, ok := strings.Cut(line, ":"); ok && (k == "used_cpu_sys" || k == "used_cpu_user") {
-			f, _ := strconv.ParseFloat(v, 64)
-			cpu += f
-		}
-	}
-	return cpu
+	sys, _ := strconv.ParseFloat(info["used_cpu_sys"], 64)
+	user, _ := strconv.ParseFloat(info["used_cpu_user"], 64)
+	return sys + user
 }

@@ -148,6 +148,23 @@ func (s *Server) Do(args ...string) (any, error) {
 	return Do(context.Background(), s.Addr(), args...)
 }
 
+// Info returns the fields of the server's INFO section ("cpu",
+// "commandstats", "all" ...) by name: used_cpu_user, cmdstat_evalsha ...
+func (s *Server) Info(section string) (map[string]string, error) {
+	reply, err := s.Do("INFO", section)
+	if err != nil {
+		return nil, err
+	}
+	text, _ := reply.(string)
+	fields := map[string]string{}
+	for _, line := range strings.Split(text, "\r\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok && !strings.HasPrefix(k, "#") {
+			fields[k] = v
+		}
+	}
+	return fields, nil
+}
+
 // Dir is the server's working directory (its log is redis.log there).
 func (s *Server) Dir() string { return s.dir }
 

@@ -102,3 +102,17 @@ func TestSentinelFailsOverToTheReplicaOfAKilledPrimary(t *testing.T) {
 		t.Fatalf("SET on the promoted replica = %v, %v", r, err)
 	}
 }
+
+func TestInfoReturnsTheFieldsOfASection(t *testing.T) {
+	srv := Single(t)
+	info, err := srv.Info("server")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := info["redis_version"]; v == "" || strings.ContainsAny(v, "\r\n") {
+		t.Errorf("redis_version %q in %v: want the server's version", v, info)
+	}
+	if _, ok := info["used_cpu_user"]; ok {
+		t.Errorf("INFO server holds used_cpu_user: the section was not the one asked for")
+	}
+}

@@ -138,27 +138,23 @@ func benchConcurrent(b *testing.B, srv *redistest.Server, store *redisstore.Stor
 // run and the time spent running them (µs), from INFO.
 func redisCPU(b *testing.B, srv *redistest.Server) (cpu float64, calls, usec int64) {
 	b.Helper()
-	reply, err := srv.Do("INFO", "all")
+	info, err := srv.Info("all")
 	if err != nil {
 		b.Fatalf("INFO: %v", err)
 	}
-	info, _ := reply.(string)
-	for _, line := range strings.Split(info, "\r\n") {
-		k, v, _ := strings.Cut(line, ":")
-		switch k {
-		case "used_cpu_sys", "used_cpu_user":
-			f, _ := strconv.ParseFloat(v, 64)
-			cpu += f
-		case "cmdstat_evalsha", "cmdstat_eval":
-			for _, field := range strings.Split(v, ",") {
-				if n, ok := strings.CutPrefix(field, "calls="); ok {
-					c, _ := strconv.ParseInt(n, 10, 64)
-					calls += c
-				}
-				if n, ok := strings.CutPrefix(field, "usec="); ok {
-					c, _ := strconv.ParseInt(n, 10, 64)
-					usec += c
-				}
+	for _, k := range []string{"used_cpu_sys", "used_cpu_user"} {
+		f, _ := strconv.ParseFloat(info[k], 64)
+		cpu += f
+	}
+	for _, k := range []string{"cmdstat_evalsha", "cmdstat_eval"} {
+		for _, field := range strings.Split(info[k], ",") {
+			if n, ok := strings.CutPrefix(field, "calls="); ok {
+				c, _ := strconv.ParseInt(n, 10, 64)
+				calls += c
+			}
+			if n, ok := strings.CutPrefix(field, "usec="); ok {
+				c, _ := strconv.ParseInt(n, 10, 64)
+				usec += c
 			}
 		}
 	}
