@@ -1,3 +1,6 @@
+// Derived from the Grafana Foundation SDK (github.com/grafana/grafana-foundation-sdk, Copyright Grafana Labs),
+// licensed under the Apache License, Version 2.0; see NOTICE.
+
 // Package gf and the packages below it are the part of the Grafana
 // foundation SDK (github.com/grafana/grafana-foundation-sdk/go) that the
 // dashboards use: the same package, type, builder and method names, the

@@ -1,3 +1,6 @@
+// Derived from the Grafana Foundation SDK (github.com/grafana/grafana-foundation-sdk, Copyright Grafana Labs),
+// licensed under the Apache License, Version 2.0; see NOTICE.
+
 package dashboard
 
 import (
