@@ -657,3 +657,35 @@ func TestBadClientAddressSettingsAreRefused(t *testing.T) {
 		})
 	}
 }
+
+func TestTheDecisionAPIAndResetGroupAnAddressKeyAsTheMiddlewareDoes(t *testing.T) {
+	m, h, _ := setup(t, PolicyConfig{Classes: []Class{oneClass("default", limiter.PerMinute(limiter.FixedWindow, 2))}}, newClock())
+	api := m.CheckHandler()
+	// The proxy path spends the budget of 2001:db8:1:2::1's /64.
+	for i := 0; i < 2; i++ {
+		do(h, "GET", "/", "[2001:db8:1:2::1]:4000", nil)
+	}
+	if w := postCheck(api, "", `{"key":"ip:2001:db8:1:2::77","endpoint":"GET /"}`); w.Code != 429 {
+		t.Errorf("the decision API for another address of the /64: %d %s, want 429: the budget the proxy spent", w.Code, w.Body)
+	}
+	if w := postCheck(api, "", `{"key":"ip:2001:db8:1:3::1","endpoint":"GET /"}`); w.Code != 200 {
+		t.Errorf("the decision API for the next /64: %d %s, want 200", w.Code, w.Body)
+	}
+	if _, err := m.ResetClient(context.Background(), "ip:2001:db8:1:2::ffff", ""); err != nil {
+		t.Fatal(err)
+	}
+	if w := do(h, "GET", "/", "[2001:db8:1:2::1]:4000", nil); w.Code != 200 {
+		t.Errorf("after a reset of another address of the /64: status %d, want 200: the /64's budget given back", w.Code)
+	}
+	if w := postCheck(api, "", `{"key":"ip:2001:db8:1:2::/64","endpoint":"GET /"}`); w.Code != 200 || w.Header().Get("X-RateLimit-Remaining") != "0" {
+		t.Errorf("the decision API for the /64's key as the proxy names it: %d, remaining %q; want 200 and 0: the same budget", w.Code, w.Header().Get("X-RateLimit-Remaining"))
+	}
+	// Keys that are not one address are the caller's, as they are.
+	for _, key := range []string{"ip:2001:db8:9:9::/64", "ip:not-an-address", "user:2001:db8:1:2::1"} {
+		for i, want := range []int{200, 200, 429} {
+			if w := postCheck(api, "", fmt.Sprintf(`{"key":%q,"endpoint":"GET /x"}`, key)); w.Code != want {
+				t.Errorf("key %s, check %d: %d, want %d", key, i+1, w.Code, want)
+			}
+		}
+	}
+}
