@@ -457,7 +457,9 @@ func TestTheClientAddressSettingsReachThePolicy(t *testing.T) {
 	})
 	t.Run("X-Real-IP, trusted hops and prefixes as configured", func(t *testing.T) {
 		h := build(t, limit+"identity: {trusted_proxies: [10.0.0.0/8], client_ip_header: X-Real-IP, ipv4_prefix: 24, ipv6_prefix: 128}\n")
-		real := func(a string) map[string]string { return map[string]string{"X-Real-IP": a, "X-Forwarded-For": "192.0.2.1"} }
+		real := func(a string) map[string]string {
+			return map[string]string{"X-Real-IP": a, "X-Forwarded-For": "192.0.2.1"}
+		}
 		if got := statuses(h, real("198.51.100.1"), real("198.51.100.2"), real("198.51.100.3")); got != "[200 200 429]" {
 			t.Errorf("three addresses of one /24 in X-Real-IP: %s, want [200 200 429]", got)
 		}
