@@ -27,6 +27,7 @@ import (
 	"github.com/knadh/koanf/providers/rawbytes"
 	"github.com/knadh/koanf/v2"
 
+	"github.com/rl-exporter/rl-exporter/httplimit"
 	"github.com/rl-exporter/rl-exporter/limiter"
 	"github.com/rl-exporter/rl-exporter/limiter/redisstore"
 )
@@ -426,8 +427,26 @@ type Tiers struct {
 
 // Identity says how clients are identified.
 type Identity struct {
-	// TrustedProxies are CIDRs whose X-Forwarded-For and Forwarded are believed.
+	// TrustedProxies are CIDRs whose ClientIPHeader is believed.
 	TrustedProxies []string `koanf:"trusted_proxies"`
+	// ClientIPHeader is the one header the client's address is read from,
+	// and only from TrustedProxies: X-Forwarded-For (default, walked from
+	// the right), Forwarded (its for= parameters, walked the same way; for
+	// proxies that append to it), or a header holding one address that
+	// the proxy overwrites (X-Real-IP, CF-Connecting-IP). A value that is
+	// no address keys the request by its direct peer.
+	ClientIPHeader string `koanf:"client_ip_header"`
+	// TrustedHops, above 0, counts the proxies in front of the direct peer
+	// instead of matching their addresses (Envoy's xff_num_trusted_hops):
+	// the client is the (N+1)th address from the right. Default 0: walk
+	// past every address in TrustedProxies.
+	TrustedHops int `koanf:"trusted_hops"`
+	// IPv4Prefix and IPv6Prefix are the leading bits of an address that
+	// key a client: every address of one such network shares one budget.
+	// Defaults 32 (one address) and 64 (one IPv6 subnet, whose addresses
+	// the client picks itself); at least 16 and 32.
+	IPv4Prefix int `koanf:"ipv4_prefix"`
+	IPv6Prefix int `koanf:"ipv6_prefix"`
 	// TrustedHeaderPeers are CIDRs whose UserHeader and tiers.header are
 	// believed: the gateways that overwrite those headers. Required when
 	// either header is set; not defaulted to TrustedProxies, since a proxy
@@ -561,6 +580,11 @@ func defaults() map[string]any {
 
 		// Only the API keys listed under tiers.api_keys identify a client.
 		"identity.require_known_api_key": true,
+
+		// The client address is X-Forwarded-For's, an IPv6 client's its /64.
+		"identity.client_ip_header": httplimit.DefaultClientIPHeader,
+		"identity.ipv4_prefix":      httplimit.DefaultIPv4Prefix,
+		"identity.ipv6_prefix":      httplimit.DefaultIPv6Prefix,
 
 		// The breaker is on; fail_policy local shares the limit among the
 		// instances that heartbeat.

@@ -171,6 +171,16 @@ func TestMoreInvalidConfigsNameTheFileTheKeyAndTheReason(t *testing.T) {
 		{"a zero idle upstream connection timeout", "server: {upstream_transport: {idle_conn_timeout: 0s}}\n", []string{"server.upstream_transport.idle_conn_timeout", "> 0"}},
 		{"a negative upstream response header timeout", "server: {upstream_transport: {response_header_timeout: -1s}}\n", []string{"server.upstream_transport.response_header_timeout", ">= 0"}},
 		{"h2c to an https upstream", "server: {upstream: \"https://api.example\", upstream_transport: {h2c: true}}\n", []string{"server.upstream_transport.h2c", "http://"}},
+		{"a client address header that is not a header name", "identity: {trusted_proxies: [10.0.0.0/8], client_ip_header: \"X Real IP\"}\n", []string{"identity.client_ip_header", `"X Real IP" is not a header name`}},
+		{"an empty client address header", "identity: {trusted_proxies: [10.0.0.0/8], client_ip_header: \"\"}\n", []string{"identity.client_ip_header", `"" is not a header name`}},
+		{"a client address header that no peer may send", "identity: {client_ip_header: X-Real-IP}\n", []string{"identity.client_ip_header", "X-Real-IP", "identity.trusted_proxies, which is empty"}},
+		{"negative trusted hops", "identity: {trusted_proxies: [10.0.0.0/8], trusted_hops: -1}\n", []string{"identity.trusted_hops", "-1: must be 0"}},
+		{"trusted hops of a one-address header", "identity: {trusted_proxies: [10.0.0.0/8], client_ip_header: X-Real-IP, trusted_hops: 1}\n", []string{"identity.trusted_hops", "holds one address"}},
+		{"trusted hops without trusted proxies", "identity: {trusted_hops: 2}\n", []string{"identity.trusted_hops", "identity.trusted_proxies, which is empty"}},
+		{"an IPv4 prefix too short", "identity: {ipv4_prefix: 8}\n", []string{"identity.ipv4_prefix", "8: must be 16 to 32"}},
+		{"an IPv4 prefix too long", "identity: {ipv4_prefix: 33}\n", []string{"identity.ipv4_prefix", "33: must be 16 to 32"}},
+		{"an IPv6 prefix of 0", "identity: {ipv6_prefix: 0}\n", []string{"identity.ipv6_prefix", "0: must be 32 to 128"}},
+		{"an IPv6 prefix too long", "identity: {ipv6_prefix: 129}\n", []string{"identity.ipv6_prefix", "129: must be 32 to 128"}},
 	}
 	checkParseErrors(t, cases)
 }
@@ -396,4 +406,69 @@ func checkParseErrors(t *testing.T, cases []parseErrorCase) {
 			}
 		})
 	}
+}
+
+func TestTheClientAddressSettingsReachThePolicy(t *testing.T) {
+	build := func(t *testing.T, yaml string) http.Handler {
+		t.Helper()
+		c, err := Parse("rl.yaml", []byte(yaml))
+		if err != nil {
+			t.Fatal(err)
+		}
+		pc, err := c.PolicyConfig(limiter.NewMemoryStore(limiter.MemoryConfig{}), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := httplimit.NewPolicy(pc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := httplimit.New(httplimit.Config{Policy: p})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	}
+	const limit = "classes: {default: {limits: {default: {algorithm: fixed_window, rate: 2, period: 1m}}}}\n"
+	// statuses sends one request per header set from the trusted proxy.
+	statuses := func(h http.Handler, hdrs ...map[string]string) string {
+		var codes []int
+		for _, hdr := range hdrs {
+			r := httptest.NewRequest("GET", "/", nil)
+			r.RemoteAddr = "10.1.2.3:5000"
+			for k, v := range hdr {
+				r.Header.Set(k, v)
+			}
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, r)
+			codes = append(codes, w.Code)
+		}
+		return fmt.Sprint(codes)
+	}
+	xff := func(a string) map[string]string { return map[string]string{"X-Forwarded-For": a} }
+	t.Run("by default X-Forwarded-For, IPv4 by address and IPv6 by /64", func(t *testing.T) {
+		h := build(t, limit+"identity: {trusted_proxies: [10.0.0.0/8]}\n")
+		if got := statuses(h, xff("198.51.100.1"), xff("198.51.100.2"), xff("198.51.100.3")); got != "[200 200 200]" {
+			t.Errorf("three IPv4 addresses: %s, want [200 200 200]", got)
+		}
+		if got := statuses(h, xff("2001:db8::1"), xff("2001:db8::2"), xff("2001:db8::3")); got != "[200 200 429]" {
+			t.Errorf("three addresses of one /64: %s, want [200 200 429]", got)
+		}
+	})
+	t.Run("X-Real-IP, trusted hops and prefixes as configured", func(t *testing.T) {
+		h := build(t, limit+"identity: {trusted_proxies: [10.0.0.0/8], client_ip_header: X-Real-IP, ipv4_prefix: 24, ipv6_prefix: 128}\n")
+		real := func(a string) map[string]string {
+			return map[string]string{"X-Real-IP": a, "X-Forwarded-For": "192.0.2.1"}
+		}
+		if got := statuses(h, real("198.51.100.1"), real("198.51.100.2"), real("198.51.100.3")); got != "[200 200 429]" {
+			t.Errorf("three addresses of one /24 in X-Real-IP: %s, want [200 200 429]", got)
+		}
+		if got := statuses(h, real("2001:db8::1"), real("2001:db8::2"), real("2001:db8::3")); got != "[200 200 200]" {
+			t.Errorf("three IPv6 addresses at /128: %s, want [200 200 200]", got)
+		}
+		h = build(t, limit+"identity: {trusted_proxies: [10.0.0.0/8], trusted_hops: 1}\n")
+		if got := statuses(h, xff("198.51.100.1, 203.0.113.1"), xff("198.51.100.1, 203.0.113.2"), xff("198.51.100.1, 203.0.113.3")); got != "[200 200 429]" {
+			t.Errorf("one client behind a CDN whose address changes: %s, want [200 200 429]", got)
+		}
+	})
 }

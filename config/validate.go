@@ -413,6 +413,7 @@ func (c *Config) validateIdentity(e *errs) {
 			}
 		}
 	}
+	c.validateClientIP(e)
 	if len(id.TrustedHeaderPeers) == 0 {
 		// Such a header could never be believed; saying so beats keying
 		// every request by IP without a word.
@@ -434,6 +435,32 @@ func (c *Config) validateIdentity(e *errs) {
 	}
 	if _, err := c.jwtConfig(); err != nil {
 		e.add("identity.jwt", "%v", err)
+	}
+}
+
+// validateClientIP checks where the client address is read from and how
+// addresses are grouped.
+func (c *Config) validateClientIP(e *errs) {
+	id := c.Identity
+	h := id.ClientIPHeader
+	if !httplimit.ValidHeaderName(h) {
+		e.add("identity.client_ip_header", "%q is not a header name (letters, digits and !#$%%&'*+-.^_`|~; default X-Forwarded-For)", h)
+	} else if len(id.TrustedProxies) == 0 && !strings.EqualFold(h, httplimit.DefaultClientIPHeader) {
+		e.add("identity.client_ip_header", "%s is believed only from identity.trusted_proxies, which is empty: list the proxies that set it", h)
+	}
+	switch {
+	case id.TrustedHops < 0:
+		e.add("identity.trusted_hops", "%d: must be 0 (walk past trusted_proxies) or the number of proxies in front of the direct peer", id.TrustedHops)
+	case id.TrustedHops > 0 && httplimit.ValidHeaderName(h) && !httplimit.IsListHeader(h):
+		e.add("identity.trusted_hops", "%d: identity.client_ip_header %s holds one address, not a list of hops (only X-Forwarded-For and Forwarded have hops)", id.TrustedHops, h)
+	case id.TrustedHops > 0 && len(id.TrustedProxies) == 0:
+		e.add("identity.trusted_hops", "%d: hops are counted only from identity.trusted_proxies, which is empty: list the proxies", id.TrustedHops)
+	}
+	if id.IPv4Prefix < httplimit.MinIPv4Prefix || id.IPv4Prefix > 32 {
+		e.add("identity.ipv4_prefix", "%d: must be %d to 32 (default %d, one address); a shorter prefix would share one budget among unrelated networks", id.IPv4Prefix, httplimit.MinIPv4Prefix, httplimit.DefaultIPv4Prefix)
+	}
+	if id.IPv6Prefix < httplimit.MinIPv6Prefix || id.IPv6Prefix > 128 {
+		e.add("identity.ipv6_prefix", "%d: must be %d to 128 (default %d, one subnet); a shorter prefix would share one budget among unrelated networks", id.IPv6Prefix, httplimit.MinIPv6Prefix, httplimit.DefaultIPv6Prefix)
 	}
 }
 
@@ -599,6 +626,10 @@ func (c *Config) PolicyConfig(store limiter.Store, observer limiter.Observer) (h
 			APIKeyHeader:        c.Identity.APIKeyHeader,
 			AllowUnknownAPIKeys: !c.Identity.RequireKnownAPIKey,
 			TierHeader:          c.Tiers.Header,
+			ClientIPHeader:      c.Identity.ClientIPHeader,
+			TrustedHops:         c.Identity.TrustedHops,
+			IPv4Prefix:          c.Identity.IPv4Prefix,
+			IPv6Prefix:          c.Identity.IPv6Prefix,
 		},
 	}
 	if c.Store.Type == "redis" {

@@ -29,7 +29,10 @@ const maxCheckKey = 512
 type CheckRequest struct {
 	// Key identifies the client; used verbatim (the proxy's own keys are
 	// "user:<id>", "apikey:<hash>" and "ip:<address>", so a caller that
-	// passes the same string shares the client's budget).
+	// passes the same string shares the client's budget), except that
+	// "ip:<address>" is grouped by the identity's IPv4Prefix and
+	// IPv6Prefix as the proxy groups it ("ip:2001:db8:1:2::7" is decided
+	// as "ip:2001:db8:1:2::/64").
 	Key string `json:"key"`
 	// Endpoint is "METHOD /path", matched against the route patterns like a
 	// request; a bare "/path" is a GET. Unmatched ones fall to the default class.
@@ -104,6 +107,7 @@ func (m *Middleware) CheckHandler() http.Handler {
 			return
 		}
 		p := m.policy.Load()
+		req.Key = p.identity.clientKey(req.Key)
 		rt, err := routes.match(p, req.Endpoint)
 		if err != nil {
 			writeJSON(w, "application/json", http.StatusBadRequest, RejectedBody{Error: "bad_request", Message: err.Error()})

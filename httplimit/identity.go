@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"net/textproto"
 	"strings"
 	"time"
 
@@ -34,14 +35,46 @@ import (
 // nor that user's budget.
 //
 // Headers that name the client or its tier without proving anything
-// (UserHeader, TierHeader, X-Forwarded-For) are believed only from the
+// (UserHeader, TierHeader, ClientIPHeader) are believed only from the
 // peers listed for them; API keys and verified JWTs are credentials the
 // client presents itself and count from any peer.
 type IdentityConfig struct {
-	// TrustedProxies are the networks whose X-Forwarded-For and Forwarded
-	// headers are believed. From any other peer those headers are ignored,
-	// so a client cannot choose its own key.
+	// TrustedProxies are the networks whose ClientIPHeader is believed.
+	// From any other peer it is ignored, so a client cannot choose its own
+	// key.
 	TrustedProxies []netip.Prefix
+	// ClientIPHeader names the one header a TrustedProxies peer gives the
+	// client's address in; no other header is read for it. Empty means
+	// "X-Forwarded-For". It is one of:
+	//   - "X-Forwarded-For", a list each proxy appends its peer's address
+	//     to, walked from the right (see TrustedHops);
+	//   - "Forwarded" (RFC 7239), its for= parameters walked the same way;
+	//     only for proxies that append to it, since a load balancer that
+	//     appends X-Forwarded-For passes a client's Forwarded through;
+	//   - any other header, holding exactly one address that the proxy
+	//     overwrites ("X-Real-IP", "CF-Connecting-IP", "True-Client-IP").
+	//     A request carrying it more than once is keyed by its peer.
+	// A value that is not an address ("unknown", an obfuscated "_hidden",
+	// an element without for=) keys the request by its direct peer: the
+	// one address no header chose.
+	ClientIPHeader string
+	// TrustedHops, when above 0, counts the proxies in front of the direct
+	// peer instead of matching their addresses, as Envoy's
+	// xff_num_trusted_hops does: the client is the (TrustedHops+1)th
+	// address from the right of a list header, and a list shorter than
+	// that keys the request by its direct peer. 0 (the default) walks from
+	// the right past every address in TrustedProxies; when all of them
+	// are, the leftmost is the client. Only list headers have hops.
+	TrustedHops int
+	// IPv4Prefix and IPv6Prefix are how many leading bits of a client's
+	// address identify it: every address of one network shares one budget
+	// ("ip:2001:db8:1:2::/64"), so that a client holding a network cannot
+	// rotate addresses within it for fresh budgets. 0 means the defaults,
+	// DefaultIPv4Prefix (32: one address, keyed "ip:192.0.2.1") and
+	// DefaultIPv6Prefix (64: the smallest network an IPv6 client is
+	// assigned, its addresses chosen by the client itself). Zones are
+	// dropped: fe80::1%a and fe80::1%b are one client.
+	IPv4Prefix, IPv6Prefix int
 	// TrustedHeaderPeers are the networks whose UserHeader and TierHeader
 	// are believed: the gateways that authenticate clients and overwrite
 	// whatever a client sent in those headers. The direct peer must be in
@@ -127,6 +160,92 @@ type identity struct {
 	jwt    *jwt.Parser
 	jwtKey any
 	jwtHdr string
+	// ipHdr is ClientIPHeader in canonical form, as the request's Header
+	// map holds it; ipList says it is a list (X-Forwarded-For or
+	// Forwarded), forwarded that it is Forwarded.
+	ipHdr             string
+	ipList, forwarded bool
+	// v4Bits and v6Bits are the prefix lengths that key an address.
+	v4Bits, v6Bits int
+}
+
+// The address grouping of IdentityConfig: the defaults, and the shortest
+// prefixes allowed. A shorter prefix would span the networks of many
+// unrelated clients (an IPv4 /16 is the largest block one organisation is
+// commonly assigned; an IPv6 /32 is the least a registry allocates to one
+// provider), making one bucket that any of them can spend for all; a class
+// with Shared is the way to one budget for everyone.
+const (
+	DefaultIPv4Prefix = 32
+	DefaultIPv6Prefix = 64
+	MinIPv4Prefix     = 16
+	MinIPv6Prefix     = 32
+)
+
+// DefaultClientIPHeader is the header read for the client's address when
+// IdentityConfig.ClientIPHeader is empty.
+const DefaultClientIPHeader = "X-Forwarded-For"
+
+// ValidHeaderName reports whether s is an HTTP field name (an RFC 9110
+// token). It is a pure function.
+func ValidHeaderName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// IsListHeader reports whether the client address header h (any case) is
+// a list of hops, X-Forwarded-For or Forwarded, rather than one address.
+// It is a pure function.
+func IsListHeader(h string) bool {
+	return strings.EqualFold(h, "X-Forwarded-For") || strings.EqualFold(h, "Forwarded")
+}
+
+// setClientIP checks and compiles the client address settings of cfg.
+func (id *identity) setClientIP(cfg IdentityConfig) error {
+	h := cfg.ClientIPHeader
+	if h == "" {
+		h = DefaultClientIPHeader
+	}
+	if !ValidHeaderName(h) {
+		return fmt.Errorf("ClientIPHeader %q is not a header name (letters, digits and !#$%%&'*+-.^_`|~)", h)
+	}
+	id.ipHdr = textproto.CanonicalMIMEHeaderKey(h)
+	id.ipList = IsListHeader(h)
+	id.forwarded = strings.EqualFold(h, "Forwarded")
+	if cfg.TrustedHops < 0 {
+		return fmt.Errorf("TrustedHops %d: must be 0 or more", cfg.TrustedHops)
+	}
+	if cfg.TrustedHops > 0 && !id.ipList {
+		return fmt.Errorf("TrustedHops %d: ClientIPHeader %s holds one address, not a list of hops", cfg.TrustedHops, h)
+	}
+	if len(cfg.TrustedProxies) == 0 && (cfg.TrustedHops > 0 || !strings.EqualFold(h, DefaultClientIPHeader)) {
+		return fmt.Errorf("ClientIPHeader %s is believed only from TrustedProxies, which is empty: list the networks of the proxies that set it", h)
+	}
+	id.v4Bits, id.v6Bits = cfg.IPv4Prefix, cfg.IPv6Prefix
+	if id.v4Bits == 0 {
+		id.v4Bits = DefaultIPv4Prefix
+	}
+	if id.v6Bits == 0 {
+		id.v6Bits = DefaultIPv6Prefix
+	}
+	if id.v4Bits < MinIPv4Prefix || id.v4Bits > 32 {
+		return fmt.Errorf("IPv4Prefix %d: must be %d to 32", id.v4Bits, MinIPv4Prefix)
+	}
+	if id.v6Bits < MinIPv6Prefix || id.v6Bits > 128 {
+		return fmt.Errorf("IPv6Prefix %d: must be %d to 128", id.v6Bits, MinIPv6Prefix)
+	}
+	return nil
 }
 
 func newIdentity(cfg IdentityConfig) (*identity, error) {
@@ -140,6 +259,9 @@ func newIdentity(cfg IdentityConfig) (*identity, error) {
 		if !p.IsValid() {
 			return nil, fmt.Errorf("trusted header peer %v: not a valid network", p)
 		}
+	}
+	if err := id.setClientIP(cfg); err != nil {
+		return nil, err
 	}
 	if len(cfg.TrustedHeaderPeers) == 0 {
 		for _, h := range []struct{ field, name string }{{"UserHeader", cfg.UserHeader}, {"TierHeader", cfg.TierHeader}} {
@@ -238,7 +360,7 @@ func (id *identity) resolve(r *http.Request) client {
 			sub, err := id.verify(raw)
 			if err != nil {
 				// Never trusted: key by address, on the default tier.
-				return client{key: ipKey(id.clientIP(r))}
+				return client{key: id.ipKey(id.clientIP(r))}
 			}
 			return client{key: userKey(sub), tier: id.tierOf(headerTier, sub, "")}
 		}
@@ -257,7 +379,7 @@ func (id *identity) resolve(r *http.Request) client {
 			}
 		}
 	}
-	return client{key: ipKey(id.clientIP(r)), tier: id.tierOf(headerTier, "", "")}
+	return client{key: id.ipKey(id.clientIP(r)), tier: id.tierOf(headerTier, "", "")}
 }
 
 // gatewayHeaders returns the user and tier headers of r when its direct
@@ -334,32 +456,100 @@ func inNetworks(a netip.Addr, nets []netip.Prefix) bool {
 	return false
 }
 
-// clientIP is the direct peer's address, or — when the peer is a trusted
-// proxy — the rightmost address in Forwarded (or else X-Forwarded-For) that
-// is not itself a trusted proxy.
+// clientIP is the direct peer's address, or, when the peer is a trusted
+// proxy, the client's address as ClientIPHeader gives it (see
+// IdentityConfig). Whatever the header holds, the answer is the peer or an
+// address a trusted proxy wrote: a value that is no address falls back to
+// the peer, never to an address the header named.
 func (id *identity) clientIP(r *http.Request) netip.Addr {
 	peer := PeerAddr(r.RemoteAddr)
 	if !peer.IsValid() || len(id.cfg.TrustedProxies) == 0 || !inNetworks(peer, id.cfg.TrustedProxies) {
 		return peer
 	}
-	hops := forwardedFor(r.Header.Values("Forwarded"))
-	if hops == nil {
-		hops = xForwardedFor(r.Header.Values("X-Forwarded-For"))
-	}
-	last := peer
-	for i := len(hops) - 1; i >= 0; i-- {
-		a := parseHop(hops[i])
-		if !a.IsValid() {
-			// A hop we cannot read (obfuscated, "unknown", junk): the
-			// trusted proxy that added it is the last thing we know.
-			return last
+	values := r.Header[id.ipHdr]
+	if !id.ipList {
+		if len(values) != 1 {
+			return peer // absent, or several: which one the proxy set is unknown
 		}
-		if !inNetworks(a, id.cfg.TrustedProxies) {
+		if a := parseHop(strings.TrimSpace(values[0])); a.IsValid() {
 			return a
 		}
-		last = a
+		return peer
 	}
-	return last
+	skip := id.cfg.TrustedHops
+	var last netip.Addr // the leftmost trusted hop walked past
+	for i := len(values) - 1; i >= 0; i-- {
+		v := values[i]
+		for v != "" {
+			var elem string
+			if c := strings.LastIndexByte(v, ','); c >= 0 {
+				elem, v = v[c+1:], v[:c]
+			} else {
+				elem, v = v, ""
+			}
+			if skip > 0 {
+				skip-- // a hop counted as trusted: its content is the proxy's own
+				continue
+			}
+			if id.forwarded {
+				elem = forwardedFor(elem)
+			}
+			a := parseHop(strings.TrimSpace(elem))
+			switch {
+			case !a.IsValid():
+				return peer
+			case id.cfg.TrustedHops > 0, !inNetworks(a, id.cfg.TrustedProxies):
+				return a
+			}
+			last = a
+		}
+	}
+	if last.IsValid() {
+		// Every hop is a trusted proxy: the leftmost is what the first of
+		// them saw, a client inside their networks.
+		return last
+	}
+	return peer // no hops, or fewer than TrustedHops+1
+}
+
+// ipKey is the client part of a limiter key for the address a: "ip:" and
+// the network of its IPv4Prefix or IPv6Prefix leading bits
+// ("ip:2001:db8:1:2::/64"), or the bare address when the prefix is the
+// whole address ("ip:192.0.2.1"); the zone is dropped. One allocation.
+func (id *identity) ipKey(a netip.Addr) string {
+	if !a.IsValid() {
+		return "ip:" + a.String()
+	}
+	a = a.WithZone("")
+	bits := id.v4Bits
+	if a.Is6() {
+		bits = id.v6Bits
+	}
+	var buf [64]byte
+	b := append(buf[:0], "ip:"...)
+	if bits >= a.BitLen() {
+		b = a.AppendTo(b)
+	} else {
+		p, _ := a.Prefix(bits) // bits is in range: checked by setClientIP
+		b = p.AppendTo(b)
+	}
+	return string(b)
+}
+
+// clientKey is the client part of a limiter key given by a caller (the
+// decision API, a reset): an "ip:" key naming one address is grouped as
+// the middleware groups that address, so that it names the budget the
+// proxy keeps for it; any other key is kept as it is.
+func (id *identity) clientKey(key string) string {
+	rest, ok := strings.CutPrefix(key, "ip:")
+	if !ok {
+		return key
+	}
+	a, err := netip.ParseAddr(rest)
+	if err != nil {
+		return key
+	}
+	return id.ipKey(a.Unmap())
 }
 
 // PeerAddr is the IP of a connection's remote address (an
@@ -377,33 +567,18 @@ func PeerAddr(remote string) netip.Addr {
 	return a.Unmap()
 }
 
-func xForwardedFor(values []string) []string {
-	var hops []string
-	for _, v := range values {
-		for _, h := range strings.Split(v, ",") {
-			hops = append(hops, strings.TrimSpace(h))
+// forwardedFor is the for= parameter of one RFC 7239 Forwarded element,
+// unquoted; "" when it has none.
+func forwardedFor(elem string) string {
+	for elem != "" {
+		var pair string
+		pair, elem, _ = strings.Cut(elem, ";")
+		k, val, ok := strings.Cut(strings.TrimSpace(pair), "=")
+		if ok && strings.EqualFold(k, "for") {
+			return strings.Trim(val, `"`)
 		}
 	}
-	return hops
-}
-
-// forwardedFor extracts the for= parameters of RFC 7239 Forwarded headers,
-// one per element; nil when there are none.
-func forwardedFor(values []string) []string {
-	var hops []string
-	for _, v := range values {
-		for _, elem := range strings.Split(v, ",") {
-			found := ""
-			for _, pair := range strings.Split(elem, ";") {
-				k, val, ok := strings.Cut(strings.TrimSpace(pair), "=")
-				if ok && strings.EqualFold(k, "for") {
-					found = strings.Trim(val, `"`)
-				}
-			}
-			hops = append(hops, found)
-		}
-	}
-	return hops
+	return ""
 }
 
 // parseHop reads "1.2.3.4", "1.2.3.4:80", "[2001:db8::1]:80" or "2001:db8::1".

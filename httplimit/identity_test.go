@@ -10,6 +10,7 @@ import (
 	"encoding/pem"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"net/netip"
 	"strings"
 	"testing"
@@ -67,8 +68,8 @@ func TestForwardedAddressesAreBelievedOnlyFromTrustedProxies(t *testing.T) {
 			"10.1.2.3:4000", map[string]string{"X-Forwarded-For": "1.1.1.1, 198.51.100.1"}, "ip:198.51.100.1"},
 		{"a chain of trusted proxies is walked from the right",
 			"10.1.2.3:4000", map[string]string{"X-Forwarded-For": "198.51.100.1, 10.9.9.9"}, "ip:198.51.100.1"},
-		{"Forwarded is preferred and understands IPv6 with a port",
-			"[fd00::1]:4000", map[string]string{"Forwarded": `for="[2001:db8::17]:4711";proto=https`, "X-Forwarded-For": "198.51.100.1"}, "ip:2001:db8::17"},
+		{"Forwarded is not read by default",
+			"[fd00::1]:4000", map[string]string{"Forwarded": `for="[2001:db8::17]:4711";proto=https`, "X-Forwarded-For": "198.51.100.1"}, "ip:198.51.100.1"},
 		{"an unreadable hop stops at the trusted proxy that added it",
 			"10.1.2.3:4000", map[string]string{"X-Forwarded-For": "198.51.100.1, garbage"}, "ip:10.1.2.3"},
 		{"a trusted proxy without forwarding headers is the client",
@@ -409,5 +410,282 @@ func TestAUserOrTierHeaderWithoutTrustedHeaderPeersIsRefused(t *testing.T) {
 				t.Fatalf("NewPolicy: %v, want an error naming %q", err, c.want)
 			}
 		})
+	}
+}
+
+// behindALoadBalancer is a policy of 2 a minute behind a load balancer at
+// 10.0.0.0/8 that appends X-Forwarded-For and passes any other header
+// through, as load balancers do.
+func behindALoadBalancer(t *testing.T, id IdentityConfig, store limiter.Store) (http.Handler, *records) {
+	t.Helper()
+	id.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}
+	_, h, rec := setup(t, PolicyConfig{
+		Store:    store,
+		Classes:  []Class{oneClass("default", limiter.PerMinute(limiter.FixedWindow, 2))},
+		Identity: id,
+	}, newClock())
+	return h, rec
+}
+
+// viaLB sends a request through the load balancer at 10.1.2.3 from client,
+// the address the load balancer appends to X-Forwarded-For, with the
+// client's own extra headers.
+func viaLB(h http.Handler, client string, hdr map[string]string) *httptest.ResponseRecorder {
+	all := map[string]string{"X-Forwarded-For": client}
+	for k, v := range hdr {
+		all[k] = v
+	}
+	return do(h, "GET", "/", "10.1.2.3:4000", all)
+}
+
+func TestAClientsForwardedHeaderPicksNoKeyBehindALoadBalancer(t *testing.T) {
+	t.Run("a new for= on every request buys no fresh budget", func(t *testing.T) {
+		h, rec := behindALoadBalancer(t, IdentityConfig{}, nil)
+		var codes []int
+		for i := 0; i < 5; i++ {
+			w := viaLB(h, "203.0.113.50", map[string]string{"Forwarded": fmt.Sprintf("for=198.51.100.%d", i+1)})
+			codes = append(codes, w.Code)
+			if got := clientOf(lastKey(t, rec)); got != "ip:203.0.113.50" {
+				t.Errorf("request %d keyed by %q, want ip:203.0.113.50, the address the load balancer saw", i+1, got)
+			}
+		}
+		if fmt.Sprint(codes) != "[200 200 429 429 429]" {
+			t.Errorf("statuses %v, want [200 200 429 429 429]: one client, one budget of 2", codes)
+		}
+	})
+	t.Run("for=<victim> spends the attacker's budget, not the victim's", func(t *testing.T) {
+		h, _ := behindALoadBalancer(t, IdentityConfig{}, nil)
+		for i := 0; i < 3; i++ {
+			viaLB(h, "203.0.113.50", map[string]string{"Forwarded": "for=198.51.100.99"})
+		}
+		w := viaLB(h, "198.51.100.99", nil)
+		if w.Code != 200 || w.Header().Get("X-RateLimit-Remaining") != "1" {
+			t.Errorf("the victim's first request: status %d, remaining %q; want 200 and 1: its budget untouched", w.Code, w.Header().Get("X-RateLimit-Remaining"))
+		}
+	})
+	t.Run("for=unknown, for=_hidden or no for= keep each client in its own bucket", func(t *testing.T) {
+		h, rec := behindALoadBalancer(t, IdentityConfig{}, nil)
+		for i, fwd := range []string{"for=unknown", "for=_hidden", "proto=https", `for="_x";by=10.1.2.3`} {
+			client := fmt.Sprintf("203.0.113.%d", 60+i)
+			for j := 0; j < 2; j++ {
+				if w := viaLB(h, client, map[string]string{"Forwarded": fwd}); w.Code != 200 {
+					t.Errorf("Forwarded: %s from %s, request %d: status %d, want 200: a bucket of its own", fwd, client, j+1, w.Code)
+				}
+			}
+			if got := clientOf(lastKey(t, rec)); got != "ip:"+client {
+				t.Errorf("Forwarded: %s keyed by %q, want ip:%s", fwd, got, client)
+			}
+		}
+		// The load balancer's own requests (health checks) are untouched.
+		w := do(h, "GET", "/", "10.1.2.3:4000", nil)
+		if w.Code != 200 || w.Header().Get("X-RateLimit-Remaining") != "1" {
+			t.Errorf("the load balancer's own request: status %d, remaining %q; want 200 and 1", w.Code, w.Header().Get("X-RateLimit-Remaining"))
+		}
+	})
+}
+
+func TestIPv6ClientsAreKeyedByTheirSlash64(t *testing.T) {
+	t.Run("five addresses of one /64 share one budget", func(t *testing.T) {
+		h, rec := behindALoadBalancer(t, IdentityConfig{}, nil)
+		var codes []int
+		for i := 1; i <= 5; i++ {
+			codes = append(codes, viaLB(h, fmt.Sprintf("2001:db8:1:2::%x", i*0x1111), nil).Code)
+			if got := clientOf(lastKey(t, rec)); got != "ip:2001:db8:1:2::/64" {
+				t.Errorf("address %d keyed by %q, want ip:2001:db8:1:2::/64", i, got)
+			}
+		}
+		if fmt.Sprint(codes) != "[200 200 429 429 429]" {
+			t.Errorf("statuses %v, want [200 200 429 429 429]: one /64, one budget", codes)
+		}
+		if w := viaLB(h, "2001:db8:1:3::1", nil); w.Code != 200 {
+			t.Errorf("the next /64: status %d, want 200: a budget of its own", w.Code)
+		}
+	})
+	t.Run("zoned forms of an address are one key", func(t *testing.T) {
+		_, h, rec := setup(t, PolicyConfig{Classes: []Class{oneClass("default", limiter.PerMinute(limiter.FixedWindow, 2))}}, newClock())
+		var codes []int
+		for _, remote := range []string{"[fe80::1%a]:4000", "[fe80::1%b]:4000", "[fe80::1]:4000"} {
+			codes = append(codes, do(h, "GET", "/", remote, nil).Code)
+			if got := clientOf(lastKey(t, rec)); got != "ip:fe80::/64" {
+				t.Errorf("%s keyed by %q, want ip:fe80::/64", remote, got)
+			}
+		}
+		if fmt.Sprint(codes) != "[200 200 429]" {
+			t.Errorf("statuses %v, want [200 200 429]", codes)
+		}
+	})
+	t.Run("a flood from one /64 does not evict other clients' spent budgets", func(t *testing.T) {
+		clk := newClock()
+		store := limiter.NewMemoryStore(limiter.MemoryConfig{Now: clk.Now, Shards: 1, MaxKeys: 8})
+		h, _ := behindALoadBalancer(t, IdentityConfig{}, store)
+		for i := 0; i < 2; i++ {
+			viaLB(h, "198.51.100.7", nil)
+		}
+		if w := viaLB(h, "198.51.100.7", nil); w.Code != 429 {
+			t.Fatalf("198.51.100.7 after its budget: status %d, want 429", w.Code)
+		}
+		for i := 0; i < 200; i++ {
+			viaLB(h, fmt.Sprintf("2001:db8:1:2::%x", i+1), nil)
+		}
+		if w := viaLB(h, "198.51.100.7", nil); w.Code != 429 {
+			t.Errorf("198.51.100.7 after a flood of 200 addresses of one /64: status %d, want 429: its spent budget kept", w.Code)
+		}
+	})
+}
+
+func TestTheClientAddressComesFromTheOneConfiguredHeader(t *testing.T) {
+	lb := []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("fd00::/8")}
+	cases := []struct {
+		name   string
+		id     IdentityConfig
+		remote string
+		hdr    map[string][]string
+		want   string
+	}{
+		{"Forwarded, when configured, understands IPv6 with a port",
+			IdentityConfig{ClientIPHeader: "Forwarded"}, "[fd00::1]:4000",
+			map[string][]string{"Forwarded": {`for="[2001:db8::17]:4711";proto=https`}, "X-Forwarded-For": {"198.51.100.1"}}, "ip:2001:db8::/64"},
+		{"Forwarded, when configured, is walked from the right past trusted proxies",
+			IdentityConfig{ClientIPHeader: "forwarded"}, "10.1.2.3:4000",
+			map[string][]string{"Forwarded": {"for=1.1.1.1", "for=198.51.100.1;proto=http, for=10.9.9.9"}}, "ip:198.51.100.1"},
+		{"Forwarded, when configured, falls back to the peer on for=_hidden",
+			IdentityConfig{ClientIPHeader: "Forwarded"}, "10.1.2.3:4000",
+			map[string][]string{"Forwarded": {"for=198.51.100.1, for=_hidden, for=10.9.9.9"}}, "ip:10.1.2.3"},
+		{"X-Forwarded-For is not read when Forwarded is configured",
+			IdentityConfig{ClientIPHeader: "Forwarded"}, "10.1.2.3:4000",
+			map[string][]string{"X-Forwarded-For": {"198.51.100.1"}}, "ip:10.1.2.3"},
+		{"X-Real-IP from a trusted proxy is the client",
+			IdentityConfig{ClientIPHeader: "X-Real-IP"}, "10.1.2.3:4000",
+			map[string][]string{"X-Real-IP": {"198.51.100.1"}, "X-Forwarded-For": {"198.51.100.2"}, "Forwarded": {"for=198.51.100.3"}}, "ip:198.51.100.1"},
+		{"X-Real-IP from an untrusted peer is ignored",
+			IdentityConfig{ClientIPHeader: "X-Real-IP"}, "203.0.113.7:4000",
+			map[string][]string{"X-Real-IP": {"198.51.100.1"}}, "ip:203.0.113.7"},
+		{"X-Real-IP sent twice keys by the peer",
+			IdentityConfig{ClientIPHeader: "X-Real-IP"}, "10.1.2.3:4000",
+			map[string][]string{"X-Real-IP": {"198.51.100.1", "198.51.100.2"}}, "ip:10.1.2.3"},
+		{"X-Real-IP holding a list keys by the peer",
+			IdentityConfig{ClientIPHeader: "X-Real-IP"}, "10.1.2.3:4000",
+			map[string][]string{"X-Real-IP": {"198.51.100.1, 198.51.100.2"}}, "ip:10.1.2.3"},
+		{"X-Real-IP: unknown keys by the peer",
+			IdentityConfig{ClientIPHeader: "X-Real-IP"}, "10.1.2.3:4000",
+			map[string][]string{"X-Real-IP": {"unknown"}}, "ip:10.1.2.3"},
+		{"a gateway's own header, in any case",
+			IdentityConfig{ClientIPHeader: "cf-connecting-ip"}, "10.1.2.3:4000",
+			map[string][]string{"Cf-Connecting-Ip": {"2001:db8:5:6::9"}, "X-Forwarded-For": {"198.51.100.2"}}, "ip:2001:db8:5:6::/64"},
+		{"trusted_hops 1: the second address from the right, whatever the trusted networks",
+			IdentityConfig{TrustedHops: 1}, "10.1.2.3:4000",
+			map[string][]string{"X-Forwarded-For": {"1.1.1.1, 198.51.100.1, 172.31.0.9"}}, "ip:198.51.100.1"},
+		{"trusted_hops 1 counts hops across repeated headers",
+			IdentityConfig{TrustedHops: 1}, "10.1.2.3:4000",
+			map[string][]string{"X-Forwarded-For": {"1.1.1.1, 198.51.100.1", "172.31.0.9"}}, "ip:198.51.100.1"},
+		{"trusted_hops 2 skips two",
+			IdentityConfig{TrustedHops: 2}, "10.1.2.3:4000",
+			map[string][]string{"X-Forwarded-For": {"198.51.100.1, 10.9.9.9, 172.31.0.9"}}, "ip:198.51.100.1"},
+		{"trusted_hops with fewer hops than it counts keys by the peer",
+			IdentityConfig{TrustedHops: 2}, "10.1.2.3:4000",
+			map[string][]string{"X-Forwarded-For": {"198.51.100.1, 172.31.0.9"}}, "ip:10.1.2.3"},
+		{"trusted_hops: an unreadable client entry keys by the peer",
+			IdentityConfig{TrustedHops: 1}, "10.1.2.3:4000",
+			map[string][]string{"X-Forwarded-For": {"unknown, 172.31.0.9"}}, "ip:10.1.2.3"},
+		{"trusted_hops counts Forwarded elements",
+			IdentityConfig{ClientIPHeader: "Forwarded", TrustedHops: 1}, "10.1.2.3:4000",
+			map[string][]string{"Forwarded": {"for=198.51.100.1, for=_cdn"}}, "ip:198.51.100.1"},
+		{"every hop trusted: the leftmost, which the first proxy saw",
+			IdentityConfig{}, "10.1.2.3:4000",
+			map[string][]string{"X-Forwarded-For": {"10.7.7.7, 10.9.9.9"}}, "ip:10.7.7.7"},
+		{"an empty entry keys by the peer, not by the hop to its left",
+			IdentityConfig{}, "10.1.2.3:4000",
+			map[string][]string{"X-Forwarded-For": {"198.51.100.1, , 10.9.9.9"}}, "ip:10.1.2.3"},
+		{"ipv4_prefix 24 groups a /24",
+			IdentityConfig{IPv4Prefix: 24}, "10.1.2.3:4000",
+			map[string][]string{"X-Forwarded-For": {"198.51.100.77"}}, "ip:198.51.100.0/24"},
+		{"ipv6_prefix 128 keys one address, as IPv4 is",
+			IdentityConfig{IPv6Prefix: 128}, "10.1.2.3:4000",
+			map[string][]string{"X-Forwarded-For": {"2001:db8::17"}}, "ip:2001:db8::17"},
+		{"ipv6_prefix 48",
+			IdentityConfig{IPv6Prefix: 48}, "10.1.2.3:4000",
+			map[string][]string{"X-Forwarded-For": {"2001:db8:1:ffff::17"}}, "ip:2001:db8:1::/48"},
+		{"an IPv4-mapped IPv6 address is IPv4",
+			IdentityConfig{}, "10.1.2.3:4000",
+			map[string][]string{"X-Forwarded-For": {"::ffff:198.51.100.1"}}, "ip:198.51.100.1"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			id := c.id
+			id.TrustedProxies = lb
+			_, h, rec := setup(t, PolicyConfig{Identity: id}, newClock())
+			r := newRequest("GET", "/", c.remote)
+			for k, vs := range c.hdr {
+				for _, v := range vs {
+					r.Header.Add(k, v)
+				}
+			}
+			h.ServeHTTP(newRecorder(), r)
+			if got := clientOf(lastKey(t, rec)); got != c.want {
+				t.Errorf("keyed by %q, want %q", got, c.want)
+			}
+		})
+	}
+}
+
+func TestBadClientAddressSettingsAreRefused(t *testing.T) {
+	store := limiter.NewMemoryStore(limiter.MemoryConfig{})
+	lb := []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}
+	cases := []struct {
+		name string
+		id   IdentityConfig
+		want string
+	}{
+		{"a header name with a space", IdentityConfig{TrustedProxies: lb, ClientIPHeader: "X Real IP"}, `ClientIPHeader "X Real IP" is not a header name`},
+		{"a header name with a colon", IdentityConfig{TrustedProxies: lb, ClientIPHeader: "X-Real-IP:"}, "is not a header name"},
+		{"negative trusted hops", IdentityConfig{TrustedProxies: lb, TrustedHops: -1}, "TrustedHops -1: must be 0 or more"},
+		{"trusted hops of a one-address header", IdentityConfig{TrustedProxies: lb, ClientIPHeader: "X-Real-IP", TrustedHops: 1}, "holds one address"},
+		{"a client address header no peer may send", IdentityConfig{ClientIPHeader: "X-Real-IP"}, "TrustedProxies, which is empty"},
+		{"trusted hops no peer may send", IdentityConfig{TrustedHops: 1}, "TrustedProxies, which is empty"},
+		{"an IPv4 prefix too short", IdentityConfig{IPv4Prefix: 8}, "IPv4Prefix 8: must be 16 to 32"},
+		{"an IPv4 prefix too long", IdentityConfig{IPv4Prefix: 33}, "IPv4Prefix 33"},
+		{"an IPv6 prefix too short", IdentityConfig{IPv6Prefix: 16}, "IPv6Prefix 16: must be 32 to 128"},
+		{"an IPv6 prefix too long", IdentityConfig{IPv6Prefix: 129}, "IPv6Prefix 129"},
+		{"a negative prefix", IdentityConfig{IPv6Prefix: -64}, "IPv6Prefix -64"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := NewPolicy(PolicyConfig{Store: store, Identity: c.id})
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("NewPolicy: %v, want an error saying %q", err, c.want)
+			}
+		})
+	}
+}
+
+func TestTheDecisionAPIAndResetGroupAnAddressKeyAsTheMiddlewareDoes(t *testing.T) {
+	m, h, _ := setup(t, PolicyConfig{Classes: []Class{oneClass("default", limiter.PerMinute(limiter.FixedWindow, 2))}}, newClock())
+	api := m.CheckHandler()
+	// The proxy path spends the budget of 2001:db8:1:2::1's /64.
+	for i := 0; i < 2; i++ {
+		do(h, "GET", "/", "[2001:db8:1:2::1]:4000", nil)
+	}
+	if w := postCheck(api, "", `{"key":"ip:2001:db8:1:2::77","endpoint":"GET /"}`); w.Code != 429 {
+		t.Errorf("the decision API for another address of the /64: %d %s, want 429: the budget the proxy spent", w.Code, w.Body)
+	}
+	if w := postCheck(api, "", `{"key":"ip:2001:db8:1:3::1","endpoint":"GET /"}`); w.Code != 200 {
+		t.Errorf("the decision API for the next /64: %d %s, want 200", w.Code, w.Body)
+	}
+	if _, err := m.ResetClient(context.Background(), "ip:2001:db8:1:2::ffff", ""); err != nil {
+		t.Fatal(err)
+	}
+	if w := do(h, "GET", "/", "[2001:db8:1:2::1]:4000", nil); w.Code != 200 {
+		t.Errorf("after a reset of another address of the /64: status %d, want 200: the /64's budget given back", w.Code)
+	}
+	if w := postCheck(api, "", `{"key":"ip:2001:db8:1:2::/64","endpoint":"GET /"}`); w.Code != 200 || w.Header().Get("X-RateLimit-Remaining") != "0" {
+		t.Errorf("the decision API for the /64's key as the proxy names it: %d, remaining %q; want 200 and 0: the same budget", w.Code, w.Header().Get("X-RateLimit-Remaining"))
+	}
+	// Keys that are not one address are the caller's, as they are.
+	for _, key := range []string{"ip:2001:db8:9:9::/64", "ip:not-an-address", "user:2001:db8:1:2::1"} {
+		for i, want := range []int{200, 200, 429} {
+			if w := postCheck(api, "", fmt.Sprintf(`{"key":%q,"endpoint":"GET /x"}`, key)); w.Code != want {
+				t.Errorf("key %s, check %d: %d, want %d", key, i+1, w.Code, want)
+			}
+		}
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"net/netip"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -79,16 +78,6 @@ func (m *Middleware) Swap(p *Policy) {
 	if m.onPolicy != nil {
 		m.onPolicy(p)
 	}
-}
-
-// ipKey is the client part of a limiter key for the address a, "ip:" and
-// the address, built with one allocation.
-func ipKey(a netip.Addr) string {
-	if !a.IsValid() {
-		return "ip:" + a.String()
-	}
-	var buf [64]byte
-	return string(a.AppendTo(append(buf[:0], "ip:"...)))
 }
 
 // outcome is one decision with everything needed to answer and record it.

@@ -32,7 +32,8 @@ type ResetState struct {
 var ErrUnknownClass = errors.New("no such class")
 
 // ResetClient forgets every budget the policy keeps for client (a key as
-// the identity gives it, such as "user:42" or "ip:10.0.0.1"): under every
+// the identity gives it, such as "user:42" or "ip:10.0.0.1"; an "ip:" key
+// naming one address is grouped as the middleware groups it): under every
 // class (or only class, when not empty), every plan tier and every
 // endpoint, for the configured limit and for any live change (enforced or
 // in shadow). Its next requests find full quotas. It returns the states
@@ -41,6 +42,7 @@ var ErrUnknownClass = errors.New("no such class")
 // the states forgotten so far. Safe for concurrent use.
 func (m *Middleware) ResetClient(ctx context.Context, client, className string) ([]ResetState, error) {
 	p := m.policy.Load()
+	client = p.identity.clientKey(client)
 	var classes []*class
 	for _, c := range p.classes {
 		if className == "" || c.name == className {
