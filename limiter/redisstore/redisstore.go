@@ -400,6 +400,14 @@ func (s *Store) run(ctx context.Context, via processor, sc *script, args []any, 
 		args[0], args[1] = "eval", sc.srcArg
 		ints, err = s.call(ctx, via, args, raw, dst)
 	}
+	// A migrating slot: Redis ran nothing (see sender.singly).
+	for backoff := tryAgainFirst; isTryAgain(err) && retryWait(ctx, backoff); backoff = min(2*backoff, tryAgainMax) {
+		ints, err = s.call(ctx, via, args, raw, dst)
+		if isNoScript(err) {
+			args[0], args[1] = "eval", sc.srcArg
+			ints, err = s.call(ctx, via, args, raw, dst)
+		}
+	}
 	return ints, err
 }
 
@@ -464,13 +472,22 @@ func (s *Store) noteError(err error) {
 	s.cc.ReloadState(context.Background())
 }
 
-// isRedirect reports whether err is a Cluster redirection (MOVED or ASK).
-func isRedirect(err error) bool {
-	if err == nil {
-		return false
-	}
-	msg := err.Error()
-	return strings.HasPrefix(msg, "MOVED ") || strings.HasPrefix(msg, "ASK ")
+// isMoved reports whether err is a Cluster MOVED redirection: the slot
+// is served by another master now.
+func isMoved(err error) bool { return errorPrefix(err, "MOVED ") }
+
+// isAsk reports whether err is a Cluster ASK redirection: the slot is
+// migrating and the keys asked for are on the importing master.
+func isAsk(err error) bool { return errorPrefix(err, "ASK ") }
+
+// isTryAgain reports whether err is a Cluster TRYAGAIN: the slot is
+// migrating and a command's keys are split between the two masters (or
+// not all on the importing one yet). Redis ran nothing.
+func isTryAgain(err error) bool { return errorPrefix(err, "TRYAGAIN") }
+
+// errorPrefix reports whether err's message starts with prefix.
+func errorPrefix(err error, prefix string) bool {
+	return err != nil && strings.HasPrefix(err.Error(), prefix)
 }
 
 // staleMapError reports whether err from a Cluster call may come from a
