@@ -618,7 +618,7 @@ type sender struct {
 	// pending and cmds are reused by singly.
 	pending []*request
 	cmds    []*redis.Cmd
-	enc    encoder
+	enc     encoder
 	// deadline is the context of a batch on the warm connection.
 	deadline deadlineCtx
 	// cancel and traceEnd end the current batch's context and trace.
