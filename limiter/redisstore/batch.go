@@ -957,7 +957,8 @@ func (sd *sender) exec(ctx context.Context) {
 	for gi := range sd.groups {
 		sd.groups[gi].cmd = sd.newCmd(ctx, &sd.groups[gi])
 	}
-	if len(sd.groups) == 1 {
+	s := sd.b.s
+	if len(sd.groups) == 1 && s.wait == nil {
 		_ = sd.via.Process(ctx, sd.groups[0].cmd)
 		return
 	}
@@ -965,7 +966,24 @@ func (sd *sender) exec(ctx context.Context) {
 	for gi := range sd.groups {
 		_ = pipe.Process(ctx, sd.groups[gi].cmd)
 	}
+	var wait *redis.IntCmd
+	if s.wait != nil {
+		// After every group: it waits for all of this connection's writes.
+		wait = redis.NewIntCmd(ctx, s.wait...)
+		_ = pipe.Process(ctx, wait)
+	}
 	_, _ = pipe.Exec(ctx)
+	if wait != nil {
+		n := 0
+		for gi := range sd.groups {
+			if sd.groups[gi].cmd.Err() == nil {
+				n += len(sd.groups[gi].members)
+			}
+		}
+		if n > 0 {
+			s.waited(wait, n)
+		}
+	}
 }
 
 // replyInts reads a group's reply into sd.ints.
