@@ -52,6 +52,12 @@
 // Config.ClusterRefreshMinInterval, so decisions reach a promoted replica
 // within moments of its promotion.
 //
+// While a slot migrates, a batch call whose keys are split between the
+// two masters is answered TRYAGAIN (and one whose keys moved, ASK): Redis
+// ran nothing, so the group's decisions are sent again one call each,
+// following ASK, and a call answered TRYAGAIN is sent again after a short
+// backoff within the decision's deadline (sender.singly).
+//
 // # Keys
 //
 // A decision for key k under algorithm a touches
