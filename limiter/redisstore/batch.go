@@ -178,6 +178,11 @@ func (s *Store) direct(ctx context.Context, r *request, timeout time.Duration) (
 		via = conn
 	}
 	ints, err := s.run(ctx, via, &sc.single, r.cmdArgs(), &r.raw, r.ints[:0])
+	// A migrating slot that splits the decision's keys: Redis ran nothing
+	// (see sender.singly).
+	for backoff := tryAgainFirst; isTryAgain(err) && retryWait(ctx, backoff); backoff = min(2*backoff, tryAgainMax) {
+		ints, err = s.run(ctx, via, &sc.single, r.cmdArgs(), &r.raw, ints)
+	}
 	r.ints = ints
 	s.direct1.give(conn, err)
 	if err != nil {
@@ -1012,6 +1017,10 @@ func (sd *sender) replyInts(g *group) error {
 func (sd *sender) deliverGroup(ctx context.Context, g *group) error {
 	s := sd.b.s
 	err := sd.replyInts(g)
+	if isNoScript(err) {
+		g.args[0], g.args[1] = "eval", s.algs[g.alg].batch.srcArg
+		sd.ints, err = s.call(ctx, sd.via, g.args, g.raw, sd.ints)
+	}
 	if sd.node != nil && isMoved(err) {
 		// The slot moved: the cluster client follows the redirection, and
 		// the slot map is reloaded.
@@ -1025,10 +1034,6 @@ func (sd *sender) deliverGroup(ctx context.Context, g *group) error {
 		// goes on its own, which a migration splits no more than MIGRATE
 		// splits its keys.
 		return sd.singly(ctx, g)
-	}
-	if isNoScript(err) {
-		g.args[0], g.args[1] = "eval", s.algs[g.alg].batch.srcArg
-		sd.ints, err = s.call(ctx, sd.via, g.args, g.raw, sd.ints)
 	}
 	if err == nil && len(sd.ints) != replyLen*len(g.members) {
 		err = errors.New("unexpected batch reply length")

@@ -479,14 +479,6 @@ func (s *Store) run(ctx context.Context, via processor, sc *script, args []any, 
 		args[0], args[1] = "eval", sc.srcArg
 		ints, err = s.call(ctx, via, args, raw, dst)
 	}
-	// A migrating slot: Redis ran nothing (see sender.singly).
-	for backoff := tryAgainFirst; isTryAgain(err) && retryWait(ctx, backoff); backoff = min(2*backoff, tryAgainMax) {
-		ints, err = s.call(ctx, via, args, raw, dst)
-		if isNoScript(err) {
-			args[0], args[1] = "eval", sc.srcArg
-			ints, err = s.call(ctx, via, args, raw, dst)
-		}
-	}
 	return ints, err
 }
 
