@@ -251,6 +251,17 @@ type Redis struct {
 	// Cluster says how a Redis Cluster's slot map is followed (with
 	// cluster_addrs only).
 	Cluster RedisCluster `koanf:"cluster"`
+	// Durability is what a decision waits for before it is answered:
+	// "none" (the primary ran its script; Redis replicates
+	// asynchronously, so a failover can lose the last writes) or "wait"
+	// (WAIT 1 DurabilityTimeout after each script call: one replica holds
+	// the write, or the timeout passed). "wait" is for url or
+	// sentinel_addrs, not cluster_addrs. Default "none".
+	Durability string `koanf:"durability"`
+	// DurabilityTimeout bounds the wait of durability "wait"; a write no
+	// replica acknowledged by then still counts. > 0 and below
+	// store.timeout; default 50ms.
+	DurabilityTimeout time.Duration `koanf:"durability_timeout"`
 }
 
 // RedisCluster configures how the Redis store follows a Cluster's slot
@@ -598,6 +609,10 @@ func defaults() map[string]any {
 		// Redis decisions share script calls unless configured.
 		"store.redis.batch.max_size": redisstore.DefaultBatchMaxSize,
 		"store.redis.batch.senders":  redisstore.DefaultBatchSenders,
+
+		// A decision is answered once the primary ran its script.
+		"store.redis.durability":         "none",
+		"store.redis.durability_timeout": redisstore.DefaultDurabilityTimeout.String(),
 
 		// A refused connection fails at once; a Cluster's slot map is
 		// reloaded as soon as a failed call says it may be stale.

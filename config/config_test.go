@@ -472,3 +472,28 @@ func TestTheClientAddressSettingsReachThePolicy(t *testing.T) {
 		}
 	})
 }
+
+func TestRedisDurabilityIsNoneByDefaultAndWaitIsBoundedAndNamed(t *testing.T) {
+	if def := Default().RedisStoreConfig(); def.Durability != redisstore.DurabilityNone {
+		t.Fatalf("default durability %v, want none", def.Durability)
+	}
+	file := filepath.Join(t.TempDir(), "rl.yaml")
+	c, err := Parse(file, []byte("store: {type: redis, redis: {url: \"redis://127.0.0.1:1\", durability: wait, durability_timeout: 20ms}}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.RedisStoreConfig(); got.Durability != redisstore.DurabilityWait || got.DurabilityTimeout != 20*time.Millisecond {
+		t.Fatalf("RedisStoreConfig() = %+v, want durability wait for 20ms", got)
+	}
+	for _, tc := range []struct{ yaml, want string }{
+		{"{url: \"redis://127.0.0.1:1\", durability: always}", `store.redis.durability: must be none or wait, got "always"`},
+		{"{url: \"redis://127.0.0.1:1\", durability: wait, durability_timeout: 0s}", "store.redis.durability_timeout: must be at least 1ms and below store.timeout"},
+		{"{url: \"redis://127.0.0.1:1\", durability: wait, durability_timeout: 1s}", "store.redis.durability_timeout: must be at least 1ms and below store.timeout"},
+		{"{cluster_addrs: [\"127.0.0.1:1\"], durability: wait}", "store.redis.durability: wait is not supported with store.redis.cluster_addrs"},
+	} {
+		_, err := Parse(file, []byte("store: {type: redis, redis: "+tc.yaml+"}\n"))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: error %v, want one containing %q", tc.yaml, err, tc.want)
+		}
+	}
+}

@@ -208,6 +208,9 @@ func (c *Config) validatePeer(e *errs, name string, p Redis) {
 	if p.Batch != (RedisBatch{}) {
 		e.add(key+".batch", "every region uses store.redis.batch; remove it here")
 	}
+	if p.Durability != "" || p.DurabilityTimeout != 0 {
+		e.add(key+".durability", "every region uses store.redis.durability and durability_timeout; remove them here")
+	}
 	if _, err := c.redisClientConfig(p); err != nil {
 		var fe *fieldError
 		if errors.As(err, &fe) {

@@ -190,17 +190,38 @@ func (c *Config) validateStore(e *errs) {
 	if b := s.Redis.Batch; b.Senders < 1 || b.Senders > MaxRedisBatchSenders {
 		e.add("store.redis.batch.senders", "must be between 1 and %d, got %d", MaxRedisBatchSenders, b.Senders)
 	}
+	switch r := s.Redis; r.Durability {
+	case "none":
+	case "wait":
+		if len(r.ClusterAddrs) > 0 {
+			e.add("store.redis.durability", "wait is not supported with store.redis.cluster_addrs")
+		}
+		for name, p := range c.Region.Peers {
+			if len(p.ClusterAddrs) > 0 {
+				e.add("store.redis.durability", "wait is not supported with region.peers.%s.cluster_addrs", name)
+			}
+		}
+		if r.DurabilityTimeout < time.Millisecond || r.DurabilityTimeout >= s.Timeout {
+			e.add("store.redis.durability_timeout", "must be at least 1ms and below store.timeout (%s), got %s", s.Timeout, r.DurabilityTimeout)
+		}
+	default:
+		e.add("store.redis.durability", "must be none or wait, got %q", r.Durability)
+	}
 }
 
-// RedisStoreConfig returns the Redis store's settings: the key prefix and
-// how decisions are batched.
+// RedisStoreConfig returns the Redis store's settings: the key prefix,
+// how decisions are batched and what they wait for (durability).
 func (c *Config) RedisStoreConfig() redisstore.Config {
 	r := c.Store.Redis
-	return redisstore.Config{
+	sc := redisstore.Config{
 		Prefix:                    r.Prefix,
 		Batch:                     redisstore.BatchConfig{Disabled: r.Batch.Disabled, MaxSize: r.Batch.MaxSize, Senders: r.Batch.Senders},
 		ClusterRefreshMinInterval: r.Cluster.RefreshMinInterval,
 	}
+	if r.Durability == "wait" {
+		sc.Durability, sc.DurabilityTimeout = redisstore.DurabilityWait, r.DurabilityTimeout
+	}
+	return sc
 }
 
 // RedisClientConfig returns how to reach Redis, reading the password file.

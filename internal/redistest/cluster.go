@@ -445,3 +445,81 @@ func (c *ClusterServers) MoveEmptySlot(slot, to int) error {
 	}
 	return nil
 }
+
+// MigrateConfig paces a slot migration (ClusterServers.MigrateSlot).
+type MigrateConfig struct {
+	// Chunk is how many keys one MIGRATE moves. Default 10.
+	Chunk int
+	// Pause is how long the migration waits after each chunk, which
+	// stretches the window in which the slot's keys are split between
+	// the two masters (the source answers ASK for the moved ones, and
+	// TRYAGAIN for a multi-key command whose keys are on both sides), as
+	// an operator's rate-limited resharding does. Default 0.
+	Pause time.Duration
+}
+
+// MigrateSlot moves slot, with its keys, from the master that serves it
+// now to master to (an index in Nodes), by hand as `redis-cli --cluster
+// reshard` does: CLUSTER SETSLOT IMPORTING on the target and MIGRATING on
+// the source, then MIGRATE of the slot's keys in chunks (CLUSTER
+// GETKEYSINSLOT) until the source holds none, then CLUSTER SETSLOT NODE
+// on every running master, the target first. Keys written to the slot
+// while it migrates are moved too: the source keeps serving the keys it
+// still holds. It returns once every master gives the slot to the target.
+func (c *ClusterServers) MigrateSlot(slot, to int, cfg MigrateConfig) error {
+	if cfg.Chunk <= 0 {
+		cfg.Chunk = 10
+	}
+	port, err := c.slotOwnerPort(slot)
+	if err != nil {
+		return err
+	}
+	from := -1
+	for i, s := range c.Nodes {
+		if s.Port() == port {
+			from = i
+		}
+	}
+	if from < 0 || from == to {
+		return fmt.Errorf("migrate slot %d: served by port %d, not by another master than %d", slot, port, to)
+	}
+	src, dst := c.Nodes[from], c.Nodes[to]
+	sl := strconv.Itoa(slot)
+	if _, err := dst.Do("CLUSTER", "SETSLOT", sl, "IMPORTING", c.ids[src]); err != nil {
+		return fmt.Errorf("CLUSTER SETSLOT %d IMPORTING on %s: %w", slot, dst.Addr(), err)
+	}
+	if _, err := src.Do("CLUSTER", "SETSLOT", sl, "MIGRATING", c.ids[dst]); err != nil {
+		return fmt.Errorf("CLUSTER SETSLOT %d MIGRATING on %s: %w", slot, src.Addr(), err)
+	}
+	for {
+		r, err := src.Do("CLUSTER", "GETKEYSINSLOT", sl, strconv.Itoa(cfg.Chunk))
+		if err != nil {
+			return fmt.Errorf("CLUSTER GETKEYSINSLOT %d on %s: %w", slot, src.Addr(), err)
+		}
+		keys, _ := r.([]any)
+		if len(keys) == 0 {
+			break
+		}
+		args := []string{"MIGRATE", "127.0.0.1", strconv.Itoa(dst.Port()), "", "0", "5000", "KEYS"}
+		for _, k := range keys {
+			ks, _ := k.(string)
+			args = append(args, ks)
+		}
+		if _, err := src.Do(args...); err != nil {
+			return fmt.Errorf("MIGRATE %d keys of slot %d from %s to %s: %w", len(keys), slot, src.Addr(), dst.Addr(), err)
+		}
+		if cfg.Pause > 0 {
+			time.Sleep(cfg.Pause)
+		}
+	}
+	order := append([]*Server{dst}, c.Nodes...)
+	for _, s := range order {
+		if !s.Running() {
+			continue
+		}
+		if _, err := s.Do("CLUSTER", "SETSLOT", sl, "NODE", c.ids[dst]); err != nil {
+			return fmt.Errorf("CLUSTER SETSLOT %d NODE %s on %s: %w", slot, c.ids[dst], s.Addr(), err)
+		}
+	}
+	return nil
+}

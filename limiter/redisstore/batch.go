@@ -178,6 +178,11 @@ func (s *Store) direct(ctx context.Context, r *request, timeout time.Duration) (
 		via = conn
 	}
 	ints, err := s.run(ctx, via, &sc.single, r.cmdArgs(), &r.raw, r.ints[:0])
+	// A migrating slot that splits the decision's keys: Redis ran nothing
+	// (see sender.singly).
+	for backoff := tryAgainFirst; isTryAgain(err) && retryWait(ctx, backoff); backoff = min(2*backoff, tryAgainMax) {
+		ints, err = s.run(ctx, via, &sc.single, r.cmdArgs(), &r.raw, ints)
+	}
 	r.ints = ints
 	s.direct1.give(conn, err)
 	if err != nil {
@@ -615,7 +620,10 @@ type sender struct {
 	args   []any
 	ints   []int64
 	traced []context.Context // the members' contexts, for BatchTracer
-	enc    encoder
+	// pending and cmds are reused by singly.
+	pending []*request
+	cmds    []*redis.Cmd
+	enc     encoder
 	// deadline is the context of a batch on the warm connection.
 	deadline deadlineCtx
 	// cancel and traceEnd end the current batch's context and trace.
@@ -954,7 +962,8 @@ func (sd *sender) exec(ctx context.Context) {
 	for gi := range sd.groups {
 		sd.groups[gi].cmd = sd.newCmd(ctx, &sd.groups[gi])
 	}
-	if len(sd.groups) == 1 {
+	s := sd.b.s
+	if len(sd.groups) == 1 && s.wait == nil {
 		_ = sd.via.Process(ctx, sd.groups[0].cmd)
 		return
 	}
@@ -962,7 +971,24 @@ func (sd *sender) exec(ctx context.Context) {
 	for gi := range sd.groups {
 		_ = pipe.Process(ctx, sd.groups[gi].cmd)
 	}
+	var wait *redis.IntCmd
+	if s.wait != nil {
+		// After every group: it waits for all of this connection's writes.
+		wait = redis.NewIntCmd(ctx, s.wait...)
+		_ = pipe.Process(ctx, wait)
+	}
 	_, _ = pipe.Exec(ctx)
+	if wait != nil {
+		n := 0
+		for gi := range sd.groups {
+			if sd.groups[gi].cmd.Err() == nil {
+				n += len(sd.groups[gi].members)
+			}
+		}
+		if n > 0 {
+			s.waited(wait, n)
+		}
+	}
 }
 
 // replyInts reads a group's reply into sd.ints.
@@ -991,15 +1017,23 @@ func (sd *sender) replyInts(g *group) error {
 func (sd *sender) deliverGroup(ctx context.Context, g *group) error {
 	s := sd.b.s
 	err := sd.replyInts(g)
-	if sd.node != nil && isRedirect(err) {
-		// The slot moved (or is moving): the cluster client follows the
-		// redirection, and the slot map is reloaded.
-		s.noteError(err)
-		sd.ints, err = s.run(ctx, s.client, &s.algs[g.alg].batch, g.args, g.raw, sd.ints)
-	}
 	if isNoScript(err) {
 		g.args[0], g.args[1] = "eval", s.algs[g.alg].batch.srcArg
 		sd.ints, err = s.call(ctx, sd.via, g.args, g.raw, sd.ints)
+	}
+	if sd.node != nil && isMoved(err) {
+		// The slot moved: the cluster client follows the redirection, and
+		// the slot map is reloaded.
+		s.noteError(err)
+		sd.ints, err = s.run(ctx, s.client, &s.algs[g.alg].batch, g.args, g.raw, sd.ints)
+	}
+	if s.cluster && (isTryAgain(err) || isAsk(err)) {
+		// The slot is migrating and the group's keys are on both sides
+		// (TRYAGAIN), or some are on the importing master (ASK, where the
+		// others would answer TRYAGAIN): Redis ran nothing. Each decision
+		// goes on its own, which a migration splits no more than MIGRATE
+		// splits its keys.
+		return sd.singly(ctx, g)
 	}
 	if err == nil && len(sd.ints) != replyLen*len(g.members) {
 		err = errors.New("unexpected batch reply length")
@@ -1014,4 +1048,96 @@ func (sd *sender) deliverGroup(ctx context.Context, g *group) error {
 		deliver(r, d, derr)
 	}
 	return err
+}
+
+// Backoff of a call that Redis answered TRYAGAIN (see retryWait).
+const (
+	tryAgainFirst = time.Millisecond
+	tryAgainMax   = 8 * time.Millisecond
+)
+
+// retryWait waits backoff before a call answered TRYAGAIN is sent again,
+// and reports false, without waiting, when ctx would end first (its
+// deadline, or its end): the decision then fails with the TRYAGAIN.
+func retryWait(ctx context.Context, backoff time.Duration) bool {
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= backoff {
+		return false
+	}
+	t := time.NewTimer(backoff)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// singly makes each of g's decisions as its own call of its algorithm's
+// single script, pipelined through the cluster client, which follows
+// each call's ASK (to the importing master, with ASKING) or MOVED. A
+// call answered TRYAGAIN (its few keys split by a MIGRATE in progress,
+// or, on the importing master, not all there yet) is sent again after a
+// short backoff (tryAgainFirst doubling up to tryAgainMax) until ctx's
+// deadline, which is the latest member's: a member whose own deadline
+// passes meanwhile has had its answer from its timer. Redis answers
+// TRYAGAIN without running the script, so a call sent again is never
+// counted twice. It returns the last error a member was answered with.
+func (sd *sender) singly(ctx context.Context, g *group) error {
+	s := sd.b.s
+	sc := &s.algs[g.alg].single
+	pending := append(sd.pending[:0], g.members...)
+	defer func() { clear(sd.pending); sd.pending = pending[:0] }()
+	var last error
+	eval := false
+	for backoff := tryAgainFirst; ; backoff = min(2*backoff, tryAgainMax) {
+		pipe := s.cc.Pipeline()
+		sd.cmds = sd.cmds[:0]
+		for _, r := range pending {
+			args := r.cmdArgs()
+			args[0], args[1] = "evalsha", sc.shaArg
+			if eval {
+				args[0], args[1] = "eval", sc.srcArg
+			}
+			c := redis.NewCmd(ctx, args...)
+			c.SetFirstKeyPos(3)
+			sd.cmds = append(sd.cmds, c)
+			_ = pipe.Process(ctx, scriptCmd{c})
+		}
+		_, _ = pipe.Exec(ctx)
+		again := pending[:0]
+		for i, r := range pending {
+			err := sd.cmds[i].Err()
+			switch {
+			case isNoScript(err):
+				eval = true
+				again = append(again, r)
+				continue
+			case isTryAgain(err):
+				last = err
+				again = append(again, r)
+				continue
+			case err == nil:
+				sd.ints, err = anyInts(sd.cmds[i].Val(), sd.ints)
+			}
+			if err != nil {
+				last = err
+				deliver(r, limiter.Decision{}, err)
+				continue
+			}
+			d, derr := r.answer(decodeInts(sd.ints))
+			deliver(r, d, derr)
+		}
+		clear(sd.cmds)
+		pending = again
+		if len(pending) == 0 {
+			return last
+		}
+		if !retryWait(ctx, backoff) {
+			for _, r := range pending {
+				deliver(r, limiter.Decision{}, last)
+			}
+			return last
+		}
+	}
 }

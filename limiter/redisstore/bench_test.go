@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -159,4 +161,53 @@ func redisCPU(b *testing.B, srv *redistest.Server) (cpu float64, calls, usec int
 		}
 	}
 	return cpu, calls, usec
+}
+
+// BenchmarkDecideDurability measures a decision's latency (p50, p99) on a
+// private primary with one replica, from 16 goroutines over 1000 keys,
+// with durability none and wait (WAIT 1 50 after each script call, in
+// the same pipeline).
+func BenchmarkDecideDurability(b *testing.B) {
+	sn := redistest.SentinelWith(b, redistest.SentinelConfig{Replicas: 1})
+	keys := make([]string, 1000)
+	for i := range keys {
+		keys[i] = "bench:" + strconv.Itoa(i)
+	}
+	lim := limiter.Limit{Algorithm: limiter.GCRA, Rate: 1_000_000, Period: time.Second}
+	for _, c := range []struct {
+		name string
+		d    redisstore.Durability
+	}{{"none", redisstore.DurabilityNone}, {"wait", redisstore.DurabilityWait}} {
+		b.Run(c.name, func(b *testing.B) {
+			store := redisstore.NewTestStore(b, redisstore.ClientConfig{URL: sn.Primary.URL()}, redisstore.Config{Durability: c.d})
+			var n atomic.Int64
+			var mu sync.Mutex
+			var lat []time.Duration
+			b.SetParallelism(8) // × GOMAXPROCS goroutines
+			b.RunParallel(func(pb *testing.PB) {
+				ctx := context.Background()
+				var mine []time.Duration
+				for pb.Next() {
+					start := time.Now()
+					if _, err := store.Decide(ctx, keys[n.Add(1)%int64(len(keys))], lim, 1); err != nil {
+						b.Error(err)
+						return
+					}
+					mine = append(mine, time.Since(start))
+				}
+				mu.Lock()
+				lat = append(lat, mine...)
+				mu.Unlock()
+			})
+			if len(lat) == 0 {
+				return
+			}
+			slices.Sort(lat)
+			b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
+			b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
+			if u := store.Unreplicated(); u > 0 {
+				b.Logf("%d writes unreplicated", u)
+			}
+		})
+	}
 }

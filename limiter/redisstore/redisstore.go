@@ -52,6 +52,12 @@
 // Config.ClusterRefreshMinInterval, so decisions reach a promoted replica
 // within moments of its promotion.
 //
+// While a slot migrates, a batch call whose keys are split between the
+// two masters is answered TRYAGAIN (and one whose keys moved, ASK): Redis
+// ran nothing, so the group's decisions are sent again one call each,
+// following ASK, and a call answered TRYAGAIN is sent again after a short
+// backoff within the decision's deadline (sender.singly).
+//
 // # Keys
 //
 // A decision for key k under algorithm a touches
@@ -119,6 +125,57 @@ type Config struct {
 	// BatchTracer, when set, is told of every batch of decisions sent to
 	// Redis; see BatchTracer. Nil: batches carry no trace context.
 	BatchTracer BatchTracer
+	// Durability says whether a decision waits for a replica to hold
+	// its write; see Durability. Default DurabilityNone.
+	Durability Durability
+	// DurabilityTimeout bounds the wait of DurabilityWait. Default
+	// DefaultDurabilityTimeout.
+	DurabilityTimeout time.Duration
+	// ReplicationObserver, when set, is told of the writes no replica
+	// acknowledged within DurabilityTimeout (DurabilityWait only).
+	ReplicationObserver ReplicationObserver
+}
+
+// Durability says what a decision waits for before it is answered.
+type Durability uint8
+
+const (
+	// DurabilityNone answers a decision as soon as the primary ran its
+	// script. Redis replicates asynchronously: a write the primary
+	// accepted but had not yet sent to a replica is lost when that
+	// replica is promoted (a Sentinel failover, manual or not), and so
+	// is every write the old primary accepts until the clients switch.
+	DurabilityNone Durability = iota
+	// DurabilityWait sends WAIT 1 <DurabilityTimeout> after each
+	// script call, on the same connection (in the same pipeline, so it
+	// costs no round trip of its own, only the wait for the replica's
+	// acknowledgement): a decision is answered once at least one replica
+	// holds its write, or once the timeout passes. A write no replica
+	// acknowledged in time still counts (the primary ran the script; the
+	// decision is not undone) and is reported to the
+	// ReplicationObserver. On a single server or Sentinel only: on a
+	// Cluster WAIT would have to follow each redirection, and New
+	// refuses it.
+	DurabilityWait
+)
+
+// DefaultDurabilityTimeout is the default of Config.DurabilityTimeout:
+// half the Limiter's default decision timeout (100 ms), so that a
+// decision whose replica lags still has the other half for its own round
+// trip, and far longer than a healthy replica's acknowledgement (one
+// round trip between primary and replica, under a millisecond on one
+// network).
+const DefaultDurabilityTimeout = 50 * time.Millisecond
+
+// ReplicationObserver is told of the decisions' writes that no replica
+// acknowledged within Config.DurabilityTimeout. The store calls it from
+// its senders and from the deciding goroutines, concurrently; it must be
+// cheap.
+type ReplicationObserver interface {
+	// ObserveUnreplicated reports n decisions whose writes no replica
+	// acknowledged in time (err: the WAIT's own error, nil when it
+	// answered 0 replicas).
+	ObserveUnreplicated(n int, err error)
 }
 
 // DefaultClusterRefreshMinInterval is the default of
@@ -161,6 +218,11 @@ type Store struct {
 	// direct1 is the connection of decisions made alone.
 	direct1  ownConn
 	requests sync.Pool
+	// wait is the WAIT sent after each script call (DurabilityWait), nil
+	// otherwise; unreplicated counts the writes it found unacknowledged.
+	wait         []any
+	replObs      ReplicationObserver
+	unreplicated atomic.Int64
 }
 
 // New returns a Store deciding on client, which may be a *redis.Client, a
@@ -188,6 +250,23 @@ func New(client redis.UniversalClient, cfg Config) (*Store, error) {
 	s.refreshMin = cfg.ClusterRefreshMinInterval
 	if s.refreshMin == 0 {
 		s.refreshMin = DefaultClusterRefreshMinInterval
+	}
+	switch cfg.Durability {
+	case DurabilityNone:
+	case DurabilityWait:
+		if s.cluster {
+			return nil, errors.New("redisstore: durability wait: not supported on a Redis Cluster")
+		}
+		if cfg.DurabilityTimeout == 0 {
+			cfg.DurabilityTimeout = DefaultDurabilityTimeout
+		}
+		if cfg.DurabilityTimeout < time.Millisecond {
+			return nil, fmt.Errorf("redisstore: durability timeout %s: must be at least 1ms", cfg.DurabilityTimeout)
+		}
+		s.wait = []any{"wait", 1, cfg.DurabilityTimeout.Milliseconds()}
+		s.replObs = cfg.ReplicationObserver
+	default:
+		return nil, fmt.Errorf("redisstore: unknown durability %d", cfg.Durability)
 	}
 	c, single := client.(*redis.Client)
 	if single {
@@ -414,6 +493,9 @@ type processor interface {
 // Cluster it goes through go-redis's typed reply, which is what lets
 // go-redis follow MOVED and ASK.
 func (s *Store) call(ctx context.Context, via processor, args []any, raw *bytes.Buffer, dst []int64) ([]int64, error) {
+	if s.wait != nil {
+		return s.callWait(ctx, via, args, raw, dst)
+	}
 	if s.cluster {
 		cmd := redis.NewCmd(ctx, args...)
 		cmd.SetFirstKeyPos(3)
@@ -432,6 +514,42 @@ func (s *Store) call(ctx context.Context, via processor, args []any, raw *bytes.
 	}
 	return parseInts(raw.Bytes(), dst)
 }
+
+// callWait is call followed by the store's WAIT in one pipeline, on one
+// connection (DurabilityWait; never on a Cluster).
+func (s *Store) callWait(ctx context.Context, via processor, args []any, raw *bytes.Buffer, dst []int64) ([]int64, error) {
+	raw.Reset()
+	cmd := redis.NewRawWriteToCmd(ctx, raw, args...)
+	cmd.SetFirstKeyPos(3)
+	wait := redis.NewIntCmd(ctx, s.wait...)
+	pipe := via.Pipeline()
+	_ = pipe.Process(ctx, cmd)
+	_ = pipe.Process(ctx, wait)
+	_, _ = pipe.Exec(ctx)
+	if err := cmd.Err(); err != nil {
+		return dst[:0], err
+	}
+	s.waited(wait, 1)
+	return parseInts(raw.Bytes(), dst)
+}
+
+// waited reports the n writes a WAIT followed as unreplicated when no
+// replica acknowledged them.
+func (s *Store) waited(wait *redis.IntCmd, n int) {
+	replicas, err := wait.Result()
+	if err == nil && replicas >= 1 {
+		return
+	}
+	s.unreplicated.Add(int64(n))
+	if s.replObs != nil {
+		s.replObs.ObserveUnreplicated(n, err)
+	}
+}
+
+// Unreplicated is how many decisions' writes no replica acknowledged
+// within Config.DurabilityTimeout so far (DurabilityWait; 0 otherwise).
+// Safe for concurrent use.
+func (s *Store) Unreplicated() int64 { return s.unreplicated.Load() }
 
 // scriptCmd is a script command on a Cluster: go-redis follows its MOVED
 // and ASK redirections but never sends it again after a network error. A
@@ -464,13 +582,22 @@ func (s *Store) noteError(err error) {
 	s.cc.ReloadState(context.Background())
 }
 
-// isRedirect reports whether err is a Cluster redirection (MOVED or ASK).
-func isRedirect(err error) bool {
-	if err == nil {
-		return false
-	}
-	msg := err.Error()
-	return strings.HasPrefix(msg, "MOVED ") || strings.HasPrefix(msg, "ASK ")
+// isMoved reports whether err is a Cluster MOVED redirection: the slot
+// is served by another master now.
+func isMoved(err error) bool { return errorPrefix(err, "MOVED ") }
+
+// isAsk reports whether err is a Cluster ASK redirection: the slot is
+// migrating and the keys asked for are on the importing master.
+func isAsk(err error) bool { return errorPrefix(err, "ASK ") }
+
+// isTryAgain reports whether err is a Cluster TRYAGAIN: the slot is
+// migrating and a command's keys are split between the two masters (or
+// not all on the importing one yet). Redis ran nothing.
+func isTryAgain(err error) bool { return errorPrefix(err, "TRYAGAIN") }
+
+// errorPrefix reports whether err's message starts with prefix.
+func errorPrefix(err error, prefix string) bool {
+	return err != nil && strings.HasPrefix(err.Error(), prefix)
 }
 
 // staleMapError reports whether err from a Cluster call may come from a

@@ -1,0 +1,103 @@
+package redisstore_test
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/rl-exporter/rl-exporter/internal/redistest"
+	"github.com/rl-exporter/rl-exporter/limiter"
+	"github.com/rl-exporter/rl-exporter/limiter/redisstore"
+)
+
+// countingReplObserver counts the unreplicated writes it is told of.
+type countingReplObserver struct{ n atomic.Int64 }
+
+func (o *countingReplObserver) ObserveUnreplicated(n int, _ error) { o.n.Add(int64(n)) }
+
+// With durability wait, a decision is answered once the replica holds its
+// write: the replica, read right after, has every admission the primary
+// counted, made alone or batched. With the replica stopped, decisions are
+// still answered (and counted) after the durability timeout, and every one
+// of them is reported unreplicated.
+func TestDurabilityWaitAnswersOnceAReplicaHoldsTheWrite(t *testing.T) {
+	sn := redistest.SentinelWith(t, redistest.SentinelConfig{Replicas: 1})
+	obs := new(countingReplObserver)
+	store := redisstore.NewTestStore(t, redisstore.ClientConfig{URL: sn.Primary.URL()}, redisstore.Config{
+		Durability: redisstore.DurabilityWait, DurabilityTimeout: 50 * time.Millisecond, ReplicationObserver: obs,
+	})
+	replica := sn.Replicas[0]
+	ro := redisstore.NewTestStore(t, redisstore.ClientConfig{URL: replica.URL()}, redisstore.Config{Batch: redisstore.BatchConfig{Disabled: true}})
+	lim := limiter.Limit{Algorithm: limiter.FixedWindow, Rate: 1_000_000, Period: time.Hour}
+	run := strconv.FormatInt(time.Now().UnixNano(), 36)
+	ctx := context.Background()
+
+	t.Run("alone", func(t *testing.T) {
+		key := run + ":alone"
+		for i := 1; i <= 20; i++ {
+			if _, err := store.DecideTimeout(ctx, key, lim, 1, time.Second); err != nil {
+				t.Fatal(err)
+			}
+			if got := replicaCount(t, ro, key, lim); got != int64(i) {
+				t.Fatalf("after %d admissions answered, the replica counts %d", i, got)
+			}
+		}
+	})
+	t.Run("batched", func(t *testing.T) {
+		const callers, each = 16, 20
+		var wg sync.WaitGroup
+		for c := 0; c < callers; c++ {
+			wg.Go(func() {
+				key := run + ":b" + strconv.Itoa(c)
+				for i := 1; i <= each; i++ {
+					if _, err := store.DecideTimeout(ctx, key, lim, 1, time.Second); err != nil {
+						t.Error(err)
+						return
+					}
+					if got := replicaCount(t, ro, key, lim); got < int64(i) {
+						t.Errorf("key %s: after %d admissions answered, the replica counts %d", key, i, got)
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+	})
+	if n := store.Unreplicated(); n != 0 || obs.n.Load() != 0 {
+		t.Fatalf("%d writes (%d observed) unreplicated with the replica up", n, obs.n.Load())
+	}
+
+	t.Run("replica stopped", func(t *testing.T) {
+		replica.Freeze()
+		defer replica.Thaw()
+		key := run + ":frozen"
+		const n = 5
+		for i := 0; i < n; i++ {
+			start := time.Now()
+			d, err := store.DecideTimeout(ctx, key, lim, 1, time.Second)
+			if err != nil || !d.Allowed {
+				t.Fatalf("decision with the replica stopped: %+v, %v", d, err)
+			}
+			if took := time.Since(start); took < 50*time.Millisecond || took > 500*time.Millisecond {
+				t.Fatalf("decision took %s with the replica stopped, want the durability timeout (50ms) and little more", took)
+			}
+		}
+		if got := store.Unreplicated(); got != n || obs.n.Load() != n {
+			t.Fatalf("%d writes unreplicated (%d observed), want %d", got, obs.n.Load(), n)
+		}
+	})
+}
+
+// replicaCount is what ro, a store on the replica, holds for key: the
+// limit less the remaining that a peek reads.
+func replicaCount(t *testing.T, ro *redisstore.Store, key string, lim limiter.Limit) int64 {
+	t.Helper()
+	d, err := ro.DecideMode(context.Background(), key, lim, 1, limiter.ModePeek, time.Second)
+	if err != nil {
+		t.Errorf("peek on the replica: %v", err)
+	}
+	return lim.Rate - d.Remaining
+}
