@@ -581,8 +581,16 @@ func defaults() map[string]any {
 		"reload.watch":             true,
 		"reload.interval":          "5s",
 		"rls.response_headers":     true,
-		"region.sync_interval":     "100ms",
-		"region.sync_timeout":      "1s",
+		// What one request, and one connection, can make the gRPC service hold.
+		"rls.max_descriptors":                 32,
+		"rls.max_entries":                     16,
+		"rls.max_overrides":                   1000,
+		"rls.max_concurrent_streams":          100,
+		"rls.keepalive_min_time":              "10s",
+		"rls.keepalive_permit_without_stream": true,
+		"rls.max_connection_idle":             "5m",
+		"region.sync_interval":                "100ms",
+		"region.sync_timeout":                 "1s",
 
 		// Clients that send slowly are cut off.
 		"server.read_header_timeout": "10s",

@@ -106,6 +106,12 @@ func TestInvalidConfigsNameTheFileTheKeyAndTheReason(t *testing.T) {
 		{"an unsupported JWT algorithm", "identity: {jwt: {algorithm: none, secret_file: x}}\n", []string{"identity.jwt", "none"}},
 		{"a short HMAC secret", "identity: {jwt: {algorithm: HS256, secret_file: short.secret}}\n", []string{"identity.jwt", "secret_file", "16"}},
 		{"a public key file that is no key", "identity: {jwt: {algorithm: RS256, public_key_file: bad.pem}}\n", []string{"identity.jwt", "RS256"}},
+		{"no descriptors allowed", "rls: {max_descriptors: 0}\n", []string{"rls.max_descriptors", ">= 1"}},
+		{"no entries allowed", "rls: {max_entries: -1}\n", []string{"rls.max_entries", ">= 1"}},
+		{"no override cache", "rls: {max_overrides: 0}\n", []string{"rls.max_overrides", ">= 1"}},
+		{"no gRPC streams", "rls: {max_concurrent_streams: 0}\n", []string{"rls.max_concurrent_streams", "1 to"}},
+		{"a zero keepalive min time", "rls: {keepalive_min_time: 0s}\n", []string{"rls.keepalive_min_time", "> 0"}},
+		{"a zero connection idle time", "rls: {max_connection_idle: 0s}\n", []string{"rls.max_connection_idle", "> 0"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

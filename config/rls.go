@@ -5,8 +5,10 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"strings"
+	"time"
 )
 
 // RLS configures Envoy's rate limit service (envoy.service.ratelimit.v3),
@@ -26,6 +28,26 @@ type RLS struct {
 	// to every answer's response_headers_to_add, for Envoy to pass to the
 	// client. Default true.
 	ResponseHeaders bool `koanf:"response_headers"`
+	// MaxDescriptors is the most descriptors a request may carry, and
+	// MaxEntries the most entries a descriptor may; a request with more is
+	// answered INVALID_ARGUMENT. Defaults 32 and 16.
+	MaxDescriptors int `koanf:"max_descriptors"`
+	MaxEntries     int `koanf:"max_entries"`
+	// MaxOverrides is the most limit overrides (a descriptor's own limit)
+	// kept compiled, the least recently used dropped first. Default 1000.
+	MaxOverrides int `koanf:"max_overrides"`
+	// MaxConcurrentStreams is the most calls in flight on one connection;
+	// a client waits for more. Default 100.
+	MaxConcurrentStreams int `koanf:"max_concurrent_streams"`
+	// KeepaliveMinTime is the least time between a client's pings; a
+	// client pinging more often is sent GOAWAY. Default 10s.
+	KeepaliveMinTime time.Duration `koanf:"keepalive_min_time"`
+	// KeepalivePermitWithoutStream lets clients ping a connection with no
+	// call in flight, as Envoy's connection keepalive does. Default true.
+	KeepalivePermitWithoutStream bool `koanf:"keepalive_permit_without_stream"`
+	// MaxConnectionIdle closes a connection that has had no call in flight
+	// for this long (GOAWAY; Envoy reconnects on its next call). Default 5m.
+	MaxConnectionIdle time.Duration `koanf:"max_connection_idle"`
 }
 
 // GRPCTLS configures TLS on server.grpc_listen: a certificate and key, and
@@ -73,6 +95,26 @@ func (c *Config) GRPCTLSConfig() (*tls.Config, error) {
 func (c *Config) RLSConfigDir() string { return c.Path(c.RLS.ConfigDir) }
 
 func (c *Config) validateRLS(e *errs) {
+	r := c.RLS
+	for _, n := range []struct {
+		key string
+		v   int
+	}{
+		{"rls.max_descriptors", r.MaxDescriptors}, {"rls.max_entries", r.MaxEntries}, {"rls.max_overrides", r.MaxOverrides},
+	} {
+		if n.v < 1 {
+			e.add(n.key, "must be >= 1, got %d", n.v)
+		}
+	}
+	if r.MaxConcurrentStreams < 1 || r.MaxConcurrentStreams > math.MaxInt32 {
+		e.add("rls.max_concurrent_streams", "must be 1 to %d, got %d", math.MaxInt32, r.MaxConcurrentStreams)
+	}
+	if r.KeepaliveMinTime <= 0 {
+		e.add("rls.keepalive_min_time", "must be > 0, got %s", r.KeepaliveMinTime)
+	}
+	if r.MaxConnectionIdle <= 0 {
+		e.add("rls.max_connection_idle", "must be > 0, got %s", r.MaxConnectionIdle)
+	}
 	s := c.Server
 	if s.GRPCListen == "" {
 		if s.GRPCTLS != (GRPCTLS{}) {

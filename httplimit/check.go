@@ -22,8 +22,9 @@ const CheckPath = "/v1/check"
 // MaxCheckBody is the largest decision API request body; larger ones get 413.
 const MaxCheckBody = 4 << 10
 
-// maxCheckKey bounds the caller-supplied key.
-const maxCheckKey = 512
+// MaxCheckKey is the longest caller-supplied key the decision API takes
+// (longer: 400); the rate limit service keys a longer descriptor by its hash.
+const MaxCheckKey = 512
 
 // CheckRequest is the body of POST /v1/check.
 type CheckRequest struct {
@@ -193,8 +194,8 @@ func readCheckRequest(w http.ResponseWriter, r *http.Request) (CheckRequest, int
 	switch {
 	case req.Key == "":
 		return req, http.StatusBadRequest, errors.New("key: required")
-	case len(req.Key) > maxCheckKey:
-		return req, http.StatusBadRequest, fmt.Errorf("key: longer than %d bytes", maxCheckKey)
+	case len(req.Key) > MaxCheckKey:
+		return req, http.StatusBadRequest, fmt.Errorf("key: longer than %d bytes", MaxCheckKey)
 	case req.Endpoint == "":
 		return req, http.StatusBadRequest, errors.New(`endpoint: required, as "METHOD /path"`)
 	}
@@ -207,7 +208,7 @@ func readCheckRequest(w http.ResponseWriter, r *http.Request) (CheckRequest, int
 // (BenchmarkMatchEndpoint), and callers ask about the same endpoints over
 // and over. A policy's routes never change (a
 // reload makes a new policy, which starts a new set). At most
-// maxRememberedEndpoints endpoints of up to maxRememberedEndpoint bytes are
+// maxRememberedEndpoints endpoints of up to MaxRememberedEndpoint bytes are
 // kept per policy, so that callers naming endpoints at random grow
 // nothing; the others are matched every time. Safe for concurrent use; the
 // zero value is ready.
@@ -222,10 +223,12 @@ type policyRoutes struct {
 	n      atomic.Int32
 }
 
-const (
-	maxRememberedEndpoints = 4096
-	maxRememberedEndpoint  = 256
-)
+const maxRememberedEndpoints = 4096
+
+// MaxRememberedEndpoint is the longest endpoint a decision API remembers
+// the route of; the rate limit service bounds the names it remembers (its
+// limit overrides, its detailed_metric labels) alike.
+const MaxRememberedEndpoint = 256
 
 // match is p.matchEndpoint(ep), remembered.
 func (e *endpointRoutes) match(p *Policy, ep string) (route, error) {
@@ -241,7 +244,7 @@ func (e *endpointRoutes) match(p *Policy, ep string) (route, error) {
 		return rt.(route), nil
 	}
 	rt, err := p.matchEndpoint(ep)
-	if err == nil && len(ep) <= maxRememberedEndpoint && cur.n.Load() < maxRememberedEndpoints {
+	if err == nil && len(ep) <= MaxRememberedEndpoint && cur.n.Load() < maxRememberedEndpoints {
 		if _, loaded := cur.routes.LoadOrStore(ep, rt); !loaded {
 			cur.n.Add(1)
 		}

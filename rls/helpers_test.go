@@ -129,13 +129,14 @@ func start(t testing.TB, store limiter.Store, dir string, mod func(*rls.Config))
 	return serve(t, svc, col)
 }
 
-func serve(t testing.TB, svc *rls.Service, col *collector.Collector) *harness {
+// serve puts svc on a gRPC server of the options opts.
+func serve(t testing.TB, svc *rls.Service, col *collector.Collector, opts ...grpc.ServerOption) *harness {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	gs, _ := rls.NewServer(svc, nil)
+	gs, _ := rls.NewServer(svc, nil, opts...)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)

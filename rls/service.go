@@ -2,12 +2,15 @@ package rls
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"math"
 	"net/http"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -17,6 +20,7 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	lru "github.com/hashicorp/golang-lru/v2"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -64,7 +68,48 @@ type Config struct {
 	Logger *slog.Logger
 	// Now is the clock of the reset times in headers; default time.Now.
 	Now func() time.Time
+	// MaxDescriptors is the most descriptors a request may carry, and
+	// MaxEntries the most entries a descriptor may; a request with more is
+	// refused with InvalidArgument. Defaults DefaultMaxDescriptors and
+	// DefaultMaxEntries.
+	MaxDescriptors int
+	MaxEntries     int
+	// MaxOverrides is the most limit overrides (RateLimitDescriptor.limit)
+	// kept compiled, the least recently used dropped first; default
+	// DefaultMaxOverrides. A dropped one is compiled again when next
+	// asked for: its counts are in the store and stay.
+	MaxOverrides int
+	// LogInterval is the least time between two log lines of descriptor
+	// costs that cannot be admitted; default limiter.DefaultLogInterval.
+	LogInterval time.Duration
 }
+
+// Defaults of the Config's request bounds.
+const (
+	DefaultMaxDescriptors = 32
+	DefaultMaxEntries     = 16
+	DefaultMaxOverrides   = 1000
+)
+
+// Reasons a request is counted as invalid (Service.InvalidRequests).
+const (
+	// InvalidTooManyDescriptors: more than MaxDescriptors descriptors.
+	InvalidTooManyDescriptors = "too_many_descriptors"
+	// InvalidTooManyEntries: a descriptor of more than MaxEntries entries.
+	InvalidTooManyEntries = "too_many_entries"
+	// InvalidTooLong: a domain or entry key longer than
+	// httplimit.MaxCheckKey bytes.
+	InvalidTooLong = "too_long"
+	// InvalidRequest: no domain, no descriptors, or a limit override of an
+	// unknown unit.
+	InvalidRequest = "invalid"
+	// InvalidCostExceedsLimit: a descriptor's hits_addend above its limit's
+	// quota, which no window can admit (answered OVER_LIMIT).
+	InvalidCostExceedsLimit = "cost_exceeds_limit"
+)
+
+// InvalidReasons lists the reasons of Service.InvalidRequests.
+var InvalidReasons = []string{InvalidTooManyDescriptors, InvalidTooManyEntries, InvalidTooLong, InvalidRequest, InvalidCostExceedsLimit}
 
 // Service implements envoy.service.ratelimit.v3.RateLimitService on the
 // limiter. It is safe for concurrent use; Swap replaces its rules and
@@ -82,6 +127,9 @@ type Service struct {
 
 	detailedMu sync.Mutex
 	detailed   map[string]bool // endpoint labels created by detailed_metric rules
+
+	invalid [5]atomic.Uint64 // requests counted as invalid, by InvalidReasons index
+	costLog summaryLog       // descriptor costs that cannot be admitted
 }
 
 // compiled are Rules with one limiter per rule, and the live changes.
@@ -91,12 +139,14 @@ type compiled struct {
 	// live holds the live changes in force, by rule then plan tier.
 	live map[*rule]map[string]*liveLimiter
 	// overrides holds the rules and limiters of the limit overrides
-	// requests carried (RateLimitDescriptor.limit), by overrideKey.
-	overrides sync.Map
+	// requests carried (RateLimitDescriptor.limit), by overrideKey: at
+	// most MaxOverrides, of paths of at most
+	// httplimit.MaxRememberedEndpoint bytes.
+	overrides *lru.Cache[overrideKey, *overridden]
 }
 
 // overrideKey identifies a limit override: the descriptor's key path and
-// the limit. Envoy's route configuration bounds how many there are.
+// the limit.
 type overrideKey struct {
 	path    string
 	perUnit uint32
@@ -149,7 +199,20 @@ func New(cfg Config, rules *Rules) (*Service, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if cfg.MaxDescriptors <= 0 {
+		cfg.MaxDescriptors = DefaultMaxDescriptors
+	}
+	if cfg.MaxEntries <= 0 {
+		cfg.MaxEntries = DefaultMaxEntries
+	}
+	if cfg.MaxOverrides <= 0 {
+		cfg.MaxOverrides = DefaultMaxOverrides
+	}
+	if cfg.LogInterval <= 0 {
+		cfg.LogInterval = limiter.DefaultLogInterval
+	}
 	s := &Service{cfg: cfg}
+	s.costLog = summaryLog{logger: cfg.Logger, interval: cfg.LogInterval, now: cfg.Now}
 	s.SetTiers(cfg.Tiers, cfg.DefaultTier)
 	s.SetHeaders(cfg.Headers)
 	if rules == nil {
@@ -166,8 +229,11 @@ func New(cfg Config, rules *Rules) (*Service, error) {
 func (s *Service) Swap(rules *Rules) error {
 	s.swapMu.Lock()
 	defer s.swapMu.Unlock()
-	c := &compiled{rules: rules, limiters: map[*rule]*limiter.Limiter{}}
-	var err error
+	overrides, err := s.newOverrides()
+	if err != nil {
+		return err
+	}
+	c := &compiled{rules: rules, limiters: map[*rule]*limiter.Limiter{}, overrides: overrides}
 	for _, root := range rules.domains {
 		walk(root, func(r *rule) {
 			if err != nil || r.unlimited || r.blocked {
@@ -206,9 +272,22 @@ func (s *Service) SetLive(live map[string]map[string]httplimit.LiveLimit) error 
 	if err != nil {
 		return err
 	}
+	overrides, err := s.newOverrides()
+	if err != nil {
+		return err
+	}
 	s.live = live
-	s.current.Store(&compiled{rules: old.rules, limiters: old.limiters, live: compiledLive})
+	s.current.Store(&compiled{rules: old.rules, limiters: old.limiters, live: compiledLive, overrides: overrides})
 	return nil
+}
+
+// newOverrides returns an empty cache of limit overrides.
+func (s *Service) newOverrides() (*lru.Cache[overrideKey, *overridden], error) {
+	c, err := lru.New[overrideKey, *overridden](s.cfg.MaxOverrides)
+	if err != nil {
+		return nil, fmt.Errorf("rls: limit override cache: %w", err)
+	}
+	return c, nil
 }
 
 // compileLive compiles the live changes of the rules of rules.
@@ -299,11 +378,9 @@ const keyPrefix = "rls|"
 // at the cost of its own hits_addend, else the request's (0 means 1), and
 // answers OVER_LIMIT when any of them is over its limit.
 func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
-	if req.GetDomain() == "" {
-		return nil, status.Error(codes.InvalidArgument, "domain: required")
-	}
-	if len(req.GetDescriptors()) == 0 {
-		return nil, status.Error(codes.InvalidArgument, "descriptors: at least one is required")
+	if reason, err := s.check(req); err != nil {
+		s.countInvalid(reason)
+		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
 	c := s.current.Load()
 	descs := req.GetDescriptors()
@@ -317,6 +394,7 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 			// As envoyproxy/ratelimit: the request's own limit wins over the files.
 			ov, err := s.override(c, req.Domain, d)
 			if err != nil {
+				s.countInvalid(InvalidRequest)
 				return nil, status.Errorf(codes.InvalidArgument, "descriptors[%d].limit: %v", i, err)
 			}
 			r, lims[i] = ov.rule, ov.lim
@@ -344,6 +422,7 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 		Statuses:    make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(descs)),
 	}
 	var headerFrom *outcome
+	costRejected := false
 	for i, d := range descs {
 		r := rules[i]
 		if r != nil && r.name != "" && replaced[r.name] {
@@ -359,6 +438,7 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 			continue
 		}
 		o := s.decide(ctx, c, lims[i], r, req, d)
+		costRejected = costRejected || (o.Err != nil && o.Verdict == httplimit.VerdictRejected)
 		resp.Statuses[i] = o.descriptorStatus()
 		if o.Verdict.Refuses() {
 			resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
@@ -368,10 +448,59 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 			headerFrom = &oc
 		}
 	}
+	if costRejected {
+		s.countInvalid(InvalidCostExceedsLimit)
+	}
 	if s.cfg.ResponseHeaders && headerFrom != nil {
 		resp.ResponseHeadersToAdd = headerValues(*s.headers.Load(), headerFrom, s.cfg.Now())
 	}
 	return resp, nil
+}
+
+// check returns why req cannot be decided, with the reason it is counted
+// under, or nil. The bounds keep what one request costs (store calls, key
+// bytes, compiled overrides) within what the Config allows.
+func (s *Service) check(req *rlsv3.RateLimitRequest) (string, error) {
+	descs := req.GetDescriptors()
+	switch {
+	case req.GetDomain() == "":
+		return InvalidRequest, errors.New("domain: required")
+	case len(req.GetDomain()) > httplimit.MaxCheckKey:
+		return InvalidTooLong, fmt.Errorf("domain: longer than %d bytes", httplimit.MaxCheckKey)
+	case len(descs) == 0:
+		return InvalidRequest, errors.New("descriptors: at least one is required")
+	case len(descs) > s.cfg.MaxDescriptors:
+		return InvalidTooManyDescriptors, fmt.Errorf("descriptors: %d, more than the %d allowed (rls.max_descriptors)", len(descs), s.cfg.MaxDescriptors)
+	}
+	for i, d := range descs {
+		es := d.GetEntries()
+		if len(es) > s.cfg.MaxEntries {
+			return InvalidTooManyEntries, fmt.Errorf("descriptors[%d].entries: %d, more than the %d allowed (rls.max_entries)", i, len(es), s.cfg.MaxEntries)
+		}
+		for j, e := range es {
+			if len(e.GetKey()) > httplimit.MaxCheckKey {
+				return InvalidTooLong, fmt.Errorf("descriptors[%d].entries[%d].key: longer than %d bytes", i, j, httplimit.MaxCheckKey)
+			}
+		}
+	}
+	return "", nil
+}
+
+// countInvalid counts one invalid request of the reason.
+func (s *Service) countInvalid(reason string) {
+	if i := slices.Index(InvalidReasons, reason); i >= 0 {
+		s.invalid[i].Add(1)
+	}
+}
+
+// InvalidRequests returns how many requests were counted as invalid, by
+// reason (every one of InvalidReasons). Safe for concurrent use.
+func (s *Service) InvalidRequests() map[string]uint64 {
+	out := make(map[string]uint64, len(InvalidReasons))
+	for i, r := range InvalidReasons {
+		out[r] = s.invalid[i].Load()
+	}
+	return out
 }
 
 // override returns the rule and limiter of the limit override d carries,
@@ -394,8 +523,8 @@ func (s *Service) override(c *compiled, domain string, d *ratelimitv3.RateLimitD
 		path.WriteString(e.GetKey())
 	}
 	k := overrideKey{path: path.String(), perUnit: ov.GetRequestsPerUnit(), unit: unit, period: period}
-	if v, ok := c.overrides.Load(k); ok {
-		return v.(*overridden), nil
+	if v, ok := c.overrides.Get(k); ok {
+		return v, nil
 	}
 	r := &rule{path: k.path, unit: unit, perUnit: k.perUnit, keySuffix: fmt.Sprintf("|limit=%d/%s", k.perUnit, period),
 		limit: limiter.Limit{Algorithm: limiter.FixedWindow, Rate: int64(k.perUnit), Period: period, AlignWindows: true}}
@@ -410,8 +539,13 @@ func (s *Service) override(c *compiled, domain string, d *ratelimitv3.RateLimitD
 		}
 		o.lim = l
 	}
-	v, _ := c.overrides.LoadOrStore(k, o)
-	return v.(*overridden), nil
+	if len(k.path) <= httplimit.MaxRememberedEndpoint {
+		// A longer path is compiled on every use, as the decision API
+		// matches a long endpoint every time: a caller sending long keys
+		// cannot fill the cache with them.
+		c.overrides.Add(k, o)
+	}
+	return o, nil
 }
 
 // outcome is one descriptor's decision.
@@ -509,17 +643,55 @@ func (s *Service) decide(ctx context.Context, c *compiled, l *limiter.Limiter, r
 }
 
 // logFailure logs a decision that ended in an error. The store's Guard
-// logs failures as summaries; per decision, debug only.
+// logs failures as summaries; per decision, debug only. A cost no window
+// can admit is a mismatch between Envoy's hits_addend and the rules that
+// every request may repeat: its lines are summaries too.
 func (s *Service) logFailure(ctx context.Context, o outcome, cost int64) {
-	level, msg := slog.LevelDebug, "rate limit store failed"
+	attrs := []slog.Attr{slog.String("endpoint", o.rule.path),
+		slog.String("status", string(o.Status())), slog.Int64("cost", cost), slog.String("error", o.Err.Error())}
 	switch o.Verdict {
-	case httplimit.VerdictCanceled:
-		msg = "caller cancelled the decision"
 	case httplimit.VerdictRejected:
-		level, msg = slog.LevelError, "descriptor cost cannot be admitted"
+		s.costLog.log(ctx, "descriptor cost cannot be admitted", attrs)
+	case httplimit.VerdictCanceled:
+		s.cfg.Logger.LogAttrs(ctx, slog.LevelDebug, "caller cancelled the decision", attrs...)
+	default:
+		s.cfg.Logger.LogAttrs(ctx, slog.LevelDebug, "rate limit store failed", attrs...)
 	}
-	s.cfg.Logger.LogAttrs(ctx, level, msg, slog.String("endpoint", o.rule.path),
-		slog.String("status", string(o.Status())), slog.Int64("cost", cost), slog.String("error", o.Err.Error()))
+}
+
+// summaryLog writes an error line at once, then at most one line per
+// interval, counting the occurrences between them. Safe for concurrent use.
+type summaryLog struct {
+	logger   *slog.Logger
+	interval time.Duration
+	now      func() time.Time
+
+	mu       sync.Mutex
+	lastLine time.Time
+	count    int64 // occurrences not logged yet
+}
+
+// log counts one occurrence and writes msg with attrs (those of the last
+// occurrence) when the interval since the last line has passed.
+func (l *summaryLog) log(ctx context.Context, msg string, attrs []slog.Attr) {
+	if !l.logger.Enabled(ctx, slog.LevelError) {
+		return
+	}
+	now := l.now()
+	l.mu.Lock()
+	l.count++
+	if !l.lastLine.IsZero() && now.Sub(l.lastLine) < l.interval {
+		l.mu.Unlock()
+		return
+	}
+	count, since := l.count, l.lastLine
+	l.count, l.lastLine = 0, now
+	l.mu.Unlock()
+	attrs = append(attrs, slog.Int64("occurrences", count))
+	if !since.IsZero() {
+		attrs = append(attrs, slog.Duration("over", now.Sub(since).Round(time.Millisecond)))
+	}
+	l.logger.LogAttrs(ctx, slog.LevelError, msg, attrs...)
 }
 
 // tier is the plan tier named by the TierDescriptorKey entry of d, else of
@@ -590,6 +762,10 @@ func (s *Service) endpoint(r *rule, domain string, entries []*ratelimitv3.RateLi
 		b.WriteString(e.GetValue())
 	}
 	ep := b.String()
+	if len(ep) > httplimit.MaxRememberedEndpoint {
+		// A label is no place for a client's long value.
+		return r.path
+	}
 	s.detailedMu.Lock()
 	known, room := s.detailed[ep], len(s.detailed) < s.cfg.MaxDetailedEndpoints
 	if !known && room {
@@ -625,7 +801,11 @@ func (s *Service) DetailedEndpoints() []string {
 }
 
 // storeKey is the limiter key of a descriptor: its domain and entries, each
-// part escaped so that distinct descriptors never share a key.
+// part escaped so that distinct descriptors never share a key. A key longer
+// than httplimit.MaxCheckKey bytes (the values are the client's: a header,
+// a path) is replaced by "=sha256:" and a hash of it (no escaped domain
+// holds a bare '='), as serve keys a long user id, so that a client sending huge values cannot make the store
+// hold huge keys, nor escape its limit by making the request invalid.
 func storeKey(domain string, entries []*ratelimitv3.RateLimitDescriptor_Entry) string {
 	var b strings.Builder
 	b.WriteString(keyPrefix)
@@ -636,7 +816,11 @@ func storeKey(domain string, entries []*ratelimitv3.RateLimitDescriptor_Entry) s
 		b.WriteByte('=')
 		writeKeyPart(&b, e.GetValue())
 	}
-	return b.String()
+	if b.Len() <= httplimit.MaxCheckKey {
+		return b.String()
+	}
+	sum := sha256.Sum256([]byte(b.String()))
+	return keyPrefix + "=sha256:" + hex.EncodeToString(sum[:16])
 }
 
 func writeKeyPart(b *strings.Builder, s string) {

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 
@@ -87,7 +88,12 @@ func (b *Built) startGRPC(cfg *config.Config, d *Deps) (*grpcListener, error) {
 	if err != nil {
 		return nil, fmt.Errorf("server: grpc listener %s: %w", cfg.Server.GRPCListen, err)
 	}
-	gs, hs := rls.NewServer(svc, tc)
+	gs, hs := rls.NewServer(svc, tc, rls.ServerConfig{
+		MaxConcurrentStreams:         uint32(cfg.RLS.MaxConcurrentStreams),
+		KeepaliveMinTime:             cfg.RLS.KeepaliveMinTime,
+		KeepalivePermitWithoutStream: cfg.RLS.KeepalivePermitWithoutStream,
+		MaxConnectionIdle:            cfg.RLS.MaxConnectionIdle,
+	}.Options()...)
 	ctx, stop := context.WithCancel(context.Background())
 	g := &grpcListener{ln: ln, gs: gs, health: hs, svc: svc, drain: cfg.Server.ShutdownTimeout, stop: stop, logger: logger}
 	if g.drain <= 0 {
@@ -134,6 +140,7 @@ func (b *Built) newRLSService(cfg *config.Config, d *Deps, rules *rls.Rules, log
 		},
 		Engine: engine, Recorder: d.Recorder, ResponseHeaders: cfg.RLS.ResponseHeaders, Headers: pc.Headers,
 		Tiers: pc.Tiers, DefaultTier: pc.DefaultTier, TierDescriptorKey: cfg.RLS.TierDescriptorKey, Trace: d.Trace, Logger: logger,
+		MaxDescriptors: cfg.RLS.MaxDescriptors, MaxEntries: cfg.RLS.MaxEntries, MaxOverrides: cfg.RLS.MaxOverrides,
 	}, rules)
 }
 
@@ -368,6 +375,34 @@ func (g *grpcListener) Close() error {
 		g.done.Wait()
 	})
 	return nil
+}
+
+var rlsInvalidDesc = prometheus.NewDesc("rate_limit_rls_invalid_requests_total",
+	"Rate limit service requests that were invalid, by reason: too_many_descriptors, too_many_entries, too_long (a domain or entry key), invalid (answered INVALID_ARGUMENT), or cost_exceeds_limit (a hits_addend above the descriptor's quota, answered OVER_LIMIT).",
+	[]string{"reason"}, nil)
+
+// RLSMetrics returns the rate limit service's own counters,
+// rate_limit_rls_invalid_requests_total by reason, as a
+// prometheus.Collector to register on the registry /metrics serves; it
+// collects nothing while the gRPC listener is off. Safe for concurrent use.
+func (b *Built) RLSMetrics() prometheus.Collector { return rlsMetrics{b} }
+
+type rlsMetrics struct{ b *Built }
+
+// Describe is part of prometheus.Collector.
+func (m rlsMetrics) Describe(ch chan<- *prometheus.Desc) { ch <- rlsInvalidDesc }
+
+// Collect is part of prometheus.Collector.
+func (m rlsMetrics) Collect(ch chan<- prometheus.Metric) {
+	m.b.mu.Lock()
+	g := m.b.grpc
+	m.b.mu.Unlock()
+	if g == nil {
+		return
+	}
+	for reason, n := range g.svc.InvalidRequests() {
+		ch <- prometheus.MustNewConstMetric(rlsInvalidDesc, prometheus.CounterValue, float64(n), reason)
+	}
 }
 
 // uniq drops repeated strings, keeping the first of each in order.

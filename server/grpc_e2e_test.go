@@ -23,10 +23,13 @@ import (
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
+	"google.golang.org/grpc/status"
 
 	"github.com/rl-exporter/rl-exporter/config"
 	"github.com/rl-exporter/rl-exporter/internal/redistest"
@@ -71,7 +74,7 @@ func serveGRPC(t *testing.T, cfg *config.Config, sources *config.Sources) (*serv
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := tel.Register(srv.ConfigMetrics()); err != nil {
+	if err := tel.Register(srv.ConfigMetrics(), srv.RLSMetrics()); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -528,5 +531,34 @@ reload: {watch: true, interval: 100ms}
 	waitFor(t, func() bool { ok, _ := srv.ConfigMetrics().Reloads(); return ok >= 1 })
 	if got, want := names(), "Ratelimit-Policy,Ratelimit,Ratelimit-Limit,Ratelimit-Remaining,Ratelimit-Reset"; got != want {
 		t.Errorf("headers after the reload: %s, want %s", got, want)
+	}
+}
+
+func TestServeBoundsGRPCRequestsAndConnectionsAsTheRLSSectionSays(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "shop.yaml"), fmt.Sprintf(grpcDomain, 2))
+	cfg, err := config.Parse("rl.yaml", []byte(fmt.Sprintf(`
+server: {listen: "127.0.0.1:0", grpc_listen: "127.0.0.1:0"}
+rls: {config_dir: %q, max_descriptors: 2, max_connection_idle: 300ms}
+`, dir)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, conn := serveGRPC(t, cfg, nil)
+	d := &ratelimitv3.RateLimitDescriptor{Entries: []*ratelimitv3.RateLimitDescriptor_Entry{{Key: "user", Value: "alice"}}}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err = rlsv3.NewRateLimitServiceClient(conn).ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{
+		Domain: "shop", Descriptors: []*ratelimitv3.RateLimitDescriptor{d, d, d},
+	})
+	if st, _ := status.FromError(err); st.Code() != codes.InvalidArgument || !strings.Contains(st.Message(), "more than the 2 allowed (rls.max_descriptors)") {
+		t.Errorf("3 descriptors under rls.max_descriptors 2: %v, want InvalidArgument naming the limit", err)
+	}
+	if want := `rate_limit_rls_invalid_requests_total{reason="too_many_descriptors"} 1`; !strings.Contains(scrapeMain(t, srv), want) {
+		t.Errorf("/metrics lacks %s", want)
+	}
+	// The call above was the connection's last: it closes after rls.max_connection_idle.
+	if !conn.WaitForStateChange(ctx, connectivity.Ready) {
+		t.Error("the connection idle for 10s is still open, want it closed after rls.max_connection_idle 300ms")
 	}
 }

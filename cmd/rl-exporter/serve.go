@@ -144,9 +144,10 @@ func runServe(ctx context.Context, args []string, env environ, stdout, stderr io
 		fmt.Fprintf(stderr, "rl-exporter serve: %v\n", err)
 		return exitFailure
 	}
-	// rate_limit_config_errors_total, rate_limit_config_reloads_total and
-	// rate_limit_slow_clients_total on /metrics.
-	if err := tel.Register(srv.ConfigMetrics(), srv.Metrics()); err != nil {
+	// rate_limit_config_errors_total, rate_limit_config_reloads_total,
+	// rate_limit_slow_clients_total and rate_limit_rls_invalid_requests_total
+	// on /metrics.
+	if err := tel.Register(srv.ConfigMetrics(), srv.Metrics(), srv.RLSMetrics()); err != nil {
 		fmt.Fprintf(stderr, "rl-exporter serve: %v\n", err)
 		return exitFailure
 	}
