@@ -530,3 +530,21 @@ reload: {watch: true, interval: 100ms}
 		t.Errorf("headers after the reload: %s, want %s", got, want)
 	}
 }
+
+func TestAnEmptiedRLSDirectoryIsRefusedAndTheDomainsInForceKeepServing(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "shop.yaml")
+	writeFile(t, file, fmt.Sprintf(grpcDomain, 2))
+	srv, conn := buildGRPC(t, "", dir)
+	if err := os.Remove(file); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { _, e := srv.ConfigMetrics().Reloads(); return e >= 1 })
+	st := shouldRateLimit(t, conn, "bob").Statuses
+	if len(st) != 1 || st[0].CurrentLimit.GetRequestsPerUnit() != 2 {
+		t.Fatalf("statuses %v after the directory was emptied, want the old limit 2", st)
+	}
+	if ok, _ := srv.ConfigMetrics().Reloads(); ok != 0 {
+		t.Errorf("%d successful reloads, want none", ok)
+	}
+}
