@@ -35,6 +35,7 @@ import (
 	"net/url"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/rl-exporter/rl-exporter/httplimit"
@@ -78,7 +79,12 @@ type Token struct {
 
 // Config configures an API. Tokens and Cache are required.
 type Config struct {
+	// Tokens are the bearer tokens, unless Guard is set.
 	Tokens []Token
+	// Guard, when set, checks the tokens instead of one made of Tokens:
+	// the Guard of the rest of the admin listener, so that one
+	// Guard.SetTokens changes them everywhere.
+	Guard *Guard
 	// Cache is the live-limit cache of this instance: what it knows, where
 	// it writes.
 	Cache *livelimits.Cache
@@ -103,7 +109,7 @@ type API struct {
 
 // New returns the API, or ErrNoTokens.
 func New(cfg Config) (*API, error) {
-	if len(cfg.Tokens) == 0 {
+	if len(cfg.Tokens) == 0 && cfg.Guard == nil {
 		return nil, ErrNoTokens
 	}
 	if cfg.Cache == nil {
@@ -115,16 +121,26 @@ func New(cfg Config) (*API, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	g, err := NewGuard(cfg.Tokens)
-	if err != nil {
-		return nil, err
+	g := cfg.Guard
+	if g == nil {
+		var err error
+		if g, err = NewGuard(cfg.Tokens); err != nil {
+			return nil, err
+		}
 	}
 	return &API{cfg: cfg, guard: g}, nil
 }
 
 // Guard checks the bearer tokens of requests to the admin listener. It is
-// safe for concurrent use.
+// safe for concurrent use: SetTokens swaps the whole set at once, and a
+// request is checked against one set, the old or the new.
 type Guard struct {
+	set atomic.Pointer[tokenSet]
+}
+
+// tokenSet is the tokens a Guard accepts and their hashes, by index; never
+// changed once made.
+type tokenSet struct {
 	tokens []Token
 	hashes [][sha256.Size]byte
 }
@@ -134,14 +150,26 @@ func NewGuard(tokens []Token) (*Guard, error) {
 	if len(tokens) == 0 {
 		return nil, ErrNoTokens
 	}
-	g := &Guard{tokens: append([]Token(nil), tokens...)}
-	for _, t := range tokens {
-		if t.Secret == "" || t.Name == "" {
-			return nil, errors.New("admin: a token without a name or secret")
-		}
-		g.hashes = append(g.hashes, sha256.Sum256([]byte(t.Secret)))
+	g := &Guard{}
+	if err := g.SetTokens(tokens); err != nil {
+		return nil, err
 	}
 	return g, nil
+}
+
+// SetTokens replaces the tokens the Guard accepts (a reload of the tokens
+// file): a token left out is refused from the next request on. None
+// refuses every request. On error the tokens in force stay.
+func (g *Guard) SetTokens(tokens []Token) error {
+	s := &tokenSet{tokens: append([]Token(nil), tokens...)}
+	for _, t := range tokens {
+		if t.Secret == "" || t.Name == "" {
+			return errors.New("admin: a token without a name or secret")
+		}
+		s.hashes = append(s.hashes, sha256.Sum256([]byte(t.Secret)))
+	}
+	g.set.Store(s)
+	return nil
 }
 
 // ReadOnly returns h behind the token check: any valid token, read-only
@@ -291,8 +319,9 @@ func (g *Guard) authenticate(r *http.Request) (tok *Token, presented bool) {
 		return nil, h != ""
 	}
 	sum := sha256.Sum256([]byte(strings.TrimSpace(given)))
+	set := g.set.Load()
 	match := -1
-	for i, want := range g.hashes {
+	for i, want := range set.hashes {
 		if subtle.ConstantTimeCompare(sum[:], want[:]) == 1 {
 			match = i
 		}
@@ -300,7 +329,7 @@ func (g *Guard) authenticate(r *http.Request) (tok *Token, presented bool) {
 	if match < 0 {
 		return nil, true
 	}
-	return &g.tokens[match], true
+	return &set.tokens[match], true
 }
 
 type errorBody struct {

@@ -69,3 +69,35 @@ func TestAGuardNeedsTokens(t *testing.T) {
 		t.Error("a token without a secret accepted")
 	}
 }
+
+func TestSetTokensRevokesTheTokensLeftOutAndAdmitsTheNewOnes(t *testing.T) {
+	g, err := NewGuard([]Token{{Name: "ops", ReadWrite: true, Secret: rwToken}, {Name: "grafana", Secret: roToken}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := g.ReadOnly(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	const fresh = "fresh-0123456789abcdef"
+	if err := g.SetTokens([]Token{{Name: "grafana", Secret: roToken}, {Name: "ops2", ReadWrite: true, Secret: fresh}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name, token string
+		want        int
+	}{{"the revoked token", rwToken, 401}, {"the kept token", roToken, 200}, {"the new token", fresh, 200}} {
+		if w := call(h, "GET", "/", c.token, ""); w.Code != c.want {
+			t.Errorf("%s: %d, want %d", c.name, w.Code, c.want)
+		}
+	}
+	if err := g.SetTokens([]Token{{Name: "x"}}); err == nil {
+		t.Error("a token without a secret accepted")
+	}
+	if w := call(h, "GET", "/", fresh, ""); w.Code != 200 {
+		t.Errorf("after a refused SetTokens: %d, want the tokens in force kept", w.Code)
+	}
+	if err := g.SetTokens(nil); err != nil {
+		t.Fatal(err)
+	}
+	if w := call(h, "GET", "/", roToken, ""); w.Code != 401 {
+		t.Errorf("with no token left: %d, want 401", w.Code)
+	}
+}

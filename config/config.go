@@ -81,6 +81,10 @@ type Config struct {
 	Digest [32]byte `koanf:"-"`
 	// dir resolves relative file names in the config.
 	dir string
+	// emptyFile: the file set no key (EmptyFile).
+	emptyFile bool
+	// classesBuiltIn: the file had no classes; the built-in class stands in.
+	classesBuiltIn bool
 }
 
 // Server configures the listeners of `rl-exporter serve`.
@@ -711,6 +715,7 @@ func FromKoanf(name string, k *koanf.Koanf) (*Config, error) {
 	if name != BuiltIn {
 		c.dir = filepath.Dir(name)
 	}
+	c.classesBuiltIn = len(c.Classes) == 0
 	c.fill()
 	// What decoded is validated even when some keys did not, so that one
 	// pass reports every problem of the file.

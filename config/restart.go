@@ -9,11 +9,14 @@ import (
 // everything the rate-limit policy is compiled from.
 var reloadable = map[string]bool{
 	"tiers": true, "identity": true, "headers": true, "classes": true, "default_class": true,
+	// The admin tokens are read again on a reload (the admin API itself is
+	// served only when a token was configured at start).
+	"admin": true,
 }
 
 // RestartRequired lists the keys that differ between old and new but that a
-// reload does not apply (listeners, store, logs, metrics, tracing, admin
-// tokens, live limits and reload settings): they take effect at the next
+// reload does not apply (listeners, store, logs, metrics, tracing, live
+// limits and reload settings): they take effect at the next
 // start. Keys are named down to the second level ("server.listen",
 // "store.redis").
 func RestartRequired(old, new *Config) []string {

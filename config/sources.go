@@ -65,7 +65,8 @@ func (s Sources) Load() (*Config, error) {
 		return nil, err
 	}
 	all := append(env, s.Flags...)
-	if !k.Exists("classes") {
+	classesBuiltIn := !k.Exists("classes")
+	if classesBuiltIn {
 		// Without classes in the file, the built-in class is what the
 		// overrides change, as they would change a file's class.
 		tier := k.String("tiers.default")
@@ -94,8 +95,10 @@ func (s Sources) Load() (*Config, error) {
 	if err != nil {
 		return nil, annotate(err, all)
 	}
+	c.classesBuiltIn = classesBuiltIn
 	if s.File != "" {
 		c.Digest = sha256.Sum256(data)
+		c.emptyFile = hasNoKeys(data)
 	}
 	return c, nil
 }

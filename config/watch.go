@@ -29,6 +29,11 @@ type WatchConfig struct {
 	Since [32]byte
 	// Logger gets the watch's warnings; nil discards them.
 	Logger *slog.Logger
+	// Trigger, when set, is a third way in: each receive is a change
+	// whatever the content (the reload an operator asks for with SIGHUP),
+	// taken on Watch's goroutine like the others, so that it is never
+	// applied twice over by the content check that follows.
+	Trigger <-chan struct{}
 }
 
 // Watch calls onChange each time the content of the file at w.Path
@@ -41,7 +46,8 @@ type WatchConfig struct {
 // notification watch. Either way the file is hashed and onChange runs only
 // when the content differs from the last seen (at first w.Since), so
 // duplicate events never cause duplicate reloads; a file that already
-// differs from w.Since when Watch starts is a change at once. onChange runs
+// differs from w.Since when Watch starts is a change at once; a receive on
+// w.Trigger is a change whatever the content. onChange runs
 // on Watch's goroutine, one call at a time. Watch blocks.
 func Watch(ctx context.Context, w WatchConfig, onChange func()) {
 	path, interval, logger := w.Path, w.Interval, w.Logger
@@ -111,6 +117,10 @@ func Watch(ctx context.Context, w WatchConfig, onChange func()) {
 			}
 		case <-tick.C:
 			arm() // re-arm a notification watch that ended (the file was removed)
+		case <-w.Trigger:
+			last = hashFile(path)
+			onChange()
+			continue
 		}
 		check()
 	}

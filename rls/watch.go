@@ -3,6 +3,7 @@ package rls
 import (
 	"context"
 	"crypto/sha256"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
@@ -22,24 +23,44 @@ type Watcher struct {
 func NewWatcher(dir string) *Watcher { return &Watcher{dir: dir, last: hashDir(dir)} }
 
 // Run calls onChange each time the content of the domain files changes (a
-// file added, removed or edited), checking every interval, until ctx is
-// done. The files are hashed, so a touched but unchanged file causes no
-// call. onChange runs on Run's goroutine, one call at a time. Run blocks;
-// call it once.
-func (w *Watcher) Run(ctx context.Context, interval time.Duration, onChange func()) {
-	tick := time.NewTicker(interval)
-	defer tick.Stop()
+// file added, removed or edited), checking every interval (never when
+// interval is 0), and at each receive on trigger (nil: none) whatever the
+// content, until ctx is done. The files are hashed, so a touched but
+// unchanged file causes no call. onChange runs on Run's goroutine, one
+// call at a time. Run blocks; call it once.
+func (w *Watcher) Run(ctx context.Context, interval time.Duration, trigger <-chan struct{}, onChange func()) {
+	var tick <-chan time.Time
+	if interval > 0 {
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		tick = t.C
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-tick.C:
+		case <-tick:
+		case <-trigger:
+			w.last = hashDir(w.dir)
+			onChange()
+			continue
 		}
 		if h := hashDir(w.dir); h != w.last {
 			w.last = h
 			onChange()
 		}
 	}
+}
+
+// CheckReload returns why the rules next must not replace those in force,
+// old, on a reload, or nil: a directory left with no domain file (emptied,
+// or its files moved away mid-deploy) would make every descriptor
+// unlimited. A start on such a directory serves no domain, as configured.
+func CheckReload(dir string, old, next *Rules) error {
+	if len(next.domains) == 0 && len(old.domains) > 0 {
+		return fmt.Errorf("rls config dir %s: no domain file (*.yaml, *.yml) left; refusing to drop the domains in force %v", dir, old.Domains())
+	}
+	return nil
 }
 
 // hashDir hashes the names and contents of the domain files of dir; an

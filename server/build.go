@@ -39,6 +39,15 @@ type Deps struct {
 	// Sources, when set with a file, are loaded again when the file
 	// changes (reload.watch) and the result applied (Built.Reload).
 	Sources *config.Sources
+	// Reloads, when set, asks for a reload at each receive (cmd sends one
+	// per SIGHUP): Sources are loaded again and applied, and
+	// rls.config_dir with the gRPC listener on, as a change of them is,
+	// whatever their content and whether or not reload.watch is on.
+	Reloads <-chan struct{}
+	// StrictSecrets refuses a config whose secret files
+	// (config.Config.SecretFiles) other users may read, at start and on a
+	// reload; otherwise each such file is logged as a warning.
+	StrictSecrets bool
 	// Trace, when set, wraps every decision in a span (Telemetry.Deps sets it).
 	Trace httplimit.TraceFunc
 	// Labels, when set with server.grpc_listen, is told the endpoints of
@@ -81,6 +90,9 @@ func Build(cfg *config.Config, d Deps) (*Built, error) {
 		return fail(err)
 	}
 	b := &Built{store: opened.Store, observer: d.Observer}
+	if err := checkSecrets(cfg, d.StrictSecrets, d.Logger); err != nil {
+		return fail(err)
+	}
 	hb, err := b.setupGuard(cfg, d, opened.Client)
 	if err != nil {
 		return fail(err)

@@ -46,6 +46,7 @@ type grpcListener struct {
 	logger  *slog.Logger
 	closing sync.Once
 	live    *livelimits.Cache // nil when live limits are off
+	reloads chan struct{}     // a send reloads rls.config_dir (SIGHUP); capacity 1
 
 	labels          EndpointLabels
 	labelsMu        sync.Mutex
@@ -103,13 +104,16 @@ func (b *Built) startGRPC(cfg *config.Config, d *Deps) (*grpcListener, error) {
 	logger.Info("listening", slog.String("listener", "grpc"), slog.String("addr", ln.Addr().String()),
 		slog.Bool("tls", tc != nil), slog.String("rls_config_dir", dir), slog.Any("domains", rules.Domains()))
 	g.serve(ctx, relabelNeeded)
+	var interval time.Duration // without reload.watch, reloads come from g.reloads alone
 	if cfg.Reload.Watch {
-		g.done.Add(1)
-		go func() {
-			defer g.done.Done()
-			watcher.Run(ctx, cfg.Reload.Interval, func() { b.reloadRLS(g, dir) })
-		}()
+		interval = cfg.Reload.Interval
 	}
+	g.reloads = make(chan struct{}, 1)
+	g.done.Add(1)
+	go func() {
+		defer g.done.Done()
+		watcher.Run(ctx, interval, g.reloads, func() { b.reloadRLS(g, dir) })
+	}()
 	b.mu.Lock()
 	b.grpc = g
 	b.mu.Unlock()
@@ -205,11 +209,14 @@ func (g *grpcListener) serve(ctx context.Context, relabelNeeded <-chan struct{})
 func (b *Built) reloadRLS(g *grpcListener, dir string) {
 	rules, err := rls.LoadDir(dir)
 	if err == nil {
+		err = rls.CheckReload(dir, g.svc.Rules(), rules)
+	}
+	if err == nil {
 		err = g.svc.Swap(rules)
 	}
 	if err != nil {
 		b.live.metrics.reloadsErr.Add(1)
-		g.logger.Error("rls config reload failed; the rules in force stay", slog.String("error", err.Error()))
+		g.logger.Error("rls config reload failed; the rules in force stay", slog.String("dir", dir), slog.String("error", err.Error()))
 		return
 	}
 	b.live.metrics.reloadsOK.Add(1)

@@ -562,3 +562,21 @@ rls: {config_dir: %q, max_descriptors: 2, max_connection_idle: 300ms}
 		t.Error("the connection idle for 10s is still open, want it closed after rls.max_connection_idle 300ms")
 	}
 }
+
+func TestAnEmptiedRLSDirectoryIsRefusedAndTheDomainsInForceKeepServing(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "shop.yaml")
+	writeFile(t, file, fmt.Sprintf(grpcDomain, 2))
+	srv, conn := buildGRPC(t, "", dir)
+	if err := os.Remove(file); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { _, e := srv.ConfigMetrics().Reloads(); return e >= 1 })
+	st := shouldRateLimit(t, conn, "bob").Statuses
+	if len(st) != 1 || st[0].CurrentLimit.GetRequestsPerUnit() != 2 {
+		t.Fatalf("statuses %v after the directory was emptied, want the old limit 2", st)
+	}
+	if ok, _ := srv.ConfigMetrics().Reloads(); ok != 0 {
+		t.Errorf("%d successful reloads, want none", ok)
+	}
+}

@@ -1,7 +1,9 @@
 package server
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -71,6 +73,10 @@ type liveState struct {
 	metrics *ConfigMetrics
 	sources *config.Sources
 	logger  *slog.Logger
+	reloads <-chan struct{} // Deps.Reloads
+	strict  bool            // Deps.StrictSecrets
+	guard   *admin.Guard    // nil when no admin token was configured at start
+	asked   atomic.Bool     // the reload under way was asked for (SIGHUP), not a file change
 }
 
 // ConfigMetrics returns the configuration counters, for the /metrics registry.
@@ -87,6 +93,7 @@ func (b *Built) setupLive(cfg *config.Config, d Deps, client redis.UniversalClie
 	b.live.cfg = cfg
 	b.live.metrics = NewConfigMetrics()
 	b.live.sources = d.Sources
+	b.live.reloads, b.live.strict = d.Reloads, d.StrictSecrets
 	b.live.logger = d.Logger
 	if b.live.logger == nil {
 		b.live.logger = slog.New(slog.DiscardHandler)
@@ -154,14 +161,12 @@ func (b *Built) adminHandlers(cfg *config.Config, extra map[string]http.Handler,
 		}
 		return out, nil
 	}
-	var list []admin.Token
-	for _, t := range toks {
-		list = append(list, admin.Token{Name: t.Name, ReadWrite: t.Role == config.RoleReadWrite, Secret: t.Token.Reveal()})
-	}
+	list := adminTokens(toks)
 	guard, err := admin.NewGuard(list)
 	if err != nil {
 		return nil, err
 	}
+	b.live.guard = guard
 	for p, h := range extra {
 		out[p] = guard.ReadOnly(h)
 	}
@@ -172,7 +177,7 @@ func (b *Built) adminHandlers(cfg *config.Config, extra map[string]http.Handler,
 		b.live.logger.Warn("admin API off: live limits are disabled (live.enabled: false)")
 		return out, nil
 	}
-	api, err := admin.New(admin.Config{Tokens: list, Cache: b.live.cache, Logger: b.live.logger, Keys: keys})
+	api, err := admin.New(admin.Config{Guard: guard, Cache: b.live.cache, Logger: b.live.logger, Keys: keys})
 	if err != nil {
 		return nil, err
 	}
@@ -180,6 +185,30 @@ func (b *Built) adminHandlers(cfg *config.Config, extra map[string]http.Handler,
 		out[p] = h
 	}
 	return out, nil
+}
+
+// adminTokens are the config's admin tokens as the admin API takes them.
+func adminTokens(toks []config.AdminToken) []admin.Token {
+	list := make([]admin.Token, 0, len(toks))
+	for _, t := range toks {
+		list = append(list, admin.Token{Name: t.Name, ReadWrite: t.Role == config.RoleReadWrite, Secret: t.Token.Reveal()})
+	}
+	return list
+}
+
+// checkSecrets logs a warning for each secret file of cfg that other users
+// may read or, when strict, refuses cfg naming them all.
+func checkSecrets(cfg *config.Config, strict bool, logger *slog.Logger) error {
+	loose := cfg.LooseSecretFiles()
+	if strict {
+		return errors.Join(loose...)
+	}
+	if logger != nil {
+		for _, err := range loose {
+			logger.Warn("secret file readable beyond its owner", slog.String("error", err.Error()))
+		}
+	}
+	return nil
 }
 
 // withLive returns pc with the live changes of the cache applied.
@@ -236,11 +265,26 @@ func (b *Built) applyLive(livelimits.Overlay) {
 }
 
 // reload applies cfg: the policy (routes, classes, limits, tiers,
-// identity, headers) with the live changes, atomically. Keys that need a
+// identity, headers) with the live changes, atomically, and the admin
+// tokens (admin.tokens_file read again). A cfg that config.CheckReload
+// refuses, whose admin tokens do not load, or, with StrictSecrets, whose
+// secret files are readable by others, changes nothing. Keys that need a
 // restart are logged.
 func (b *Built) reload(cfg *config.Config) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if old := b.live.cfg; old != nil {
+		if err := config.CheckReload(old, cfg); err != nil {
+			return err
+		}
+	}
+	if err := checkSecrets(cfg, b.live.strict, b.live.logger); err != nil {
+		return err
+	}
+	toks, err := cfg.AdminTokens()
+	if err != nil {
+		return fmt.Errorf("config %s: admin: %w", cfg.Source, err)
+	}
 	pc, err := b.policyConfig(cfg)
 	if err != nil {
 		return fmt.Errorf("config %s: %w", cfg.Source, err)
@@ -256,18 +300,36 @@ func (b *Built) reload(cfg *config.Config) error {
 		return fmt.Errorf("config %s: %w", cfg.Source, err)
 	}
 	b.Middleware().Swap(p)
+	var restart []string
 	if old := b.live.cfg; old != nil {
-		if keys := config.RestartRequired(old, cfg); len(keys) > 0 {
-			b.live.logger.Warn("config reloaded; these changes need a restart to apply", slog.Any("keys", keys))
+		restart = config.RestartRequired(old, cfg)
+	}
+	switch {
+	case b.live.guard != nil:
+		// Checked above: every token has a name and a secret.
+		_ = b.live.guard.SetTokens(adminTokens(toks))
+		if len(toks) == 0 {
+			b.live.logger.Warn("admin tokens: none left; every admin request is refused until one is configured")
 		}
+	case len(toks) > 0:
+		restart = append(restart, "admin") // the admin API is served only when a token was configured at start
+	}
+	if len(restart) > 0 {
+		b.live.logger.Warn("config reloaded; these changes need a restart to apply", slog.Any("keys", restart))
 	}
 	b.live.cfg, b.live.pc = cfg, pc
 	return nil
 }
 
 // reloadFromSources loads the config again (file, environment, flags) and
-// applies it, counting the result.
+// applies it, counting the result and logging it with what asked for it
+// (a change of the file, or SIGHUP).
 func (b *Built) reloadFromSources() {
+	trigger := "file change"
+	if b.live.asked.Swap(false) {
+		trigger = "SIGHUP"
+	}
+	file := cmp.Or(b.live.sources.File, config.BuiltIn)
 	cfg, err := b.live.sources.Load()
 	if err != nil {
 		b.live.metrics.reloadsErr.Add(1)
@@ -275,33 +337,76 @@ func (b *Built) reloadFromSources() {
 		err = b.Reload(cfg)
 	}
 	if err != nil {
-		b.live.logger.Error("config reload rejected; the previous config keeps serving", slog.String("error", err.Error()))
+		b.live.logger.Error("config reload rejected; the previous config keeps serving",
+			slog.String("file", file), slog.String("trigger", trigger), slog.String("error", err.Error()))
 		return
 	}
-	b.live.logger.Info("config reloaded", slog.String("file", cfg.Source))
+	b.live.logger.Info("config reloaded", slog.String("file", file), slog.String("trigger", trigger))
+}
+
+// followReloads reloads the config and rls.config_dir at each receive on
+// Deps.Reloads until ctx is done: through the file's watch when it runs
+// (watch), so that the reload is not applied again by its content check,
+// else at once.
+func (b *Built) followReloads(ctx context.Context, watch chan<- struct{}) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-b.live.reloads:
+		}
+		b.live.asked.Store(true)
+		if watch != nil {
+			select {
+			case watch <- struct{}{}:
+			default: // one is pending: it reads the file afresh too
+			}
+		} else {
+			b.reloadFromSources()
+		}
+		b.mu.Lock()
+		g := b.grpc
+		b.mu.Unlock()
+		if g != nil {
+			select {
+			case g.reloads <- struct{}{}:
+			default:
+			}
+		}
+	}
 }
 
 // Serve runs the server until ctx is done, with the live-limit cache kept
-// current and, when Deps.Sources names a file and reload.watch is on, the
-// file watched and reloaded on change.
+// current, when Deps.Sources names a file and reload.watch is on, the
+// file watched and reloaded on change, and with Deps.Reloads, a reload at
+// each receive.
 func (b *Built) Serve(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	done := make(chan struct{}, 2)
+	done := make(chan struct{}, 3)
 	n := 0
 	if b.live.cache != nil {
 		n++
 		go func() { b.live.cache.Run(ctx); done <- struct{}{} }()
 	}
+	var asked chan struct{} // the file watch's trigger, when it runs
 	if s := b.live.sources; s != nil && s.File != "" && b.live.cfg.Reload.Watch {
 		n++
+		asked = make(chan struct{}, 1)
 		// The watch starts from the content serve was built with, so an
 		// edit made since is applied rather than taken as the start.
 		b.mu.Lock()
-		w := config.WatchConfig{Path: s.File, Interval: b.live.cfg.Reload.Interval, Since: b.live.cfg.Digest, Logger: b.live.logger}
+		w := config.WatchConfig{Path: s.File, Interval: b.live.cfg.Reload.Interval, Since: b.live.cfg.Digest, Logger: b.live.logger, Trigger: asked}
 		b.mu.Unlock()
 		go func() {
 			config.Watch(ctx, w, b.reloadFromSources)
+			done <- struct{}{}
+		}()
+	}
+	if b.live.reloads != nil && b.live.sources != nil {
+		n++
+		go func() {
+			b.followReloads(ctx, asked)
 			done <- struct{}{}
 		}()
 	}

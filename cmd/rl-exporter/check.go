@@ -22,6 +22,7 @@ func runCheck(_ context.Context, args []string, _ environ, stdout, stderr io.Wri
 	fs := flag.NewFlagSet("check", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	file := fs.String("config", "", "YAML config file to validate (required)")
+	strict := fs.Bool("strict-secrets", false, "refuse secret files (admin.tokens_file, password_file, key_file, secret_file) that group or others may read, instead of warning")
 	oneWay := time.Duration(-1) // not given
 	fs.Func("one-way", "one-way `latency` between regions (such as 50ms): print the overshoot bound of each class and tier in region_mode async or hybrid", func(s string) error {
 		d, err := time.ParseDuration(s)
@@ -32,7 +33,7 @@ func runCheck(_ context.Context, args []string, _ environ, stdout, stderr io.Wri
 		return nil
 	})
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: rl-exporter check --config FILE [--one-way LATENCY]\n\nflags:")
+		fmt.Fprintln(stderr, "usage: rl-exporter check --config FILE [--one-way LATENCY] [--strict-secrets]\n\nflags:")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -54,6 +55,15 @@ func runCheck(_ context.Context, args []string, _ environ, stdout, stderr io.Wri
 	if err != nil {
 		printConfigProblems(stderr, "check", *file, err)
 		return exitFailure
+	}
+	if loose := cfg.LooseSecretFiles(); len(loose) > 0 {
+		if *strict {
+			printConfigProblems(stderr, "check", *file, errors.Join(loose...))
+			return exitFailure
+		}
+		for _, err := range loose {
+			fmt.Fprintf(stderr, "rl-exporter check: warning: %v\n", err)
+		}
 	}
 	domains := ""
 	if cfg.Server.GRPCListen != "" {

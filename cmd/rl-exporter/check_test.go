@@ -71,3 +71,38 @@ func TestCheckAndServeReportEveryProblemOnItsOwnIndentedLine(t *testing.T) {
 		})
 	}
 }
+
+func TestCheckWarnsOfASecretFileReadableByOthersAndRefusesItWithStrictSecrets(t *testing.T) {
+	dir := t.TempDir()
+	tokens := filepath.Join(dir, "tokens")
+	if err := os.WriteFile(tokens, []byte("ops read-write 0123456789abcdef-rw\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	conf := filepath.Join(dir, "rl.yaml")
+	if err := os.WriteFile(conf, []byte("admin: {tokens_file: tokens}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	checkWith := func(args ...string) (int, string) {
+		var stdout, stderr bytes.Buffer
+		code := run(context.Background(), append([]string{"check", "--config", conf}, args...), nil, &stdout, &stderr)
+		return code, stderr.String()
+	}
+	if err := os.Chmod(tokens, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	named := func(s string) bool {
+		return strings.Contains(s, "admin.tokens_file") && strings.Contains(s, tokens) && strings.Contains(s, "mode 0644")
+	}
+	if code, out := checkWith(); code != exitOK || !strings.Contains(out, "warning") || !named(out) {
+		t.Errorf("check at 0644: exit %d, stderr %q; want 0 and a warning naming the key, the file and its mode", code, out)
+	}
+	if code, out := checkWith("--strict-secrets"); code != exitFailure || !named(out) {
+		t.Errorf("check --strict-secrets at 0644: exit %d, stderr %q; want 1 naming the key, the file and its mode", code, out)
+	}
+	if err := os.Chmod(tokens, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code, out := checkWith("--strict-secrets"); code != exitOK || out != "" {
+		t.Errorf("check --strict-secrets at 0600: exit %d, stderr %q; want 0 and nothing", code, out)
+	}
+}

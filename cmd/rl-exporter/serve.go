@@ -8,6 +8,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -22,6 +25,7 @@ import (
 type serveFlags struct {
 	config, listen, metricsListen, adminListen, redisURL, upstream, logFormat, logLevel string
 	grpcListen                                                                          string
+	strictSecrets                                                                       bool
 }
 
 // serveAbout is the description paragraph of serve's help.
@@ -35,8 +39,9 @@ listener (off unless set) changes limits live.
 
 Configuration, by increasing precedence: built-in defaults, the --config
 file, RL_* environment variables (RL_STORE__REDIS__URL is store.redis.url),
-then these flags. The file is watched and reloaded when it changes; an
-invalid edit leaves the running configuration in place.`
+then these flags. The file is watched and reloaded when it changes, and
+reloaded on SIGHUP (with rls.config_dir); an invalid edit, an emptied file
+or one without classes leaves the running configuration in place.`
 
 func parseServeFlags(args []string, stderr io.Writer) (serveFlags, map[string]bool, error) {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
@@ -51,6 +56,7 @@ func parseServeFlags(args []string, stderr io.Writer) (serveFlags, map[string]bo
 	fs.StringVar(&f.upstream, "upstream", "", "URL to proxy requests to, e.g. http://127.0.0.1:8481")
 	fs.StringVar(&f.logFormat, "log-format", "", "log format: text or json (default text)")
 	fs.StringVar(&f.logLevel, "log-level", "", "log level: debug, info, warn or error (default info)")
+	fs.BoolVar(&f.strictSecrets, "strict-secrets", false, "refuse secret files (admin.tokens_file, password_file, key_file, secret_file) that group or others may read, at start and on reload, instead of warning")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: rl-exporter serve [flags]\n\n%s\n\nflags:\n", serveAbout)
 		fs.PrintDefaults()
@@ -115,6 +121,10 @@ func runServe(ctx context.Context, args []string, env environ, stdout, stderr io
 		fmt.Fprintf(stderr, "rl-exporter serve: %v\n", err)
 		return exitUsage
 	}
+	// SIGHUP reloads rather than ends the process; caught before the
+	// config loads, so that one sent during the start is a reload once serving.
+	reloads, stopReloads := reloadSignals(ctx)
+	defer stopReloads()
 	sources := serveSources(f, set, env)
 	cfg, err := sources.Load()
 	if err != nil {
@@ -122,6 +132,9 @@ func runServe(ctx context.Context, args []string, env environ, stdout, stderr io
 		return exitFailure
 	}
 	logger := newLogger(cfg, stderr)
+	if cfg.EmptyFile() {
+		logger.Warn("config file has no keys; serving the built-in defaults (a reload to an empty file is refused)", slog.String("file", cfg.Source))
+	}
 	// The Redis client's own lines go to the same handler, summarised.
 	redis.SetLogger(newRedisLog(logger, limiter.DefaultLogInterval))
 	tel, err := server.NewTelemetry(ctx, cfg, server.TelemetryInfo{Version: version, Revision: revision, TraceWriter: stdout, Logger: logger})
@@ -139,6 +152,7 @@ func runServe(ctx context.Context, args []string, env environ, stdout, stderr io
 	}()
 	deps := tel.Deps(logger)
 	deps.Sources = &sources
+	deps.Reloads, deps.StrictSecrets = reloads, f.strictSecrets
 	srv, err := server.Build(cfg, deps)
 	if err != nil {
 		fmt.Fprintf(stderr, "rl-exporter serve: %v\n", err)
@@ -158,4 +172,35 @@ func runServe(ctx context.Context, args []string, env environ, stdout, stderr io
 		return exitFailure
 	}
 	return exitOK
+}
+
+// reloadSignals turns each SIGHUP into a reload request until stop is
+// called (or ctx ends): systemd's ExecReload=/bin/kill -HUP $MAINPID,
+// supervisors and operators send it to reload. While serve runs, SIGHUP
+// no longer ends the process.
+func reloadSignals(ctx context.Context) (<-chan struct{}, func()) {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	out := make(chan struct{}, 1)
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-hup:
+				select {
+				case out <- struct{}{}:
+				default: // one is pending: it reads everything afresh too
+				}
+			}
+		}
+	}()
+	return out, func() {
+		signal.Stop(hup)
+		cancel()
+		<-done
+	}
 }
