@@ -33,18 +33,7 @@ func startServer(t *testing.T, cfg server.Config) *server.Server {
 		cfg.Listen = "127.0.0.1:0"
 	}
 	if cfg.Middleware == nil {
-		p, err := httplimit.NewPolicy(httplimit.PolicyConfig{
-			Store: limiter.NewMemoryStore(limiter.MemoryConfig{}),
-			Classes: []httplimit.Class{{Name: "default", Limits: map[string]limiter.Limit{
-				"default": limiter.PerSecond(limiter.GCRA, 1_000_000),
-			}}},
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if cfg.Middleware, err = httplimit.New(httplimit.Config{Policy: p}); err != nil {
-			t.Fatal(err)
-		}
+		cfg.Middleware = testMiddleware(t)
 	}
 	srv, err := server.New(cfg)
 	if err != nil {
@@ -60,6 +49,26 @@ func startServer(t *testing.T, cfg server.Config) *server.Server {
 		}
 	})
 	return srv
+}
+
+// testMiddleware is a middleware with a limit no test reaches, sending
+// the default rate-limit headers.
+func testMiddleware(t *testing.T) *httplimit.Middleware {
+	t.Helper()
+	p, err := httplimit.NewPolicy(httplimit.PolicyConfig{
+		Store: limiter.NewMemoryStore(limiter.MemoryConfig{}),
+		Classes: []httplimit.Class{{Name: "default", Limits: map[string]limiter.Limit{
+			"default": limiter.PerSecond(limiter.GCRA, 1_000_000),
+		}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mw, err := httplimit.New(httplimit.Config{Policy: p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return mw
 }
 
 // readingUpstream reads every request body in full and answers 200, after
