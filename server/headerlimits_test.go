@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/rl-exporter/rl-exporter/server"
 )
 
@@ -93,8 +95,12 @@ func TestOversizedOrTooManyHeadersGet431OnEveryListener(t *testing.T) {
 			}
 		})
 	}
-	if got := srv.OversizedHeaders("main"); got < 2*3 {
-		t.Errorf("OversizedHeaders(main) = %d, want at least the 6 refused", got)
+	// Each listener counted its 431s: two per request kind, the count's
+	// and net/http's.
+	for listener, want := range map[string]float64{"main": 6, "metrics": 4, "admin": 2} {
+		if got := testutil.ToFloat64(metricOf(t, srv, "rate_limit_oversized_headers_total", listener)); got != want {
+			t.Errorf(`rate_limit_oversized_headers_total{listener=%q} %g, want %g`, listener, got, want)
+		}
 	}
 }
 

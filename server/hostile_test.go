@@ -158,13 +158,13 @@ func TestClientsTricklingABodyAreCutOffWithinTheReadTimeout(t *testing.T) {
 	if got := srv.SlowClients("main"); got != 2*perPath {
 		t.Errorf("%d slow clients counted, want %d", got, 2*perPath)
 	}
-	if got := testutil.ToFloat64(metricOf(t, srv, "main")); got != 2*perPath {
+	if got := testutil.ToFloat64(metricOf(t, srv, "rate_limit_slow_clients_total", "main")); got != 2*perPath {
 		t.Errorf(`rate_limit_slow_clients_total{listener="main"} %g, want %d`, got, 2*perPath)
 	}
 }
 
-// metricOf is the slow-client counter of one listener from srv.Metrics().
-func metricOf(t *testing.T, srv *server.Server, listener string) prometheus.Collector {
+// metricOf is the counter name of one listener from srv.Metrics().
+func metricOf(t *testing.T, srv *server.Server, name, listener string) prometheus.Collector {
 	t.Helper()
 	reg := prometheus.NewPedanticRegistry()
 	if err := reg.Register(srv.Metrics()); err != nil {
@@ -175,6 +175,9 @@ func metricOf(t *testing.T, srv *server.Server, listener string) prometheus.Coll
 		t.Fatal(err)
 	}
 	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
 		for _, m := range f.GetMetric() {
 			for _, l := range m.GetLabel() {
 				if l.GetName() == "listener" && l.GetValue() == listener {
@@ -185,7 +188,7 @@ func metricOf(t *testing.T, srv *server.Server, listener string) prometheus.Coll
 			}
 		}
 	}
-	t.Fatalf("no %s listener in the server metrics", listener)
+	t.Fatalf("no %s{listener=%q} in the server metrics", name, listener)
 	return nil
 }
 

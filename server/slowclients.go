@@ -156,9 +156,9 @@ type slowClientConn struct {
 	net.Conn
 	slow      *atomic.Uint64
 	oversized *atomic.Uint64
-	arriving atomic.Bool // bytes of a request came since the connection was idle
-	aborting atomic.Bool // the read deadline in force is in the past when set
-	counted  atomic.Bool
+	arriving  atomic.Bool // bytes of a request came since the connection was idle
+	aborting  atomic.Bool // the read deadline in force is in the past when set
+	counted   atomic.Bool
 }
 
 func (c *slowClientConn) Read(p []byte) (int, error) {
@@ -211,9 +211,10 @@ var slowClientsDesc = prometheus.NewDesc("rate_limit_slow_clients_total",
 	"Connections cut off because a request's headers or body did not arrive within server.read_header_timeout or server.read_timeout, by listener.",
 	[]string{"listener"}, nil)
 
-// Metrics returns the server's own counters, rate_limit_slow_clients_total
-// and rate_limit_oversized_headers_total by listener, as a prometheus.Collector to register on the registry
-// /metrics serves. It is safe for concurrent use.
+// Metrics returns the server's own counters by listener,
+// rate_limit_slow_clients_total and rate_limit_oversized_headers_total, as
+// a prometheus.Collector to register on the registry /metrics serves. It
+// is safe for concurrent use.
 func (s *Server) Metrics() prometheus.Collector { return serverMetrics{s} }
 
 type serverMetrics struct{ s *Server }
