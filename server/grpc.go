@@ -87,7 +87,8 @@ func (b *Built) startGRPC(cfg *config.Config, d *Deps) (*grpcListener, error) {
 	if err != nil {
 		return nil, fmt.Errorf("server: grpc listener %s: %w", cfg.Server.GRPCListen, err)
 	}
-	gs, hs := rls.NewServer(svc, tc)
+	// Envoy's metadata is bounded like an HTTP request's head.
+	gs, hs := rls.NewServer(svc, tc, grpc.MaxHeaderListSize(uint32(cfg.Server.MaxHeaderBytes)))
 	ctx, stop := context.WithCancel(context.Background())
 	g := &grpcListener{ln: ln, gs: gs, health: hs, svc: svc, drain: cfg.Server.ShutdownTimeout, stop: stop, logger: logger}
 	if g.drain <= 0 {

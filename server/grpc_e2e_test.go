@@ -23,6 +23,7 @@ import (
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -528,5 +529,27 @@ reload: {watch: true, interval: 100ms}
 	waitFor(t, func() bool { ok, _ := srv.ConfigMetrics().Reloads(); return ok >= 1 })
 	if got, want := names(), "Ratelimit-Policy,Ratelimit,Ratelimit-Limit,Ratelimit-Remaining,Ratelimit-Reset"; got != want {
 		t.Errorf("headers after the reload: %s, want %s", got, want)
+	}
+}
+
+func TestTheGRPCListenerRefusesMetadataOverMaxHeaderBytes(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "shop.yaml"), fmt.Sprintf(grpcDomain, 1000))
+	_, conn := buildGRPC(t, "", dir)
+	ask := func(pad int) error {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		ctx = metadata.AppendToOutgoingContext(ctx, "x-pad", strings.Repeat("p", pad))
+		_, err := rlsv3.NewRateLimitServiceClient(conn).ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{
+			Domain:      "shop",
+			Descriptors: []*ratelimitv3.RateLimitDescriptor{{Entries: []*ratelimitv3.RateLimitDescriptor_Entry{{Key: "user", Value: "alice"}}}},
+		})
+		return err
+	}
+	if err := ask(1000); err != nil {
+		t.Fatalf("1 KB of metadata: %v", err)
+	}
+	if err := ask(1 << 20); err == nil {
+		t.Error("1 MB of metadata was answered, want it refused (server.max_header_bytes 64 KiB)")
 	}
 }
