@@ -101,7 +101,9 @@ type Server struct {
 	Upstream string `koanf:"upstream"`
 	// ShutdownTimeout bounds the drain of in-flight requests on SIGTERM. Default 15s.
 	ShutdownTimeout time.Duration `koanf:"shutdown_timeout"`
-	// ReadyTimeout bounds the store ping of /readyz. Default 1s.
+	// ReadyTimeout bounds the store ping of /readyz, and is how long its
+	// answer is reused: however often /readyz is called, the store gets at
+	// most one PING per ReadyTimeout. Default 1s.
 	ReadyTimeout time.Duration `koanf:"ready_timeout"`
 	// ReadyStrict makes /readyz fail (503) while the store is unreachable.
 	// Default false: /readyz stays ready while store.fail_policy (open or
@@ -120,6 +122,14 @@ type Server struct {
 	// IdleTimeout closes a keep-alive connection idle for this long.
 	// Default 2m.
 	IdleTimeout time.Duration `koanf:"idle_timeout"`
+	// MaxHeaderBytes bounds a request's head (request line and header
+	// fields) on every listener; a larger one gets 431. Default 64 KiB; at
+	// least 8192.
+	MaxHeaderBytes int `koanf:"max_header_bytes"`
+	// MaxHeaderCount bounds the header field lines of a request, Host
+	// included, on every listener; a request with more gets 431 before any
+	// decision is made. Default 100.
+	MaxHeaderCount int `koanf:"max_header_count"`
 	// CheckAPI says who may use the decision API, POST /v1/check.
 	CheckAPI CheckAPI `koanf:"check_api"`
 	// UpstreamTransport configures the proxy's connections to Upstream.
@@ -600,6 +610,10 @@ func defaults() map[string]any {
 		"server.read_header_timeout": "10s",
 		"server.read_timeout":        "30s",
 		"server.idle_timeout":        "2m",
+
+		// A request's head is bounded as proxies in front usually bound it.
+		"server.max_header_bytes": 64 << 10,
+		"server.max_header_count": 100,
 
 		// Only the API keys listed under tiers.api_keys identify a client.
 		"identity.require_known_api_key": true,

@@ -13,6 +13,9 @@ func TestServerTimeoutsAndReadinessDefaults(t *testing.T) {
 		t.Errorf("read_header_timeout %s, read_timeout %s, idle_timeout %s, ready_strict %v; want 10s, 30s, 2m, false",
 			s.ReadHeaderTimeout, s.ReadTimeout, s.IdleTimeout, s.ReadyStrict)
 	}
+	if s.MaxHeaderBytes != 64<<10 || s.MaxHeaderCount != 100 {
+		t.Errorf("max_header_bytes %d, max_header_count %d; want 65536, 100", s.MaxHeaderBytes, s.MaxHeaderCount)
+	}
 }
 
 func TestUnknownAPIKeysAreNotAnIdentityByDefault(t *testing.T) {
@@ -66,6 +69,8 @@ func TestHostileClientSettingsAreCheckedNamingTheKey(t *testing.T) {
 		{"a zero idle timeout", "server: {idle_timeout: 0s}\n", []string{"server.idle_timeout", "> 0"}},
 		{"a header timeout longer than the whole request's", "server: {read_header_timeout: 40s, read_timeout: 30s}\n",
 			[]string{"server.read_header_timeout", "longer than server.read_timeout"}},
+		{"a header byte bound below net/http's slack", "server: {max_header_bytes: 4096}\n", []string{"server.max_header_bytes", "8192 to", "got 4096"}},
+		{"no header field allowed", "server: {max_header_count: 0}\n", []string{"server.max_header_count", "1 to 100000", "got 0"}},
 		{"an API key header that could never identify anyone", "identity: {api_key_header: X-API-Key}\n",
 			[]string{"identity.api_key_header", "tiers.api_keys", "require_known_api_key: false"}},
 		{"an API key on an unknown tier", "tiers: {api_keys: {gold: [k]}}\n", []string{"tiers.api_keys.gold", "unknown tier"}},

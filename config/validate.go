@@ -104,6 +104,12 @@ func (c *Config) validateServer(e *errs) {
 	if s.ReadHeaderTimeout > s.ReadTimeout && s.ReadTimeout > 0 {
 		e.add("server.read_header_timeout", "%s is longer than server.read_timeout %s, which bounds the headers too", s.ReadHeaderTimeout, s.ReadTimeout)
 	}
+	if s.MaxHeaderBytes < 8192 || s.MaxHeaderBytes > 16<<20 {
+		e.add("server.max_header_bytes", "must be 8192 to 16777216 (16 MiB), got %d", s.MaxHeaderBytes)
+	}
+	if s.MaxHeaderCount < 1 || s.MaxHeaderCount > 100_000 {
+		e.add("server.max_header_count", "must be 1 to 100000, got %d", s.MaxHeaderCount)
+	}
 	for i, p := range s.CheckAPI.AllowedPeers {
 		if _, err := parsePrefix(p); err != nil {
 			e.add(fmt.Sprintf("server.check_api.allowed_peers[%d]", i), "%q is not a CIDR or an IP address", p)

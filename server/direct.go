@@ -25,7 +25,8 @@ import (
 // upstreamPool, its request line and headers written straight from the
 // incoming request (hop-by-hop headers dropped, X-Forwarded-* set as
 // ReverseProxy's SetXForwarded does), the response parsed by
-// http.ReadResponse and copied back as ReverseProxy copies it. Everything
+// http.ReadResponse and copied back as ReverseProxy copies it, merged with
+// the rate-limit headers as on the ReverseProxy path (proxyheaders.go). Everything
 // else — bodies, upgrades, Expect: 100-continue, an upstream URL with a
 // path or query, h2c, https — goes through the ReverseProxy.
 
@@ -66,7 +67,7 @@ func (p *directProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()
 	dropped := connectionTokens(resp.Header)
 	for k, vv := range resp.Header {
-		if !hopByHop(k) && !hasToken(dropped, k) {
+		if !hopByHop(k) && !hasToken(dropped, k) && !setByLimiter(h, k) {
 			h[k] = vv
 		}
 	}
@@ -426,15 +427,18 @@ func (pc *upstreamConn) exchange(r *http.Request, write func(*bufio.Writer), w h
 			break
 		}
 		// An informational answer (103 Early Hints) goes to the client
-		// at once, without the headers of the final one.
+		// at once, without the headers of the final one; the limiter's
+		// stay for both.
 		h := w.Header()
+		var copied []string
 		for k, vv := range resp.Header {
-			if !hopByHop(k) {
+			if !hopByHop(k) && !setByLimiter(h, k) {
 				h[k] = vv
+				copied = append(copied, k)
 			}
 		}
 		w.WriteHeader(resp.StatusCode)
-		for k := range resp.Header {
+		for _, k := range copied {
 			delete(h, k)
 		}
 	}

@@ -89,12 +89,14 @@ func (b *Built) startGRPC(cfg *config.Config, d *Deps) (*grpcListener, error) {
 	if err != nil {
 		return nil, fmt.Errorf("server: grpc listener %s: %w", cfg.Server.GRPCListen, err)
 	}
-	gs, hs := rls.NewServer(svc, tc, rls.ServerConfig{
+	// Envoy's metadata is bounded like an HTTP request's head.
+	opts := append(rls.ServerConfig{
 		MaxConcurrentStreams:         uint32(cfg.RLS.MaxConcurrentStreams),
 		KeepaliveMinTime:             cfg.RLS.KeepaliveMinTime,
 		KeepalivePermitWithoutStream: cfg.RLS.KeepalivePermitWithoutStream,
 		MaxConnectionIdle:            cfg.RLS.MaxConnectionIdle,
-	}.Options()...)
+	}.Options(), grpc.MaxHeaderListSize(uint32(cfg.Server.MaxHeaderBytes)))
+	gs, hs := rls.NewServer(svc, tc, opts...)
 	ctx, stop := context.WithCancel(context.Background())
 	g := &grpcListener{ln: ln, gs: gs, health: hs, svc: svc, drain: cfg.Server.ShutdownTimeout, stop: stop, logger: logger}
 	if g.drain <= 0 {

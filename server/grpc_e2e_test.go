@@ -28,6 +28,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/metadata"
 	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
 	"google.golang.org/grpc/status"
 
@@ -578,5 +579,27 @@ func TestAnEmptiedRLSDirectoryIsRefusedAndTheDomainsInForceKeepServing(t *testin
 	}
 	if ok, _ := srv.ConfigMetrics().Reloads(); ok != 0 {
 		t.Errorf("%d successful reloads, want none", ok)
+	}
+}
+
+func TestTheGRPCListenerRefusesMetadataOverMaxHeaderBytes(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "shop.yaml"), fmt.Sprintf(grpcDomain, 1000))
+	_, conn := buildGRPC(t, "", dir)
+	ask := func(pad int) error {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		ctx = metadata.AppendToOutgoingContext(ctx, "x-pad", strings.Repeat("p", pad))
+		_, err := rlsv3.NewRateLimitServiceClient(conn).ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{
+			Domain:      "shop",
+			Descriptors: []*ratelimitv3.RateLimitDescriptor{{Entries: []*ratelimitv3.RateLimitDescriptor_Entry{{Key: "user", Value: "alice"}}}},
+		})
+		return err
+	}
+	if err := ask(1000); err != nil {
+		t.Fatalf("1 KB of metadata: %v", err)
+	}
+	if err := ask(1 << 20); err == nil {
+		t.Error("1 MB of metadata was answered, want it refused (server.max_header_bytes 64 KiB)")
 	}
 }

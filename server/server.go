@@ -16,8 +16,10 @@
 //
 // Every listener bounds what a client may hold: ReadHeaderTimeout the
 // headers, ReadTimeout the body once it is read, IdleTimeout a kept-alive
-// connection between requests. A connection cut off by the first two while
-// a request was arriving is counted as a slow client (Metrics).
+// connection between requests, MaxHeaderBytes and MaxHeaderCount the size
+// of a request's head. A connection cut off by the first two while a
+// request was arriving is counted as a slow client, a head refused by the
+// last two as oversized (Metrics).
 package server
 
 import (
@@ -79,9 +81,12 @@ type Config struct {
 	CheckAPI CheckAPI
 	// Ready reports whether the store is reachable (a Redis PING); nil
 	// means always reachable. It is called with a context bounded by
-	// ReadyTimeout.
+	// ReadyTimeout, at most one call at a time, and its answer is reused
+	// for ReadyTimeout after it returns, so that probes however frequent
+	// cost the store at most one PING per ReadyTimeout.
 	Ready func(context.Context) error
-	// ReadyTimeout bounds Ready. Default DefaultReadyTimeout.
+	// ReadyTimeout bounds Ready, and is how long its answer is reused.
+	// Default DefaultReadyTimeout.
 	ReadyTimeout time.Duration
 	// FailPolicy is the store's fail policy ("open", "local" or "closed";
 	// empty means "open"), which /readyz reports. While the store is
@@ -104,6 +109,14 @@ type Config struct {
 	// IdleTimeout closes a kept-alive connection idle for this long.
 	// Default DefaultIdleTimeout.
 	IdleTimeout time.Duration
+	// MaxHeaderBytes bounds a request's head, its request line and header
+	// fields, on every listener; a larger one gets 431 from net/http.
+	// Default DefaultMaxHeaderBytes; at least MinMaxHeaderBytes.
+	MaxHeaderBytes int
+	// MaxHeaderCount bounds the header field lines of a request (Host
+	// included) on every listener; a request with more gets 431 before
+	// anything else is done for it. Default DefaultMaxHeaderCount.
+	MaxHeaderCount int
 	// MetricsHandler serves /metrics. Default: promhttp on a registry of
 	// its own holding the Go and process collectors.
 	MetricsHandler http.Handler
@@ -147,6 +160,8 @@ type Server struct {
 	listeners map[string]net.Listener // "main", "metrics", "admin"
 	servers   map[string]*http.Server
 	slow      map[string]*atomic.Uint64 // slow clients cut off, by listener
+	oversized map[string]*atomic.Uint64 // heads refused with 431, by listener
+	store     storeState
 	stopping  atomic.Bool
 	closeOnce sync.Once
 }
@@ -175,6 +190,15 @@ func New(cfg Config) (*Server, error) {
 	if cfg.IdleTimeout <= 0 {
 		cfg.IdleTimeout = DefaultIdleTimeout
 	}
+	if cfg.MaxHeaderBytes == 0 {
+		cfg.MaxHeaderBytes = DefaultMaxHeaderBytes
+	}
+	if cfg.MaxHeaderBytes < MinMaxHeaderBytes {
+		return nil, fmt.Errorf("server: MaxHeaderBytes %d is below %d", cfg.MaxHeaderBytes, MinMaxHeaderBytes)
+	}
+	if cfg.MaxHeaderCount <= 0 {
+		cfg.MaxHeaderCount = DefaultMaxHeaderCount
+	}
 	if cfg.FailPolicy == "" {
 		cfg.FailPolicy = "open"
 	}
@@ -186,7 +210,9 @@ func New(cfg Config) (*Server, error) {
 		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 		cfg.MetricsHandler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})
 	}
-	s := &Server{cfg: cfg, logger: cfg.Logger, listeners: map[string]net.Listener{}, servers: map[string]*http.Server{}, slow: map[string]*atomic.Uint64{}}
+	s := &Server{cfg: cfg, logger: cfg.Logger, listeners: map[string]net.Listener{}, servers: map[string]*http.Server{},
+		slow: map[string]*atomic.Uint64{}, oversized: map[string]*atomic.Uint64{}}
+	s.store.init()
 	handlers := map[string]http.Handler{"main": s.mainHandler()}
 	addrs := map[string]string{"main": cfg.Listen}
 	if cfg.MetricsListen != "" {
@@ -212,10 +238,14 @@ func New(cfg Config) (*Server, error) {
 			s.closeListeners()
 			return nil, fmt.Errorf("server: %s listener %s: %w", name, addr, err)
 		}
+		oversized := &atomic.Uint64{}
+		s.oversized[name] = oversized
 		srv := &http.Server{
-			Handler:           s.bodyDeadlines(handlers[name]),
+			// The header count is checked first, before any work.
+			Handler:           headerCountLimit(s.bodyDeadlines(handlers[name]), cfg.MaxHeaderCount, oversized),
 			ReadHeaderTimeout: headerTimeout,
 			IdleTimeout:       cfg.IdleTimeout,
+			MaxHeaderBytes:    cfg.MaxHeaderBytes - headerReadSlack,
 			ErrorLog:          slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn),
 		}
 		// The exporter-toolkit web config wraps the metrics listener in
@@ -223,7 +253,7 @@ func New(cfg Config) (*Server, error) {
 		if name != "metrics" || cfg.MetricsWebConfigFile == "" {
 			slow := &atomic.Uint64{}
 			s.slow[name] = slow
-			ln = &slowClientListener{Listener: ln, slow: slow}
+			ln = &slowClientListener{Listener: ln, slow: slow, oversized: oversized}
 			srv.ConnState = slowClientConnState
 		}
 		s.listeners[name] = ln
@@ -334,19 +364,22 @@ type Readiness struct {
 	// Ready is true when the instance should receive traffic (status 200);
 	// false with status 503.
 	Ready bool `json:"ready"`
-	// Store is "up" or "down" (unreachable within ReadyTimeout).
+	// Store is "up" or "down" (unreachable within ReadyTimeout), as last
+	// checked, at most ReadyTimeout ago.
 	Store string `json:"store"`
 	// FailPolicy is how decisions are made while the store is down.
 	FailPolicy string `json:"fail_policy"`
 	// Strict is set when a store outage makes the instance unready.
 	Strict bool `json:"strict"`
-	// Reason says why the instance is not ready, or why the store is down.
+	// Reason says why the instance is not ready, or that the store is
+	// down ("store unavailable"): the store's address and error are for
+	// the log, not for whoever can reach /readyz.
 	Reason string `json:"reason,omitempty"`
 }
 
-// readiness checks the store and says whether decisions can be made: with
-// the store up always; with it down while the fail policy (open, local)
-// still decides, unless ReadyStrict.
+// readiness says from the store's state (storeErr) whether decisions can be
+// made: with the store up always; with it down while the fail policy
+// (open, local) still decides, unless ReadyStrict.
 func (s *Server) readiness(ctx context.Context) Readiness {
 	rd := Readiness{Ready: true, Store: "up", FailPolicy: s.cfg.FailPolicy, Strict: s.cfg.ReadyStrict}
 	if s.stopping.Load() {
@@ -356,10 +389,8 @@ func (s *Server) readiness(ctx context.Context) Readiness {
 	if s.cfg.Ready == nil {
 		return rd
 	}
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.ReadyTimeout)
-	defer cancel()
-	if err := s.cfg.Ready(ctx); err != nil {
-		rd.Store, rd.Reason = "down", "store unreachable: "+err.Error()
+	if err := s.storeErr(ctx); err != nil {
+		rd.Store, rd.Reason = "down", "store unavailable"
 		rd.Ready = !s.cfg.ReadyStrict && s.cfg.FailPolicy != "closed"
 	}
 	return rd
@@ -414,12 +445,15 @@ func (s *Server) proxy(upstream *url.URL) http.Handler {
 		},
 		ErrorHandler: onError,
 	}
+	// Both paths merge the upstream's headers with the limiter's alike
+	// (proxyheaders.go).
+	fallback := limiterFirst{rp}
 	if !directPathFor(upstream, s.cfg.UpstreamTransport) {
-		return rp
+		return fallback
 	}
 	pool := newUpstreamPool(upstream.Host, s.cfg.UpstreamTransport)
 	s.cfg.Closers = append(s.cfg.Closers, idleCloser{pool})
-	return &directProxy{pool: pool, fallback: rp, onError: onError, buffers: buffers}
+	return &directProxy{pool: pool, fallback: fallback, onError: onError, buffers: buffers}
 }
 
 func writeError(w http.ResponseWriter, code int, kind, msg string) {
@@ -459,6 +493,7 @@ func (s *Server) Shutdown() error {
 	var firstErr error
 	s.closeOnce.Do(func() {
 		s.stopping.Store(true)
+		s.store.cancel()
 		s.logger.Info("shutting down", slog.Duration("drain_timeout", s.cfg.ShutdownTimeout))
 		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
 		defer cancel()

@@ -131,7 +131,8 @@ func isTimeout(err error) bool {
 // client when a read deadline cuts them off while a request is arriving.
 type slowClientListener struct {
 	net.Listener
-	slow *atomic.Uint64
+	slow      *atomic.Uint64
+	oversized *atomic.Uint64 // net/http's 431s for a head over MaxHeaderBytes
 }
 
 func (l *slowClientListener) Accept() (net.Conn, error) {
@@ -139,7 +140,7 @@ func (l *slowClientListener) Accept() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &slowClientConn{Conn: c, slow: l.slow}, nil
+	return &slowClientConn{Conn: c, slow: l.slow, oversized: l.oversized}, nil
 }
 
 // slowClientConn is one connection. A read deadline expiring while some
@@ -153,10 +154,11 @@ func (l *slowClientListener) Accept() (net.Conn, error) {
 // connection remembers whether the deadline in force is one.
 type slowClientConn struct {
 	net.Conn
-	slow     *atomic.Uint64
-	arriving atomic.Bool // bytes of a request came since the connection was idle
-	aborting atomic.Bool // the read deadline in force is in the past when set
-	counted  atomic.Bool
+	slow      *atomic.Uint64
+	oversized *atomic.Uint64
+	arriving  atomic.Bool // bytes of a request came since the connection was idle
+	aborting  atomic.Bool // the read deadline in force is in the past when set
+	counted   atomic.Bool
 }
 
 func (c *slowClientConn) Read(p []byte) (int, error) {
@@ -168,6 +170,12 @@ func (c *slowClientConn) Read(p []byte) (int, error) {
 		c.slow.Add(1)
 	}
 	return n, err
+}
+
+// Write is net.Conn's, counting net/http's own 431 (which no handler sees).
+func (c *slowClientConn) Write(p []byte) (int, error) {
+	countOversized(p, c.oversized)
+	return c.Conn.Write(p)
 }
 
 // SetReadDeadline is net.Conn's, noting a deadline set in the past.
@@ -203,19 +211,41 @@ var slowClientsDesc = prometheus.NewDesc("rate_limit_slow_clients_total",
 	"Connections cut off because a request's headers or body did not arrive within server.read_header_timeout or server.read_timeout, by listener.",
 	[]string{"listener"}, nil)
 
-// Metrics returns the server's own counters, rate_limit_slow_clients_total
-// by listener, as a prometheus.Collector to register on the registry
-// /metrics serves. It is safe for concurrent use.
+// Metrics returns the server's own counters by listener,
+// rate_limit_slow_clients_total and rate_limit_oversized_headers_total, as
+// a prometheus.Collector to register on the registry /metrics serves. It
+// is safe for concurrent use.
 func (s *Server) Metrics() prometheus.Collector { return serverMetrics{s} }
 
 type serverMetrics struct{ s *Server }
 
 // Describe is part of prometheus.Collector.
-func (m serverMetrics) Describe(ch chan<- *prometheus.Desc) { ch <- slowClientsDesc }
+func (m serverMetrics) Describe(ch chan<- *prometheus.Desc) {
+	ch <- slowClientsDesc
+	ch <- oversizedHeadersDesc
+}
 
 // Collect is part of prometheus.Collector.
 func (m serverMetrics) Collect(ch chan<- prometheus.Metric) {
 	for name, c := range m.s.slow {
 		ch <- prometheus.MustNewConstMetric(slowClientsDesc, prometheus.CounterValue, float64(c.Load()), name)
 	}
+	for name, c := range m.s.oversized {
+		ch <- prometheus.MustNewConstMetric(oversizedHeadersDesc, prometheus.CounterValue, float64(c.Load()), name)
+	}
 }
+
+// OversizedHeaders returns how many requests of the named listener
+// ("main", "metrics", "admin") got 431 for a head over MaxHeaderBytes or
+// more header fields than MaxHeaderCount. On a metrics listener behind a
+// web config (TLS), only the second are counted.
+func (s *Server) OversizedHeaders(listener string) uint64 {
+	if c, ok := s.oversized[listener]; ok {
+		return c.Load()
+	}
+	return 0
+}
+
+var oversizedHeadersDesc = prometheus.NewDesc("rate_limit_oversized_headers_total",
+	"Requests answered 431 because their head was over server.max_header_bytes or had more header fields than server.max_header_count, by listener.",
+	[]string{"listener"}, nil)

@@ -40,20 +40,7 @@ func startProxy(t *testing.T, upstream string, tc server.TransportConfig) string
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := httplimit.NewPolicy(httplimit.PolicyConfig{
-		Store: limiter.NewMemoryStore(limiter.MemoryConfig{}),
-		Classes: []httplimit.Class{{Name: "default", Limits: map[string]limiter.Limit{
-			"default": limiter.PerSecond(limiter.GCRA, 1_000_000),
-		}}},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	mw, err := httplimit.New(httplimit.Config{Policy: p})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := server.New(server.Config{Listen: "127.0.0.1:0", Upstream: u, UpstreamTransport: tc, Middleware: mw})
+	srv, err := server.New(server.Config{Listen: "127.0.0.1:0", Upstream: u, UpstreamTransport: tc, Middleware: testMiddleware(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

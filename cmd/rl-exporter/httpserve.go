@@ -6,6 +6,8 @@ import (
 	"net"
 	"net/http"
 	"time"
+
+	"github.com/rl-exporter/rl-exporter/server"
 )
 
 // shutdownGrace is how long requests in flight may take once a server
@@ -15,8 +17,10 @@ const shutdownGrace = 5 * time.Second
 // serveHTTP serves h on ln until ctx is done, then shuts the server down,
 // waiting up to shutdownGrace for the requests in flight. It returns nil
 // after such a shutdown and the error that stopped serving otherwise.
+// Request heads are bounded as serve's listeners bound them by default.
 func serveHTTP(ctx context.Context, ln net.Listener, h http.Handler) error {
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	server.LimitHeaders(srv, server.DefaultMaxHeaderBytes, server.DefaultMaxHeaderCount)
 	drained := make(chan struct{})
 	stop := context.AfterFunc(ctx, func() {
 		defer close(drained)

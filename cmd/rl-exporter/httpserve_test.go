@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 )
@@ -64,5 +65,39 @@ func TestServeHTTPReportsAListenerThatFails(t *testing.T) {
 	ln.Close()
 	if err := serveHTTP(context.Background(), ln, http.NotFoundHandler()); err == nil {
 		t.Error("serveHTTP on a closed listener returned nil")
+	}
+}
+
+func TestServeHTTPAnswers431ToTooManyOrTooLargeHeaders(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- serveHTTP(ctx, ln, http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})) }()
+	defer func() { cancel(); <-served }()
+	for _, c := range []struct {
+		name   string
+		fields int
+		value  string
+		want   int
+	}{
+		{"a few fields", 3, "v", 200},
+		{"101 fields", 101, "v", 431},
+		{"a 70 KB field", 1, strings.Repeat("v", 70_000), 431},
+	} {
+		req, _ := http.NewRequest("GET", "http://"+ln.Addr().String()+"/", nil)
+		for i := range c.fields {
+			req.Header.Add("X-A", c.value+strings.Repeat("v", i%2))
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != c.want {
+			t.Errorf("%s: %d, want %d", c.name, resp.StatusCode, c.want)
+		}
 	}
 }

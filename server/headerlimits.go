@@ -1,0 +1,90 @@
+package server
+
+import (
+	"bytes"
+	"fmt"
+	"net/http"
+	"sync/atomic"
+)
+
+// How a request's head is bounded. net/http bounds the bytes of the head
+// (request line and header fields) with http.Server.MaxHeaderBytes and
+// answers 431 itself past it, but it reads up to 4096 bytes more than that
+// (its bufio slack), so the server is given the configured bound less that
+// slack and the configured number is the one enforced. It has no bound on
+// the number of fields: 90,000 fields of a few bytes each fit in its default
+// 1 MB, and each costs a string and a slice entry in Request.Header, then
+// another in the proxy's copy; headerCountLimit answers 431 for too many
+// before any other work (no decision is made or counted).
+
+// Defaults of Config's header bounds.
+const (
+	DefaultMaxHeaderBytes = 64 << 10
+	DefaultMaxHeaderCount = 100
+	// MinMaxHeaderBytes is the least MaxHeaderBytes may be: net/http's
+	// slack, so that the bound left for net/http is positive, and a 4 KiB
+	// head beyond it.
+	MinMaxHeaderBytes = 2 * headerReadSlack
+)
+
+// headerReadSlack is what net/http reads of a request's head beyond
+// http.Server.MaxHeaderBytes before it answers 431.
+const headerReadSlack = 4096
+
+// LimitHeaders bounds the heads of srv's requests: at most maxBytes bytes
+// (request line and header fields, MinMaxHeaderBytes at least) and maxCount
+// header field lines, Host included; past either the client gets 431. It
+// sets srv.MaxHeaderBytes and wraps srv.Handler, so call it before srv
+// serves.
+func LimitHeaders(srv *http.Server, maxBytes, maxCount int) {
+	srv.MaxHeaderBytes = max(maxBytes, MinMaxHeaderBytes) - headerReadSlack
+	h := srv.Handler
+	if h == nil {
+		h = http.DefaultServeMux
+	}
+	srv.Handler = headerCountLimit(h, maxCount, nil)
+}
+
+// headerCountLimit answers 431 to a request with more than limit header
+// field lines (each value of Request.Header, and Host), counting it in
+// refused when set; the others go to next.
+func headerCountLimit(next http.Handler, limit int, refused *atomic.Uint64) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if n := headerCount(r); n > limit {
+			if refused != nil {
+				refused.Add(1)
+			}
+			// The rest of what such a client sends is not worth reading.
+			w.Header().Set("Connection", "close")
+			writeError(w, http.StatusRequestHeaderFieldsTooLarge, "header_fields_too_large",
+				fmt.Sprintf("the request has %d header fields; at most %d are accepted", n, limit))
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// headerCount is the number of header field lines r came with: net/http
+// keeps each line as one value, and Host apart.
+func headerCount(r *http.Request) int {
+	n := 0
+	if r.Host != "" {
+		n = 1
+	}
+	for _, vv := range r.Header {
+		n += len(vv)
+	}
+	return n
+}
+
+// netHTTP431 is how net/http answers a head over MaxHeaderBytes, written in
+// one piece on the connection (a handler's answer goes through a buffer and
+// is JSON), which is how oversizedConn tells it apart.
+var netHTTP431 = []byte("HTTP/1.1 431 Request Header Fields Too Large\r\nContent-Type: text/plain")
+
+// countOversized counts in refused the answer p when it is net/http's 431.
+func countOversized(p []byte, refused *atomic.Uint64) {
+	if refused != nil && bytes.HasPrefix(p, netHTTP431) {
+		refused.Add(1)
+	}
+}

@@ -1,0 +1,96 @@
+package server
+
+import (
+	"net/http"
+
+	"github.com/rl-exporter/rl-exporter/httplimit"
+)
+
+// How an upstream's answer is merged with the rate-limit headers, on both
+// proxy paths alike: a rate-limit header the limiter set on the response
+// (httplimit.HeaderNames) is the one the client gets, the upstream's
+// values of that header are dropped; every other header of the upstream,
+// its Retry-After on a 429 or 503 included when the limiter set none,
+// passes as it came. The limiter's win because they describe the limit
+// this proxy enforces, the one that will refuse the client's next
+// requests; an upstream's own X-RateLimit-Remaining counts another budget,
+// and appended to the limiter's it makes a field that takes one value
+// carry two, which clients read as either. When the limiter sent none (a
+// shadow class over its limit, a decision that failed open, the header
+// families turned off) the upstream's pass.
+
+// limiterHeaders are the names of httplimit.HeaderNames.
+var limiterHeaders = func() map[string]bool {
+	m := make(map[string]bool, len(httplimit.HeaderNames))
+	for _, k := range httplimit.HeaderNames {
+		m[k] = true
+	}
+	return m
+}()
+
+// setByLimiter says whether k, a canonical header name, is a rate-limit
+// header already on the client's response h, whose value is to stand.
+func setByLimiter(h http.Header, k string) bool {
+	_, set := h[k]
+	return set && limiterHeaders[k]
+}
+
+// limiterFirst serves the requests of the ReverseProxy path with the merge
+// above: httputil.ReverseProxy appends the upstream's headers to the
+// response's, so the limiter's are put back, alone, before each status is
+// written.
+type limiterFirst struct{ next http.Handler }
+
+// ServeHTTP implements http.Handler.
+func (l limiterFirst) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h := w.Header()
+	var lw *limiterWriter
+	for _, k := range httplimit.HeaderNames {
+		if vv, ok := h[k]; ok {
+			if lw == nil {
+				lw = &limiterWriter{ResponseWriter: w}
+			}
+			lw.keys = append(lw.keys, k)
+			lw.vals = append(lw.vals, vv)
+		}
+	}
+	if lw == nil {
+		l.next.ServeHTTP(w, r)
+		return
+	}
+	l.next.ServeHTTP(lw, r)
+}
+
+// limiterWriter is a ResponseWriter that restores the limiter's headers,
+// keys and vals, before each status it writes. It is used by the
+// handler's goroutine alone, as a ResponseWriter is.
+type limiterWriter struct {
+	http.ResponseWriter
+	keys  []string
+	vals  [][]string
+	wrote bool
+}
+
+// WriteHeader implements http.ResponseWriter.
+func (lw *limiterWriter) WriteHeader(code int) {
+	h := lw.ResponseWriter.Header()
+	for i, k := range lw.keys {
+		h[k] = lw.vals[i]
+	}
+	if code >= 200 {
+		lw.wrote = true
+	}
+	lw.ResponseWriter.WriteHeader(code)
+}
+
+// Write implements http.ResponseWriter.
+func (lw *limiterWriter) Write(p []byte) (int, error) {
+	if !lw.wrote {
+		lw.WriteHeader(http.StatusOK)
+	}
+	return lw.ResponseWriter.Write(p)
+}
+
+// Unwrap gives http.ResponseController the writer underneath (flushes,
+// deadlines, hijacking for upgrades).
+func (lw *limiterWriter) Unwrap() http.ResponseWriter { return lw.ResponseWriter }

@@ -1,0 +1,74 @@
+package server
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+)
+
+// storeState is the store's reachability as Config.Ready last answered it,
+// shared by every /readyz call: a load balancer probing often, or anyone
+// calling /readyz in a loop, costs the store at most one check per
+// ReadyTimeout. Callers that find the answer older than that wait for one
+// new check, made once for all of them. Its methods are safe for
+// concurrent use.
+type storeState struct {
+	ctx    context.Context // ends the check in flight at shutdown
+	cancel context.CancelFunc
+
+	mu      sync.Mutex
+	err     error
+	checked time.Time     // when the last answer came; zero before the first
+	pending chan struct{} // closed when the check in flight ends; nil when none
+}
+
+func (st *storeState) init() { st.ctx, st.cancel = context.WithCancel(context.Background()) }
+
+// storeErr is the store's reachability at most ReadyTimeout old: nil when
+// it answered, else why not.
+func (s *Server) storeErr(ctx context.Context) error {
+	st := &s.store
+	st.mu.Lock()
+	if !st.checked.IsZero() && time.Since(st.checked) < s.cfg.ReadyTimeout {
+		err := st.err
+		st.mu.Unlock()
+		return err
+	}
+	pending := st.pending
+	if pending == nil {
+		pending = make(chan struct{})
+		st.pending = pending
+		go s.checkStore(pending)
+	}
+	st.mu.Unlock()
+	select {
+	case <-pending:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.err
+}
+
+// checkStore asks Config.Ready, keeps its answer and closes done. The
+// error, which names the store's address, goes to the log when the store
+// becomes unreachable, never to /readyz's clients.
+func (s *Server) checkStore(done chan struct{}) {
+	st := &s.store
+	ctx, cancel := context.WithTimeout(st.ctx, s.cfg.ReadyTimeout)
+	err := s.cfg.Ready(ctx)
+	cancel()
+	st.mu.Lock()
+	was := st.err
+	st.err, st.checked, st.pending = err, time.Now(), nil
+	st.mu.Unlock()
+	close(done)
+	switch {
+	case err != nil && was == nil:
+		s.logger.Warn("store unreachable", slog.String("error", err.Error()))
+	case err == nil && was != nil:
+		s.logger.Info("store reachable again")
+	}
+}
