@@ -46,7 +46,11 @@ type Guard struct {
 	// shards are the breakers of a ShardedStore's servers, by shard name
 	// (string → *CircuitBreaker), made on first use with breakerCfg.
 	shards     sync.Map
+	shardsMu   sync.Mutex // held to make or drop a shard's breaker
 	breakerCfg BreakerConfig
+	// observer is the CircuitObserver of the config, told of the shards'
+	// breakers made and dropped.
+	observer CircuitObserver
 }
 
 // ShardedStore is a store whose keys are decided by separate servers (the
@@ -68,10 +72,87 @@ func (g *Guard) breakerFor(shard string) *CircuitBreaker {
 	if b, ok := g.shards.Load(shard); ok {
 		return b.(*CircuitBreaker)
 	}
+	g.shardsMu.Lock()
+	defer g.shardsMu.Unlock()
+	return g.addShardLocked(shard)
+}
+
+// addShardLocked returns shard's breaker, made and announced to a
+// CircuitSetObserver when new. g.shardsMu is held.
+func (g *Guard) addShardLocked(shard string) *CircuitBreaker {
+	if b, ok := g.shards.Load(shard); ok {
+		return b.(*CircuitBreaker)
+	}
 	cfg := g.breakerCfg
 	cfg.Store += "/" + shard
-	b, _ := g.shards.LoadOrStore(shard, NewCircuitBreaker(cfg))
-	return b.(*CircuitBreaker)
+	b := NewCircuitBreaker(cfg)
+	g.shards.Store(shard, b)
+	if o, ok := g.observer.(CircuitSetObserver); ok {
+		o.CircuitAdded(cfg.Store, CircuitClosed)
+	}
+	return b
+}
+
+// CircuitSetObserver is a CircuitObserver that keeps a state per breaker
+// (the collector's rate_limit_circuit_state series) and is also told when
+// a shard's breaker is made and when it is dropped because its shard left
+// the store (see Guard.SetShards). Its methods are called with the Guard's
+// and the breaker's locks held: they must be quick and must not call back.
+type CircuitSetObserver interface {
+	CircuitObserver
+	// CircuitAdded: a breaker named store now exists, in state.
+	CircuitAdded(store string, state CircuitState)
+	// CircuitRemoved: the breaker named store is gone and will not
+	// report again.
+	CircuitRemoved(store string)
+}
+
+// SetShards tells the Guard which shards the store has now (the masters of
+// a Redis Cluster's current slot map): the breakers of shards not in the
+// list are dropped, and no longer report, while the listed shards without
+// one get a closed breaker. The CircuitObserver, when a CircuitSetObserver,
+// is told of both. A shard dropped here and still named by a stale slot map
+// gets a new breaker on its next call. Without a breaker it does nothing.
+// Safe for concurrent use with decisions.
+func (g *Guard) SetShards(shards []string) {
+	if g.breaker == nil {
+		return
+	}
+	keep := make(map[string]bool, len(shards))
+	for _, s := range shards {
+		if s != "" {
+			keep[s] = true
+		}
+	}
+	g.shardsMu.Lock()
+	defer g.shardsMu.Unlock()
+	o, _ := g.observer.(CircuitSetObserver)
+	g.shards.Range(func(k, v any) bool {
+		if keep[k.(string)] {
+			return true
+		}
+		g.shards.Delete(k)
+		v.(*CircuitBreaker).forget(func(store string) {
+			if o != nil {
+				o.CircuitRemoved(store)
+			}
+		})
+		return true
+	})
+	for s := range keep {
+		g.addShardLocked(s)
+	}
+}
+
+// Shards returns the shards that have a breaker, in no order, for tests and
+// diagnostics. Safe for concurrent use.
+func (g *Guard) Shards() []string {
+	var out []string
+	g.shards.Range(func(k, _ any) bool {
+		out = append(out, k.(string))
+		return true
+	})
+	return out
 }
 
 // NewGuard returns a Guard configured by cfg.
@@ -93,6 +174,7 @@ func NewGuard(cfg GuardConfig) *Guard {
 	if g.log.afterFunc == nil {
 		g.log.afterFunc = func(d time.Duration, f func()) func() bool { return time.AfterFunc(d, f).Stop }
 	}
+	g.observer = cfg.Breaker.Observer
 	cfg.Breaker.Observer = transitionLog{next: cfg.Breaker.Observer, log: g.log}
 	g.breaker = NewCircuitBreaker(cfg.Breaker)
 	g.breakerCfg = cfg.Breaker

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -430,5 +431,51 @@ func TestInterleavedFailuresOfTwoReasonsAndNodesAreSummarisedEachWithItsOwnLastE
 	}
 	if n := clock.Armed(); n != 0 {
 		t.Errorf("%d timers armed after Close, want 0", n)
+	}
+}
+
+// circuitSet records what a CircuitSetObserver is told, in order.
+type circuitSet struct{ transitions }
+
+func (c *circuitSet) CircuitAdded(store string, state limiter.CircuitState) {
+	c.mu.Lock()
+	c.seen = append(c.seen, fmt.Sprintf("+%s:%s", store, state))
+	c.mu.Unlock()
+}
+
+func (c *circuitSet) CircuitRemoved(store string) {
+	c.mu.Lock()
+	c.seen = append(c.seen, "-"+store)
+	c.mu.Unlock()
+}
+
+func TestABreakerOfAShardThatLeftTheStoreIsDroppedAndReportsNoMore(t *testing.T) {
+	clock := newFakeClock()
+	obs := &circuitSet{}
+	g := limiter.NewGuard(limiter.GuardConfig{
+		Store:   "redis",
+		Breaker: limiter.BreakerConfig{Threshold: 2, Cooldown: time.Second, Now: clock.Now, Observer: obs},
+	})
+	l, err := limiter.New(limiter.Config{Limit: limiter.PerMinute(limiter.GCRA, 10), Store: nodeFailingStore{}, Guard: g})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		_, _ = l.Allow(context.Background(), "a:1/k")
+	}
+	g.SetShards([]string{"b:2", "c:3"})
+	for range 2 {
+		_, _ = l.Allow(context.Background(), "b:2/k")
+	}
+	seen := strings.Fields(obs.list())
+	if len(seen) != 6 || strings.Join(seen[:3], " ") != "+redis/a:1:closed redis/a:1:closed->open -redis/a:1" ||
+		!slices.Contains(seen[3:5], "+redis/b:2:closed") || !slices.Contains(seen[3:5], "+redis/c:3:closed") ||
+		seen[5] != "redis/b:2:closed->open" {
+		t.Errorf("told %q, want a:1 made, opened and dropped, then b:2 and c:3 made closed, then b:2 opened", obs.list())
+	}
+	shards := g.Shards()
+	slices.Sort(shards)
+	if got := strings.Join(shards, " "); got != "b:2 c:3" {
+		t.Errorf("shards %q, want b:2 c:3", got)
 	}
 }
