@@ -553,6 +553,7 @@ func defaults() map[string]any {
 		"rls.response_headers":     true,
 		"region.sync_interval":     "100ms",
 		"region.sync_timeout":      "1s",
+		"region.max_clock_skew":    "5s",
 
 		// Clients that send slowly are cut off.
 		"server.read_header_timeout": "10s",
