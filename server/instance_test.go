@@ -89,7 +89,12 @@ type checkAnswer struct {
 }
 
 func (in *instance) decide(ctx context.Context, t *testing.T, key string) (checkAnswer, int) {
-	body := fmt.Sprintf(`{"key":%q,"endpoint":"GET /"}`, key)
+	return in.decideOn(ctx, t, key, "GET /")
+}
+
+// decideOn asks the decision API for key on endpoint.
+func (in *instance) decideOn(ctx context.Context, t *testing.T, key, endpoint string) (checkAnswer, int) {
+	body := fmt.Sprintf(`{"key":%q,"endpoint":%q}`, key, endpoint)
 	req := httptest.NewRequest(http.MethodPost, "/v1/check", strings.NewReader(body)).WithContext(ctx)
 	rec := httptest.NewRecorder()
 	in.check.ServeHTTP(rec, req)
