@@ -153,7 +153,7 @@ var (
 	_ limiter.Recorder     = (*Collector)(nil)
 	_ limiter.Observer     = (*Collector)(nil)
 
-	_ limiter.CircuitObserver = (*Collector)(nil)
+	_ limiter.CircuitSetObserver = (*Collector)(nil)
 )
 
 // New validates cfg and returns a Collector with every series of the
@@ -463,5 +463,22 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 func (c *Collector) CircuitChanged(store string, _, to limiter.CircuitState) {
 	c.circuitMu.Lock()
 	c.circuit[store] = to
+	c.circuitMu.Unlock()
+}
+
+// CircuitAdded starts the series rate_limit_circuit_state{store} at state:
+// a Redis Cluster master's breaker, made when the master joined the slot
+// map. Part of limiter.CircuitSetObserver: safe for concurrent use, quick.
+func (c *Collector) CircuitAdded(store string, state limiter.CircuitState) {
+	c.CircuitChanged(store, state, state)
+}
+
+// CircuitRemoved drops the series rate_limit_circuit_state{store}: its
+// breaker is gone with the master that left the slot map, whose last state
+// would otherwise be exported for good. Part of limiter.CircuitSetObserver:
+// safe for concurrent use, quick.
+func (c *Collector) CircuitRemoved(store string) {
+	c.circuitMu.Lock()
+	delete(c.circuit, store)
 	c.circuitMu.Unlock()
 }

@@ -51,7 +51,7 @@ type Region struct {
 
 	rtt *prometheus.HistogramVec
 
-	lagDesc, syncErrorsDesc, decisionsDesc *prometheus.Desc
+	lagDesc, syncErrorsDesc, decisionsDesc, rejectedDesc *prometheus.Desc
 }
 
 // peerSeries holds one peer region's series.
@@ -60,7 +60,10 @@ type peerSeries struct {
 	lagBits atomic.Uint64 // math.Float64bits of the last lag, in seconds
 	lagSeen atomic.Bool
 	errors  atomic.Uint64
-	rtt     prometheus.Observer
+	// rejected are the slots of the exchange with the peer that a merge
+	// ignored as too far in the future.
+	rejected atomic.Uint64
+	rtt      prometheus.Observer
 }
 
 var _ prometheus.Collector = (*Region)(nil)
@@ -77,6 +80,9 @@ func NewRegion(cfg RegionConfig) (*Region, error) {
 			[]string{"peer_region"}, nil),
 		syncErrorsDesc: prometheus.NewDesc("rate_limit_region_sync_errors_total",
 			"Sync rounds with the peer region that failed (shipping counts to it or reading its counts).",
+			[]string{"peer_region"}, nil),
+		rejectedDesc: prometheus.NewDesc("rate_limit_region_rejected_slots_total",
+			"Slots of the exchange with the peer region that a merge ignored because their window started more than region.max_clock_skew ahead of the receiving Redis's clock (a peer's clock stepped forward, or a forged slot).",
 			[]string{"peer_region"}, nil),
 		decisionsDesc: prometheus.NewDesc("rate_limit_region_decisions_total",
 			"Decisions of limits in a region mode other than local, by mode and by where they ran: home local (this region's Redis) or remote (a peer's).",
@@ -145,11 +151,20 @@ func (r *Region) ObserveRTT(peer string, elapsed time.Duration) {
 	}
 }
 
+// ObserveRejectedSlots counts n slots of the exchange with peer that a
+// merge ignored as too far in the future of the receiving Redis's clock.
+func (r *Region) ObserveRejectedSlots(peer string, n int) {
+	if ps := r.peers[peer]; ps != nil && n > 0 {
+		ps.rejected.Add(uint64(n))
+	}
+}
+
 // Describe implements prometheus.Collector.
 func (r *Region) Describe(ch chan<- *prometheus.Desc) {
 	ch <- r.lagDesc
 	ch <- r.syncErrorsDesc
 	ch <- r.decisionsDesc
+	ch <- r.rejectedDesc
 	r.rtt.Describe(ch)
 }
 
@@ -160,6 +175,7 @@ func (r *Region) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(r.lagDesc, prometheus.GaugeValue, math.Float64frombits(ps.lagBits.Load()), ps.name)
 		}
 		ch <- prometheus.MustNewConstMetric(r.syncErrorsDesc, prometheus.CounterValue, float64(ps.errors.Load()), ps.name)
+		ch <- prometheus.MustNewConstMetric(r.rejectedDesc, prometheus.CounterValue, float64(ps.rejected.Load()), ps.name)
 	}
 	r.decisionsMu.Lock()
 	keys := append([]string(nil), r.modeOrder...)

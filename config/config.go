@@ -605,6 +605,7 @@ func defaults() map[string]any {
 		"rls.max_connection_idle":             "5m",
 		"region.sync_interval":                "100ms",
 		"region.sync_timeout":                 "1s",
+		"region.max_clock_skew":               "5s",
 
 		// Clients that send slowly are cut off.
 		"server.read_header_timeout": "10s",

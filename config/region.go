@@ -30,6 +30,11 @@ type Region struct {
 	SyncInterval time.Duration `koanf:"sync_interval"`
 	// SyncTimeout bounds one shipping round to one peer. Default 1s.
 	SyncTimeout time.Duration `koanf:"sync_timeout"`
+	// MaxClockSkew is how far ahead of the receiving Redis's clock a
+	// shipped count's window may start: further, the merge ignores it
+	// (counted in rate_limit_region_rejected_slots_total) instead of
+	// letting it hide its region's real counts until then. > 0; default 5s.
+	MaxClockSkew time.Duration `koanf:"max_clock_skew"`
 	// Peers are the other regions' Redis by region name, in the forms of
 	// store.redis (url, cluster_addrs, sentinel_addrs, tls, password_file
 	// ...). The key prefix and batching are store.redis's for every
@@ -153,6 +158,9 @@ func (c *Config) validateRegion(e *errs) {
 	}
 	if r.SyncTimeout <= 0 {
 		e.add("region.sync_timeout", "must be > 0, got %s", r.SyncTimeout)
+	}
+	if r.MaxClockSkew <= 0 {
+		e.add("region.max_clock_skew", "must be > 0, got %s", r.MaxClockSkew)
 	}
 	for _, name := range slices.Sorted(maps.Keys(r.Peers)) {
 		c.validatePeer(e, name, r.Peers[name])

@@ -88,6 +88,9 @@ type CircuitBreaker struct {
 	openTill time.Time
 	// firstFailure is when the current run of consecutive failures began.
 	firstFailure time.Time
+	// forgotten: the breaker was dropped (its shard left the store) and
+	// tells the Observer nothing more.
+	forgotten bool
 }
 
 // NewCircuitBreaker returns a closed breaker, or nil when cfg.Threshold is
@@ -191,9 +194,18 @@ func (b *CircuitBreaker) openLocked() {
 	b.setLocked(CircuitOpen)
 }
 
+// forget marks the breaker dropped and calls removed with its store name
+// under its lock, so that no change of state is reported after it.
+func (b *CircuitBreaker) forget(removed func(store string)) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.forgotten = true
+	removed(b.cfg.Store)
+}
+
 func (b *CircuitBreaker) setLocked(to CircuitState) {
 	from := CircuitState(b.state.Swap(int32(to)))
-	if from != to && b.cfg.Observer != nil {
+	if from != to && b.cfg.Observer != nil && !b.forgotten {
 		b.cfg.Observer.CircuitChanged(b.cfg.Store, from, to)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -307,5 +308,174 @@ func TestAStoreThatStillAnswersSomeCallsDoesNotOpenTheCircuit(t *testing.T) {
 	_, _ = l.Allow(context.Background(), "k")
 	if s := b.Breaker().State(); s != limiter.CircuitOpen {
 		t.Fatalf("state %s after over 100ms of nothing but failures, want open", s)
+	}
+}
+
+// nodeFailingStore is a sharded store whose every call fails on the node
+// its key names ("node/rest"), with an error naming that node and the
+// reason the key gives: "timeout" keys time out, the others are refused.
+type nodeFailingStore struct{}
+
+func (nodeFailingStore) Decide(_ context.Context, key string, _ limiter.Limit, _ int64) (limiter.Decision, error) {
+	node, rest, _ := strings.Cut(key, "/")
+	if strings.HasPrefix(rest, "timeout") {
+		return limiter.Decision{}, fmt.Errorf("read tcp %s: i/o timeout: %w", node, context.DeadlineExceeded)
+	}
+	return limiter.Decision{}, fmt.Errorf("dial tcp %s: connection refused: %w", node, errStoreDown)
+}
+
+func (nodeFailingStore) Name() string { return "redis" }
+
+func (nodeFailingStore) Shard(key string) string {
+	node, _, _ := strings.Cut(key, "/")
+	return node
+}
+
+// summaries are the "rate limit store failing" lines of a text log.
+func summaries(log string) []string {
+	var out []string
+	for _, l := range strings.Split(strings.TrimSpace(log), "\n") {
+		if strings.Contains(l, `msg="rate limit store failing"`) {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+func TestAFailureSummaryIsLoggedByTheEndOfItsIntervalWithoutAnotherFailure(t *testing.T) {
+	clock := newFakeClock()
+	var logs syncBuffer
+	g := limiter.NewGuard(limiter.GuardConfig{
+		Store: "redis", LogInterval: 10 * time.Second, AfterFunc: clock.AfterFunc,
+		Breaker: limiter.BreakerConfig{Now: clock.Now},
+		Logger:  slog.New(slog.NewTextHandler(&logs, nil)),
+	})
+	defer g.Close()
+	l, err := limiter.New(limiter.Config{Limit: limiter.PerMinute(limiter.GCRA, 10), Store: nodeFailingStore{}, Guard: g})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 244; i++ {
+		if _, err := l.Allow(context.Background(), fmt.Sprintf("10.0.0.1:6379/k%d", i)); err == nil {
+			t.Fatal("the store is down but the decision has no error")
+		}
+	}
+	if got := summaries(logs.String()); len(got) != 1 || !strings.Contains(got[0], "failures=1 ") {
+		t.Fatalf("at once: %d lines, want the first failure alone:\n%s", len(got), logs.String())
+	}
+	clock.Advance(10*time.Second - time.Millisecond)
+	if got := summaries(logs.String()); len(got) != 1 {
+		t.Fatalf("before the interval ended %d lines, want 1:\n%s", len(got), logs.String())
+	}
+	clock.Advance(time.Millisecond)
+	got := summaries(logs.String())
+	if len(got) != 2 {
+		t.Fatalf("at the end of the interval, with no failure since, %d lines, want 2 (the summary of the other 243):\n%s", len(got), logs.String())
+	}
+	for _, want := range []string{"failures=243 ", "node=10.0.0.1:6379", "over=10s", `last_error="redis store: dial tcp 10.0.0.1:6379: connection refused`} {
+		if !strings.Contains(got[1], want) {
+			t.Errorf("summary lacks %s:\n%s", want, got[1])
+		}
+	}
+	if n := clock.Armed(); n != 0 {
+		t.Errorf("%d timers still armed after the summary, want 0", n)
+	}
+}
+
+func TestInterleavedFailuresOfTwoReasonsAndNodesAreSummarisedEachWithItsOwnLastError(t *testing.T) {
+	clock := newFakeClock()
+	var logs syncBuffer
+	g := limiter.NewGuard(limiter.GuardConfig{
+		Store: "redis", LogInterval: 10 * time.Second, AfterFunc: clock.AfterFunc,
+		Breaker: limiter.BreakerConfig{Now: clock.Now},
+		Logger:  slog.New(slog.NewTextHandler(&logs, nil)),
+	})
+	l, err := limiter.New(limiter.Config{Limit: limiter.PerMinute(limiter.GCRA, 10), Store: nodeFailingStore{}, Guard: g})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A dead master refuses, another times out, turn about.
+	for i := 0; i < 100; i++ {
+		key := "10.0.0.1:6379/k"
+		if i%2 == 1 {
+			key = "10.0.0.2:6379/timeout"
+		}
+		_, _ = l.Allow(context.Background(), key)
+	}
+	clock.Advance(10 * time.Second)
+	got := summaries(logs.String())
+	if len(got) != 4 {
+		t.Fatalf("%d lines, want 4 (each node's first failure, then its summary):\n%s", len(got), logs.String())
+	}
+	for _, line := range got[2:] {
+		switch {
+		case strings.Contains(line, "node=10.0.0.1:6379"):
+			if !strings.Contains(line, "reason=error") || !strings.Contains(line, "failures=49 ") ||
+				!strings.Contains(line, "dial tcp 10.0.0.1:6379") || strings.Contains(line, "10.0.0.2") {
+				t.Errorf("the refused node's summary carries another's failures:\n%s", line)
+			}
+		case strings.Contains(line, "node=10.0.0.2:6379"):
+			if !strings.Contains(line, "reason=timeout") || !strings.Contains(line, "failures=49 ") ||
+				!strings.Contains(line, "read tcp 10.0.0.2:6379") || strings.Contains(line, "10.0.0.1") {
+				t.Errorf("the timing-out node's summary carries another's failures:\n%s", line)
+			}
+		default:
+			t.Errorf("summary names no node:\n%s", line)
+		}
+	}
+	// Close logs what is pending and leaves no timer.
+	_, _ = l.Allow(context.Background(), "10.0.0.1:6379/k")
+	g.Close()
+	if got := summaries(logs.String()); len(got) != 5 || !strings.Contains(got[4], "failures=1 ") {
+		t.Errorf("Close did not log the pending failure:\n%s", logs.String())
+	}
+	if n := clock.Armed(); n != 0 {
+		t.Errorf("%d timers armed after Close, want 0", n)
+	}
+}
+
+// circuitSet records what a CircuitSetObserver is told, in order.
+type circuitSet struct{ transitions }
+
+func (c *circuitSet) CircuitAdded(store string, state limiter.CircuitState) {
+	c.mu.Lock()
+	c.seen = append(c.seen, fmt.Sprintf("+%s:%s", store, state))
+	c.mu.Unlock()
+}
+
+func (c *circuitSet) CircuitRemoved(store string) {
+	c.mu.Lock()
+	c.seen = append(c.seen, "-"+store)
+	c.mu.Unlock()
+}
+
+func TestABreakerOfAShardThatLeftTheStoreIsDroppedAndReportsNoMore(t *testing.T) {
+	clock := newFakeClock()
+	obs := &circuitSet{}
+	g := limiter.NewGuard(limiter.GuardConfig{
+		Store:   "redis",
+		Breaker: limiter.BreakerConfig{Threshold: 2, Cooldown: time.Second, Now: clock.Now, Observer: obs},
+	})
+	l, err := limiter.New(limiter.Config{Limit: limiter.PerMinute(limiter.GCRA, 10), Store: nodeFailingStore{}, Guard: g})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		_, _ = l.Allow(context.Background(), "a:1/k")
+	}
+	g.SetShards([]string{"b:2", "c:3"})
+	for range 2 {
+		_, _ = l.Allow(context.Background(), "b:2/k")
+	}
+	seen := strings.Fields(obs.list())
+	if len(seen) != 6 || strings.Join(seen[:3], " ") != "+redis/a:1:closed redis/a:1:closed->open -redis/a:1" ||
+		!slices.Contains(seen[3:5], "+redis/b:2:closed") || !slices.Contains(seen[3:5], "+redis/c:3:closed") ||
+		seen[5] != "redis/b:2:closed->open" {
+		t.Errorf("told %q, want a:1 made, opened and dropped, then b:2 and c:3 made closed, then b:2 opened", obs.list())
+	}
+	shards := g.Shards()
+	slices.Sort(shards)
+	if got := strings.Join(shards, " "); got != "b:2 c:3" {
+		t.Errorf("shards %q, want b:2 c:3", got)
 	}
 }

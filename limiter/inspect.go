@@ -154,7 +154,7 @@ func (l *Limiter) Reset(ctx context.Context, key string) error {
 	if err != nil {
 		err = fmt.Errorf("%s store: reset: %w", l.storeName, err)
 		if l.log != nil {
-			l.log.failed(ctx, ErrorKind(err), err)
+			l.log.failed(ctx, ErrorKind(err), l.shardOf(key), err)
 		}
 	}
 	return err

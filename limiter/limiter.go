@@ -95,6 +95,9 @@ type Limiter struct {
 	sharded ShardedStore
 	local   *LocalFallback // under FailLocal, else nil
 	log     *failureLog    // nil: failures are not logged
+	// failedShard names the shard of a failed call in the log; nil when
+	// the store is not sharded.
+	failedShard ShardedStore
 	// mem is store when it is a MemoryStore and a decision has nothing
 	// else to do (no breaker, Observer or local fallback): decide then
 	// calls it directly instead of through the interface. Else nil.
@@ -131,8 +134,11 @@ func New(cfg Config) (*Limiter, error) {
 	}
 	if cfg.Guard != nil {
 		l.breaker, l.local, l.log = cfg.Guard.breaker, cfg.Guard.local, cfg.Guard.log
-		if sh, ok := cfg.Store.(ShardedStore); ok && l.breaker != nil {
-			l.guard, l.sharded = cfg.Guard, sh
+		if sh, ok := cfg.Store.(ShardedStore); ok {
+			l.failedShard = sh
+			if l.breaker != nil {
+				l.guard, l.sharded = cfg.Guard, sh
+			}
 		}
 	} else {
 		l.breaker = NewCircuitBreaker(cfg.Breaker)
@@ -191,6 +197,15 @@ func (l *Limiter) breakerFor(key string) *CircuitBreaker {
 		return l.guard.breakerFor(l.sharded.Shard(key))
 	}
 	return l.breaker
+}
+
+// shardOf names the shard deciding key in the failure log, "" when the
+// store is not sharded.
+func (l *Limiter) shardOf(key string) string {
+	if l.failedShard != nil {
+		return l.failedShard.Shard(key)
+	}
+	return ""
 }
 
 // decide is the one path of AllowN, PeekN and AllowAtMost: the check of
@@ -272,7 +287,7 @@ func (l *Limiter) settle(ctx context.Context, breaker *CircuitBreaker, start tim
 // (err says why).
 func (l *Limiter) fail(ctx context.Context, key string, cost int64, mode Mode, err error) (Decision, error) {
 	if l.log != nil {
-		l.log.failed(ctx, ErrorKind(err), err)
+		l.log.failed(ctx, ErrorKind(err), l.shardOf(key), err)
 	}
 	switch l.failPolicy {
 	case FailClosed:

@@ -22,6 +22,7 @@ type counting struct {
 	local, remote atomic.Int64
 	syncs, errs   atomic.Int64
 	rtts          atomic.Int64
+	rejected      atomic.Int64
 	mu            sync.Mutex
 	lag           map[string]time.Duration
 }
@@ -48,6 +49,8 @@ func (c *counting) ObserveDecision(_ region.Mode, home string) {
 }
 
 func (c *counting) ObserveRTT(string, time.Duration) { c.rtts.Add(1) }
+
+func (c *counting) ObserveRejectedSlots(_ string, n int) { c.rejected.Add(int64(n)) }
 
 func (c *counting) lastLag(peer string) time.Duration {
 	c.mu.Lock()

@@ -22,6 +22,9 @@ const (
 	DefaultSyncInterval = 100 * time.Millisecond
 	// DefaultSyncTimeout bounds one shipping pipeline to one peer.
 	DefaultSyncTimeout = time.Second
+	// DefaultMaxClockSkew is how far ahead of the receiving Redis's clock
+	// a shipped slot's window may start before the merge ignores it.
+	DefaultMaxClockSkew = 5 * time.Second
 	// PeerBatchSenders is the least number of batches of strict decisions
 	// on their way to one peer region at once (redisstore.BatchConfig.Senders
 	// of the peers' stores; the local store keeps Store.Batch as it is).
@@ -53,6 +56,11 @@ type Observer interface {
 	// ObserveRTT is called after each cross-region call (a strict or hybrid
 	// decision on a peer's Redis), failed ones included.
 	ObserveRTT(peer string, elapsed time.Duration)
+	// ObserveRejectedSlots is called when a merge ignored n slots of the
+	// exchange with peer whose window started more than
+	// Config.MaxClockSkew ahead of the receiving Redis's clock: shipped to
+	// peer's Redis, or, for peer's strict slots, merged into the local one.
+	ObserveRejectedSlots(peer string, n int)
 }
 
 // Where a decision ran, the home argument of Observer.ObserveDecision.
@@ -78,6 +86,13 @@ type Config struct {
 	// SyncTimeout is the deadline of one shipping pipeline to one peer.
 	// Default DefaultSyncTimeout.
 	SyncTimeout time.Duration
+	// MaxClockSkew is how far in the future of the receiving Redis's clock
+	// a merged slot's window start (or epoch) may be: a slot further ahead
+	// (a peer whose Redis clock stepped forward, or a forged one) would win
+	// every max() merge and hide its writer's real counts until that time,
+	// so the merge ignores it and Observer.ObserveRejectedSlots counts it.
+	// Default DefaultMaxClockSkew.
+	MaxClockSkew time.Duration
 	// Observer, when set, is told of shipping rounds, decisions and
 	// cross-region calls.
 	Observer Observer
@@ -125,8 +140,11 @@ func New(cfg Config) (*Set, error) {
 	if _, ok := cfg.Clients[cfg.Local]; !ok {
 		return nil, fmt.Errorf("region: no Redis client for the local region %q", cfg.Local)
 	}
-	if cfg.SyncInterval < 0 || cfg.SyncTimeout < 0 {
-		return nil, errors.New("region: SyncInterval and SyncTimeout must not be negative")
+	if cfg.SyncInterval < 0 || cfg.SyncTimeout < 0 || cfg.MaxClockSkew < 0 {
+		return nil, errors.New("region: SyncInterval, SyncTimeout and MaxClockSkew must not be negative")
+	}
+	if cfg.MaxClockSkew == 0 {
+		cfg.MaxClockSkew = DefaultMaxClockSkew
 	}
 	if cfg.SyncInterval == 0 {
 		cfg.SyncInterval = DefaultSyncInterval
@@ -272,4 +290,5 @@ type nopObserver struct{}
 
 func (nopObserver) ObserveSync(string, time.Duration, error) {}
 func (nopObserver) ObserveDecision(Mode, string)             {}
+func (nopObserver) ObserveRejectedSlots(string, int)         {}
 func (nopObserver) ObserveRTT(string, time.Duration)         {}

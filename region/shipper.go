@@ -298,12 +298,22 @@ func (sh *shipper) applyLocal(merges []localMerge) {
 	defer cancel()
 	calls := make([]mergeCall, len(merges))
 	for i, m := range merges {
-		calls[i] = mergeCall{hash: m.hash, args: []any{max(m.ttl.Milliseconds(), 1), m.field, m.value}}
+		calls[i] = mergeCall{hash: m.hash, args: []any{max(m.ttl.Milliseconds(), 1), sh.skew(), m.field, m.value}}
 	}
-	if err := sh.sendMerges(ctx, sh.set.cfg.Clients[sh.set.cfg.Local], calls, nil); err != nil {
+	rejected, err := sh.sendMerges(ctx, sh.set.cfg.Clients[sh.set.cfg.Local], calls, nil)
+	if err != nil {
 		sh.set.log.Warn("region: merging strict slots into the local Redis failed", "region", sh.set.cfg.Local, "keys", len(merges), "err", err)
 	}
+	for i, n := range rejected {
+		if n > 0 {
+			home := strings.TrimPrefix(merges[i].field, "r:"+strictSlot(""))
+			sh.set.obs.ObserveRejectedSlots(home, n)
+		}
+	}
 }
+
+// skew is the max skew argument of merge.lua, in µs.
+func (sh *shipper) skew() int64 { return sh.set.cfg.MaxClockSkew.Microseconds() }
 
 // mergeCall is one merge.lua call: a key and its arguments.
 type mergeCall struct {
@@ -322,10 +332,14 @@ func (sh *shipper) send(p *peerShipping, keys []string, round uint64) {
 	client := p.client
 	p.mu.Unlock()
 	calls, heard, err := sh.read(ctx, p, keys)
+	var rejected []int
 	if err == nil {
-		err = sh.sendMerges(ctx, client, calls, func(pipe redis.Pipeliner) {
+		rejected, err = sh.sendMerges(ctx, client, calls, func(pipe redis.Pipeliner) {
 			pipe.Set(ctx, syncKey(sh.set.cfg.Store.Prefix, sh.set.cfg.Local), now.UnixMicro(), syncKeyTTL)
 		})
+	}
+	if n := sum(rejected); n > 0 {
+		sh.set.obs.ObserveRejectedSlots(p.name, n)
 	}
 	var closeOld func() error
 	p.mu.Lock()
@@ -403,13 +417,13 @@ func (sh *shipper) read(ctx context.Context, p *peerShipping, keys []string) ([]
 		if len(fields) == 0 || ttl <= 0 {
 			continue // expired meanwhile: nothing left to ship
 		}
-		args := []any{max(ttl.Milliseconds(), 1)}
+		args := []any{max(ttl.Milliseconds(), 1), sh.skew()}
 		for f, v := range fields {
 			if strings.HasPrefix(f, "r:") && f != own && f != ownStrict {
 				args = append(args, f, v)
 			}
 		}
-		if len(args) > 1 {
+		if len(args) > 2 {
 			calls = append(calls, mergeCall{hash: k, args: args})
 		}
 	}
@@ -418,29 +432,44 @@ func (sh *shipper) read(ctx context.Context, p *peerShipping, keys []string) ([]
 
 // sendMerges sends calls to c in one pipeline (with extra commands first),
 // loading merge.lua and sending again when c answers NOSCRIPT (a restarted
-// or new server): merges are idempotent.
-func (sh *shipper) sendMerges(ctx context.Context, c redis.UniversalClient, calls []mergeCall, extra func(redis.Pipeliner)) error {
+// or new server): merges are idempotent. It returns, by call, the slots
+// the merge ignored as too far in the future of c's clock (as far as the
+// calls were answered).
+func (sh *shipper) sendMerges(ctx context.Context, c redis.UniversalClient, calls []mergeCall, extra func(redis.Pipeliner)) ([]int, error) {
 	merge := sh.set.scripts.merge
 	for attempt := 0; ; attempt++ {
 		pipe := c.Pipeline()
 		if extra != nil {
 			extra(pipe)
 		}
-		for _, m := range calls {
-			merge.EvalSha(ctx, pipe, []string{m.hash}, m.args...)
+		cmds := make([]*redis.Cmd, len(calls))
+		for i, m := range calls {
+			cmds[i] = merge.EvalSha(ctx, pipe, []string{m.hash}, m.args...)
 		}
 		_, err := pipe.Exec(ctx)
-		if err == nil {
-			return nil
-		}
 		if attempt == 0 && redis.HasErrorPrefix(err, "NOSCRIPT") {
 			if lerr := merge.Load(ctx, c).Err(); lerr != nil {
-				return fmt.Errorf("load the merge script: %w", lerr)
+				return nil, fmt.Errorf("load the merge script: %w", lerr)
 			}
 			continue
 		}
-		return err
+		rejected := make([]int, len(calls))
+		for i, cmd := range cmds {
+			if r, rerr := cmd.Int64Slice(); rerr == nil && len(r) == 2 {
+				rejected[i] = int(r[1])
+			}
+		}
+		return rejected, err
 	}
+}
+
+// sum is the sum of ns.
+func sum(ns []int) int {
+	total := 0
+	for _, n := range ns {
+		total += n
+	}
+	return total
 }
 
 // syncKey is the key holding the time (µs since the epoch) of region

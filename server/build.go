@@ -97,6 +97,15 @@ func Build(cfg *config.Config, d Deps) (*Built, error) {
 	if err != nil {
 		return fail(err)
 	}
+	// The failure summaries still waiting are logged after the last
+	// decision.
+	closers = append(closers, b.guard)
+	if st, ok := b.store.(*redisstore.Store); ok {
+		if _, cluster := opened.Client.(*redis.ClusterClient); cluster {
+			every := min(cfg.Store.Redis.Cluster.ReloadInterval, maxShardWatchInterval)
+			closers = append([]io.Closer{watchShards(b.guard, st, every, b.logger(d))}, closers...)
+		}
+	}
 	if hb != nil {
 		// The heartbeat leaves the instance set before the client closes.
 		closers = append([]io.Closer{hb}, closers...)
@@ -205,10 +214,7 @@ func (b *Built) policyConfig(cfg *config.Config) (httplimit.PolicyConfig, error)
 // reloads: a reload that changes the store section is logged as needing a
 // restart.
 func (b *Built) setupGuard(cfg *config.Config, d Deps, rdb redis.UniversalClient) (*heartbeat.Heartbeat, error) {
-	logger := d.Logger
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
-	}
+	logger := b.logger(d)
 	sc := cfg.Store
 	gc := limiter.GuardConfig{
 		Store:  b.store.Name(),
@@ -237,6 +243,14 @@ func (b *Built) setupGuard(cfg *config.Config, d Deps, rdb redis.UniversalClient
 	}
 	b.guard = limiter.NewGuard(gc)
 	return hb, nil
+}
+
+// logger is d's logger, or one that discards.
+func (*Built) logger(d Deps) *slog.Logger {
+	if d.Logger == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return d.Logger
 }
 
 func (b *Built) policy(cfg *config.Config) (*httplimit.Policy, error) {

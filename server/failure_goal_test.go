@@ -3,134 +3,18 @@
 package server_test
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
-	"runtime"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/rl-exporter/rl-exporter/config"
 	"github.com/rl-exporter/rl-exporter/internal/redistest"
-	"github.com/rl-exporter/rl-exporter/server"
 )
-
-// lockedBuffer is a log destination safe for concurrent writes.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-// instance is one serve process built in this process: its decision API
-// called directly (no network), its /metrics and its log.
-type instance struct {
-	srv   *server.Built
-	tel   *server.Telemetry
-	check http.Handler
-	logs  *lockedBuffer
-}
-
-func buildInstance(t *testing.T, yaml string) *instance {
-	t.Helper()
-	cfg, err := config.Parse("rl.yaml", []byte(yaml))
-	if err != nil {
-		t.Fatal(err)
-	}
-	logs := &lockedBuffer{}
-	logger := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	tel, err := server.NewTelemetry(context.Background(), cfg, server.TelemetryInfo{TraceWriter: io.Discard, Logger: logger})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := server.Build(cfg, tel.Deps(logger))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = srv.Shutdown()
-		// The Redis store's batch senders exit after being idle for 2s;
-		// the package's leak check must not take them for leaks.
-		deadline := time.Now().Add(3 * time.Second)
-		buf := make([]byte, 1<<20)
-		for time.Now().Before(deadline) {
-			if !bytes.Contains(buf[:runtime.Stack(buf, true)], []byte("redisstore.(*lane).send")) {
-				break
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-	})
-	return &instance{srv: srv, tel: tel, check: srv.Middleware().CheckHandler(), logs: logs}
-}
-
-// checkAnswer is the part of a /v1/check answer the tests read.
-type checkAnswer struct {
-	Allowed  bool   `json:"allowed"`
-	Status   string `json:"status"`
-	Degraded bool   `json:"degraded"`
-}
-
-func (in *instance) decide(ctx context.Context, t *testing.T, key string) (checkAnswer, int) {
-	body := fmt.Sprintf(`{"key":%q,"endpoint":"GET /"}`, key)
-	req := httptest.NewRequest(http.MethodPost, "/v1/check", strings.NewReader(body)).WithContext(ctx)
-	rec := httptest.NewRecorder()
-	in.check.ServeHTTP(rec, req)
-	var a checkAnswer
-	if rec.Code != 0 && rec.Body.Len() > 0 {
-		if err := json.Unmarshal(rec.Body.Bytes(), &a); err != nil {
-			t.Errorf("answer %q: %v", rec.Body.String(), err)
-		}
-	}
-	return a, rec.Code
-}
-
-// metric sums the samples of /metrics of the metric name whose labels
-// include every one of labels (`key="value"`).
-func (in *instance) metric(t *testing.T, name string, labels ...string) float64 {
-	t.Helper()
-	rec := httptest.NewRecorder()
-	in.tel.Collector.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
-	sum := 0.0
-	sc := bufio.NewScanner(rec.Body)
-	for sc.Scan() {
-		line := sc.Text()
-		if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") {
-			continue
-		}
-		if slices.ContainsFunc(labels, func(l string) bool { return !strings.Contains(line, l) }) {
-			continue
-		}
-		f := strings.Fields(line)
-		v, err := strconv.ParseFloat(f[len(f)-1], 64)
-		if err != nil {
-			t.Fatalf("metric line %q: %v", line, err)
-		}
-		sum += v
-	}
-	return sum
-}
 
 func redisConfig(url, store string) string {
 	return fmt.Sprintf(`

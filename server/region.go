@@ -89,7 +89,7 @@ func (b *Built) setupRegions(cfg *config.Config, d Deps, local redis.UniversalCl
 	scfg.BatchTracer = d.BatchTracer
 	rc := region.Config{
 		Local: cfg.Region.Name, Clients: clients, Store: scfg,
-		SyncInterval: cfg.Region.SyncInterval, SyncTimeout: cfg.Region.SyncTimeout,
+		SyncInterval: cfg.Region.SyncInterval, SyncTimeout: cfg.Region.SyncTimeout, MaxClockSkew: cfg.Region.MaxClockSkew,
 		Logger: d.Logger,
 	}
 	if d.Region != nil {
@@ -227,6 +227,10 @@ func (o regionObserver) ObserveDecision(mode region.Mode, home string) {
 
 func (o regionObserver) ObserveRTT(peer string, elapsed time.Duration) {
 	o.m.ObserveRTT(peer, elapsed)
+}
+
+func (o regionObserver) ObserveRejectedSlots(peer string, n int) {
+	o.m.ObserveRejectedSlots(peer, n)
 }
 
 var _ region.Observer = regionObserver{}

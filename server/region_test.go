@@ -24,6 +24,7 @@ type decisionsSeen struct {
 
 func (d *decisionsSeen) ObserveSync(string, time.Duration, error) {}
 func (d *decisionsSeen) ObserveRTT(string, time.Duration)         {}
+func (d *decisionsSeen) ObserveRejectedSlots(string, int)         {}
 func (d *decisionsSeen) ObserveDecision(m region.Mode, home string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()

@@ -92,6 +92,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -358,6 +359,29 @@ func (s *Store) Shard(key string) string {
 		return ""
 	}
 	return node.Options().Addr
+}
+
+// Masters reloads a Cluster's slot map and returns the addresses of its
+// masters, the names Shard gives; nil on a single server or Sentinel. When
+// the reload fails (no node answered) it returns the masters of the map
+// the client has. Safe for concurrent use.
+func (s *Store) Masters(ctx context.Context) ([]string, error) {
+	if !s.cluster {
+		return nil, nil
+	}
+	var mu sync.Mutex
+	var addrs []string
+	err := s.cc.ForEachMaster(ctx, func(_ context.Context, c *redis.Client) error {
+		mu.Lock()
+		addrs = append(addrs, c.Options().Addr)
+		mu.Unlock()
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("redis store: cluster masters: %w", err)
+	}
+	slices.Sort(addrs)
+	return addrs, nil
 }
 
 // Keys returns the Redis keys a decision for key under algorithm a touches,
