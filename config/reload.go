@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"net/http"
 	"slices"
 	"strings"
 
@@ -46,6 +47,10 @@ var identitySource = []struct {
 	equal func(a, b *Config) bool
 }{
 	{"identity.trusted_proxies", func(a, b *Config) bool { return sameSet(a.Identity.TrustedProxies, b.Identity.TrustedProxies) }},
+	{"identity.client_ip_header", func(a, b *Config) bool {
+		return http.CanonicalHeaderKey(a.Identity.ClientIPHeader) == http.CanonicalHeaderKey(b.Identity.ClientIPHeader)
+	}},
+	{"identity.trusted_hops", func(a, b *Config) bool { return a.Identity.TrustedHops == b.Identity.TrustedHops }},
 }
 
 // IdentitySourceKeys are the keys CheckReload refuses to change on a reload.

@@ -39,6 +39,8 @@ func TestAReloadThatWouldDropTheFileOrItsIdentitySourceIsRefusedNamingTheFile(t 
 		{"a file without classes", "tiers: {names: [free], default: free}\nidentity: {trusted_proxies: [10.0.0.0/8, 192.168.0.0/16]}\n", "classes: none in the file"},
 		{"another trusted proxy", strings.Replace(reloadBase, "192.168.0.0/16", "0.0.0.0/0", 1), "identity.trusted_proxies: changed"},
 		{"no trusted proxy", strings.Replace(reloadBase, "identity: {trusted_proxies: [10.0.0.0/8, 192.168.0.0/16]}\n", "", 1), "identity.trusted_proxies: changed"},
+		{"another client address header", strings.Replace(reloadBase, "identity: {trusted_proxies: [10.0.0.0/8, 192.168.0.0/16]}", "identity: {trusted_proxies: [10.0.0.0/8, 192.168.0.0/16], client_ip_header: X-Real-IP}", 1), "identity.client_ip_header: changed"},
+		{"a count of trusted hops", strings.Replace(reloadBase, "identity: {trusted_proxies: [10.0.0.0/8, 192.168.0.0/16]}", "identity: {trusted_proxies: [10.0.0.0/8, 192.168.0.0/16], trusted_hops: 2}", 1), "identity.trusted_hops: changed"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			nw, err := loadFile(t, path, c.content)
