@@ -13,8 +13,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/rl-exporter/rl-exporter/httplimit"
 	"github.com/rl-exporter/rl-exporter/limiter"
 	"github.com/rl-exporter/rl-exporter/limiter/redisstore"
@@ -240,9 +238,9 @@ func (c *Config) redisClientConfig(r Redis) (redisstore.ClientConfig, error) {
 		cc.ClusterMaxRedirects = -1 // none; 0 is the client's default
 	}
 	if r.URL != "" {
-		// Checked here to name the key; the message never shows the URL,
-		// which may carry a password.
-		if _, err := redis.ParseURL(r.URL); err != nil {
+		// Checked here to name the key; the message never shows the URL's
+		// password.
+		if _, err := redisstore.ParseURL(r.URL); err != nil {
 			return cc, &fieldError{"url", err}
 		}
 	}
