@@ -142,6 +142,8 @@ func targets(cfg *config.Config) []livelimits.Target {
 // When tokens are configured, every handler of the admin listener needs
 // one (a read-only token is enough to read): the caller's (the top-limited
 // keys) and the profiles of /debug/pprof/, which are served only then.
+// Without tokens the caller's handlers answer 403 saying to configure
+// them (admin.NeedsTokens): the top-limited keys name clients.
 func (b *Built) adminHandlers(cfg *config.Config, extra map[string]http.Handler, keys admin.KeyResetter) (map[string]http.Handler, error) {
 	out := map[string]http.Handler{}
 	toks, err := cfg.AdminTokens()
@@ -149,8 +151,8 @@ func (b *Built) adminHandlers(cfg *config.Config, extra map[string]http.Handler,
 		return nil, fmt.Errorf("config %s: admin: %w", cfg.Source, err)
 	}
 	if len(toks) == 0 {
-		for p, h := range extra {
-			out[p] = h
+		for p := range extra {
+			out[p] = admin.NeedsTokens()
 		}
 		return out, nil
 	}
@@ -158,7 +160,8 @@ func (b *Built) adminHandlers(cfg *config.Config, extra map[string]http.Handler,
 	for _, t := range toks {
 		list = append(list, admin.Token{Name: t.Name, ReadWrite: t.Role == config.RoleReadWrite, Secret: t.Token.Reveal()})
 	}
-	guard, err := admin.NewGuard(list)
+	b.authFailures = &admin.AuthFailures{Logger: b.live.logger}
+	guard, err := admin.NewGuardWith(admin.GuardConfig{Tokens: list, Failures: b.authFailures})
 	if err != nil {
 		return nil, err
 	}
@@ -172,7 +175,7 @@ func (b *Built) adminHandlers(cfg *config.Config, extra map[string]http.Handler,
 		b.live.logger.Warn("admin API off: live limits are disabled (live.enabled: false)")
 		return out, nil
 	}
-	api, err := admin.New(admin.Config{Tokens: list, Cache: b.live.cache, Logger: b.live.logger, Keys: keys})
+	api, err := admin.New(admin.Config{Tokens: list, Cache: b.live.cache, Logger: b.live.logger, Keys: keys, Failures: b.authFailures})
 	if err != nil {
 		return nil, err
 	}

@@ -203,19 +203,28 @@ var slowClientsDesc = prometheus.NewDesc("rate_limit_slow_clients_total",
 	"Connections cut off because a request's headers or body did not arrive within server.read_header_timeout or server.read_timeout, by listener.",
 	[]string{"listener"}, nil)
 
+var adminAuthFailuresDesc = prometheus.NewDesc("rl_exporter_admin_auth_failures_total",
+	"Requests to the admin listener refused for a missing or wrong bearer token.", nil, nil)
+
 // Metrics returns the server's own counters, rate_limit_slow_clients_total
-// by listener, as a prometheus.Collector to register on the registry
+// by listener and, with AdminAuthFailures, rl_exporter_admin_auth_failures_total, as a prometheus.Collector to register on the registry
 // /metrics serves. It is safe for concurrent use.
 func (s *Server) Metrics() prometheus.Collector { return serverMetrics{s} }
 
 type serverMetrics struct{ s *Server }
 
 // Describe is part of prometheus.Collector.
-func (m serverMetrics) Describe(ch chan<- *prometheus.Desc) { ch <- slowClientsDesc }
+func (m serverMetrics) Describe(ch chan<- *prometheus.Desc) {
+	ch <- slowClientsDesc
+	ch <- adminAuthFailuresDesc
+}
 
 // Collect is part of prometheus.Collector.
 func (m serverMetrics) Collect(ch chan<- prometheus.Metric) {
 	for name, c := range m.s.slow {
 		ch <- prometheus.MustNewConstMetric(slowClientsDesc, prometheus.CounterValue, float64(c.Load()), name)
+	}
+	if f := m.s.cfg.AdminAuthFailures; f != nil {
+		ch <- prometheus.MustNewConstMetric(adminAuthFailuresDesc, prometheus.CounterValue, float64(f.Total()))
 	}
 }

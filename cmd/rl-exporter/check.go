@@ -55,6 +55,19 @@ func runCheck(_ context.Context, args []string, _ environ, stdout, stderr io.Wri
 		printConfigProblems(stderr, "check", *file, err)
 		return exitFailure
 	}
+	var refused []string
+	for _, f := range cfg.Exposure() {
+		line := fmt.Sprintf("config %s: %s", cfg.Source, f)
+		if f.Refuse {
+			refused = append(refused, line)
+			continue
+		}
+		fmt.Fprintf(stderr, "rl-exporter check: warning: %s\n", line)
+	}
+	if len(refused) > 0 {
+		printConfigProblems(stderr, "check", *file, errors.New(strings.Join(refused, "\n")))
+		return exitFailure
+	}
 	domains := ""
 	if cfg.Server.GRPCListen != "" {
 		rules, err := rls.LoadDir(cfg.RLSConfigDir())
