@@ -17,7 +17,8 @@ import (
 
 // runCheck validates the file as serve would load it, the files it names
 // (secrets, keys, admin tokens) included, but without the environment or
-// flags of the machine it runs on: what is checked is the file.
+// flags of the machine it runs on: what is checked is the file. What a
+// valid file leaves open (config.Exposure) is a warning, or a refusal.
 func runCheck(_ context.Context, args []string, _ environ, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("check", flag.ContinueOnError)
 	fs.SetOutput(stderr)
