@@ -17,7 +17,10 @@
 // values. The package is served only on the admin listener.
 //
 // The same tokens guard the rest of the admin listener (Guard): the
-// top-limited keys and the profiles of ProfilingHandlers.
+// top-limited keys and the profiles of ProfilingHandlers. Requests
+// refused for their token are counted and logged in summary
+// (AuthFailures). A Guard of its own tokens also stands in front of the
+// decision API when that has tokens.
 package admin
 
 import (
