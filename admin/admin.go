@@ -17,11 +17,15 @@
 // values. The package is served only on the admin listener.
 //
 // The same tokens guard the rest of the admin listener (Guard): the
-// top-limited keys and the profiles of ProfilingHandlers.
+// top-limited keys and the profiles of ProfilingHandlers. Requests
+// refused for their token are counted and logged in summary
+// (AuthFailures). A Guard of its own tokens also stands in front of the
+// decision API when that has tokens.
 package admin
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -35,6 +39,7 @@ import (
 	"net/url"
 	"sort"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -95,6 +100,8 @@ type Config struct {
 	// Keys, when set, serves DELETE KeysPath/{key}: it forgets the
 	// client's budgets. Nil: not served.
 	Keys KeyResetter
+	// Failures, when set, is told of every request refused for its token.
+	Failures *AuthFailures
 }
 
 // ErrNoTokens is returned by New when no token is configured: the admin
@@ -124,7 +131,7 @@ func New(cfg Config) (*API, error) {
 	g := cfg.Guard
 	if g == nil {
 		var err error
-		if g, err = NewGuard(cfg.Tokens); err != nil {
+		if g, err = NewGuardWith(GuardConfig{Tokens: cfg.Tokens, Failures: cfg.Failures}); err != nil {
 			return nil, err
 		}
 	}
@@ -135,7 +142,9 @@ func New(cfg Config) (*API, error) {
 // safe for concurrent use: SetTokens swaps the whole set at once, and a
 // request is checked against one set, the old or the new.
 type Guard struct {
-	set atomic.Pointer[tokenSet]
+	set      atomic.Pointer[tokenSet]
+	realm    string
+	failures *AuthFailures
 }
 
 // tokenSet is the tokens a Guard accepts and their hashes, by index; never
@@ -145,13 +154,35 @@ type tokenSet struct {
 	hashes [][sha256.Size]byte
 }
 
+// DefaultRealm is the realm of the admin listener's Bearer challenge.
+const DefaultRealm = "rl-exporter admin"
+
+// GuardConfig configures a Guard. Tokens are required.
+type GuardConfig struct {
+	Tokens []Token
+	// Realm names what the token opens in the WWW-Authenticate challenge.
+	// Default DefaultRealm.
+	Realm string
+	// Failures, when set, is told of every request refused for a missing
+	// or wrong token.
+	Failures *AuthFailures
+}
+
 // NewGuard returns a Guard accepting tokens, or ErrNoTokens.
 func NewGuard(tokens []Token) (*Guard, error) {
-	if len(tokens) == 0 {
+	return NewGuardWith(GuardConfig{Tokens: tokens})
+}
+
+// NewGuardWith returns the Guard cfg describes, or ErrNoTokens.
+func NewGuardWith(cfg GuardConfig) (*Guard, error) {
+	if len(cfg.Tokens) == 0 {
 		return nil, ErrNoTokens
 	}
-	g := &Guard{}
-	if err := g.SetTokens(tokens); err != nil {
+	if cfg.Realm == "" {
+		cfg.Realm = DefaultRealm
+	}
+	g := &Guard{realm: cfg.Realm, failures: cfg.Failures}
+	if err := g.SetTokens(cfg.Tokens); err != nil {
 		return nil, err
 	}
 	return g, nil
@@ -178,11 +209,100 @@ func (g *Guard) SetTokens(tokens []Token) error {
 // profiles).
 func (g *Guard) ReadOnly(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if tok, presented := g.authenticate(r); tok == nil {
-			challenge(w, presented)
+		if g.admit(w, r) == nil {
 			return
 		}
 		h.ServeHTTP(w, r)
+	})
+}
+
+// admit returns the token of r, or nil after answering 401 (and telling
+// Failures).
+func (g *Guard) admit(w http.ResponseWriter, r *http.Request) *Token {
+	tok, presented := g.authenticate(r)
+	if tok != nil {
+		return tok
+	}
+	if g.failures != nil {
+		g.failures.add(r, presented)
+	}
+	c := `Bearer realm="` + g.realm + `"`
+	if presented {
+		c += `, error="invalid_token"`
+	}
+	w.Header().Set("WWW-Authenticate", c)
+	fail(w, http.StatusUnauthorized, "unauthorized", "a valid bearer token is required")
+	return nil
+}
+
+// DefaultFailureInterval is the least time between two log lines of
+// refused tokens.
+const DefaultFailureInterval = 10 * time.Second
+
+// AuthFailures counts the requests a Guard refused for a missing or wrong
+// token and logs them: a WARN line at most once per Interval, with how
+// many were refused since the line before and the last peer, so that a
+// guessing client can neither go unseen nor flood the log. Set its fields
+// before first use; it is then safe for concurrent use.
+type AuthFailures struct {
+	// Logger receives the lines. Default: discard.
+	Logger *slog.Logger
+	// Interval is the least time between two lines. Default
+	// DefaultFailureInterval.
+	Interval time.Duration
+	// Now is the clock of Interval; default time.Now.
+	Now func() time.Time
+
+	mu      sync.Mutex
+	total   uint64
+	pending uint64 // refused since the last line
+	last    time.Time
+}
+
+// Total returns how many requests were refused since start.
+func (f *AuthFailures) Total() uint64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.total
+}
+
+func (f *AuthFailures) add(r *http.Request, presented bool) {
+	now := time.Now
+	if f.Now != nil {
+		now = f.Now
+	}
+	interval := cmp.Or(f.Interval, DefaultFailureInterval)
+	t := now()
+	f.mu.Lock()
+	f.total++
+	f.pending++
+	if !f.last.IsZero() && t.Sub(f.last) < interval {
+		f.mu.Unlock()
+		return
+	}
+	n := f.pending
+	f.last, f.pending = t, 0
+	f.mu.Unlock()
+	if f.Logger == nil {
+		return
+	}
+	reason := "no bearer token"
+	if presented {
+		reason = "a wrong bearer token"
+	}
+	f.Logger.LogAttrs(r.Context(), slog.LevelWarn, "admin: requests refused for their token",
+		slog.Uint64("refused", n),
+		slog.String("last_peer", r.RemoteAddr), slog.String("last_path", r.URL.Path), slog.String("last_reason", reason))
+}
+
+// NeedsTokens answers every request 403 with a message saying to configure
+// admin tokens. It stands for what the admin listener serves only behind a
+// Guard (the top-limited keys name clients and their addresses) when no
+// token is configured, so that such a listener shows nothing and says why.
+func NeedsTokens() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fail(w, http.StatusForbidden, "admin_tokens_required",
+			"%s is served only with admin tokens: set admin.tokens_file or admin.tokens (RL_ADMIN__TOKENS)", r.URL.Path)
 	})
 }
 
@@ -199,17 +319,6 @@ func ProfilingHandlers() map[string]http.Handler {
 		"/debug/pprof/symbol":  http.HandlerFunc(pprof.Symbol),
 		"/debug/pprof/trace":   http.HandlerFunc(pprof.Trace),
 	}
-}
-
-// challenge answers 401 with a Bearer challenge; presented says a token
-// was sent (and was wrong).
-func challenge(w http.ResponseWriter, presented bool) {
-	c := `Bearer realm="rl-exporter admin"`
-	if presented {
-		c += `, error="invalid_token"`
-	}
-	w.Header().Set("WWW-Authenticate", c)
-	fail(w, http.StatusUnauthorized, "unauthorized", "a valid bearer token is required")
 }
 
 // Handlers returns the handlers by ServeMux pattern, for the admin listener.
@@ -243,9 +352,8 @@ type KeysReset struct {
 // are forgotten on the store (every instance sees it at once) and the
 // change is audited like a change of limits.
 func (a *API) serveKeys(w http.ResponseWriter, r *http.Request) {
-	tok, presented := a.guard.authenticate(r)
+	tok := a.guard.admit(w, r)
 	if tok == nil {
-		challenge(w, presented)
 		return
 	}
 	if r.Method != http.MethodDelete {
@@ -351,9 +459,8 @@ func fail(w http.ResponseWriter, code int, kind, format string, args ...any) {
 }
 
 func (a *API) serve(w http.ResponseWriter, r *http.Request) {
-	tok, presented := a.guard.authenticate(r)
+	tok := a.guard.admit(w, r)
 	if tok == nil {
-		challenge(w, presented)
 		return
 	}
 	write := r.Method != http.MethodGet && r.Method != http.MethodHead

@@ -169,8 +169,18 @@ type CheckAPI struct {
 	Enabled bool `koanf:"enabled"`
 	// AllowedPeers are the CIDRs (or single addresses) of the direct peers
 	// allowed to call it; any other peer gets 403. Forwarded headers are
-	// never consulted. Default: this host, [127.0.0.0/8, ::1/128].
+	// never consulted. Default: this host, [127.0.0.0/8, ::1/128]. A proxy
+	// on a listed address (nginx terminating TLS on this host) lets every
+	// one of its clients in: set Tokens then.
 	AllowedPeers []string `koanf:"allowed_peers"`
+	// TokensFile holds the decision API's bearer tokens, one per line:
+	// "<name> <token>"; '#' starts a comment. With a token configured
+	// (here or in Tokens) a request from an allowed peer must also carry
+	// one (Authorization: Bearer), else 401. Default: none.
+	TokensFile string `koanf:"tokens_file"`
+	// Tokens are more tokens as "<name>:<token>", comma-separated; best
+	// given as RL_SERVER__CHECK_API__TOKENS. Never logged.
+	Tokens Secret `koanf:"tokens"`
 }
 
 // Log configures log/slog.

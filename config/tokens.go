@@ -36,9 +36,65 @@ type AdminToken struct {
 // admin.tokens, reading the file. None means the admin API is off. Errors
 // name the file and line or the entry, never the token.
 func (c *Config) AdminTokens() ([]AdminToken, error) {
+	entries, err := c.tokenEntries(c.Admin.TokensFile, c.Admin.Tokens, []string{"name", "role", "token"})
+	if err != nil {
+		return nil, err
+	}
 	var out []AdminToken
-	if f := c.Admin.TokensFile; f != "" {
-		b, err := os.ReadFile(c.Path(f))
+	for _, e := range entries {
+		t, err := newToken(e.fields[0], e.fields[1], e.fields[2])
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", e.where, err)
+		}
+		out = append(out, t)
+	}
+	if err := distinctTokens(out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// CheckAPITokens returns the bearer tokens of the decision API, from
+// server.check_api.tokens_file ("<name> <token>" lines) and
+// server.check_api.tokens ("<name>:<token>", comma-separated), reading
+// the file. None means the decision API asks for no token. Errors name
+// the file and line or the entry, never the token.
+func (c *Config) CheckAPITokens() ([]AdminToken, error) {
+	a := c.Server.CheckAPI
+	entries, err := c.tokenEntries(a.TokensFile, a.Tokens, []string{"name", "token"})
+	if err != nil {
+		return nil, err
+	}
+	var out []AdminToken
+	for _, e := range entries {
+		// A decision API token only decides; read-only is the role
+		// nearest to that, and it opens nothing on the admin listener,
+		// whose tokens are its own.
+		t, err := newToken(e.fields[0], string(RoleReadOnly), e.fields[1])
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", e.where, err)
+		}
+		out = append(out, t)
+	}
+	if err := distinctTokens(out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// tokenEntry is one token's fields and where it was read, for errors.
+type tokenEntry struct {
+	fields []string
+	where  string
+}
+
+// tokenEntries reads the tokens of file (one per line, fields separated
+// by spaces, '#' starting a comment) and of inline (comma-separated
+// entries, fields separated by ':'), each with the fields named.
+func (c *Config) tokenEntries(file string, inline Secret, names []string) ([]tokenEntry, error) {
+	var out []tokenEntry
+	if file != "" {
+		b, err := os.ReadFile(c.Path(file))
 		if err != nil {
 			return nil, fmt.Errorf("tokens_file: %w", err)
 		}
@@ -49,42 +105,41 @@ func (c *Config) AdminTokens() ([]AdminToken, error) {
 				continue
 			}
 			fields := strings.Fields(line)
-			if len(fields) != 3 {
-				return nil, fmt.Errorf("tokens_file %s line %d: want \"<name> <role> <token>\", got %d fields", f, n, len(fields))
+			where := fmt.Sprintf("tokens_file %s line %d", file, n)
+			if len(fields) != len(names) {
+				return nil, fmt.Errorf("%s: want \"<%s>\", got %d fields", where, strings.Join(names, "> <"), len(fields))
 			}
-			t, err := newToken(fields[0], fields[1], fields[2])
-			if err != nil {
-				return nil, fmt.Errorf("tokens_file %s line %d: %w", f, n, err)
-			}
-			out = append(out, t)
+			out = append(out, tokenEntry{fields, where})
 		}
 	}
-	if s := c.Admin.Tokens.Reveal(); s != "" {
+	if s := inline.Reveal(); s != "" {
 		for i, entry := range strings.Split(s, ",") {
-			parts := strings.SplitN(strings.TrimSpace(entry), ":", 3)
-			if len(parts) != 3 {
-				return nil, fmt.Errorf("tokens entry %d: want \"<name>:<role>:<token>\"", i+1)
+			where := fmt.Sprintf("tokens entry %d", i+1)
+			parts := strings.SplitN(strings.TrimSpace(entry), ":", len(names))
+			if len(parts) != len(names) {
+				return nil, fmt.Errorf("%s: want \"<%s>\"", where, strings.Join(names, ">:<"))
 			}
-			t, err := newToken(parts[0], parts[1], parts[2])
-			if err != nil {
-				return nil, fmt.Errorf("tokens entry %d: %w", i+1, err)
-			}
-			out = append(out, t)
+			out = append(out, tokenEntry{parts, where})
 		}
 	}
+	return out, nil
+}
+
+// distinctTokens reports a name or a token used twice.
+func distinctTokens(list []AdminToken) error {
 	names := map[string]bool{}
 	secrets := map[Secret]string{}
-	for _, t := range out {
+	for _, t := range list {
 		if names[t.Name] {
-			return nil, fmt.Errorf("token name %q used twice", t.Name)
+			return fmt.Errorf("token name %q used twice", t.Name)
 		}
 		names[t.Name] = true
 		if other, dup := secrets[t.Token]; dup {
-			return nil, fmt.Errorf("tokens %q and %q are the same token", other, t.Name)
+			return fmt.Errorf("tokens %q and %q are the same token", other, t.Name)
 		}
 		secrets[t.Token] = t.Name
 	}
-	return out, nil
+	return nil
 }
 
 func newToken(name, role, token string) (AdminToken, error) {

@@ -13,8 +13,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/rl-exporter/rl-exporter/httplimit"
 	"github.com/rl-exporter/rl-exporter/limiter"
 	"github.com/rl-exporter/rl-exporter/limiter/redisstore"
@@ -116,6 +114,9 @@ func (c *Config) validateServer(e *errs) {
 		}
 	}
 	c.validateUpstreamTransport(e)
+	if _, err := c.CheckAPITokens(); err != nil {
+		e.add("server.check_api", "%v", err)
+	}
 	if s.CheckAPI.Enabled && len(s.CheckAPI.AllowedPeers) == 0 {
 		e.add("server.check_api.allowed_peers", "empty, so no caller could use the decision API: list its callers, or set server.check_api.enabled: false to turn it off")
 	}
@@ -267,9 +268,9 @@ func (c *Config) redisClientConfig(r Redis) (redisstore.ClientConfig, error) {
 		cc.ClusterMaxRedirects = -1 // none; 0 is the client's default
 	}
 	if r.URL != "" {
-		// Checked here to name the key; the message never shows the URL,
-		// which may carry a password.
-		if _, err := redis.ParseURL(r.URL); err != nil {
+		// Checked here to name the key; the message never shows the URL's
+		// password.
+		if _, err := redisstore.ParseURL(r.URL); err != nil {
 			return cc, &fieldError{"url", err}
 		}
 	}

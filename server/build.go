@@ -12,6 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/rl-exporter/rl-exporter/admin"
 	"github.com/rl-exporter/rl-exporter/config"
 	"github.com/rl-exporter/rl-exporter/heartbeat"
 	"github.com/rl-exporter/rl-exporter/httplimit"
@@ -142,7 +143,7 @@ func Build(cfg *config.Config, d Deps) (*Built, error) {
 	if err != nil {
 		return fail(err)
 	}
-	srv, err := newServer(cfg, d, mw, opened, adminHandlers, webConfig, closers)
+	srv, err := newServer(cfg, d, mw, opened, adminHandlers, b.authFailures, webConfig, closers)
 	if err != nil {
 		return fail(err)
 	}
@@ -158,7 +159,7 @@ func Build(cfg *config.Config, d Deps) (*Built, error) {
 // transport, the readiness of the opened store, the decision API's peers
 // and what to close at shutdown.
 func newServer(cfg *config.Config, d Deps, mw *httplimit.Middleware, opened OpenedStore,
-	adminHandlers map[string]http.Handler, webConfig string, closers []io.Closer) (*Server, error) {
+	adminHandlers map[string]http.Handler, authFailures *admin.AuthFailures, webConfig string, closers []io.Closer) (*Server, error) {
 	var upstream *url.URL
 	if cfg.Server.Upstream != "" {
 		var err error
@@ -170,6 +171,14 @@ func newServer(cfg *config.Config, d Deps, mw *httplimit.Middleware, opened Open
 	if err != nil {
 		return nil, fmt.Errorf("config %s: %w", cfg.Source, err)
 	}
+	checkToks, err := cfg.CheckAPITokens()
+	if err != nil {
+		return nil, fmt.Errorf("config %s: server.check_api: %w", cfg.Source, err)
+	}
+	var checkTokens []admin.Token
+	for _, t := range checkToks {
+		checkTokens = append(checkTokens, admin.Token{Name: t.Name, Secret: t.Token.Reveal()})
+	}
 	return New(Config{
 		Listen: cfg.Server.Listen, MetricsListen: cfg.Server.MetricsListen, AdminListen: cfg.Server.AdminListen,
 		Upstream: upstream, UpstreamTransport: transportConfig(cfg.Server.UpstreamTransport),
@@ -177,8 +186,8 @@ func newServer(cfg *config.Config, d Deps, mw *httplimit.Middleware, opened Open
 		ReadyStrict: cfg.Server.ReadyStrict, FailPolicy: cfg.Store.FailPolicy,
 		ReadHeaderTimeout: cfg.Server.ReadHeaderTimeout, ReadTimeout: cfg.Server.ReadTimeout, IdleTimeout: cfg.Server.IdleTimeout,
 		MaxHeaderBytes: cfg.Server.MaxHeaderBytes, MaxHeaderCount: cfg.Server.MaxHeaderCount,
-		CheckAPI:       CheckAPI{Disabled: !cfg.Server.CheckAPI.Enabled, AllowedPeers: checkPeers},
-		MetricsHandler: d.MetricsHandler, AdminHandlers: adminHandlers, MetricsWebConfigFile: webConfig,
+		CheckAPI:       CheckAPI{Disabled: !cfg.Server.CheckAPI.Enabled, AllowedPeers: checkPeers, Tokens: checkTokens},
+		MetricsHandler: d.MetricsHandler, AdminHandlers: adminHandlers, AdminAuthFailures: authFailures, MetricsWebConfigFile: webConfig,
 		ShutdownTimeout: cfg.Server.ShutdownTimeout, Closers: closers, Logger: d.Logger,
 	})
 }
@@ -189,10 +198,13 @@ type Built struct {
 	store    limiter.Store
 	observer limiter.Observer
 	guard    *limiter.Guard // shared by every policy on store, across reloads
-	regions  *regions       // nil without region.name
-	mu       sync.Mutex
-	live     liveState
-	grpc     *grpcListener // nil unless server.grpc_listen is set
+	// authFailures counts the admin listener's refused tokens; nil
+	// without admin tokens.
+	authFailures *admin.AuthFailures
+	regions      *regions // nil without region.name
+	mu           sync.Mutex
+	live         liveState
+	grpc         *grpcListener // nil unless server.grpc_listen is set
 }
 
 // Store is the store decisions are made on.

@@ -149,6 +149,8 @@ func targets(cfg *config.Config) []livelimits.Target {
 // When tokens are configured, every handler of the admin listener needs
 // one (a read-only token is enough to read): the caller's (the top-limited
 // keys) and the profiles of /debug/pprof/, which are served only then.
+// Without tokens the caller's handlers answer 403 saying to configure
+// them (admin.NeedsTokens): the top-limited keys name clients.
 func (b *Built) adminHandlers(cfg *config.Config, extra map[string]http.Handler, keys admin.KeyResetter) (map[string]http.Handler, error) {
 	out := map[string]http.Handler{}
 	toks, err := cfg.AdminTokens()
@@ -156,13 +158,14 @@ func (b *Built) adminHandlers(cfg *config.Config, extra map[string]http.Handler,
 		return nil, fmt.Errorf("config %s: admin: %w", cfg.Source, err)
 	}
 	if len(toks) == 0 {
-		for p, h := range extra {
-			out[p] = h
+		for p := range extra {
+			out[p] = admin.NeedsTokens()
 		}
 		return out, nil
 	}
 	list := adminTokens(toks)
-	guard, err := admin.NewGuard(list)
+	b.authFailures = &admin.AuthFailures{Logger: b.live.logger}
+	guard, err := admin.NewGuardWith(admin.GuardConfig{Tokens: list, Failures: b.authFailures})
 	if err != nil {
 		return nil, err
 	}

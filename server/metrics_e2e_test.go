@@ -412,7 +412,7 @@ func grepLines(s, substr string) string {
 
 func TestTopLimitedKeysAreServedOnTheAdminListenerOnly(t *testing.T) {
 	cfg := writeConfig(t, "classes: {default: {limits: {default: {algorithm: fixed_window, rate: 5, period: 1h}}}}\n")
-	p := startServe(t, []string{"main", "metrics", "admin"}, "--config", cfg,
+	p := startServeEnv(t, tokensEnv, []string{"main", "metrics", "admin"}, "--config", cfg,
 		"--metrics-listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0")
 	// Asked on the public listener (while the client is still allowed: the
 	// path is rate-limited like any other), it is not served.
@@ -431,7 +431,7 @@ func TestTopLimitedKeysAreServedOnTheAdminListenerOnly(t *testing.T) {
 	if rejected != 4 {
 		t.Fatalf("%d requests rejected, want 4 of 9 over a limit of 5", rejected)
 	}
-	resp := get(t, p.url("admin", "/debug/top-limited"), nil)
+	resp := get(t, p.url("admin", "/debug/top-limited"), map[string]string{"Authorization": "Bearer " + grafanaToken})
 	var top collector.TopLimited
 	if err := json.Unmarshal([]byte(readBody(resp)), &top); resp.StatusCode != 200 || err != nil {
 		t.Fatalf("admin /debug/top-limited: status %d, %v", resp.StatusCode, err)

@@ -42,6 +42,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/rl-exporter/rl-exporter/admin"
 	"github.com/rl-exporter/rl-exporter/httplimit"
 )
 
@@ -125,6 +126,10 @@ type Config struct {
 	MetricsWebConfigFile string
 	// AdminHandlers are mounted on the admin listener by ServeMux pattern.
 	AdminHandlers map[string]http.Handler
+	// AdminAuthFailures, when set, counts the admin listener's requests
+	// refused for their token; Metrics exports it as
+	// rl_exporter_admin_auth_failures_total.
+	AdminAuthFailures *admin.AuthFailures
 	// ShutdownTimeout bounds the drain of in-flight requests. Default DefaultShutdownTimeout.
 	ShutdownTimeout time.Duration
 	// Closers are closed after the drain, in order (the Redis client).
@@ -144,6 +149,10 @@ type CheckAPI struct {
 	// call it; any other peer gets 403 and no decision is made or counted.
 	// Empty: DefaultCheckPeers.
 	AllowedPeers []netip.Prefix
+	// Tokens, when set, are also required of an allowed peer, as
+	// Authorization: Bearer (compared in constant time); without one the
+	// answer is 401 and no decision is made. ReadWrite is not consulted.
+	Tokens []admin.Token
 }
 
 // DefaultCheckPeers returns the peers allowed to call the decision API when
@@ -162,8 +171,11 @@ type Server struct {
 	slow      map[string]*atomic.Uint64 // slow clients cut off, by listener
 	oversized map[string]*atomic.Uint64 // heads refused with 431, by listener
 	store     storeState
-	stopping  atomic.Bool
-	closeOnce sync.Once
+	// checkGuard asks the decision API's callers for a token; nil when
+	// none is configured.
+	checkGuard *admin.Guard
+	stopping   atomic.Bool
+	closeOnce  sync.Once
 }
 
 // New validates cfg and opens the listeners, so their addresses are known
@@ -213,6 +225,13 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{cfg: cfg, logger: cfg.Logger, listeners: map[string]net.Listener{}, servers: map[string]*http.Server{},
 		slow: map[string]*atomic.Uint64{}, oversized: map[string]*atomic.Uint64{}}
 	s.store.init()
+	if toks := cfg.CheckAPI.Tokens; len(toks) > 0 {
+		g, err := admin.NewGuardWith(admin.GuardConfig{Tokens: toks, Realm: "rl-exporter decision API"})
+		if err != nil {
+			return nil, fmt.Errorf("server: CheckAPI.Tokens: %w", err)
+		}
+		s.checkGuard = g
+	}
 	handlers := map[string]http.Handler{"main": s.mainHandler()}
 	addrs := map[string]string{"main": cfg.Listen}
 	if cfg.MetricsListen != "" {
@@ -319,7 +338,10 @@ func (s *Server) checkHandler() http.Handler {
 	if s.cfg.CheckAPI.Disabled {
 		return nil
 	}
-	api := s.cfg.Middleware.CheckHandler()
+	var api http.Handler = s.cfg.Middleware.CheckHandler()
+	if s.checkGuard != nil {
+		api = s.checkGuard.ReadOnly(api)
+	}
 	allowed := s.cfg.CheckAPI.AllowedPeers
 	if len(allowed) == 0 {
 		allowed = DefaultCheckPeers()

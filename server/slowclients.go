@@ -211,10 +211,14 @@ var slowClientsDesc = prometheus.NewDesc("rate_limit_slow_clients_total",
 	"Connections cut off because a request's headers or body did not arrive within server.read_header_timeout or server.read_timeout, by listener.",
 	[]string{"listener"}, nil)
 
-// Metrics returns the server's own counters by listener,
-// rate_limit_slow_clients_total and rate_limit_oversized_headers_total, as
-// a prometheus.Collector to register on the registry /metrics serves. It
-// is safe for concurrent use.
+var adminAuthFailuresDesc = prometheus.NewDesc("rl_exporter_admin_auth_failures_total",
+	"Requests to the admin listener refused for a missing or wrong bearer token.", nil, nil)
+
+// Metrics returns the server's own counters as a prometheus.Collector to
+// register on the registry /metrics serves: rate_limit_slow_clients_total
+// and rate_limit_oversized_headers_total by listener and, with
+// AdminAuthFailures, rl_exporter_admin_auth_failures_total. It is safe for
+// concurrent use.
 func (s *Server) Metrics() prometheus.Collector { return serverMetrics{s} }
 
 type serverMetrics struct{ s *Server }
@@ -223,6 +227,7 @@ type serverMetrics struct{ s *Server }
 func (m serverMetrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- slowClientsDesc
 	ch <- oversizedHeadersDesc
+	ch <- adminAuthFailuresDesc
 }
 
 // Collect is part of prometheus.Collector.
@@ -232,6 +237,9 @@ func (m serverMetrics) Collect(ch chan<- prometheus.Metric) {
 	}
 	for name, c := range m.s.oversized {
 		ch <- prometheus.MustNewConstMetric(oversizedHeadersDesc, prometheus.CounterValue, float64(c.Load()), name)
+	}
+	if f := m.s.cfg.AdminAuthFailures; f != nil {
+		ch <- prometheus.MustNewConstMetric(adminAuthFailuresDesc, prometheus.CounterValue, float64(f.Total()))
 	}
 }
 

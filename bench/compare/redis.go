@@ -14,6 +14,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	ulule "github.com/ulule/limiter/v3"
 	ululeredis "github.com/ulule/limiter/v3/drivers/store/redis"
+
+	"github.com/rl-exporter/rl-exporter/limiter/redisstore"
 )
 
 // redisRate is the per-key limit of every Redis run: a million per minute,
@@ -100,7 +102,7 @@ func (s *redisSet) close() {
 // newPeerClient is the client a user of redis_rate or ulule/limiter writes:
 // go-redis defaults for the URL.
 func newPeerClient(url string) (*redis.Client, error) {
-	opt, err := redis.ParseURL(url)
+	opt, err := redisstore.ParseURL(url)
 	if err != nil {
 		return nil, fmt.Errorf("--redis-url: %w", err)
 	}

@@ -17,7 +17,8 @@ import (
 
 // runCheck validates the file as serve would load it, the files it names
 // (secrets, keys, admin tokens) included, but without the environment or
-// flags of the machine it runs on: what is checked is the file.
+// flags of the machine it runs on: what is checked is the file. What a
+// valid file leaves open (config.Exposure) is a warning, or a refusal.
 func runCheck(_ context.Context, args []string, _ environ, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("check", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -64,6 +65,19 @@ func runCheck(_ context.Context, args []string, _ environ, stdout, stderr io.Wri
 		for _, err := range loose {
 			fmt.Fprintf(stderr, "rl-exporter check: warning: %v\n", err)
 		}
+	}
+	var refused []string
+	for _, f := range cfg.Exposure() {
+		line := fmt.Sprintf("config %s: %s", cfg.Source, f)
+		if f.Refuse {
+			refused = append(refused, line)
+			continue
+		}
+		fmt.Fprintf(stderr, "rl-exporter check: warning: %s\n", line)
+	}
+	if len(refused) > 0 {
+		printConfigProblems(stderr, "check", *file, errors.New(strings.Join(refused, "\n")))
+		return exitFailure
 	}
 	domains := ""
 	if cfg.Server.GRPCListen != "" {

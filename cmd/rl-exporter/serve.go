@@ -167,6 +167,11 @@ func runServe(ctx context.Context, args []string, env environ, stdout, stderr io
 	}
 	logger.Info("rl-exporter serve", slog.String("version", version), slog.String("config", cfg.Source),
 		slog.String("store", srv.Store().Name()), slog.String("upstream", cfg.Server.Upstream))
+	for _, f := range cfg.Exposure() {
+		// check refuses some of these; serve starts, so that an instance
+		// already deployed so keeps deciding, and says what is exposed.
+		logger.Warn("exposed: "+f.Message, slog.String("key", f.Key), slog.String("config", cfg.Source))
+	}
 	if err := srv.Serve(ctx); err != nil {
 		fmt.Fprintf(stderr, "rl-exporter serve: %v\n", err)
 		return exitFailure

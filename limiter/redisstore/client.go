@@ -173,7 +173,7 @@ func (c ClientConfig) baseOptions() *redis.UniversalOptions {
 // applyURL sets o's address from a single server's URL, and every option
 // o leaves at zero that the URL sets.
 func applyURL(o *redis.UniversalOptions, url string) error {
-	u, err := redis.ParseURL(url)
+	u, err := ParseURL(url)
 	if err != nil {
 		return fmt.Errorf("redis url: %w", err)
 	}
