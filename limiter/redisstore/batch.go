@@ -740,13 +740,19 @@ func (c *deadlineCtx) Deadline() (time.Time, bool) { return c.deadline, true }
 
 // end ends what begin started, once the answers are delivered.
 func (sd *sender) end() {
-	if sd.traceEnd != nil {
-		sd.traceEnd()
-	}
+	sd.endTrace()
 	if sd.cancel != nil {
 		sd.cancel()
 	}
-	sd.cancel, sd.traceEnd = nil, nil
+	sd.cancel = nil
+}
+
+// endTrace ends the batch's span, if it has one still open.
+func (sd *sender) endTrace() {
+	if sd.traceEnd != nil {
+		sd.traceEnd()
+		sd.traceEnd = nil
+	}
 }
 
 // group sorts the live members into sd.groups: by algorithm and, on a
@@ -925,6 +931,9 @@ func (sd *sender) exchange(ctx context.Context, conn *redis.Conn) {
 		sd.via = sd.node
 	}
 	sd.exec(ctx)
+	// The batch span ends before any member hears its answer, so that a
+	// caller that has its answer finds the span that carried it finished.
+	sd.endTrace()
 	var failed error
 	for gi := range sd.groups {
 		g := &sd.groups[gi]
