@@ -130,8 +130,9 @@ type Collector struct {
 	mu     sync.Mutex // serialises Reconfigure and SetLimit; guards limits
 	limits map[limitKey]limitValue
 
-	folded      [numFolds]atomic.Uint64
-	storeErrors [2]atomic.Uint64 // by storeErrorKinds
+	folded       [numFolds]atomic.Uint64
+	storeErrors  [2]atomic.Uint64 // by storeErrorKinds
+	unreplicated atomic.Uint64
 
 	storeDuration *prometheus.HistogramVec
 	storeObs      map[string]prometheus.Observer // by operation, read-only after New
@@ -145,7 +146,7 @@ type Collector struct {
 
 	requestsDesc, nearLimitDesc, failOpenDesc, failClosedDesc *prometheus.Desc
 	storeErrorsDesc, limitDesc, buildInfoDesc, foldedDesc     *prometheus.Desc
-	degradedDesc, canceledDesc, circuitDesc                   *prometheus.Desc
+	degradedDesc, canceledDesc, circuitDesc, unreplicatedDesc *prometheus.Desc
 }
 
 var (
@@ -204,6 +205,9 @@ func New(cfg Config) (*Collector, error) {
 			[]string{"endpoint"}, nil),
 		circuitDesc: prometheus.NewDesc("rate_limit_circuit_state",
 			"State of the circuit breaker in front of the store: 0 closed, 1 half-open, 2 open.",
+			[]string{"store"}, nil),
+		unreplicatedDesc: prometheus.NewDesc("rate_limit_redis_unreplicated_writes_total",
+			"Decisions whose Redis write no replica acknowledged within store.redis.durability_timeout (store.redis.durability wait); they were answered and counted all the same.",
 			[]string{"store"}, nil),
 		foldedDesc: prometheus.NewDesc("rate_limit_labels_folded_total",
 			`Decisions whose endpoint was counted as "other" or whose plan tier as the default tier, because the value was not configured or beyond the cardinality cap.`,
@@ -400,7 +404,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
 		c.requestsDesc, c.nearLimitDesc, c.failOpenDesc, c.failClosedDesc,
 		c.storeErrorsDesc, c.limitDesc, c.buildInfoDesc, c.foldedDesc,
-		c.degradedDesc, c.canceledDesc, c.circuitDesc,
+		c.degradedDesc, c.canceledDesc, c.circuitDesc, c.unreplicatedDesc,
 	} {
 		ch <- d
 	}
@@ -433,6 +437,8 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.storeErrorsDesc, prometheus.CounterValue,
 			float64(c.storeErrors[i].Load()), c.cfg.Store, k)
 	}
+	ch <- prometheus.MustNewConstMetric(c.unreplicatedDesc, prometheus.CounterValue,
+		float64(c.unreplicated.Load()), c.cfg.Store)
 	for i, l := range foldLabels {
 		ch <- prometheus.MustNewConstMetric(c.foldedDesc, prometheus.CounterValue,
 			float64(c.folded[i].Load()), l[0], l[1])

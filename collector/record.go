@@ -148,6 +148,16 @@ func (c *Collector) ObserveStore(ctx context.Context, operation string, elapsed 
 	c.countStoreError(err)
 }
 
+// ObserveUnreplicated counts n decisions whose Redis write no replica
+// acknowledged in time in rate_limit_redis_unreplicated_writes_total,
+// whatever the WAIT's own error. Part of redisstore.ReplicationObserver:
+// safe for concurrent use, lock-free.
+func (c *Collector) ObserveUnreplicated(n int, _ error) {
+	if n > 0 {
+		c.unreplicated.Add(uint64(n))
+	}
+}
+
 func (c *Collector) countStoreError(err error) {
 	if err == nil {
 		return

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/rl-exporter/rl-exporter/internal/summarylog"
 	"github.com/rl-exporter/rl-exporter/limiter"
 )
 
@@ -21,7 +22,8 @@ type Config struct {
 	// Recorder, when set, is told of every decision exactly once per request.
 	Recorder limiter.Recorder
 	// Logger receives one debug line per rejected request (never one per
-	// allowed request) and errors. Default: discard.
+	// allowed request) and errors, those every request may repeat as
+	// summaries (see LogInterval). Default: discard.
 	Logger *slog.Logger
 	// Cost returns the cost of a request; default 1 for every request.
 	Cost func(*http.Request) int64
@@ -32,8 +34,14 @@ type Config struct {
 	// Trace, when set, wraps every decision in a span (see TraceFunc).
 	// Nil: no tracing, at no cost.
 	Trace TraceFunc
-	// Now is the clock used for X-RateLimit-Reset; default time.Now.
+	// Now is the clock used for X-RateLimit-Reset and the log summaries;
+	// default time.Now.
 	Now func() time.Time
+	// LogInterval is the least time between two error lines of request
+	// costs that cannot be admitted (the first is written at once, the
+	// next ones count the occurrences since); default
+	// limiter.DefaultLogInterval.
+	LogInterval time.Duration
 }
 
 // Middleware enforces a Policy on HTTP requests. It is safe for concurrent
@@ -47,6 +55,7 @@ type Middleware struct {
 	onPolicy func(*Policy)
 	trace    TraceFunc
 	now      func() time.Time
+	costLog  *summarylog.Line // request costs that cannot be admitted
 }
 
 // New returns a Middleware enforcing cfg.Policy.
@@ -61,6 +70,10 @@ func New(cfg Config) (*Middleware, error) {
 	if m.now == nil {
 		m.now = time.Now
 	}
+	if cfg.LogInterval <= 0 {
+		cfg.LogInterval = limiter.DefaultLogInterval
+	}
+	m.costLog = summarylog.New(m.logger, cfg.LogInterval, m.now)
 	m.Swap(cfg.Policy)
 	return m, nil
 }
@@ -123,8 +136,11 @@ func (m *Middleware) log(ctx context.Context, o outcome, cost int64) {
 				slog.String("endpoint", o.route.pattern), slog.String("status", string(o.Status())), slog.String("error", o.Err.Error()))
 		}
 	} else if o.Err != nil {
-		m.logger.LogAttrs(ctx, slog.LevelError, "request cost cannot be admitted",
-			slog.String("endpoint", o.route.pattern), slog.Int64("cost", cost), slog.String("error", o.Err.Error()))
+		// A cost no window admits is refused on every request that
+		// repeats it (a Cost fed by the client, or a policy whose class
+		// cost is above a quota): summarised, one line per interval.
+		m.costLog.Log(ctx, "request cost cannot be admitted", []slog.Attr{
+			slog.String("endpoint", o.route.pattern), slog.Int64("cost", cost), slog.String("error", o.Err.Error())})
 	}
 	switch o.Verdict {
 	case VerdictRejected, VerdictShadowClassOver, VerdictLiveShadowOver:

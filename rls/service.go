@@ -26,6 +26,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/rl-exporter/rl-exporter/httplimit"
+	"github.com/rl-exporter/rl-exporter/internal/summarylog"
 	"github.com/rl-exporter/rl-exporter/limiter"
 )
 
@@ -129,7 +130,7 @@ type Service struct {
 	detailed   map[string]bool // endpoint labels created by detailed_metric rules
 
 	invalid [5]atomic.Uint64 // requests counted as invalid, by InvalidReasons index
-	costLog summaryLog       // descriptor costs that cannot be admitted
+	costLog *summarylog.Line // descriptor costs that cannot be admitted
 }
 
 // compiled are Rules with one limiter per rule, and the live changes.
@@ -212,7 +213,7 @@ func New(cfg Config, rules *Rules) (*Service, error) {
 		cfg.LogInterval = limiter.DefaultLogInterval
 	}
 	s := &Service{cfg: cfg}
-	s.costLog = summaryLog{logger: cfg.Logger, interval: cfg.LogInterval, now: cfg.Now}
+	s.costLog = summarylog.New(cfg.Logger, cfg.LogInterval, cfg.Now)
 	s.SetTiers(cfg.Tiers, cfg.DefaultTier)
 	s.SetHeaders(cfg.Headers)
 	if rules == nil {
@@ -651,47 +652,12 @@ func (s *Service) logFailure(ctx context.Context, o outcome, cost int64) {
 		slog.String("status", string(o.Status())), slog.Int64("cost", cost), slog.String("error", o.Err.Error())}
 	switch o.Verdict {
 	case httplimit.VerdictRejected:
-		s.costLog.log(ctx, "descriptor cost cannot be admitted", attrs)
+		s.costLog.Log(ctx, "descriptor cost cannot be admitted", attrs)
 	case httplimit.VerdictCanceled:
 		s.cfg.Logger.LogAttrs(ctx, slog.LevelDebug, "caller cancelled the decision", attrs...)
 	default:
 		s.cfg.Logger.LogAttrs(ctx, slog.LevelDebug, "rate limit store failed", attrs...)
 	}
-}
-
-// summaryLog writes an error line at once, then at most one line per
-// interval, counting the occurrences between them. Safe for concurrent use.
-type summaryLog struct {
-	logger   *slog.Logger
-	interval time.Duration
-	now      func() time.Time
-
-	mu       sync.Mutex
-	lastLine time.Time
-	count    int64 // occurrences not logged yet
-}
-
-// log counts one occurrence and writes msg with attrs (those of the last
-// occurrence) when the interval since the last line has passed.
-func (l *summaryLog) log(ctx context.Context, msg string, attrs []slog.Attr) {
-	if !l.logger.Enabled(ctx, slog.LevelError) {
-		return
-	}
-	now := l.now()
-	l.mu.Lock()
-	l.count++
-	if !l.lastLine.IsZero() && now.Sub(l.lastLine) < l.interval {
-		l.mu.Unlock()
-		return
-	}
-	count, since := l.count, l.lastLine
-	l.count, l.lastLine = 0, now
-	l.mu.Unlock()
-	attrs = append(attrs, slog.Int64("occurrences", count))
-	if !since.IsZero() {
-		attrs = append(attrs, slog.Duration("over", now.Sub(since).Round(time.Millisecond)))
-	}
-	l.logger.LogAttrs(ctx, slog.LevelError, msg, attrs...)
 }
 
 // tier is the plan tier named by the TierDescriptorKey entry of d, else of

@@ -60,6 +60,11 @@ type Deps struct {
 	// BatchTracer, when set, links each batch of Redis decisions to the
 	// decisions' traces (Telemetry.Deps sets it when tracing is on).
 	BatchTracer redisstore.BatchTracer
+	// Replication, when set, is told of the decisions whose Redis write no
+	// replica acknowledged in time (store.redis.durability wait; the
+	// collector's rate_limit_redis_unreplicated_writes_total), on this
+	// region's store and every peer region's.
+	Replication redisstore.ReplicationObserver
 	// Region, when set with region.name, is told of the multi-region sync
 	// rounds, decisions and cross-region round trips (the collector's
 	// region metrics, Telemetry.Deps sets it).
@@ -72,7 +77,7 @@ type Deps struct {
 // contacting it), compiles the policy, and returns a Server with its
 // listeners open. The store is closed by the Server's shutdown.
 func Build(cfg *config.Config, d Deps) (*Built, error) {
-	opened, err := openStore(cfg, d.BatchTracer)
+	opened, err := openStore(cfg, d)
 	if err != nil {
 		return nil, err
 	}
@@ -335,11 +340,21 @@ func (o OpenedStore) Close() error {
 // that is down at start-up makes /readyz unready and decisions follow the
 // fail policy, instead of a crash loop. The caller closes what it opened.
 func OpenStore(cfg *config.Config) (OpenedStore, error) {
-	return openStore(cfg, nil)
+	return openStore(cfg, Deps{})
 }
 
-// openStore is OpenStore with the Redis store's batches traced by tracer (nil: untraced).
-func openStore(cfg *config.Config, tracer redisstore.BatchTracer) (OpenedStore, error) {
+// redisStoreConfig is cfg's Redis store config with d's batch tracer and
+// replication observer, for this region's store and the peers' alike.
+func (d Deps) redisStoreConfig(cfg *config.Config) redisstore.Config {
+	scfg := cfg.RedisStoreConfig()
+	scfg.BatchTracer = d.BatchTracer
+	scfg.ReplicationObserver = d.Replication
+	return scfg
+}
+
+// openStore is OpenStore with the Redis store's batches traced and its
+// unreplicated writes observed as d says (unset: neither).
+func openStore(cfg *config.Config, d Deps) (OpenedStore, error) {
 	switch cfg.Store.Type {
 	case "", "memory":
 		return OpenedStore{Store: limiter.NewMemoryStore(limiter.MemoryConfig{})}, nil
@@ -352,9 +367,7 @@ func openStore(cfg *config.Config, tracer redisstore.BatchTracer) (OpenedStore, 
 		if err != nil {
 			return OpenedStore{}, fmt.Errorf("config %s: store.redis: %w", cfg.Source, err)
 		}
-		scfg := cfg.RedisStoreConfig()
-		scfg.BatchTracer = tracer
-		st, err := redisstore.New(client, scfg)
+		st, err := redisstore.New(client, d.redisStoreConfig(cfg))
 		if err != nil {
 			_ = client.Close()
 			return OpenedStore{}, fmt.Errorf("config %s: store.redis: %w", cfg.Source, err)

@@ -107,6 +107,20 @@ func (in *instance) decideOn(ctx context.Context, t *testing.T, key, endpoint st
 	return a, rec.Code
 }
 
+// hasSeries reports whether /metrics has a sample of the metric name.
+func (in *instance) hasSeries(t *testing.T, name string) bool {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	in.tel.Collector.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	sc := bufio.NewScanner(rec.Body)
+	for sc.Scan() {
+		if line := sc.Text(); strings.HasPrefix(line, name+"{") || strings.HasPrefix(line, name+" ") {
+			return true
+		}
+	}
+	return false
+}
+
 // metric sums the samples of /metrics of the metric name whose labels
 // include every one of labels (`key="value"`).
 func (in *instance) metric(t *testing.T, name string, labels ...string) float64 {

@@ -85,10 +85,8 @@ func (b *Built) setupRegions(cfg *config.Config, d Deps, local redis.UniversalCl
 		r.peers = append(r.peers, client)
 		clients[name] = client
 	}
-	scfg := cfg.RedisStoreConfig()
-	scfg.BatchTracer = d.BatchTracer
 	rc := region.Config{
-		Local: cfg.Region.Name, Clients: clients, Store: scfg,
+		Local: cfg.Region.Name, Clients: clients, Store: d.redisStoreConfig(cfg),
 		SyncInterval: cfg.Region.SyncInterval, SyncTimeout: cfg.Region.SyncTimeout, MaxClockSkew: cfg.Region.MaxClockSkew,
 		Logger: d.Logger,
 	}
