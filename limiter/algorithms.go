@@ -5,11 +5,10 @@ import (
 	"strings"
 )
 
-// Algorithm names one of the six algorithms, as configuration, metric
-// labels and documentation spell it (see the package doc to choose one).
+// Algorithm names one of the six algorithms, as configuration and metric
+// labels spell it.
 type Algorithm string
 
-// The six algorithms.
 const (
 	FixedWindow   Algorithm = "fixed_window"   // a count per window of Period
 	SlidingLog    Algorithm = "sliding_log"    // a timestamp per admitted unit
@@ -22,12 +21,10 @@ const (
 // NumAlgorithms bounds AlgorithmSpec.Index, for arrays [NumAlgorithms]T.
 const NumAlgorithms = int(algorithmCount)
 
-// Param is a number a decision is parameterised by, in the stores' units
-// (time in µs). The Redis scripts take an algorithm's Params, in order, as
-// their first arguments (AlgorithmSpec.AppendParams).
+// Param is a number a decision takes (times in µs); an algorithm's Params
+// are its Redis script's first arguments.
 type Param uint8
 
-// The parameters.
 const (
 	ParamRate         Param = iota // Limit.Rate
 	ParamQuota                     // Limit.Quota()
@@ -75,10 +72,8 @@ func (p Param) Value(key string, lim Limit) int64 {
 	return 0
 }
 
-// AlgorithmSpec is one row of the table of algorithms: everything about an
-// algorithm but its arithmetic (MemoryStore, redisstore's lua/<name>.lua),
-// read by the stores and the collector so that it is written once. Specs
-// are immutable pointers into the table, safe for concurrent use.
+// AlgorithmSpec is everything about an algorithm but its arithmetic, read
+// by the stores and the collector. Specs are immutable, safe for concurrent use.
 type AlgorithmSpec struct {
 	algorithm   Algorithm
 	index       algorithmIndex
@@ -92,7 +87,6 @@ type AlgorithmSpec struct {
 	memoryState string
 }
 
-// algorithmIndex is AlgorithmSpec.Index.
 type algorithmIndex uint8
 
 const (
@@ -156,8 +150,7 @@ var algorithmTable = [NumAlgorithms]AlgorithmSpec{
 	},
 }
 
-// AllAlgorithms returns every Algorithm in the order of
-// AlgorithmSpec.Index, as a new slice.
+// AllAlgorithms returns every Algorithm, by Index, as a new slice.
 func AllAlgorithms() []Algorithm {
 	out := make([]Algorithm, NumAlgorithms)
 	for i := range algorithmTable {
@@ -166,8 +159,7 @@ func AllAlgorithms() []Algorithm {
 	return out
 }
 
-// AlgorithmSpecs returns the spec of every algorithm, in the order of
-// AllAlgorithms, as a new slice.
+// AlgorithmSpecs returns every spec, by Index, as a new slice.
 func AlgorithmSpecs() []*AlgorithmSpec {
 	out := make([]*AlgorithmSpec, NumAlgorithms)
 	for i := range algorithmTable {
@@ -176,9 +168,8 @@ func AlgorithmSpecs() []*AlgorithmSpec {
 	return out
 }
 
-// SpecOf returns a's spec, or nil when a is not an algorithm. It runs on
-// every decision, so it is a switch the compiler turns into a few word
-// comparisons rather than a loop over the table (a test holds the two equal).
+// SpecOf returns a's spec, or nil. It runs on every decision: a switch
+// compiles to a few comparisons (a test holds it to the table).
 func SpecOf(a Algorithm) *AlgorithmSpec {
 	switch a {
 	case FixedWindow:
@@ -228,20 +219,17 @@ func (s *AlgorithmSpec) Algorithm() Algorithm { return s.algorithm }
 // Index is the algorithm's position in AllAlgorithms, below NumAlgorithms.
 func (s *AlgorithmSpec) Index() int { return int(s.index) }
 
-// Bucket reports whether the quota is a bucket of Burst refilled (or
-// drained) at Rate per Period, rather than Rate per window of Period.
+// Bucket reports whether the quota is a bucket rather than Rate per window.
 func (s *AlgorithmSpec) Bucket() bool { return s.bucket }
 
-// Exact reports whether the algorithm never admits more than its bound
-// (Rate per window, or Burst + Rate·W/Period in any span W). Only
-// sliding_window is approximate: up to about 2×Rate in one Period.
+// Exact reports whether the algorithm never exceeds its bound; only
+// sliding_window is approximate.
 func (s *AlgorithmSpec) Exact() bool { return !s.approximate }
 
 // Delays reports whether admitted requests carry a Delay (unless NoDelay).
 func (s *AlgorithmSpec) Delays() bool { return s.delays }
 
-// Staggered reports whether windows start at a per-key WindowOffset
-// unless Limit.AlignWindows.
+// Staggered reports whether windows start at a per-key WindowOffset.
 func (s *AlgorithmSpec) Staggered() bool {
 	for _, p := range s.params {
 		if p == ParamWindowOffset {
@@ -251,15 +239,13 @@ func (s *AlgorithmSpec) Staggered() bool {
 	return false
 }
 
-// Params returns the script's parameters, before the cost and the mode, as
-// a new slice.
+// Params returns the script's parameters, before cost and mode, as a new slice.
 func (s *AlgorithmSpec) Params() []Param { return append([]Param(nil), s.params...) }
 
 // NumParams is len(Params()) without the copy.
 func (s *AlgorithmSpec) NumParams() int { return len(s.params) }
 
-// AppendParams appends the Params' values for key under lim to dst. It
-// allocates only when dst is too short.
+// AppendParams appends the Params' values for key under lim to dst.
 func (s *AlgorithmSpec) AppendParams(dst []int64, key string, lim Limit) []int64 {
 	for _, p := range s.params {
 		dst = append(dst, p.Value(key, lim))
@@ -267,9 +253,8 @@ func (s *AlgorithmSpec) AppendParams(dst []int64, key string, lim Limit) []int64
 	return dst
 }
 
-// KeySuffixes returns what the script's Redis keys append to the base key
-// <prefix>:{<key>}:<algorithm>, in order ("" for the base key itself), as
-// a new slice.
+// KeySuffixes returns, as a new slice, what the script's Redis keys
+// append to the base key <prefix>:{<key>}:<algorithm>, "" first.
 func (s *AlgorithmSpec) KeySuffixes() []string { return append([]string(nil), s.keySuffixes...) }
 
 // NumKeys is len(KeySuffixes()) without the copy.

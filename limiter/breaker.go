@@ -10,11 +10,11 @@ import (
 // failures the store is not called for Cooldown; then one call probes
 // (half-open): a success closes the circuit, a failure opens it again.
 type BreakerConfig struct {
-	Threshold int           // 0 disables the breaker
-	Cooldown  time.Duration // default DefaultCooldown
-	Now       func() time.Time
-	Store     string          // names the store to the Observer ("redis")
-	Observer  CircuitObserver // optional
+	Threshold int              // 0 disables the breaker
+	Cooldown  time.Duration    // default DefaultCooldown
+	Now       func() time.Time // default time.Now
+	Store     string           // names the store to the Observer ("redis")
+	Observer  CircuitObserver  // optional
 	// MinFailing is how long the failures must also have gone on before the
 	// circuit opens, so that a store failing only some keys (a Cluster that
 	// lost one master) does not open it for all, however failures interleave.
@@ -49,10 +49,8 @@ func (s CircuitState) String() string {
 	return "closed"
 }
 
-// CircuitObserver is told when a breaker changes state. It is called with
-// the breaker's lock held, so that changes arrive in order: it must be
-// quick, must not call back into the breaker, and must be safe for
-// concurrent use by several breakers.
+// CircuitObserver is told of a breaker's changes, in order, under its lock:
+// it must be quick, not call back, and be safe for concurrent use.
 type CircuitObserver interface {
 	CircuitChanged(store string, from, to CircuitState)
 }
@@ -93,8 +91,7 @@ func (b *CircuitBreaker) State() CircuitState {
 	return CircuitState(b.state.Load())
 }
 
-// allow reports whether the store may be called now; after the cooldown,
-// the one call it lets through is the probe.
+// allow reports whether the store may be called; after the cooldown, once.
 func (b *CircuitBreaker) allow() bool {
 	if CircuitState(b.state.Load()) == CircuitClosed {
 		return true
@@ -168,8 +165,7 @@ func (b *CircuitBreaker) openLocked() {
 	b.setLocked(CircuitOpen)
 }
 
-// forget silences the breaker and calls removed under its lock, so that
-// no change of state is reported after the removal.
+// forget calls removed under the lock, so that nothing is reported after.
 func (b *CircuitBreaker) forget(removed func(store string)) {
 	b.mu.Lock()
 	defer b.mu.Unlock()

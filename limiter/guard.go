@@ -13,22 +13,19 @@ type GuardConfig struct {
 	Breaker BreakerConfig // Breaker.Store defaults to Store
 	Local   LocalConfig
 	Logger  *slog.Logger // default: discard
-	// LogInterval is the least time between two summaries of one failure
-	// reason on one node, and the most a failure waits to be logged.
-	// Default DefaultLogInterval.
+	// LogInterval is the least time between summaries of one reason and
+	// node, and the most a failure waits to be logged.
 	LogInterval time.Duration
-	// AfterFunc arms a summary's timer; default time.AfterFunc.
-	AfterFunc func(d time.Duration, f func()) (stop func() bool)
+	AfterFunc   func(d time.Duration, f func()) (stop func() bool) // default time.AfterFunc
 }
 
 // DefaultLogInterval is GuardConfig.LogInterval's default.
 const DefaultLogInterval = 10 * time.Second
 
-// Guard is what the Limiters on one store share: the circuit breaker, so
-// that they open together; the log of store failures, a summary per reason
-// and interval instead of a line per decision; and FailLocal's
-// LocalFallback, so that a key keeps its budget across reloads. Make one
-// per store and pass it in every Config.Guard. Safe for concurrent use.
+// Guard is what the Limiters on one store share, made once per store: the
+// breaker, so that they open together; the failure log, a summary per
+// interval rather than a line per decision; the LocalFallback, so that keys
+// keep their budget across reloads. Safe for concurrent use.
 type Guard struct {
 	breaker    *CircuitBreaker
 	local      *LocalFallback
@@ -39,16 +36,14 @@ type Guard struct {
 	observer   CircuitObserver
 }
 
-// ShardedStore is a store whose keys are decided by separate servers (a
-// Redis Cluster's masters): Shard names key's server, "" when unsharded. A
-// Guard keeps a breaker per shard, so that a dead server opens the circuit
-// for its own keys only. Shard must be safe for concurrent use and cheap.
+// ShardedStore is a store of several servers (a Cluster's masters); Shard
+// names the one deciding key, "" when unsharded, so that a Guard opens a
+// dead server's circuit alone. Shard must be safe for concurrent use and cheap.
 type ShardedStore interface {
 	Shard(key string) string
 }
 
-// breakerFor returns shard's breaker, reporting as "<store>/<shard>"; for
-// "" the Guard's own.
+// breakerFor returns shard's breaker, reporting as "<store>/<shard>".
 func (g *Guard) breakerFor(shard string) *CircuitBreaker {
 	if shard == "" || g.breaker == nil {
 		return g.breaker
@@ -61,7 +56,6 @@ func (g *Guard) breakerFor(shard string) *CircuitBreaker {
 	return g.addShardLocked(shard)
 }
 
-// addShardLocked returns shard's breaker, made and announced when new.
 func (g *Guard) addShardLocked(shard string) *CircuitBreaker {
 	if b, ok := g.shards.Load(shard); ok {
 		return b.(*CircuitBreaker)
@@ -76,21 +70,18 @@ func (g *Guard) addShardLocked(shard string) *CircuitBreaker {
 	return b
 }
 
-// CircuitSetObserver is a CircuitObserver that is also told when a shard's
-// breaker is made and when it is dropped (Guard.SetShards), so that it can
-// keep a state per breaker. It is called with the Guard's and the breaker's
-// locks held: it must be quick and must not call back.
+// CircuitSetObserver is also told when a shard's breaker is made and
+// dropped. It is called under the Guard's and the breaker's locks: it must
+// be quick and must not call back.
 type CircuitSetObserver interface {
 	CircuitObserver
 	CircuitAdded(store string, state CircuitState)
 	CircuitRemoved(store string) // it will not report again
 }
 
-// SetShards tells the Guard the store's shards now (a Cluster's masters):
-// the breakers of the others are dropped and stop reporting, new ones get
-// a closed breaker, and a CircuitSetObserver is told of both. A dropped
-// shard still named by a stale slot map gets a new breaker on its next
-// call. Without a breaker it does nothing. Safe for concurrent use.
+// SetShards tells the Guard the store's shards now: the others' breakers
+// are dropped and stop reporting, new ones get a closed breaker (as a
+// dropped shard does on its next call). Safe for concurrent use.
 func (g *Guard) SetShards(shards []string) {
 	if g.breaker == nil {
 		return
@@ -121,8 +112,7 @@ func (g *Guard) SetShards(shards []string) {
 	}
 }
 
-// Shards returns the shards that have a breaker, in no order. Safe for
-// concurrent use.
+// Shards returns the shards with a breaker, in no order. Safe for concurrent use.
 func (g *Guard) Shards() []string {
 	var out []string
 	g.shards.Range(func(k, _ any) bool {
@@ -132,7 +122,7 @@ func (g *Guard) Shards() []string {
 	return out
 }
 
-// NewGuard returns a Guard configured by cfg.
+// NewGuard returns a Guard.
 func NewGuard(cfg GuardConfig) *Guard {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -164,18 +154,15 @@ func (g *Guard) Breaker() *CircuitBreaker { return g.breaker }
 // Local returns FailLocal's LocalFallback.
 func (g *Guard) Local() *LocalFallback { return g.local }
 
-// Close logs the failures not summarised yet and stops the summaries'
-// timers; later failures are logged, but not summarised. Call it once,
-// after the last decision; it is safe beside decisions and returns nil.
+// Close logs the pending summaries and stops their timers; later failures
+// are not summarised. Call it once, after the last decision; it returns nil.
 func (g *Guard) Close() error {
 	g.log.close()
 	return nil
 }
 
-// failureLog logs store failures by (reason, node): the first at once, the
-// next ones counted and logged together by a timer at the end of the
-// interval, so that a summary is at most one interval late. No timer runs
-// while no failure waits.
+// failureLog logs a (reason, node)'s first failure at once and the next
+// ones together when the interval ends; no timer runs while none waits.
 type failureLog struct {
 	logger    *slog.Logger
 	store     string
@@ -232,7 +219,6 @@ func (f *failureLog) failed(ctx context.Context, reason, node string, err error)
 	f.line(ctx, k, count, since, now, msg)
 }
 
-// due is the timer of k's summary.
 func (f *failureLog) due(k failureKey) {
 	now := f.now()
 	f.mu.Lock()
@@ -264,7 +250,6 @@ func (f *failureLog) line(ctx context.Context, k failureKey, count int64, since,
 	f.logger.LogAttrs(ctx, slog.LevelWarn, "rate limit store failing", attrs...)
 }
 
-// flush logs every pending summary and stops the timers.
 func (f *failureLog) flush() {
 	now := f.now()
 	type pending struct {
@@ -297,8 +282,7 @@ func (f *failureLog) close() {
 	f.flush()
 }
 
-// transitionLog logs the breaker's changes of state and, when it closes,
-// flushes the pending summaries.
+// transitionLog logs the breaker's changes and flushes the log on closing.
 type transitionLog struct {
 	next CircuitObserver
 	log  *failureLog

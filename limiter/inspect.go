@@ -13,12 +13,10 @@ type Mode uint8
 const (
 	ModeConsume Mode = iota // take all of it or nothing (AllowN)
 	// ModePeek answers as for the cost and changes nothing, not even by
-	// creating an unknown key: Remaining and ResetAfter are the key as it
-	// is, and Admitted is 0 (PeekN).
+	// creating a key; Admitted is 0 (PeekN).
 	ModePeek
-	// ModeAtMost takes the cost or, in the same atomic step, as many units
-	// as fit; rejected only when not one fits, with the RetryAfter of one
-	// (AllowAtMost).
+	// ModeAtMost takes the cost or as many units as fit, atomically; it
+	// rejects only when not one fits, with one's RetryAfter (AllowAtMost).
 	ModeAtMost
 )
 
@@ -33,17 +31,14 @@ func (m Mode) String() string {
 	return "consume"
 }
 
-// Inspector is a Store that can also peek, admit at most, and reset, as
-// Limiter.PeekN, AllowAtMost and Reset need; on a plain Store those return
-// ErrNotSupported. Implementations are safe for concurrent use.
+// Inspector is a Store that can also peek, admit at most, and reset.
+// Implementations are safe for concurrent use.
 type Inspector interface {
 	Store
-	// DecideMode is Decide in mode, as atomically; ModeConsume is Decide.
-	// A timeout > 0 bounds the call as well as ctx (a Limiter passes its
-	// Config.Timeout); a store that never waits ignores it.
+	// DecideMode is Decide in mode. A timeout > 0 bounds the call as well
+	// as ctx; a store that never waits ignores it.
 	DecideMode(ctx context.Context, key string, lim Limit, cost int64, mode Mode, timeout time.Duration) (Decision, error)
-	// Reset forgets all state lim's algorithm keeps for key; an unknown key
-	// is no error.
+	// Reset forgets key's state under lim's algorithm; unknown is no error.
 	Reset(ctx context.Context, key string, lim Limit, timeout time.Duration) error
 }
 
@@ -79,25 +74,21 @@ func (l *Limiter) Peek(ctx context.Context, key string) (Decision, error) {
 }
 
 // PeekN says what AllowN would answer now, taking nothing (ModePeek). The
-// deadline, breaker, Observer and fail policy apply as for AllowN (FailLocal
-// peeks at the local share), so a caller that needs the real state treats a
-// Decision with a Failure as unknown.
+// fail policy applies as for AllowN: a Decision with a Failure is no
+// reading of the store.
 func (l *Limiter) PeekN(ctx context.Context, key string, cost int64) (Decision, error) {
 	return l.decide(ctx, key, cost, ModePeek)
 }
 
-// AllowAtMost atomically admits as many of n units as fit now, at most the
-// quota (ModeAtMost); Decision.Admitted says how many. An n below 1 is an
-// error wrapping ErrInvalidCost. The fail policy applies as for AllowN:
-// FailOpen admits them all, FailLocal as many as the local share holds.
+// AllowAtMost admits as many of n units as fit now, at most the quota
+// (ModeAtMost); Decision.Admitted says how many. The fail policy applies
+// as for AllowN; FailOpen admits them all.
 func (l *Limiter) AllowAtMost(ctx context.Context, key string, n int64) (Decision, error) {
 	return l.decide(ctx, key, min(n, l.quota), ModeAtMost)
 }
 
 // Reset forgets key's state under the Limiter's algorithm, in the store
-// and in the local share, for every Limiter sharing them. The deadline,
-// breaker and Observer apply; a failure (ErrCircuitOpen too) is returned,
-// as there is no decision for a fail policy to make.
+// and the local share. A failure is returned: no fail policy applies.
 func (l *Limiter) Reset(ctx context.Context, key string) error {
 	if l.local != nil {
 		l.local.reset(ctx, key, l.lim)

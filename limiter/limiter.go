@@ -14,13 +14,9 @@ import (
 type FailPolicy string
 
 const (
-	// FailOpen lets the request through (the default), so that an outage
-	// of the store is not an outage of the API.
-	FailOpen   FailPolicy = "open"
-	FailClosed FailPolicy = "closed" // refuses the request
-	// FailLocal decides in process, each instance enforcing its share of
-	// the limit (LocalFallback).
-	FailLocal FailPolicy = "local"
+	FailOpen   FailPolicy = "open"   // let through: a store outage is no API outage
+	FailClosed FailPolicy = "closed" // refuse
+	FailLocal  FailPolicy = "local"  // each instance enforces its share (LocalFallback)
 )
 
 // ParseFailPolicy returns the FailPolicy named s ("open", "closed", "local").
@@ -35,47 +31,39 @@ func ParseFailPolicy(s string) (FailPolicy, error) {
 // DefaultTimeout is the default deadline of one store call.
 const DefaultTimeout = 100 * time.Millisecond
 
-// Config configures a Limiter. Every optional field's zero value is a
-// usable default.
+// Config configures a Limiter; optional fields' zero values are defaults.
 type Config struct {
-	Limit      Limit      // required
-	Store      Store      // required
-	FailPolicy FailPolicy // when Store fails; default FailOpen
-	// Timeout bounds each store call; default DefaultTimeout, negative: none.
-	Timeout  time.Duration
-	Observer Observer // optional
-	// Local decides under FailLocal when Guard is nil; default a new MemoryStore.
-	Local Store
-	// Breaker applies when Guard is nil; Threshold 0 disables it.
-	Breaker BreakerConfig
-	// Guard is the breaker, failure log and local fallback shared with the
-	// other Limiters on the same store; Breaker and Local are then ignored.
+	Limit      Limit         // required
+	Store      Store         // required
+	FailPolicy FailPolicy    // when Store fails; default FailOpen
+	Timeout    time.Duration // bounds each store call; default DefaultTimeout, < 0: none
+	Observer   Observer      // told of every store call
+	Local      Store         // FailLocal's store without a Guard; default a MemoryStore
+	Breaker    BreakerConfig // without a Guard
+	// Guard is shared by the Limiters on one store; Breaker and Local are
+	// then ignored.
 	Guard *Guard
 }
 
-// Limiter enforces one Limit on a Store. It is safe for concurrent use and
-// immutable after New, which settles everything that does not change
-// between decisions, so that a decision only checks its cost.
+// Limiter enforces one Limit on a Store. It is safe for concurrent use;
+// New settles all that does not change, so that a decision checks its cost.
 type Limiter struct {
-	lim        Limit
-	quota      int64
-	failPolicy FailPolicy
-	storeName  string
-	store      boundStore
-	inspects   bool          // the store is an Inspector
-	timeout    time.Duration // 0: only ctx bounds a call
-	observer   Observer
-	breaker    *CircuitBreaker
-	// guard and sharded are set for a ShardedStore behind a Guard with a
-	// breaker: each shard then has a breaker of its own.
-	guard       *Guard
+	lim         Limit
+	quota       int64
+	failPolicy  FailPolicy
+	storeName   string
+	store       boundStore
+	inspects    bool          // the store is an Inspector
+	timeout     time.Duration // 0: only ctx bounds a call
+	observer    Observer
+	breaker     *CircuitBreaker
+	guard       *Guard // with sharded, for a breaker per shard
 	sharded     ShardedStore
 	local       *LocalFallback // nil unless FailLocal
 	log         *failureLog
 	failedShard ShardedStore // names the failed shard in the log
-	// mem is set when the store is a MemoryStore and nothing else happens
-	// around a call (no breaker, Observer or FailLocal): the store is then
-	// called directly, without the interface.
+	// mem is the store, called directly, when it is a MemoryStore and
+	// nothing else happens around a call.
 	mem *memoryBinding
 }
 
@@ -130,7 +118,7 @@ func New(cfg Config) (*Limiter, error) {
 	return l, nil
 }
 
-// Limit returns the limit this Limiter enforces.
+// Limit returns the limit enforced.
 func (l *Limiter) Limit() Limit { return l.lim }
 
 // Allow is AllowN with a cost of 1.
@@ -144,13 +132,11 @@ func (l *Limiter) Allow(ctx context.Context, key string) (d Decision, err error)
 
 // AllowN decides whether cost units for key may pass now.
 //
-// A cost below 1 or above the quota is refused without calling the store,
-// with an error wrapping ErrInvalidCost or ErrCostExceedsLimit. When the
-// store fails, the Decision is the FailPolicy's, its Failure says so, and the
-// store's error is returned beside it: callers follow the Decision and count
-// the error. When the caller cancels ctx during the call, the Decision is a
-// refusal with FailureCanceled and the error wraps context.Canceled; that is
-// no store failure, so neither the breaker nor the Observer is told.
+// A cost below 1 or above the quota is refused with ErrInvalidCost or
+// ErrCostExceedsLimit. When the store fails, the Decision is the policy's,
+// with its Failure, and the error is returned beside it: follow the
+// Decision, count the error. When the caller cancels ctx, the refusal has
+// FailureCanceled and the error wraps context.Canceled: no store failure.
 func (l *Limiter) AllowN(ctx context.Context, key string, cost int64) (d Decision, err error) {
 	if l.mem != nil && cost >= 1 && cost <= l.quota {
 		l.mem.consume(&d, key, cost)
@@ -159,7 +145,6 @@ func (l *Limiter) AllowN(ctx context.Context, key string, cost int64) (d Decisio
 	return l.decide(ctx, key, cost, ModeConsume)
 }
 
-// breakerFor returns the breaker guarding key's calls, or nil.
 func (l *Limiter) breakerFor(key string) *CircuitBreaker {
 	if l.sharded != nil {
 		return l.guard.breakerFor(l.sharded.Shard(key))
@@ -167,7 +152,6 @@ func (l *Limiter) breakerFor(key string) *CircuitBreaker {
 	return l.breaker
 }
 
-// shardOf names the shard deciding key, "" when the store is not sharded.
 func (l *Limiter) shardOf(key string) string {
 	if l.failedShard != nil {
 		return l.failedShard.Shard(key)
@@ -213,7 +197,6 @@ func (l *Limiter) decide(ctx context.Context, key string, cost int64, mode Mode)
 	return d, nil
 }
 
-// storeFailed is decide's answer when the store call ended with err.
 func (l *Limiter) storeFailed(ctx context.Context, key string, cost int64, mode Mode, breaker *CircuitBreaker, start time.Time, err error) (Decision, error) {
 	if !l.settle(ctx, breaker, start, err) {
 		return Decision{Limit: l.quota, Failure: FailureCanceled},
@@ -222,9 +205,8 @@ func (l *Limiter) storeFailed(ctx context.Context, key string, cost int64, mode 
 	return l.fail(ctx, key, cost, mode, fmt.Errorf("%s store: %w", l.storeName, err))
 }
 
-// settle tells the Observer and the breaker how a store call ended, and
-// returns false, telling neither, when it failed because the caller
-// cancelled ctx: the store is not to blame (a probe is released).
+// settle tells the Observer and the breaker how a call ended, unless the
+// caller cancelled it: then it releases the probe and returns false.
 func (l *Limiter) settle(ctx context.Context, breaker *CircuitBreaker, start time.Time, err error) bool {
 	if err != nil && errors.Is(ctx.Err(), context.Canceled) {
 		if breaker != nil {
@@ -241,7 +223,6 @@ func (l *Limiter) settle(ctx context.Context, breaker *CircuitBreaker, start tim
 	return true
 }
 
-// fail is the fail policy's Decision when the store could not decide.
 func (l *Limiter) fail(ctx context.Context, key string, cost int64, mode Mode, err error) (Decision, error) {
 	if l.log != nil {
 		l.log.failed(ctx, ErrorKind(err), l.shardOf(key), err)
@@ -263,15 +244,12 @@ func (l *Limiter) fail(ctx context.Context, key string, cost int64, mode Mode, e
 	return d, err
 }
 
-// ErrCircuitOpen is returned, wrapped, when the circuit breaker has stopped
-// calling a failing store.
+// ErrCircuitOpen is returned, wrapped, when the breaker skipped the store.
 var ErrCircuitOpen = errors.New("circuit breaker open: store not called")
 
-// ErrorKind classifies a store error by its root cause, for metrics:
-// "circuit_open" when the breaker skipped the store, "error" for a
-// connection refused, reset or broken (even when a deadline was also
-// reached while dialling), "canceled" for context.Canceled, "timeout" for deadlines and
-// network timeouts, "error" otherwise, and "" for nil.
+// ErrorKind classifies a store error by root cause, for metrics:
+// "circuit_open", "error" for a refused, reset or broken connection (even
+// past a deadline), "canceled", "timeout", else "error"; "" for nil.
 func ErrorKind(err error) string {
 	if err == nil {
 		return ""

@@ -7,44 +7,31 @@ import (
 	"time"
 )
 
-// InstanceCounter counts the instances sharing the store's budget, which
-// FailLocal divides a limit by. InstanceCount returns the last known count
-// of live instances, 0 when never known; it must be safe for concurrent
-// use and cheap.
+// InstanceCounter counts the live instances sharing the store's budget
+// (0: never known). It must be safe for concurrent use and cheap.
 type InstanceCounter interface {
 	InstanceCount() int
 }
 
 // LocalConfig configures FailLocal's decisions.
 type LocalConfig struct {
-	Instances InstanceCounter // nil: this instance enforces the whole limit
-	// MinInstances is the least count a limit is divided by, for when the
-	// count was never known. Default 1.
-	MinInstances int
-	// MaxKeys bounds the keys whose last store decision is remembered.
-	// Default DefaultLocalMaxKeys.
-	MaxKeys int
-	Store   Store            // default: a new MemoryStore on Now
-	Now     func() time.Time // default time.Now
+	Instances    InstanceCounter  // nil: this instance enforces the whole limit
+	MinInstances int              // the least count a limit is divided by; default 1
+	MaxKeys      int              // keys remembered; default DefaultLocalMaxKeys
+	Store        Store            // default: a new MemoryStore on Now
+	Now          func() time.Time // default time.Now
 }
 
 // DefaultLocalMaxKeys is LocalConfig.MaxKeys' default (about 100 B a key).
 const DefaultLocalMaxKeys = 100_000
 
-// LocalFallback makes FailLocal's decisions while the store is down, so
-// that the instances together keep the store's budget:
-//
-//   - each instance enforces its share, the limit divided by the live
-//     instances (at least MinInstances), at least 1 per window;
-//   - a key keeps the budget it spent: its share starts from the remaining
-//     of its last store decision, divided alike, until that would reset;
-//   - when the store is back, a key decided locally is held to both the
-//     store and its share until its local state resets, so that the
-//     store's return brings no burst, even when it came back empty.
-//
-// This assumes the instances see a key's traffic in turns, as behind a
-// load balancer. The Limiters on one store share one LocalFallback through
-// their Guard, which outlives reloads. It is safe for concurrent use.
+// LocalFallback makes FailLocal's decisions, so that the instances
+// together keep the store's budget: each enforces the limit divided by the
+// live instances; a key's share starts from what its last store decision
+// left; and when the store is back, a key decided locally is also held to
+// its share until that resets, so that the return brings no burst. This
+// assumes a key's traffic is spread over the instances. It is safe for
+// concurrent use.
 type LocalFallback struct {
 	cfg    LocalConfig
 	store  Inspector
@@ -64,12 +51,10 @@ type localShard struct {
 type localEntry struct {
 	remaining, resetAt int64 // of the last store decision
 	localUntil         int64 // until then the share is enforced on top of the store
-	// instances is the count the share was divided by, kept for after the
-	// store returns, while a restarted store's count is still filling up.
-	instances int
+	instances          int   // kept while a restarted store's count fills up
 }
 
-// NewLocalFallback returns a LocalFallback configured by cfg.
+// NewLocalFallback returns a LocalFallback.
 func NewLocalFallback(cfg LocalConfig) *LocalFallback {
 	if cfg.MinInstances < 1 {
 		cfg.MinInstances = 1
@@ -90,8 +75,7 @@ func NewLocalFallback(cfg LocalConfig) *LocalFallback {
 	return f
 }
 
-// Instances returns the count limits are divided by now. Safe for
-// concurrent use.
+// Instances returns the count limits are divided by now.
 func (f *LocalFallback) Instances() int {
 	n := 0
 	if f.cfg.Instances != nil {
@@ -100,8 +84,7 @@ func (f *LocalFallback) Instances() int {
 	return max(n, f.cfg.MinInstances)
 }
 
-// Share returns one of n instances' share of lim: Rate and Burst divided
-// by n, rounded down, at least 1.
+// Share returns lim with Rate and Burst divided by n, at least 1.
 func Share(lim Limit, n int) Limit {
 	if n <= 1 {
 		return lim
@@ -151,8 +134,8 @@ func (f *LocalFallback) decide(ctx context.Context, key string, lim Limit, cost 
 	return d, nil
 }
 
-// afterStore remembers the store's decision d for key and, while the
-// key's local state has not reset, holds d to the local share as well.
+// afterStore remembers d and, until key's local state resets, holds it to
+// the local share.
 func (f *LocalFallback) afterStore(ctx context.Context, key string, lim Limit, mode Mode, d Decision) Decision {
 	if mode == ModePeek {
 		return d
@@ -187,8 +170,7 @@ func (f *LocalFallback) afterStore(ctx context.Context, key string, lim Limit, m
 	return d
 }
 
-// putLocked stores e, evicting from a full shard one of the first few
-// keys, expired if one is.
+// putLocked evicts from a full shard one of the first keys, expired if any.
 func (f *LocalFallback) putLocked(sh *localShard, key string, e localEntry, now int64) {
 	if _, ok := sh.keys[key]; !ok && len(sh.keys) >= f.per {
 		victim, looked := "", 0

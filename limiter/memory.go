@@ -14,44 +14,30 @@ const (
 	DefaultMemoryMaxKeys = 1 << 20 // at most 256 MiB of tables when full
 )
 
-// evictionSamples is how many entries an insertion looks at to drop idle
-// ones and, in a full shard, to choose the one to evict.
-const evictionSamples = 5
+const evictionSamples = 5 // entries an insertion looks at (memShard.insert)
 
-// MemoryConfig configures a MemoryStore. The zero value is usable.
+// MemoryConfig configures a MemoryStore. The zero value is the defaults.
 type MemoryConfig struct {
-	// Now is the clock. Default: the wall clock at creation advanced by
-	// the monotonic clock, one clock read per decision and unmoved by steps
-	// of the wall clock. A clock that goes back starts a new window and
-	// counts no refill.
+	// Now is the clock. Default: the wall clock at creation advanced by the
+	// monotonic clock, one read per decision, unmoved by wall-clock steps.
 	Now func() time.Time
-	// Shards is the number of independently locked parts, rounded up to a
-	// power of two and down to at most MaxKeys. Default DefaultMemoryShards.
+	// Shards is rounded up to a power of two, at most MaxKeys.
 	Shards int
-	// MaxKeys bounds the keys held, counting a key once per algorithm, as
-	// floor(MaxKeys/Shards) per shard. A full shard evicts a sampled key
-	// for a new one: an idle one if any, else the one closest to fresh.
-	// Default DefaultMemoryMaxKeys.
+	// MaxKeys bounds the keys held, as floor(MaxKeys/Shards) per shard; a
+	// full shard evicts an idle sampled key, else the one closest to fresh.
 	MaxKeys int
 }
 
 // MemoryStore is the in-process Store and Inspector, safe for concurrent
-// use. Keys are spread over shards, each under its own mutex, so unrelated
-// keys rarely contend; a decision on a known key does not allocate.
+// use: keys are spread over shards, each under its own mutex. A decision on
+// a known key does not allocate. Two Limits of one algorithm share a key's
+// state, so give each limit on a client its own key prefix.
 //
-// Memory is bounded. A key whose state is equivalent to a fresh one's is
-// dropped by Sweep, or by an insertion that samples it idle for over a
-// second, and a shard holds at most floor(MaxKeys/Shards) keys. A shard is a
-// hash table of 128-byte slots, at most 3/4 full and after growing at least
-// 3/8, each holding a key of up to 62 bytes: 170 to 340 B of heap per key,
-// plus a longer key's bytes; 256 MiB at worst for the default MaxKeys.
-// Large tables are built of chunks that a growing shard hands to the next,
-// so that the resident memory stays within 1.5× of the live heap
-// (TestGoalMemoryStoreRSSStaysNearTheLiveHeap). sliding_log keys also keep
-// 16 B per distinct admission µs in the window, up to Rate.
-//
-// State is kept per key and algorithm: two Limits of one algorithm share a
-// key's state, so give each limit on the same client its own key prefix.
+// A key whose state is as good as fresh is dropped by Sweep, or when an
+// insertion finds it idle. A shard is a hash table of 128-byte slots, each
+// with a key of up to 62 bytes, at most 3/4 full and at least 3/8 after
+// growing: 170 to 340 B per key (256 MiB at worst for the default MaxKeys), within
+// 1.5× in resident memory (TestGoalMemoryStoreRSSStaysNearTheLiveHeap).
 type MemoryStore struct {
 	now      func() time.Time // nil: the monotonic clock below
 	start    time.Time        // when the store was made, with a monotonic reading
@@ -62,7 +48,6 @@ type MemoryStore struct {
 	shards   []memShard
 }
 
-// indexOf is a's index, algorithmCount when a is not an algorithm.
 func indexOf(a Algorithm) algorithmIndex {
 	if spec := SpecOf(a); spec != nil {
 		return spec.index
@@ -70,8 +55,7 @@ func indexOf(a Algorithm) algorithmIndex {
 	return algorithmCount
 }
 
-// compiledLimit is a validated Limit in the memory store's units (µs),
-// worked out once per Limiter rather than per decision.
+// compiledLimit is a validated Limit in µs, worked out once per Limiter.
 type compiledLimit struct {
 	alg       algorithmIndex
 	align     bool
@@ -85,7 +69,6 @@ type compiledLimit struct {
 	refillUS  int64   // buckets: the time an empty bucket takes to fill
 }
 
-// compileLimit compiles lim, which must have a valid algorithm.
 func compileLimit(lim Limit) compiledLimit { return compileSpec(SpecOf(lim.Algorithm), lim) }
 
 func compileSpec(spec *AlgorithmSpec, lim Limit) compiledLimit {
@@ -105,7 +88,7 @@ func compileSpec(spec *AlgorithmSpec, lim Limit) compiledLimit {
 	return cl
 }
 
-// NewMemoryStore returns a MemoryStore configured by cfg.
+// NewMemoryStore returns a MemoryStore.
 func NewMemoryStore(cfg MemoryConfig) *MemoryStore {
 	if cfg.Shards <= 0 {
 		cfg.Shards = DefaultMemoryShards
@@ -137,7 +120,6 @@ func NewMemoryStore(cfg MemoryConfig) *MemoryStore {
 	return s
 }
 
-// nowUS is the current time in Unix µs (see MemoryConfig.Now).
 func (s *MemoryStore) nowUS() int64 {
 	if s.now != nil {
 		return s.now().UnixMicro()
@@ -153,7 +135,7 @@ func (s *MemoryStore) hash(alg algorithmIndex, key string) uint64 {
 // Name returns "memory".
 func (s *MemoryStore) Name() string { return "memory" }
 
-// Len returns the number of keys held, counting a key once per algorithm.
+// Len returns the number of keys held, a key once per algorithm.
 func (s *MemoryStore) Len() int {
 	n := 0
 	for i := range s.shards {
@@ -165,9 +147,8 @@ func (s *MemoryStore) Len() int {
 	return n
 }
 
-// Sweep drops every key whose state is equivalent to a fresh one's and
-// returns how many. It locks one shard at a time; insertions drop idle
-// keys anyway, so calling it is optional.
+// Sweep drops every key whose state is as good as fresh, one shard at a
+// time, and returns how many. It is optional: insertions drop idle keys.
 func (s *MemoryStore) Sweep() int {
 	now := s.nowUS()
 	dropped := 0
@@ -196,8 +177,7 @@ func (s *MemoryStore) Decide(ctx context.Context, key string, lim Limit, cost in
 	return b.decide(ctx, key, cost, ModeConsume, 0)
 }
 
-// decide is every decision on a MemoryStore, for a checked cost. It never
-// waits and never fails.
+// decide is every decision on a MemoryStore. It never waits nor fails.
 func (b *memoryBinding) decide(_ context.Context, key string, cost int64, mode Mode, _ time.Duration) (d Decision, _ error) {
 	if mode == ModeConsume {
 		b.consume(&d, key, cost)
@@ -207,11 +187,10 @@ func (b *memoryBinding) decide(_ context.Context, key string, cost int64, mode M
 	return d, nil
 }
 
-// consume is decide in ModeConsume. It reads the clock under the shard's
-// lock, so that decisions on one key see the clock in the order they take
-// the lock. The algorithms write *d field by field instead of returning a
-// Decision: copying a struct just written field by field, in 16-byte words,
-// stalls on store forwarding and costs more than gcra's arithmetic.
+// consume reads the clock under the lock, so that decisions on a key see
+// it in order. The algorithms write *d field by field, not return it:
+// copying in 16-byte words a struct just written field by field stalls on
+// store forwarding, and costs more than gcra's arithmetic.
 func (b *memoryBinding) consume(d *Decision, key string, cost int64) {
 	s, cl := b.store, &b.limit
 	h := s.hash(cl.alg, key)
@@ -244,7 +223,6 @@ func (b *memoryBinding) consume(d *Decision, key string, cost int64) {
 	sh.mu.Unlock()
 }
 
-// decideMode is decide in ModePeek or ModeAtMost.
 func (b *memoryBinding) decideMode(key string, cost int64, mode Mode) Decision {
 	s, cl := b.store, &b.limit
 	h := s.hash(cl.alg, key)
@@ -283,8 +261,6 @@ func (e *memSlot) decideMode(now int64, fresh bool, key string, cl *compiledLimi
 	return d
 }
 
-// peekFresh answers a peek at an unknown key without storing it.
-//
 //go:noinline
 func peekFresh(now int64, key string, cl *compiledLimit, cost int64) Decision {
 	var blank memSlot
@@ -293,7 +269,6 @@ func peekFresh(now int64, key string, cl *compiledLimit, cost int64) Decision {
 	return d
 }
 
-// reset forgets key's state under alg.
 func (s *MemoryStore) reset(key string, alg algorithmIndex) {
 	h := s.hash(alg, key)
 	sh := &s.shards[h&s.mask]
@@ -304,8 +279,7 @@ func (s *MemoryStore) reset(key string, alg algorithmIndex) {
 	sh.mu.Unlock()
 }
 
-// apply makes one decision on e; with peek it changes nothing a later
-// decision would see (Admitted is still cost when allowed).
+// apply decides on e; with peek it changes nothing a later decision sees.
 func (e *memSlot) apply(now int64, fresh bool, key string, cl *compiledLimit, cost int64, peek bool) (d Decision) {
 	switch cl.alg {
 	case fixedWindowIndex:
@@ -324,16 +298,16 @@ func (e *memSlot) apply(now int64, fresh bool, key string, cl *compiledLimit, co
 	return d
 }
 
-// set writes d field by field, not as a composite literal, which would be
-// built aside and copied (see memoryBinding.consume).
+// set writes d field by field: a composite literal would be built aside
+// and copied (see memoryBinding.consume).
 func (d *Decision) set(allowed bool, limit, remaining int64, reset, retry, delay time.Duration, admitted int64) {
 	d.Allowed, d.Limit, d.Remaining = allowed, limit, remaining
 	d.ResetAfter, d.RetryAfter, d.Delay = reset, retry, delay
 	d.Admitted, d.Failure = admitted, FailureNone
 }
 
-// idleGrace is how long insertions keep a key idle, so that a key used
-// again soon is not dropped and inserted again. Sweep does not wait for it.
+// idleGrace keeps a key used again soon from being dropped and inserted
+// again by insertions; Sweep does not wait for it.
 const idleGrace = int64(time.Second / time.Microsecond)
 
 func us(d time.Duration) int64     { return int64(d / time.Microsecond) }
@@ -355,7 +329,6 @@ func b2i(b bool) int64 {
 	return 0
 }
 
-// windowOffset is the offset of key's windows in µs (0 when aligned).
 func windowOffset(key string, cl *compiledLimit) int64 {
 	if cl.align {
 		return 0
@@ -462,8 +435,7 @@ func (e *memSlot) slidingLog(d *Decision, now int64, cl *compiledLimit, cost int
 	d.set(allowed, cl.quota, max(r-n, 0), reset, retry, 0, cost*b2i(allowed))
 }
 
-// refillElapsed is now − ts clamped to [0, refillUS], so that elapsed·rate
-// cannot overflow for a long-idle key.
+// refillElapsed is clamped so that elapsed·rate cannot overflow.
 func refillElapsed(now, ts int64, cl *compiledLimit) int64 {
 	el := now - ts
 	if el < 0 {
@@ -515,8 +487,7 @@ func (e *memSlot) leakyBucket(d *Decision, now int64, cl *compiledLimit, cost in
 	d.set(allowed, cl.quota, (full-level)/p, fromUS(drain), retry, delay, cost*b2i(allowed))
 }
 
-// gcraEpsilon absorbs float rounding in counts of emission intervals that
-// should be whole (their rounding error is far below it).
+// gcraEpsilon absorbs float rounding in counts of intervals that are whole.
 const gcraEpsilon = 1e-9
 
 // gcra works relative to now: TAT − now is exact, and every later step
@@ -547,8 +518,7 @@ func (e *memSlot) gcra(d *Decision, now int64, cl *compiledLimit, cost int64, pe
 	d.set(true, cl.quota, remaining, fromUS(int64(math.Ceil(newAhead-gcraEpsilon*t))), 0, 0, cost)
 }
 
-// timestampLog is a ring of (µs, units) pairs, oldest first; it grows by
-// doubling up to Rate pairs.
+// timestampLog is a ring of (µs, units), oldest first, of at most Rate.
 type timestampLog struct {
 	ring  []logEntry
 	head  int
@@ -594,7 +564,7 @@ func (l *timestampLog) add(ts, n, rate int64) {
 	l.size++
 }
 
-// nthOldest returns the timestamp of the k-th oldest unit (1-based).
+// nthOldest returns the time of the k-th oldest unit (1-based).
 func (l *timestampLog) nthOldest(k int64) int64 {
 	for i := 0; i < l.size; i++ {
 		en := l.ring[(l.head+i)%len(l.ring)]

@@ -6,13 +6,10 @@ import (
 	"sync"
 )
 
-// memShard is one locked part of a MemoryStore: an open-addressing hash
-// table (linear probing, backward-shift deletion) whose slots hold the
-// entries themselves, so that a lookup reads one slot instead of chasing a
-// pointer. It doubles when 3/4 full. Tables of chunkSlots or more are made
-// of chunks lent by the store's chunkPool, so that the chunks one shard
-// gives up when it grows are reused by the next instead of becoming
-// garbage, which the GC would let grow to the live heap again.
+// memShard is an open-addressing hash table (linear probing, backward-shift
+// deletion) whose slots hold the entries, so that a lookup reads one slot.
+// Large tables are made of chunks that a growing shard gives up to the next,
+// not to the GC, which would let garbage grow to the live heap again.
 // All methods need mu held.
 type memShard struct {
 	mu     sync.Mutex
@@ -40,14 +37,12 @@ func (sh *memShard) slot(i int) *memSlot {
 	return &sh.chunks[i>>chunkShift][i&chunkMask]
 }
 
-// chunkPool holds zeroed chunks given up by the shards of one store. It
-// is safe for concurrent use.
+// chunkPool holds a store's zeroed free chunks; safe for concurrent use.
 type chunkPool struct {
 	mu   sync.Mutex
 	free [][]memSlot
 }
 
-// table returns a zeroed table of size slots (a power of two).
 func (p *chunkPool) table(size int) [][]memSlot {
 	if size < chunkSlots {
 		return [][]memSlot{make([]memSlot, size)}
@@ -70,9 +65,8 @@ func (p *chunkPool) table(size int) [][]memSlot {
 	return t
 }
 
-// release takes back a table's chunks, keeping at most twice as many as
-// it had (enough for the next shard to grow), so that memory freed by a
-// sweep is not held forever.
+// release keeps at most twice the table's chunks, enough for the next
+// shard to grow, so that memory a sweep freed is not held forever.
 func (p *chunkPool) release(t [][]memSlot) {
 	if p == nil || len(t) == 0 || len(t[0]) < chunkSlots {
 		return
@@ -89,11 +83,9 @@ func (p *chunkPool) release(t [][]memSlot) {
 	p.mu.Unlock()
 }
 
-// memSlot is one key's 128-byte slot. A key of up to inlineKeyMax bytes
-// is kept in the slot, so that comparing it reads no other memory, and for
-// a key of up to 22 bytes everything a decision touches is in the first
-// 64-byte cache line. What stamp, units, extra and log hold for each
-// algorithm is AlgorithmSpec.MemoryState.
+// memSlot is a key's 128 bytes; what stamp, units, extra and log hold is
+// AlgorithmSpec.MemoryState. A short key is kept inline, so that comparing
+// it reads no other memory; up to 22 bytes, a decision reads one cache line.
 type memSlot struct {
 	hash   uint64
 	stamp  int64
@@ -135,7 +127,6 @@ func (sh *memShard) home(h uint64) int {
 	return int((h * 0x9E3779B97F4A7C15) >> sh.shift)
 }
 
-// find returns the slot of (alg, key) with hash h, or -1.
 func (sh *memShard) find(h uint64, alg algorithmIndex, key string) int {
 	if sh.n == 0 {
 		return -1
@@ -153,7 +144,6 @@ func (sh *memShard) find(h uint64, alg algorithmIndex, key string) int {
 	}
 }
 
-// add puts a new entry for (alg, key), which must not be present.
 func (sh *memShard) add(h uint64, alg algorithmIndex, key string) int {
 	if (sh.n+1)*4 > sh.size*3 {
 		sh.resize(max(minTableSize, 2*sh.size), nil)
@@ -226,8 +216,7 @@ func (sh *memShard) remove(i int) {
 	sh.n--
 }
 
-// sweep drops every entry idle at now, shrinks the table to fit, and
-// returns how many it dropped.
+// sweep drops the entries idle at now and shrinks the table to fit.
 func (sh *memShard) sweep(now int64) int {
 	before := sh.n
 	live := 0

@@ -14,15 +14,14 @@ const (
 	StatusFailClosed     Status = "fail_closed"     // the store failed; 503
 )
 
-// StatusCanceled: the caller went away while the store decided. It is not
-// in AllStatuses: it is counted in rate_limit_canceled_total instead.
+// StatusCanceled (the caller went away) is not in AllStatuses: it is
+// counted in rate_limit_canceled_total.
 const StatusCanceled Status = "canceled"
 
 // NumStatuses is len(AllStatuses()).
 const NumStatuses = 5
 
-// AllStatuses returns the statuses of rate_limit_requests_total in a
-// stable order, as a new slice.
+// AllStatuses returns the other statuses in a stable order, as a new slice.
 func AllStatuses() []Status {
 	return []Status{StatusAllowed, StatusRejected, StatusShadowRejected, StatusFailOpen, StatusFailClosed}
 }
@@ -38,9 +37,8 @@ type Record struct {
 	Err      error // the store's error behind a Decision.Failure, else nil
 }
 
-// Recorder is told of every decision, once per request. Implementations
-// (the collector) must be safe for concurrent use and cheap: they run on
-// the request path.
+// Recorder is told of every request's decision, once. Implementations must
+// be safe for concurrent use and cheap: they run on the request path.
 type Recorder interface {
 	RecordDecision(ctx context.Context, r Record)
 }

@@ -7,18 +7,16 @@ import (
 )
 
 // boundStore is a store bound to one validated Limit, through which a
-// Limiter makes every call. cost has been checked; a timeout > 0 bounds
-// the call as well as ctx.
+// Limiter makes every call with a checked cost.
 type boundStore interface {
 	decide(ctx context.Context, key string, cost int64, mode Mode, timeout time.Duration) (Decision, error)
 	reset(ctx context.Context, key string, timeout time.Duration) error
 }
 
-// bind binds st to the validated lim: the one place that asks what kind
-// of store st is. A MemoryStore gets lim compiled, so that a decision
-// neither validates again nor allocates; any other store is called as an
-// Inspector and given the timeout itself, so that it can bound the call
-// more cheaply than a context.WithTimeout would.
+// bind is the one place that asks what kind of store st is. A MemoryStore
+// gets lim compiled, so that a decision neither validates nor allocates;
+// others are given the timeout, which the Redis store applies to its I/O
+// more cheaply than a context would.
 func bind(st Store, lim Limit) boundStore {
 	if m, ok := st.(*MemoryStore); ok {
 		return &memoryBinding{store: m, limit: compileLimit(lim)}
@@ -26,8 +24,7 @@ func bind(st Store, lim Limit) boundStore {
 	return inspectorBinding{store: asInspector(st), limit: lim}
 }
 
-// memoryBinding is a MemoryStore bound to a compiled limit; its decide is
-// in memory.go.
+// memoryBinding's decide is in memory.go.
 type memoryBinding struct {
 	store *MemoryStore
 	limit compiledLimit
@@ -51,7 +48,6 @@ func (b inspectorBinding) reset(ctx context.Context, key string, timeout time.Du
 	return b.store.Reset(ctx, key, b.limit, timeout)
 }
 
-// asInspector returns st as an Inspector: itself, or a plainStore.
 func asInspector(st Store) Inspector {
 	if in, ok := st.(Inspector); ok {
 		return in

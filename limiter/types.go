@@ -7,21 +7,14 @@ import (
 	"time"
 )
 
-// Limit is what a Limiter enforces: Rate per window of Period for the
-// window algorithms, a bucket of Burst refilled (or drained) at Rate per
-// Period for the bucket algorithms. It is a plain value: copy it freely.
+// Limit is what a Limiter enforces (see the package doc). It is a plain value.
 type Limit struct {
-	Algorithm Algorithm
-	Rate      int64         // > 0
-	Period    time.Duration // window length or refill interval, ≥ 1ms
-	// Burst is the bucket size of a bucket algorithm; 0 means Rate.
-	Burst int64
-	// NoDelay makes leaky_bucket admit at once instead of returning a Delay,
-	// still counting the request in the bucket (NGINX's nodelay).
-	NoDelay bool
-	// AlignWindows starts fixed_window and sliding_window windows on
-	// multiples of Period since the Unix epoch instead of at a per-key offset.
-	AlignWindows bool
+	Algorithm    Algorithm
+	Rate         int64         // > 0
+	Period       time.Duration // window length or refill interval, ≥ 1ms
+	Burst        int64         // a bucket algorithm's size; 0 means Rate
+	NoDelay      bool          // leaky_bucket gives no Delay (NGINX's nodelay)
+	AlignWindows bool          // windows start on multiples of Period since the epoch
 }
 
 // PerSecond returns a Limit of rate requests per second with the given algorithm.
@@ -39,8 +32,7 @@ func PerHour(a Algorithm, rate int64) Limit {
 	return Limit{Algorithm: a, Rate: rate, Period: time.Hour}
 }
 
-// Quota is how many units a fresh key admits at once: Rate for a window
-// algorithm, the bucket size for a bucket algorithm.
+// Quota is how many units a fresh key admits at once: Rate, or the bucket size.
 func (l Limit) Quota() int64 {
 	if spec := SpecOf(l.Algorithm); spec != nil {
 		return spec.quota(l)
@@ -48,8 +40,7 @@ func (l Limit) Quota() int64 {
 	return l.Rate
 }
 
-// Window is the window length, or the time a bucket takes to refill (or
-// drain) completely.
+// Window is the window length, or the time a bucket takes to refill.
 func (l Limit) Window() time.Duration {
 	if l.Algorithm.IsBucket() {
 		return time.Duration(float64(l.Period) * float64(l.Quota()) / float64(l.Rate))
@@ -84,8 +75,7 @@ func (l Limit) Validate() error {
 	if q, p := l.Quota(), int64(l.Period/time.Microsecond); q > maxExactInteger/p || l.Rate > maxExactInteger/p {
 		return fmt.Errorf("rate/burst: %d per %s needs more than 2^53 microsecond units; use a shorter period or a smaller limit", max(q, l.Rate), l.Period)
 	}
-	// Reset and retry times reach up to two windows ahead and must stay
-	// within time.Duration, and within Unix time once added to now.
+	// Reset and retry times, up to two windows ahead, must not overflow.
 	if l.Period > maxWindow {
 		return fmt.Errorf("period: %s is longer than %s (100 years), so reset times would overflow", l.Period, maxWindow)
 	}
@@ -102,8 +92,7 @@ const (
 	maxExactInteger = 1 << 53                    // every integer up to it is exact in a float64
 )
 
-// ErrCostExceedsLimit is returned, wrapped, when a single request costs more
-// than the quota, so it could never be admitted.
+// ErrCostExceedsLimit is returned, wrapped, for a cost above the quota.
 var ErrCostExceedsLimit = errors.New("cost exceeds the limit's quota")
 
 // ErrInvalidCost is returned, wrapped, for a cost below 1.
@@ -124,13 +113,11 @@ func (l Limit) CheckCost(cost int64) error {
 type Failure uint8
 
 const (
-	FailureNone   Failure = iota // the store decided
-	FailureOpen                  // the store failed; let through
-	FailureClosed                // the store failed; refused
-	FailureLocal                 // the store failed; the local share decided
-	// FailureCanceled: the caller cancelled while the store decided. The
-	// request is refused (nobody waits for it); the store did not fail.
-	FailureCanceled
+	FailureNone     Failure = iota // the store decided
+	FailureOpen                    // the store failed; let through
+	FailureClosed                  // the store failed; refused
+	FailureLocal                   // the store failed; the local share decided
+	FailureCanceled                // the caller cancelled; refused, no store failure
 )
 
 // String returns "none", "open", "closed", "local" or "canceled".
@@ -150,29 +137,22 @@ func (f Failure) String() string {
 
 // Decision is the answer to one request. It is a plain value.
 type Decision struct {
-	Allowed bool
-	Limit   int64 // Limit.Quota()
-	// Remaining is how many units could still be admitted now, after this
-	// decision; never negative.
-	Remaining  int64
+	Allowed    bool
+	Limit      int64         // Limit.Quota()
+	Remaining  int64         // what could still be admitted now; ≥ 0
 	ResetAfter time.Duration // until the full quota is back
 	RetryAfter time.Duration // rejected: until the same cost could pass; else 0
-	// Delay is how long to hold an admitted leaky_bucket request (0 with
-	// NoDelay and for the other algorithms).
-	Delay time.Duration
+	Delay      time.Duration // to hold an admitted leaky_bucket request for
 	// Admitted is how many units were taken: the cost of an allowed AllowN,
 	// 1 to n for an allowed AllowAtMost, 0 when rejected and for every peek.
 	Admitted int64
-	// Failure is FailureNone when the store decided, else the policy that
-	// decided in its place (the store's error is returned beside it).
-	Failure Failure
+	Failure  Failure // who decided when the store did not
 }
 
-// Store makes decisions atomically. Implementations are safe for concurrent
-// use by many goroutines.
+// Store makes decisions atomically. Implementations are safe for concurrent use.
 type Store interface {
-	// Decide admits or rejects cost units for key under lim, which the
-	// caller has validated, with cost checked. On error the Decision is ignored.
+	// Decide admits or rejects cost units for key under lim, both checked
+	// by the caller. On error the Decision is ignored.
 	Decide(ctx context.Context, key string, lim Limit, cost int64) (Decision, error)
 	// Name is the store kind ("memory", "redis") for logs and metric labels.
 	Name() string
