@@ -34,10 +34,10 @@ type MemoryConfig struct {
 // state, so give each limit on a client its own key prefix.
 //
 // A key whose state is as good as fresh is dropped by Sweep, or when an
-// insertion finds it idle. A shard is a hash table of 128-byte slots, each
-// with a key of up to 62 bytes, at most 3/4 full and at least 3/8 after
-// growing: 170 to 340 B per key (256 MiB at worst for the default MaxKeys), within
-// 1.5× in resident memory (TestGoalMemoryStoreRSSStaysNearTheLiveHeap).
+// insertion finds it idle. A shard is a hash table of 128-byte slots with
+// keys of up to 62 bytes inline, at most 3/4 full and at least 3/8 after
+// growing: 170 to 340 B a key, 256 MiB at worst for the default MaxKeys,
+// within 1.5× in resident memory (TestGoalMemoryStoreRSSStaysNearTheLiveHeap).
 type MemoryStore struct {
 	now      func() time.Time // nil: the monotonic clock below
 	start    time.Time        // when the store was made, with a monotonic reading
