@@ -6,54 +6,36 @@ import (
 	"time"
 )
 
-// BreakerConfig configures the circuit breaker in front of a store. After
-// Threshold consecutive failures the store is not called for Cooldown; then
-// one call is let through as a probe (the circuit is half-open), and a
-// success closes the circuit while a failure opens it for another Cooldown.
+// BreakerConfig configures a circuit breaker. After Threshold consecutive
+// failures the store is not called for Cooldown; then one call probes
+// (half-open): a success closes the circuit, a failure opens it again.
 type BreakerConfig struct {
-	// Threshold is the number of consecutive failures that opens the
-	// circuit; 0 disables the breaker.
-	Threshold int
-	// Cooldown is how long the circuit stays open. Default DefaultCooldown.
-	Cooldown time.Duration
-	// Now is the clock; default time.Now. Tests inject a fake.
-	Now func() time.Time
-	// Store names the store in CircuitObserver calls ("redis").
-	Store string
-	// Observer, when set, is told of every change of state.
-	Observer CircuitObserver
-	// MinFailing is how long the consecutive failures must also have gone
-	// on before the circuit opens; 0: no minimum. With it, a store that
-	// fails only some calls while answering others in between — a Redis
-	// Cluster that lost one master, whose keys fail while the other
-	// masters' succeed — does not open the circuit for every key, however
-	// the failures interleave. serve uses DefaultMinFailing.
+	Threshold int              // 0 disables the breaker
+	Cooldown  time.Duration    // default DefaultCooldown
+	Now       func() time.Time // default time.Now
+	Store     string           // names the store to the Observer ("redis")
+	Observer  CircuitObserver  // optional
+	// MinFailing is how long the failures must also have gone on before the
+	// circuit opens, so that a store failing only some keys (a Cluster that
+	// lost one master) does not open it for all, however failures interleave.
 	MinFailing time.Duration
 }
 
 // Defaults of BreakerConfig, as serve applies them.
 const (
-	// DefaultThreshold is the consecutive failures that open the circuit.
-	DefaultThreshold = 5
-	// DefaultCooldown is how long an open circuit waits before a probe.
-	DefaultCooldown = time.Second
-	// DefaultMinFailing is how long serve's breaker needs the store to
-	// have failed without a success before it opens.
+	DefaultThreshold  = 5
+	DefaultCooldown   = time.Second
 	DefaultMinFailing = 100 * time.Millisecond
 )
 
-// CircuitState is the state of a circuit breaker. Its numeric values are
-// those of the rate_limit_circuit_state gauge.
+// CircuitState is a breaker's state, numbered as the
+// rate_limit_circuit_state gauge.
 type CircuitState int32
 
-// The states of a circuit breaker.
 const (
-	// CircuitClosed: the store is called.
-	CircuitClosed CircuitState = 0
-	// CircuitHalfOpen: one probe call is on its way; other calls skip the store.
-	CircuitHalfOpen CircuitState = 1
-	// CircuitOpen: the store is not called until the cooldown has passed.
-	CircuitOpen CircuitState = 2
+	CircuitClosed   CircuitState = 0 // the store is called
+	CircuitHalfOpen CircuitState = 1 // one probe is on its way; others skip the store
+	CircuitOpen     CircuitState = 2 // the store is not called until the cooldown ends
 )
 
 // String returns "closed", "half_open" or "open".
@@ -67,34 +49,27 @@ func (s CircuitState) String() string {
 	return "closed"
 }
 
-// CircuitObserver is told when a circuit breaker changes state (the
-// collector sets a gauge, serve logs a line). It is called with the
-// breaker's lock held, so that changes arrive in order: implementations
-// must be quick and must not call back into the breaker. Safe for
-// concurrent use across breakers.
+// CircuitObserver is told of a breaker's changes, in order, under its lock:
+// it must be quick, not call back, and be safe for concurrent use.
 type CircuitObserver interface {
 	CircuitChanged(store string, from, to CircuitState)
 }
 
-// CircuitBreaker stops calling a failing store for a while. One breaker is
-// meant to be shared by every Limiter on the same store (see Guard), so
-// that they open together. It is safe for concurrent use; while closed,
-// letting a call through and recording its success take no lock.
+// CircuitBreaker stops calling a failing store for a while; the Limiters
+// on one store share it through a Guard, so that they open together. It is
+// safe for concurrent use, and lock-free while closed and succeeding.
 type CircuitBreaker struct {
-	cfg      BreakerConfig
-	state    atomic.Int32 // CircuitState, read without the lock
-	failures atomic.Int64 // consecutive failures while closed
-	mu       sync.Mutex
-	openTill time.Time
-	// firstFailure is when the current run of consecutive failures began.
-	firstFailure time.Time
-	// forgotten: the breaker was dropped (its shard left the store) and
-	// tells the Observer nothing more.
-	forgotten bool
+	cfg          BreakerConfig
+	state        atomic.Int32 // CircuitState
+	failures     atomic.Int64 // consecutive, while closed
+	mu           sync.Mutex
+	openTill     time.Time
+	firstFailure time.Time // of the current run
+	forgotten    bool      // dropped with its shard: reports nothing more
 }
 
 // NewCircuitBreaker returns a closed breaker, or nil when cfg.Threshold is
-// not positive (no breaker). A nil *CircuitBreaker lets every call through.
+// not positive; a nil breaker lets every call through.
 func NewCircuitBreaker(cfg BreakerConfig) *CircuitBreaker {
 	if cfg.Threshold <= 0 {
 		return nil
@@ -108,7 +83,7 @@ func NewCircuitBreaker(cfg BreakerConfig) *CircuitBreaker {
 	return &CircuitBreaker{cfg: cfg}
 }
 
-// State returns the current state (closed for a nil breaker).
+// State returns the current state; a nil breaker is closed.
 func (b *CircuitBreaker) State() CircuitState {
 	if b == nil {
 		return CircuitClosed
@@ -116,8 +91,7 @@ func (b *CircuitBreaker) State() CircuitState {
 	return CircuitState(b.state.Load())
 }
 
-// allow reports whether the store may be called now. After the cooldown
-// it lets exactly one call through as the probe and turns half-open.
+// allow reports whether the store may be called; after the cooldown, once.
 func (b *CircuitBreaker) allow() bool {
 	if CircuitState(b.state.Load()) == CircuitClosed {
 		return true
@@ -169,13 +143,11 @@ func (b *CircuitBreaker) record(ok bool) {
 			b.openLocked()
 		}
 	}
-	// Open: a call let through before the circuit opened has ended;
-	// it changes nothing.
+	// Open: a call let through before the circuit opened changes nothing.
 }
 
-// release ends a call that allow let through without a verdict on the
-// store (the caller cancelled it): a probe in flight gives its place to
-// the next call.
+// release ends a call without a verdict on the store (the caller
+// cancelled): a probe gives its place to the next call.
 func (b *CircuitBreaker) release() {
 	if CircuitState(b.state.Load()) != CircuitHalfOpen {
 		return
@@ -183,7 +155,6 @@ func (b *CircuitBreaker) release() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if CircuitState(b.state.Load()) == CircuitHalfOpen {
-		// Open with the cooldown already over: the next call probes.
 		b.openTill = b.cfg.Now()
 		b.setLocked(CircuitOpen)
 	}
@@ -194,8 +165,7 @@ func (b *CircuitBreaker) openLocked() {
 	b.setLocked(CircuitOpen)
 }
 
-// forget marks the breaker dropped and calls removed with its store name
-// under its lock, so that no change of state is reported after it.
+// forget calls removed under the lock, so that nothing is reported after.
 func (b *CircuitBreaker) forget(removed func(store string)) {
 	b.mu.Lock()
 	defer b.mu.Unlock()

@@ -9,62 +9,41 @@ import (
 
 // GuardConfig configures a Guard.
 type GuardConfig struct {
-	// Store names the store in logs and in CircuitObserver calls ("redis").
-	Store string
-	// Breaker configures the circuit breaker; Threshold 0 disables it.
-	// Breaker.Store defaults to Store.
-	Breaker BreakerConfig
-	// Local configures the decisions of FailLocal.
-	Local LocalConfig
-	// Logger receives the breaker's changes of state and the summaries of
-	// store failures. Default: discard.
-	Logger *slog.Logger
-	// LogInterval is the least time between two summary lines of the same
-	// failure reason on the same node, and the most a failure waits to be
-	// logged. Default DefaultLogInterval.
+	Store   string        // names the store in logs and to observers ("redis")
+	Breaker BreakerConfig // Breaker.Store defaults to Store
+	Local   LocalConfig
+	Logger  *slog.Logger // default: discard
+	// LogInterval is the least time between summaries of one reason and
+	// node, and the most a failure waits to be logged.
 	LogInterval time.Duration
-	// AfterFunc arms the timer that logs a summary at the end of its
-	// interval, and returns what stops it; default time.AfterFunc. Tests
-	// inject a fake clock's.
-	AfterFunc func(d time.Duration, f func()) (stop func() bool)
+	AfterFunc   func(d time.Duration, f func()) (stop func() bool) // default time.AfterFunc
 }
 
-// DefaultLogInterval is the default least time between two log lines
-// summarising store failures of one reason.
+// DefaultLogInterval is GuardConfig.LogInterval's default.
 const DefaultLogInterval = 10 * time.Second
 
-// Guard is what every Limiter on one store shares: the circuit breaker (so
-// that they open together), the log of store failures (a summary per
-// reason at most once per interval, with counts, instead of a line per
-// decision) and the local decisions of FailLocal (so that a key keeps its
-// budget across reloads). Make one per store at start-up and pass it in
-// Config.Guard of every Limiter. Safe for concurrent use.
+// Guard is what the Limiters on one store share, made once per store: the
+// breaker, so that they open together; the failure log, a summary per
+// interval rather than a line per decision; the LocalFallback, so that keys
+// keep their budget across reloads. Safe for concurrent use.
 type Guard struct {
-	breaker *CircuitBreaker
-	local   *LocalFallback
-	log     *failureLog
-	// shards are the breakers of a ShardedStore's servers, by shard name
-	// (string → *CircuitBreaker), made on first use with breakerCfg.
-	shards     sync.Map
-	shardsMu   sync.Mutex // held to make or drop a shard's breaker
+	breaker    *CircuitBreaker
+	local      *LocalFallback
+	log        *failureLog
+	shards     sync.Map   // shard name → *CircuitBreaker
+	shardsMu   sync.Mutex // held to make or drop one
 	breakerCfg BreakerConfig
-	// observer is the CircuitObserver of the config, told of the shards'
-	// breakers made and dropped.
-	observer CircuitObserver
+	observer   CircuitObserver
 }
 
-// ShardedStore is a store whose keys are decided by separate servers (the
-// masters of a Redis Cluster): Shard names the server deciding key ("" when
-// the store is not sharded). A Guard keeps one circuit breaker per shard, so
-// that a dead server opens the circuit for its own keys only. Shard must be
-// safe for concurrent use and cheap.
+// ShardedStore is a store of several servers (a Cluster's masters); Shard
+// names the one deciding key, "" when unsharded, so that a Guard opens a
+// dead server's circuit alone. Shard must be safe for concurrent use and cheap.
 type ShardedStore interface {
 	Shard(key string) string
 }
 
-// breakerFor returns the breaker of shard: the Guard's own for "", else one
-// of the shard's own, whose changes of state are reported under the store
-// name "<store>/<shard>".
+// breakerFor returns shard's breaker, reporting as "<store>/<shard>".
 func (g *Guard) breakerFor(shard string) *CircuitBreaker {
 	if shard == "" || g.breaker == nil {
 		return g.breaker
@@ -77,8 +56,6 @@ func (g *Guard) breakerFor(shard string) *CircuitBreaker {
 	return g.addShardLocked(shard)
 }
 
-// addShardLocked returns shard's breaker, made and announced to a
-// CircuitSetObserver when new. g.shardsMu is held.
 func (g *Guard) addShardLocked(shard string) *CircuitBreaker {
 	if b, ok := g.shards.Load(shard); ok {
 		return b.(*CircuitBreaker)
@@ -93,27 +70,18 @@ func (g *Guard) addShardLocked(shard string) *CircuitBreaker {
 	return b
 }
 
-// CircuitSetObserver is a CircuitObserver that keeps a state per breaker
-// (the collector's rate_limit_circuit_state series) and is also told when
-// a shard's breaker is made and when it is dropped because its shard left
-// the store (see Guard.SetShards). Its methods are called with the Guard's
-// and the breaker's locks held: they must be quick and must not call back.
+// CircuitSetObserver is also told when a shard's breaker is made and
+// dropped. It is called under the Guard's and the breaker's locks: it must
+// be quick and must not call back.
 type CircuitSetObserver interface {
 	CircuitObserver
-	// CircuitAdded: a breaker named store now exists, in state.
 	CircuitAdded(store string, state CircuitState)
-	// CircuitRemoved: the breaker named store is gone and will not
-	// report again.
-	CircuitRemoved(store string)
+	CircuitRemoved(store string) // it will not report again
 }
 
-// SetShards tells the Guard which shards the store has now (the masters of
-// a Redis Cluster's current slot map): the breakers of shards not in the
-// list are dropped, and no longer report, while the listed shards without
-// one get a closed breaker. The CircuitObserver, when a CircuitSetObserver,
-// is told of both. A shard dropped here and still named by a stale slot map
-// gets a new breaker on its next call. Without a breaker it does nothing.
-// Safe for concurrent use with decisions.
+// SetShards tells the Guard the store's shards now: the others' breakers
+// are dropped and stop reporting, new ones get a closed breaker (as a
+// dropped shard does on its next call). Safe for concurrent use.
 func (g *Guard) SetShards(shards []string) {
 	if g.breaker == nil {
 		return
@@ -144,8 +112,7 @@ func (g *Guard) SetShards(shards []string) {
 	}
 }
 
-// Shards returns the shards that have a breaker, in no order, for tests and
-// diagnostics. Safe for concurrent use.
+// Shards returns the shards with a breaker, in no order. Safe for concurrent use.
 func (g *Guard) Shards() []string {
 	var out []string
 	g.shards.Range(func(k, _ any) bool {
@@ -155,7 +122,7 @@ func (g *Guard) Shards() []string {
 	return out
 }
 
-// NewGuard returns a Guard configured by cfg.
+// NewGuard returns a Guard.
 func NewGuard(cfg GuardConfig) *Guard {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -184,24 +151,18 @@ func NewGuard(cfg GuardConfig) *Guard {
 // Breaker returns the circuit breaker, nil when it is disabled.
 func (g *Guard) Breaker() *CircuitBreaker { return g.breaker }
 
-// Local returns the local decisions of FailLocal.
+// Local returns FailLocal's LocalFallback.
 func (g *Guard) Local() *LocalFallback { return g.local }
 
-// Close logs the failures not summarised yet and stops the summaries'
-// timers; failures after it are still logged at once but no longer
-// summarised later. Call it once, after the last decision on the store;
-// safe to call concurrently with decisions. It returns nil.
+// Close logs the pending summaries and stops their timers; later failures
+// are not summarised. Call it once, after the last decision; it returns nil.
 func (g *Guard) Close() error {
 	g.log.close()
 	return nil
 }
 
-// failureLog writes store failures as summaries, one per reason and node:
-// the first failure of a (reason, node) is logged at once, the following
-// ones are counted and logged together by a timer armed for the end of the
-// interval, so that a summary is never more than one interval late and
-// names the last error of its own reason and node. No timer runs while no
-// failure waits to be logged; close stops them.
+// failureLog logs a (reason, node)'s first failure at once and the next
+// ones together when the interval ends; no timer runs while none waits.
 type failureLog struct {
 	logger    *slog.Logger
 	store     string
@@ -214,19 +175,16 @@ type failureLog struct {
 	reasons map[failureKey]*failureSummary
 }
 
-// failureKey is what one summary line covers.
 type failureKey struct{ reason, node string }
 
 type failureSummary struct {
-	count    int64 // failures not logged yet
+	count    int64 // not logged yet
 	lastLine time.Time
 	lastErr  string
-	// stop stops the timer that logs count; nil while none is armed.
-	stop func() bool
+	stop     func() bool // of the armed timer, or nil
 }
 
-// failed counts one failure of the given reason (ErrorKind) on node (the
-// shard that failed, "" for an unsharded store).
+// failed counts a failure of reason (ErrorKind) on node (the shard, or "").
 func (f *failureLog) failed(ctx context.Context, reason, node string, err error) {
 	if !f.logger.Enabled(ctx, slog.LevelWarn) {
 		return
@@ -261,14 +219,12 @@ func (f *failureLog) failed(ctx context.Context, reason, node string, err error)
 	f.line(ctx, k, count, since, now, msg)
 }
 
-// due is the timer of k's summary: it logs the failures counted since k's
-// last line.
 func (f *failureLog) due(k failureKey) {
 	now := f.now()
 	f.mu.Lock()
 	s := f.reasons[k]
 	if s == nil || s.stop == nil {
-		// Logged or flushed since the timer was armed.
+		// logged or flushed since the timer was armed
 		f.mu.Unlock()
 		return
 	}
@@ -294,8 +250,6 @@ func (f *failureLog) line(ctx context.Context, k failureKey, count int64, since,
 	f.logger.LogAttrs(ctx, slog.LevelWarn, "rate limit store failing", attrs...)
 }
 
-// flush logs the failures counted since each summary's last line and
-// stops the timers.
 func (f *failureLog) flush() {
 	now := f.now()
 	type pending struct {
@@ -321,7 +275,6 @@ func (f *failureLog) flush() {
 	}
 }
 
-// close flushes the summaries and arms no timer after.
 func (f *failureLog) close() {
 	f.mu.Lock()
 	f.closed = true
@@ -329,8 +282,7 @@ func (f *failureLog) close() {
 	f.flush()
 }
 
-// transitionLog logs every change of the breaker's state, and on closing
-// flushes the failures not summarised yet.
+// transitionLog logs the breaker's changes and flushes the log on closing.
 type transitionLog struct {
 	next CircuitObserver
 	log  *failureLog
@@ -343,8 +295,7 @@ func (t transitionLog) CircuitChanged(store string, from, to CircuitState) {
 	level := slog.LevelWarn
 	if to == CircuitClosed {
 		level = slog.LevelInfo
-		// Called with the breaker's lock held: the flush takes only the
-		// log's own lock.
+		// Under the breaker's lock: flush takes only the log's.
 		t.log.flush()
 	}
 	t.log.logger.LogAttrs(context.Background(), level, "rate limit circuit "+to.String(),

@@ -134,12 +134,16 @@ func TestStoreFailuresAreLoggedAsOneSummaryPerReasonAndInterval(t *testing.T) {
 	}
 }
 
-// cancellingStore waits until its caller cancels, like a slow Redis whose
-// caller hangs up.
-type cancellingStore struct{ calls int }
+// cancellingStore is a slow Redis whose caller hangs up: once called, it
+// cancels the call's context (hangUp) and waits for the cancellation.
+type cancellingStore struct {
+	calls  int
+	hangUp context.CancelFunc
+}
 
 func (s *cancellingStore) Decide(ctx context.Context, _ string, _ limiter.Limit, _ int64) (limiter.Decision, error) {
 	s.calls++
+	s.hangUp()
 	<-ctx.Done()
 	return limiter.Decision{}, ctx.Err()
 }
@@ -150,7 +154,8 @@ func TestACallersCancellationIsNeitherAFailOpenNorABreakerFailure(t *testing.T) 
 	obs := &transitions{}
 	storeErrs := 0
 	g := limiter.NewGuard(limiter.GuardConfig{Store: "slow", Breaker: limiter.BreakerConfig{Threshold: 2, Observer: obs}})
-	l, err := limiter.New(limiter.Config{Limit: limiter.PerMinute(limiter.GCRA, 10), Store: &cancellingStore{}, Guard: g,
+	store := &cancellingStore{}
+	l, err := limiter.New(limiter.Config{Limit: limiter.PerMinute(limiter.GCRA, 10), Store: store, Guard: g,
 		Timeout: time.Minute,
 		Observer: observerFunc(func(_ context.Context, _ string, _ time.Duration, err error) {
 			if err != nil {
@@ -162,7 +167,7 @@ func TestACallersCancellationIsNeitherAFailOpenNorABreakerFailure(t *testing.T) 
 	}
 	for i := 0; i < 10; i++ {
 		ctx, cancel := context.WithCancel(context.Background())
-		time.AfterFunc(time.Millisecond, cancel)
+		store.hangUp = cancel
 		d, err := l.Allow(ctx, "k")
 		if !errors.Is(err, context.Canceled) || limiter.ErrorKind(err) != "canceled" {
 			t.Fatalf("cancelled call %d: err %v (kind %q), want context.Canceled (kind canceled)", i, err, limiter.ErrorKind(err))

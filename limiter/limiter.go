@@ -14,14 +14,9 @@ import (
 type FailPolicy string
 
 const (
-	// FailOpen lets the request through (the default): an outage of the
-	// store must not become an outage of the API.
-	FailOpen FailPolicy = "open"
-	// FailClosed refuses the request.
-	FailClosed FailPolicy = "closed"
-	// FailLocal decides with an in-process MemoryStore, so each instance
-	// still enforces the limit on its own traffic while the store is down.
-	FailLocal FailPolicy = "local"
+	FailOpen   FailPolicy = "open"   // let through: a store outage is no API outage
+	FailClosed FailPolicy = "closed" // refuse
+	FailLocal  FailPolicy = "local"  // each instance enforces its share (LocalFallback)
 )
 
 // ParseFailPolicy returns the FailPolicy named s ("open", "closed", "local").
@@ -36,71 +31,39 @@ func ParseFailPolicy(s string) (FailPolicy, error) {
 // DefaultTimeout is the default deadline of one store call.
 const DefaultTimeout = 100 * time.Millisecond
 
-// Config configures a Limiter. The zero value of every optional field is a
-// usable default.
+// Config configures a Limiter; optional fields' zero values are defaults.
 type Config struct {
-	// Limit is what is enforced. Required.
-	Limit Limit
-	// Store decides. Required.
-	Store Store
-	// FailPolicy applies when Store returns an error. Default FailOpen.
-	FailPolicy FailPolicy
-	// Timeout bounds each store call. Default DefaultTimeout; negative
-	// disables. Every store call is given it; a MemoryStore never waits and
-	// ignores it.
-	Timeout time.Duration
-	// Observer, when set, is told the duration and outcome of every store call.
-	Observer Observer
-	// Local is the store used under FailLocal when Guard is nil. Default: a
-	// new MemoryStore.
-	Local Store
-	// Breaker, when its Threshold is > 0 and Guard is nil, stops calling a
-	// failing store for a while (see CircuitBreaker).
-	Breaker BreakerConfig
-	// Guard, when set, is the circuit breaker, failure log and local
-	// fallback shared with the other Limiters on the same store; Breaker
-	// and Local are then ignored.
+	Limit      Limit         // required
+	Store      Store         // required
+	FailPolicy FailPolicy    // when Store fails; default FailOpen
+	Timeout    time.Duration // bounds each store call; default DefaultTimeout, < 0: none
+	Observer   Observer      // told of every store call
+	Local      Store         // FailLocal's store without a Guard; default a MemoryStore
+	Breaker    BreakerConfig // without a Guard
+	// Guard is shared by the Limiters on one store; Breaker and Local are
+	// then ignored.
 	Guard *Guard
 }
 
-// Limiter enforces one Limit on a Store. It is safe for concurrent use; its
-// configuration is immutable after New.
-//
-// Everything that does not change from one decision to the next is settled
-// by New: the limit is validated and bound to the store, the deadline of a
-// store call worked out, the breaker, fail policy and Observer chosen. A
-// decision then checks its cost and takes one path (decide): breaker, the
-// store through one interface, Observer, fail policy. One exception: on
-// a MemoryStore with none of breaker, Observer and FailLocal, a decision
-// calls the store directly, as nothing else would see the call.
+// Limiter enforces one Limit on a Store. It is safe for concurrent use;
+// New settles all that does not change, so that a decision checks its cost.
 type Limiter struct {
-	lim        Limit
-	quota      int64 // lim.Quota()
-	failPolicy FailPolicy
-	storeName  string
-	// store is Config.Store bound to lim: the way a Limiter calls its
-	// store (but for mem below).
-	store boundStore
-	// inspects: the store can peek, admit at most and reset (it is an
-	// Inspector); otherwise those calls return ErrNotSupported.
-	inspects bool
-	// timeout bounds each store call; 0: only ctx does. Every store is
-	// given it; one that never waits (MemoryStore) ignores it.
-	timeout  time.Duration
-	observer Observer        // nil: none
-	breaker  *CircuitBreaker // nil: no breaker
-	// guard and sharded are set when the store is a ShardedStore behind a
-	// Guard with a breaker: each shard then has a breaker of its own.
-	guard   *Guard
-	sharded ShardedStore
-	local   *LocalFallback // under FailLocal, else nil
-	log     *failureLog    // nil: failures are not logged
-	// failedShard names the shard of a failed call in the log; nil when
-	// the store is not sharded.
-	failedShard ShardedStore
-	// mem is store when it is a MemoryStore and a decision has nothing
-	// else to do (no breaker, Observer or local fallback): decide then
-	// calls it directly instead of through the interface. Else nil.
+	lim         Limit
+	quota       int64
+	failPolicy  FailPolicy
+	storeName   string
+	store       boundStore
+	inspects    bool          // the store is an Inspector
+	timeout     time.Duration // 0: only ctx bounds a call
+	observer    Observer
+	breaker     *CircuitBreaker
+	guard       *Guard // with sharded, for a breaker per shard
+	sharded     ShardedStore
+	local       *LocalFallback // nil unless FailLocal
+	log         *failureLog
+	failedShard ShardedStore // names the failed shard in the log
+	// mem is the store, called directly, when it is a MemoryStore and
+	// nothing else happens around a call.
 	mem *memoryBinding
 }
 
@@ -155,15 +118,12 @@ func New(cfg Config) (*Limiter, error) {
 	return l, nil
 }
 
-// Limit returns the limit this Limiter enforces.
+// Limit returns the limit enforced.
 func (l *Limiter) Limit() Limit { return l.lim }
 
 // Allow is AllowN with a cost of 1.
 func (l *Limiter) Allow(ctx context.Context, key string) (d Decision, err error) {
-	if l.mem != nil { // the quota is at least 1
-		// The memory store alone, called directly (see Limiter.mem),
-		// writes the Decision where it is returned from (see
-		// memoryBinding.consume).
+	if l.mem != nil { // a cost of 1 is always within the quota
 		l.mem.consume(&d, key, 1)
 		return d, nil
 	}
@@ -172,26 +132,19 @@ func (l *Limiter) Allow(ctx context.Context, key string) (d Decision, err error)
 
 // AllowN decides whether cost units for key may pass now.
 //
-// A cost below 1 or above the limit's quota returns an error wrapping
-// ErrInvalidCost or ErrCostExceedsLimit and a rejected Decision, without
-// calling the store. When the store fails, the returned Decision follows the
-// FailPolicy, its Failure field says so, and the store's error is returned
-// beside it (wrapped): callers let the Decision decide and count the error.
-//
-// When ctx is cancelled by the caller while the store decides, the caller
-// is gone: that is not a store failure. The Decision is then a refusal
-// with Failure FailureCanceled and the error wraps context.Canceled; the
-// breaker and the Observer are not told, and no fail policy applies.
+// A cost below 1 or above the quota is refused with ErrInvalidCost or
+// ErrCostExceedsLimit. When the store fails, the Decision is the policy's,
+// with its Failure, and the error is returned beside it: follow the
+// Decision, count the error. When the caller cancels ctx, the refusal has
+// FailureCanceled and the error wraps context.Canceled: no store failure.
 func (l *Limiter) AllowN(ctx context.Context, key string, cost int64) (d Decision, err error) {
 	if l.mem != nil && cost >= 1 && cost <= l.quota {
-		l.mem.consume(&d, key, cost) // as in Allow
+		l.mem.consume(&d, key, cost)
 		return d, nil
 	}
 	return l.decide(ctx, key, cost, ModeConsume)
 }
 
-// breakerFor returns the circuit breaker guarding key's calls, nil when
-// there is none.
 func (l *Limiter) breakerFor(key string) *CircuitBreaker {
 	if l.sharded != nil {
 		return l.guard.breakerFor(l.sharded.Shard(key))
@@ -199,8 +152,6 @@ func (l *Limiter) breakerFor(key string) *CircuitBreaker {
 	return l.breaker
 }
 
-// shardOf names the shard deciding key in the failure log, "" when the
-// store is not sharded.
 func (l *Limiter) shardOf(key string) string {
 	if l.failedShard != nil {
 		return l.failedShard.Shard(key)
@@ -208,18 +159,12 @@ func (l *Limiter) shardOf(key string) string {
 	return ""
 }
 
-// decide is the one path of AllowN, PeekN and AllowAtMost: the check of
-// the cost (the only thing about a call that New could not check), the
-// breaker, the store call in the given mode with the deadline, the
-// Observer, then FailLocal's hold on a success, or the fail policy on a
-// failure (storeFailed).
+// decide is the one path of AllowN, PeekN and AllowAtMost.
 func (l *Limiter) decide(ctx context.Context, key string, cost int64, mode Mode) (Decision, error) {
 	if cost < 1 || cost > l.quota {
 		return Decision{Limit: l.quota}, l.lim.CheckCost(cost)
 	}
 	if l.mem != nil {
-		// The memory store never fails and admits all or nothing in
-		// ModeConsume: its Decision is the answer as it is.
 		return l.mem.decide(ctx, key, cost, mode, 0)
 	}
 	if mode != ModeConsume && !l.inspects {
@@ -244,7 +189,7 @@ func (l *Limiter) decide(ctx context.Context, key string, cost int64, mode Mode)
 		breaker.record(true)
 	}
 	if mode == ModeConsume && d.Allowed {
-		d.Admitted = cost // whatever the store says: AllowN takes all or nothing
+		d.Admitted = cost // AllowN takes all or nothing, whatever the store says
 	}
 	if l.local != nil {
 		d = l.local.afterStore(ctx, key, l.lim, mode, d)
@@ -252,9 +197,6 @@ func (l *Limiter) decide(ctx context.Context, key string, cost int64, mode Mode)
 	return d, nil
 }
 
-// storeFailed is decide's answer when the store call started at start
-// ended with err: a refusal with FailureCanceled when the caller went
-// away, else the fail policy's Decision.
 func (l *Limiter) storeFailed(ctx context.Context, key string, cost int64, mode Mode, breaker *CircuitBreaker, start time.Time, err error) (Decision, error) {
 	if !l.settle(ctx, breaker, start, err) {
 		return Decision{Limit: l.quota, Failure: FailureCanceled},
@@ -263,10 +205,8 @@ func (l *Limiter) storeFailed(ctx context.Context, key string, cost int64, mode 
 	return l.fail(ctx, key, cost, mode, fmt.Errorf("%s store: %w", l.storeName, err))
 }
 
-// settle tells the Observer and the breaker how a store call started at
-// start ended. When it failed because the caller cancelled ctx, the caller
-// went away and the store is not to blame: neither is told (the breaker's
-// probe, if this call was one, is released) and settle returns false.
+// settle tells the Observer and the breaker how a call ended, unless the
+// caller cancelled it: then it releases the probe and returns false.
 func (l *Limiter) settle(ctx context.Context, breaker *CircuitBreaker, start time.Time, err error) bool {
 	if err != nil && errors.Is(ctx.Err(), context.Canceled) {
 		if breaker != nil {
@@ -283,8 +223,6 @@ func (l *Limiter) settle(ctx context.Context, breaker *CircuitBreaker, start tim
 	return true
 }
 
-// fail is the Decision of the fail policy when the store could not decide
-// (err says why).
 func (l *Limiter) fail(ctx context.Context, key string, cost int64, mode Mode, err error) (Decision, error) {
 	if l.log != nil {
 		l.log.failed(ctx, ErrorKind(err), l.shardOf(key), err)
@@ -306,16 +244,12 @@ func (l *Limiter) fail(ctx context.Context, key string, cost int64, mode Mode, e
 	return d, err
 }
 
-// ErrCircuitOpen is returned, wrapped, when the circuit breaker has stopped
-// calling a failing store.
+// ErrCircuitOpen is returned, wrapped, when the breaker skipped the store.
 var ErrCircuitOpen = errors.New("circuit breaker open: store not called")
 
-// ErrorKind classifies a store error for metrics by its root cause:
-// "circuit_open" when the breaker skipped the store; "canceled" when the
-// caller cancelled (context.Canceled: not a store failure); "error" for a
-// connection refused or reset, even when a deadline was also reached while
-// dialling; "timeout" for deadlines and network timeouts; "error"
-// otherwise; "" for nil.
+// ErrorKind classifies a store error by root cause, for metrics:
+// "circuit_open", "error" for a refused, reset or broken connection (even
+// past a deadline), "canceled", "timeout", else "error"; "" for nil.
 func ErrorKind(err error) string {
 	if err == nil {
 		return ""

@@ -10,66 +10,34 @@ import (
 
 // Defaults of MemoryConfig.
 const (
-	// DefaultMemoryShards is the default number of shards of a MemoryStore.
-	DefaultMemoryShards = 64
-	// DefaultMemoryMaxKeys is the default bound on the number of keys a
-	// MemoryStore holds (at most 256 MiB of tables when full, see MemoryStore).
-	DefaultMemoryMaxKeys = 1 << 20
+	DefaultMemoryShards  = 64
+	DefaultMemoryMaxKeys = 1 << 20 // at most 256 MiB of tables when full
 )
 
-// evictionSamples is how many entries an insertion looks at to drop idle
-// keys, and, when the shard is full, to choose the one to evict.
-const evictionSamples = 5
+const evictionSamples = 5 // entries an insertion looks at (memShard.insert)
 
-// MemoryConfig configures a MemoryStore. The zero value is usable.
+// MemoryConfig configures a MemoryStore. The zero value is the defaults.
 type MemoryConfig struct {
-	// Now is the clock; tests inject a controllable one. Default: the wall
-	// clock read once when the store is made, advanced by the monotonic
-	// clock (as time.Now's monotonic reading is), which costs one clock read
-	// per decision instead of two and is not moved by steps of the wall
-	// clock.
-	// It should not go backwards; when it does, window algorithms start a
-	// new window and bucket algorithms count no refill.
+	// Now is the clock. Default: the wall clock at creation advanced by the
+	// monotonic clock, one read per decision, unmoved by wall-clock steps.
 	Now func() time.Time
-	// Shards is the number of independently locked parts the keys are
-	// spread over, rounded up to a power of two (and down to at most
-	// MaxKeys). Default DefaultMemoryShards.
+	// Shards is rounded up to a power of two, at most MaxKeys.
 	Shards int
-	// MaxKeys bounds the number of keys held (per key and algorithm). It is
-	// enforced per shard, as floor(MaxKeys/Shards) keys per shard, so the
-	// store never holds more than MaxKeys keys. When a
-	// shard is full, inserting a new key evicts a sampled key: an idle one
-	// if the sample holds one, else the one whose state is closest to fresh.
-	// Default DefaultMemoryMaxKeys.
+	// MaxKeys bounds the keys held, as floor(MaxKeys/Shards) per shard; a
+	// full shard evicts an idle sampled key, else the one closest to fresh.
 	MaxKeys int
 }
 
-// MemoryStore is the embedded Store: decisions are made in process, under a
-// per-shard mutex, so unrelated keys rarely contend. It is safe for
-// concurrent use by many goroutines. Deciding for a key that already exists
-// does not allocate.
+// MemoryStore is the in-process Store and Inspector, safe for concurrent
+// use: keys are spread over shards, each under its own mutex. A decision on
+// a known key does not allocate. Two Limits of one algorithm share a key's
+// state, so give each limit on a client its own key prefix.
 //
-// Memory is bounded. A key's state may be dropped once it is equivalent to
-// a fresh key's (a window that has passed, a bucket full or empty again):
-// each insertion of a new key samples a few entries of its shard and drops
-// those that have been idle for over a second, and Sweep drops every idle
-// one. Independently, a shard never holds more than floor(MaxKeys/Shards)
-// keys, so the store never holds more than MaxKeys. Each shard is a hash
-// table of 128-byte slots kept between 3/8 and 3/4 full, a slot holding a
-// key of up to 62 bytes itself: a key costs 170 to 340 bytes of live heap,
-// plus its length when longer than 62 bytes, so the default bound of
-// 1,048,576 keys is 256 MiB of tables at worst. Tables of 512 slots or
-// more are built from 64 KiB chunks that a growing shard hands to the next
-// one instead of leaving them to the garbage collector, so the resident
-// memory stays close to the live heap: measured with 1,000,000 keys of 30
-// bytes, 271 B of live heap and 291 to 295 B of RSS per key (1.1×; before
-// the chunks, 392 to 424 B, up to 1.6×). sliding_log keys also keep one
-// 16-byte entry per distinct admission timestamp inside the window: up to
-// Rate entries, so their memory grows with the limit.
-//
-// State is kept per key and algorithm: two Limits with the same algorithm
-// share a key's state, so callers that enforce several limits of one
-// algorithm on the same client give each its own key prefix.
+// A key whose state is as good as fresh is dropped by Sweep, or when an
+// insertion finds it idle. A shard is a hash table of 128-byte slots with
+// keys of up to 62 bytes inline, at most 3/4 full and at least 3/8 after
+// growing: 170 to 340 B a key, 256 MiB at worst for the default MaxKeys,
+// within 1.5× in resident memory (TestGoalMemoryStoreRSSStaysNearTheLiveHeap).
 type MemoryStore struct {
 	now      func() time.Time // nil: the monotonic clock below
 	start    time.Time        // when the store was made, with a monotonic reading
@@ -80,7 +48,6 @@ type MemoryStore struct {
 	shards   []memShard
 }
 
-// indexOf is a's index, algorithmCount when a is not an algorithm.
 func indexOf(a Algorithm) algorithmIndex {
 	if spec := SpecOf(a); spec != nil {
 		return spec.index
@@ -88,29 +55,22 @@ func indexOf(a Algorithm) algorithmIndex {
 	return algorithmCount
 }
 
-// compiledLimit is a validated Limit in the units the memory store counts
-// in, worked out once per Limiter instead of once per decision.
+// compiledLimit is a validated Limit in µs, worked out once per Limiter.
 type compiledLimit struct {
-	alg      algorithmIndex
-	align    bool
-	noDelay  bool
-	period   time.Duration
-	periodUS int64   // Period in µs
-	rate     int64   // Rate
-	quota    int64   // Quota()
-	interval float64 // gcra's emission interval Period/Rate (µs)
-	// tolerance is gcra's Quota()·interval: how far ahead of now the
-	// theoretical arrival time may be.
-	tolerance float64
-	// refillUS is ceil(Quota()·Period/Rate): how long an empty bucket
-	// takes to fill (µs), the most elapsed time a refill counts.
-	refillUS int64
+	alg       algorithmIndex
+	align     bool
+	noDelay   bool
+	period    time.Duration
+	periodUS  int64
+	rate      int64
+	quota     int64
+	interval  float64 // gcra: Period/Rate
+	tolerance float64 // gcra: how far ahead of now the TAT may be
+	refillUS  int64   // buckets: the time an empty bucket takes to fill
 }
 
-// compileLimit compiles lim, which must have a valid algorithm.
 func compileLimit(lim Limit) compiledLimit { return compileSpec(SpecOf(lim.Algorithm), lim) }
 
-// compileSpec compiles lim, whose algorithm's spec is spec.
 func compileSpec(spec *AlgorithmSpec, lim Limit) compiledLimit {
 	p, r, q := us(lim.Period), lim.Rate, spec.quota(lim)
 	cl := compiledLimit{
@@ -118,7 +78,7 @@ func compileSpec(spec *AlgorithmSpec, lim Limit) compiledLimit {
 		align: lim.AlignWindows, noDelay: lim.NoDelay, period: lim.Period,
 		periodUS: p, rate: r, quota: q, interval: float64(p) / float64(r),
 	}
-	// Only what the algorithm reads: Store.Decide compiles on every call.
+	// Only what the algorithm reads: Decide compiles on every call.
 	switch spec.index {
 	case gcraIndex:
 		cl.tolerance = float64(q) * cl.interval
@@ -128,7 +88,7 @@ func compileSpec(spec *AlgorithmSpec, lim Limit) compiledLimit {
 	return cl
 }
 
-// NewMemoryStore returns a MemoryStore configured by cfg.
+// NewMemoryStore returns a MemoryStore.
 func NewMemoryStore(cfg MemoryConfig) *MemoryStore {
 	if cfg.Shards <= 0 {
 		cfg.Shards = DefaultMemoryShards
@@ -160,11 +120,6 @@ func NewMemoryStore(cfg MemoryConfig) *MemoryStore {
 	return s
 }
 
-// nowUS is the current time in Unix µs. Without an injected clock it is the
-// wall clock read when the store was made advanced by the monotonic clock:
-// an exact reading of the current instant (not a cached or coarse one)
-// that costs one clock read instead of time.Now's two, and never goes
-// backwards when the wall clock is stepped.
 func (s *MemoryStore) nowUS() int64 {
 	if s.now != nil {
 		return s.now().UnixMicro()
@@ -172,8 +127,7 @@ func (s *MemoryStore) nowUS() int64 {
 	return s.startUS + int64(time.Since(s.start)/time.Microsecond)
 }
 
-// hash is the 64-bit hash of (alg, key): its low bits pick the shard,
-// the table slot is derived from all of it.
+// hash is the hash of (alg, key); its low bits pick the shard.
 func (s *MemoryStore) hash(alg algorithmIndex, key string) uint64 {
 	return maphash.String(s.seed, key) ^ (uint64(alg)+1)*0xC2B2AE3D27D4EB4F
 }
@@ -181,7 +135,7 @@ func (s *MemoryStore) hash(alg algorithmIndex, key string) uint64 {
 // Name returns "memory".
 func (s *MemoryStore) Name() string { return "memory" }
 
-// Len returns the number of keys held, counting each key once per algorithm.
+// Len returns the number of keys held, a key once per algorithm.
 func (s *MemoryStore) Len() int {
 	n := 0
 	for i := range s.shards {
@@ -193,9 +147,8 @@ func (s *MemoryStore) Len() int {
 	return n
 }
 
-// Sweep drops every key whose state is equivalent to a fresh key's and
-// returns how many it dropped. It locks one shard at a time. Calling it is
-// optional: insertions already drop idle keys they come across.
+// Sweep drops every key whose state is as good as fresh, one shard at a
+// time, and returns how many. It is optional: insertions drop idle keys.
 func (s *MemoryStore) Sweep() int {
 	now := s.nowUS()
 	dropped := 0
@@ -208,9 +161,8 @@ func (s *MemoryStore) Sweep() int {
 	return dropped
 }
 
-// Decide implements Store. It returns an error only for a limit or cost
-// that Limit.Validate or Limit.CheckCost would refuse (a Limiter never
-// passes one); ctx is not consulted because a decision never waits.
+// Decide implements Store. It never waits, so ctx is not consulted, and
+// fails only for a limit or cost that Validate or CheckCost refuses.
 func (s *MemoryStore) Decide(ctx context.Context, key string, lim Limit, cost int64) (Decision, error) {
 	spec := SpecOf(lim.Algorithm)
 	if spec == nil || lim.Rate <= 0 || lim.Period < time.Millisecond {
@@ -222,13 +174,10 @@ func (s *MemoryStore) Decide(ctx context.Context, key string, lim Limit, cost in
 	if cost < 1 || cost > b.limit.quota {
 		return Decision{Limit: b.limit.quota}, fmt.Errorf("memory store: %w", lim.CheckCost(cost))
 	}
-	return b.decide(ctx, key, cost, ModeConsume, 0) // never fails
+	return b.decide(ctx, key, cost, ModeConsume, 0)
 }
 
-// decide makes one decision on the store for its validated limit and a
-// checked cost; ctx and timeout are not consulted, as it never waits, and
-// it never fails. It is the memory store's Decide, DecideMode and a
-// Limiter's call alike (see boundStore).
+// decide is every decision on a MemoryStore. It never waits nor fails.
 func (b *memoryBinding) decide(_ context.Context, key string, cost int64, mode Mode, _ time.Duration) (d Decision, _ error) {
 	if mode == ModeConsume {
 		b.consume(&d, key, cost)
@@ -238,19 +187,10 @@ func (b *memoryBinding) decide(_ context.Context, key string, cost int64, mode M
 	return d, nil
 }
 
-// consume is decide in ModeConsume, the decision of AllowN: it writes the
-// Decision into *d. It reads the clock under the shard's lock, after
-// finding the key, so that decisions on one key see the clock in the
-// order they take the lock (measured, this order also measured about 10%
-// faster over 10,000 keys than reading the clock first).
-//
-// The algorithms write their Decision field by field where the caller
-// wants it, rather than returning it: Go keeps a struct of more than four
-// fields in memory and copies it in 16-byte words, and a copy that reads
-// in 16-byte words what was just written field by field waits for the
-// stores to reach the cache instead of taking them from the store buffer
-// (measured, two such copies cost more than a gcra decision's
-// arithmetic).
+// consume reads the clock under the lock, so that decisions on a key see
+// it in order. The algorithms write *d field by field, not return it:
+// copying in 16-byte words a struct just written field by field stalls on
+// store forwarding, and costs more than gcra's arithmetic.
 func (b *memoryBinding) consume(d *Decision, key string, cost int64) {
 	s, cl := b.store, &b.limit
 	h := s.hash(cl.alg, key)
@@ -265,7 +205,7 @@ func (b *memoryBinding) consume(d *Decision, key string, cost int64) {
 	} else {
 		e = sh.slot(i)
 	}
-	// apply, spelled out: the decision path is one call shorter.
+	// apply, inlined by hand: one call fewer on the hot path.
 	switch cl.alg {
 	case gcraIndex:
 		e.gcra(d, now, cl, cost, false)
@@ -283,7 +223,6 @@ func (b *memoryBinding) consume(d *Decision, key string, cost int64) {
 	sh.mu.Unlock()
 }
 
-// decideMode is decide in ModePeek or ModeAtMost.
 func (b *memoryBinding) decideMode(key string, cost int64, mode Mode) Decision {
 	s, cl := b.store, &b.limit
 	h := s.hash(cl.alg, key)
@@ -305,17 +244,14 @@ func (b *memoryBinding) decideMode(key string, cost int64, mode Mode) Decision {
 	return e.decideMode(now, fresh, key, cl, cost, mode)
 }
 
-// decideMode is a peek or an at-most decision on the slot e.
 func (e *memSlot) decideMode(now int64, fresh bool, key string, cl *compiledLimit, cost int64, mode Mode) Decision {
 	peek := mode == ModePeek
 	d := e.apply(now, fresh, key, cl, cost, peek)
 	if mode == ModeAtMost && !d.Allowed {
 		if d.Remaining > 0 {
-			// Remaining is the most that fits now: take that instead.
 			d = e.apply(now, false, key, cl, d.Remaining, false)
 		} else if cost > 1 {
-			// Not one fits: answer as a refused single unit, whose
-			// RetryAfter is when one will.
+			// Not one fits: RetryAfter is when one unit will.
 			d = e.apply(now, false, key, cl, 1, true)
 		}
 	}
@@ -325,9 +261,6 @@ func (e *memSlot) decideMode(now int64, fresh bool, key string, cl *compiledLimi
 	return d
 }
 
-// peekFresh answers a peek at a key the store does not hold, from a fresh
-// state that it does not keep.
-//
 //go:noinline
 func peekFresh(now int64, key string, cl *compiledLimit, cost int64) Decision {
 	var blank memSlot
@@ -336,7 +269,6 @@ func peekFresh(now int64, key string, cl *compiledLimit, cost int64) Decision {
 	return d
 }
 
-// reset forgets key's state under cl's algorithm.
 func (s *MemoryStore) reset(key string, alg algorithmIndex) {
 	h := s.hash(alg, key)
 	sh := &s.shards[h&s.mask]
@@ -347,9 +279,7 @@ func (s *MemoryStore) reset(key string, alg algorithmIndex) {
 	sh.mu.Unlock()
 }
 
-// apply makes one decision on the slot e; with peek it answers as for a
-// request of cost but changes nothing a later decision would see. An
-// allowed decision has Admitted = cost, a peek's too (decideMode clears it).
+// apply decides on e; with peek it changes nothing a later decision sees.
 func (e *memSlot) apply(now int64, fresh bool, key string, cl *compiledLimit, cost int64, peek bool) (d Decision) {
 	switch cl.alg {
 	case fixedWindowIndex:
@@ -368,21 +298,16 @@ func (e *memSlot) apply(now int64, fresh bool, key string, cl *compiledLimit, co
 	return d
 }
 
-// set writes the fields of a decision one by one (Failure: none), from
-// values worked out beforehand. Assigning a composite literal to *d would
-// be built aside first (d might alias what the literal reads) and copied
-// in 16-byte words, which the processor cannot forward from the
-// field-by-field stores just made (see memoryBinding.consume).
+// set writes d field by field: a composite literal would be built aside
+// and copied (see memoryBinding.consume).
 func (d *Decision) set(allowed bool, limit, remaining int64, reset, retry, delay time.Duration, admitted int64) {
 	d.Allowed, d.Limit, d.Remaining = allowed, limit, remaining
 	d.ResetAfter, d.RetryAfter, d.Delay = reset, retry, delay
 	d.Admitted, d.Failure = admitted, FailureNone
 }
 
-// idleGrace is how long past becoming equivalent to fresh a key is kept
-// when insertions come across it, so that a key used again soon keeps its
-// entry instead of being dropped and allocated again. Sweep does not wait
-// for it.
+// idleGrace keeps a key used again soon from being dropped and inserted
+// again by insertions; Sweep does not wait for it.
 const idleGrace = int64(time.Second / time.Microsecond)
 
 func us(d time.Duration) int64     { return int64(d / time.Microsecond) }
@@ -404,7 +329,6 @@ func b2i(b bool) int64 {
 	return 0
 }
 
-// windowOffset is the offset of key's windows in µs (0 when aligned).
 func windowOffset(key string, cl *compiledLimit) int64 {
 	if cl.align {
 		return 0
@@ -414,9 +338,8 @@ func windowOffset(key string, cl *compiledLimit) int64 {
 
 func (e *memSlot) fixedWindow(d *Decision, now int64, key string, cl *compiledLimit, cost int64, peek bool) {
 	p, r := cl.periodUS, cl.rate
-	// extra records the period and alignment e.stamp's window was computed for:
-	// while now is inside that window it is the current one, which spares
-	// hashing the key for its offset on every decision.
+	// extra is the period and alignment e.stamp was computed for: while now
+	// is in that window, the key's offset need not be hashed again.
 	ws := e.stamp
 	if kind := cl.periodUS<<1 | b2i(cl.align); e.extra != kind || now < ws || now >= ws+p {
 		ws = windowStart(now, windowOffset(key, cl), p)
@@ -439,9 +362,8 @@ func (e *memSlot) fixedWindow(d *Decision, now int64, key string, cl *compiledLi
 	d.set(true, cl.quota, r-e.units, reset, 0, 0, cost)
 }
 
-// slidingWindow compares in integers scaled by P, which is exact: the
-// float weighted = prev·(P−e)/P of the definition is only compared and
-// floored, and R·P ≤ 2^53 (Limit.Validate).
+// slidingWindow compares prev·(P−e)/P in integers scaled by P, which is
+// exact as R·P ≤ 2^53 (Limit.Validate).
 func (e *memSlot) slidingWindow(d *Decision, now int64, key string, cl *compiledLimit, cost int64, peek bool) {
 	p, r := cl.periodUS, cl.rate
 	ws := windowStart(now, windowOffset(key, cl), p)
@@ -513,8 +435,7 @@ func (e *memSlot) slidingLog(d *Decision, now int64, cl *compiledLimit, cost int
 	d.set(allowed, cl.quota, max(r-n, 0), reset, retry, 0, cost*b2i(allowed))
 }
 
-// refillElapsed is now − ts, clamped to [0, cl.refillUS] (ceil(full/rate))
-// so that elapsed·rate cannot overflow for a long-idle key.
+// refillElapsed is clamped so that elapsed·rate cannot overflow.
 func refillElapsed(now, ts int64, cl *compiledLimit) int64 {
 	el := now - ts
 	if el < 0 {
@@ -566,20 +487,17 @@ func (e *memSlot) leakyBucket(d *Decision, now int64, cl *compiledLimit, cost in
 	d.set(allowed, cl.quota, (full-level)/p, fromUS(drain), retry, delay, cost*b2i(allowed))
 }
 
-// gcraEpsilon absorbs float rounding when a quantity measured in emission
-// intervals should be a whole number (the values compared are at most about
-// 2^53/P in magnitude, far above their rounding error, far below 1).
+// gcraEpsilon absorbs float rounding in counts of intervals that are whole.
 const gcraEpsilon = 1e-9
 
-// gcra works relative to now: d = TAT − now is exact (both are timestamps
-// of similar magnitude), and every later step handles small numbers.
+// gcra works relative to now: TAT − now is exact, and every later step
+// handles small numbers.
 func (e *memSlot) gcra(d *Decision, now int64, cl *compiledLimit, cost int64, peek bool) {
 	t := cl.interval
 	nowF := float64(now)
 	ahead := max(math.Float64frombits(uint64(e.stamp))-nowF, 0) // tat − now
 	newAhead := ahead + float64(cost)*t
 	tolerance := cl.tolerance
-	// wait/t > ε, with the division only when it can be: t > 0.
 	if wait := newAhead - tolerance; wait > 0 && wait/t > gcraEpsilon {
 		e.idleAt = now + int64(math.Ceil(ahead))
 		remaining := max(int64(math.Floor((tolerance-ahead)/t+gcraEpsilon)), 0)
@@ -600,19 +518,16 @@ func (e *memSlot) gcra(d *Decision, now int64, cl *compiledLimit, cost int64, pe
 	d.set(true, cl.quota, remaining, fromUS(int64(math.Ceil(newAhead-gcraEpsilon*t))), 0, 0, cost)
 }
 
-// timestampLog is a ring of (timestamp, units) pairs in ascending time
-// order; admissions within one microsecond share a pair. It grows by
-// doubling up to the limit's Rate pairs.
+// timestampLog is a ring of (µs, units), oldest first, of at most Rate.
 type timestampLog struct {
 	ring  []logEntry
 	head  int
 	size  int
-	total int64 // units in the log
+	total int64 // units
 }
 
 type logEntry struct{ ts, n int64 }
 
-// expire drops entries with ts ≤ cutoff.
 func (l *timestampLog) expire(cutoff int64) {
 	for l.size > 0 && l.ring[l.head].ts <= cutoff {
 		l.total -= l.ring[l.head].n
@@ -649,7 +564,7 @@ func (l *timestampLog) add(ts, n, rate int64) {
 	l.size++
 }
 
-// nthOldest returns the timestamp of the k-th oldest unit (1-based).
+// nthOldest returns the time of the k-th oldest unit (1-based).
 func (l *timestampLog) nthOldest(k int64) int64 {
 	for i := 0; i < l.size; i++ {
 		en := l.ring[(l.head+i)%len(l.ring)]

@@ -2,11 +2,9 @@ package limiter
 
 import "time"
 
-// WindowOffset is where key's windows start within a Period: a stable hash
-// of the key (64-bit FNV-1a) modulo the period, in whole microseconds. Both
-// stores use it, so fixed_window and sliding_window keys are staggered the
-// same way on memory and on Redis; with Limit.AlignWindows it is not used.
-// It does not allocate.
+// WindowOffset is where key's windows start within period: FNV-1a of the
+// key modulo the period, in whole µs, the same for every store. It does
+// not allocate.
 func WindowOffset(key string, period time.Duration) time.Duration {
 	const (
 		offset64 = 14695981039346656037

@@ -7,30 +7,14 @@ import (
 	"time"
 )
 
-// Limit is what a Limiter enforces. It is a plain value: copy it freely.
-//
-// Rate requests are admitted per Period. For the window algorithms
-// (fixed_window, sliding_log, sliding_window) Rate is the window's limit and
-// Period its length. For the bucket algorithms (token_bucket, leaky_bucket,
-// gcra) Burst is the bucket size and Rate/Period the refill (or drain) rate.
+// Limit is what a Limiter enforces (see the package doc). It is a plain value.
 type Limit struct {
-	// Algorithm selects how the limit is enforced.
-	Algorithm Algorithm
-	// Rate is the number of requests per Period; must be > 0.
-	Rate int64
-	// Period is the window length or the refill interval; must be > 0.
-	Period time.Duration
-	// Burst is the bucket size of token_bucket, leaky_bucket and gcra.
-	// Zero means Rate. Ignored by the window algorithms.
-	Burst int64
-	// NoDelay makes leaky_bucket admit at once instead of returning a Delay,
-	// while still counting the request in the bucket (NGINX's nodelay).
-	NoDelay bool
-	// AlignWindows makes fixed_window and sliding_window start their windows
-	// on multiples of Period since the Unix epoch. By default each key's
-	// windows are offset by a hash of the key so that clients do not all
-	// reset at the same instant.
-	AlignWindows bool
+	Algorithm    Algorithm
+	Rate         int64         // > 0
+	Period       time.Duration // window length or refill interval, ≥ 1ms
+	Burst        int64         // a bucket algorithm's size; 0 means Rate
+	NoDelay      bool          // leaky_bucket gives no Delay (NGINX's nodelay)
+	AlignWindows bool          // windows start on multiples of Period since the epoch
 }
 
 // PerSecond returns a Limit of rate requests per second with the given algorithm.
@@ -48,10 +32,7 @@ func PerHour(a Algorithm, rate int64) Limit {
 	return Limit{Algorithm: a, Rate: rate, Period: time.Hour}
 }
 
-// Quota is the number of requests a client can make at once from a fresh
-// state: Rate for window algorithms, the bucket size for bucket algorithms.
-// It is what the X-RateLimit-Limit header and the RateLimit-Policy q
-// parameter carry.
+// Quota is how many units a fresh key admits at once: Rate, or the bucket size.
 func (l Limit) Quota() int64 {
 	if spec := SpecOf(l.Algorithm); spec != nil {
 		return spec.quota(l)
@@ -59,9 +40,7 @@ func (l Limit) Quota() int64 {
 	return l.Rate
 }
 
-// Window is the window length for window algorithms, and for bucket
-// algorithms the time an empty bucket takes to refill (or a full one to
-// drain) completely. It is the RateLimit-Policy w parameter.
+// Window is the window length, or the time a bucket takes to refill.
 func (l Limit) Window() time.Duration {
 	if l.Algorithm.IsBucket() {
 		return time.Duration(float64(l.Period) * float64(l.Quota()) / float64(l.Rate))
@@ -92,15 +71,11 @@ func (l Limit) Validate() error {
 	if l.Period/time.Duration(l.Rate) <= 0 {
 		return fmt.Errorf("rate: %d per %s is finer than one nanosecond per request", l.Rate, l.Period)
 	}
-	// Both stores count in units of 1/Period µs, up to Quota·Period; Lua
-	// numbers are doubles, exact only up to 2^53.
+	// Both stores count up to Quota·Period µs; Lua's doubles are exact to 2^53.
 	if q, p := l.Quota(), int64(l.Period/time.Microsecond); q > maxExactInteger/p || l.Rate > maxExactInteger/p {
 		return fmt.Errorf("rate/burst: %d per %s needs more than 2^53 microsecond units; use a shorter period or a smaller limit", max(q, l.Rate), l.Period)
 	}
-	// A decision's reset and retry times reach up to two windows ahead
-	// (sliding_window: the rest of this window and the next); they must stay
-	// within time.Duration and, added to the current time, within the Unix
-	// times headers carry.
+	// Reset and retry times, up to two windows ahead, must not overflow.
 	if l.Period > maxWindow {
 		return fmt.Errorf("period: %s is longer than %s (100 years), so reset times would overflow", l.Period, maxWindow)
 	}
@@ -112,17 +87,12 @@ func (l Limit) Validate() error {
 	return nil
 }
 
-// maxWindow is the longest window (or bucket refill) a limit may have:
-// twice it, from now, stays far from the ends of time.Duration and of
-// UnixNano.
-const maxWindow = 100 * 365 * 24 * time.Hour
+const (
+	maxWindow       = 100 * 365 * 24 * time.Hour // the longest window or bucket refill
+	maxExactInteger = 1 << 53                    // every integer up to it is exact in a float64
+)
 
-// maxExactInteger is 2^53, the largest integer up to which every integer
-// is exactly representable as a float64.
-const maxExactInteger = 1 << 53
-
-// ErrCostExceedsLimit is returned, wrapped, when a single request costs more
-// than the quota, so it could never be admitted.
+// ErrCostExceedsLimit is returned, wrapped, for a cost above the quota.
 var ErrCostExceedsLimit = errors.New("cost exceeds the limit's quota")
 
 // ErrInvalidCost is returned, wrapped, for a cost below 1.
@@ -143,18 +113,11 @@ func (l Limit) CheckCost(cost int64) error {
 type Failure uint8
 
 const (
-	// FailureNone: the store decided.
-	FailureNone Failure = iota
-	// FailureOpen: the store failed and the request is let through.
-	FailureOpen
-	// FailureClosed: the store failed and the request is refused.
-	FailureClosed
-	// FailureLocal: the store failed and the local share of the limit
-	// decided (FailLocal): the decision is degraded.
-	FailureLocal
-	// FailureCanceled: the caller cancelled while the store decided; the
-	// request is refused (nobody waits for it) and this is no store failure.
-	FailureCanceled
+	FailureNone     Failure = iota // the store decided
+	FailureOpen                    // the store failed; let through
+	FailureClosed                  // the store failed; refused
+	FailureLocal                   // the store failed; the local share decided
+	FailureCanceled                // the caller cancelled; refused, no store failure
 )
 
 // String returns "none", "open", "closed", "local" or "canceled".
@@ -174,49 +137,30 @@ func (f Failure) String() string {
 
 // Decision is the answer to one request. It is a plain value.
 type Decision struct {
-	// Allowed is true when the request may pass.
-	Allowed bool
-	// Limit is the quota in force (Limit.Quota()).
-	Limit int64
-	// Remaining is how many units could still be admitted right now, after
-	// this decision (a rejected decision changes nothing); never negative.
-	Remaining int64
-	// ResetAfter is how long until the full quota is available again.
-	ResetAfter time.Duration
-	// RetryAfter is, for a rejected request, how long until the same cost
-	// could be admitted; 0 when allowed.
-	RetryAfter time.Duration
-	// Delay is, for an admitted leaky_bucket request without NoDelay, how
-	// long to hold the request before passing it on; otherwise 0.
-	Delay time.Duration
-	// Admitted is the number of units this decision took: the cost when an
-	// AllowN is allowed, between 1 and n when an AllowAtMost is (fewer than
-	// n when only that many fitted), and 0 when rejected and for every
-	// PeekN (which takes nothing, even when Allowed says the cost would
-	// pass). A fail-open decision admits the whole cost.
+	Allowed    bool
+	Limit      int64         // Limit.Quota()
+	Remaining  int64         // what could still be admitted now; ≥ 0
+	ResetAfter time.Duration // until the full quota is back
+	RetryAfter time.Duration // rejected: until the same cost could pass; else 0
+	Delay      time.Duration // to hold an admitted leaky_bucket request for
+	// Admitted is how many units were taken: the cost of an allowed AllowN,
+	// 1 to n for an allowed AllowAtMost, 0 when rejected and for every peek.
 	Admitted int64
-	// Failure is FailureNone when the store decided; otherwise the policy
-	// that decided in its place (and the error is returned beside the Decision).
-	Failure Failure
+	Failure  Failure // who decided when the store did not
 }
 
-// Store makes decisions atomically. Implementations are safe for concurrent
-// use by many goroutines.
+// Store makes decisions atomically. Implementations are safe for concurrent use.
 type Store interface {
-	// Decide admits or rejects cost units for key under lim. lim has been
-	// validated and cost checked against it by the caller. An error means the
-	// store could not decide; the Decision is then ignored.
+	// Decide admits or rejects cost units for key under lim, both checked
+	// by the caller. On error the Decision is ignored.
 	Decide(ctx context.Context, key string, lim Limit, cost int64) (Decision, error)
-	// Name is a short identifier of the store kind ("memory", "redis") for
-	// logs and metric labels.
+	// Name is the store kind ("memory", "redis") for logs and metric labels.
 	Name() string
 }
 
-// Observer is told how long each store call took. The collector implements
-// it; the limiter never imports Prometheus. Implementations must be safe for
-// concurrent use and cheap: they run on the decision path.
+// Observer is told of every store call: the algorithm (operation), how
+// long it took and its error. Implementations must be safe for concurrent
+// use and cheap: they run on the decision path.
 type Observer interface {
-	// ObserveStore reports one store call for the given algorithm
-	// (operation) that took elapsed and ended with err (nil on success).
 	ObserveStore(ctx context.Context, operation string, elapsed time.Duration, err error)
 }
