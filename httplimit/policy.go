@@ -22,6 +22,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rl-exporter/rl-exporter/decision"
 	"github.com/rl-exporter/rl-exporter/limiter"
 )
 
@@ -50,8 +51,8 @@ type Class struct {
 	// Middleware's Config.Cost says otherwise. Default 1.
 	Cost int64
 	// Live holds, per plan tier, a limit changed at run time that replaces
-	// the tier's limit for the clients it covers (see LiveLimit).
-	Live map[string]LiveLimit
+	// the tier's limit for the clients it covers (see decision.LiveLimit).
+	Live map[string]decision.LiveLimit
 	// Store, when set, decides the class's limits and live limits instead
 	// of PolicyConfig.Store (the store of a multi-region mode, say).
 	Store limiter.Store
@@ -71,43 +72,6 @@ func (c Class) storeFor(tier string, policyStore limiter.Store) limiter.Store {
 		return c.Store
 	}
 	return policyStore
-}
-
-// LiveLimit is a limit changed at run time (by the admin API or straight in
-// the store), applied on top of a class's configured limit for one plan
-// tier. It is a plain value.
-type LiveLimit struct {
-	// Limit replaces the configured limit for the clients covered.
-	Limit limiter.Limit
-	// RolloutPercent is the share of clients covered, 0 to 100: a client is
-	// covered when RolloutBucket(client) < RolloutPercent, so raising the
-	// percentage keeps the clients already covered and adds others, and the
-	// same clients are covered on every instance.
-	RolloutPercent int
-	// Shadow runs the change as a dark launch: the configured limit is still
-	// enforced, and the covered clients' requests that the new limit would
-	// refuse pass and are recorded as shadow_rejected.
-	Shadow bool
-	// Source names where the change comes from (a store key), for logs and Limits.
-	Source string
-}
-
-// RolloutBucket places a client key in one of 100 buckets, 0 to 99, by a
-// stable hash (FNV-1a, then a 64-bit finalizer): the same key lands in the
-// same bucket in every process and release.
-func RolloutBucket(client string) int {
-	h := uint64(14695981039346656037)
-	for i := 0; i < len(client); i++ {
-		h ^= uint64(client[i])
-		h *= 1099511628211
-	}
-	// splitmix64's finalizer spreads FNV's weak low bits.
-	h ^= h >> 30
-	h *= 0xbf58476d1ce4e5b9
-	h ^= h >> 27
-	h *= 0x94d049bb133111eb
-	h ^= h >> 31
-	return int(h % 100)
 }
 
 // PolicyConfig is everything a Policy is built from. The zero value of each
@@ -180,29 +144,12 @@ type class struct {
 	cost   int64
 	byTier map[string]*limiter.Limiter
 	dflt   *limiter.Limiter
-	live   map[string]*liveLimiter // tier → live change
+	live   map[string]*decision.Live // tier → live change
 	routes []string
 	// rendered holds each limiter's header values (see renderedFor).
-	rendered map[*limiter.Limiter]*renderedLimit
+	rendered map[*limiter.Limiter]decision.RenderedLimit
 	// keyEndpoints is each route's endpoint as limiter keys name it.
 	keyEndpoints map[string]string
-}
-
-// liveLimiter is a compiled LiveLimit.
-type liveLimiter struct {
-	LiveLimit
-	lim *limiter.Limiter
-}
-
-// covers reports whether the change applies to client.
-func (l *liveLimiter) covers(client string) bool {
-	switch {
-	case l.RolloutPercent >= 100:
-		return true
-	case l.RolloutPercent <= 0:
-		return false
-	}
-	return RolloutBucket(client) < l.RolloutPercent
 }
 
 var braces = strings.NewReplacer("{", "<", "}", ">")
@@ -351,18 +298,17 @@ func (p *Policy) compileClass(cfg PolicyConfig, c Class) (*class, error) {
 		if !p.tiers[tier] {
 			return nil, fmt.Errorf("policy: class %q: live limit for unknown tier %q", c.Name, tier)
 		}
-		if lv.RolloutPercent < 0 || lv.RolloutPercent > 100 {
-			return nil, fmt.Errorf("policy: class %q tier %q: live limit %s: rollout percent must be 0 to 100, got %d", c.Name, tier, lv.Source, lv.RolloutPercent)
-		}
-		l, err := newLimiter(tier, lv.Limit)
+		engine := cfg.Engine()
+		engine.Store = c.storeFor(tier, cfg.Store)
+		l, err := decision.NewLive(lv, engine)
 		if err != nil {
-			return nil, fmt.Errorf("policy: class %q tier %q: live limit %s: %w", c.Name, tier, lv.Source, err)
+			return nil, fmt.Errorf("policy: class %q tier %q: %w", c.Name, tier, err)
 		}
 		if cl.live == nil {
-			cl.live = map[string]*liveLimiter{}
+			cl.live = map[string]*decision.Live{}
 		}
-		cl.live[tier] = &liveLimiter{LiveLimit: lv, lim: l}
-		cl.render(l)
+		cl.live[tier] = l
+		cl.render(l.Limiter)
 	}
 	for _, pat := range c.Routes {
 		if err := register(p.mux, pat); err != nil {
@@ -429,16 +375,10 @@ func (c *class) limiterFor(tier string) *limiter.Limiter {
 
 // pick returns the limiter enforced for client on tier, and the live change
 // to run in shadow beside it (nil when there is none for this client).
-func (c *class) pick(tier, client string) (enforced *limiter.Limiter, shadow *liveLimiter) {
-	enforced = c.limiterFor(tier)
-	lv := c.live[tier]
-	if lv == nil || !lv.covers(client) {
-		return enforced, nil
-	}
-	if lv.Shadow {
-		return enforced, lv
-	}
-	return lv.lim, nil
+func (c *class) pick(tier, client string) (enforced, shadow *limiter.Limiter) {
+	a := decision.Ask{Limiter: c.limiterFor(tier)}
+	c.live[tier].Apply(&a, client)
+	return a.Limiter, a.LiveShadow
 }
 
 // EndpointLimit is one limit in force: what the Policy applies to an
@@ -486,7 +426,7 @@ func (p *Policy) Limits() []EndpointLimit {
 			if lv := c.live[t]; lv != nil {
 				el.Source, el.RolloutPercent, el.LiveShadow = lv.Source, lv.RolloutPercent, lv.Shadow
 				// The gauge shows a change the moment it is enforced for anyone.
-				if !lv.Shadow && lv.RolloutPercent > 0 {
+				if lv.Enforced() {
 					el.Limit = lv.Limit
 				}
 			}
