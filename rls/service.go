@@ -9,7 +9,6 @@ import (
 	"io"
 	"log/slog"
 	"math"
-	"net/http"
 	"slices"
 	"sort"
 	"strings"
@@ -25,19 +24,18 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	"github.com/rl-exporter/rl-exporter/httplimit"
+	"github.com/rl-exporter/rl-exporter/decision"
 	"github.com/rl-exporter/rl-exporter/limiter"
 )
 
-// Config configures a Service: the same engine settings serve's HTTP path
-// uses (httplimit.PolicyConfig carries them), so both ways in decide alike.
+// Config configures a Service with the engine settings of serve's HTTP
+// path, so that both ways in decide alike.
 type Config struct {
-	// Engine is what every limiter is built with: its Store (where
-	// decisions are made; required), FailPolicy, Timeout, Breaker, Guard
-	// and Observer (see limiter.Config). Its Limit is not read: each rule
-	// brings its own. serve passes its HTTP policy's
-	// (httplimit.PolicyConfig.Engine), so that a shared Guard gives both
-	// ways in one breaker and one local fallback.
+	// Engine is what every limiter is built with: its Store (required),
+	// FailPolicy, Timeout, Breaker, Guard and Observer; its Limit is not
+	// read, as each rule brings its own. serve passes its HTTP policy's,
+	// so that a shared Guard gives both ways in one breaker and one local
+	// fallback.
 	Engine limiter.Config
 	// Recorder is told of every decision (the collector); nil: none.
 	Recorder limiter.Recorder
@@ -46,7 +44,7 @@ type Config struct {
 	ResponseHeaders bool
 	// Headers selects the header families, as for HTTP; SetHeaders
 	// replaces them.
-	Headers httplimit.HeaderConfig
+	Headers decision.HeaderConfig
 	// Tiers are the known plan tiers; DefaultTier (default "default") is
 	// the tier of a decision without a known one.
 	Tiers       []string
@@ -63,7 +61,7 @@ type Config struct {
 	// (DetailedEndpoints lists them all). It must be quick.
 	OnDetailedEndpoint func(endpoint string)
 	// Trace, when set, wraps every decision in a span, as for HTTP.
-	Trace httplimit.TraceFunc
+	Trace decision.TraceFunc
 	// Logger; default discard.
 	Logger *slog.Logger
 	// Now is the clock of the reset times in headers; default time.Now.
@@ -98,7 +96,7 @@ const (
 	// InvalidTooManyEntries: a descriptor of more than MaxEntries entries.
 	InvalidTooManyEntries = "too_many_entries"
 	// InvalidTooLong: a domain or entry key longer than
-	// httplimit.MaxCheckKey bytes.
+	// decision.MaxKey bytes.
 	InvalidTooLong = "too_long"
 	// InvalidRequest: no domain, no descriptors, or a limit override of an
 	// unknown unit.
@@ -119,11 +117,11 @@ type Service struct {
 	rlsv3.UnimplementedRateLimitServiceServer
 	cfg     Config
 	tiers   atomic.Pointer[tierSet]
-	headers atomic.Pointer[httplimit.HeaderConfig]
+	headers atomic.Pointer[decision.HeaderConfig]
 	current atomic.Pointer[compiled]
 
-	swapMu sync.Mutex                                // serialises Swap and SetLive
-	live   map[string]map[string]httplimit.LiveLimit // under swapMu: the live changes given to SetLive
+	swapMu sync.Mutex                               // serialises Swap and SetLive
+	live   map[string]map[string]decision.LiveLimit // under swapMu: the live changes given to SetLive
 
 	detailedMu sync.Mutex
 	detailed   map[string]bool // endpoint labels created by detailed_metric rules
@@ -141,7 +139,7 @@ type compiled struct {
 	// overrides holds the rules and limiters of the limit overrides
 	// requests carried (RateLimitDescriptor.limit), by overrideKey: at
 	// most MaxOverrides, of paths of at most
-	// httplimit.MaxRememberedEndpoint bytes.
+	// decision.MaxRememberedName bytes.
 	overrides *lru.Cache[overrideKey, *overridden]
 }
 
@@ -162,26 +160,12 @@ type overridden struct {
 
 // liveLimiter is a compiled live change of one rule and plan tier.
 type liveLimiter struct {
-	httplimit.LiveLimit
-	lim      *limiter.Limiter
-	rendered httplimit.RenderedLimit
+	*decision.Live
+	rendered decision.RenderedLimit
 	// unit and perUnit are the change's limit as Envoy's RateLimit shows
 	// it: unit is "" when the window is none of Envoy's units.
 	unit    string
 	perUnit uint32
-}
-
-// covers reports whether the change applies to the descriptor whose store
-// key is key: the same share of descriptors, chosen alike, as the share of
-// clients a change to an HTTP class covers.
-func (l *liveLimiter) covers(key string) bool {
-	switch {
-	case l.RolloutPercent >= 100:
-		return true
-	case l.RolloutPercent <= 0:
-		return false
-	}
-	return httplimit.RolloutBucket(key) < l.RolloutPercent
 }
 
 // New returns a Service deciding with cfg and enforcing rules (nil: none
@@ -264,7 +248,7 @@ func (s *Service) Swap(rules *Rules) error {
 // are ignored (they are HTTP classes); so are blocked rules (requests_per_unit
 // 0) and the limits requests carry. The changes stay through Swap. On
 // error the changes in force stay.
-func (s *Service) SetLive(live map[string]map[string]httplimit.LiveLimit) error {
+func (s *Service) SetLive(live map[string]map[string]decision.LiveLimit) error {
 	s.swapMu.Lock()
 	defer s.swapMu.Unlock()
 	old := s.current.Load()
@@ -291,7 +275,7 @@ func (s *Service) newOverrides() (*lru.Cache[overrideKey, *overridden], error) {
 }
 
 // compileLive compiles the live changes of the rules of rules.
-func (s *Service) compileLive(rules *Rules, live map[string]map[string]httplimit.LiveLimit) (map[*rule]map[string]*liveLimiter, error) {
+func (s *Service) compileLive(rules *Rules, live map[string]map[string]decision.LiveLimit) (map[*rule]map[string]*liveLimiter, error) {
 	if len(live) == 0 {
 		return nil, nil
 	}
@@ -304,16 +288,12 @@ func (s *Service) compileLive(rules *Rules, live map[string]map[string]httplimit
 				return
 			}
 			for tier, lv := range byTier {
-				if lv.RolloutPercent < 0 || lv.RolloutPercent > 100 {
-					err = fmt.Errorf("rls: %s tier %s: live limit %s: rollout percent must be 0 to 100, got %d", r.path, tier, lv.Source, lv.RolloutPercent)
-					return
-				}
-				l, lerr := s.newLimiter(lv.Limit)
+				l, lerr := decision.NewLive(lv, s.cfg.Engine)
 				if lerr != nil {
-					err = fmt.Errorf("rls: %s tier %s: live limit %s: %w", r.path, tier, lv.Source, lerr)
+					err = fmt.Errorf("rls: %s tier %s: %w", r.path, tier, lerr)
 					return
 				}
-				ll := &liveLimiter{LiveLimit: lv, lim: l, rendered: httplimit.RenderLimit(r.policyName(), lv.Limit),
+				ll := &liveLimiter{Live: l, rendered: decision.RenderLimit(r.policyName(), lv.Limit),
 					perUnit: uint32(min(max(lv.Limit.Rate, 0), math.MaxUint32))}
 				for _, u := range units {
 					if u.period == lv.Limit.Period {
@@ -339,7 +319,7 @@ func (s *Service) LiveLimit(endpoint, tier string) (limiter.Limit, bool) {
 		if r.path != endpoint {
 			continue
 		}
-		if lv := byTier[tier]; lv != nil && !lv.Shadow && lv.RolloutPercent > 0 {
+		if lv := byTier[tier]; lv != nil && lv.Enforced() {
 			return lv.Limit, true
 		}
 	}
@@ -349,7 +329,7 @@ func (s *Service) LiveLimit(endpoint, tier string) (limiter.Limit, bool) {
 // SetHeaders replaces the header families of the answers, as a reload of
 // serve's headers section changes them for HTTP. Safe for concurrent use
 // with decisions.
-func (s *Service) SetHeaders(hc httplimit.HeaderConfig) { s.headers.Store(&hc) }
+func (s *Service) SetHeaders(hc decision.HeaderConfig) { s.headers.Store(&hc) }
 
 // newLimiter returns a limiter of lim on the engine of the Config.
 func (s *Service) newLimiter(lim limiter.Limit) (*limiter.Limiter, error) {
@@ -438,7 +418,7 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 			continue
 		}
 		o := s.decide(ctx, c, lims[i], r, req, d)
-		costRejected = costRejected || (o.Err != nil && o.Verdict == httplimit.VerdictRejected)
+		costRejected = costRejected || (o.Err != nil && o.Verdict == decision.VerdictRejected)
 		resp.Statuses[i] = o.descriptorStatus()
 		if o.Verdict.Refuses() {
 			resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
@@ -465,8 +445,8 @@ func (s *Service) check(req *rlsv3.RateLimitRequest) (string, error) {
 	switch {
 	case req.GetDomain() == "":
 		return InvalidRequest, errors.New("domain: required")
-	case len(req.GetDomain()) > httplimit.MaxCheckKey:
-		return InvalidTooLong, fmt.Errorf("domain: longer than %d bytes", httplimit.MaxCheckKey)
+	case len(req.GetDomain()) > decision.MaxKey:
+		return InvalidTooLong, fmt.Errorf("domain: longer than %d bytes", decision.MaxKey)
 	case len(descs) == 0:
 		return InvalidRequest, errors.New("descriptors: at least one is required")
 	case len(descs) > s.cfg.MaxDescriptors:
@@ -478,8 +458,8 @@ func (s *Service) check(req *rlsv3.RateLimitRequest) (string, error) {
 			return InvalidTooManyEntries, fmt.Errorf("descriptors[%d].entries: %d, more than the %d allowed (rls.max_entries)", i, len(es), s.cfg.MaxEntries)
 		}
 		for j, e := range es {
-			if len(e.GetKey()) > httplimit.MaxCheckKey {
-				return InvalidTooLong, fmt.Errorf("descriptors[%d].entries[%d].key: longer than %d bytes", i, j, httplimit.MaxCheckKey)
+			if len(e.GetKey()) > decision.MaxKey {
+				return InvalidTooLong, fmt.Errorf("descriptors[%d].entries[%d].key: longer than %d bytes", i, j, decision.MaxKey)
 			}
 		}
 	}
@@ -528,7 +508,7 @@ func (s *Service) override(c *compiled, domain string, d *ratelimitv3.RateLimitD
 	}
 	r := &rule{path: k.path, unit: unit, perUnit: k.perUnit, keySuffix: fmt.Sprintf("|limit=%d/%s", k.perUnit, period),
 		limit: limiter.Limit{Algorithm: limiter.FixedWindow, Rate: int64(k.perUnit), Period: period, AlignWindows: true}}
-	r.rendered = httplimit.RenderLimit(r.policyName(), r.limit)
+	r.rendered = decision.RenderLimit(r.policyName(), r.limit)
 	o := &overridden{rule: r}
 	if k.perUnit == 0 {
 		r.blocked = true
@@ -539,7 +519,7 @@ func (s *Service) override(c *compiled, domain string, d *ratelimitv3.RateLimitD
 		}
 		o.lim = l
 	}
-	if len(k.path) <= httplimit.MaxRememberedEndpoint {
+	if len(k.path) <= decision.MaxRememberedName {
 		// A longer path is compiled on every use, as the decision API
 		// matches a long endpoint every time: a caller sending long keys
 		// cannot fill the cache with them.
@@ -550,12 +530,12 @@ func (s *Service) override(c *compiled, domain string, d *ratelimitv3.RateLimitD
 
 // outcome is one descriptor's decision.
 type outcome struct {
-	httplimit.Outcome
+	decision.Outcome
 	rule *rule
 	// limit is the limit enforced (the rule's, or a live change's), with
 	// its header values and its unit and requests_per_unit for Envoy.
 	limit    limiter.Limit
-	rendered httplimit.RenderedLimit
+	rendered decision.RenderedLimit
 	unit     string
 	perUnit  uint32
 }
@@ -604,7 +584,7 @@ func descriptorCost(req *rlsv3.RateLimitRequest, d *ratelimitv3.RateLimitDescrip
 }
 
 // decide makes and records one descriptor's decision, judged as the HTTP
-// path judges it (httplimit.Decide): a failed store answers per the fail
+// path judges it (decision.Decide): a failed store answers per the fail
 // policy (OK when open, OVER_LIMIT when closed, as decided when local), a
 // shadow-mode limit always answers OK. A live change of the rule for the
 // decision's tier that covers the descriptor replaces l, or, in shadow,
@@ -614,13 +594,10 @@ func (s *Service) decide(ctx context.Context, c *compiled, l *limiter.Limiter, r
 	key := storeKey(req.Domain, d.GetEntries()) + r.keySuffix
 	ep, tier := s.endpoint(r, req.Domain, d.GetEntries()), s.tier(req, d)
 	o := outcome{rule: r, limit: r.limit, rendered: r.rendered, unit: r.unit, perUnit: r.perUnit}
-	a := httplimit.Ask{Limiter: l, Shadow: r.shadow, Key: key, Cost: cost}
-	if lv := c.live[r][tier]; lv != nil && lv.covers(key) {
-		if lv.Shadow {
-			a.LiveShadow = lv.lim
-		} else {
-			a.Limiter, o.limit, o.rendered, o.unit, o.perUnit = lv.lim, lv.Limit, lv.rendered, lv.unit, lv.perUnit
-		}
+	a := decision.Ask{Limiter: l, Shadow: r.shadow, Key: key, Cost: cost}
+	// A descriptor is covered by its store key, as an HTTP client by its key.
+	if lv := c.live[r][tier]; lv != nil && lv.Apply(&a, key) {
+		o.limit, o.rendered, o.unit, o.perUnit = lv.Limit, lv.rendered, lv.unit, lv.perUnit
 	}
 	if s.cfg.Trace != nil {
 		var end func(limiter.Status, limiter.Decision, error)
@@ -629,9 +606,9 @@ func (s *Service) decide(ctx context.Context, c *compiled, l *limiter.Limiter, r
 	}
 	if r.blocked {
 		// requests_per_unit 0: refused without asking the store.
-		o.Outcome = httplimit.Judge(limiter.Decision{ResetAfter: r.limit.Period, RetryAfter: r.limit.Period}, nil, r.limit, r.shadow)
+		o.Outcome = decision.Judge(limiter.Decision{ResetAfter: r.limit.Period, RetryAfter: r.limit.Period}, nil, r.limit, r.shadow)
 	} else {
-		o.Outcome = httplimit.Decide(ctx, a)
+		o.Outcome = decision.Decide(ctx, a)
 	}
 	if s.cfg.Recorder != nil {
 		s.cfg.Recorder.RecordDecision(ctx, o.Record(ep, tier, key, o.limit))
@@ -650,9 +627,9 @@ func (s *Service) logFailure(ctx context.Context, o outcome, cost int64) {
 	attrs := []slog.Attr{slog.String("endpoint", o.rule.path),
 		slog.String("status", string(o.Status())), slog.Int64("cost", cost), slog.String("error", o.Err.Error())}
 	switch o.Verdict {
-	case httplimit.VerdictRejected:
+	case decision.VerdictRejected:
 		s.costLog.log(ctx, "descriptor cost cannot be admitted", attrs)
-	case httplimit.VerdictCanceled:
+	case decision.VerdictCanceled:
 		s.cfg.Logger.LogAttrs(ctx, slog.LevelDebug, "caller cancelled the decision", attrs...)
 	default:
 		s.cfg.Logger.LogAttrs(ctx, slog.LevelDebug, "rate limit store failed", attrs...)
@@ -762,7 +739,7 @@ func (s *Service) endpoint(r *rule, domain string, entries []*ratelimitv3.RateLi
 		b.WriteString(e.GetValue())
 	}
 	ep := b.String()
-	if len(ep) > httplimit.MaxRememberedEndpoint {
+	if len(ep) > decision.MaxRememberedName {
 		// A label is no place for a client's long value.
 		return r.path
 	}
@@ -802,7 +779,7 @@ func (s *Service) DetailedEndpoints() []string {
 
 // storeKey is the limiter key of a descriptor: its domain and entries, each
 // part escaped so that distinct descriptors never share a key. A key longer
-// than httplimit.MaxCheckKey bytes (the values are the client's: a header,
+// than decision.MaxKey bytes (the values are the client's: a header,
 // a path) is replaced by "=sha256:" and a hash of it (no escaped domain
 // holds a bare '='), as serve keys a long user id, so that a client sending huge values cannot make the store
 // hold huge keys, nor escape its limit by making the request invalid.
@@ -816,7 +793,7 @@ func storeKey(domain string, entries []*ratelimitv3.RateLimitDescriptor_Entry) s
 		b.WriteByte('=')
 		writeKeyPart(&b, e.GetValue())
 	}
-	if b.Len() <= httplimit.MaxCheckKey {
+	if b.Len() <= decision.MaxKey {
 		return b.String()
 	}
 	sum := sha256.Sum256([]byte(b.String()))
@@ -850,12 +827,12 @@ func (r *Rules) matchDescriptor(domain string, d *ratelimitv3.RateLimitDescripto
 }
 
 // headerValues renders the header families hc enables for o, as serve's
-// HTTP path writes them, in httplimit.HeaderNames order.
-func headerValues(hc httplimit.HeaderConfig, o *outcome, now time.Time) []*corev3.HeaderValue {
-	h := make(http.Header, len(httplimit.HeaderNames))
+// HTTP path writes them, in decision.HeaderNames order.
+func headerValues(hc decision.HeaderConfig, o *outcome, now time.Time) []*corev3.HeaderValue {
+	h := make(map[string][]string, len(decision.HeaderNames))
 	hc.WriteHeaders(h, o.rendered, o.Decision, now)
 	out := make([]*corev3.HeaderValue, 0, len(h))
-	for _, name := range httplimit.HeaderNames {
+	for _, name := range decision.HeaderNames {
 		if v := h[name]; len(v) > 0 {
 			out = append(out, &corev3.HeaderValue{Key: name, Value: v[0]})
 		}
