@@ -6,26 +6,19 @@ import (
 	"github.com/rl-exporter/rl-exporter/limiter"
 )
 
-// LiveLimit is a limit changed at run time (by the admin API or straight in
-// the store), applied on top of a configured limit for one plan tier.
+// LiveLimit is a limit changed at run time that replaces a configured limit
+// of one plan tier for the clients it covers: those whose RolloutBucket is
+// below RolloutPercent, so raising it keeps them and every instance agrees.
+// Shadow keeps the configured limit enforced and records as shadow_rejected
+// what Limit would refuse. Source names the store key it comes from.
 type LiveLimit struct {
-	// Limit replaces the configured limit for the clients covered.
-	Limit limiter.Limit
-	// RolloutPercent is the share of clients covered, 0 to 100: a client is
-	// covered when RolloutBucket(client) < RolloutPercent, so raising the
-	// percentage keeps the clients already covered and adds others, and the
-	// same clients are covered on every instance.
+	Limit          limiter.Limit
 	RolloutPercent int
-	// Shadow runs the change as a dark launch: the configured limit is still
-	// enforced, and the covered clients' requests that the new limit would
-	// refuse pass and are recorded as shadow_rejected.
-	Shadow bool
-	// Source names where the change comes from (a store key), for logs and limits listings.
-	Source string
+	Shadow         bool
+	Source         string
 }
 
-// Validate checks the rollout percent; the limit itself is checked by the
-// limiter built from it.
+// Validate checks the rollout percent (NewLive checks the limit).
 func (l LiveLimit) Validate() error {
 	if l.RolloutPercent < 0 || l.RolloutPercent > 100 {
 		return fmt.Errorf("live limit %s: rollout percent must be 0 to 100, got %d", l.Source, l.RolloutPercent)
@@ -45,13 +38,11 @@ func (l LiveLimit) Covers(client string) bool {
 	return RolloutBucket(client) < l.RolloutPercent
 }
 
-// Enforced reports whether the change is enforced for some clients (not in
-// shadow, rollout above 0): the limit gauges then show it.
+// Enforced reports whether some clients are held to Limit: gauges show it.
 func (l LiveLimit) Enforced() bool { return !l.Shadow && l.RolloutPercent > 0 }
 
-// RolloutBucket places a client key in one of 100 buckets, 0 to 99, by a
-// stable hash (FNV-1a, then a 64-bit finalizer): the same key lands in the
-// same bucket in every process and release.
+// RolloutBucket places a key in one of 100 buckets by a hash that is the
+// same in every process and release.
 func RolloutBucket(client string) int {
 	h := uint64(14695981039346656037)
 	for i := 0; i < len(client); i++ {
@@ -67,14 +58,13 @@ func RolloutBucket(client string) int {
 	return int(h % 100)
 }
 
-// Live is a LiveLimit with the limiter that enforces it. It is immutable.
+// Live is a LiveLimit with its limiter. It is immutable.
 type Live struct {
 	LiveLimit
 	Limiter *limiter.Limiter
 }
 
-// NewLive validates lv and builds its limiter on engine (whose Limit is
-// replaced by lv.Limit).
+// NewLive validates lv and builds its limiter on engine.
 func NewLive(lv LiveLimit, engine limiter.Config) (*Live, error) {
 	if err := lv.Validate(); err != nil {
 		return nil, err
@@ -87,9 +77,8 @@ func NewLive(lv LiveLimit, engine limiter.Config) (*Live, error) {
 	return &Live{LiveLimit: lv, Limiter: l}, nil
 }
 
-// Apply resolves the live change for client: when it covers client, it
-// either replaces a.Limiter (an enforced change; Apply reports true) or
-// runs beside it in shadow (a.LiveShadow). A nil l applies nothing.
+// Apply puts the change in a when it covers client: in place of a.Limiter
+// (reported true) or, in shadow, as a.LiveShadow. A nil l applies nothing.
 func (l *Live) Apply(a *Ask, client string) (replaced bool) {
 	if l == nil || !l.Covers(client) {
 		return false

@@ -10,35 +10,27 @@ import (
 	"github.com/rl-exporter/rl-exporter/limiter"
 )
 
-// MaxKey is the longest caller-supplied key a way in takes as it is: the
-// decision API refuses a longer one, the rate limit service keys a longer
-// descriptor by its hash.
+// MaxKey is the longest caller-supplied key taken as it is (the decision
+// API refuses longer ones, rls hashes them).
 const MaxKey = 512
 
-// MaxRememberedName is the longest name (an endpoint, a descriptor path) a
-// way in keeps in a bounded cache or uses as a metric label; longer ones
-// are worked out every time, so that callers sending long names grow nothing.
+// MaxRememberedName is the longest endpoint or descriptor path kept in a
+// cache or a metric label, so that callers sending long names grow nothing.
 const MaxRememberedName = 256
 
-// HeaderConfig selects the rate-limit header families and the 429 body.
-// The zero value sends X-RateLimit-* and the IETF RateLimit-Policy /
-// RateLimit fields, not the legacy trio, and a plain JSON 429 body.
+// HeaderConfig selects the header families and the 429 body. The zero
+// value sends X-RateLimit-Limit/-Remaining/-Reset (Unix time) and the
+// draft-ietf-httpapi-ratelimit-headers-10 fields RateLimit-Policy and
+// RateLimit; Legacy adds RateLimit-Limit/-Remaining/-Reset (seconds);
+// ProblemJSON makes 429 bodies application/problem+json (RFC 9457).
 type HeaderConfig struct {
-	// OmitXRateLimit stops X-RateLimit-Limit, -Remaining and -Reset (Unix time).
 	OmitXRateLimit bool
-	// OmitRateLimit stops the draft-ietf-httpapi-ratelimit-headers-10
-	// structured fields RateLimit-Policy and RateLimit.
-	OmitRateLimit bool
-	// Legacy adds the older RateLimit-Limit, RateLimit-Remaining and
-	// RateLimit-Reset (delta seconds) trio.
-	Legacy bool
-	// ProblemJSON makes 429 bodies application/problem+json (RFC 9457) with
-	// the quota-exceeded problem type and violated-policies.
-	ProblemJSON bool
+	OmitRateLimit  bool
+	Legacy         bool
+	ProblemJSON    bool
 }
 
-// The header names in the canonical form net/http keeps them in, so that
-// they are set without canonicalising them on every request.
+// The header names, canonical as net/http keeps them, so setting them needs no canonicalising.
 const (
 	HeaderXLimit          = "X-Ratelimit-Limit"
 	HeaderXRemaining      = "X-Ratelimit-Remaining"
@@ -51,15 +43,13 @@ const (
 	HeaderRetryAfter      = "Retry-After"
 )
 
-// HeaderNames lists every header Write can set, in the order the families
-// are written. Do not modify it.
+// HeaderNames lists every header Write sets, in order. Do not modify it.
 var HeaderNames = []string{
 	HeaderXLimit, HeaderXRemaining, HeaderXReset, HeaderPolicy, HeaderRateLimit,
 	HeaderLegacyLimit, HeaderLegacyRemaining, HeaderLegacyReset, HeaderRetryAfter,
 }
 
-// CeilSeconds rounds d up to whole seconds; 0 for d <= 0. It cannot
-// overflow, whatever d.
+// CeilSeconds rounds d up to whole seconds, 0 for d <= 0, without overflow.
 func CeilSeconds(d time.Duration) int64 {
 	if d <= 0 {
 		return 0
@@ -71,19 +61,16 @@ func CeilSeconds(d time.Duration) int64 {
 	return s
 }
 
-// RetryAfterSeconds is the Retry-After of a refused decision: whole
-// seconds rounded up, never 0.
+// RetryAfterSeconds is a refusal's Retry-After: rounded up, never 0.
 func RetryAfterSeconds(d limiter.Decision) int64 {
 	return max(1, CeilSeconds(d.RetryAfter))
 }
 
-// maxSFInteger is the largest Structured Field integer (RFC 9651, 15
-// digits): RateLimit and RateLimit-Policy parameters saturate at it.
+// maxSFInteger is the largest Structured Field integer (RFC 9651).
 const maxSFInteger = 999_999_999_999_999
 
-// RenderedLimit is what the headers say of one limit that does not change
-// between decisions (quota, window, policy name), rendered once by
-// RenderLimit. It is immutable; the zero value is not usable.
+// RenderedLimit is what the headers say of a limit whatever the decision,
+// rendered once by RenderLimit. It is immutable.
 type RenderedLimit struct{ rl *rendered }
 
 type rendered struct {
@@ -96,10 +83,8 @@ type rendered struct {
 	rlPrefix  string // RateLimit up to its r value: "name";r=
 }
 
-// RenderLimit renders the header values of lim under the policy name
-// policy, which may be any string: it is written as a structured-field
-// string, escaped, and a character an sf-string cannot hold (a control or
-// non-ASCII one) becomes '_'.
+// RenderLimit renders lim under the policy name policy, any string: written
+// as an escaped sf-string, a character it cannot hold becomes '_'.
 func RenderLimit(policy string, lim limiter.Limit) RenderedLimit {
 	item := `"` + policy + `"`
 	if !plainName(policy) {
@@ -120,8 +105,7 @@ func RenderLimit(policy string, lim limiter.Limit) RenderedLimit {
 	return RenderedLimit{rl: rl}
 }
 
-// plainName reports whether s is an sf-string as it is, quoted: letters,
-// digits, '_' and '-' (every class name).
+// plainName reports whether s, quoted, is an sf-string (every class name is).
 func plainName(s string) bool {
 	for i := 0; i < len(s); i++ {
 		c := s[i]
@@ -135,24 +119,16 @@ func plainName(s string) bool {
 // Name is the policy name the limit was rendered under.
 func (r RenderedLimit) Name() string { return r.rl.name }
 
-// Fields are the values every header family and answer body is written
-// from, so that they always agree. All are >= 0.
+// Fields are the values every header family and body is written from, so
+// that they agree, all >= 0: Reset is the seconds until the quota is full
+// again (ResetUnix its time), T is RateLimit's t (Reset, or Retry when
+// refused) and Retry is Retry-After (0 when allowed).
 type Fields struct {
-	lim *rendered
-	// Quota is the limit (X-RateLimit-Limit).
-	Quota int64
-	// Remaining is what could still be admitted now.
-	Remaining int64
-	// Reset is the seconds until the full quota is available again, and
-	// ResetUnix its Unix time, rounded up.
-	Reset, ResetUnix int64
-	// T is RateLimit's t: Reset when allowed, Retry when refused.
-	T int64
-	// Retry is Retry-After in seconds; 0 when allowed.
-	Retry int64
+	lim                                          *rendered
+	Quota, Remaining, Reset, ResetUnix, T, Retry int64
 }
 
-// Policy is the policy name of the limit the fields are of.
+// Policy is the policy name of the fields' limit.
 func (f Fields) Policy() string { return f.lim.name }
 
 // FieldsOf works out the fields of decision d of the limit rl at now.
@@ -161,8 +137,7 @@ func FieldsOf(rl RenderedLimit, d limiter.Decision, now time.Time) Fields {
 	if f.Quota <= 0 {
 		f.Quota = rl.rl.quota
 	}
-	// Never before now: a store whose clock runs ahead may report a
-	// reset in the past.
+	// A store whose clock runs ahead may report a reset in the past.
 	at := now.Add(max(d.ResetAfter, 0))
 	f.ResetUnix = at.Unix()
 	if at.Nanosecond() > 0 {
@@ -177,20 +152,16 @@ func FieldsOf(rl RenderedLimit, d limiter.Decision, now time.Time) Fields {
 	return f
 }
 
-// WriteHeaders sets on h the header families hc enables for decision d of
-// the limit rl (Retry-After only when d refused): Write(h, FieldsOf(...)).
+// WriteHeaders is Write(h, FieldsOf(rl, d, now)).
 func (hc HeaderConfig) WriteHeaders(h map[string][]string, rl RenderedLimit, d limiter.Decision, now time.Time) {
 	hc.Write(h, FieldsOf(rl, d, now))
 }
 
-// headerValues is the most values Write sets at once.
 const headerValues = 9
 
-// Write sets the enabled header families of f on h (an http.Header), each
-// under its name in HeaderNames. Values that never change for a limit come
-// rendered; the others are formatted into one buffer that becomes one
-// string, and every header's one-value slice is cut from one array: two
-// allocations per answer whatever the families.
+// Write sets the enabled families of f on h (an http.Header) in two
+// allocations whatever the families: one string cut into every value not
+// rendered in advance, one array cut into every header's slice.
 func (hc HeaderConfig) Write(h map[string][]string, f Fields) {
 	var buf [160]byte
 	b := buf[:0]
