@@ -37,48 +37,33 @@ type Config struct {
 	// so that a shared Guard gives both ways in one breaker and one local
 	// fallback.
 	Engine limiter.Config
-	// Recorder is told of every decision (the collector); nil: none.
+	// Recorder, when set, is told of every decision.
 	Recorder limiter.Recorder
-	// ResponseHeaders adds the header families of Headers to every
-	// answer's response_headers_to_add.
+	// ResponseHeaders adds Headers' families to response_headers_to_add.
 	ResponseHeaders bool
-	// Headers selects the header families, as for HTTP; SetHeaders
-	// replaces them.
-	Headers decision.HeaderConfig
-	// Tiers are the known plan tiers; DefaultTier (default "default") is
-	// the tier of a decision without a known one.
-	Tiers       []string
-	DefaultTier string
-	// TierDescriptorKey names the descriptor entry carrying the plan tier.
+	Headers         decision.HeaderConfig
+	// Tiers are the known plan tiers, DefaultTier (default "default") that
+	// of a decision without one, named by the TierDescriptorKey entry.
+	Tiers             []string
+	DefaultTier       string
 	TierDescriptorKey string
 	// MaxDetailedEndpoints caps the endpoint labels that detailed_metric
 	// rules create from request values; beyond it their decisions are
 	// labelled with the rule's path. 0: always the rule's path.
 	MaxDetailedEndpoints int
-	// OnDetailedEndpoint, when set, is called (on the decision's goroutine,
-	// before the decision is recorded) when a detailed_metric rule creates a
-	// new endpoint label, so that the recorder can be told of it
-	// (DetailedEndpoints lists them all). It must be quick.
+	// OnDetailedEndpoint, when set, is told of each new detailed_metric
+	// label before its first decision is recorded. It must be quick.
 	OnDetailedEndpoint func(endpoint string)
-	// Trace, when set, wraps every decision in a span, as for HTTP.
-	Trace decision.TraceFunc
-	// Logger; default discard.
-	Logger *slog.Logger
-	// Now is the clock of the reset times in headers; default time.Now.
-	Now func() time.Time
-	// MaxDescriptors is the most descriptors a request may carry, and
-	// MaxEntries the most entries a descriptor may; a request with more is
-	// refused with InvalidArgument. Defaults DefaultMaxDescriptors and
-	// DefaultMaxEntries.
+	Trace              decision.TraceFunc // a span per decision; nil: none
+	Logger             *slog.Logger       // default discard
+	Now                func() time.Time   // the headers' clock; default time.Now
+	// MaxDescriptors and MaxEntries bound a request (more: InvalidArgument).
 	MaxDescriptors int
 	MaxEntries     int
-	// MaxOverrides is the most limit overrides (RateLimitDescriptor.limit)
-	// kept compiled, the least recently used dropped first; default
-	// DefaultMaxOverrides. A dropped one is compiled again when next
-	// asked for: its counts are in the store and stay.
+	// MaxOverrides is the most limit overrides kept compiled (LRU); a
+	// dropped one keeps its counts in the store.
 	MaxOverrides int
-	// LogInterval is the least time between two log lines of descriptor
-	// costs that cannot be admitted; default limiter.DefaultLogInterval.
+	// LogInterval spaces the lines of costs no limit admits.
 	LogInterval time.Duration
 }
 
@@ -89,21 +74,16 @@ const (
 	DefaultMaxOverrides   = 1000
 )
 
-// Reasons a request is counted as invalid (Service.InvalidRequests).
+// Reasons a request is counted as invalid (Service.InvalidRequests): over
+// MaxDescriptors or MaxEntries, a domain or key over decision.MaxKey, no
+// domain or descriptors or an unknown override unit, a hits_addend no
+// window admits (answered OVER_LIMIT).
 const (
-	// InvalidTooManyDescriptors: more than MaxDescriptors descriptors.
 	InvalidTooManyDescriptors = "too_many_descriptors"
-	// InvalidTooManyEntries: a descriptor of more than MaxEntries entries.
-	InvalidTooManyEntries = "too_many_entries"
-	// InvalidTooLong: a domain or entry key longer than
-	// decision.MaxKey bytes.
-	InvalidTooLong = "too_long"
-	// InvalidRequest: no domain, no descriptors, or a limit override of an
-	// unknown unit.
-	InvalidRequest = "invalid"
-	// InvalidCostExceedsLimit: a descriptor's hits_addend above its limit's
-	// quota, which no window can admit (answered OVER_LIMIT).
-	InvalidCostExceedsLimit = "cost_exceeds_limit"
+	InvalidTooManyEntries     = "too_many_entries"
+	InvalidTooLong            = "too_long"
+	InvalidRequest            = "invalid"
+	InvalidCostExceedsLimit   = "cost_exceeds_limit"
 )
 
 // InvalidReasons lists the reasons of Service.InvalidRequests.
@@ -130,21 +110,15 @@ type Service struct {
 	costLog summaryLog       // descriptor costs that cannot be admitted
 }
 
-// compiled are Rules with one limiter per rule, and the live changes.
+// compiled are Rules with their limiters and live changes.
 type compiled struct {
 	rules    *Rules
 	limiters map[*rule]*limiter.Limiter
-	// live holds the live changes in force, by rule then plan tier.
-	live map[*rule]map[string]*liveLimiter
-	// overrides holds the rules and limiters of the limit overrides
-	// requests carried (RateLimitDescriptor.limit), by overrideKey: at
-	// most MaxOverrides, of paths of at most
-	// decision.MaxRememberedName bytes.
+	live     map[*rule]map[string]*liveLimiter
+	// overrides are the limits requests carried, bounded (see override).
 	overrides *lru.Cache[overrideKey, *overridden]
 }
 
-// overrideKey identifies a limit override: the descriptor's key path and
-// the limit.
 type overrideKey struct {
 	path    string
 	perUnit uint32
@@ -152,7 +126,6 @@ type overrideKey struct {
 	period  time.Duration
 }
 
-// overridden is a compiled limit override.
 type overridden struct {
 	rule *rule
 	lim  *limiter.Limiter
@@ -162,8 +135,7 @@ type overridden struct {
 type liveLimiter struct {
 	*decision.Live
 	rendered decision.RenderedLimit
-	// unit and perUnit are the change's limit as Envoy's RateLimit shows
-	// it: unit is "" when the window is none of Envoy's units.
+	// unit ("" for none of Envoy's) and perUnit are the limit as Envoy shows it.
 	unit    string
 	perUnit uint32
 }
@@ -265,7 +237,6 @@ func (s *Service) SetLive(live map[string]map[string]decision.LiveLimit) error {
 	return nil
 }
 
-// newOverrides returns an empty cache of limit overrides.
 func (s *Service) newOverrides() (*lru.Cache[overrideKey, *overridden], error) {
 	c, err := lru.New[overrideKey, *overridden](s.cfg.MaxOverrides)
 	if err != nil {
@@ -274,7 +245,6 @@ func (s *Service) newOverrides() (*lru.Cache[overrideKey, *overridden], error) {
 	return c, nil
 }
 
-// compileLive compiles the live changes of the rules of rules.
 func (s *Service) compileLive(rules *Rules, live map[string]map[string]decision.LiveLimit) (map[*rule]map[string]*liveLimiter, error) {
 	if len(live) == 0 {
 		return nil, nil
@@ -331,7 +301,6 @@ func (s *Service) LiveLimit(endpoint, tier string) (limiter.Limit, bool) {
 // with decisions.
 func (s *Service) SetHeaders(hc decision.HeaderConfig) { s.headers.Store(&hc) }
 
-// newLimiter returns a limiter of lim on the engine of the Config.
 func (s *Service) newLimiter(lim limiter.Limit) (*limiter.Limiter, error) {
 	engine := s.cfg.Engine
 	engine.Limit = lim
@@ -341,7 +310,6 @@ func (s *Service) newLimiter(lim limiter.Limit) (*limiter.Limiter, error) {
 // Rules returns the rules in force.
 func (s *Service) Rules() *Rules { return s.current.Load().rules }
 
-// walk calls f for the rule of n and of each of its descendants.
 func walk(n *node, f func(*rule)) {
 	if n.rule != nil {
 		f(n.rule)
@@ -466,7 +434,6 @@ func (s *Service) check(req *rlsv3.RateLimitRequest) (string, error) {
 	return "", nil
 }
 
-// countInvalid counts one invalid request of the reason.
 func (s *Service) countInvalid(reason string) {
 	if i := slices.Index(InvalidReasons, reason); i >= 0 {
 		s.invalid[i].Add(1)
@@ -528,20 +495,18 @@ func (s *Service) override(c *compiled, domain string, d *ratelimitv3.RateLimitD
 	return o, nil
 }
 
-// outcome is one descriptor's decision.
+// outcome is one descriptor's decision and the limit enforced (the rule's
+// or a live change's) with its header values and Envoy unit.
 type outcome struct {
 	decision.Outcome
-	rule *rule
-	// limit is the limit enforced (the rule's, or a live change's), with
-	// its header values and its unit and requests_per_unit for Envoy.
+	rule     *rule
 	limit    limiter.Limit
 	rendered decision.RenderedLimit
 	unit     string
 	perUnit  uint32
 }
 
-// code is the Envoy code of the outcome: OVER_LIMIT when the HTTP path
-// would refuse (429 or 503), else OK.
+// code is OVER_LIMIT when the HTTP path would refuse, else OK.
 func (o outcome) code() rlsv3.RateLimitResponse_Code {
 	if o.Verdict.Refuses() {
 		return rlsv3.RateLimitResponse_OVER_LIMIT
@@ -549,8 +514,8 @@ func (o outcome) code() rlsv3.RateLimitResponse_Code {
 	return rlsv3.RateLimitResponse_OK
 }
 
-// tighter reports whether o should set the response headers rather than
-// other: an over-limit answer first, then the least remaining.
+// tighter reports whether o sets the headers rather than other: over-limit
+// first, then the least remaining.
 func (o outcome) tighter(other *outcome) bool {
 	if o.Verdict.Refuses() != other.Verdict.Refuses() {
 		return o.Verdict.Refuses()
@@ -570,8 +535,7 @@ func (o outcome) descriptorStatus() *rlsv3.RateLimitResponse_DescriptorStatus {
 	}
 }
 
-// descriptorCost is the units a descriptor takes: its own hits_addend,
-// else the request's, 0 meaning 1.
+// descriptorCost is the descriptor's hits_addend, else the request's; 0 is 1.
 func descriptorCost(req *rlsv3.RateLimitRequest, d *ratelimitv3.RateLimitDescriptor) int64 {
 	cost := int64(req.GetHitsAddend())
 	if h := d.GetHitsAddend(); h != nil {
@@ -583,12 +547,8 @@ func descriptorCost(req *rlsv3.RateLimitRequest, d *ratelimitv3.RateLimitDescrip
 	return cost
 }
 
-// decide makes and records one descriptor's decision, judged as the HTTP
-// path judges it (decision.Decide): a failed store answers per the fail
-// policy (OK when open, OVER_LIMIT when closed, as decided when local), a
-// shadow-mode limit always answers OK. A live change of the rule for the
-// decision's tier that covers the descriptor replaces l, or, in shadow,
-// is asked beside it on its own state, as for HTTP.
+// decide makes and records one descriptor's decision through the decision
+// model, as the HTTP path does, live changes of the rule's tier included.
 func (s *Service) decide(ctx context.Context, c *compiled, l *limiter.Limiter, r *rule, req *rlsv3.RateLimitRequest, d *ratelimitv3.RateLimitDescriptor) outcome {
 	cost := descriptorCost(req, d)
 	key := storeKey(req.Domain, d.GetEntries()) + r.keySuffix
@@ -699,7 +659,6 @@ func (s *Service) tier(req *rlsv3.RateLimitRequest, d *ratelimitv3.RateLimitDesc
 	return ts.dflt
 }
 
-// tierSet is the plan tiers decisions are labelled with.
 type tierSet struct {
 	known map[string]bool
 	dflt  string
