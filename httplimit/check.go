@@ -2,7 +2,6 @@ package httplimit
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/rl-exporter/rl-exporter/decision"
 	"github.com/rl-exporter/rl-exporter/limiter"
 )
 
@@ -22,9 +22,8 @@ const CheckPath = "/v1/check"
 // MaxCheckBody is the largest decision API request body; larger ones get 413.
 const MaxCheckBody = 4 << 10
 
-// MaxCheckKey is the longest caller-supplied key the decision API takes
-// (longer: 400); the rate limit service keys a longer descriptor by its hash.
-const MaxCheckKey = 512
+// MaxCheckKey is the longest key the decision API takes (longer: 400).
+const MaxCheckKey = decision.MaxKey
 
 // CheckRequest is the body of POST /v1/check.
 type CheckRequest struct {
@@ -127,15 +126,10 @@ func (m *Middleware) CheckHandler() http.Handler {
 			writeJSON(w, "application/json", http.StatusBadRequest, RejectedBody{Error: "bad_request", Message: "cost: " + err.Error()})
 			return
 		}
-		var o outcome
-		if req.DryRun {
-			o = m.peek(r.Context(), rt, tier, req.Key, cost)
-			if errors.Is(o.Err, limiter.ErrNotSupported) {
-				writeJSON(w, "application/json", http.StatusNotImplemented, RejectedBody{Error: "not_implemented", Message: "dry_run: " + o.Err.Error()})
-				return
-			}
-		} else {
-			o = m.decide(r.Context(), rt, tier, req.Key, cost)
+		o := m.decide(r.Context(), rt, tier, req.Key, cost, req.DryRun)
+		if req.DryRun && errors.Is(o.Err, limiter.ErrNotSupported) {
+			writeJSON(w, "application/json", http.StatusNotImplemented, RejectedBody{Error: "not_implemented", Message: "dry_run: " + o.Err.Error()})
+			return
 		}
 		code, body := p.respond(w.Header(), &o)
 		if code == 0 {
@@ -146,25 +140,13 @@ func (m *Middleware) CheckHandler() http.Handler {
 			Allowed:  !o.Verdict.Refuses(),
 			Status:   o.Status(),
 			Endpoint: rt.pattern, Class: rt.class.name, PlanTier: tier,
-			Limit: o.n.quota, Remaining: o.n.remaining, Reset: o.n.reset,
+			Limit: o.n.Quota, Remaining: o.n.Remaining, Reset: o.n.Reset,
 			RetryAfter: body.RetryAfter,
 			DelayMS:    o.Decision.Delay.Milliseconds(),
 			Degraded:   o.Decision.Failure == limiter.FailureLocal,
 			Error:      body.Error, Message: body.Message,
 		})
 	})
-}
-
-// peek is decide for a dry run: the same limiter and key, asked with
-// PeekN, so nothing is taken. Nothing is recorded either (no request
-// happened), and a live change in shadow is not asked.
-func (m *Middleware) peek(ctx context.Context, rt route, tier, client string, cost int64) outcome {
-	l, _ := rt.class.pick(tier, client)
-	o := outcome{route: rt, tier: tier, key: rt.key(tier, client), limit: l.Limit()}
-	d, err := l.PeekN(ctx, o.key, cost)
-	o.Outcome = Judge(d, err, o.limit, rt.class.shadow)
-	o.n = computeNumbers(rt.class.renderedFor(l), o.Decision, m.now())
-	return o
 }
 
 func readCheckRequest(w http.ResponseWriter, r *http.Request) (CheckRequest, int, error) {
@@ -208,7 +190,7 @@ func readCheckRequest(w http.ResponseWriter, r *http.Request) (CheckRequest, int
 // (BenchmarkMatchEndpoint), and callers ask about the same endpoints over
 // and over. A policy's routes never change (a
 // reload makes a new policy, which starts a new set). At most
-// maxRememberedEndpoints endpoints of up to MaxRememberedEndpoint bytes are
+// maxRememberedEndpoints endpoints of up to decision.MaxRememberedName bytes are
 // kept per policy, so that callers naming endpoints at random grow
 // nothing; the others are matched every time. Safe for concurrent use; the
 // zero value is ready.
@@ -225,11 +207,6 @@ type policyRoutes struct {
 
 const maxRememberedEndpoints = 4096
 
-// MaxRememberedEndpoint is the longest endpoint a decision API remembers
-// the route of; the rate limit service bounds the names it remembers (its
-// limit overrides, its detailed_metric labels) alike.
-const MaxRememberedEndpoint = 256
-
 // match is p.matchEndpoint(ep), remembered.
 func (e *endpointRoutes) match(p *Policy, ep string) (route, error) {
 	cur := e.cur.Load()
@@ -244,7 +221,7 @@ func (e *endpointRoutes) match(p *Policy, ep string) (route, error) {
 		return rt.(route), nil
 	}
 	rt, err := p.matchEndpoint(ep)
-	if err == nil && len(ep) <= MaxRememberedEndpoint && cur.n.Load() < maxRememberedEndpoints {
+	if err == nil && len(ep) <= decision.MaxRememberedName && cur.n.Load() < maxRememberedEndpoints {
 		if _, loaded := cur.routes.LoadOrStore(ep, rt); !loaded {
 			cur.n.Add(1)
 		}

@@ -16,100 +16,53 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 )
 
-// IdentityConfig says how the client of a request is identified and which
-// plan tier it is on. The zero value keys every request by its direct peer's
-// IP address and puts it on the default tier.
-//
-// Identities are tried in this order: an Identity in the request context
-// (set with WithIdentity by a Go service that authenticated the request),
-// the JWT's sub claim (when JWT is set and the request carries a token; a
-// token that fails verification makes the request keyed by IP, whatever
-// else it carries), UserHeader (only from a TrustedHeaderPeers peer),
-// APIKeyHeader (a key listed in TierByAPIKey, or any key with
-// AllowUnknownAPIKeys), and finally the client IP.
-//
-// User ids and API keys are separate namespaces: user ids (context
-// identities, JWT subjects, UserHeader) are looked up in TierByKey and keyed
-// as "user:<id>", API keys in TierByAPIKey and keyed as "apikey:<hash>", so
-// an API key that happens to equal a user id gets neither that user's tier
-// nor that user's budget.
-//
-// Headers that name the client or its tier without proving anything
+// IdentityConfig says who the client of a request is and its plan tier;
+// the zero value keys every request by its peer's IP on the default tier.
+// Tried in order: a context Identity (WithIdentity), a verified JWT's sub
+// (a token failing verification keys by IP), UserHeader, APIKeyHeader (a
+// key listed in TierByAPIKey, or any with AllowUnknownAPIKeys), the IP.
+// User ids ("user:<id>", TierByKey) and API keys ("apikey:<hash>",
+// TierByAPIKey) are separate namespaces. Headers that prove nothing
 // (UserHeader, TierHeader, ClientIPHeader) are believed only from the
-// peers listed for them; API keys and verified JWTs are credentials the
-// client presents itself and count from any peer.
+// peers listed for them; API keys and JWTs count from any peer.
 type IdentityConfig struct {
-	// TrustedProxies are the networks whose ClientIPHeader is believed.
-	// From any other peer it is ignored, so a client cannot choose its own
-	// key.
+	// TrustedProxies are the peers whose ClientIPHeader is believed.
 	TrustedProxies []netip.Prefix
-	// ClientIPHeader names the one header a TrustedProxies peer gives the
-	// client's address in; no other header is read for it. Empty means
-	// "X-Forwarded-For". It is one of:
-	//   - "X-Forwarded-For", a list each proxy appends its peer's address
-	//     to, walked from the right (see TrustedHops);
-	//   - "Forwarded" (RFC 7239), its for= parameters walked the same way;
-	//     only for proxies that append to it, since a load balancer that
-	//     appends X-Forwarded-For passes a client's Forwarded through;
-	//   - any other header, holding exactly one address that the proxy
-	//     overwrites ("X-Real-IP", "CF-Connecting-IP", "True-Client-IP").
-	//     A request carrying it more than once is keyed by its peer.
-	// A value that is not an address ("unknown", an obfuscated "_hidden",
-	// an element without for=) keys the request by its direct peer: the
-	// one address no header chose.
+	// ClientIPHeader (default "X-Forwarded-For") is the one header read for
+	// the client's address: X-Forwarded-For or Forwarded (RFC 7239; only
+	// behind proxies that append to it), walked from the right past
+	// trusted hops, or a one-address header the proxy overwrites
+	// ("X-Real-IP"; present twice, the peer is used). A value that is no
+	// address keys the request by its direct peer, which no header chose.
 	ClientIPHeader string
-	// TrustedHops, when above 0, counts the proxies in front of the direct
-	// peer instead of matching their addresses, as Envoy's
-	// xff_num_trusted_hops does: the client is the (TrustedHops+1)th
-	// address from the right of a list header, and a list shorter than
-	// that keys the request by its direct peer. 0 (the default) walks from
-	// the right past every address in TrustedProxies; when all of them
-	// are, the leftmost is the client. Only list headers have hops.
+	// TrustedHops > 0 counts the proxies of a list header instead of
+	// matching TrustedProxies (Envoy's xff_num_trusted_hops); a shorter
+	// list keys by the peer. With 0, when every hop is trusted the
+	// leftmost is the client.
 	TrustedHops int
-	// IPv4Prefix and IPv6Prefix are how many leading bits of a client's
-	// address identify it: every address of one network shares one budget
-	// ("ip:2001:db8:1:2::/64"), so that a client holding a network cannot
-	// rotate addresses within it for fresh budgets. 0 means the defaults,
-	// DefaultIPv4Prefix (32: one address, keyed "ip:192.0.2.1") and
-	// DefaultIPv6Prefix (64: the smallest network an IPv6 client is
-	// assigned, its addresses chosen by the client itself). Zones are
-	// dropped: fe80::1%a and fe80::1%b are one client.
+	// IPv4Prefix and IPv6Prefix (defaults 32 and 64) are the leading bits
+	// that key an address, so that a client cannot rotate addresses within
+	// its network for fresh budgets. Zones are dropped.
 	IPv4Prefix, IPv6Prefix int
-	// TrustedHeaderPeers are the networks whose UserHeader and TierHeader
-	// are believed: the gateways that authenticate clients and overwrite
-	// whatever a client sent in those headers. The direct peer must be in
-	// one of them; from any other peer the headers are ignored, as if
-	// absent, so a client cannot spend another user's budget or claim a
-	// better tier. It is a list of its own rather than TrustedProxies: a
-	// proxy can be trusted with X-Forwarded-For because it appends the
-	// address it saw, which every load balancer does, but a header is safe
-	// only from a peer that overwrites it, which only the authenticating
-	// gateway does. NewPolicy refuses UserHeader or TierHeader without it,
-	// since they could never be believed.
+	// TrustedHeaderPeers are the gateways whose UserHeader and TierHeader
+	// are believed: a header is safe only from a peer that overwrites it,
+	// which a proxy appending X-Forwarded-For need not do, hence a list of
+	// its own. Required with UserHeader or TierHeader.
 	TrustedHeaderPeers []netip.Prefix
-	// UserHeader names a header carrying an authenticated user id, set by a
-	// gateway in TrustedHeaderPeers that overwrites whatever the client
-	// sent (X-User-ID).
+	// UserHeader carries an authenticated user id (X-User-ID).
 	UserHeader string
-	// APIKeyHeader names a header carrying the client's API key (X-API-Key).
-	// Keys are hashed before they become part of a limiter key.
+	// APIKeyHeader carries the client's API key (X-API-Key), hashed into keys.
 	APIKeyHeader string
-	// AllowUnknownAPIKeys makes any API key an identity of its own. By
-	// default (false) only the keys listed in TierByAPIKey are: a request
-	// with another key is keyed by its client address, so that a client
-	// cannot escape its limit by inventing or rotating keys.
+	// AllowUnknownAPIKeys makes any API key an identity; by default an
+	// unlisted key is keyed by address, so that inventing keys gains nothing.
 	AllowUnknownAPIKeys bool
 	// JWT, when set, verifies bearer tokens and keys clients by their sub claim.
 	JWT *JWTConfig
-	// TierHeader names a header carrying the plan tier (X-Plan-Tier), set
-	// by a gateway in TrustedHeaderPeers; from other peers the tier comes
-	// from TierByKey or is the default tier.
+	// TierHeader carries the plan tier (X-Plan-Tier).
 	TierHeader string
-	// TierByKey maps user ids and JWT subjects to plan tiers. API keys are
-	// never looked up in it.
-	TierByKey map[string]string
-	// TierByAPIKey maps API keys to plan tiers; its keys are the known API
-	// keys. User ids are never looked up in it.
+	// TierByKey maps user ids and JWT subjects to tiers, TierByAPIKey the
+	// known API keys to theirs.
+	TierByKey    map[string]string
 	TierByAPIKey map[string]string
 }
 
@@ -142,9 +95,7 @@ type Identity struct {
 
 type identityKey struct{}
 
-// WithIdentity returns a context carrying id, for Go services that
-// authenticate requests before the middleware runs. It takes precedence over
-// every header.
+// WithIdentity returns a context carrying id, which wins over every header.
 func WithIdentity(ctx context.Context, id Identity) context.Context {
 	return context.WithValue(ctx, identityKey{}, id)
 }
@@ -169,12 +120,9 @@ type identity struct {
 	v4Bits, v6Bits int
 }
 
-// The address grouping of IdentityConfig: the defaults, and the shortest
-// prefixes allowed. A shorter prefix would span the networks of many
-// unrelated clients (an IPv4 /16 is the largest block one organisation is
-// commonly assigned; an IPv6 /32 is the least a registry allocates to one
-// provider), making one bucket that any of them can spend for all; a class
-// with Shared is the way to one budget for everyone.
+// The address grouping's defaults and shortest prefixes: a shorter one
+// would make one bucket of many unrelated clients' networks (Shared is the
+// way to one budget for everyone).
 const (
 	DefaultIPv4Prefix = 32
 	DefaultIPv6Prefix = 64
@@ -326,10 +274,8 @@ type client struct {
 	tier string
 }
 
-// MaxUserKey is the longest user id (from the context, a JWT sub or the
-// user header) kept verbatim in a limiter key; a longer one is replaced by
-// "sha256:" and a hash of it, so that a client sending a huge header cannot
-// make the store hold huge keys.
+// MaxUserKey is the longest user id kept verbatim in a limiter key; a
+// longer one is hashed, so that huge headers make no huge store keys.
 const MaxUserKey = 256
 
 // userKey is the client part of a limiter key for the user id u.
@@ -341,9 +287,7 @@ func userKey(u string) string {
 	return "user:sha256:" + hex.EncodeToString(sum[:16])
 }
 
-// apiKeyKey is the client part of a limiter key for the API key k: a hash,
-// so that keys are not stored in clear, under a prefix of its own, so that
-// it never equals the key of a user id or an address.
+// apiKeyKey keys the API key k: hashed, never in clear, under its own prefix.
 func apiKeyKey(k string) string {
 	sum := sha256.Sum256([]byte(k))
 	return "apikey:" + hex.EncodeToString(sum[:8])
@@ -382,9 +326,7 @@ func (id *identity) resolve(r *http.Request) client {
 	return client{key: id.ipKey(id.clientIP(r)), tier: id.tierOf(headerTier, "", "")}
 }
 
-// gatewayHeaders returns the user and tier headers of r when its direct
-// peer is a trusted header peer, and nothing otherwise: from any other peer
-// they are what the client chose to send.
+// gatewayHeaders returns r's user and tier headers from a trusted header peer only.
 func (id *identity) gatewayHeaders(r *http.Request) (user, tier string) {
 	if id.cfg.UserHeader == "" && id.cfg.TierHeader == "" {
 		return "", ""
@@ -401,9 +343,7 @@ func (id *identity) gatewayHeaders(r *http.Request) (user, tier string) {
 	return user, tier
 }
 
-// tierOf picks the tier of a user id: the tier header of a trusted peer
-// (headerTier), then the user id→tier lookup, then the tier that came with
-// a context identity.
+// tierOf picks a user's tier: headerTier, TierByKey, then fallback.
 func (id *identity) tierOf(headerTier, key, fallback string) string {
 	if headerTier != "" {
 		return headerTier
@@ -456,11 +396,8 @@ func inNetworks(a netip.Addr, nets []netip.Prefix) bool {
 	return false
 }
 
-// clientIP is the direct peer's address, or, when the peer is a trusted
-// proxy, the client's address as ClientIPHeader gives it (see
-// IdentityConfig). Whatever the header holds, the answer is the peer or an
-// address a trusted proxy wrote: a value that is no address falls back to
-// the peer, never to an address the header named.
+// clientIP is the peer's address or, from a trusted proxy, the address
+// ClientIPHeader gives: never one the client wrote itself.
 func (id *identity) clientIP(r *http.Request) netip.Addr {
 	peer := PeerAddr(r.RemoteAddr)
 	if !peer.IsValid() || len(id.cfg.TrustedProxies) == 0 || !inNetworks(peer, id.cfg.TrustedProxies) {
@@ -512,10 +449,8 @@ func (id *identity) clientIP(r *http.Request) netip.Addr {
 	return peer // no hops, or fewer than TrustedHops+1
 }
 
-// ipKey is the client part of a limiter key for the address a: "ip:" and
-// the network of its IPv4Prefix or IPv6Prefix leading bits
-// ("ip:2001:db8:1:2::/64"), or the bare address when the prefix is the
-// whole address ("ip:192.0.2.1"); the zone is dropped. One allocation.
+// ipKey keys the address a by its network ("ip:2001:db8:1:2::/64"), or
+// bare for a whole-address prefix ("ip:192.0.2.1"). One allocation.
 func (id *identity) ipKey(a netip.Addr) string {
 	if !a.IsValid() {
 		return "ip:" + a.String()
@@ -536,10 +471,8 @@ func (id *identity) ipKey(a netip.Addr) string {
 	return string(b)
 }
 
-// clientKey is the client part of a limiter key given by a caller (the
-// decision API, a reset): an "ip:" key naming one address is grouped as
-// the middleware groups that address, so that it names the budget the
-// proxy keeps for it; any other key is kept as it is.
+// clientKey is a caller-given key (decision API, reset) with an "ip:"
+// address grouped as the middleware groups it, so it names the same budget.
 func (id *identity) clientKey(key string) string {
 	rest, ok := strings.CutPrefix(key, "ip:")
 	if !ok {

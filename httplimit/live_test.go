@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rl-exporter/rl-exporter/decision"
 	"github.com/rl-exporter/rl-exporter/limiter"
 )
 
@@ -14,7 +15,7 @@ import (
 func livePolicy(t *testing.T, percent int, shadow bool) http.Handler {
 	t.Helper()
 	c := oneClass("api", limiter.PerMinute(limiter.FixedWindow, 1))
-	c.Live = map[string]LiveLimit{"default": {
+	c.Live = map[string]decision.LiveLimit{"default": {
 		Limit: limiter.PerMinute(limiter.FixedWindow, 2), RolloutPercent: percent, Shadow: shadow, Source: "rl:config:default",
 	}}
 	_, h, _ := setup(t, PolicyConfig{Classes: []Class{c}, Identity: IdentityConfig{UserHeader: "X-User-ID", TrustedHeaderPeers: testGateway}}, newClock())
@@ -77,20 +78,10 @@ func TestAStagedRolloutAt25PercentCoversAQuarterOfTheKeysAndAlwaysTheSameOnes(t 
 	}
 }
 
-func TestRolloutBucketIsPinned(t *testing.T) {
-	// A change here would move clients between buckets on upgrade, and
-	// instances of two releases would disagree during a rolling deploy.
-	for key, want := range map[string]int{"user:alice": 17, "ip:192.0.2.1": 88, "": 3} {
-		if got := RolloutBucket(key); got != want {
-			t.Errorf("RolloutBucket(%q) = %d, want %d", key, got, want)
-		}
-	}
-}
-
 func TestALiveChangeInShadowKeepsTheConfiguredLimitAndCountsWhatItWouldRefuse(t *testing.T) {
 	// Configured: 3 per minute. Live change in shadow: 1 per minute.
 	c := oneClass("api", limiter.PerMinute(limiter.FixedWindow, 3))
-	c.Live = map[string]LiveLimit{"default": {Limit: limiter.PerMinute(limiter.FixedWindow, 1), RolloutPercent: 100, Shadow: true, Source: "rl:config:default"}}
+	c.Live = map[string]decision.LiveLimit{"default": {Limit: limiter.PerMinute(limiter.FixedWindow, 1), RolloutPercent: 100, Shadow: true, Source: "rl:config:default"}}
 	m, h, rec := setup(t, PolicyConfig{Classes: []Class{c}}, newClock())
 	var codes []int
 	for i := 0; i < 4; i++ {
@@ -119,7 +110,7 @@ func TestALiveChangeInShadowKeepsTheConfiguredLimitAndCountsWhatItWouldRefuse(t 
 
 func TestALiveChangeShowsInLimitsAsSoonAsItIsEnforced(t *testing.T) {
 	c := oneClass("api", limiter.PerMinute(limiter.FixedWindow, 3))
-	c.Live = map[string]LiveLimit{"default": {Limit: limiter.PerMinute(limiter.FixedWindow, 7), RolloutPercent: 10, Source: "rl:config:api:default"}}
+	c.Live = map[string]decision.LiveLimit{"default": {Limit: limiter.PerMinute(limiter.FixedWindow, 7), RolloutPercent: 10, Source: "rl:config:api:default"}}
 	m, _, _ := setup(t, PolicyConfig{Classes: []Class{c}}, newClock())
 	l := m.Policy().Limits()[0]
 	if l.Limit.Rate != 7 || l.Configured.Rate != 3 || l.RolloutPercent != 10 || l.Source != "rl:config:api:default" {
@@ -142,7 +133,7 @@ func TestAClassCostTakesThatManyUnitsPerRequest(t *testing.T) {
 }
 
 func TestALiveLimitForAnUnknownTierOrRolloutIsRefused(t *testing.T) {
-	for name, lv := range map[string]map[string]LiveLimit{
+	for name, lv := range map[string]map[string]decision.LiveLimit{
 		"an unknown tier":       {"gold": {Limit: limiter.PerMinute(limiter.GCRA, 5), RolloutPercent: 100}},
 		"a rollout above 100 %": {"default": {Limit: limiter.PerMinute(limiter.GCRA, 5), RolloutPercent: 101}},
 		"an invalid limit":      {"default": {Limit: limiter.Limit{Algorithm: limiter.GCRA, Rate: 5, Period: -time.Second}, RolloutPercent: 100}},

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/rl-exporter/rl-exporter/decision"
 	"github.com/rl-exporter/rl-exporter/internal/summarylog"
 	"github.com/rl-exporter/rl-exporter/limiter"
 )
@@ -95,30 +96,29 @@ func (m *Middleware) Swap(p *Policy) {
 
 // outcome is one decision with everything needed to answer and record it.
 type outcome struct {
-	Outcome
+	decision.Outcome
 	route route
 	tier  string
 	key   string
 	limit limiter.Limit
-	n     numbers
+	n     decision.Fields
 }
 
 // decide asks the route's limiter (and a live change in shadow beside it)
-// and records the decision once.
-func (m *Middleware) decide(ctx context.Context, rt route, tier, client string, cost int64) outcome {
+// and records the decision once; a dry run peeks and records nothing.
+func (m *Middleware) decide(ctx context.Context, rt route, tier, client string, cost int64, dryRun bool) outcome {
 	l, shadow := rt.class.pick(tier, client)
 	o := outcome{route: rt, tier: tier, key: rt.key(tier, client), limit: l.Limit()}
-	if m.trace != nil {
+	if m.trace != nil && !dryRun {
 		var end func(limiter.Status, limiter.Decision, error)
 		ctx, end = m.trace(ctx, rt.pattern, tier, o.limit.Algorithm)
 		defer func() { end(o.Status(), o.Decision, o.Err) }()
 	}
-	a := Ask{Limiter: l, Shadow: rt.class.shadow, Key: o.key, Cost: cost}
-	if shadow != nil {
-		a.LiveShadow = shadow.lim
+	o.Outcome = decision.Decide(ctx, decision.Ask{Limiter: l, LiveShadow: shadow, Key: o.key, Cost: cost, Shadow: rt.class.shadow, DryRun: dryRun})
+	o.n = decision.FieldsOf(rt.class.renderedFor(l), o.Decision, m.now())
+	if dryRun {
+		return o
 	}
-	o.Outcome = Decide(ctx, a)
-	o.n = computeNumbers(rt.class.renderedFor(l), o.Decision, m.now())
 	if m.recorder != nil {
 		m.recorder.RecordDecision(ctx, o.Record(rt.pattern, tier, o.key, o.limit))
 	}
@@ -128,7 +128,7 @@ func (m *Middleware) decide(ctx context.Context, rt route, tier, client string, 
 
 // log writes the debug and error lines of one decision.
 func (m *Middleware) log(ctx context.Context, o outcome, cost int64) {
-	if o.Err != nil && o.Verdict != VerdictRejected {
+	if o.Err != nil && o.Verdict != decision.VerdictRejected {
 		// Store failures are summarised by the limiter's Guard; one line
 		// per decision would flood the log during an outage.
 		if m.logger.Enabled(ctx, slog.LevelDebug) {
@@ -143,13 +143,13 @@ func (m *Middleware) log(ctx context.Context, o outcome, cost int64) {
 			slog.String("endpoint", o.route.pattern), slog.Int64("cost", cost), slog.String("error", o.Err.Error())})
 	}
 	switch o.Verdict {
-	case VerdictRejected, VerdictShadowClassOver, VerdictLiveShadowOver:
+	case decision.VerdictRejected, decision.VerdictShadowClassOver, decision.VerdictLiveShadowOver:
 		if m.logger.Enabled(ctx, slog.LevelDebug) {
 			m.logger.LogAttrs(ctx, slog.LevelDebug, "rate limited",
 				slog.String("endpoint", o.route.pattern), slog.String("class", o.route.class.name), slog.String("plan_tier", o.tier),
-				slog.String("key", o.key), slog.Bool("shadow", o.Verdict != VerdictRejected),
-				slog.Bool("live_shadow", o.Verdict == VerdictLiveShadowOver),
-				slog.Int64("retry_after", o.n.retry))
+				slog.String("key", o.key), slog.Bool("shadow", o.Verdict != decision.VerdictRejected),
+				slog.Bool("live_shadow", o.Verdict == decision.VerdictLiveShadowOver),
+				slog.Int64("retry_after", o.n.Retry))
 		}
 	}
 }
@@ -159,26 +159,26 @@ func (m *Middleware) log(ctx context.Context, o outcome, cost int64) {
 // a refusal, the body's error and message. The middleware and the decision
 // API both answer with it.
 func (p *Policy) respond(h http.Header, o *outcome) (int, RejectedBody) {
-	switch o.Verdict.Action() {
-	case ActionDrop:
+	switch v := o.Verdict; {
+	case v.Drops():
 		return 0, RejectedBody{}
-	case ActionPassLimited:
-		p.headers.write(h, o.n)
-	case ActionRefuse:
-		p.headers.write(h, o.n)
-		h.Set("Cache-Control", "no-store")
-		return http.StatusTooManyRequests, RejectedBody{
-			Error:      "rate_limit_exceeded",
-			Message:    fmt.Sprintf("rate limit exceeded on %s; retry in %d s", o.route.pattern, o.n.retry),
-			RetryAfter: o.n.retry,
-		}
-	case ActionUnavailable:
-		retry := retryAfterSeconds(o.Decision)
-		h.Set(headerRetryAfter, strconv.FormatInt(retry, 10))
+	case v == decision.VerdictFailClosed:
+		retry := decision.RetryAfterSeconds(o.Decision)
+		h.Set(decision.HeaderRetryAfter, strconv.FormatInt(retry, 10))
 		h.Set("Cache-Control", "no-store")
 		return http.StatusServiceUnavailable, RejectedBody{
 			Error: "rate_limit_unavailable", Message: "the rate limiter cannot decide right now; retry later", RetryAfter: retry,
 		}
+	case v.Refuses():
+		p.headers.Write(h, o.n)
+		h.Set("Cache-Control", "no-store")
+		return http.StatusTooManyRequests, RejectedBody{
+			Error:      "rate_limit_exceeded",
+			Message:    fmt.Sprintf("rate limit exceeded on %s; retry in %d s", o.route.pattern, o.n.Retry),
+			RetryAfter: o.n.Retry,
+		}
+	case v.Limited():
+		p.headers.Write(h, o.n)
 	}
 	return http.StatusOK, RejectedBody{}
 }
@@ -203,18 +203,18 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 		if m.cost != nil {
 			cost = m.cost(r)
 		}
-		o := m.decide(r.Context(), rt, tier, c.key, cost)
+		o := m.decide(r.Context(), rt, tier, c.key, cost, false)
 		switch code, body := p.respond(w.Header(), &o); code {
 		case 0:
 			return
 		case http.StatusTooManyRequests:
-			p.headers.writeRejected(w, o.n, body)
+			writeRejected(p.headers, w, o.n, body)
 			return
 		case http.StatusServiceUnavailable:
 			writeJSON(w, "application/json", code, body)
 			return
 		}
-		if o.Decision.Delay > 0 && o.Verdict.Action() == ActionPassLimited {
+		if o.Decision.Delay > 0 && o.Verdict.Limited() {
 			t := time.NewTimer(o.Decision.Delay)
 			select {
 			case <-t.C:

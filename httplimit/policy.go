@@ -1,16 +1,9 @@
 // Package httplimit enforces rate limits on HTTP requests: a net/http
-// middleware for Go services and the engine behind `rl-exporter serve`.
-//
-// A Policy groups route patterns (Go 1.22 ServeMux syntax, such as
-// "GET /api/v1/orders/{id}") into classes; each class has a limit per plan
-// tier. For each request the Middleware finds the matched pattern — the
-// endpoint's name everywhere: limiter keys, metrics, logs —, its class, the
-// client's identity and plan tier, asks the class's limiter, writes the
-// rate-limit headers and either passes the request on or answers 429 (or 503
-// when the store failed and the policy is fail-closed).
-//
-// The package knows the limiter and its Recorder interface, never which store
-// is behind the limiter nor Prometheus.
+// middleware and the engine behind `rl-exporter serve`. A Policy groups
+// ServeMux patterns ("GET /api/v1/orders/{id}", the endpoint's name in keys,
+// metrics and logs) into classes with a limit per plan tier; the Middleware
+// matches a request, identifies its client, decides through the decision
+// package and answers. It knows no store and no Prometheus.
 package httplimit
 
 import (
@@ -22,47 +15,37 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rl-exporter/rl-exporter/decision"
 	"github.com/rl-exporter/rl-exporter/limiter"
 )
 
-// CatchAll is the pattern under which requests that match no configured
-// route are counted, in the default class. It is their endpoint name.
+// CatchAll is the endpoint name of requests matching no route (default class).
 const CatchAll = "/"
 
-// Class is a group of routes that share how they are limited. It is a plain
-// value used to build a Policy.
+// Class is a group of routes limited alike.
 type Class struct {
-	// Name identifies the class in keys, logs and the RateLimit-Policy
-	// field. Letters, digits, '_' and '-' only.
+	// Name is the class in keys, logs and RateLimit-Policy (see ValidName).
 	Name string
 	// Routes are ServeMux patterns ("GET /orders/{id}", "/admin/").
 	Routes []string
-	// Limits is the limit per plan tier. The policy's default tier must be
-	// present; a tier without an entry uses the default tier's limit.
+	// Limits is the limit per plan tier; the default tier's is required and
+	// serves the tiers without one.
 	Limits map[string]limiter.Limit
-	// Shadow makes the class decide and record but never reject: requests
-	// over the limit pass and are recorded as shadow_rejected.
+	// Shadow: requests over the limit pass, recorded as shadow_rejected.
 	Shadow bool
-	// Shared makes all routes of the class share one budget per client,
-	// instead of one budget per endpoint and client.
+	// Shared: one budget per client for all routes, not one per endpoint.
 	Shared bool
-	// Cost is the units each request of the class takes, unless the
-	// Middleware's Config.Cost says otherwise. Default 1.
+	// Cost is the units a request takes unless Config.Cost says; default 1.
 	Cost int64
-	// Live holds, per plan tier, a limit changed at run time that replaces
-	// the tier's limit for the clients it covers (see LiveLimit).
-	Live map[string]LiveLimit
-	// Store, when set, decides the class's limits and live limits instead
-	// of PolicyConfig.Store (the store of a multi-region mode, say).
+	// Live holds a run-time change of a tier's limit (see decision.LiveLimit).
+	Live map[string]decision.LiveLimit
+	// Store, when set, decides instead of PolicyConfig.Store (a region mode's).
 	Store limiter.Store
-	// TierStores, when set for a plan tier, decides that tier's limit and
-	// live limit instead of Store. A tier without a limit of its own then
-	// gets a limiter of its own, with the default tier's limit, on its store.
+	// TierStores, when set for a tier, decides it instead of Store (with the
+	// default tier's limit when the tier has none).
 	TierStores map[string]limiter.Store
 }
 
-// storeFor is the store deciding tier's limits: the tier's, the class's,
-// else the policy's.
 func (c Class) storeFor(tier string, policyStore limiter.Store) limiter.Store {
 	if st := c.TierStores[tier]; st != nil {
 		return st
@@ -73,51 +56,11 @@ func (c Class) storeFor(tier string, policyStore limiter.Store) limiter.Store {
 	return policyStore
 }
 
-// LiveLimit is a limit changed at run time (by the admin API or straight in
-// the store), applied on top of a class's configured limit for one plan
-// tier. It is a plain value.
-type LiveLimit struct {
-	// Limit replaces the configured limit for the clients covered.
-	Limit limiter.Limit
-	// RolloutPercent is the share of clients covered, 0 to 100: a client is
-	// covered when RolloutBucket(client) < RolloutPercent, so raising the
-	// percentage keeps the clients already covered and adds others, and the
-	// same clients are covered on every instance.
-	RolloutPercent int
-	// Shadow runs the change as a dark launch: the configured limit is still
-	// enforced, and the covered clients' requests that the new limit would
-	// refuse pass and are recorded as shadow_rejected.
-	Shadow bool
-	// Source names where the change comes from (a store key), for logs and Limits.
-	Source string
-}
-
-// RolloutBucket places a client key in one of 100 buckets, 0 to 99, by a
-// stable hash (FNV-1a, then a 64-bit finalizer): the same key lands in the
-// same bucket in every process and release.
-func RolloutBucket(client string) int {
-	h := uint64(14695981039346656037)
-	for i := 0; i < len(client); i++ {
-		h ^= uint64(client[i])
-		h *= 1099511628211
-	}
-	// splitmix64's finalizer spreads FNV's weak low bits.
-	h ^= h >> 30
-	h *= 0xbf58476d1ce4e5b9
-	h ^= h >> 27
-	h *= 0x94d049bb133111eb
-	h ^= h >> 31
-	return int(h % 100)
-}
-
-// PolicyConfig is everything a Policy is built from. The zero value of each
-// optional field is a usable default.
+// PolicyConfig is everything a Policy is built from; zero values are defaults.
 type PolicyConfig struct {
-	// Classes are the route classes. Default: one class named "default"
-	// with 100 requests per minute (fixed_window) for every endpoint per client.
+	// Classes default to one class "default" of DefaultLimit.
 	Classes []Class
-	// DefaultClass receives requests that match no route, under the
-	// CatchAll endpoint. Default: the first class.
+	// DefaultClass gets the CatchAll endpoint; default the first class.
 	DefaultClass string
 	// Tiers are the plan tier names. Default: just DefaultTier.
 	Tiers []string
@@ -127,9 +70,8 @@ type PolicyConfig struct {
 	// Store is where decisions are made. Required.
 	Store limiter.Store
 	// FailPolicy, Timeout, Breaker, Guard and Observer configure every
-	// limiter built for the policy (see limiter.Config). Guard, shared by
-	// every policy built on the same store, keeps the breaker's state and
-	// the local budgets across reloads.
+	// limiter (limiter.Config); a shared Guard keeps breaker and local
+	// budgets across reloads.
 	FailPolicy limiter.FailPolicy
 	Timeout    time.Duration
 	Breaker    limiter.BreakerConfig
@@ -142,10 +84,8 @@ type PolicyConfig struct {
 	Headers HeaderConfig
 }
 
-// Engine returns the settings every limiter of the policy is built with:
-// Store, FailPolicy, Timeout, Breaker, Guard and Observer, with no Limit.
-// Other ways in than HTTP build their limiters from it (see rls.Config),
-// so that they decide alike.
+// Engine is every limiter's settings, without Limit, for other ways in
+// (rls.Config) to decide alike.
 func (cfg PolicyConfig) Engine() limiter.Config {
 	return limiter.Config{
 		Store: cfg.Store, FailPolicy: cfg.FailPolicy, Timeout: cfg.Timeout,
@@ -153,14 +93,12 @@ func (cfg PolicyConfig) Engine() limiter.Config {
 	}
 }
 
-// DefaultLimit returns the limit of the built-in default class: 100
-// requests per minute, fixed_window. A function, so that no importer can
-// change it; safe for concurrent use.
+// DefaultLimit is the built-in class's limit, 100 per minute fixed_window
+// (a function, so that no importer can change it).
 func DefaultLimit() limiter.Limit { return limiter.PerMinute(limiter.FixedWindow, 100) }
 
-// Policy is a compiled PolicyConfig: routes, classes with their limiters,
-// identity and header settings. It is immutable and safe for concurrent use;
-// a reload builds a new Policy and swaps it in (Middleware.Swap).
+// Policy is a compiled PolicyConfig, immutable and safe for concurrent use;
+// a reload swaps in a new one (Middleware.Swap).
 type Policy struct {
 	mux          *http.ServeMux
 	routes       map[string]*class // pattern → class
@@ -174,45 +112,25 @@ type Policy struct {
 }
 
 type class struct {
-	name   string
-	shadow bool
-	shared bool
-	cost   int64
-	byTier map[string]*limiter.Limiter
-	dflt   *limiter.Limiter
-	live   map[string]*liveLimiter // tier → live change
-	routes []string
-	// rendered holds each limiter's header values (see renderedFor).
-	rendered map[*limiter.Limiter]*renderedLimit
+	name     string
+	shadow   bool
+	shared   bool
+	cost     int64
+	byTier   map[string]*limiter.Limiter
+	dflt     *limiter.Limiter
+	live     map[string]*decision.Live // tier → live change
+	routes   []string
+	rendered map[*limiter.Limiter]decision.RenderedLimit
 	// keyEndpoints is each route's endpoint as limiter keys name it.
 	keyEndpoints map[string]string
-}
-
-// liveLimiter is a compiled LiveLimit.
-type liveLimiter struct {
-	LiveLimit
-	lim *limiter.Limiter
-}
-
-// covers reports whether the change applies to client.
-func (l *liveLimiter) covers(client string) bool {
-	switch {
-	case l.RolloutPercent >= 100:
-		return true
-	case l.RolloutPercent <= 0:
-		return false
-	}
-	return RolloutBucket(client) < l.RolloutPercent
 }
 
 var braces = strings.NewReplacer("{", "<", "}", ">")
 
 var namePattern = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
 
-// ValidName reports whether s may name a class or a plan tier (and, in the
-// configuration, an admin token): one or more ASCII letters, digits, '_'
-// or '-'. Such names appear in metric labels, Redis keys and headers as
-// they are. It is a pure function.
+// ValidName reports whether s may name a class, tier or admin token: ASCII
+// letters, digits, '_' or '-', safe as they are in labels, keys and headers.
 func ValidName(s string) bool { return namePattern.MatchString(s) }
 
 // NewPolicy validates cfg and compiles it. Errors name the class, tier or
@@ -282,7 +200,6 @@ func NewPolicy(cfg PolicyConfig) (*Policy, error) {
 	return p, nil
 }
 
-// setTiers checks and records the plan tiers, the default one among them.
 func (p *Policy) setTiers(tiers []string) error {
 	for _, t := range tiers {
 		if !namePattern.MatchString(t) {
@@ -300,8 +217,6 @@ func (p *Policy) setTiers(tiers []string) error {
 	return nil
 }
 
-// compileClass builds c's limiters (each tier's on its store) and live
-// limiters, and registers its routes in p.
 func (p *Policy) compileClass(cfg PolicyConfig, c Class) (*class, error) {
 	if !namePattern.MatchString(c.Name) {
 		return nil, fmt.Errorf("policy: class %q: name must be letters, digits, '_' or '-'", c.Name)
@@ -351,18 +266,17 @@ func (p *Policy) compileClass(cfg PolicyConfig, c Class) (*class, error) {
 		if !p.tiers[tier] {
 			return nil, fmt.Errorf("policy: class %q: live limit for unknown tier %q", c.Name, tier)
 		}
-		if lv.RolloutPercent < 0 || lv.RolloutPercent > 100 {
-			return nil, fmt.Errorf("policy: class %q tier %q: live limit %s: rollout percent must be 0 to 100, got %d", c.Name, tier, lv.Source, lv.RolloutPercent)
-		}
-		l, err := newLimiter(tier, lv.Limit)
+		engine := cfg.Engine()
+		engine.Store = c.storeFor(tier, cfg.Store)
+		l, err := decision.NewLive(lv, engine)
 		if err != nil {
-			return nil, fmt.Errorf("policy: class %q tier %q: live limit %s: %w", c.Name, tier, lv.Source, err)
+			return nil, fmt.Errorf("policy: class %q tier %q: %w", c.Name, tier, err)
 		}
 		if cl.live == nil {
-			cl.live = map[string]*liveLimiter{}
+			cl.live = map[string]*decision.Live{}
 		}
-		cl.live[tier] = &liveLimiter{LiveLimit: lv, lim: l}
-		cl.render(l)
+		cl.live[tier] = l
+		cl.render(l.Limiter)
 	}
 	for _, pat := range c.Routes {
 		if err := register(p.mux, pat); err != nil {
@@ -396,14 +310,12 @@ func register(mux *http.ServeMux, pattern string) (err error) {
 	return nil
 }
 
-// route is what a request matched.
 type route struct {
 	pattern string
 	class   *class
 }
 
-// match finds the route of a request: its ServeMux pattern and class, or
-// CatchAll and the default class.
+// match finds r's pattern and class, else CatchAll.
 func (p *Policy) match(r *http.Request) route {
 	_, pat := p.mux.Handler(r)
 	if c, ok := p.routes[pat]; ok {
@@ -412,7 +324,6 @@ func (p *Policy) match(r *http.Request) route {
 	return route{pattern: CatchAll, class: p.routes[CatchAll]}
 }
 
-// tier returns t when it is a configured tier, else the default tier.
 func (p *Policy) tier(t string) string {
 	if t != "" && p.tiers[t] {
 		return t
@@ -427,55 +338,31 @@ func (c *class) limiterFor(tier string) *limiter.Limiter {
 	return c.dflt
 }
 
-// pick returns the limiter enforced for client on tier, and the live change
-// to run in shadow beside it (nil when there is none for this client).
-func (c *class) pick(tier, client string) (enforced *limiter.Limiter, shadow *liveLimiter) {
-	enforced = c.limiterFor(tier)
-	lv := c.live[tier]
-	if lv == nil || !lv.covers(client) {
-		return enforced, nil
-	}
-	if lv.Shadow {
-		return enforced, lv
-	}
-	return lv.lim, nil
+// pick returns client's enforced limiter on tier and any live change in shadow.
+func (c *class) pick(tier, client string) (enforced, shadow *limiter.Limiter) {
+	a := decision.Ask{Limiter: c.limiterFor(tier)}
+	c.live[tier].Apply(&a, client)
+	return a.Limiter, a.LiveShadow
 }
 
-// EndpointLimit is one limit in force: what the Policy applies to an
-// endpoint for a plan tier. It is a plain value.
+// EndpointLimit is the limit in force on an endpoint for a tier: Limit,
+// before any live change Configured; Source is SourceFile or the live
+// change's, RolloutPercent its share (100 without one); LiveShadow says a
+// change runs in shadow beside Limit; Shadow that the class never rejects.
 type EndpointLimit struct {
-	// Endpoint is the route pattern (CatchAll for unmatched requests).
-	Endpoint string
-	// Class is the route's class.
-	Class string
-	// PlanTier is the tier.
-	PlanTier string
-	// Limit is the limit applied.
-	Limit limiter.Limit
-	// Shadow is true when the class never rejects.
-	Shadow bool
-	// Configured is the limit the PolicyConfig's Limits give, before any
-	// live change.
-	Configured limiter.Limit
-	// Source is "file" when Limit is the configured limit, else the Source
-	// of the live change in force.
-	Source string
-	// RolloutPercent is the share of clients a live change covers (100
-	// without one).
-	RolloutPercent int
-	// LiveShadow is true when a live change runs in shadow beside the
-	// configured limit, which stays in Limit.
-	LiveShadow bool
+	Endpoint, Class, PlanTier string
+	Limit, Configured         limiter.Limit
+	Shadow                    bool
+	Source                    string
+	RolloutPercent            int
+	LiveShadow                bool
 }
 
 // SourceFile is EndpointLimit.Source for a limit that comes from the configuration.
 const SourceFile = "file"
 
-// Limits lists every endpoint × tier with the limit in force, sorted by
-// endpoint then tier. The collector uses it to create its series at start-up
-// and to show the limit in force; call it again after every Swap. Limit is
-// a live change's limit as soon as it is enforced for some clients (not in
-// shadow, rollout above 0), else the configured one.
+// Limits lists every endpoint × tier with its limit in force (a live
+// change's once Enforced), sorted, for the collector after every Swap.
 func (p *Policy) Limits() []EndpointLimit {
 	var out []EndpointLimit
 	for pat, c := range p.routes {
@@ -485,8 +372,7 @@ func (p *Policy) Limits() []EndpointLimit {
 				Configured: base, Source: SourceFile, RolloutPercent: 100}
 			if lv := c.live[t]; lv != nil {
 				el.Source, el.RolloutPercent, el.LiveShadow = lv.Source, lv.RolloutPercent, lv.Shadow
-				// The gauge shows a change the moment it is enforced for anyone.
-				if !lv.Shadow && lv.RolloutPercent > 0 {
+				if lv.Enforced() {
 					el.Limit = lv.Limit
 				}
 			}
@@ -518,10 +404,9 @@ func (p *Policy) Tiers() []string { return append([]string(nil), p.tierNames...)
 // DefaultTier is the tier of clients whose tier is unknown.
 func (p *Policy) DefaultTier() string { return p.defaultTier }
 
-// key is the limiter key of a client on a route for a tier. The class and
-// tier are part of it so that classes and tiers never share state; the
-// endpoint too unless the class is shared. Braces are replaced so that the
-// pattern's wildcards never act as a Redis Cluster hash tag.
+// key is a client's limiter key: class and tier (and the endpoint unless
+// shared) keep states apart; braces are replaced so that wildcards never
+// act as a Redis Cluster hash tag.
 func (rt route) key(tier, client string) string {
 	ep, ok := rt.class.keyEndpoints[rt.pattern]
 	if !ok {
@@ -530,8 +415,7 @@ func (rt route) key(tier, client string) string {
 	return rt.class.name + "|" + tier + "|" + ep + "|" + client
 }
 
-// keyEndpoint is the endpoint part of c's limiter keys for pattern,
-// worked out once per route when the policy is built.
+// keyEndpoint is the endpoint part of c's keys for pattern.
 func keyEndpoint(c *class, pattern string) string {
 	if c.shared {
 		return "*"

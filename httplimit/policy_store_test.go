@@ -5,6 +5,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/rl-exporter/rl-exporter/decision"
 	"github.com/rl-exporter/rl-exporter/limiter"
 )
 
@@ -102,7 +103,7 @@ func TestALiveLimitDecidesOnItsTiersStore(t *testing.T) {
 		Store: policyStore, Tiers: []string{"free", "pro"}, DefaultTier: "free",
 		Classes: []Class{{Name: "api", TierStores: map[string]limiter.Store{"pro": proStore},
 			Limits: map[string]limiter.Limit{"free": limiter.PerMinute(limiter.GCRA, 2)},
-			Live:   map[string]LiveLimit{"pro": {Limit: limiter.PerMinute(limiter.GCRA, 7), RolloutPercent: 100, Source: "rl:config:api:pro"}},
+			Live:   map[string]decision.LiveLimit{"pro": {Limit: limiter.PerMinute(limiter.GCRA, 7), RolloutPercent: 100, Source: "rl:config:api:pro"}},
 		}},
 		Identity: IdentityConfig{UserHeader: "X-User-ID", TierHeader: "X-Plan-Tier", TrustedHeaderPeers: testGateway},
 	}, clk)

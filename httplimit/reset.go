@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 
+	"github.com/rl-exporter/rl-exporter/decision"
 	"github.com/rl-exporter/rl-exporter/limiter"
 )
 
@@ -88,9 +89,9 @@ func (m *Middleware) ResetClient(ctx context.Context, client, className string) 
 					k := key
 					st.Live = lv.Source
 					if lv.Shadow {
-						st.Live, k = lv.Source+" shadow", key+ShadowSuffix
+						st.Live, k = lv.Source+" shadow", key+decision.ShadowSuffix
 					}
-					if err := reset(lv.lim, k, st); err != nil {
+					if err := reset(lv.Limiter, k, st); err != nil {
 						return sortResets(out), err
 					}
 				}

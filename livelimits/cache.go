@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rl-exporter/rl-exporter/decision"
 	"github.com/rl-exporter/rl-exporter/limiter"
 )
 
@@ -47,8 +48,26 @@ type Applied struct {
 	ExpiresAt time.Time
 }
 
+// Live is the change as the decision model applies it.
+func (a Applied) Live() decision.LiveLimit {
+	return decision.LiveLimit{Limit: a.Limit, RolloutPercent: a.RolloutPercent, Shadow: a.Shadow, Source: a.Source}
+}
+
 // Overlay is the live changes in force, by class then tier.
 type Overlay map[string]map[string]Applied
+
+// Live is every change of o as the decision model applies it, by class
+// (or descriptor rule) then tier.
+func (o Overlay) Live() map[string]map[string]decision.LiveLimit {
+	out := make(map[string]map[string]decision.LiveLimit, len(o))
+	for class, byTier := range o {
+		out[class] = make(map[string]decision.LiveLimit, len(byTier))
+		for tier, a := range byTier {
+			out[class][tier] = a.Live()
+		}
+	}
+	return out
+}
 
 // Config configures a Cache. Backend and Targets are required.
 type Config struct {

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rl-exporter/rl-exporter/httplimit"
+	"github.com/rl-exporter/rl-exporter/decision"
 	"github.com/rl-exporter/rl-exporter/limiter"
 	"github.com/rl-exporter/rl-exporter/rls"
 )
@@ -26,7 +26,7 @@ func TestALiveChangeAppliesToItsRuleAndTierAndStaysThroughAReloadOfTheRules(t *t
 		return h.call(t, "live", 0, desc("user", user), desc("plan", plan)).Statuses[0].CurrentLimit.GetRequestsPerUnit()
 	}
 	ten := limiter.Limit{Algorithm: limiter.FixedWindow, Rate: 10, Period: time.Hour, AlignWindows: true}
-	if err := h.svc.SetLive(map[string]map[string]httplimit.LiveLimit{
+	if err := h.svc.SetLive(map[string]map[string]decision.LiveLimit{
 		"live.user": {"pro": {Limit: ten, RolloutPercent: 100, Source: "rl:config:live.user:pro"}},
 		"api":       {"pro": {Limit: ten, RolloutPercent: 100}}, // an HTTP class: ignored here
 	}); err != nil {
@@ -63,7 +63,7 @@ func TestARolloutCoversTheDescriptorsWhoseBucketIsUnderItsPercentage(t *testing.
 	dir := writeDir(t, map[string]string{"live.yaml": liveDomain})
 	h := start(t, limiter.NewMemoryStore(limiter.MemoryConfig{}), dir, nil)
 	ten := limiter.Limit{Algorithm: limiter.FixedWindow, Rate: 10, Period: 24 * time.Hour, AlignWindows: true}
-	if err := h.svc.SetLive(map[string]map[string]httplimit.LiveLimit{"live.user": {"free": {Limit: ten, RolloutPercent: 30}}}); err != nil {
+	if err := h.svc.SetLive(map[string]map[string]decision.LiveLimit{"live.user": {"free": {Limit: ten, RolloutPercent: 30}}}); err != nil {
 		t.Fatal(err)
 	}
 	covered := 0
@@ -71,7 +71,7 @@ func TestARolloutCoversTheDescriptorsWhoseBucketIsUnderItsPercentage(t *testing.
 		user := fmt.Sprint("u", i)
 		got := h.call(t, "live", 0, desc("user", user)).Statuses[0].CurrentLimit.GetRequestsPerUnit()
 		want := uint32(2)
-		if httplimit.RolloutBucket("rls|live|user="+user) < 30 {
+		if decision.RolloutBucket("rls|live|user="+user) < 30 {
 			want = 10
 			covered++
 		}
@@ -88,10 +88,10 @@ func TestAnInvalidLiveChangeLeavesTheChangesInForce(t *testing.T) {
 	dir := writeDir(t, map[string]string{"live.yaml": liveDomain})
 	h := start(t, limiter.NewMemoryStore(limiter.MemoryConfig{}), dir, nil)
 	good := limiter.Limit{Algorithm: limiter.FixedWindow, Rate: 7, Period: 24 * time.Hour, AlignWindows: true}
-	if err := h.svc.SetLive(map[string]map[string]httplimit.LiveLimit{"live.user": {"free": {Limit: good, RolloutPercent: 100}}}); err != nil {
+	if err := h.svc.SetLive(map[string]map[string]decision.LiveLimit{"live.user": {"free": {Limit: good, RolloutPercent: 100}}}); err != nil {
 		t.Fatal(err)
 	}
-	bad := map[string]map[string]httplimit.LiveLimit{"live.user": {"free": {Limit: good, RolloutPercent: 101}}}
+	bad := map[string]map[string]decision.LiveLimit{"live.user": {"free": {Limit: good, RolloutPercent: 101}}}
 	if err := h.svc.SetLive(bad); err == nil {
 		t.Fatal("SetLive accepted a rollout of 101%")
 	}

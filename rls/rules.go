@@ -13,7 +13,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/rl-exporter/rl-exporter/httplimit"
+	"github.com/rl-exporter/rl-exporter/decision"
 	"github.com/rl-exporter/rl-exporter/limiter"
 )
 
@@ -125,7 +125,7 @@ type rule struct {
 	// from those of the files' rule for the same descriptor.
 	keySuffix string
 	// rendered is the limit's header values, under policyName.
-	rendered httplimit.RenderedLimit
+	rendered decision.RenderedLimit
 }
 
 // policyName names the rule in the RateLimit headers: its name, else its path.
@@ -279,7 +279,7 @@ func compileRule(d Descriptor, path string) (*rule, error) {
 	// Windows start on multiples of the unit, as envoyproxy/ratelimit's do:
 	// a per-minute limit resets on the minute.
 	r.limit = limiter.Limit{Algorithm: alg, Rate: int64(rl.RequestsPerUnit), Period: u.period, Burst: rl.Burst, AlignWindows: true}
-	r.rendered = httplimit.RenderLimit(r.policyName(), r.limit)
+	r.rendered = decision.RenderLimit(r.policyName(), r.limit)
 	if rl.RequestsPerUnit == 0 {
 		// envoyproxy/ratelimit's way to block: every request is over the limit.
 		if rl.Burst != 0 {

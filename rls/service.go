@@ -9,7 +9,6 @@ import (
 	"io"
 	"log/slog"
 	"math"
-	"net/http"
 	"slices"
 	"sort"
 	"strings"
@@ -25,63 +24,47 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	"github.com/rl-exporter/rl-exporter/httplimit"
+	"github.com/rl-exporter/rl-exporter/decision"
 	"github.com/rl-exporter/rl-exporter/internal/summarylog"
 	"github.com/rl-exporter/rl-exporter/limiter"
 )
 
-// Config configures a Service: the same engine settings serve's HTTP path
-// uses (httplimit.PolicyConfig carries them), so both ways in decide alike.
+// Config configures a Service with the engine settings of serve's HTTP
+// path, so that both ways in decide alike.
 type Config struct {
-	// Engine is what every limiter is built with: its Store (where
-	// decisions are made; required), FailPolicy, Timeout, Breaker, Guard
-	// and Observer (see limiter.Config). Its Limit is not read: each rule
-	// brings its own. serve passes its HTTP policy's
-	// (httplimit.PolicyConfig.Engine), so that a shared Guard gives both
-	// ways in one breaker and one local fallback.
+	// Engine is what every limiter is built with: its Store (required),
+	// FailPolicy, Timeout, Breaker, Guard and Observer; its Limit is not
+	// read, as each rule brings its own. serve passes its HTTP policy's,
+	// so that a shared Guard gives both ways in one breaker and one local
+	// fallback.
 	Engine limiter.Config
-	// Recorder is told of every decision (the collector); nil: none.
+	// Recorder, when set, is told of every decision.
 	Recorder limiter.Recorder
-	// ResponseHeaders adds the header families of Headers to every
-	// answer's response_headers_to_add.
+	// ResponseHeaders adds Headers' families to response_headers_to_add.
 	ResponseHeaders bool
-	// Headers selects the header families, as for HTTP; SetHeaders
-	// replaces them.
-	Headers httplimit.HeaderConfig
-	// Tiers are the known plan tiers; DefaultTier (default "default") is
-	// the tier of a decision without a known one.
-	Tiers       []string
-	DefaultTier string
-	// TierDescriptorKey names the descriptor entry carrying the plan tier.
+	Headers         decision.HeaderConfig
+	// Tiers are the known plan tiers, DefaultTier (default "default") that
+	// of a decision without one, named by the TierDescriptorKey entry.
+	Tiers             []string
+	DefaultTier       string
 	TierDescriptorKey string
 	// MaxDetailedEndpoints caps the endpoint labels that detailed_metric
 	// rules create from request values; beyond it their decisions are
 	// labelled with the rule's path. 0: always the rule's path.
 	MaxDetailedEndpoints int
-	// OnDetailedEndpoint, when set, is called (on the decision's goroutine,
-	// before the decision is recorded) when a detailed_metric rule creates a
-	// new endpoint label, so that the recorder can be told of it
-	// (DetailedEndpoints lists them all). It must be quick.
+	// OnDetailedEndpoint, when set, is told of each new detailed_metric
+	// label before its first decision is recorded. It must be quick.
 	OnDetailedEndpoint func(endpoint string)
-	// Trace, when set, wraps every decision in a span, as for HTTP.
-	Trace httplimit.TraceFunc
-	// Logger; default discard.
-	Logger *slog.Logger
-	// Now is the clock of the reset times in headers; default time.Now.
-	Now func() time.Time
-	// MaxDescriptors is the most descriptors a request may carry, and
-	// MaxEntries the most entries a descriptor may; a request with more is
-	// refused with InvalidArgument. Defaults DefaultMaxDescriptors and
-	// DefaultMaxEntries.
+	Trace              decision.TraceFunc // a span per decision; nil: none
+	Logger             *slog.Logger       // default discard
+	Now                func() time.Time   // the headers' clock; default time.Now
+	// MaxDescriptors and MaxEntries bound a request (more: InvalidArgument).
 	MaxDescriptors int
 	MaxEntries     int
-	// MaxOverrides is the most limit overrides (RateLimitDescriptor.limit)
-	// kept compiled, the least recently used dropped first; default
-	// DefaultMaxOverrides. A dropped one is compiled again when next
-	// asked for: its counts are in the store and stay.
+	// MaxOverrides is the most limit overrides kept compiled (LRU); a
+	// dropped one keeps its counts in the store.
 	MaxOverrides int
-	// LogInterval is the least time between two log lines of descriptor
-	// costs that cannot be admitted; default limiter.DefaultLogInterval.
+	// LogInterval spaces the lines of costs no limit admits.
 	LogInterval time.Duration
 }
 
@@ -92,21 +75,16 @@ const (
 	DefaultMaxOverrides   = 1000
 )
 
-// Reasons a request is counted as invalid (Service.InvalidRequests).
+// Reasons a request is counted as invalid (Service.InvalidRequests): over
+// MaxDescriptors or MaxEntries, a domain or key over decision.MaxKey, no
+// domain or descriptors or an unknown override unit, a hits_addend no
+// window admits (answered OVER_LIMIT).
 const (
-	// InvalidTooManyDescriptors: more than MaxDescriptors descriptors.
 	InvalidTooManyDescriptors = "too_many_descriptors"
-	// InvalidTooManyEntries: a descriptor of more than MaxEntries entries.
-	InvalidTooManyEntries = "too_many_entries"
-	// InvalidTooLong: a domain or entry key longer than
-	// httplimit.MaxCheckKey bytes.
-	InvalidTooLong = "too_long"
-	// InvalidRequest: no domain, no descriptors, or a limit override of an
-	// unknown unit.
-	InvalidRequest = "invalid"
-	// InvalidCostExceedsLimit: a descriptor's hits_addend above its limit's
-	// quota, which no window can admit (answered OVER_LIMIT).
-	InvalidCostExceedsLimit = "cost_exceeds_limit"
+	InvalidTooManyEntries     = "too_many_entries"
+	InvalidTooLong            = "too_long"
+	InvalidRequest            = "invalid"
+	InvalidCostExceedsLimit   = "cost_exceeds_limit"
 )
 
 // InvalidReasons lists the reasons of Service.InvalidRequests.
@@ -120,11 +98,11 @@ type Service struct {
 	rlsv3.UnimplementedRateLimitServiceServer
 	cfg     Config
 	tiers   atomic.Pointer[tierSet]
-	headers atomic.Pointer[httplimit.HeaderConfig]
+	headers atomic.Pointer[decision.HeaderConfig]
 	current atomic.Pointer[compiled]
 
-	swapMu sync.Mutex                                // serialises Swap and SetLive
-	live   map[string]map[string]httplimit.LiveLimit // under swapMu: the live changes given to SetLive
+	swapMu sync.Mutex                               // serialises Swap and SetLive
+	live   map[string]map[string]decision.LiveLimit // under swapMu: the live changes given to SetLive
 
 	detailedMu sync.Mutex
 	detailed   map[string]bool // endpoint labels created by detailed_metric rules
@@ -133,21 +111,15 @@ type Service struct {
 	costLog *summarylog.Line // descriptor costs that cannot be admitted
 }
 
-// compiled are Rules with one limiter per rule, and the live changes.
+// compiled are Rules with their limiters and live changes.
 type compiled struct {
 	rules    *Rules
 	limiters map[*rule]*limiter.Limiter
-	// live holds the live changes in force, by rule then plan tier.
-	live map[*rule]map[string]*liveLimiter
-	// overrides holds the rules and limiters of the limit overrides
-	// requests carried (RateLimitDescriptor.limit), by overrideKey: at
-	// most MaxOverrides, of paths of at most
-	// httplimit.MaxRememberedEndpoint bytes.
+	live     map[*rule]map[string]*liveLimiter
+	// overrides are the limits requests carried, bounded (see override).
 	overrides *lru.Cache[overrideKey, *overridden]
 }
 
-// overrideKey identifies a limit override: the descriptor's key path and
-// the limit.
 type overrideKey struct {
 	path    string
 	perUnit uint32
@@ -155,7 +127,6 @@ type overrideKey struct {
 	period  time.Duration
 }
 
-// overridden is a compiled limit override.
 type overridden struct {
 	rule *rule
 	lim  *limiter.Limiter
@@ -163,26 +134,11 @@ type overridden struct {
 
 // liveLimiter is a compiled live change of one rule and plan tier.
 type liveLimiter struct {
-	httplimit.LiveLimit
-	lim      *limiter.Limiter
-	rendered httplimit.RenderedLimit
-	// unit and perUnit are the change's limit as Envoy's RateLimit shows
-	// it: unit is "" when the window is none of Envoy's units.
+	*decision.Live
+	rendered decision.RenderedLimit
+	// unit ("" for none of Envoy's) and perUnit are the limit as Envoy shows it.
 	unit    string
 	perUnit uint32
-}
-
-// covers reports whether the change applies to the descriptor whose store
-// key is key: the same share of descriptors, chosen alike, as the share of
-// clients a change to an HTTP class covers.
-func (l *liveLimiter) covers(key string) bool {
-	switch {
-	case l.RolloutPercent >= 100:
-		return true
-	case l.RolloutPercent <= 0:
-		return false
-	}
-	return httplimit.RolloutBucket(key) < l.RolloutPercent
 }
 
 // New returns a Service deciding with cfg and enforcing rules (nil: none
@@ -265,7 +221,7 @@ func (s *Service) Swap(rules *Rules) error {
 // are ignored (they are HTTP classes); so are blocked rules (requests_per_unit
 // 0) and the limits requests carry. The changes stay through Swap. On
 // error the changes in force stay.
-func (s *Service) SetLive(live map[string]map[string]httplimit.LiveLimit) error {
+func (s *Service) SetLive(live map[string]map[string]decision.LiveLimit) error {
 	s.swapMu.Lock()
 	defer s.swapMu.Unlock()
 	old := s.current.Load()
@@ -282,7 +238,6 @@ func (s *Service) SetLive(live map[string]map[string]httplimit.LiveLimit) error 
 	return nil
 }
 
-// newOverrides returns an empty cache of limit overrides.
 func (s *Service) newOverrides() (*lru.Cache[overrideKey, *overridden], error) {
 	c, err := lru.New[overrideKey, *overridden](s.cfg.MaxOverrides)
 	if err != nil {
@@ -291,8 +246,7 @@ func (s *Service) newOverrides() (*lru.Cache[overrideKey, *overridden], error) {
 	return c, nil
 }
 
-// compileLive compiles the live changes of the rules of rules.
-func (s *Service) compileLive(rules *Rules, live map[string]map[string]httplimit.LiveLimit) (map[*rule]map[string]*liveLimiter, error) {
+func (s *Service) compileLive(rules *Rules, live map[string]map[string]decision.LiveLimit) (map[*rule]map[string]*liveLimiter, error) {
 	if len(live) == 0 {
 		return nil, nil
 	}
@@ -305,16 +259,12 @@ func (s *Service) compileLive(rules *Rules, live map[string]map[string]httplimit
 				return
 			}
 			for tier, lv := range byTier {
-				if lv.RolloutPercent < 0 || lv.RolloutPercent > 100 {
-					err = fmt.Errorf("rls: %s tier %s: live limit %s: rollout percent must be 0 to 100, got %d", r.path, tier, lv.Source, lv.RolloutPercent)
-					return
-				}
-				l, lerr := s.newLimiter(lv.Limit)
+				l, lerr := decision.NewLive(lv, s.cfg.Engine)
 				if lerr != nil {
-					err = fmt.Errorf("rls: %s tier %s: live limit %s: %w", r.path, tier, lv.Source, lerr)
+					err = fmt.Errorf("rls: %s tier %s: %w", r.path, tier, lerr)
 					return
 				}
-				ll := &liveLimiter{LiveLimit: lv, lim: l, rendered: httplimit.RenderLimit(r.policyName(), lv.Limit),
+				ll := &liveLimiter{Live: l, rendered: decision.RenderLimit(r.policyName(), lv.Limit),
 					perUnit: uint32(min(max(lv.Limit.Rate, 0), math.MaxUint32))}
 				for _, u := range units {
 					if u.period == lv.Limit.Period {
@@ -340,7 +290,7 @@ func (s *Service) LiveLimit(endpoint, tier string) (limiter.Limit, bool) {
 		if r.path != endpoint {
 			continue
 		}
-		if lv := byTier[tier]; lv != nil && !lv.Shadow && lv.RolloutPercent > 0 {
+		if lv := byTier[tier]; lv != nil && lv.Enforced() {
 			return lv.Limit, true
 		}
 	}
@@ -350,9 +300,8 @@ func (s *Service) LiveLimit(endpoint, tier string) (limiter.Limit, bool) {
 // SetHeaders replaces the header families of the answers, as a reload of
 // serve's headers section changes them for HTTP. Safe for concurrent use
 // with decisions.
-func (s *Service) SetHeaders(hc httplimit.HeaderConfig) { s.headers.Store(&hc) }
+func (s *Service) SetHeaders(hc decision.HeaderConfig) { s.headers.Store(&hc) }
 
-// newLimiter returns a limiter of lim on the engine of the Config.
 func (s *Service) newLimiter(lim limiter.Limit) (*limiter.Limiter, error) {
 	engine := s.cfg.Engine
 	engine.Limit = lim
@@ -362,7 +311,6 @@ func (s *Service) newLimiter(lim limiter.Limit) (*limiter.Limiter, error) {
 // Rules returns the rules in force.
 func (s *Service) Rules() *Rules { return s.current.Load().rules }
 
-// walk calls f for the rule of n and of each of its descendants.
 func walk(n *node, f func(*rule)) {
 	if n.rule != nil {
 		f(n.rule)
@@ -439,7 +387,7 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 			continue
 		}
 		o := s.decide(ctx, c, lims[i], r, req, d)
-		costRejected = costRejected || (o.Err != nil && o.Verdict == httplimit.VerdictRejected)
+		costRejected = costRejected || (o.Err != nil && o.Verdict == decision.VerdictRejected)
 		resp.Statuses[i] = o.descriptorStatus()
 		if o.Verdict.Refuses() {
 			resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
@@ -466,8 +414,8 @@ func (s *Service) check(req *rlsv3.RateLimitRequest) (string, error) {
 	switch {
 	case req.GetDomain() == "":
 		return InvalidRequest, errors.New("domain: required")
-	case len(req.GetDomain()) > httplimit.MaxCheckKey:
-		return InvalidTooLong, fmt.Errorf("domain: longer than %d bytes", httplimit.MaxCheckKey)
+	case len(req.GetDomain()) > decision.MaxKey:
+		return InvalidTooLong, fmt.Errorf("domain: longer than %d bytes", decision.MaxKey)
 	case len(descs) == 0:
 		return InvalidRequest, errors.New("descriptors: at least one is required")
 	case len(descs) > s.cfg.MaxDescriptors:
@@ -479,15 +427,14 @@ func (s *Service) check(req *rlsv3.RateLimitRequest) (string, error) {
 			return InvalidTooManyEntries, fmt.Errorf("descriptors[%d].entries: %d, more than the %d allowed (rls.max_entries)", i, len(es), s.cfg.MaxEntries)
 		}
 		for j, e := range es {
-			if len(e.GetKey()) > httplimit.MaxCheckKey {
-				return InvalidTooLong, fmt.Errorf("descriptors[%d].entries[%d].key: longer than %d bytes", i, j, httplimit.MaxCheckKey)
+			if len(e.GetKey()) > decision.MaxKey {
+				return InvalidTooLong, fmt.Errorf("descriptors[%d].entries[%d].key: longer than %d bytes", i, j, decision.MaxKey)
 			}
 		}
 	}
 	return "", nil
 }
 
-// countInvalid counts one invalid request of the reason.
 func (s *Service) countInvalid(reason string) {
 	if i := slices.Index(InvalidReasons, reason); i >= 0 {
 		s.invalid[i].Add(1)
@@ -529,7 +476,7 @@ func (s *Service) override(c *compiled, domain string, d *ratelimitv3.RateLimitD
 	}
 	r := &rule{path: k.path, unit: unit, perUnit: k.perUnit, keySuffix: fmt.Sprintf("|limit=%d/%s", k.perUnit, period),
 		limit: limiter.Limit{Algorithm: limiter.FixedWindow, Rate: int64(k.perUnit), Period: period, AlignWindows: true}}
-	r.rendered = httplimit.RenderLimit(r.policyName(), r.limit)
+	r.rendered = decision.RenderLimit(r.policyName(), r.limit)
 	o := &overridden{rule: r}
 	if k.perUnit == 0 {
 		r.blocked = true
@@ -540,7 +487,7 @@ func (s *Service) override(c *compiled, domain string, d *ratelimitv3.RateLimitD
 		}
 		o.lim = l
 	}
-	if len(k.path) <= httplimit.MaxRememberedEndpoint {
+	if len(k.path) <= decision.MaxRememberedName {
 		// A longer path is compiled on every use, as the decision API
 		// matches a long endpoint every time: a caller sending long keys
 		// cannot fill the cache with them.
@@ -549,20 +496,18 @@ func (s *Service) override(c *compiled, domain string, d *ratelimitv3.RateLimitD
 	return o, nil
 }
 
-// outcome is one descriptor's decision.
+// outcome is one descriptor's decision and the limit enforced (the rule's
+// or a live change's) with its header values and Envoy unit.
 type outcome struct {
-	httplimit.Outcome
-	rule *rule
-	// limit is the limit enforced (the rule's, or a live change's), with
-	// its header values and its unit and requests_per_unit for Envoy.
+	decision.Outcome
+	rule     *rule
 	limit    limiter.Limit
-	rendered httplimit.RenderedLimit
+	rendered decision.RenderedLimit
 	unit     string
 	perUnit  uint32
 }
 
-// code is the Envoy code of the outcome: OVER_LIMIT when the HTTP path
-// would refuse (429 or 503), else OK.
+// code is OVER_LIMIT when the HTTP path would refuse, else OK.
 func (o outcome) code() rlsv3.RateLimitResponse_Code {
 	if o.Verdict.Refuses() {
 		return rlsv3.RateLimitResponse_OVER_LIMIT
@@ -570,8 +515,8 @@ func (o outcome) code() rlsv3.RateLimitResponse_Code {
 	return rlsv3.RateLimitResponse_OK
 }
 
-// tighter reports whether o should set the response headers rather than
-// other: an over-limit answer first, then the least remaining.
+// tighter reports whether o sets the headers rather than other: over-limit
+// first, then the least remaining.
 func (o outcome) tighter(other *outcome) bool {
 	if o.Verdict.Refuses() != other.Verdict.Refuses() {
 		return o.Verdict.Refuses()
@@ -591,8 +536,7 @@ func (o outcome) descriptorStatus() *rlsv3.RateLimitResponse_DescriptorStatus {
 	}
 }
 
-// descriptorCost is the units a descriptor takes: its own hits_addend,
-// else the request's, 0 meaning 1.
+// descriptorCost is the descriptor's hits_addend, else the request's; 0 is 1.
 func descriptorCost(req *rlsv3.RateLimitRequest, d *ratelimitv3.RateLimitDescriptor) int64 {
 	cost := int64(req.GetHitsAddend())
 	if h := d.GetHitsAddend(); h != nil {
@@ -604,24 +548,17 @@ func descriptorCost(req *rlsv3.RateLimitRequest, d *ratelimitv3.RateLimitDescrip
 	return cost
 }
 
-// decide makes and records one descriptor's decision, judged as the HTTP
-// path judges it (httplimit.Decide): a failed store answers per the fail
-// policy (OK when open, OVER_LIMIT when closed, as decided when local), a
-// shadow-mode limit always answers OK. A live change of the rule for the
-// decision's tier that covers the descriptor replaces l, or, in shadow,
-// is asked beside it on its own state, as for HTTP.
+// decide makes and records one descriptor's decision through the decision
+// model, as the HTTP path does, live changes of the rule's tier included.
 func (s *Service) decide(ctx context.Context, c *compiled, l *limiter.Limiter, r *rule, req *rlsv3.RateLimitRequest, d *ratelimitv3.RateLimitDescriptor) outcome {
 	cost := descriptorCost(req, d)
 	key := storeKey(req.Domain, d.GetEntries()) + r.keySuffix
 	ep, tier := s.endpoint(r, req.Domain, d.GetEntries()), s.tier(req, d)
 	o := outcome{rule: r, limit: r.limit, rendered: r.rendered, unit: r.unit, perUnit: r.perUnit}
-	a := httplimit.Ask{Limiter: l, Shadow: r.shadow, Key: key, Cost: cost}
-	if lv := c.live[r][tier]; lv != nil && lv.covers(key) {
-		if lv.Shadow {
-			a.LiveShadow = lv.lim
-		} else {
-			a.Limiter, o.limit, o.rendered, o.unit, o.perUnit = lv.lim, lv.Limit, lv.rendered, lv.unit, lv.perUnit
-		}
+	a := decision.Ask{Limiter: l, Shadow: r.shadow, Key: key, Cost: cost}
+	// A descriptor is covered by its store key, as an HTTP client by its key.
+	if lv := c.live[r][tier]; lv != nil && lv.Apply(&a, key) {
+		o.limit, o.rendered, o.unit, o.perUnit = lv.Limit, lv.rendered, lv.unit, lv.perUnit
 	}
 	if s.cfg.Trace != nil {
 		var end func(limiter.Status, limiter.Decision, error)
@@ -630,9 +567,9 @@ func (s *Service) decide(ctx context.Context, c *compiled, l *limiter.Limiter, r
 	}
 	if r.blocked {
 		// requests_per_unit 0: refused without asking the store.
-		o.Outcome = httplimit.Judge(limiter.Decision{ResetAfter: r.limit.Period, RetryAfter: r.limit.Period}, nil, r.limit, r.shadow)
+		o.Outcome = decision.Judge(limiter.Decision{ResetAfter: r.limit.Period, RetryAfter: r.limit.Period}, nil, r.limit, r.shadow)
 	} else {
-		o.Outcome = httplimit.Decide(ctx, a)
+		o.Outcome = decision.Decide(ctx, a)
 	}
 	if s.cfg.Recorder != nil {
 		s.cfg.Recorder.RecordDecision(ctx, o.Record(ep, tier, key, o.limit))
@@ -651,9 +588,9 @@ func (s *Service) logFailure(ctx context.Context, o outcome, cost int64) {
 	attrs := []slog.Attr{slog.String("endpoint", o.rule.path),
 		slog.String("status", string(o.Status())), slog.Int64("cost", cost), slog.String("error", o.Err.Error())}
 	switch o.Verdict {
-	case httplimit.VerdictRejected:
+	case decision.VerdictRejected:
 		s.costLog.Log(ctx, "descriptor cost cannot be admitted", attrs)
-	case httplimit.VerdictCanceled:
+	case decision.VerdictCanceled:
 		s.cfg.Logger.LogAttrs(ctx, slog.LevelDebug, "caller cancelled the decision", attrs...)
 	default:
 		s.cfg.Logger.LogAttrs(ctx, slog.LevelDebug, "rate limit store failed", attrs...)
@@ -688,7 +625,6 @@ func (s *Service) tier(req *rlsv3.RateLimitRequest, d *ratelimitv3.RateLimitDesc
 	return ts.dflt
 }
 
-// tierSet is the plan tiers decisions are labelled with.
 type tierSet struct {
 	known map[string]bool
 	dflt  string
@@ -728,7 +664,7 @@ func (s *Service) endpoint(r *rule, domain string, entries []*ratelimitv3.RateLi
 		b.WriteString(e.GetValue())
 	}
 	ep := b.String()
-	if len(ep) > httplimit.MaxRememberedEndpoint {
+	if len(ep) > decision.MaxRememberedName {
 		// A label is no place for a client's long value.
 		return r.path
 	}
@@ -768,7 +704,7 @@ func (s *Service) DetailedEndpoints() []string {
 
 // storeKey is the limiter key of a descriptor: its domain and entries, each
 // part escaped so that distinct descriptors never share a key. A key longer
-// than httplimit.MaxCheckKey bytes (the values are the client's: a header,
+// than decision.MaxKey bytes (the values are the client's: a header,
 // a path) is replaced by "=sha256:" and a hash of it (no escaped domain
 // holds a bare '='), as serve keys a long user id, so that a client sending huge values cannot make the store
 // hold huge keys, nor escape its limit by making the request invalid.
@@ -782,7 +718,7 @@ func storeKey(domain string, entries []*ratelimitv3.RateLimitDescriptor_Entry) s
 		b.WriteByte('=')
 		writeKeyPart(&b, e.GetValue())
 	}
-	if b.Len() <= httplimit.MaxCheckKey {
+	if b.Len() <= decision.MaxKey {
 		return b.String()
 	}
 	sum := sha256.Sum256([]byte(b.String()))
@@ -816,12 +752,12 @@ func (r *Rules) matchDescriptor(domain string, d *ratelimitv3.RateLimitDescripto
 }
 
 // headerValues renders the header families hc enables for o, as serve's
-// HTTP path writes them, in httplimit.HeaderNames order.
-func headerValues(hc httplimit.HeaderConfig, o *outcome, now time.Time) []*corev3.HeaderValue {
-	h := make(http.Header, len(httplimit.HeaderNames))
+// HTTP path writes them, in decision.HeaderNames order.
+func headerValues(hc decision.HeaderConfig, o *outcome, now time.Time) []*corev3.HeaderValue {
+	h := make(map[string][]string, len(decision.HeaderNames))
 	hc.WriteHeaders(h, o.rendered, o.Decision, now)
 	out := make([]*corev3.HeaderValue, 0, len(h))
-	for _, name := range httplimit.HeaderNames {
+	for _, name := range decision.HeaderNames {
 		if v := h[name]; len(v) > 0 {
 			out = append(out, &corev3.HeaderValue{Key: name, Value: v[0]})
 		}

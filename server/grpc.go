@@ -279,16 +279,7 @@ func (g *grpcListener) applyLive() {
 	if g.live == nil {
 		return
 	}
-	live := map[string]map[string]httplimit.LiveLimit{}
-	for class, byTier := range g.live.Overlay() {
-		for tier, ap := range byTier {
-			if live[class] == nil {
-				live[class] = map[string]httplimit.LiveLimit{}
-			}
-			live[class][tier] = httplimit.LiveLimit{Limit: ap.Limit, RolloutPercent: ap.RolloutPercent, Shadow: ap.Shadow, Source: ap.Source}
-		}
-	}
-	if err := g.svc.SetLive(live); err != nil {
+	if err := g.svc.SetLive(g.live.Overlay().Live()); err != nil {
 		g.logger.Error("live limits not applied to the descriptor rules", slog.String("error", err.Error()))
 	}
 }
@@ -321,20 +312,9 @@ func (g *grpcListener) relabel(p *httplimit.Policy) {
 	}
 	endpoints = append(endpoints, g.svc.DetailedEndpoints()...)
 	endpoints = uniq(endpoints)
-	if err := g.labels.Reconfigure(endpoints, tiers, dflt); err != nil {
-		g.logger.Warn("metrics: reconfigure labels", slog.String("error", err.Error()))
-		return
-	}
-	warn := func(endpoint, tier string, err error) {
-		g.logger.Warn("metrics: limit in force", slog.String("endpoint", endpoint),
-			slog.String("plan_tier", tier), slog.String("error", err.Error()))
-	}
+	var limits []httplimit.EndpointLimit
 	if g.policy != nil {
-		for _, l := range g.policy.Limits() {
-			if err := g.labels.SetLimit(l.Endpoint, l.PlanTier, l.Limit); err != nil {
-				warn(l.Endpoint, l.PlanTier, err)
-			}
-		}
+		limits = g.policy.Limits()
 	}
 	for _, r := range rules {
 		if r.Blocked {
@@ -345,9 +325,24 @@ func (g *grpcListener) relabel(p *httplimit.Policy) {
 			if l, ok := g.svc.LiveLimit(r.Endpoint, t); ok {
 				lim = l
 			}
-			if err := g.labels.SetLimit(r.Endpoint, t, lim); err != nil {
-				warn(r.Endpoint, t, err)
-			}
+			limits = append(limits, httplimit.EndpointLimit{Endpoint: r.Endpoint, PlanTier: t, Limit: lim})
+		}
+	}
+	setLabels(g.labels, g.logger, endpoints, tiers, dflt, limits)
+}
+
+// setLabels tells labels the endpoints and tiers, then the limit in force
+// on each endpoint × tier of limits. Failures are logged: the metrics
+// keep their previous labels.
+func setLabels(labels EndpointLabels, logger *slog.Logger, endpoints, tiers []string, dflt string, limits []httplimit.EndpointLimit) {
+	if err := labels.Reconfigure(endpoints, tiers, dflt); err != nil {
+		logger.Warn("metrics: reconfigure labels", slog.String("error", err.Error()))
+		return
+	}
+	for _, l := range limits {
+		if err := labels.SetLimit(l.Endpoint, l.PlanTier, l.Limit); err != nil {
+			logger.Warn("metrics: limit in force", slog.String("endpoint", l.Endpoint),
+				slog.String("plan_tier", l.PlanTier), slog.String("error", err.Error()))
 		}
 	}
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/rl-exporter/rl-exporter/admin"
 	"github.com/rl-exporter/rl-exporter/config"
+	"github.com/rl-exporter/rl-exporter/decision"
 	"github.com/rl-exporter/rl-exporter/httplimit"
 	"github.com/rl-exporter/rl-exporter/livelimits"
 )
@@ -229,9 +230,9 @@ func (b *Built) withLive(pc httplimit.PolicyConfig) httplimit.PolicyConfig {
 				continue
 			}
 			if c.Live == nil {
-				c.Live = map[string]httplimit.LiveLimit{}
+				c.Live = map[string]decision.LiveLimit{}
 			}
-			c.Live[tier] = httplimit.LiveLimit{Limit: ap.Limit, RolloutPercent: ap.RolloutPercent, Shadow: ap.Shadow, Source: ap.Source}
+			c.Live[tier] = ap.Live()
 		}
 		classes[i] = c
 	}

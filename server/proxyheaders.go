@@ -3,12 +3,12 @@ package server
 import (
 	"net/http"
 
-	"github.com/rl-exporter/rl-exporter/httplimit"
+	"github.com/rl-exporter/rl-exporter/decision"
 )
 
 // How an upstream's answer is merged with the rate-limit headers, on both
 // proxy paths alike: a rate-limit header the limiter set on the response
-// (httplimit.HeaderNames) is the one the client gets, the upstream's
+// (decision.HeaderNames) is the one the client gets, the upstream's
 // values of that header are dropped; every other header of the upstream,
 // its Retry-After on a 429 or 503 included when the limiter set none,
 // passes as it came. The limiter's win because they describe the limit
@@ -19,10 +19,10 @@ import (
 // shadow class over its limit, a decision that failed open, the header
 // families turned off) the upstream's pass.
 
-// limiterHeaders are the names of httplimit.HeaderNames.
+// limiterHeaders are the names of decision.HeaderNames.
 var limiterHeaders = func() map[string]bool {
-	m := make(map[string]bool, len(httplimit.HeaderNames))
-	for _, k := range httplimit.HeaderNames {
+	m := make(map[string]bool, len(decision.HeaderNames))
+	for _, k := range decision.HeaderNames {
 		m[k] = true
 	}
 	return m
@@ -45,7 +45,7 @@ type limiterFirst struct{ next http.Handler }
 func (l limiterFirst) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()
 	var lw *limiterWriter
-	for _, k := range httplimit.HeaderNames {
+	for _, k := range decision.HeaderNames {
 		if vv, ok := h[k]; ok {
 			if lw == nil {
 				lw = &limiterWriter{ResponseWriter: w}

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rl-exporter/rl-exporter/httplimit"
+	"github.com/rl-exporter/rl-exporter/decision"
 	"github.com/rl-exporter/rl-exporter/server"
 )
 
@@ -62,7 +62,7 @@ func TestBothProxyPathsMergeTheUpstreamsHeadersAlikeAndTheLimitersWin(t *testing
 		resp.Body.Close()
 		h := resp.Header.Clone()
 		h.Del("Date")
-		for _, k := range httplimit.HeaderNames {
+		for _, k := range decision.HeaderNames {
 			for j, v := range h[k] {
 				if !slices.Contains(upstream[k], v) {
 					h[k][j] = "<limiter>"

@@ -113,15 +113,7 @@ func (t *Telemetry) Deps(logger *slog.Logger) Deps {
 		Recorder: col, Observer: col, Circuit: col, Replication: col, MetricsHandler: col.Handler(), Labels: col,
 		AdminHandlers: map[string]http.Handler{TopLimitedPath: col.TopLimitedHandler()},
 		OnPolicy: func(p *httplimit.Policy) {
-			if err := col.Reconfigure(p.Endpoints(), p.Tiers(), p.DefaultTier()); err != nil {
-				t.logger.Warn("metrics: reconfigure labels", slog.String("error", err.Error()))
-			}
-			for _, l := range p.Limits() {
-				if err := col.SetLimit(l.Endpoint, l.PlanTier, l.Limit); err != nil {
-					t.logger.Warn("metrics: limit in force", slog.String("endpoint", l.Endpoint),
-						slog.String("plan_tier", l.PlanTier), slog.String("error", err.Error()))
-				}
-			}
+			setLabels(col, t.logger, p.Endpoints(), p.Tiers(), p.DefaultTier(), p.Limits())
 		},
 		Logger: logger,
 	}

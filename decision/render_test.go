@@ -1,4 +1,4 @@
-package httplimit
+package decision
 
 import (
 	"math"
@@ -13,8 +13,8 @@ import (
 )
 
 func TestHeaderNamesAreInTheFormNetHTTPKeepsThemIn(t *testing.T) {
-	for _, k := range []string{headerXLimit, headerXRemaining, headerXReset, headerPolicy, headerRateLimit,
-		headerLegacyLimit, headerLegacyRemaining, headerLegacyReset, headerRetryAfter} {
+	for _, k := range []string{HeaderXLimit, HeaderXRemaining, HeaderXReset, HeaderPolicy, HeaderRateLimit,
+		HeaderLegacyLimit, HeaderLegacyRemaining, HeaderLegacyReset, HeaderRetryAfter} {
 		if c := http.CanonicalHeaderKey(k); c != k {
 			t.Errorf("header key %q is not canonical (%q): Header.Get would not find it", k, c)
 		}
@@ -41,7 +41,7 @@ func sfField(t *testing.T, v string) (string, map[string]int64) {
 func TestEveryHeaderFamilyAgreesAndParses(t *testing.T) {
 	now := time.Unix(1_700_000_000, 250_000_000)
 	lim := limiter.PerMinute(limiter.GCRA, 100)
-	rl := renderLimit("public", lim)
+	rl := RenderLimit("public", lim)
 	cases := map[string]struct {
 		d         limiter.Decision
 		remaining int64
@@ -69,7 +69,7 @@ func TestEveryHeaderFamilyAgreesAndParses(t *testing.T) {
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
 			h := http.Header{}
-			HeaderConfig{Legacy: true}.write(h, computeNumbers(rl, c.d, now))
+			HeaderConfig{Legacy: true}.Write(h, FieldsOf(rl, c.d, now))
 			want := map[string]string{
 				"X-RateLimit-Limit": "100", "X-RateLimit-Remaining": strconv.FormatInt(c.remaining, 10),
 				"X-RateLimit-Reset": strconv.FormatInt(c.reset, 10), "RateLimit-Limit": "100",
@@ -97,9 +97,9 @@ func TestEveryHeaderFamilyAgreesAndParses(t *testing.T) {
 
 func TestAQuotaBeyondStructuredFieldIntegersSaturates(t *testing.T) {
 	lim := limiter.Limit{Algorithm: limiter.TokenBucket, Rate: 1, Period: time.Second, Burst: 2_000_000_000_000_000}
-	rl := renderLimit("huge", lim)
+	rl := RenderLimit("huge", lim)
 	h := http.Header{}
-	HeaderConfig{}.write(h, computeNumbers(rl, limiter.Decision{Allowed: true, Remaining: 1_999_999_999_999_999}, time.Unix(0, 0)))
+	HeaderConfig{}.Write(h, FieldsOf(rl, limiter.Decision{Allowed: true, Remaining: 1_999_999_999_999_999}, time.Unix(0, 0)))
 	if got := h.Get("X-RateLimit-Limit"); got != "2000000000000000" {
 		t.Errorf("X-RateLimit-Limit %q, want the quota in full", got)
 	}
@@ -112,13 +112,13 @@ func TestAQuotaBeyondStructuredFieldIntegersSaturates(t *testing.T) {
 }
 
 func TestWritingTheHeadersTakesTwoAllocations(t *testing.T) {
-	rl := renderLimit("default", limiter.PerMinute(limiter.GCRA, 100))
+	rl := RenderLimit("default", limiter.PerMinute(limiter.GCRA, 100))
 	d := limiter.Decision{Allowed: true, Limit: 100, Remaining: 99, ResetAfter: 600 * time.Millisecond}
 	now := time.Now()
 	h := make(http.Header, 16)
 	for name, hc := range map[string]HeaderConfig{"default families": {}, "every family": {Legacy: true}} {
 		allocs := testing.AllocsPerRun(200, func() {
-			hc.write(h, computeNumbers(rl, d, now))
+			hc.Write(h, FieldsOf(rl, d, now))
 		})
 		if allocs > 2 {
 			t.Errorf("%s: %.1f allocations to write the headers, want at most 2 (one string, one slice array)", name, allocs)

@@ -1,0 +1,242 @@
+package decision
+
+import (
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/dunglas/httpsfv"
+
+	"github.com/rl-exporter/rl-exporter/limiter"
+)
+
+// MaxKey is the longest caller-supplied key taken as it is (the decision
+// API refuses longer ones, rls hashes them).
+const MaxKey = 512
+
+// MaxRememberedName is the longest endpoint or descriptor path kept in a
+// cache or a metric label, so that callers sending long names grow nothing.
+const MaxRememberedName = 256
+
+// HeaderConfig selects the header families and the 429 body. The zero
+// value sends X-RateLimit-Limit/-Remaining/-Reset (Unix time) and the
+// draft-ietf-httpapi-ratelimit-headers-10 fields RateLimit-Policy and
+// RateLimit; Legacy adds RateLimit-Limit/-Remaining/-Reset (seconds);
+// ProblemJSON makes 429 bodies application/problem+json (RFC 9457).
+type HeaderConfig struct {
+	OmitXRateLimit bool
+	OmitRateLimit  bool
+	Legacy         bool
+	ProblemJSON    bool
+}
+
+// The header names, canonical as net/http keeps them, so setting them needs no canonicalising.
+const (
+	HeaderXLimit          = "X-Ratelimit-Limit"
+	HeaderXRemaining      = "X-Ratelimit-Remaining"
+	HeaderXReset          = "X-Ratelimit-Reset"
+	HeaderPolicy          = "Ratelimit-Policy"
+	HeaderRateLimit       = "Ratelimit"
+	HeaderLegacyLimit     = "Ratelimit-Limit"
+	HeaderLegacyRemaining = "Ratelimit-Remaining"
+	HeaderLegacyReset     = "Ratelimit-Reset"
+	HeaderRetryAfter      = "Retry-After"
+)
+
+// HeaderNames lists every header Write sets, in order. Do not modify it.
+var HeaderNames = []string{
+	HeaderXLimit, HeaderXRemaining, HeaderXReset, HeaderPolicy, HeaderRateLimit,
+	HeaderLegacyLimit, HeaderLegacyRemaining, HeaderLegacyReset, HeaderRetryAfter,
+}
+
+// CeilSeconds rounds d up to whole seconds, 0 for d <= 0, without overflow.
+func CeilSeconds(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	s := int64(d / time.Second)
+	if d%time.Second != 0 {
+		s++
+	}
+	return s
+}
+
+// RetryAfterSeconds is a refusal's Retry-After: rounded up, never 0.
+func RetryAfterSeconds(d limiter.Decision) int64 {
+	return max(1, CeilSeconds(d.RetryAfter))
+}
+
+// maxSFInteger is the largest Structured Field integer (RFC 9651).
+const maxSFInteger = 999_999_999_999_999
+
+// RenderedLimit is what the headers say of a limit whatever the decision,
+// rendered once by RenderLimit. It is immutable.
+type RenderedLimit struct{ rl *rendered }
+
+type rendered struct {
+	name      string
+	item      string // name as a structured-field string: "name", escaped
+	quota     int64
+	quotaText string
+	window    int64  // seconds, at least 1
+	policy    string // RateLimit-Policy: "name";q=quota;w=window
+	rlPrefix  string // RateLimit up to its r value: "name";r=
+}
+
+// RenderLimit renders lim under the policy name policy, any string: written
+// as an escaped sf-string, a character it cannot hold becomes '_'.
+func RenderLimit(policy string, lim limiter.Limit) RenderedLimit {
+	item := `"` + policy + `"`
+	if !plainName(policy) {
+		var err error
+		if item, err = httpsfv.Marshal(httpsfv.NewItem(policy)); err != nil {
+			item = `"` + strings.Map(func(r rune) rune {
+				if r < 0x20 || r > 0x7e || r == '"' || r == '\\' {
+					return '_'
+				}
+				return r
+			}, policy) + `"`
+		}
+	}
+	rl := &rendered{name: policy, item: item, quota: lim.Quota(), window: max(1, CeilSeconds(lim.Window()))}
+	rl.quotaText = strconv.FormatInt(rl.quota, 10)
+	rl.policy = item + ";q=" + strconv.FormatInt(min(rl.quota, maxSFInteger), 10) + ";w=" + strconv.FormatInt(min(rl.window, maxSFInteger), 10)
+	rl.rlPrefix = item + ";r="
+	return RenderedLimit{rl: rl}
+}
+
+// plainName reports whether s, quoted, is an sf-string (every class name is).
+func plainName(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return s != ""
+}
+
+// Name is the policy name the limit was rendered under.
+func (r RenderedLimit) Name() string { return r.rl.name }
+
+// Fields are the values every header family and body is written from, so
+// that they agree, all >= 0: Reset is the seconds until the quota is full
+// again (ResetUnix its time), T is RateLimit's t (Reset, or Retry when
+// refused) and Retry is Retry-After (0 when allowed).
+type Fields struct {
+	lim                                          *rendered
+	Quota, Remaining, Reset, ResetUnix, T, Retry int64
+}
+
+// Policy is the policy name of the fields' limit.
+func (f Fields) Policy() string { return f.lim.name }
+
+// FieldsOf works out the fields of decision d of the limit rl at now.
+func FieldsOf(rl RenderedLimit, d limiter.Decision, now time.Time) Fields {
+	f := Fields{lim: rl.rl, Quota: d.Limit, Remaining: max(0, d.Remaining), Reset: CeilSeconds(d.ResetAfter)}
+	if f.Quota <= 0 {
+		f.Quota = rl.rl.quota
+	}
+	// A store whose clock runs ahead may report a reset in the past.
+	at := now.Add(max(d.ResetAfter, 0))
+	f.ResetUnix = at.Unix()
+	if at.Nanosecond() > 0 {
+		f.ResetUnix++
+	}
+	f.ResetUnix = max(0, f.ResetUnix)
+	f.T = f.Reset
+	if !d.Allowed {
+		f.Retry = RetryAfterSeconds(d)
+		f.T = f.Retry
+	}
+	return f
+}
+
+// WriteHeaders is Write(h, FieldsOf(rl, d, now)).
+func (hc HeaderConfig) WriteHeaders(h map[string][]string, rl RenderedLimit, d limiter.Decision, now time.Time) {
+	hc.Write(h, FieldsOf(rl, d, now))
+}
+
+const headerValues = 9
+
+// Write sets the enabled families of f on h (an http.Header) in two
+// allocations whatever the families: one string cut into every value not
+// rendered in advance, one array cut into every header's slice.
+func (hc HeaderConfig) Write(h map[string][]string, f Fields) {
+	var buf [160]byte
+	b := buf[:0]
+	var cut [headerValues + 1]int // cut points of the values formatted into b
+	var keys [headerValues]string
+	var fixed [headerValues]string // a value rendered in advance, else ""
+	k := 0
+	num := func(key string, v int64) {
+		keys[k] = key
+		b = strconv.AppendInt(b, v, 10)
+		k++
+		cut[k] = len(b)
+	}
+	text := func(key, v string) {
+		keys[k], fixed[k] = key, v
+		k++
+		cut[k] = len(b)
+	}
+	quota := f.lim.quotaText
+	if f.Quota != f.lim.quota {
+		quota = ""
+	}
+	if !hc.OmitXRateLimit {
+		if quota != "" {
+			text(HeaderXLimit, quota)
+		} else {
+			num(HeaderXLimit, f.Quota)
+		}
+		num(HeaderXRemaining, f.Remaining)
+		num(HeaderXReset, f.ResetUnix)
+	}
+	if !hc.OmitRateLimit {
+		if f.Quota == f.lim.quota {
+			text(HeaderPolicy, f.lim.policy)
+		} else {
+			keys[k] = HeaderPolicy
+			b = append(b, f.lim.item...)
+			b = append(b, ";q="...)
+			b = strconv.AppendInt(b, min(f.Quota, maxSFInteger), 10)
+			b = append(b, ";w="...)
+			b = strconv.AppendInt(b, min(f.lim.window, maxSFInteger), 10)
+			k++
+			cut[k] = len(b)
+		}
+		keys[k] = HeaderRateLimit
+		b = append(b, f.lim.rlPrefix...)
+		b = strconv.AppendInt(b, min(f.Remaining, maxSFInteger), 10)
+		b = append(b, ";t="...)
+		b = strconv.AppendInt(b, min(f.T, maxSFInteger), 10)
+		k++
+		cut[k] = len(b)
+	}
+	if hc.Legacy {
+		if quota != "" {
+			text(HeaderLegacyLimit, quota)
+		} else {
+			num(HeaderLegacyLimit, f.Quota)
+		}
+		num(HeaderLegacyRemaining, f.Remaining)
+		num(HeaderLegacyReset, f.T)
+	}
+	if f.Retry > 0 {
+		num(HeaderRetryAfter, f.Retry)
+	}
+	if k == 0 {
+		return
+	}
+	all := string(b)
+	vals := make([]string, k)
+	for i := range k {
+		if fixed[i] != "" {
+			vals[i] = fixed[i]
+		} else {
+			vals[i] = all[cut[i]:cut[i+1]]
+		}
+		h[keys[i]] = vals[i : i+1 : i+1]
+	}
+}
