@@ -6,12 +6,13 @@ import (
 	"testing"
 )
 
-// The rate limiter's binary links what serving needs: the rule generator
-// checks its Alertmanager configuration with amtool and writes dashboards
-// without the Grafana SDK, so neither tree is in its dependency graph.
-// (github.com/grafana/regexp is Prometheus's regular expression engine,
-// which the PromQL parser of `rules` uses; it is not part of Grafana.)
-func TestTheBinaryLinksNeitherAlertmanagerNorGrafana(t *testing.T) {
+// The rate limiter's binary does not link Alertmanager: the rule generator
+// checks its Alertmanager configuration with amtool, so that tree, and the
+// dependencies it pulls in, stay out of the dependency graph. The Grafana
+// foundation SDK that `rules` builds dashboards with is linked: it depends
+// on the standard library alone and adds about 2 % to the binary, less
+// than a second binary for the generators would cost to ship.
+func TestTheBinaryDoesNotLinkAlertmanager(t *testing.T) {
 	goTool, err := exec.LookPath("go")
 	if err != nil {
 		t.Fatal("the go command is not on PATH")
@@ -25,9 +26,7 @@ func TestTheBinaryLinksNeitherAlertmanagerNorGrafana(t *testing.T) {
 		t.Fatalf("go list -deps lists only %d packages:\n%s", len(pkgs), out)
 	}
 	for _, p := range pkgs {
-		switch {
-		case strings.HasPrefix(p, "github.com/prometheus/alertmanager"),
-			strings.HasPrefix(p, "github.com/grafana/") && !strings.HasPrefix(p, "github.com/grafana/regexp"):
+		if strings.HasPrefix(p, "github.com/prometheus/alertmanager") {
 			t.Errorf("rl-exporter links %s", p)
 		}
 	}
