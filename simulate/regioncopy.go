@@ -35,13 +35,12 @@ import (
 // Buckets start empty, as under sustained load: the copy takes the whole
 // bucket at time 0.
 type regionCopy struct {
-	store  *limiter.MemoryStore
-	now    int64 // µs since the start, the store's clock
-	limit  limiter.Limit
-	replay limiter.Limit
-	// threshold is hybrid's limit, of thresholdUnits units; with none, no
+	now int64 // µs since the start, the store's clock
+	// limit, replay and threshold decide on one MemoryStore, so on one
+	// state of the key.
+	limit, replay, threshold *limiter.Limiter
+	// thresholdUnits is the size of the threshold's limit; with none, no
 	// request fits under it.
-	threshold      limiter.Limit
 	thresholdUnits int64
 }
 
@@ -54,14 +53,26 @@ func newRegionCopy(c RegionsConfig) (*regionCopy, error) {
 	if lim.Algorithm == limiter.TokenBucket {
 		lim.Algorithm = limiter.GCRA
 	}
-	rc := &regionCopy{limit: lim}
-	rc.store = limiter.NewMemoryStore(limiter.MemoryConfig{
+	rc := &regionCopy{thresholdUnits: int64(math.Floor(c.HybridThreshold * float64(lim.Quota())))}
+	store := limiter.NewMemoryStore(limiter.MemoryConfig{
 		Now:    func() time.Time { return time.UnixMicro(rc.now) },
 		Shards: 1,
 	})
-	rc.replay = withQuota(lim, largestQuota(lim))
-	rc.thresholdUnits = int64(math.Floor(c.HybridThreshold * float64(lim.Quota())))
-	rc.threshold = withQuota(lim, max(rc.thresholdUnits, 1))
+	var err error
+	on := func(l limiter.Limit) *limiter.Limiter {
+		if err != nil {
+			return nil
+		}
+		var lr *limiter.Limiter
+		lr, err = limiter.New(limiter.Config{Limit: l, Store: store})
+		return lr
+	}
+	rc.limit = on(lim)
+	rc.replay = on(withQuota(lim, largestQuota(lim)))
+	rc.threshold = on(withQuota(lim, max(rc.thresholdUnits, 1)))
+	if err != nil {
+		return nil, err
+	}
 	return rc, rc.reset()
 }
 
@@ -89,27 +100,26 @@ func largestQuota(lim limiter.Limit) int64 {
 // reset forgets every admission, the bucket taken at time 0.
 func (rc *regionCopy) reset() error {
 	ctx := context.Background()
-	if err := rc.store.Reset(ctx, regionKey, rc.limit, 0); err != nil {
+	if err := rc.limit.Reset(ctx, regionKey); err != nil {
 		return err
 	}
-
-	if !rc.limit.Algorithm.IsBucket() {
+	if !rc.limit.Limit().Algorithm.IsBucket() {
 		return nil
 	}
 	rc.now = 0
-	_, err := rc.store.Decide(ctx, regionKey, rc.limit, rc.limit.Quota())
+	_, err := rc.limit.AllowN(ctx, regionKey, rc.limit.Limit().Quota())
 	return err
 }
 
 // apply records an admission at t (µs), no earlier than the last one.
 func (rc *regionCopy) apply(t int64) error {
 	rc.now = t
-	_, err := rc.store.Decide(context.Background(), regionKey, rc.replay, 1)
+	_, err := rc.replay.Allow(context.Background(), regionKey)
 	return err
 }
 
 // allows reports whether a request is admitted now.
-func (rc *regionCopy) allows() (bool, error) { return rc.peek(rc.limit) }
+func (rc *regionCopy) allows() (bool, error) { return peek(rc.limit) }
 
 // overThreshold reports whether a request now would take the copy's
 // estimate past hybrid's threshold.
@@ -117,11 +127,11 @@ func (rc *regionCopy) overThreshold() (bool, error) {
 	if rc.thresholdUnits < 1 {
 		return true, nil
 	}
-	ok, err := rc.peek(rc.threshold)
+	ok, err := peek(rc.threshold)
 	return !ok, err
 }
 
-func (rc *regionCopy) peek(lim limiter.Limit) (bool, error) {
-	d, err := rc.store.DecideMode(context.Background(), regionKey, lim, 1, limiter.ModePeek, 0)
+func peek(l *limiter.Limiter) (bool, error) {
+	d, err := l.PeekN(context.Background(), regionKey, 1)
 	return d.Allowed, err
 }

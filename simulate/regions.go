@@ -253,12 +253,13 @@ type world struct {
 // view is what one region knows of the admissions: its copy of the key,
 // fed with the admissions of events[:seen] it knows of, each other region q
 // known up to cut[q]; unseen holds those of events[:seen] it does not know
-// of yet (buckets only).
+// of yet, in time order; last is the time of the latest admission applied.
 type view struct {
 	copy   *regionCopy
 	seen   int
 	cut    []int64
 	unseen []admission
+	last   int64
 }
 
 // known is the latest time up to which region r knows region q's
@@ -280,12 +281,14 @@ func (w *world) known(q, r int, now int64) int64 {
 }
 
 // stateAt is region r's copy of the key at now, with every admission it
-// knows of applied as region/ applies them. A window algorithm counts each
-// admission in the window it was made in, so when a shipping round
-// arrives the copy replays what it knows in time order, from two periods
-// back (what is older belongs to no window the state keeps). A bucket
-// takes the units of a round as they become known, as if they arrived
-// then (region/'s token_bucket.lua and gcra.lua), and its own when made.
+// knows of applied as region/ applies them. A bucket takes the units of a
+// round as they become known, as if they arrived then (region/'s
+// token_bucket.lua and gcra.lua), and its own when made. A window
+// algorithm counts each admission in the window it was made in: the units
+// of a round are applied at their own times, in time order, which, when
+// the region has applied a later admission of its own or moved on to a
+// later window (windows are aligned), means replaying what it knows from
+// two periods back (what is older belongs to no window the state keeps).
 func (w *world) stateAt(r int, now int64) (*regionCopy, error) {
 	v := &w.views[r]
 	learnt := false
@@ -295,40 +298,67 @@ func (w *world) stateAt(r int, now int64) (*regionCopy, error) {
 		}
 	}
 	knows := func(e admission) bool { return e.region == r || e.at <= v.cut[e.region] }
-	if w.c.Algorithm.IsBucket() {
-		if learnt {
-			still := v.unseen[:0]
-			for _, e := range v.unseen {
-				if !knows(e) {
-					still = append(still, e)
-				} else if err := v.copy.apply(max(e.at, v.copy.now)); err != nil {
-					return nil, err
-				}
-			}
-			v.unseen = still
+	bucket := w.c.Algorithm.IsBucket()
+	apply := func(e admission) error {
+		t := e.at
+		if bucket {
+			t = max(t, v.copy.now)
 		}
-		for ; v.seen < len(w.events); v.seen++ {
-			if e := w.events[v.seen]; !knows(e) {
-				v.unseen = append(v.unseen, e)
-			} else if err := v.copy.apply(max(e.at, v.copy.now)); err != nil {
-				return nil, err
-			}
-		}
-		v.copy.now = now
-		return v.copy, nil
+		v.last = t
+		return v.copy.apply(t)
 	}
 	if learnt {
-		from := now - 2*w.period
-		v.seen = sort.Search(len(w.events), func(i int) bool { return w.events[i].at >= from })
-		if err := v.copy.reset(); err != nil {
-			return nil, err
+		var known []admission
+		still := v.unseen[:0]
+		for _, e := range v.unseen {
+			if knows(e) {
+				known = append(known, e)
+			} else {
+				still = append(still, e)
+			}
+		}
+		v.unseen = still
+		// The copy holds the window it last decided in (a peek moves it
+		// to a new one): an admission of an earlier window, or from
+		// before the last one applied, cannot be added on top.
+		if !bucket && len(known) > 0 && (known[0].at < v.last || known[0].at/w.period != v.copy.now/w.period) {
+			return w.replay(r, now)
+		}
+		for _, e := range known {
+			if err := apply(e); err != nil {
+				return nil, err
+			}
 		}
 	}
 	for ; v.seen < len(w.events); v.seen++ {
-		if e := w.events[v.seen]; knows(e) {
-			if err := v.copy.apply(e.at); err != nil {
-				return nil, err
-			}
+		if e := w.events[v.seen]; !knows(e) {
+			v.unseen = append(v.unseen, e)
+		} else if err := apply(e); err != nil {
+			return nil, err
+		}
+	}
+	v.copy.now = now
+	return v.copy, nil
+}
+
+// replay rebuilds region r's copy of a window algorithm's key at now from
+// the admissions of the last two periods it knows of.
+func (w *world) replay(r int, now int64) (*regionCopy, error) {
+	v := &w.views[r]
+	if err := v.copy.reset(); err != nil {
+		return nil, err
+	}
+	v.unseen, v.last = v.unseen[:0], math.MinInt64
+	from := now - 2*w.period
+	for v.seen = sort.Search(len(w.events), func(i int) bool { return w.events[i].at >= from }); v.seen < len(w.events); v.seen++ {
+		e := w.events[v.seen]
+		if e.region != r && e.at > v.cut[e.region] {
+			v.unseen = append(v.unseen, e)
+			continue
+		}
+		v.last = e.at
+		if err := v.copy.apply(e.at); err != nil {
+			return nil, err
 		}
 	}
 	v.copy.now = now
