@@ -1,9 +1,9 @@
 // Package dashboards generates rl-exporter's Grafana dashboards from the SLO
 // model (package slo) and the exporter's metric contract, and encodes them
-// as the JSON Grafana provisions. The builders mirror the Grafana
-// foundation SDK's, as far as the dashboards use them (internal/gf), so
-// that the rl-exporter binary does not link the SDK; the tests decode every
-// dashboard with the SDK itself.
+// as the JSON Grafana provisions. They are built with the Grafana
+// foundation SDK (github.com/grafana/grafana-foundation-sdk/go), whose
+// builders collect every invalid value and return it from Build; the
+// tests decode every dashboard back with the SDK's strict decoder.
 //
 // Every threshold line comes from the spec (the 429 ratio against its alert
 // threshold, the store latency quantile against its bucket bound, fail-open

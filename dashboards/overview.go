@@ -9,13 +9,13 @@ import (
 
 	"github.com/prometheus/common/model"
 
-	"github.com/rl-exporter/rl-exporter/dashboards/internal/gf/cog"
-	"github.com/rl-exporter/rl-exporter/dashboards/internal/gf/common"
-	"github.com/rl-exporter/rl-exporter/dashboards/internal/gf/dashboard"
-	"github.com/rl-exporter/rl-exporter/dashboards/internal/gf/heatmap"
-	"github.com/rl-exporter/rl-exporter/dashboards/internal/gf/prometheus"
-	"github.com/rl-exporter/rl-exporter/dashboards/internal/gf/stat"
-	"github.com/rl-exporter/rl-exporter/dashboards/internal/gf/timeseries"
+	"github.com/grafana/grafana-foundation-sdk/go/cog"
+	"github.com/grafana/grafana-foundation-sdk/go/common"
+	"github.com/grafana/grafana-foundation-sdk/go/dashboard"
+	"github.com/grafana/grafana-foundation-sdk/go/heatmap"
+	"github.com/grafana/grafana-foundation-sdk/go/prometheus"
+	"github.com/grafana/grafana-foundation-sdk/go/stat"
+	"github.com/grafana/grafana-foundation-sdk/go/timeseries"
 	"github.com/rl-exporter/rl-exporter/slo"
 )
 

@@ -3,7 +3,7 @@ package dashboards
 import (
 	"fmt"
 
-	"github.com/rl-exporter/rl-exporter/dashboards/internal/gf/timeseries"
+	"github.com/grafana/grafana-foundation-sdk/go/timeseries"
 	"github.com/rl-exporter/rl-exporter/slo"
 )
 

@@ -18,12 +18,12 @@ import (
 	"github.com/rl-exporter/rl-exporter/slo"
 )
 
-// The dashboards are written with the package's own copy of the part of
-// the Grafana foundation SDK they use (internal/gf), so that the
-// rl-exporter binary does not link the SDK. The real SDK checks them here:
-// its strict decoder refuses an unknown field, a missing required field or
-// a wrong type, and encoding what it decoded must give the same bytes, so
-// every field is one the SDK knows, written as the SDK writes it.
+// The SDK's builders do not check what Grafana's schema reads: options
+// passed as raw values (overrides, a panel's options) can hold anything.
+// Its strict decoder checks them here: it refuses an unknown field, a
+// missing required field or a wrong type, and encoding what it decoded
+// must give the same bytes, so every field is one the SDK knows, written
+// as the SDK writes it.
 func TestTheGrafanaSDKReadsEveryDashboardBackUnchanged(t *testing.T) {
 	sdkplugins.RegisterDefaultPlugins()
 	custom, err := slo.Load([]byte(customSpec), "custom.yaml")

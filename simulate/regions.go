@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"slices"
+	"sort"
 	"text/tabwriter"
 	"time"
 
@@ -14,9 +15,9 @@ import (
 )
 
 // A multi-region simulation plays one key's traffic, the same steady rate
-// from each of N regions, against the four region modes, in simulated time
-// with a model of each algorithm (not the stores: the point is what each
-// region can see, and when):
+// from each of N regions, against the four region modes, in simulated time,
+// each region deciding on its own copy of the key in a limiter.MemoryStore
+// (regionCopy): the point is what each region can see, and when.
 //
 //   - local: each region decides on its own count and never sees the
 //     others'.
@@ -30,14 +31,14 @@ import (
 //     evenly over the interval), and a round reaches the others one
 //     one-way latency later. So a region sees another's admissions as of
 //     now − (up to one sync interval) − one-way.
-//   - hybrid: async while the region's view of the key is below the
-//     threshold × the quota, then strict for the rest of the window (for
-//     buckets: while the view stays at or over it). A strict decision is
+//   - hybrid: async while a request keeps the region's view of the key
+//     within floor(threshold × quota) units, as region/ decides, then
+//     strict for the rest of the window (for buckets: while a request
+//     would take the view past them). A strict decision is
 //     made on the home region's view, counted as the home region's
 //     admission, and shipped from there like any other.
 //
-// Buckets replicate consumed units: a region's view of the bucket is the
-// bucket replayed over every admission it knows of, in time order. Buckets
+// Buckets replicate consumed units, taken when they become known. Buckets
 // start empty, as under sustained load, so that a window's figure is the
 // mode's and not the bucket's initial burst (a window algorithm's first
 // window is its quota either way).
@@ -185,7 +186,11 @@ func SimulateRegions(cfg RegionsConfig) (*RegionsRun, error) {
 	}
 	slices.Sort(run.Arrivals)
 	for _, m := range region.AllModes() {
-		run.Results = append(run.Results, simulateMode(cfg, m, arrivals))
+		res, err := simulateMode(cfg, m, arrivals)
+		if err != nil {
+			return nil, fmt.Errorf("simulate regions: %s: %w", m, err)
+		}
+		run.Results = append(run.Results, res)
 	}
 	return run, nil
 }
@@ -236,29 +241,25 @@ type admission struct {
 // world is the state of one simulated mode: every admission so far, in
 // time order, and each region's view of them.
 type world struct {
-	c       RegionsConfig
-	mode    region.Mode
-	period  int64 // µs
-	oneWay  int64
-	sync    int64
-	events  []admission
-	views   []view
-	newAlgo func() algoState
+	c      RegionsConfig
+	mode   region.Mode
+	period int64 // µs
+	oneWay int64
+	sync   int64
+	events []admission
+	views  []view
 }
 
-// view is what one region knows of the admissions. checkpoint is the
-// algorithm's state over events[:idx], all of which the region knows and
-// will never learn more before; current is the state over every admission
-// the region knows of, events[:seen] considered, with each other region q
-// known up to cut[q]. current is moved forward with the admissions that
-// follow, and rebuilt from the checkpoint when a shipping round arrives
-// (admissions older than the last ones applied become known).
+// view is what one region knows of the admissions: its copy of the key,
+// fed with the admissions of events[:seen] it knows of, each other region q
+// known up to cut[q]; unseen holds those of events[:seen] it does not know
+// of yet, in time order; last is the time of the latest admission applied.
 type view struct {
-	checkpoint algoState
-	idx        int
-	current    algoState
-	seen       int
-	cut        []int64
+	copy   *regionCopy
+	seen   int
+	cut    []int64
+	unseen []admission
+	last   int64
 }
 
 // known is the latest time up to which region r knows region q's
@@ -279,36 +280,89 @@ func (w *world) known(q, r int, now int64) int64 {
 	return phase + t/w.sync*w.sync
 }
 
-// stateAt is region r's view at now, for reading only.
-func (w *world) stateAt(r int, now int64) algoState {
+// stateAt is region r's copy of the key at now, with every admission it
+// knows of applied as region/ applies them. A bucket takes the units of a
+// round as they become known, as if they arrived then (region/'s
+// token_bucket.lua and gcra.lua), and its own when made. A window
+// algorithm counts each admission in the window it was made in: the units
+// of a round are applied at their own times, in time order, which, when
+// the region has applied a later admission of its own or moved on to a
+// later window (windows are aligned), means replaying what it knows from
+// two periods back (what is older belongs to no window the state keeps).
+func (w *world) stateAt(r int, now int64) (*regionCopy, error) {
 	v := &w.views[r]
-	rebuild := v.current == nil
-	settled := now
+	learnt := false
 	for q := range w.c.Regions {
-		k := w.known(q, r, now)
-		if q != r && k != v.cut[q] {
-			v.cut[q], rebuild = k, true
-		}
-		if q != r && w.mode != region.ModeLocal {
-			settled = min(settled, k)
+		if k := w.known(q, r, now); q != r && k != v.cut[q] {
+			v.cut[q], learnt = k, true
 		}
 	}
 	knows := func(e admission) bool { return e.region == r || e.at <= v.cut[e.region] }
-	if rebuild {
-		for v.idx < len(w.events) && w.events[v.idx].at <= settled {
-			if e := w.events[v.idx]; knows(e) {
-				v.checkpoint.apply(e.at)
-			}
-			v.idx++
+	bucket := w.c.Algorithm.IsBucket()
+	apply := func(e admission) error {
+		t := e.at
+		if bucket {
+			t = max(t, v.copy.now)
 		}
-		v.current, v.seen = v.checkpoint.clone(), v.idx
+		v.last = t
+		return v.copy.apply(t)
+	}
+	if learnt {
+		var known []admission
+		still := v.unseen[:0]
+		for _, e := range v.unseen {
+			if knows(e) {
+				known = append(known, e)
+			} else {
+				still = append(still, e)
+			}
+		}
+		v.unseen = still
+		// The copy holds the window it last decided in (a peek moves it
+		// to a new one): an admission of an earlier window, or from
+		// before the last one applied, cannot be added on top.
+		if !bucket && len(known) > 0 && (known[0].at < v.last || known[0].at/w.period != v.copy.now/w.period) {
+			return w.replay(r, now)
+		}
+		for _, e := range known {
+			if err := apply(e); err != nil {
+				return nil, err
+			}
+		}
 	}
 	for ; v.seen < len(w.events); v.seen++ {
-		if e := w.events[v.seen]; knows(e) {
-			v.current.apply(e.at)
+		if e := w.events[v.seen]; !knows(e) {
+			v.unseen = append(v.unseen, e)
+		} else if err := apply(e); err != nil {
+			return nil, err
 		}
 	}
-	return v.current
+	v.copy.now = now
+	return v.copy, nil
+}
+
+// replay rebuilds region r's copy of a window algorithm's key at now from
+// the admissions of the last two periods it knows of.
+func (w *world) replay(r int, now int64) (*regionCopy, error) {
+	v := &w.views[r]
+	if err := v.copy.reset(); err != nil {
+		return nil, err
+	}
+	v.unseen, v.last = v.unseen[:0], math.MinInt64
+	from := now - 2*w.period
+	for v.seen = sort.Search(len(w.events), func(i int) bool { return w.events[i].at >= from }); v.seen < len(w.events); v.seen++ {
+		e := w.events[v.seen]
+		if e.region != r && e.at > v.cut[e.region] {
+			v.unseen = append(v.unseen, e)
+			continue
+		}
+		v.last = e.at
+		if err := v.copy.apply(e.at); err != nil {
+			return nil, err
+		}
+	}
+	v.copy.now = now
+	return v.copy, nil
 }
 
 // pending is a decision to make: a request decided at its own region, or
@@ -342,22 +396,25 @@ const home = 0
 
 // newWorld is the regions' state at the start: each region's view of
 // the key empty, and cut off from every other region's admissions.
-func newWorld(c RegionsConfig, mode region.Mode) *world {
+func newWorld(c RegionsConfig, mode region.Mode) (*world, error) {
 	w := &world{
 		c: c, mode: mode,
 		period: int64(c.Period / time.Microsecond),
 		oneWay: int64(c.OneWay / time.Microsecond),
 		sync:   max(1, int64(c.SyncInterval/time.Microsecond)),
 	}
-	w.newAlgo = func() algoState { return newAlgoState(c) }
 	for range c.Regions {
 		cut := make([]int64, c.Regions)
 		for q := range cut {
 			cut[q] = math.MinInt64
 		}
-		w.views = append(w.views, view{checkpoint: w.newAlgo(), cut: cut})
+		rc, err := newRegionCopy(c)
+		if err != nil {
+			return nil, err
+		}
+		w.views = append(w.views, view{copy: rc, cut: cut})
 	}
-	return w
+	return w, nil
 }
 
 // summarize fills in the share of crossing decisions, the added latency
@@ -389,8 +446,11 @@ func (res *RegionsResult) summarize(c RegionsConfig, crossing int, quota float64
 	res.MeanRatio = float64(sum) / float64(len(res.Windows)) / quota
 }
 
-func simulateMode(c RegionsConfig, mode region.Mode, arrivals []request) RegionsResult {
-	w := newWorld(c, mode)
+func simulateMode(c RegionsConfig, mode region.Mode, arrivals []request) (RegionsResult, error) {
+	w, err := newWorld(c, mode)
+	if err != nil {
+		return RegionsResult{}, err
+	}
 	quota := float64(c.Quota())
 	// strictUntil[r] is the end of the window for which region r has
 	// turned strict (hybrid, window algorithms).
@@ -415,8 +475,15 @@ func simulateMode(c RegionsConfig, mode region.Mode, arrivals []request) Regions
 				decider = home
 			case region.ModeHybrid:
 				if a.region != home {
-					s := w.stateAt(a.region, a.at)
-					if a.at < strictUntil[a.region] || s.used(a.at) >= c.HybridThreshold*quota {
+					s, err := w.stateAt(a.region, a.at)
+					if err != nil {
+						return res, err
+					}
+					over, err := s.overThreshold()
+					if err != nil {
+						return res, err
+					}
+					if a.at < strictUntil[a.region] || over {
 						decider = home
 						if c.Algorithm == limiter.FixedWindow || c.Algorithm == limiter.SlidingWindow {
 							strictUntil[a.region] = (a.at/w.period + 1) * w.period
@@ -434,8 +501,15 @@ func simulateMode(c RegionsConfig, mode region.Mode, arrivals []request) Regions
 			continue
 		}
 		p := heap.Pop(q).(pending)
-		s := w.stateAt(p.decider, p.at)
-		if s.allows(p.at) {
+		s, err := w.stateAt(p.decider, p.at)
+		if err != nil {
+			return res, err
+		}
+		allowed, err := s.allows()
+		if err != nil {
+			return res, err
+		}
+		if allowed {
 			res.Allowed++
 			w.events = append(w.events, admission{at: p.at, region: p.decider})
 			res.Admitted = append(res.Admitted, time.Duration(p.at)*time.Microsecond)
@@ -444,127 +518,8 @@ func simulateMode(c RegionsConfig, mode region.Mode, arrivals []request) Regions
 		}
 	}
 	res.summarize(c, crossing, quota)
-	return res
+	return res, nil
 }
-
-// algoState is a model of one algorithm's state for one key, fed with
-// admissions in time order (µs).
-type algoState interface {
-	// apply records an admission at t, no earlier than the last one.
-	apply(t int64)
-	// allows reports whether a request at t is admitted.
-	allows(t int64) bool
-	// used is the share of the quota the state counts at t, in units: the
-	// window's count (weighted for sliding_window), or the bucket's
-	// consumed units.
-	used(t int64) float64
-	clone() algoState
-}
-
-func newAlgoState(c RegionsConfig) algoState {
-	p := int64(c.Period / time.Microsecond)
-	burst := c.Burst
-	if burst == 0 {
-		burst = c.Rate
-	}
-	switch c.Algorithm {
-	case limiter.FixedWindow:
-		return &windowState{period: p, rate: c.Rate}
-	case limiter.SlidingWindow:
-		return &windowState{period: p, rate: c.Rate, sliding: true}
-	case limiter.TokenBucket:
-		return &bucketState{period: p, rate: c.Rate, burst: burst}
-	default: // gcra, checked by validate
-		return &gcraState{period: p, rate: c.Rate, burst: burst, tat: burst * p}
-	}
-}
-
-// windowState is fixed_window, or sliding_window's two counters: the
-// current aligned window's count and the previous one's, weighted by the
-// share of the previous window still inside the sliding one (the limiter's
-// own formula: admit when (cur+1)·P + prev·(P−elapsed) ≤ R·P).
-type windowState struct {
-	period, rate int64
-	sliding      bool
-	win          int64
-	cur, prev    int64
-}
-
-func (s *windowState) counts(t int64) (cur, prev int64) {
-	switch w := t / s.period; w {
-	case s.win:
-		return s.cur, s.prev
-	case s.win + 1:
-		return 0, s.cur
-	}
-	return 0, 0
-}
-
-func (s *windowState) apply(t int64) {
-	cur, prev := s.counts(t)
-	s.win, s.cur, s.prev = t/s.period, cur+1, prev
-}
-
-func (s *windowState) allows(t int64) bool {
-	cur, prev := s.counts(t)
-	if !s.sliding {
-		return cur+1 <= s.rate
-	}
-	el := t - t/s.period*s.period
-	return (cur+1)*s.period+prev*(s.period-el) <= s.rate*s.period
-}
-
-func (s *windowState) used(t int64) float64 {
-	cur, prev := s.counts(t)
-	if !s.sliding {
-		return float64(cur)
-	}
-	el := t - t/s.period*s.period
-	return float64(cur) + float64(prev)*float64(s.period-el)/float64(s.period)
-}
-
-func (s *windowState) clone() algoState { c := *s; return &c }
-
-// bucketState is token_bucket: level is the tokens × P (integer, exact),
-// refilled by Rate tokens per Period up to Burst.
-type bucketState struct {
-	period, rate, burst int64
-	level               int64 // tokens × period
-	last                int64
-}
-
-func (s *bucketState) at(t int64) int64 {
-	return min(s.burst*s.period, s.level+(t-s.last)*s.rate)
-}
-
-func (s *bucketState) apply(t int64) { s.level, s.last = s.at(t)-s.period, t }
-
-func (s *bucketState) allows(t int64) bool { return s.at(t) >= s.period }
-
-func (s *bucketState) used(t int64) float64 {
-	return float64(s.burst) - float64(s.at(t))/float64(s.period)
-}
-
-func (s *bucketState) clone() algoState { c := *s; return &c }
-
-// gcraState is gcra: the theoretical arrival time, in µs × Rate so that
-// the emission interval P/R is the whole number P.
-type gcraState struct {
-	period, rate, burst int64
-	tat                 int64
-}
-
-func (s *gcraState) apply(t int64) { s.tat = max(s.tat, t*s.rate) + s.period }
-
-func (s *gcraState) allows(t int64) bool {
-	return max(s.tat, t*s.rate)+s.period-t*s.rate <= s.burst*s.period
-}
-
-func (s *gcraState) used(t int64) float64 {
-	return float64(max(s.tat, t*s.rate)-t*s.rate) / float64(s.period)
-}
-
-func (s *gcraState) clone() algoState { c := *s; return &c }
 
 // WriteTable writes the modes side by side: one column per mode.
 func (r *RegionsRun) WriteTable(w io.Writer) error {

@@ -5,6 +5,7 @@ import (
 	"encoding/xml"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -227,3 +228,39 @@ func TestRegionsChartIsDeterministicValidXMLWithAPanelPerMode(t *testing.T) {
 		t.Error("the local panel does not say it let through 3× the limit")
 	}
 }
+
+// With one region there is nothing to merge: every mode decides as the
+// memory store alone does, which Simulate drives through the Limiter. So
+// the regional simulation admits exactly what Simulate admits for the same
+// requests, for the window algorithms (the buckets start empty across
+// regions, full in Simulate).
+func TestOneRegionAdmitsWhatTheMemoryStoreAdmits(t *testing.T) {
+	for _, alg := range []limiter.Algorithm{limiter.FixedWindow, limiter.SlidingWindow} {
+		t.Run(string(alg), func(t *testing.T) {
+			c := regionsConfig(alg)
+			c.Regions, c.PerRegion = 1, 170
+			run := mustSimulateRegions(t, c)
+			single, err := Simulate(Config{Rate: c.Rate, Period: c.Period, Arrivals: run.Arrivals, Duration: c.Duration})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var want []time.Duration
+			for _, r := range single.Results {
+				if r.Algorithm == alg {
+					want = r.Passed
+				}
+			}
+			if len(want) == 0 || len(want) == len(run.Arrivals) {
+				t.Fatalf("Simulate admitted %d of %d requests: the limit is not reached, nothing is compared", len(want), len(run.Arrivals))
+			}
+			for _, m := range region.AllModes() {
+				got := modeResult(t, run, m).Admitted
+				if !slices.Equal(got, want) {
+					t.Errorf("%s admitted %d requests, the memory store %d (first times %v, want %v)", m, len(got), len(want), head(got), head(want))
+				}
+			}
+		})
+	}
+}
+
+func head(ts []time.Duration) []time.Duration { return ts[:min(len(ts), 5)] }

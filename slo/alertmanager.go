@@ -7,19 +7,7 @@ import (
 	"strconv"
 )
 
-// The generated Alertmanager configuration is written from the small types
-// below rather than from github.com/prometheus/alertmanager/config's own:
-// encoding those writes every field the current release knows (webhook
-// timeout, url_file, ...), which Alertmanager 0.25 rejects as unknown. These
-// hold only fields that Alertmanager 0.25 and current releases both accept.
-//
-// Nothing here imports Alertmanager: its config package links the whole
-// Alertmanager tree (notifiers, cluster, AWS and Kafka clients) into every
-// binary that imports slo, the rate limiter's own among them. The generated
-// configuration is checked with Alertmanager's own loader where that weight
-// costs nothing: in this package's tests (config.Load of the current
-// library, and amtool 0.25), and by `rl-exporter rules` through amtool when
-// it is installed.
+// Why these types rather than Alertmanager's own: see the package doc.
 
 // AlertmanagerConfig is the generated Alertmanager configuration.
 type AlertmanagerConfig struct {

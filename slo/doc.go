@@ -13,4 +13,19 @@
 // test or in CI. Its functions share no state and are safe for concurrent
 // use; its types are plain values, safe to read concurrently and not to
 // mutate while another goroutine reads them.
+//
+// The Alertmanager configuration is written from the package's own small
+// types ([AlertmanagerConfig] and the AM* types), not from
+// github.com/prometheus/alertmanager/config's, for two reasons. Those
+// types write every field the current release knows, global
+// (smtp_tls_config, slack_app_url, rocketchat_api_url), per route
+// (labels) and per webhook (url_file, timeout), and Alertmanager 0.25
+// refuses each of them as unknown, so a configuration they write does not
+// load in 0.25 (TestAmtool025RefusesTheConfigAsAlertmanagersOwnTypesWriteIt
+// shows it with amtool 0.25). And that package links the whole
+// Alertmanager tree into every binary that imports slo, the rate
+// limiter's own among them. The package's types hold only fields 0.25 and
+// current releases both accept; the tests load what they write with the
+// current library and with amtool 0.25, and `rl-exporter rules` checks it
+// with amtool when installed.
 package slo

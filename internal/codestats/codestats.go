@@ -1,8 +1,11 @@
 // Command codestats measures what makes the code harder to change: the
-// functions longer than a page, the blocks of lines written twice, and
-// the places that name an algorithm outside the table of algorithms
-// (limiter/algorithms.go), outside tests and generated files. Run it from
-// the repository root:
+// functions longer than a page, the blocks of lines written twice, the
+// places that name an algorithm outside the table of algorithms
+// (limiter/algorithms.go), each package's share of comment lines, the
+// places each algorithm's arithmetic is written (see arithmetic.go for
+// the rule), outside tests and generated files; the time.Sleep calls in
+// tests; and the names the Envoy service (rls) uses from the HTTP
+// middleware (httplimit). Run it from the repository root:
 //
 //	go run ./internal/codestats            # the whole tree
 //	go run ./internal/codestats -max 60    # another length limit
@@ -13,8 +16,12 @@
 // after its count. A place that names an algorithm is an identifier or a
 // string literal of a Go file, or a word or string of a Lua script, that
 // spells an algorithm's name or constant (sliding_log, SlidingLog,
-// slidingLogIndex); comments do not count. It reads files only and always
-// exits 0 unless it cannot read the tree.
+// slidingLogIndex); comments do not count. Then, each after its heading:
+// per package, its comment share (lines any part of which is a comment,
+// over non-blank lines); per package, its tests' time.Sleep calls; per
+// algorithm, the files its arithmetic is written in; and the names rls
+// uses from httplimit. It reads files only and always exits 0 unless it
+// cannot read the tree.
 package main
 
 import (
@@ -43,7 +50,12 @@ func main() {
 		fmt.Fprintln(os.Stderr, "codestats:", err)
 		os.Exit(1)
 	}
-	if err := report(os.Stdout, files, lua, *maxLines, *block, *table); err != nil {
+	tests, err := testFiles(*root)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "codestats:", err)
+		os.Exit(1)
+	}
+	if err := report(os.Stdout, files, lua, tests, *maxLines, *block, *table); err != nil {
 		fmt.Fprintln(os.Stderr, "codestats:", err)
 		os.Exit(1)
 	}
@@ -70,7 +82,7 @@ func filesEnding(root, ext string) ([]sourceFile, error) {
 		}
 		name := d.Name()
 		if d.IsDir() {
-			if p != root && (name == "testdata" || name == "vendor" || strings.HasPrefix(name, ".")) {
+			if p != root && skipDir(name) {
 				return filepath.SkipDir
 			}
 			return nil
@@ -96,6 +108,43 @@ func filesEnding(root, ext string) ([]sourceFile, error) {
 	return files, err
 }
 
+// testFiles reads every Go test file under root, skipping testdata,
+// vendor and hidden directories.
+func testFiles(root string) ([]sourceFile, error) {
+	var files []sourceFile
+	err := filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if p != root && skipDir(d.Name()) {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(d.Name(), "_test.go") {
+			return nil
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(root, p)
+		if err != nil {
+			return err
+		}
+		files = append(files, sourceFile{path: filepath.ToSlash(rel), content: b})
+		return nil
+	})
+	sort.Slice(files, func(i, j int) bool { return files[i].path < files[j].path })
+	return files, err
+}
+
+// skipDir reports whether a directory of that name is not measured.
+func skipDir(name string) bool {
+	return name == "testdata" || name == "vendor" || strings.HasPrefix(name, ".")
+}
+
 // isGenerated follows the Go convention: a line "// Code generated ... DO
 // NOT EDIT." before the package clause.
 func isGenerated(src []byte) bool {
@@ -110,7 +159,7 @@ func isGenerated(src []byte) bool {
 	return false
 }
 
-func report(w io.Writer, files, lua []sourceFile, maxLines, block int, table string) error {
+func report(w io.Writer, files, lua, tests []sourceFile, maxLines, block int, table string) error {
 	long, err := longFunctions(files, maxLines)
 	if err != nil {
 		return err
@@ -133,5 +182,47 @@ func report(w io.Writer, files, lua []sourceFile, maxLines, block int, table str
 	for _, n := range named {
 		fmt.Fprintf(w, "  %4d  %s\n", n.places, n.file)
 	}
+	shares := commentShares(files)
+	fmt.Fprintf(w, "comment share per package (comment lines / non-blank lines, outside tests): %d packages\n", len(shares))
+	for _, c := range shares {
+		fmt.Fprintf(w, "  %3d%%  %5d / %5d  %s\n", c.percent(), c.comments, c.nonBlank, c.pkg)
+	}
+	sleeps, err := testSleeps(tests)
+	if err != nil {
+		return err
+	}
+	total := 0
+	for _, s := range sleeps {
+		total += s.calls
+	}
+	fmt.Fprintf(w, "time.Sleep calls in tests: %d in %d packages\n", total, len(sleeps))
+	for _, s := range sleeps {
+		fmt.Fprintf(w, "  %4d  %s\n", s.calls, s.pkg)
+	}
+	arith, err := arithmeticPlaces(files, lua)
+	if err != nil {
+		return err
+	}
+	most := 0
+	for _, a := range arith {
+		most = max(most, len(a.files))
+	}
+	fmt.Fprintf(w, "places each algorithm's arithmetic is written (files with a function, type or Lua script of the algorithm that computes and compares): at most %d\n", most)
+	for _, a := range arith {
+		fmt.Fprintf(w, "  %2d  %-14s  %s\n", len(a.files), a.algorithm, strings.Join(a.files, " "))
+	}
+	names, err := importedNames(files, "rls", "httplimit")
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "names rls uses from httplimit (outside tests): %d\n", len(names))
+	if len(names) > 0 {
+		fmt.Fprintf(w, "  %s\n", strings.Join(names, " "))
+	}
+	all, err := importedNames(append(append([]sourceFile(nil), files...), tests...), "rls", "httplimit")
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "names rls uses from httplimit (tests included): %d\n", len(all))
 	return nil
 }

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/rl-exporter/rl-exporter/limiter"
 )
 
 // funcOf returns a function declaration of exactly n lines.
@@ -82,5 +84,90 @@ func TestPlacesNamingAnAlgorithmAreCountedInCodeOutsideTheTable(t *testing.T) {
 	want := []namedAt{{"a/a.go", 3}, {"lua/x.lua", 2}}
 	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] {
 		t.Errorf("got %+v, want %+v", got, want)
+	}
+}
+
+func TestCommentShareCountsLinesCarryingAComment(t *testing.T) {
+	files := []sourceFile{
+		// 8 non-blank lines; comments on 4: two doc lines, a block
+		// comment, and a trailing comment.
+		{path: "p/a.go", content: []byte("// Package p does.\n// It is small.\npackage p\n\n/* a\nblock */\nvar x = 1 // why\n\nfunc f() {}\n")},
+		{path: "p/b.go", content: []byte("package p\n\nvar s = \"// not a comment\"\n")},
+		{path: "q/c.go", content: []byte("package q\n")},
+	}
+	got := commentShares(files)
+	want := []commentShare{{pkg: "p", comments: 5, nonBlank: 9}, {pkg: "q", comments: 0, nonBlank: 1}}
+	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] {
+		t.Fatalf("got %+v, want %+v", got, want)
+	}
+	if p := got[0].percent(); p != 56 {
+		t.Errorf("p's share is %d%%, want 56%%", p)
+	}
+}
+
+func TestSleepsInTestsAreCountedPerPackageUnderTheImportsName(t *testing.T) {
+	tests := []sourceFile{
+		{path: "a/a_test.go", content: []byte("package a\n\nimport \"time\"\n\nfunc TestA() {\n\ttime.Sleep(time.Millisecond)\n\t// time.Sleep in a comment\n\tfor {\n\t\ttime.Sleep(1)\n\t}\n}\n")},
+		{path: "a/b_test.go", content: []byte("package a\n\nimport clock \"time\"\n\nfunc TestB() { clock.Sleep(1); sleep(2) }\n")},
+		{path: "b/b_test.go", content: []byte("package b\n\nimport \"time\"\n\nfunc TestC() { time.Sleep(1) }\n")},
+		{path: "c/c_test.go", content: []byte("package c\n\nfunc TestD() { time.Sleep(1) }\n")}, // another time, not the package
+	}
+	got, err := testSleeps(tests)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []sleepCount{{"a", 3}, {"b", 1}}
+	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] {
+		t.Errorf("got %+v, want %+v", got, want)
+	}
+}
+
+func TestArithmeticIsPlacedInUnitsOfAnAlgorithmThatComputeAndCompare(t *testing.T) {
+	goFiles := []sourceFile{
+		// A function named after an algorithm, computing and comparing.
+		{path: "store/store.go", content: []byte("package store\n\nfunc (e *slot) gcra(now, tat, t int64) bool { return max(tat, now)+t-now <= 2*t }\n")},
+		// A state type named in its doc's first sentence, computing in one
+		// method and comparing in another.
+		{path: "sim/sim.go", content: []byte("package sim\n\n// bucketState is token_bucket's level. Unlike fixed_window it refills.\ntype bucketState struct{ level, last int64 }\n\nfunc (s *bucketState) at(t int64) int64 { return s.level + t - s.last }\n\nfunc (s *bucketState) allows(t int64) bool { return s.at(t) >= 1 }\n")},
+		// Naming without computing, and computing for no named algorithm.
+		{path: "config/config.go", content: []byte("package config\n\n// parse reads sliding_log and gcra.\nfunc parse(s string) bool { return s == \"sliding_log\" }\n\nfunc gcraName() string { return \"gcra\" }\n\nfunc ceilDiv(a, b int64) int64 { if b < 1 { return 0 }; return (a + b - 1) / b }\n")},
+	}
+	luaFiles := []sourceFile{
+		{path: "lua/fixed_window.lua", content: []byte("-- the count < rate\nlocal n = tonumber(redis.call('INCRBY', KEYS[1], ARGV[1]))\nif n > tonumber(ARGV[2]) then return 0 end\nreturn n + 1\n")},
+		{path: "lua/preamble.lua", content: []byte("local function f(a, b) if a < b then return a - b end end\n")},
+		{path: "lua/sliding_log.lua", content: []byte("-- a - b < c in a comment only\nreturn redis.call('GET', KEYS[1])\n")},
+	}
+	got, err := arithmeticPlaces(goFiles, luaFiles)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{
+		"fixed_window": "lua/fixed_window.lua",
+		"gcra":         "store/store.go",
+		"token_bucket": "sim/sim.go",
+	}
+	if len(got) != len(limiter.AllAlgorithms()) {
+		t.Fatalf("got %d algorithms, want one entry each", len(got))
+	}
+	for _, a := range got {
+		if w := want[string(a.algorithm)]; strings.Join(a.files, " ") != w {
+			t.Errorf("%s is written in %q, want %q", a.algorithm, a.files, w)
+		}
+	}
+}
+
+func TestNamesUsedFromAnImportedPackageAreListedOnce(t *testing.T) {
+	files := []sourceFile{
+		{path: "rls/a.go", content: []byte("package rls\n\nimport \"example.com/m/httplimit\"\n\nvar a = httplimit.Decide\nvar b httplimit.Ask\nvar c = httplimit.Decide\n")},
+		{path: "rls/sub/b.go", content: []byte("package sub\n\nimport hl \"example.com/m/httplimit\"\n\nvar d hl.Judge\n")},
+		{path: "rls/c.go", content: []byte("package rls\n\nimport \"example.com/m/nothttplimit\"\n\nvar e = nothttplimit.Other\n")},
+		{path: "server/s.go", content: []byte("package server\n\nimport \"example.com/m/httplimit\"\n\nvar f httplimit.Policy\n")},
+	}
+	got, err := importedNames(files, "rls", "httplimit")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(got, " ") != "Ask Decide Judge" {
+		t.Errorf("got %q, want Ask Decide Judge", got)
 	}
 }
