@@ -87,21 +87,21 @@ func TestPlacesNamingAnAlgorithmAreCountedInCodeOutsideTheTable(t *testing.T) {
 	}
 }
 
-func TestCommentShareCountsLinesCarryingAComment(t *testing.T) {
+func TestCommentShareCountsLinesHoldingOnlyComments(t *testing.T) {
 	files := []sourceFile{
-		// 8 non-blank lines; comments on 4: two doc lines, a block
-		// comment, and a trailing comment.
+		// p has 9 non-blank lines; 4 hold only comments: two doc lines and a
+		// block comment's two lines; a trailing comment's line is code.
 		{path: "p/a.go", content: []byte("// Package p does.\n// It is small.\npackage p\n\n/* a\nblock */\nvar x = 1 // why\n\nfunc f() {}\n")},
 		{path: "p/b.go", content: []byte("package p\n\nvar s = \"// not a comment\"\n")},
 		{path: "q/c.go", content: []byte("package q\n")},
 	}
 	got := commentShares(files)
-	want := []commentShare{{pkg: "p", comments: 5, nonBlank: 9}, {pkg: "q", comments: 0, nonBlank: 1}}
+	want := []commentShare{{pkg: "p", comments: 4, nonBlank: 9}, {pkg: "q", comments: 0, nonBlank: 1}}
 	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] {
 		t.Fatalf("got %+v, want %+v", got, want)
 	}
-	if p := got[0].percent(); p != 56 {
-		t.Errorf("p's share is %d%%, want 56%%", p)
+	if p := got[0].percent(); p != 44 {
+		t.Errorf("p's share is %d%%, want 44%%", p)
 	}
 }
 

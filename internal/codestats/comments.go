@@ -23,8 +23,8 @@ func (c commentShare) percent() int {
 }
 
 // commentShares measures, per package (directory), how many of its
-// non-blank lines carry a comment: a line counts when any part of it lies
-// inside a comment, so a line of code with a trailing comment counts too.
+// non-blank lines are comment lines: lines that hold a comment and no code,
+// as cloc counts them, so a line of code with a trailing comment is code.
 // Packages come in path order.
 func commentShares(files []sourceFile) []commentShare {
 	by := map[string]*commentShare{}
@@ -55,20 +55,27 @@ func commentShares(files []sourceFile) []commentShare {
 	return out
 }
 
-// commentLines returns the numbers of the lines any comment of the Go file
-// covers.
+// commentLines returns the numbers of the lines of the Go file that a
+// comment covers and no other token is on.
 func commentLines(f sourceFile) map[int]bool {
 	fset := token.NewFileSet()
 	file := fset.AddFile(f.path, -1, len(f.content))
 	var s scanner.Scanner
 	s.Init(file, f.content, nil, scanner.ScanComments)
-	out := map[int]bool{}
+	out, code := map[int]bool{}, map[int]bool{}
 	for {
 		pos, tok, lit := s.Scan()
 		if tok == token.EOF {
+			for l := range code {
+				delete(out, l)
+			}
 			return out
 		}
+		if tok == token.SEMICOLON && lit == "\n" {
+			continue // inserted at a line's end, not written
+		}
 		if tok != token.COMMENT {
+			code[file.Line(pos)] = true
 			continue
 		}
 		first := file.Line(pos)
