@@ -69,16 +69,18 @@ type Deps struct {
 }
 
 // Build opens the store the config names (memory, or Redis without
-// contacting it), compiles the policy, and returns a Server with its
-// listeners open. The store is closed by the Server's shutdown.
+// contacting it), compiles the policy, and returns a Built with its
+// listeners bound (Addr, GRPCAddr) and nothing running: Serve runs every
+// part. The store is closed by Serve's end or by Shutdown.
 func Build(cfg *config.Config, d Deps) (*Built, error) {
 	opened, err := openStore(cfg, d.BatchTracer)
 	if err != nil {
 		return nil, err
 	}
 	closers := []io.Closer{opened}
+	var undo []io.Closer // what the parts of Serve close, closed here if Build fails
 	fail := func(err error) (*Built, error) {
-		for _, c := range closers {
+		for _, c := range append(undo, closers...) {
 			_ = c.Close()
 		}
 		return nil, err
@@ -90,7 +92,7 @@ func Build(cfg *config.Config, d Deps) (*Built, error) {
 	if err != nil {
 		return fail(err)
 	}
-	b := &Built{store: opened.Store, observer: d.Observer}
+	b := &Built{store: opened.Store, observer: d.Observer, serving: make(chan struct{})}
 	if err := checkSecrets(cfg, d.StrictSecrets, d.Logger); err != nil {
 		return fail(err)
 	}
@@ -101,27 +103,16 @@ func Build(cfg *config.Config, d Deps) (*Built, error) {
 	// The failure summaries still waiting are logged after the last
 	// decision.
 	closers = append(closers, b.guard)
-	if st, ok := b.store.(*redisstore.Store); ok {
-		if _, cluster := opened.Client.(*redis.ClusterClient); cluster {
-			every := min(cfg.Store.Redis.Cluster.ReloadInterval, maxShardWatchInterval)
-			closers = append([]io.Closer{watchShards(b.guard, st, every, b.logger(d))}, closers...)
-		}
-	}
-	if hb != nil {
-		// The heartbeat leaves the instance set before the client closes.
-		closers = append([]io.Closer{hb}, closers...)
-	}
 	if err := b.setupRegions(cfg, d, opened.Client); err != nil {
 		return fail(err)
 	}
 	if b.regions != nil {
-		// Shipping stops (and the peers' clients close) after the last
-		// decision, before this region's client closes.
-		closers = append([]io.Closer{b.regions}, closers...)
+		undo = append(undo, b.regions)
 	}
 	if err := b.setupLive(cfg, d, opened.Client); err != nil {
 		return fail(err)
 	}
+	b.background = b.backgroundParts(cfg, hb, opened.Client)
 	if d.MetricsHandler == nil {
 		d.MetricsHandler = defaultMetricsHandler(b.live.metrics)
 	}
@@ -129,11 +120,10 @@ func Build(cfg *config.Config, d Deps) (*Built, error) {
 	if err != nil {
 		return fail(err)
 	}
-	// Envoy's rate limit service, when configured, stops before the store closes.
-	if g, err := b.startGRPC(cfg, &d); err != nil {
+	if g, err := b.newGRPC(cfg, &d); err != nil {
 		return fail(err)
 	} else if g != nil {
-		closers = append([]io.Closer{g}, closers...)
+		undo = append([]io.Closer{g.ln}, undo...)
 	}
 	mw, err := httplimit.New(httplimit.Config{Policy: p, Recorder: d.Recorder, Logger: d.Logger, OnPolicy: d.OnPolicy, Trace: d.Trace})
 	if err != nil {
@@ -205,6 +195,12 @@ type Built struct {
 	mu           sync.Mutex
 	live         liveState
 	grpc         *grpcListener // nil unless server.grpc_listen is set
+	// background are the parts Serve runs after the ways in, in the order
+	// they stop (backgroundParts).
+	background []part
+	serving    chan struct{} // closed once every part of Serve runs
+	running    context.CancelFunc
+	stopped    chan struct{} // closed when Serve returns
 }
 
 // Store is the store decisions are made on.
@@ -222,7 +218,7 @@ func (b *Built) policyConfig(cfg *config.Config) (httplimit.PolicyConfig, error)
 
 // setupGuard makes the store's guard (breaker, failure summaries, local
 // fallback) from the store section and, for fail_policy local on Redis,
-// starts the instance heartbeat it divides limits by. Both outlive
+// the instance heartbeat it divides limits by (run by Serve). Both outlive
 // reloads: a reload that changes the store section is logged as needing a
 // restart.
 func (b *Built) setupGuard(cfg *config.Config, d Deps, rdb redis.UniversalClient) (*heartbeat.Heartbeat, error) {
@@ -251,7 +247,6 @@ func (b *Built) setupGuard(cfg *config.Config, d Deps, rdb redis.UniversalClient
 			return nil, fmt.Errorf("config %s: store.local: %w", cfg.Source, err)
 		}
 		gc.Local.Instances = hb
-		hb.Start()
 	}
 	b.guard = limiter.NewGuard(gc)
 	return hb, nil

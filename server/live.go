@@ -379,48 +379,6 @@ func (b *Built) followReloads(ctx context.Context, watch chan<- struct{}) {
 	}
 }
 
-// Serve runs the server until ctx is done, with the live-limit cache kept
-// current, when Deps.Sources names a file and reload.watch is on, the
-// file watched and reloaded on change, and with Deps.Reloads, a reload at
-// each receive.
-func (b *Built) Serve(ctx context.Context) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	done := make(chan struct{}, 3)
-	n := 0
-	if b.live.cache != nil {
-		n++
-		go func() { b.live.cache.Run(ctx); done <- struct{}{} }()
-	}
-	var asked chan struct{} // the file watch's trigger, when it runs
-	if s := b.live.sources; s != nil && s.File != "" && b.live.cfg.Reload.Watch {
-		n++
-		asked = make(chan struct{}, 1)
-		// The watch starts from the content serve was built with, so an
-		// edit made since is applied rather than taken as the start.
-		b.mu.Lock()
-		w := config.WatchConfig{Path: s.File, Interval: b.live.cfg.Reload.Interval, Since: b.live.cfg.Digest, Logger: b.live.logger, Trigger: asked}
-		b.mu.Unlock()
-		go func() {
-			config.Watch(ctx, w, b.reloadFromSources)
-			done <- struct{}{}
-		}()
-	}
-	if b.live.reloads != nil && b.live.sources != nil {
-		n++
-		go func() {
-			b.followReloads(ctx, asked)
-			done <- struct{}{}
-		}()
-	}
-	err := b.Server.Serve(ctx)
-	cancel()
-	for ; n > 0; n-- {
-		<-done
-	}
-	return err
-}
-
 // defaultMetricsHandler serves the Go and process collectors and the
 // config counters, for a server built without a metrics handler.
 func defaultMetricsHandler(m *ConfigMetrics) http.Handler {

@@ -175,6 +175,8 @@ type Server struct {
 	// none is configured.
 	checkGuard *admin.Guard
 	stopping   atomic.Bool
+	serving    chan struct{} // closed once Serve's listeners accept
+	drainOnce  sync.Once
 	closeOnce  sync.Once
 }
 
@@ -223,7 +225,7 @@ func New(cfg Config) (*Server, error) {
 		cfg.MetricsHandler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})
 	}
 	s := &Server{cfg: cfg, logger: cfg.Logger, listeners: map[string]net.Listener{}, servers: map[string]*http.Server{},
-		slow: map[string]*atomic.Uint64{}, oversized: map[string]*atomic.Uint64{}}
+		slow: map[string]*atomic.Uint64{}, oversized: map[string]*atomic.Uint64{}, serving: make(chan struct{})}
 	s.store.init()
 	if toks := cfg.CheckAPI.Tokens; len(toks) > 0 {
 		g, err := admin.NewGuardWith(admin.GuardConfig{Tokens: toks, Realm: "rl-exporter decision API"})
@@ -489,31 +491,37 @@ func writeError(w http.ResponseWriter, code int, kind, msg string) {
 // requests drain for up to ShutdownTimeout, and the Closers are closed. It
 // returns nil after a clean shutdown, or the first serving error.
 func (s *Server) Serve(ctx context.Context) error {
-	errc := make(chan error, len(s.servers))
-	for name, srv := range s.servers {
-		s.logger.Info("listening", slog.String("listener", name), slog.String("addr", s.Addr(name)))
-		go func(srv *http.Server, ln net.Listener) {
-			if err := s.serveListener(name, srv, ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				errc <- err
-			}
-		}(srv, s.listeners[name])
+	err := runParts(ctx, s.logger, s.serving, []part{{name: "http", run: s.serveHTTP}})
+	if cerr := s.Shutdown(); err == nil {
+		err = cerr
 	}
-	var serveErr error
-	select {
-	case <-ctx.Done():
-	case serveErr = <-errc:
-	}
-	if err := s.Shutdown(); serveErr == nil {
-		serveErr = err
-	}
-	return serveErr
+	return err
 }
+
+// Ready is closed once Serve's listeners accept. Safe for concurrent use.
+func (s *Server) Ready() <-chan struct{} { return s.serving }
 
 // Shutdown drains in-flight requests for up to ShutdownTimeout and closes
 // the Closers. It is called by Serve; calling it again does nothing.
 func (s *Server) Shutdown() error {
-	var firstErr error
+	err := s.drain()
 	s.closeOnce.Do(func() {
+		for _, c := range s.cfg.Closers {
+			if cerr := c.Close(); cerr != nil && err == nil {
+				err = fmt.Errorf("close: %w", cerr)
+			}
+		}
+		s.logger.Info("stopped")
+	})
+	return err
+}
+
+// drain turns /readyz unready and lets in-flight requests finish for up to
+// ShutdownTimeout, closing the connections of those that do not. Calling
+// it again does nothing.
+func (s *Server) drain() error {
+	var firstErr error
+	s.drainOnce.Do(func() {
 		s.stopping.Store(true)
 		s.store.cancel()
 		s.logger.Info("shutting down", slog.Duration("drain_timeout", s.cfg.ShutdownTimeout))
@@ -522,9 +530,7 @@ func (s *Server) Shutdown() error {
 		var wg sync.WaitGroup
 		var mu sync.Mutex
 		for name, srv := range s.servers {
-			wg.Add(1)
-			go func(name string, srv *http.Server) {
-				defer wg.Done()
+			wg.Go(func() {
 				if err := srv.Shutdown(ctx); err != nil {
 					mu.Lock()
 					if firstErr == nil {
@@ -533,15 +539,9 @@ func (s *Server) Shutdown() error {
 					mu.Unlock()
 					_ = srv.Close()
 				}
-			}(name, srv)
+			})
 		}
 		wg.Wait()
-		for _, c := range s.cfg.Closers {
-			if err := c.Close(); err != nil && firstErr == nil {
-				firstErr = fmt.Errorf("close: %w", err)
-			}
-		}
-		s.logger.Info("stopped")
 	})
 	return firstErr
 }
