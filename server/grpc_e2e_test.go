@@ -78,15 +78,7 @@ func serveGRPC(t *testing.T, cfg *config.Config, sources *config.Sources) (*serv
 	if err := tel.Register(srv.ConfigMetrics(), srv.RLSMetrics()); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	})
+	serve(t, srv)
 	conn, err := grpc.NewClient(srv.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
@@ -205,7 +197,7 @@ rls: {config_dir: %q}
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = srv.Shutdown() })
+	serve(t, srv)
 	dial := func(certs []tls.Certificate) error {
 		conn, err := grpc.NewClient(srv.GRPCAddr(), grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{
 			RootCAs: pki.pool, Certificates: certs, ServerName: "localhost", MinVersion: tls.VersionTLS12,

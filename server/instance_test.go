@@ -66,7 +66,6 @@ func buildInstance(t *testing.T, yaml string) *instance {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		_ = srv.Shutdown()
 		// The Redis store's batch senders exit after being idle for 2s;
 		// the package's leak check must not take them for leaks.
 		deadline := time.Now().Add(3 * time.Second)
@@ -78,6 +77,7 @@ func buildInstance(t *testing.T, yaml string) *instance {
 			time.Sleep(100 * time.Millisecond)
 		}
 	})
+	serve(t, srv)
 	return &instance{srv: srv, tel: tel, check: srv.Middleware().CheckHandler(), logs: logs}
 }
 
