@@ -33,6 +33,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/rl-exporter/rl-exporter/config"
+	"github.com/rl-exporter/rl-exporter/internal/eventually"
 	"github.com/rl-exporter/rl-exporter/internal/redistest"
 	"github.com/rl-exporter/rl-exporter/server"
 )
@@ -237,13 +238,7 @@ func writeFile(t *testing.T, path, body string) {
 
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 10s")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	eventually.True(t, 10*time.Second, "condition", cond)
 }
 
 // testPKI is a CA with a server certificate for localhost and a client
@@ -407,16 +402,11 @@ tiers: {names: [free, pro], default: free}
 	// Within a second: pub/sub brings the change, not the 10s refresh.
 	applies := func(what string, cond func() bool) {
 		t.Helper()
-		deadline := time.Now().Add(time.Second)
+		limit := time.Second
 		if raceEnabled {
-			deadline = deadline.Add(4 * time.Second)
+			limit += 4 * time.Second
 		}
-		for !cond() {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: not applied to ShouldRateLimit within a second", what)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+		eventually.True(t, limit, what+": applied to ShouldRateLimit", cond)
 	}
 
 	if code, body := adminDo(t, srv, http.MethodPut, "/admin/v1/limits/shop.user/free", `{"max_requests": 5}`); code != http.StatusOK {

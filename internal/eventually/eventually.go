@@ -16,13 +16,23 @@ const Every = 5 * time.Millisecond
 func True(t testing.TB, within time.Duration, what string, cond func() bool) time.Duration {
 	t.Helper()
 	start := time.Now()
+	if !Within(within, cond) {
+		t.Fatalf("%s: not within %s", what, within)
+	}
+	return time.Since(start)
+}
+
+// Within polls cond every Every until it holds or within has passed, and
+// reports whether it held, for a caller that goes on either way.
+func Within(within time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(within)
 	tick := time.NewTicker(Every)
 	defer tick.Stop()
 	for !cond() {
-		if time.Since(start) > within {
-			t.Fatalf("%s: not within %s", what, within)
+		if time.Now().After(deadline) {
+			return cond()
 		}
 		<-tick.C
 	}
-	return time.Since(start)
+	return true
 }
