@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/http"
 	"sync/atomic"
+
+	"github.com/rl-exporter/rl-exporter/config"
 )
 
 // How a request's head is bounded. net/http bounds the bytes of the head
@@ -17,10 +19,10 @@ import (
 // another in the proxy's copy; headerCountLimit answers 431 for too many
 // before any other work (no decision is made or counted).
 
-// Defaults of Config's header bounds.
+// Defaults of Config's header bounds: those of the config file.
 const (
-	DefaultMaxHeaderBytes = 64 << 10
-	DefaultMaxHeaderCount = 100
+	DefaultMaxHeaderBytes = config.DefaultMaxHeaderBytes
+	DefaultMaxHeaderCount = config.DefaultMaxHeaderCount
 	// MinMaxHeaderBytes is the least MaxHeaderBytes may be: net/http's
 	// slack, so that the bound left for net/http is positive, and a 4 KiB
 	// head beyond it.

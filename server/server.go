@@ -43,6 +43,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/rl-exporter/rl-exporter/admin"
+	"github.com/rl-exporter/rl-exporter/config"
 	"github.com/rl-exporter/rl-exporter/httplimit"
 )
 
@@ -53,13 +54,13 @@ const (
 	ReadyPath   = "/readyz"
 )
 
-// Defaults of Config.
+// Defaults of Config: those of the config file (config.Defaults).
 const (
-	DefaultShutdownTimeout   = 15 * time.Second
-	DefaultReadyTimeout      = time.Second
-	DefaultReadHeaderTimeout = 10 * time.Second
-	DefaultReadTimeout       = 30 * time.Second
-	DefaultIdleTimeout       = 2 * time.Minute
+	DefaultShutdownTimeout   = config.DefaultShutdownTimeout
+	DefaultReadyTimeout      = config.DefaultReadyTimeout
+	DefaultReadHeaderTimeout = config.DefaultReadHeaderTimeout
+	DefaultReadTimeout       = config.DefaultReadTimeout
+	DefaultIdleTimeout       = config.DefaultIdleTimeout
 )
 
 // Config configures a Server. Listen and Middleware are required.
