@@ -49,13 +49,7 @@ func runCheck(_ context.Context, args []string, _ environ, stdout, stderr io.Wri
 		return exitUsage
 	}
 	if *printDefaults {
-		out, err := config.DefaultsYAML()
-		if err != nil {
-			fmt.Fprintf(stderr, "rl-exporter check: %v\n", err)
-			return exitFailure
-		}
-		_, _ = stdout.Write(out)
-		return exitOK
+		return printDefaultsTo(stdout, stderr)
 	}
 	if *file == "" {
 		fmt.Fprintln(stderr, "rl-exporter check: --config FILE is required")
@@ -167,4 +161,15 @@ func printConfigProblems(w io.Writer, cmd, source string, err error) {
 	for _, l := range lines {
 		fmt.Fprintf(w, "  %s\n", l)
 	}
+}
+
+// printDefaultsTo writes the default of every key that has one, as YAML.
+func printDefaultsTo(stdout, stderr io.Writer) int {
+	out, err := config.DefaultsYAML()
+	if err != nil {
+		fmt.Fprintf(stderr, "rl-exporter check: %v\n", err)
+		return exitFailure
+	}
+	_, _ = stdout.Write(out)
+	return exitOK
 }
