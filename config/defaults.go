@@ -111,7 +111,6 @@ func defaults() map[string]any {
 	return out
 }
 
-
 // flattenSet adds the non-zero fields of the struct v to out under their
 // koanf keys, prefixed.
 func flattenSet(v reflect.Value, prefix string, out map[string]any) {
