@@ -10,16 +10,12 @@ import (
 	"time"
 )
 
-// Why the body is bounded by a deadline set in the handler rather than by
-// http.Server.ReadTimeout: net/http keeps the ReadTimeout deadline on the
-// connection while the handler runs, and the read it makes in the
-// background to notice a client going away then fails at that deadline and
-// cancels the request's context. A proxied request whose upstream takes
-// longer than ReadTimeout would be cancelled, and so would a request held
-// for its leaky_bucket delay. So http.Server gets only ReadHeaderTimeout
-// (whose deadline net/http clears once the headers are read), and the
-// handler sets ReadTimeout from its first read of the body and clears it
-// again once the body is read.
+// Why the handler bounds the body rather than http.Server.ReadTimeout:
+// net/http keeps that deadline while the handler runs, and its background
+// read then cancels the request's context, cutting off a slow upstream's
+// answer or a leaky_bucket delay. So http.Server gets ReadHeaderTimeout
+// alone, and the handler sets ReadTimeout from its first body read until
+// the body is read.
 
 // readDeadliner is the part of net/http's ResponseWriter that moves the
 // connection's read deadline (what http.ResponseController calls).

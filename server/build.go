@@ -21,15 +21,13 @@ import (
 	"github.com/rl-exporter/rl-exporter/region"
 )
 
-// Deps are the parts the caller wires in besides the config: the collector's
-// recorder, observer and /metrics handler, admin handlers, the logger.
+// Deps are what the caller wires in besides the config; each may be nil.
 type Deps struct {
 	// Recorder is told of every decision (the collector).
 	Recorder limiter.Recorder
 	// Observer is told of every store call (the collector).
 	Observer limiter.Observer
-	// Circuit is told of every change of the store's circuit breaker (the
-	// collector's rate_limit_circuit_state); the change is logged either way.
+	// Circuit is told of every change of the store's circuit breaker.
 	Circuit limiter.CircuitObserver
 	// MetricsHandler serves /metrics; see Config.MetricsHandler for the default.
 	MetricsHandler http.Handler
@@ -40,29 +38,24 @@ type Deps struct {
 	// Sources, when set with a file, are loaded again when the file
 	// changes (reload.watch) and the result applied (Built.Reload).
 	Sources *config.Sources
-	// Reloads, when set, asks for a reload at each receive (cmd sends one
-	// per SIGHUP): Sources are loaded again and applied, and
-	// rls.config_dir with the gRPC listener on, as a change of them is,
-	// whatever their content and whether or not reload.watch is on.
+	// Reloads, when set, asks at each receive (one per SIGHUP) for Sources
+	// and rls.config_dir to be loaded again and applied, whatever their
+	// content and reload.watch.
 	Reloads <-chan struct{}
-	// StrictSecrets refuses a config whose secret files
-	// (config.Config.SecretFiles) other users may read, at start and on a
-	// reload; otherwise each such file is logged as a warning.
+	// StrictSecrets refuses, at start and on reload, a config whose secret
+	// files others may read; otherwise each is logged as a warning.
 	StrictSecrets bool
 	// Trace, when set, wraps every decision in a span (Telemetry.Deps sets it).
 	Trace httplimit.TraceFunc
-	// Labels, when set with server.grpc_listen, is told the endpoints of
-	// the HTTP routes and of Envoy's descriptor rules together (the collector).
+	// Labels, with server.grpc_listen, is told the endpoints of the HTTP
+	// routes and of Envoy's descriptor rules together.
 	Labels EndpointLabels
-	// InstrumentRedis, when set, is given the Redis client before first use
-	// (to trace its round trips).
+	// InstrumentRedis is given each Redis client before first use.
 	InstrumentRedis func(redis.UniversalClient) error
-	// BatchTracer, when set, links each batch of Redis decisions to the
-	// decisions' traces (Telemetry.Deps sets it when tracing is on).
+	// BatchTracer links each batch of Redis decisions to their traces.
 	BatchTracer redisstore.BatchTracer
-	// Region, when set with region.name, is told of the multi-region sync
-	// rounds, decisions and cross-region round trips (the collector's
-	// region metrics, Telemetry.Deps sets it).
+	// Region, with region.name, is told of sync rounds, decisions and
+	// cross-region round trips.
 	Region region.Observer
 	// Logger; default discard.
 	Logger *slog.Logger

@@ -143,14 +143,11 @@ func targets(cfg *config.Config) []livelimits.Target {
 	return out
 }
 
-// adminHandlers adds the admin API to the caller's admin handlers when
-// admin tokens are configured; without a token it is not served at all.
-//
-// When tokens are configured, every handler of the admin listener needs
-// one (a read-only token is enough to read): the caller's (the top-limited
-// keys) and the profiles of /debug/pprof/, which are served only then.
-// Without tokens the caller's handlers answer 403 saying to configure
-// them (admin.NeedsTokens): the top-limited keys name clients.
+// adminHandlers adds the admin API to the caller's handlers when admin
+// tokens are configured: then every handler of the admin listener, the
+// caller's and /debug/pprof/, needs a token (read-only is enough to read).
+// Without tokens the caller's handlers answer 403 (admin.NeedsTokens): the
+// top-limited keys name clients.
 func (b *Built) adminHandlers(cfg *config.Config, extra map[string]http.Handler, keys admin.KeyResetter) (map[string]http.Handler, error) {
 	out := map[string]http.Handler{}
 	toks, err := cfg.AdminTokens()
