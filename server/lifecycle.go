@@ -223,7 +223,10 @@ func (b *Built) backgroundParts(cfg *config.Config, hb *heartbeat.Heartbeat, rdb
 		}})
 	}
 	if r := b.regions; r != nil {
-		out = append(out, part{name: "region shipper", run: waitDone(r.Close)})
+		out = append(out, part{name: "region shipper", run: func(ctx context.Context, ready func()) error {
+			r.set.Start()
+			return waitDone(r.Close)(ctx, ready)
+		}})
 	}
 	if hb != nil {
 		out = append(out, part{name: "heartbeat", run: func(ctx context.Context, ready func()) error {
