@@ -87,7 +87,7 @@ require (
 	github.com/knadh/koanf/providers/confmap v1.0.1
 	github.com/kylelemons/godebug v1.1.0 // indirect
 	github.com/miekg/dns v1.1.73 // indirect
-	github.com/oklog/run v1.2.0 // indirect
+	github.com/oklog/run v1.2.0
 	github.com/oklog/ulid/v2 v2.1.2 // indirect
 	github.com/pierrec/lz4/v4 v4.1.33 // indirect
 	github.com/prometheus/alertmanager v0.35.0

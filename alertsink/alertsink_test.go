@@ -72,6 +72,8 @@ func TestSinkKeepsLogsAndListsWhatAlertmanagerSends(t *testing.T) {
 func TestWaitReturnsTheMatchingAlertOnceItArrives(t *testing.T) {
 	s := New(Config{})
 	go func() {
+		// Later than Wait's first look at what is kept, so that the alert
+		// comes through the wait for a change; no state shows Wait blocked.
 		time.Sleep(20 * time.Millisecond)
 		s.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodPost, "/", strings.NewReader(strings.ReplaceAll(payload, `"firing"`, `"resolved"`))))
 	}()

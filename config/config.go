@@ -26,10 +26,6 @@ import (
 	"github.com/knadh/koanf/providers/confmap"
 	"github.com/knadh/koanf/providers/rawbytes"
 	"github.com/knadh/koanf/v2"
-
-	"github.com/rl-exporter/rl-exporter/httplimit"
-	"github.com/rl-exporter/rl-exporter/limiter"
-	"github.com/rl-exporter/rl-exporter/limiter/redisstore"
 )
 
 // DefaultListen is the address of serve's main listener when none is configured.
@@ -574,100 +570,6 @@ type Limit struct {
 	AlignWindows bool `koanf:"align_windows"`
 	// RegionMode overrides the class's region_mode for this tier.
 	RegionMode string `koanf:"region_mode"`
-}
-
-// defaults are the scalar defaults, loaded under the file. Maps and lists
-// (classes, tiers) get theirs in fill, so that a file's classes replace the
-// built-in one instead of merging with it.
-func defaults() map[string]any {
-	return map[string]any{
-		"server.listen":            DefaultListen,
-		"server.shutdown_timeout":  "15s",
-		"server.ready_timeout":     "1s",
-		"log.format":               "text",
-		"log.level":                "info",
-		"store.type":               "memory",
-		"store.timeout":            "100ms",
-		"store.fail_policy":        "open",
-		"tiers.default":            "default",
-		"headers.x_ratelimit":      true,
-		"headers.ratelimit":        true,
-		"metrics.max_label_sets":   1000,
-		"metrics.near_limit_share": 0.2,
-		"metrics.exemplars":        true,
-		"metrics.top_keys":         100,
-		"metrics.top_window":       "10m",
-		"tracing.exporter":         "none",
-		"tracing.sample_ratio":     1.0,
-		"tracing.service_name":     "rl-exporter",
-		"live.enabled":             true,
-		"live.refresh_interval":    "10s",
-		"reload.watch":             true,
-		"reload.interval":          "5s",
-		"rls.response_headers":     true,
-		// What one request, and one connection, can make the gRPC service hold.
-		"rls.max_descriptors":                 32,
-		"rls.max_entries":                     16,
-		"rls.max_overrides":                   1000,
-		"rls.max_concurrent_streams":          100,
-		"rls.keepalive_min_time":              "10s",
-		"rls.keepalive_permit_without_stream": true,
-		"rls.max_connection_idle":             "5m",
-		"region.sync_interval":                "100ms",
-		"region.sync_timeout":                 "1s",
-		"region.max_clock_skew":               "5s",
-
-		// Clients that send slowly are cut off.
-		"server.read_header_timeout": "10s",
-		"server.read_timeout":        "30s",
-		"server.idle_timeout":        "2m",
-
-		// A request's head is bounded as proxies in front usually bound it.
-		"server.max_header_bytes": 64 << 10,
-		"server.max_header_count": 100,
-
-		// Only the API keys listed under tiers.api_keys identify a client.
-		"identity.require_known_api_key": true,
-
-		// The client address is X-Forwarded-For's, an IPv6 client's its /64.
-		"identity.client_ip_header": httplimit.DefaultClientIPHeader,
-		"identity.ipv4_prefix":      httplimit.DefaultIPv4Prefix,
-		"identity.ipv6_prefix":      httplimit.DefaultIPv6Prefix,
-
-		// The breaker is on; fail_policy local shares the limit among the
-		// instances that heartbeat.
-		"store.breaker.threshold":        limiter.DefaultThreshold,
-		"store.breaker.cooldown":         limiter.DefaultCooldown.String(),
-		"store.local.min_instances":      1,
-		"store.local.heartbeat_interval": "1s",
-		"store.local.instance_ttl":       "5s",
-		"store.local.max_keys":           limiter.DefaultLocalMaxKeys,
-
-		// Redis decisions share script calls unless configured.
-		"store.redis.batch.max_size": redisstore.DefaultBatchMaxSize,
-		"store.redis.batch.senders":  redisstore.DefaultBatchSenders,
-
-		// A decision is answered once the primary ran its script.
-		"store.redis.durability":         "none",
-		"store.redis.durability_timeout": redisstore.DefaultDurabilityTimeout.String(),
-
-		// A refused connection fails at once; a Cluster's slot map is
-		// reloaded as soon as a failed call says it may be stale.
-		"store.redis.dial_attempts":                redisstore.DefaultDialAttempts,
-		"store.redis.cluster.refresh_min_interval": redisstore.DefaultClusterRefreshMinInterval.String(),
-		"store.redis.cluster.reload_interval":      redisstore.DefaultClusterReloadInterval.String(),
-		"store.redis.cluster.max_redirects":        redisstore.DefaultClusterMaxRedirects,
-
-		// The proxy keeps connections to the upstream for reuse.
-		"server.upstream_transport.max_idle_conns_per_host": 256,
-		"server.upstream_transport.idle_conn_timeout":       "90s",
-		"server.upstream_transport.dial_timeout":            "5s",
-		"server.upstream_transport.response_header_timeout": "60s",
-
-		// The decision API answers this host alone unless configured.
-		"server.check_api.enabled":       true,
-		"server.check_api.allowed_peers": []string{"127.0.0.0/8", "::1/128"},
-	}
 }
 
 // Default returns the built-in configuration: one class, "default", that

@@ -6,11 +6,15 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/knadh/koanf/parsers/yaml"
+	"github.com/knadh/koanf/providers/rawbytes"
+	"github.com/knadh/koanf/v2"
 	"github.com/rl-exporter/rl-exporter/httplimit"
 	"github.com/rl-exporter/rl-exporter/limiter"
 	"github.com/rl-exporter/rl-exporter/limiter/redisstore"
@@ -501,5 +505,43 @@ func TestRedisDurabilityIsNoneByDefaultAndWaitIsBoundedAndNamed(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: error %v, want one containing %q", tc.yaml, err, tc.want)
 		}
+	}
+}
+
+func TestDefaultsYAMLHoldsEveryDefaultKeyAndNothingElse(t *testing.T) {
+	out, err := DefaultsYAML()
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := koanf.New(".")
+	if err := k.Load(rawbytes.Provider(out), yaml.Parser()); err != nil {
+		t.Fatal(err)
+	}
+	want := defaults()
+	got := k.All()
+	for key, v := range want {
+		if fmt.Sprint(got[key]) != fmt.Sprint(v) {
+			t.Errorf("%s: printed %v, want %v", key, got[key], v)
+		}
+	}
+	for key := range got {
+		if _, ok := want[key]; !ok {
+			t.Errorf("%s printed, but it has no default", key)
+		}
+	}
+	if len(want) < 60 {
+		t.Errorf("%d default keys; the defaults lost some", len(want))
+	}
+	// Decoded alone, without the defaults beneath, the printed file is
+	// the typed defaults.
+	c, err := FromKoanf("defaults.yaml", k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := Defaults()
+	d.Classes, d.Tiers.Names, d.DefaultClass = c.Classes, c.Tiers.Names, c.DefaultClass // filled in, having no key default
+	d.Source, d.dir, d.classesBuiltIn = c.Source, c.dir, c.classesBuiltIn
+	if !reflect.DeepEqual(*c, d) {
+		t.Errorf("the printed defaults decode as\n%+v\nwant\n%+v", *c, d)
 	}
 }

@@ -103,10 +103,6 @@ func (s Sources) Load() (*Config, error) {
 	return c, nil
 }
 
-// builtInLimit is the limit of the built-in class, "default": 100 requests
-// per minute per client on every endpoint.
-var builtInLimit = Limit{Algorithm: "fixed_window", Rate: 100, Period: time.Minute}
-
 // builtInClasses is the built-in class with its limit for tier, as a file
 // would write it, so that overrides merge into it key by key.
 func builtInClasses(tier string) map[string]any {

@@ -2,6 +2,7 @@ package config
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -11,6 +12,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/rl-exporter/rl-exporter/internal/eventually"
 )
 
 func writeFile(t *testing.T, dir, name, content string) string {
@@ -195,31 +198,33 @@ func TestWatchSeesAnEditAndARemovedAndRecreatedFile(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
-		Watch(ctx, WatchConfig{Path: path, Interval: 300 * time.Millisecond}, func() { changes.Add(1) })
+		// Since the content written above, so that an edit made before
+		// the watch first reads the file is a change all the same.
+		Watch(ctx, WatchConfig{Path: path, Interval: 300 * time.Millisecond, Since: sha256.Sum256([]byte("log: {level: info}\n"))}, func() { changes.Add(1) })
 		close(done)
 	}()
 	defer func() { cancel(); <-done }()
 	wait := func(want int32) {
 		t.Helper()
-		deadline := time.Now().Add(5 * time.Second)
-		for changes.Load() < want && time.Now().Before(deadline) {
-			time.Sleep(20 * time.Millisecond)
-		}
+		eventually.True(t, 5*time.Second, fmt.Sprintf("%d changes seen", want), func() bool { return changes.Load() >= want })
 		if got := changes.Load(); got != want {
 			t.Fatalf("%d changes seen, want %d", got, want)
 		}
 	}
-	time.Sleep(100 * time.Millisecond)
 	writeFile(t, dir, "rl.yaml", "log: {level: debug}\n")
 	wait(1)
 	// Same content again: no change.
 	writeFile(t, dir, "rl.yaml", "log: {level: debug}\n")
+	// Nothing to wait on: the claim is that the polls of the next 500ms
+	// (at 300ms) see no change in the same content.
 	time.Sleep(500 * time.Millisecond)
 	wait(1)
 	// Removed, then created with new content (what some editors do).
 	if err := os.Remove(path); err != nil {
 		t.Fatal(err)
 	}
+	// The file stays missing a while, as between an editor's removal and
+	// its write: the watch must not count the absence as a change.
 	time.Sleep(100 * time.Millisecond)
 	writeFile(t, dir, "rl.yaml", "log: {level: warn}\n")
 	wait(2)

@@ -2,13 +2,13 @@ package config
 
 import (
 	"context"
-	"crypto/sha256"
 	"log/slog"
 	"os"
 	"sync/atomic"
 	"time"
 
 	"github.com/knadh/koanf/providers/file"
+	"github.com/rl-exporter/rl-exporter/internal/filewatch"
 )
 
 // watchDebounce lets an editor finish writing (truncate, then write) before
@@ -92,46 +92,9 @@ func Watch(ctx context.Context, w WatchConfig, onChange func()) {
 			_ = fp.Unwatch()
 		}
 	}()
-	last := w.Since
-	if last == ([32]byte{}) {
-		last = hashFile(path)
-	}
-	check := func() {
-		if h := hashFile(path); h != last && h != ([32]byte{}) {
-			last = h
-			onChange()
-		}
-	}
-	check()
-	tick := time.NewTicker(interval)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-notify:
-			select {
-			case <-time.After(watchDebounce):
-			case <-ctx.Done():
-				return
-			}
-		case <-tick.C:
-			arm() // re-arm a notification watch that ended (the file was removed)
-		case <-w.Trigger:
-			last = hashFile(path)
-			onChange()
-			continue
-		}
-		check()
-	}
-}
-
-// hashFile returns the SHA-256 of the file, or zero when it cannot be read
-// (in the middle of a replacement): a missing file is not a change.
-func hashFile(path string) [32]byte {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return [32]byte{}
-	}
-	return sha256.Sum256(b)
+	filewatch.Run(ctx, filewatch.Config{
+		Digest: func() [32]byte { return filewatch.HashFile(path) }, Since: w.Since,
+		Interval: interval, OnTick: arm, // re-arm a notification watch that ended (the file was removed)
+		Notify: notify, Debounce: watchDebounce, Trigger: w.Trigger,
+	}, onChange)
 }

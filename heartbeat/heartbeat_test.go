@@ -8,6 +8,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/rl-exporter/rl-exporter/heartbeat"
+	"github.com/rl-exporter/rl-exporter/internal/eventually"
 	"github.com/rl-exporter/rl-exporter/internal/redistest"
 )
 
@@ -45,6 +46,7 @@ func TestInstancesCountEachOtherAndOneThatLeavesOrFallsSilentStopsCounting(t *te
 	}
 	beat(t, a)
 	beat(t, b)
+	bLast := time.Now()
 	if n := beat(t, c); n != 3 || c.InstanceCount() != 3 {
 		t.Fatalf("three instances: count %d (InstanceCount %d), want 3", n, c.InstanceCount())
 	}
@@ -55,9 +57,9 @@ func TestInstancesCountEachOtherAndOneThatLeavesOrFallsSilentStopsCounting(t *te
 		t.Fatalf("after c left: count %d, want 2 at once", n)
 	}
 	// b falls silent (a crash): a counts it until the TTL has passed.
-	time.Sleep(ttl + 100*time.Millisecond)
-	if n := beat(t, a); n != 1 {
-		t.Fatalf("after b was silent for longer than the TTL: count %d, want 1", n)
+	eventually.True(t, 3*ttl, "a counts b no more", func() bool { return beat(t, a) == 1 })
+	if silent := time.Since(bLast); silent < ttl {
+		t.Fatalf("b was dropped after %s of silence, before its TTL of %s", silent, ttl)
 	}
 }
 
@@ -76,12 +78,13 @@ func TestTheCountOutlivesARedisOutageAndARedisThatReturnsEmpty(t *testing.T) {
 		t.Fatalf("Redis down: count %d, want the last known 2", a.InstanceCount())
 	}
 	rds.Start() // empty: only a beats first
+	back := time.Now()
 	if n := beat(t, a); n != 2 {
 		t.Fatalf("first heartbeat on a Redis that came back empty: count %d, want 2 (held for one TTL)", n)
 	}
-	time.Sleep(ttl + 100*time.Millisecond)
-	if n := beat(t, a); n != 1 {
-		t.Fatalf("one TTL later, b never beat again: count %d, want 1", n)
+	eventually.True(t, 3*ttl, "a counts b no more", func() bool { return beat(t, a) == 1 })
+	if held := time.Since(back); held < ttl {
+		t.Fatalf("the last known count was held %s after Redis came back, want one TTL (%s)", held, ttl)
 	}
 }
 
@@ -89,13 +92,7 @@ func TestStartBeatsInTheBackgroundUntilClose(t *testing.T) {
 	rds := redistest.Single(t)
 	h := newBeat(t, rds.URL(), "bg", 400*time.Millisecond)
 	h.Start()
-	deadline := time.Now().Add(5 * time.Second)
-	for h.InstanceCount() != 1 {
-		if time.Now().After(deadline) {
-			t.Fatal("the background heartbeat never counted this instance")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	eventually.True(t, 5*time.Second, "the background heartbeat counts this instance", func() bool { return h.InstanceCount() == 1 })
 	if err := h.Close(); err != nil {
 		t.Fatal(err)
 	}

@@ -62,6 +62,7 @@ func TestRunKeepsExactlyConcurrencyCallersInFlight(t *testing.T) {
 				break
 			}
 		}
+		// A decision's own work, long enough for the workers to overlap.
 		time.Sleep(2 * time.Millisecond)
 		inFlight.Add(-1)
 		return true, nil
@@ -149,7 +150,10 @@ func TestRunReportsProgressAndAFinalCount(t *testing.T) {
 			seen = append(seen, decisions)
 			mu.Unlock()
 		},
-	}, func(ctx context.Context, key string) (bool, error) { time.Sleep(time.Millisecond); return true, nil })
+	}, func(ctx context.Context, key string) (bool, error) {
+		time.Sleep(time.Millisecond) // a decision's own work, so the run is a few hundred of them
+		return true, nil
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -220,7 +224,10 @@ func TestTheEngineAllocatesNothingPerDecision(t *testing.T) {
 func TestLatencyCoversEachDecisionAndAddsUpToNoMoreThanTheRun(t *testing.T) {
 	const pause = 2 * time.Millisecond
 	res, err := Run(context.Background(), Config{Duration: 60 * time.Millisecond, Concurrency: 3},
-		func(ctx context.Context, key string) (bool, error) { time.Sleep(pause); return true, nil })
+		func(ctx context.Context, key string) (bool, error) {
+			time.Sleep(pause) // the latency the run must measure
+			return true, nil
+		})
 	if err != nil {
 		t.Fatal(err)
 	}

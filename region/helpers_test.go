@@ -123,6 +123,7 @@ func newWorld(t testing.TB, cfg worldConfig) *world {
 		if err != nil {
 			t.Fatalf("region.New(%s): %v", n, err)
 		}
+		set.Start()
 		t.Cleanup(func() { _ = set.Close() })
 		w.sets[n] = set
 	}

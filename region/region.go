@@ -131,8 +131,8 @@ type Set struct {
 	closeOnce sync.Once
 }
 
-// New validates cfg, builds a redisstore.Store per region and starts the
-// shipper. It does not contact Redis.
+// New validates cfg and builds a redisstore.Store per region and the
+// shipper, which ships once Start is called. It does not contact Redis.
 func New(cfg Config) (*Set, error) {
 	if cfg.Local == "" {
 		return nil, errors.New("region: Local (this region's name) is required")
@@ -270,6 +270,10 @@ func (s *Set) Warm(ctx context.Context) error {
 	wg.Wait()
 	return errors.Join(errs...)
 }
+
+// Start begins shipping the changed counts every SyncInterval, until
+// Close; New starts nothing. Calling it again does nothing.
+func (s *Set) Start() { s.ship.start() }
 
 // Close stops shipping after one last round to every peer bounded by
 // SyncTimeout. It does not close the clients of Config (only those it made

@@ -63,6 +63,7 @@ type shipper struct {
 	done  chan struct{}
 	sends sync.WaitGroup
 	once  sync.Once
+	begun sync.Once // start, or close of a shipper never started
 }
 
 // localMerge is a slot written on a peer (a hybrid strict decision on the
@@ -110,8 +111,12 @@ func newShipper(s *Set) *shipper {
 			sh.peers = append(sh.peers, &peerShipping{name: name, fresh: fresh, client: c, close: closeClient, pending: map[string]pendingKey{}})
 		}
 	}
-	go sh.loop()
 	return sh
+}
+
+// start begins the rounds; calling it again does nothing.
+func (sh *shipper) start() {
+	sh.begun.Do(func() { go sh.loop() })
 }
 
 // changed records that the local copy of hash changed. It never blocks on
@@ -153,6 +158,7 @@ func (sh *shipper) loop() {
 func (sh *shipper) close() {
 	sh.once.Do(func() {
 		close(sh.stop)
+		sh.begun.Do(func() { close(sh.done) }) // never started
 		<-sh.done
 		// Rounds on their way end first (each within SyncTimeout), so that
 		// the last one has every peer's turn.

@@ -9,6 +9,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/rl-exporter/rl-exporter/internal/filewatch"
 )
 
 // Watcher notices changes to the domain files of a directory.
@@ -29,27 +31,9 @@ func NewWatcher(dir string) *Watcher { return &Watcher{dir: dir, last: hashDir(d
 // unchanged file causes no call. onChange runs on Run's goroutine, one
 // call at a time. Run blocks; call it once.
 func (w *Watcher) Run(ctx context.Context, interval time.Duration, trigger <-chan struct{}, onChange func()) {
-	var tick <-chan time.Time
-	if interval > 0 {
-		t := time.NewTicker(interval)
-		defer t.Stop()
-		tick = t.C
-	}
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick:
-		case <-trigger:
-			w.last = hashDir(w.dir)
-			onChange()
-			continue
-		}
-		if h := hashDir(w.dir); h != w.last {
-			w.last = h
-			onChange()
-		}
-	}
+	filewatch.Run(ctx, filewatch.Config{
+		Digest: func() [32]byte { return hashDir(w.dir) }, Since: w.last, Interval: interval, Trigger: trigger,
+	}, onChange)
 }
 
 // CheckReload returns why the rules next must not replace those in force,

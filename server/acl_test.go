@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rl-exporter/rl-exporter/internal/eventually"
 	"github.com/rl-exporter/rl-exporter/internal/redistest"
 )
 
@@ -85,13 +86,9 @@ classes:
 		}
 	}
 	// Shipping rounds to the peer succeed as the user too.
-	deadline := time.Now().Add(5 * time.Second)
-	for in.metric(t, "rate_limit_region_sync_lag_seconds", `peer_region="b"`) == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("no shipping round to the peer reported its lag")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	eventually.True(t, 5*time.Second, "a shipping round to the peer reports its lag", func() bool {
+		return in.metric(t, "rate_limit_region_sync_lag_seconds", `peer_region="b"`) != 0
+	})
 	if n := in.metric(t, "rate_limit_region_sync_errors_total"); n != 0 {
 		t.Errorf("%v shipping rounds failed as %s", n, user)
 	}

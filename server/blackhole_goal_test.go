@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rl-exporter/rl-exporter/internal/eventually"
 	"github.com/rl-exporter/rl-exporter/internal/redistest"
 )
 
@@ -87,8 +88,8 @@ func startHoleLoad(t *testing.T, in *instance) *holeLoad {
 				start := time.Now()
 				a, _ := in.decide(context.Background(), t, fmt.Sprintf("caller-%d-%d", g, i))
 				mine = append(mine, decisionSample{start: start, took: time.Since(start), status: a.Status})
-				// A pause of holePace on average, so that the callers do
-				// not wake in step.
+				// The load's pace: holePace on average between a caller's
+				// decisions, so that the callers do not wake in step.
 				time.Sleep(holePace/2 + rand.N(holePace))
 			}
 		}()
@@ -128,17 +129,19 @@ func (l *holeLoad) end() []decisionSample {
 // waitState waits up to limit for the gauge to be seen at state after
 // since, and returns that first sample (a zero one if it was not seen).
 func (l *holeLoad) waitState(state float64, since time.Time, limit time.Duration) circuitSample {
-	for end := time.Now().Add(limit); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+	var seen circuitSample
+	eventually.Within(limit, func() bool {
 		l.mu.Lock()
+		defer l.mu.Unlock()
 		for _, s := range l.circuit {
 			if s.at.After(since) && s.state == state {
-				l.mu.Unlock()
-				return s
+				seen = s
+				return true
 			}
 		}
-		l.mu.Unlock()
-	}
-	return circuitSample{}
+		return false
+	})
+	return seen
 }
 
 // sampleAfter returns the first circuit sample taken after at.
@@ -205,7 +208,7 @@ func checkBlackHole(t *testing.T, in *instance, link *redistest.Link, load *hole
 	if opened.at.IsZero() {
 		t.Fatalf("the circuit did not open within 1s of the black hole")
 	}
-	time.Sleep(time.Until(holedAt.Add(holeFor)))
+	time.Sleep(time.Until(holedAt.Add(holeFor))) // the hole lasts holeFor: a time, not a condition
 	if got := link.Relayed(); got != relayed {
 		t.Errorf("%d connections reached Redis through the black hole, want none (their dials hang)", got-relayed)
 	}
@@ -214,7 +217,7 @@ func checkBlackHole(t *testing.T, in *instance, link *redistest.Link, load *hole
 	link.Restore()
 	closed := load.waitState(0, restoredAt, 5*time.Second)
 	if !closed.at.IsZero() {
-		time.Sleep(500 * time.Millisecond) // decisions on Redis again
+		time.Sleep(500 * time.Millisecond) // a stretch of decisions on Redis again, for the samples to show
 	}
 	samples := load.end()
 	if closed.at.IsZero() {
@@ -317,7 +320,7 @@ func TestGoalWithRedisBlackHoledDecisionsWaitTheDeadlineThenTheBreakerSkipsRedis
 	link := redistest.Relay(t, rds.Addr())
 	in := buildInstance(t, redisConfig(link.URL(), ""))
 	load := startHoleLoad(t, in)
-	time.Sleep(500 * time.Millisecond)
+	time.Sleep(500 * time.Millisecond) // a stretch of decisions on a healthy Redis before the hole
 	holedAt := time.Now()
 	link.BlackHole()
 	checkBlackHole(t, in, link, load, holedAt, holeFor, holeRecovery)
@@ -349,7 +352,7 @@ func TestGoalWhenTheRedisClientHasGivenUpDialingTheCircuitStillClosesSoonAfterRe
 	link := redistest.Relay(t, rds.Addr())
 	in := buildInstance(t, redisConfig(link.URL()+"?pool_size=4", ""))
 	load := startHoleLoad(t, in)
-	time.Sleep(300 * time.Millisecond)
+	time.Sleep(300 * time.Millisecond) // a stretch of decisions on a healthy Redis before the hole
 	holedAt := time.Now()
 	link.BlackHole()
 	// Recovery: the rest of a cooldown, the client's next dial of its own

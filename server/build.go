@@ -21,15 +21,13 @@ import (
 	"github.com/rl-exporter/rl-exporter/region"
 )
 
-// Deps are the parts the caller wires in besides the config: the collector's
-// recorder, observer and /metrics handler, admin handlers, the logger.
+// Deps are what the caller wires in besides the config; each may be nil.
 type Deps struct {
 	// Recorder is told of every decision (the collector).
 	Recorder limiter.Recorder
 	// Observer is told of every store call (the collector).
 	Observer limiter.Observer
-	// Circuit is told of every change of the store's circuit breaker (the
-	// collector's rate_limit_circuit_state); the change is logged either way.
+	// Circuit is told of every change of the store's circuit breaker.
 	Circuit limiter.CircuitObserver
 	// MetricsHandler serves /metrics; see Config.MetricsHandler for the default.
 	MetricsHandler http.Handler
@@ -40,50 +38,45 @@ type Deps struct {
 	// Sources, when set with a file, are loaded again when the file
 	// changes (reload.watch) and the result applied (Built.Reload).
 	Sources *config.Sources
-	// Reloads, when set, asks for a reload at each receive (cmd sends one
-	// per SIGHUP): Sources are loaded again and applied, and
-	// rls.config_dir with the gRPC listener on, as a change of them is,
-	// whatever their content and whether or not reload.watch is on.
+	// Reloads, when set, asks at each receive (one per SIGHUP) for Sources
+	// and rls.config_dir to be loaded again and applied, whatever their
+	// content and reload.watch.
 	Reloads <-chan struct{}
-	// StrictSecrets refuses a config whose secret files
-	// (config.Config.SecretFiles) other users may read, at start and on a
-	// reload; otherwise each such file is logged as a warning.
+	// StrictSecrets refuses, at start and on reload, a config whose secret
+	// files others may read; otherwise each is logged as a warning.
 	StrictSecrets bool
 	// Trace, when set, wraps every decision in a span (Telemetry.Deps sets it).
 	Trace httplimit.TraceFunc
-	// Labels, when set with server.grpc_listen, is told the endpoints of
-	// the HTTP routes and of Envoy's descriptor rules together (the collector).
+	// Labels, with server.grpc_listen, is told the endpoints of the HTTP
+	// routes and of Envoy's descriptor rules together.
 	Labels EndpointLabels
-	// InstrumentRedis, when set, is given the Redis client before first use
-	// (to trace its round trips).
+	// InstrumentRedis is given each Redis client before first use.
 	InstrumentRedis func(redis.UniversalClient) error
-	// BatchTracer, when set, links each batch of Redis decisions to the
-	// decisions' traces (Telemetry.Deps sets it when tracing is on).
+	// BatchTracer links each batch of Redis decisions to their traces.
 	BatchTracer redisstore.BatchTracer
-	// Replication, when set, is told of the decisions whose Redis write no
-	// replica acknowledged in time (store.redis.durability wait; the
-	// collector's rate_limit_redis_unreplicated_writes_total), on this
-	// region's store and every peer region's.
+	// Replication is told of the decisions whose Redis write no replica
+	// acknowledged in time (store.redis.durability wait), on every store.
 	Replication redisstore.ReplicationObserver
-	// Region, when set with region.name, is told of the multi-region sync
-	// rounds, decisions and cross-region round trips (the collector's
-	// region metrics, Telemetry.Deps sets it).
+	// Region, with region.name, is told of sync rounds, decisions and
+	// cross-region round trips.
 	Region region.Observer
 	// Logger; default discard.
 	Logger *slog.Logger
 }
 
 // Build opens the store the config names (memory, or Redis without
-// contacting it), compiles the policy, and returns a Server with its
-// listeners open. The store is closed by the Server's shutdown.
+// contacting it), compiles the policy, and returns a Built with its
+// listeners bound (Addr, GRPCAddr) and nothing running: Serve runs every
+// part. The store is closed by Serve's end or by Shutdown.
 func Build(cfg *config.Config, d Deps) (*Built, error) {
 	opened, err := openStore(cfg, d)
 	if err != nil {
 		return nil, err
 	}
 	closers := []io.Closer{opened}
+	var undo []io.Closer // what the parts of Serve close, closed here if Build fails
 	fail := func(err error) (*Built, error) {
-		for _, c := range closers {
+		for _, c := range append(undo, closers...) {
 			_ = c.Close()
 		}
 		return nil, err
@@ -95,7 +88,7 @@ func Build(cfg *config.Config, d Deps) (*Built, error) {
 	if err != nil {
 		return fail(err)
 	}
-	b := &Built{store: opened.Store, observer: d.Observer}
+	b := &Built{store: opened.Store, observer: d.Observer, serving: make(chan struct{})}
 	if err := checkSecrets(cfg, d.StrictSecrets, d.Logger); err != nil {
 		return fail(err)
 	}
@@ -106,27 +99,16 @@ func Build(cfg *config.Config, d Deps) (*Built, error) {
 	// The failure summaries still waiting are logged after the last
 	// decision.
 	closers = append(closers, b.guard)
-	if st, ok := b.store.(*redisstore.Store); ok {
-		if _, cluster := opened.Client.(*redis.ClusterClient); cluster {
-			every := min(cfg.Store.Redis.Cluster.ReloadInterval, maxShardWatchInterval)
-			closers = append([]io.Closer{watchShards(b.guard, st, every, b.logger(d))}, closers...)
-		}
-	}
-	if hb != nil {
-		// The heartbeat leaves the instance set before the client closes.
-		closers = append([]io.Closer{hb}, closers...)
-	}
 	if err := b.setupRegions(cfg, d, opened.Client); err != nil {
 		return fail(err)
 	}
 	if b.regions != nil {
-		// Shipping stops (and the peers' clients close) after the last
-		// decision, before this region's client closes.
-		closers = append([]io.Closer{b.regions}, closers...)
+		undo = append(undo, b.regions)
 	}
 	if err := b.setupLive(cfg, d, opened.Client); err != nil {
 		return fail(err)
 	}
+	b.background = b.backgroundParts(cfg, hb, opened.Client)
 	if d.MetricsHandler == nil {
 		d.MetricsHandler = defaultMetricsHandler(b.live.metrics)
 	}
@@ -134,11 +116,10 @@ func Build(cfg *config.Config, d Deps) (*Built, error) {
 	if err != nil {
 		return fail(err)
 	}
-	// Envoy's rate limit service, when configured, stops before the store closes.
-	if g, err := b.startGRPC(cfg, &d); err != nil {
+	if g, err := b.newGRPC(cfg, &d); err != nil {
 		return fail(err)
 	} else if g != nil {
-		closers = append([]io.Closer{g}, closers...)
+		undo = append([]io.Closer{g.ln}, undo...)
 	}
 	mw, err := httplimit.New(httplimit.Config{Policy: p, Recorder: d.Recorder, Logger: d.Logger, OnPolicy: d.OnPolicy, Trace: d.Trace})
 	if err != nil {
@@ -210,6 +191,12 @@ type Built struct {
 	mu           sync.Mutex
 	live         liveState
 	grpc         *grpcListener // nil unless server.grpc_listen is set
+	// background are the parts Serve runs after the ways in, in the order
+	// they stop (backgroundParts).
+	background []part
+	serving    chan struct{} // closed once every part of Serve runs
+	running    context.CancelFunc
+	stopped    chan struct{} // closed when Serve returns
 }
 
 // Store is the store decisions are made on.
@@ -227,7 +214,7 @@ func (b *Built) policyConfig(cfg *config.Config) (httplimit.PolicyConfig, error)
 
 // setupGuard makes the store's guard (breaker, failure summaries, local
 // fallback) from the store section and, for fail_policy local on Redis,
-// starts the instance heartbeat it divides limits by. Both outlive
+// the instance heartbeat it divides limits by (run by Serve). Both outlive
 // reloads: a reload that changes the store section is logged as needing a
 // restart.
 func (b *Built) setupGuard(cfg *config.Config, d Deps, rdb redis.UniversalClient) (*heartbeat.Heartbeat, error) {
@@ -256,7 +243,6 @@ func (b *Built) setupGuard(cfg *config.Config, d Deps, rdb redis.UniversalClient
 			return nil, fmt.Errorf("config %s: store.local: %w", cfg.Source, err)
 		}
 		gc.Local.Instances = hb
-		hb.Start()
 	}
 	b.guard = limiter.NewGuard(gc)
 	return hb, nil

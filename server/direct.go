@@ -14,24 +14,17 @@ import (
 	"time"
 )
 
-// The direct path. In front of a fast upstream, what a proxied request
-// costs is mostly the proxy's own machinery, not the network: an
-// http.Transport runs two goroutines per upstream connection and hands
-// every request and response between them and the handler, and
-// httputil.ReverseProxy clones the request and its headers, then has
-// them written, sorted, by Request.Write. So a request without a body to
-// a plain http:// upstream is forwarded by directProxy instead: on the
-// handler's own goroutine, over a kept-alive HTTP/1.1 connection from
-// upstreamPool, its request line and headers written straight from the
-// incoming request (hop-by-hop headers dropped, X-Forwarded-* set as
-// ReverseProxy's SetXForwarded does), the response parsed by
-// http.ReadResponse and copied back as ReverseProxy copies it, merged with
-// the rate-limit headers as on the ReverseProxy path (proxyheaders.go). Everything
-// else — bodies, upgrades, Expect: 100-continue, an upstream URL with a
-// path or query, h2c, https — goes through the ReverseProxy.
+// The direct path: in front of a fast upstream, a proxied request costs
+// mostly the proxy's machinery (http.Transport's two goroutines per
+// connection, ReverseProxy's clones and sorted header writes). So a request
+// without a body to a plain http:// upstream is forwarded on the handler's
+// goroutine over a kept-alive connection of upstreamPool, written straight
+// from the incoming request and answered as ReverseProxy would answer it;
+// bodies, upgrades, 100-continue, h2c, https and an upstream URL with a
+// path or query go through the ReverseProxy.
 
-// directProxy forwards the requests it can (see handles) and passes the
-// others to fallback. It is safe for concurrent use.
+// directProxy forwards the requests it can (handles), passes the others
+// to fallback. Safe for concurrent use.
 type directProxy struct {
 	pool     *upstreamPool
 	fallback http.Handler
@@ -269,12 +262,10 @@ type upstreamConn struct {
 }
 
 // roundTrip writes a request with write and reads its response, on an
-// idle connection or a new one. Informational answers (103 Early Hints)
-// are written to w as they come. When a reused connection fails before
-// any byte of an answer (the upstream closed it while it was idle) and
-// the request may be sent twice, it is retried once on a new connection,
-// as http.Transport does. The response body must be read to its end or
-// closed.
+// idle connection or a new one, writing 1xx answers to w as they come. A
+// replayable request whose reused connection failed before any byte of an
+// answer is retried once on a new one, as http.Transport does. The body
+// must be read to its end or closed.
 func (p *upstreamPool) roundTrip(r *http.Request, write func(*bufio.Writer), w http.ResponseWriter) (*http.Response, error) {
 	for retried := false; ; retried = true {
 		pc, err := p.get(r.Context())
@@ -465,10 +456,9 @@ func (pc *upstreamConn) release(stop func() bool, reusable bool) {
 	pc.close()
 }
 
-// upstreamBody is a response body read from an upstreamConn: read to its
-// end, it gives the connection back to the pool; closed before, it closes
-// the connection (the rest of the body is not worth reading). Read and
-// Close are called from one goroutine.
+// upstreamBody is a response body of an upstreamConn: read to its end it
+// gives the connection back, closed before it closes it. Read and Close
+// are called from one goroutine.
 type upstreamBody struct {
 	pc       *upstreamConn
 	body     io.ReadCloser

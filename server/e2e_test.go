@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/rl-exporter/rl-exporter/httplimit"
+	"github.com/rl-exporter/rl-exporter/internal/eventually"
 	"github.com/rl-exporter/rl-exporter/internal/redistest"
 	"github.com/rl-exporter/rl-exporter/limiter"
 )
@@ -134,16 +135,29 @@ func startServeEnv(t *testing.T, env []string, listeners []string, args ...strin
 // upstream is a test API that answers 200 with its name, holding requests
 // to /slow for a while.
 func upstream(t *testing.T) *httptest.Server {
+	s, _ := slowUpstream(t)
+	return s
+}
+
+// slowUpstream is upstream, telling on arrived (without waiting) of each
+// request to /slow as it begins to hold it.
+func slowUpstream(t *testing.T) (*httptest.Server, <-chan struct{}) {
 	t.Helper()
+	arrived := make(chan struct{}, 16)
 	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/slow" {
+			select {
+			case arrived <- struct{}{}:
+			default:
+			}
+			// The upstream's own work, which a drain must wait out.
 			time.Sleep(time.Second)
 		}
 		w.Header().Set("X-Upstream", "yes")
 		fmt.Fprintf(w, "upstream saw %s %s\n", r.Method, r.URL.Path)
 	}))
 	t.Cleanup(s.Close)
-	return s
+	return s, arrived
 }
 
 func get(t *testing.T, url string, hdr map[string]string) *http.Response {
@@ -186,6 +200,7 @@ func TestServeCountsDownFiveThenAnswers429WithTheSecondsLeftInTheWindow(t *testi
 	off := limiter.WindowOffset(key, time.Minute)
 	windowLeft := func() time.Duration { return time.Minute - (time.Since(time.Unix(0, 0))-off)%time.Minute }
 	if l := windowLeft(); l < 5*time.Second {
+		// The window's end is a time, not a condition.
 		time.Sleep(l + 100*time.Millisecond)
 	}
 	for i := 1; i <= 5; i++ {
@@ -222,8 +237,9 @@ func TestServeCountsDownFiveThenAnswers429WithTheSecondsLeftInTheWindow(t *testi
 	if resp.Header.Get("Cache-Control") != "no-store" {
 		t.Errorf("request 6: Cache-Control %q, want no-store", resp.Header.Get("Cache-Control"))
 	}
-	// One debug line per rejected request, none per allowed one.
-	time.Sleep(100 * time.Millisecond)
+	// One debug line per rejected request, none per allowed one; the
+	// process writes its log a moment after the answer.
+	eventually.True(t, 5*time.Second, "the rate-limited log line", func() bool { return strings.Contains(p.log(), `"msg":"rate limited"`) })
 	if n := strings.Count(p.log(), `"msg":"rate limited"`); n != 1 {
 		t.Errorf("%d rate-limited log lines, want exactly 1:\n%s", n, p.log())
 	}
@@ -271,8 +287,7 @@ func TestReadyzReportsRedisAndFailsWhileItIsDownOnlyWhenStrict(t *testing.T) {
 	strict := startServe(t, []string{"main"}, "--redis-url", rdb.URL(), "--config", writeConfig(t, "server: {ready_strict: true}\n"))
 	waitReady := func(p *proc, want int, store string) {
 		t.Helper()
-		deadline := time.Now().Add(10 * time.Second)
-		for {
+		eventually.True(t, 10*time.Second, fmt.Sprintf("/readyz %d with store %s", want, store), func() bool {
 			resp := get(t, p.url("main", "/readyz"), nil)
 			body := readBody(resp)
 			var rd struct {
@@ -281,14 +296,8 @@ func TestReadyzReportsRedisAndFailsWhileItIsDownOnlyWhenStrict(t *testing.T) {
 				FailPolicy string `json:"fail_policy"`
 			}
 			_ = json.Unmarshal([]byte(body), &rd)
-			if resp.StatusCode == want && rd.Store == store && rd.Ready == (want == 200) && rd.FailPolicy == "open" {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("/readyz %d (%s), want %d with store %s", resp.StatusCode, body, want, store)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+			return resp.StatusCode == want && rd.Store == store && rd.Ready == (want == 200) && rd.FailPolicy == "open"
+		})
 	}
 	waitReady(lenient, 200, "up")
 	waitReady(strict, 200, "up")
@@ -381,7 +390,7 @@ func TestReservedPathsAndListeners(t *testing.T) {
 }
 
 func TestSIGTERMDrainsInFlightRequests(t *testing.T) {
-	up := upstream(t)
+	up, arrived := slowUpstream(t)
 	p := startServe(t, []string{"main"}, "--upstream", up.URL)
 	type result struct {
 		code int
@@ -399,7 +408,11 @@ func TestSIGTERMDrainsInFlightRequests(t *testing.T) {
 		resp.Body.Close()
 		res <- result{code: resp.StatusCode, body: string(b)}
 	}()
-	time.Sleep(400 * time.Millisecond) // the request is at the upstream
+	select {
+	case <-arrived:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the request never reached the upstream")
+	}
 	if err := p.stop(t); err != nil {
 		t.Errorf("serve exited with %v, want 0", err)
 	}

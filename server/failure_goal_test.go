@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rl-exporter/rl-exporter/internal/eventually"
 	"github.com/rl-exporter/rl-exporter/internal/redistest"
 )
 
@@ -93,7 +94,7 @@ func TestGoalOnceTheBreakerOpensDecisionsOnAFrozenRedisCostWellUnderAMillisecond
 		}
 		rds.Thaw()
 		thawed = true
-		time.Sleep(1100 * time.Millisecond) // the default cooldown
+		time.Sleep(1100 * time.Millisecond) // the breaker's default cooldown: a time, not a condition
 		if a, _ := in.decide(context.Background(), t, "k2"); a.Status != "allowed" {
 			t.Fatalf("after the cooldown with Redis back: status %q, want allowed (the probe)", a.Status)
 		}
@@ -158,7 +159,7 @@ func TestGoalWithRedisStoppedDecisionsFailOpenAtOnceAsErrorsAndTheBreakerStopsTh
 func waitWindow(period, margin time.Duration) time.Time {
 	now := time.Now()
 	start := now.Truncate(period).Add(period)
-	time.Sleep(start.Add(margin).Sub(now))
+	time.Sleep(start.Add(margin).Sub(now)) // a window's start is a time, not a condition
 	return start
 }
 
@@ -193,7 +194,7 @@ func (tr *traffic) run(keys []string, until time.Time, pace time.Duration) {
 			}
 			tr.lastLocal = a.Degraded
 		}
-		time.Sleep(pace)
+		time.Sleep(pace) // the traffic's pace
 	}
 }
 
@@ -212,17 +213,10 @@ func TestGoalInstancesInDegradedModeTogetherAdmitAtMostTheLimit(t *testing.T) {
 				ins = append(ins, buildInstance(t, redisConfig(rds.URL(),
 					", fail_policy: local, local: {heartbeat_interval: 100ms, instance_ttl: 1s}")))
 			}
-			deadline := time.Now().Add(5 * time.Second)
-			for {
+			eventually.True(t, 5*time.Second, fmt.Sprintf("%d instances in rl:instances", n), func() bool {
 				v, err := rds.Do("ZCARD", "rl:instances")
-				if err == nil && v == int64(n) {
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("instances in rl:instances: %v, %v; want %d", v, err, n)
-				}
-				time.Sleep(50 * time.Millisecond)
-			}
+				return err == nil && v == int64(n)
+			})
 			tr := &traffic{t: t, instances: ins, admitted: map[string]int{}, next: map[string]int{}}
 
 			// Window 1: key "spent" spends its 100 on Redis, then Redis is
@@ -292,9 +286,9 @@ func TestGoalCallersThatCancelUnderLoadAreNotFailOpens(t *testing.T) {
 			default:
 			}
 			rds.Freeze()
-			time.Sleep(30 * time.Millisecond)
+			time.Sleep(30 * time.Millisecond) // a flapping Redis: frozen 30ms,
 			rds.Thaw()
-			time.Sleep(10 * time.Millisecond)
+			time.Sleep(10 * time.Millisecond) // then up 10ms
 		}
 	}()
 	var cancelled, decided atomic.Int64

@@ -32,21 +32,22 @@ type EndpointLabels interface {
 	SetLimit(endpoint, tier string, lim limiter.Limit) error
 }
 
-// grpcListener serves Envoy's rate limit service on server.grpc_listen from
-// Build on. As one of the Server's Closers it stops after the HTTP drain
-// and before the store is closed.
+// grpcListener is Envoy's rate limit service on server.grpc_listen: bound
+// by Build, served by its part of Built.Serve (run), which stops after the
+// HTTP drain and before the store closes.
 type grpcListener struct {
-	ln      net.Listener
-	gs      *grpc.Server
-	health  *health.Server
-	svc     *rls.Service
-	drain   time.Duration
-	stop    context.CancelFunc
-	done    sync.WaitGroup
-	logger  *slog.Logger
-	closing sync.Once
-	live    *livelimits.Cache // nil when live limits are off
-	reloads chan struct{}     // a send reloads rls.config_dir (SIGHUP); capacity 1
+	ln            net.Listener
+	gs            *grpc.Server
+	health        *health.Server
+	svc           *rls.Service
+	drain         time.Duration
+	logger        *slog.Logger
+	live          *livelimits.Cache // nil when live limits are off
+	reloads       chan struct{}     // a send reloads rls.config_dir (SIGHUP); capacity 1
+	watcher       *rls.Watcher
+	interval      time.Duration // of the directory watch; 0: reloads alone
+	reload        func()        // reloads rls.config_dir
+	relabelNeeded <-chan struct{}
 
 	labels          EndpointLabels
 	labelsMu        sync.Mutex
@@ -55,14 +56,14 @@ type grpcListener struct {
 	defaultTierName string
 }
 
-// startGRPC opens server.grpc_listen, loads rls.config_dir and starts
-// serving; nil when no gRPC listener is configured. The engine settings
+// newGRPC opens server.grpc_listen and loads rls.config_dir; nil when no
+// gRPC listener is configured. The engine settings
 // (store, fail policy, timeout, breaker, observer, headers, tiers) are those
 // of the HTTP policy, so both ways in decide alike.
 //
 // With d.Labels set, d.OnPolicy is replaced by one that labels the HTTP
 // routes and the descriptor rules together (see EndpointLabels).
-func (b *Built) startGRPC(cfg *config.Config, d *Deps) (*grpcListener, error) {
+func (b *Built) newGRPC(cfg *config.Config, d *Deps) (*grpcListener, error) {
 	if cfg.Server.GRPCListen == "" {
 		return nil, nil
 	}
@@ -97,25 +98,18 @@ func (b *Built) startGRPC(cfg *config.Config, d *Deps) (*grpcListener, error) {
 		MaxConnectionIdle:            cfg.RLS.MaxConnectionIdle,
 	}.Options(), grpc.MaxHeaderListSize(uint32(cfg.Server.MaxHeaderBytes)))
 	gs, hs := rls.NewServer(svc, tc, opts...)
-	ctx, stop := context.WithCancel(context.Background())
-	g := &grpcListener{ln: ln, gs: gs, health: hs, svc: svc, drain: cfg.Server.ShutdownTimeout, stop: stop, logger: logger}
+	g := &grpcListener{ln: ln, gs: gs, health: hs, svc: svc, drain: cfg.Server.ShutdownTimeout, logger: logger,
+		watcher: watcher, reloads: make(chan struct{}, 1), relabelNeeded: relabelNeeded}
 	if g.drain <= 0 {
 		g.drain = DefaultShutdownTimeout
 	}
+	if cfg.Reload.Watch {
+		g.interval = cfg.Reload.Interval
+	}
+	g.reload = func() { b.reloadRLS(g, dir) }
 	b.followPolicy(g, cfg, d, rules)
 	logger.Info("listening", slog.String("listener", "grpc"), slog.String("addr", ln.Addr().String()),
 		slog.Bool("tls", tc != nil), slog.String("rls_config_dir", dir), slog.Any("domains", rules.Domains()))
-	g.serve(ctx, relabelNeeded)
-	var interval time.Duration // without reload.watch, reloads come from g.reloads alone
-	if cfg.Reload.Watch {
-		interval = cfg.Reload.Interval
-	}
-	g.reloads = make(chan struct{}, 1)
-	g.done.Add(1)
-	go func() {
-		defer g.done.Done()
-		watcher.Run(ctx, interval, g.reloads, func() { b.reloadRLS(g, dir) })
-	}()
 	b.mu.Lock()
 	b.grpc = g
 	b.mu.Unlock()
@@ -178,32 +172,50 @@ func (b *Built) followPolicy(g *grpcListener, cfg *config.Config, d *Deps, rules
 	}
 }
 
-// serve starts serving gRPC and, with labels, the loop that gives new
-// detailed_metric labels to the collector until ctx ends; their first
-// decisions may count as "other".
-func (g *grpcListener) serve(ctx context.Context, relabelNeeded <-chan struct{}) {
-	g.done.Add(1)
-	go func() {
-		defer g.done.Done()
-		if err := g.gs.Serve(g.ln); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
-			g.logger.Error("grpc listener stopped", slog.String("error", err.Error()))
-		}
-	}()
-	if g.labels == nil {
-		return
-	}
-	g.done.Add(1)
-	go func() {
-		defer g.done.Done()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-relabelNeeded:
-				g.relabel(nil)
+// run serves gRPC, watches rls.config_dir and, with labels, gives new
+// detailed_metric labels to the collector (their first decisions may count
+// as "other") until ctx is done; then it reports NOT_SERVING and lets
+// in-flight calls finish for up to the shutdown timeout.
+func (g *grpcListener) run(ctx context.Context, ready func()) error {
+	var wg sync.WaitGroup
+	served := make(chan error, 1)
+	go func() { served <- g.gs.Serve(g.ln) }()
+	wg.Go(func() { g.watcher.Run(ctx, g.interval, g.reloads, g.reload) })
+	if g.labels != nil {
+		wg.Go(func() {
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-g.relabelNeeded:
+					g.relabel(nil)
+				}
 			}
-		}
+		})
+	}
+	ready()
+	var err error
+	select {
+	case <-ctx.Done():
+	case err = <-served:
+	}
+	g.health.Shutdown()
+	stopped := make(chan struct{})
+	go func() {
+		g.gs.GracefulStop()
+		close(stopped)
 	}()
+	select {
+	case <-stopped:
+	case <-time.After(g.drain):
+		g.gs.Stop()
+		<-stopped
+	}
+	wg.Wait()
+	if errors.Is(err, grpc.ErrServerStopped) {
+		err = nil
+	}
+	return err
 }
 
 // reloadRLS loads dir again and puts it in force; an invalid directory
@@ -356,29 +368,6 @@ func (b *Built) GRPCAddr() string {
 		return ""
 	}
 	return b.grpc.ln.Addr().String()
-}
-
-// Close reports NOT_SERVING, stops the directory watch, lets in-flight
-// calls finish for up to the shutdown timeout and stops the listener.
-// Calling it again does nothing.
-func (g *grpcListener) Close() error {
-	g.closing.Do(func() {
-		g.health.Shutdown()
-		g.stop()
-		stopped := make(chan struct{})
-		go func() {
-			g.gs.GracefulStop()
-			close(stopped)
-		}()
-		select {
-		case <-stopped:
-		case <-time.After(g.drain):
-			g.gs.Stop()
-			<-stopped
-		}
-		g.done.Wait()
-	})
-	return nil
 }
 
 var rlsInvalidDesc = prometheus.NewDesc("rate_limit_rls_invalid_requests_total",

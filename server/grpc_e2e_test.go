@@ -33,6 +33,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/rl-exporter/rl-exporter/config"
+	"github.com/rl-exporter/rl-exporter/internal/eventually"
 	"github.com/rl-exporter/rl-exporter/internal/redistest"
 	"github.com/rl-exporter/rl-exporter/server"
 )
@@ -78,15 +79,7 @@ func serveGRPC(t *testing.T, cfg *config.Config, sources *config.Sources) (*serv
 	if err := tel.Register(srv.ConfigMetrics(), srv.RLSMetrics()); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	})
+	serve(t, srv)
 	conn, err := grpc.NewClient(srv.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
@@ -205,7 +198,7 @@ rls: {config_dir: %q}
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = srv.Shutdown() })
+	serve(t, srv)
 	dial := func(certs []tls.Certificate) error {
 		conn, err := grpc.NewClient(srv.GRPCAddr(), grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{
 			RootCAs: pki.pool, Certificates: certs, ServerName: "localhost", MinVersion: tls.VersionTLS12,
@@ -245,13 +238,7 @@ func writeFile(t *testing.T, path, body string) {
 
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 10s")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	eventually.True(t, 10*time.Second, "condition", cond)
 }
 
 // testPKI is a CA with a server certificate for localhost and a client
@@ -415,16 +402,11 @@ tiers: {names: [free, pro], default: free}
 	// Within a second: pub/sub brings the change, not the 10s refresh.
 	applies := func(what string, cond func() bool) {
 		t.Helper()
-		deadline := time.Now().Add(time.Second)
+		limit := time.Second
 		if raceEnabled {
-			deadline = deadline.Add(4 * time.Second)
+			limit += 4 * time.Second
 		}
-		for !cond() {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: not applied to ShouldRateLimit within a second", what)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+		eventually.True(t, limit, what+": applied to ShouldRateLimit", cond)
 	}
 
 	if code, body := adminDo(t, srv, http.MethodPut, "/admin/v1/limits/shop.user/free", `{"max_requests": 5}`); code != http.StatusOK {

@@ -5,22 +5,20 @@ import (
 	"fmt"
 	"net/http"
 	"sync/atomic"
+
+	"github.com/rl-exporter/rl-exporter/config"
 )
 
-// How a request's head is bounded. net/http bounds the bytes of the head
-// (request line and header fields) with http.Server.MaxHeaderBytes and
-// answers 431 itself past it, but it reads up to 4096 bytes more than that
-// (its bufio slack), so the server is given the configured bound less that
-// slack and the configured number is the one enforced. It has no bound on
-// the number of fields: 90,000 fields of a few bytes each fit in its default
-// 1 MB, and each costs a string and a slice entry in Request.Header, then
-// another in the proxy's copy; headerCountLimit answers 431 for too many
-// before any other work (no decision is made or counted).
+// How a request's head is bounded. net/http reads 4096 bytes past
+// http.Server.MaxHeaderBytes (its bufio slack), so it is given the bound
+// less that slack. It has no bound on the number of fields (90,000 small
+// ones fit in 1 MB, each a string and a slice entry, twice with the
+// proxy's copy), so headerCountLimit answers 431 before any other work.
 
-// Defaults of Config's header bounds.
+// Defaults of Config's header bounds: those of the config file.
 const (
-	DefaultMaxHeaderBytes = 64 << 10
-	DefaultMaxHeaderCount = 100
+	DefaultMaxHeaderBytes = config.DefaultMaxHeaderBytes
+	DefaultMaxHeaderCount = config.DefaultMaxHeaderCount
 	// MinMaxHeaderBytes is the least MaxHeaderBytes may be: net/http's
 	// slack, so that the bound left for net/http is positive, and a 4 KiB
 	// head beyond it.

@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/rl-exporter/rl-exporter/httplimit"
+	"github.com/rl-exporter/rl-exporter/internal/eventually"
 	"github.com/rl-exporter/rl-exporter/limiter"
 	"github.com/rl-exporter/rl-exporter/server"
 )
@@ -77,6 +78,7 @@ func readingUpstream(t *testing.T, delay time.Duration) *url.URL {
 	t.Helper()
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		n, _ := io.Copy(io.Discard, r.Body)
+		// The upstream's own work, which the proxy waits out.
 		time.Sleep(delay)
 		fmt.Fprintf(w, "upstream read %d bytes\n", n)
 	}))
@@ -331,7 +333,7 @@ func TestReadyzStaysReadyWhileTheFailPolicyStillDecides(t *testing.T) {
 				t.Helper()
 				var status int
 				var rd server.Readiness
-				for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+				eventually.Within(5*time.Second, func() bool {
 					resp, err := http.Get("http://" + srv.Addr("main") + server.ReadyPath)
 					if err != nil {
 						t.Fatal(err)
@@ -343,10 +345,8 @@ func TestReadyzStaysReadyWhileTheFailPolicyStillDecides(t *testing.T) {
 						t.Fatalf("body: %v", err)
 					}
 					status = resp.StatusCode
-					if rd.Store == wantStore || time.Now().After(deadline) {
-						break
-					}
-				}
+					return rd.Store == wantStore
+				})
 				if status != wantStatus || rd.Ready != (wantStatus == 200) || rd.Store != wantStore || rd.FailPolicy != c.failPolicy || rd.Strict != c.strict {
 					t.Errorf("status %d %+v, want %d, ready %v, store %s, fail_policy %s, strict %v",
 						status, rd, wantStatus, wantStatus == 200, wantStore, c.failPolicy, c.strict)

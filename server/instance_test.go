@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/rl-exporter/rl-exporter/config"
+	"github.com/rl-exporter/rl-exporter/internal/eventually"
 	"github.com/rl-exporter/rl-exporter/server"
 )
 
@@ -66,18 +67,14 @@ func buildInstance(t *testing.T, yaml string) *instance {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		_ = srv.Shutdown()
 		// The Redis store's batch senders exit after being idle for 2s;
 		// the package's leak check must not take them for leaks.
-		deadline := time.Now().Add(3 * time.Second)
 		buf := make([]byte, 1<<20)
-		for time.Now().Before(deadline) {
-			if !bytes.Contains(buf[:runtime.Stack(buf, true)], []byte("redisstore.(*lane).send")) {
-				break
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+		eventually.Within(3*time.Second, func() bool {
+			return !bytes.Contains(buf[:runtime.Stack(buf, true)], []byte("redisstore.(*lane).send"))
+		})
 	})
+	serve(t, srv)
 	return &instance{srv: srv, tel: tel, check: srv.Middleware().CheckHandler(), logs: logs}
 }
 

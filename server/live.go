@@ -144,14 +144,11 @@ func targets(cfg *config.Config) []livelimits.Target {
 	return out
 }
 
-// adminHandlers adds the admin API to the caller's admin handlers when
-// admin tokens are configured; without a token it is not served at all.
-//
-// When tokens are configured, every handler of the admin listener needs
-// one (a read-only token is enough to read): the caller's (the top-limited
-// keys) and the profiles of /debug/pprof/, which are served only then.
-// Without tokens the caller's handlers answer 403 saying to configure
-// them (admin.NeedsTokens): the top-limited keys name clients.
+// adminHandlers adds the admin API to the caller's handlers when admin
+// tokens are configured: then every handler of the admin listener, the
+// caller's and /debug/pprof/, needs a token (read-only is enough to read).
+// Without tokens the caller's handlers answer 403 (admin.NeedsTokens): the
+// top-limited keys name clients.
 func (b *Built) adminHandlers(cfg *config.Config, extra map[string]http.Handler, keys admin.KeyResetter) (map[string]http.Handler, error) {
 	out := map[string]http.Handler{}
 	toks, err := cfg.AdminTokens()
@@ -378,48 +375,6 @@ func (b *Built) followReloads(ctx context.Context, watch chan<- struct{}) {
 			}
 		}
 	}
-}
-
-// Serve runs the server until ctx is done, with the live-limit cache kept
-// current, when Deps.Sources names a file and reload.watch is on, the
-// file watched and reloaded on change, and with Deps.Reloads, a reload at
-// each receive.
-func (b *Built) Serve(ctx context.Context) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	done := make(chan struct{}, 3)
-	n := 0
-	if b.live.cache != nil {
-		n++
-		go func() { b.live.cache.Run(ctx); done <- struct{}{} }()
-	}
-	var asked chan struct{} // the file watch's trigger, when it runs
-	if s := b.live.sources; s != nil && s.File != "" && b.live.cfg.Reload.Watch {
-		n++
-		asked = make(chan struct{}, 1)
-		// The watch starts from the content serve was built with, so an
-		// edit made since is applied rather than taken as the start.
-		b.mu.Lock()
-		w := config.WatchConfig{Path: s.File, Interval: b.live.cfg.Reload.Interval, Since: b.live.cfg.Digest, Logger: b.live.logger, Trigger: asked}
-		b.mu.Unlock()
-		go func() {
-			config.Watch(ctx, w, b.reloadFromSources)
-			done <- struct{}{}
-		}()
-	}
-	if b.live.reloads != nil && b.live.sources != nil {
-		n++
-		go func() {
-			b.followReloads(ctx, asked)
-			done <- struct{}{}
-		}()
-	}
-	err := b.Server.Serve(ctx)
-	cancel()
-	for ; n > 0; n-- {
-		<-done
-	}
-	return err
 }
 
 // defaultMetricsHandler serves the Go and process collectors and the

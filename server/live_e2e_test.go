@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rl-exporter/rl-exporter/internal/eventually"
 	"github.com/rl-exporter/rl-exporter/internal/redistest"
 )
 
@@ -99,14 +100,7 @@ func within(t *testing.T, limit time.Duration, what string, cond func() bool) ti
 	if raceEnabled {
 		limit *= 5
 	}
-	start := time.Now()
-	for !cond() {
-		if time.Since(start) > limit {
-			t.Fatalf("%s: not within %s", what, limit)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	return time.Since(start)
+	return eventually.True(t, limit, what, cond)
 }
 
 func startLivePair(t *testing.T) (*proc, *proc, *redistest.Server) {
@@ -213,7 +207,9 @@ func TestALiveChangeWithAnExpiryRevertsOnTimeOnEveryInstance(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for j := 0; ; j++ {
+			tick := time.NewTicker(10 * time.Millisecond)
+			defer tick.Stop()
+			for j := 0; ; j, _ = j+1, <-tick.C {
 				_, l := check(t, p, fmt.Sprintf("r%d-%d", i, j), "GET /x", "free")
 				if l == 2 {
 					late[i] = time.Since(expiry)
@@ -223,7 +219,6 @@ func TestALiveChangeWithAnExpiryRevertsOnTimeOnEveryInstance(t *testing.T) {
 					late[i] = time.Hour
 					return
 				}
-				time.Sleep(10 * time.Millisecond)
 			}
 		}()
 	}

@@ -1,12 +1,15 @@
 package server_test
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"testing"
+	"time"
 
 	"github.com/rl-exporter/rl-exporter/internal/leakcheck"
 	"github.com/rl-exporter/rl-exporter/internal/testbin"
+	"github.com/rl-exporter/rl-exporter/server"
 )
 
 // binary is rl-exporter, built once for this test binary.
@@ -23,4 +26,27 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	leakcheck.Main(m, remove)
+}
+
+// serve runs srv until the test ends and returns once every part of it
+// serves (Built.Ready); a Serve that ends early fails the test.
+func serve(t testing.TB, srv *server.Built) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	})
+	select {
+	case <-srv.Ready():
+	case err := <-done:
+		done <- err
+		t.Fatalf("serve ended before it was ready: %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("serve not ready within 10s")
+	}
 }

@@ -7,17 +7,11 @@ import (
 )
 
 // How an upstream's answer is merged with the rate-limit headers, on both
-// proxy paths alike: a rate-limit header the limiter set on the response
-// (decision.HeaderNames) is the one the client gets, the upstream's
-// values of that header are dropped; every other header of the upstream,
-// its Retry-After on a 429 or 503 included when the limiter set none,
-// passes as it came. The limiter's win because they describe the limit
-// this proxy enforces, the one that will refuse the client's next
-// requests; an upstream's own X-RateLimit-Remaining counts another budget,
-// and appended to the limiter's it makes a field that takes one value
-// carry two, which clients read as either. When the limiter sent none (a
-// shadow class over its limit, a decision that failed open, the header
-// families turned off) the upstream's pass.
+// proxy paths: a header the limiter set (decision.HeaderNames) replaces
+// the upstream's of that name, since it describes the limit that refuses
+// the client's next requests and two values in a one-value field are read
+// as either; every other upstream header passes as it came, and so do the
+// upstream's rate-limit headers when the limiter set none.
 
 // limiterHeaders are the names of decision.HeaderNames.
 var limiterHeaders = func() map[string]bool {

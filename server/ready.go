@@ -8,11 +8,9 @@ import (
 )
 
 // storeState is the store's reachability as Config.Ready last answered it,
-// shared by every /readyz call: a load balancer probing often, or anyone
-// calling /readyz in a loop, costs the store at most one check per
-// ReadyTimeout. Callers that find the answer older than that wait for one
-// new check, made once for all of them. Its methods are safe for
-// concurrent use.
+// shared by every /readyz call, so that probes however frequent cost the
+// store one check per ReadyTimeout, made once for all the callers waiting.
+// Safe for concurrent use.
 type storeState struct {
 	ctx    context.Context // ends the check in flight at shutdown
 	cancel context.CancelFunc

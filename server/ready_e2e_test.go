@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rl-exporter/rl-exporter/internal/eventually"
 	"github.com/rl-exporter/rl-exporter/internal/redistest"
 )
 
@@ -54,22 +55,15 @@ func TestReadyzSaysTheStoreIsUnavailableAndOnlyTheLogSaysWhere(t *testing.T) {
 	rdb := redistest.Single(t)
 	p := startServe(t, []string{"main"}, "--redis-url", rdb.URL())
 	rdb.Stop()
-	deadline := time.Now().Add(10 * time.Second)
 	var body string
-	for {
+	var rd struct{ Store, Reason string }
+	eventually.True(t, 10*time.Second, "/readyz says the store is down after Redis stopped", func() bool {
 		body = readBody(get(t, p.url("main", "/readyz"), nil))
-		var rd struct{ Store, Reason string }
 		_ = json.Unmarshal([]byte(body), &rd)
-		if rd.Store == "down" {
-			if rd.Reason != "store unavailable" {
-				t.Errorf("/readyz reason %q, want %q", rd.Reason, "store unavailable")
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("/readyz %s, want the store down after Redis stopped", body)
-		}
-		time.Sleep(50 * time.Millisecond)
+		return rd.Store == "down"
+	})
+	if rd.Reason != "store unavailable" {
+		t.Errorf("/readyz reason %q, want %q", rd.Reason, "store unavailable")
 	}
 	port := strconv.Itoa(rdb.Port())
 	for _, secret := range []string{port, "refused", "dial", "tcp"} {

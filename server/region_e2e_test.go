@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rl-exporter/rl-exporter/internal/eventually"
 	"github.com/rl-exporter/rl-exporter/internal/redistest"
 )
 
@@ -107,21 +108,15 @@ func (r twoRegions) waitForShipping(t *testing.T) {
 	for _, u := range r.urls {
 		decide(t, c, u, "POST /async", "ta", "user:warm-up") // something to ship
 	}
-	deadline := time.Now().Add(10 * time.Second)
 	for _, side := range []struct {
 		p    *proc
 		peer string
 	}{{r.a, "b"}, {r.b, "a"}} {
-		for {
+		eventually.True(t, 10*time.Second, "counts from region "+side.peer, func() bool {
 			s := parseSamples(t, scrape(t, side.p.url("main", "/metrics"), nil))
-			if lag, ok := s[series("rate_limit_region_sync_lag_seconds", "peer_region", side.peer)]; ok && lag < 0.2 {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("no counts from region %s within 10s", side.peer)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+			lag, ok := s[series("rate_limit_region_sync_lag_seconds", "peer_region", side.peer)]
+			return ok && lag < 0.2
+		})
 	}
 }
 
@@ -231,17 +226,10 @@ func TestTwoRegionsShareOneStrictLimitExactlyAndAnAsyncOneAndSurviveACutLink(t *
 		if statuses["allowed"] != 40 || statuses["rejected"] != 5 {
 			t.Errorf("async with the link cut: %v, want 40 allowed then 5 rejected", statuses)
 		}
-		deadline := time.Now().Add(5 * time.Second)
-		for {
-			s := parseSamples(t, scrape(t, metrics, nil))
-			if s[series("rate_limit_region_sync_errors_total", "peer_region", "b")] > 0 {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Errorf("no sync error counted for peer b within 5s of the cut")
-				break
-			}
-			time.Sleep(100 * time.Millisecond)
+		if !eventually.Within(5*time.Second, func() bool {
+			return parseSamples(t, scrape(t, metrics, nil))[series("rate_limit_region_sync_errors_total", "peer_region", "b")] > 0
+		}) {
+			t.Errorf("no sync error counted for peer b within 5s of the cut")
 		}
 	})
 	if t.Failed() {

@@ -59,7 +59,7 @@ classes: {api: {region_mode: %s, limits: {default: {algorithm: fixed_window, rat
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer srv.Shutdown()
+	serve(t, srv)
 	h := srv.Middleware().Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 	request := func(client string) int {
 		r := httptest.NewRequest("GET", "/x", nil)
@@ -112,7 +112,7 @@ classes: {api: {limits: {default: {algorithm: fixed_window, rate: 3, period: 1h}
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer srv.Shutdown()
+	serve(t, srv)
 	withRegions, err := config.Parse("rl.yaml", []byte(fmt.Sprintf(`
 server: {listen: "127.0.0.1:0"}
 store: {type: redis, redis: {url: %q}}
@@ -159,7 +159,7 @@ default_class: good
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer srv.Shutdown()
+	serve(t, srv)
 	h := srv.Middleware().Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 	for path, want := range map[string]string{"/good": "7", "/bad": "3"} {
 		r := httptest.NewRequest("GET", path, nil)

@@ -32,7 +32,7 @@ classes:
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer srv.Shutdown()
+	serve(t, srv)
 	h := srv.Middleware().Handler(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {}))
 	var stop atomic.Bool
 	var served atomic.Int64

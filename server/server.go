@@ -43,6 +43,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/rl-exporter/rl-exporter/admin"
+	"github.com/rl-exporter/rl-exporter/config"
 	"github.com/rl-exporter/rl-exporter/httplimit"
 )
 
@@ -53,16 +54,17 @@ const (
 	ReadyPath   = "/readyz"
 )
 
-// Defaults of Config.
+// Defaults of Config: those of the config file (config.Defaults).
 const (
-	DefaultShutdownTimeout   = 15 * time.Second
-	DefaultReadyTimeout      = time.Second
-	DefaultReadHeaderTimeout = 10 * time.Second
-	DefaultReadTimeout       = 30 * time.Second
-	DefaultIdleTimeout       = 2 * time.Minute
+	DefaultShutdownTimeout   = config.DefaultShutdownTimeout
+	DefaultReadyTimeout      = config.DefaultReadyTimeout
+	DefaultReadHeaderTimeout = config.DefaultReadHeaderTimeout
+	DefaultReadTimeout       = config.DefaultReadTimeout
+	DefaultIdleTimeout       = config.DefaultIdleTimeout
 )
 
-// Config configures a Server. Listen and Middleware are required.
+// Config configures a Server. Listen and Middleware are required; a zero
+// duration or bound takes its Default constant.
 type Config struct {
 	// Listen is the main listener's address ("host:port"; port 0 picks one).
 	Listen string
@@ -72,65 +74,47 @@ type Config struct {
 	// AdminListen, when set, serves AdminHandlers. Off by default.
 	AdminListen string
 	// Upstream is where non-reserved requests are proxied. Nil: they get 404.
-	Upstream *url.URL
-	// UpstreamTransport configures the connections to Upstream (see NewTransport).
+	Upstream          *url.URL
 	UpstreamTransport TransportConfig
 	// Middleware enforces the limits in front of the proxy and answers /v1/check.
 	Middleware *httplimit.Middleware
-	// CheckAPI says who may use the decision API. Zero: enabled for this
-	// host alone.
+	// CheckAPI says who may use the decision API. Zero: this host alone.
 	CheckAPI CheckAPI
-	// Ready reports whether the store is reachable (a Redis PING); nil
-	// means always reachable. It is called with a context bounded by
-	// ReadyTimeout, at most one call at a time, and its answer is reused
-	// for ReadyTimeout after it returns, so that probes however frequent
-	// cost the store at most one PING per ReadyTimeout.
-	Ready func(context.Context) error
-	// ReadyTimeout bounds Ready, and is how long its answer is reused.
-	// Default DefaultReadyTimeout.
+	// Ready reports whether the store is reachable (a Redis PING); nil:
+	// always. It is called at most once at a time, bounded by ReadyTimeout,
+	// and its answer reused for ReadyTimeout, so that probes however
+	// frequent cost the store at most one PING per ReadyTimeout.
+	Ready        func(context.Context) error
 	ReadyTimeout time.Duration
-	// FailPolicy is the store's fail policy ("open", "local" or "closed";
-	// empty means "open"), which /readyz reports. While the store is
-	// unreachable, "open" and "local" still decide, so /readyz stays ready;
-	// "closed" rejects everything, so it does not.
-	FailPolicy string
-	// ReadyStrict makes /readyz fail while the store is unreachable, whatever
-	// the fail policy, for operators who want instances pulled out of a
-	// load balancer during a store outage.
+	// FailPolicy ("open", "local" or "closed"; empty: "open") is reported
+	// by /readyz, which stays ready during a store outage unless it is
+	// "closed" (everything rejected) or ReadyStrict is set.
+	FailPolicy  string
 	ReadyStrict bool
-	// ReadHeaderTimeout bounds reading a request's headers. Default
-	// DefaultReadHeaderTimeout.
+	// ReadHeaderTimeout bounds reading a request's headers.
 	ReadHeaderTimeout time.Duration
-	// ReadTimeout bounds reading a request's body, from the handler's first
-	// read of it (so the time a leaky_bucket decision holds the request is
-	// not counted), and the headers too when ReadHeaderTimeout is longer.
-	// A client still sending when it expires is cut off. Default
-	// DefaultReadTimeout.
+	// ReadTimeout bounds reading a request's body from the handler's first
+	// read of it (so a leaky_bucket delay is not counted); a client still
+	// sending then is cut off.
 	ReadTimeout time.Duration
 	// IdleTimeout closes a kept-alive connection idle for this long.
-	// Default DefaultIdleTimeout.
 	IdleTimeout time.Duration
-	// MaxHeaderBytes bounds a request's head, its request line and header
-	// fields, on every listener; a larger one gets 431 from net/http.
-	// Default DefaultMaxHeaderBytes; at least MinMaxHeaderBytes.
+	// MaxHeaderBytes (at least MinMaxHeaderBytes) and MaxHeaderCount
+	// (Host included) bound a request's head on every listener; beyond
+	// either the answer is 431, before anything else is done.
 	MaxHeaderBytes int
-	// MaxHeaderCount bounds the header field lines of a request (Host
-	// included) on every listener; a request with more gets 431 before
-	// anything else is done for it. Default DefaultMaxHeaderCount.
 	MaxHeaderCount int
-	// MetricsHandler serves /metrics. Default: promhttp on a registry of
-	// its own holding the Go and process collectors.
+	// MetricsHandler serves /metrics. Default: the Go and process collectors.
 	MetricsHandler http.Handler
 	// MetricsWebConfigFile, when set, is an exporter-toolkit web config
 	// (TLS, basic auth) applied to the whole MetricsListen listener.
 	MetricsWebConfigFile string
 	// AdminHandlers are mounted on the admin listener by ServeMux pattern.
 	AdminHandlers map[string]http.Handler
-	// AdminAuthFailures, when set, counts the admin listener's requests
-	// refused for their token; Metrics exports it as
-	// rl_exporter_admin_auth_failures_total.
+	// AdminAuthFailures, when set, counts the admin requests refused for
+	// their token (rl_exporter_admin_auth_failures_total).
 	AdminAuthFailures *admin.AuthFailures
-	// ShutdownTimeout bounds the drain of in-flight requests. Default DefaultShutdownTimeout.
+	// ShutdownTimeout bounds the drain of in-flight requests.
 	ShutdownTimeout time.Duration
 	// Closers are closed after the drain, in order (the Redis client).
 	Closers []io.Closer
@@ -175,6 +159,8 @@ type Server struct {
 	// none is configured.
 	checkGuard *admin.Guard
 	stopping   atomic.Bool
+	serving    chan struct{} // closed once Serve's listeners accept
+	drainOnce  sync.Once
 	closeOnce  sync.Once
 }
 
@@ -223,7 +209,7 @@ func New(cfg Config) (*Server, error) {
 		cfg.MetricsHandler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})
 	}
 	s := &Server{cfg: cfg, logger: cfg.Logger, listeners: map[string]net.Listener{}, servers: map[string]*http.Server{},
-		slow: map[string]*atomic.Uint64{}, oversized: map[string]*atomic.Uint64{}}
+		slow: map[string]*atomic.Uint64{}, oversized: map[string]*atomic.Uint64{}, serving: make(chan struct{})}
 	s.store.init()
 	if toks := cfg.CheckAPI.Tokens; len(toks) > 0 {
 		g, err := admin.NewGuardWith(admin.GuardConfig{Tokens: toks, Realm: "rl-exporter decision API"})
@@ -489,31 +475,37 @@ func writeError(w http.ResponseWriter, code int, kind, msg string) {
 // requests drain for up to ShutdownTimeout, and the Closers are closed. It
 // returns nil after a clean shutdown, or the first serving error.
 func (s *Server) Serve(ctx context.Context) error {
-	errc := make(chan error, len(s.servers))
-	for name, srv := range s.servers {
-		s.logger.Info("listening", slog.String("listener", name), slog.String("addr", s.Addr(name)))
-		go func(srv *http.Server, ln net.Listener) {
-			if err := s.serveListener(name, srv, ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				errc <- err
-			}
-		}(srv, s.listeners[name])
+	err := runParts(ctx, s.logger, s.serving, []part{{name: "http", run: s.serveHTTP}})
+	if cerr := s.Shutdown(); err == nil {
+		err = cerr
 	}
-	var serveErr error
-	select {
-	case <-ctx.Done():
-	case serveErr = <-errc:
-	}
-	if err := s.Shutdown(); serveErr == nil {
-		serveErr = err
-	}
-	return serveErr
+	return err
 }
+
+// Ready is closed once Serve's listeners accept. Safe for concurrent use.
+func (s *Server) Ready() <-chan struct{} { return s.serving }
 
 // Shutdown drains in-flight requests for up to ShutdownTimeout and closes
 // the Closers. It is called by Serve; calling it again does nothing.
 func (s *Server) Shutdown() error {
-	var firstErr error
+	err := s.drain()
 	s.closeOnce.Do(func() {
+		for _, c := range s.cfg.Closers {
+			if cerr := c.Close(); cerr != nil && err == nil {
+				err = fmt.Errorf("close: %w", cerr)
+			}
+		}
+		s.logger.Info("stopped")
+	})
+	return err
+}
+
+// drain turns /readyz unready and lets in-flight requests finish for up to
+// ShutdownTimeout, closing the connections of those that do not. Calling
+// it again does nothing.
+func (s *Server) drain() error {
+	var firstErr error
+	s.drainOnce.Do(func() {
 		s.stopping.Store(true)
 		s.store.cancel()
 		s.logger.Info("shutting down", slog.Duration("drain_timeout", s.cfg.ShutdownTimeout))
@@ -522,9 +514,7 @@ func (s *Server) Shutdown() error {
 		var wg sync.WaitGroup
 		var mu sync.Mutex
 		for name, srv := range s.servers {
-			wg.Add(1)
-			go func(name string, srv *http.Server) {
-				defer wg.Done()
+			wg.Go(func() {
 				if err := srv.Shutdown(ctx); err != nil {
 					mu.Lock()
 					if firstErr == nil {
@@ -533,15 +523,9 @@ func (s *Server) Shutdown() error {
 					mu.Unlock()
 					_ = srv.Close()
 				}
-			}(name, srv)
+			})
 		}
 		wg.Wait()
-		for _, c := range s.cfg.Closers {
-			if err := c.Close(); err != nil && firstErr == nil {
-				firstErr = fmt.Errorf("close: %w", err)
-			}
-		}
-		s.logger.Info("stopped")
 	})
 	return firstErr
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 
@@ -159,13 +158,4 @@ func metricsWebConfig(cfg *config.Config) (string, error) {
 		return "", fmt.Errorf("config %s: metrics.web_config_file: %w", cfg.Source, err)
 	}
 	return path, nil
-}
-
-// serveListener serves one listener: the metrics listener through the
-// exporter-toolkit web config when one is set, the others plainly.
-func (s *Server) serveListener(name string, srv *http.Server, ln net.Listener) error {
-	if name == "metrics" && s.cfg.MetricsWebConfigFile != "" {
-		return collector.Serve(ln, srv, s.cfg.MetricsWebConfigFile, s.logger)
-	}
-	return srv.Serve(ln)
 }

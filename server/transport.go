@@ -9,21 +9,12 @@ import (
 	"github.com/rl-exporter/rl-exporter/config"
 )
 
-// Defaults of TransportConfig.
+// Defaults of TransportConfig: those of the config file (config.Defaults).
 const (
-	// DefaultMaxIdleConnsPerHost is how many idle connections to the
-	// upstream are kept for reuse: sized for a few hundred concurrent
-	// clients, so that a steady load reuses connections instead of
-	// opening one per request (Go's default keeps two).
-	DefaultMaxIdleConnsPerHost = 256
-	// DefaultIdleConnTimeout closes an idle upstream connection after this long.
-	DefaultIdleConnTimeout = 90 * time.Second
-	// DefaultDialTimeout bounds opening a connection to the upstream.
-	DefaultDialTimeout = 5 * time.Second
-	// DefaultResponseHeaderTimeout bounds the wait for the upstream's
-	// response headers once the request is written (nginx's
-	// proxy_read_timeout is also 60 s).
-	DefaultResponseHeaderTimeout = 60 * time.Second
+	DefaultMaxIdleConnsPerHost   = config.DefaultMaxIdleConnsPerHost
+	DefaultIdleConnTimeout       = config.DefaultIdleConnTimeout
+	DefaultDialTimeout           = config.DefaultDialTimeout
+	DefaultResponseHeaderTimeout = config.DefaultResponseHeaderTimeout
 )
 
 // proxyBufferSize is the size of the buffers the reverse proxy copies

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/rl-exporter/rl-exporter/httplimit"
+	"github.com/rl-exporter/rl-exporter/internal/eventually"
 	"github.com/rl-exporter/rl-exporter/limiter"
 	"github.com/rl-exporter/rl-exporter/server"
 )
@@ -244,10 +245,7 @@ func TestIdleUpstreamConnectionsCloseWhenServeStops(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatalf("Serve: %v", err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for open.Load() > 0 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	eventually.True(t, 5*time.Second, "the upstream connections closed after serve stopped", func() bool { return open.Load() == 0 })
 	if n := open.Load(); n != 0 {
 		t.Errorf("%d upstream connections still open after serve stopped; want them closed", n)
 	}

@@ -23,6 +23,7 @@ func runCheck(_ context.Context, args []string, _ environ, stdout, stderr io.Wri
 	fs := flag.NewFlagSet("check", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	file := fs.String("config", "", "YAML config file to validate (required)")
+	printDefaults := fs.Bool("print-defaults", false, "print the default of every key that has one, as YAML, and exit")
 	strict := fs.Bool("strict-secrets", false, "refuse secret files (admin.tokens_file, password_file, key_file, secret_file) that group or others may read, instead of warning")
 	oneWay := time.Duration(-1) // not given
 	fs.Func("one-way", "one-way `latency` between regions (such as 50ms): print the overshoot bound of each class and tier in region_mode async or hybrid", func(s string) error {
@@ -34,7 +35,7 @@ func runCheck(_ context.Context, args []string, _ environ, stdout, stderr io.Wri
 		return nil
 	})
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: rl-exporter check --config FILE [--one-way LATENCY] [--strict-secrets]\n\nflags:")
+		fmt.Fprintln(stderr, "usage: rl-exporter check --config FILE [--one-way LATENCY] [--strict-secrets]\n       rl-exporter check --print-defaults\n\nflags:")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -46,6 +47,9 @@ func runCheck(_ context.Context, args []string, _ environ, stdout, stderr io.Wri
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "rl-exporter check: takes no arguments, got %q\n", fs.Args())
 		return exitUsage
+	}
+	if *printDefaults {
+		return printDefaultsTo(stdout, stderr)
 	}
 	if *file == "" {
 		fmt.Fprintln(stderr, "rl-exporter check: --config FILE is required")
@@ -157,4 +161,15 @@ func printConfigProblems(w io.Writer, cmd, source string, err error) {
 	for _, l := range lines {
 		fmt.Fprintf(w, "  %s\n", l)
 	}
+}
+
+// printDefaultsTo writes the default of every key that has one, as YAML.
+func printDefaultsTo(stdout, stderr io.Writer) int {
+	out, err := config.DefaultsYAML()
+	if err != nil {
+		fmt.Fprintf(stderr, "rl-exporter check: %v\n", err)
+		return exitFailure
+	}
+	_, _ = stdout.Write(out)
+	return exitOK
 }

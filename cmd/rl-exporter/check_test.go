@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/rl-exporter/rl-exporter/config"
 )
 
 func TestCheckExitsZeroOneOrTwo(t *testing.T) {
@@ -104,5 +106,28 @@ func TestCheckWarnsOfASecretFileReadableByOthersAndRefusesItWithStrictSecrets(t 
 	}
 	if code, out := checkWith("--strict-secrets"); code != exitOK || out != "" {
 		t.Errorf("check --strict-secrets at 0600: exit %d, stderr %q; want 0 and nothing", code, out)
+	}
+}
+
+func TestCheckPrintDefaultsPrintsEveryDefaultAsAFileThatParsesBackIntoThem(t *testing.T) {
+	var out, errb bytes.Buffer
+	if code := run(context.Background(), []string{"check", "--print-defaults"}, nil, &out, &errb); code != exitOK {
+		t.Fatalf("exit %d, stderr %s", code, errb.String())
+	}
+	path := filepath.Join(t.TempDir(), "defaults.yaml")
+	if err := os.WriteFile(path, out.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	printed, err := config.Load(path)
+	if err != nil {
+		t.Fatalf("the printed defaults do not load: %v\n%s", err, out.String())
+	}
+	if printed.Server.ShutdownTimeout != config.DefaultShutdownTimeout || printed.RLS.MaxDescriptors != config.Defaults().RLS.MaxDescriptors {
+		t.Errorf("the printed defaults load as server %+v, rls %+v", printed.Server, printed.RLS)
+	}
+	for _, key := range []string{"server:", "shutdown_timeout: 15s", "store:", "fail_policy: open", "rls:", "max_descriptors: 32"} {
+		if !strings.Contains(out.String(), key) {
+			t.Errorf("the printed defaults lack %q:\n%s", key, out.String())
+		}
 	}
 }

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/rl-exporter/rl-exporter/internal/eventually"
 )
 
 func TestTrafficSendsAndReportsWhatClientsGot(t *testing.T) {
@@ -92,11 +94,12 @@ func TestAlertSinkLogsEachAlertItReceives(t *testing.T) {
 	}()
 	urlRe := regexp.MustCompile(`url=(http://\S+)`)
 	var url string
-	for deadline := time.Now().Add(10 * time.Second); url == "" && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+	eventually.Within(10*time.Second, func() bool {
 		if m := urlRe.FindStringSubmatch(out.String()); m != nil {
 			url = m[1]
 		}
-	}
+		return url != ""
+	})
 	if url == "" {
 		cancel()
 		t.Fatalf("the sink never said where it listens: %s %s", out.String(), errOut.String())

@@ -1,0 +1,143 @@
+package config
+
+import (
+	"reflect"
+	"time"
+
+	"github.com/knadh/koanf/parsers/yaml"
+	"github.com/knadh/koanf/providers/confmap"
+	"github.com/knadh/koanf/v2"
+
+	"github.com/rl-exporter/rl-exporter/httplimit"
+	"github.com/rl-exporter/rl-exporter/limiter"
+	"github.com/rl-exporter/rl-exporter/limiter/redisstore"
+	"github.com/rl-exporter/rl-exporter/region"
+)
+
+// Defaults of the server section, also those of server.Config and
+// server.TransportConfig for a caller that builds a server without a file.
+const (
+	DefaultShutdownTimeout   = 15 * time.Second
+	DefaultReadyTimeout      = time.Second
+	DefaultReadHeaderTimeout = 10 * time.Second
+	DefaultReadTimeout       = 30 * time.Second
+	DefaultIdleTimeout       = 2 * time.Minute
+	// DefaultMaxHeaderBytes bounds a request's head as proxies in front
+	// usually bound it.
+	DefaultMaxHeaderBytes = 64 << 10
+	DefaultMaxHeaderCount = 100
+	// DefaultMaxIdleConnsPerHost is sized for a few hundred concurrent
+	// clients, so that a steady load reuses upstream connections instead
+	// of opening one per request (Go's default keeps two).
+	DefaultMaxIdleConnsPerHost = 256
+	DefaultIdleConnTimeout     = 90 * time.Second
+	DefaultDialTimeout         = 5 * time.Second
+	// DefaultResponseHeaderTimeout is nginx's proxy_read_timeout.
+	DefaultResponseHeaderTimeout = 60 * time.Second
+)
+
+// Defaults returns the value of every key that has a default, typed: the
+// one place they are declared. A file, the environment and flags are laid
+// over them; `rl-exporter check --print-defaults` prints them. The keys left
+// zero have no default. Each call returns a fresh Config.
+func Defaults() Config {
+	return Config{
+		Server: Server{
+			Listen: DefaultListen, ShutdownTimeout: DefaultShutdownTimeout, ReadyTimeout: DefaultReadyTimeout,
+			// Clients that send slowly are cut off.
+			ReadHeaderTimeout: DefaultReadHeaderTimeout, ReadTimeout: DefaultReadTimeout, IdleTimeout: DefaultIdleTimeout,
+			MaxHeaderBytes: DefaultMaxHeaderBytes, MaxHeaderCount: DefaultMaxHeaderCount,
+			// The decision API answers this host alone unless configured.
+			CheckAPI: CheckAPI{Enabled: true, AllowedPeers: []string{"127.0.0.0/8", "::1/128"}},
+			UpstreamTransport: UpstreamTransport{
+				MaxIdleConnsPerHost: DefaultMaxIdleConnsPerHost, IdleConnTimeout: DefaultIdleConnTimeout,
+				DialTimeout: DefaultDialTimeout, ResponseHeaderTimeout: DefaultResponseHeaderTimeout,
+			},
+		},
+		Log: Log{Format: "text", Level: "info"},
+		Store: Store{
+			Type: "memory", Timeout: 100 * time.Millisecond, FailPolicy: "open",
+			// fail_policy local shares the limit among the instances that heartbeat.
+			Breaker: StoreBreaker{Threshold: limiter.DefaultThreshold, Cooldown: limiter.DefaultCooldown},
+			Local:   StoreLocal{MinInstances: 1, HeartbeatInterval: time.Second, InstanceTTL: 5 * time.Second, MaxKeys: limiter.DefaultLocalMaxKeys},
+			Redis: Redis{
+				// A refused connection fails at once; a Cluster's slot map is
+				// reloaded as soon as a failed call says it may be stale.
+				DialAttempts: redisstore.DefaultDialAttempts,
+				Batch:        RedisBatch{MaxSize: redisstore.DefaultBatchMaxSize, Senders: redisstore.DefaultBatchSenders},
+				Cluster: RedisCluster{
+					RefreshMinInterval: redisstore.DefaultClusterRefreshMinInterval,
+					ReloadInterval:     redisstore.DefaultClusterReloadInterval, MaxRedirects: redisstore.DefaultClusterMaxRedirects,
+				},
+				// A decision is answered once the primary ran its script.
+				Durability: "none", DurabilityTimeout: redisstore.DefaultDurabilityTimeout,
+			},
+		},
+		Tiers: Tiers{Default: "default"},
+		Identity: Identity{
+			ClientIPHeader: httplimit.DefaultClientIPHeader,
+			IPv4Prefix:     httplimit.DefaultIPv4Prefix, IPv6Prefix: httplimit.DefaultIPv6Prefix,
+			RequireKnownAPIKey: true,
+		},
+		Headers: Headers{XRateLimit: true, RateLimit: true},
+		Metrics: Metrics{MaxLabelSets: 1000, Exemplars: true, NearLimitShare: 0.2, TopKeys: 100, TopWindow: 10 * time.Minute},
+		Tracing: Tracing{Exporter: "none", SampleRatio: 1, ServiceName: "rl-exporter"},
+		Live:    Live{Enabled: true, RefreshInterval: 10 * time.Second},
+		Reload:  Reload{Watch: true, Interval: 5 * time.Second},
+		// What one request, and one connection, can make the gRPC service hold.
+		RLS: RLS{
+			ResponseHeaders: true, MaxDescriptors: 32, MaxEntries: 16, MaxOverrides: 1000,
+			MaxConcurrentStreams: 100, KeepaliveMinTime: 10 * time.Second, KeepalivePermitWithoutStream: true,
+			MaxConnectionIdle: 5 * time.Minute,
+		},
+		Region: Region{SyncInterval: region.DefaultSyncInterval, SyncTimeout: region.DefaultSyncTimeout, MaxClockSkew: region.DefaultMaxClockSkew},
+	}
+}
+
+// builtInLimit is the limit of the built-in class, "default", the
+// middleware's own default (httplimit.DefaultLimit).
+var builtInLimit = func() Limit {
+	l := httplimit.DefaultLimit()
+	return Limit{Algorithm: string(l.Algorithm), Rate: l.Rate, Period: l.Period}
+}()
+
+// defaults is Defaults as koanf's flat keys, the set fields alone, with
+// durations written as a file writes them ("15s"), loaded under the file.
+// The classes and tier names get theirs in fill, so that a file's classes
+// replace the built-in one instead of merging with it.
+func defaults() map[string]any {
+	out := map[string]any{}
+	flattenSet(reflect.ValueOf(Defaults()), "", out)
+	return out
+}
+
+// flattenSet adds the non-zero fields of the struct v to out under their
+// koanf keys, prefixed.
+func flattenSet(v reflect.Value, prefix string, out map[string]any) {
+	for i := 0; i < v.NumField(); i++ {
+		tag := v.Type().Field(i).Tag.Get("koanf")
+		f := v.Field(i)
+		if tag == "" || tag == "-" || f.IsZero() {
+			continue
+		}
+		key := prefix + tag
+		switch {
+		case f.Type() == durationType:
+			out[key] = time.Duration(f.Int()).String()
+		case f.Kind() == reflect.Struct:
+			flattenSet(f, key+".", out)
+		default:
+			out[key] = f.Interface()
+		}
+	}
+}
+
+// DefaultsYAML is Defaults as a YAML file would write them, every key
+// that has a default and nothing else, for `check --print-defaults`.
+func DefaultsYAML() ([]byte, error) {
+	k := koanf.New(".")
+	if err := k.Load(confmap.Provider(defaults(), "."), nil); err != nil {
+		return nil, err
+	}
+	return k.Marshal(yaml.Parser())
+}

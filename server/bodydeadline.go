@@ -1,0 +1,121 @@
+package server
+
+import (
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"sync"
+	"time"
+)
+
+// Why the handler bounds the body rather than http.Server.ReadTimeout:
+// net/http keeps that deadline while the handler runs, and its background
+// read then cancels the request's context, cutting off a slow upstream's
+// answer or a leaky_bucket delay. So http.Server gets ReadHeaderTimeout
+// alone, and the handler sets ReadTimeout from its first body read until
+// the body is read.
+
+// readDeadliner is the part of net/http's ResponseWriter that moves the
+// connection's read deadline (what http.ResponseController calls).
+type readDeadliner interface {
+	SetReadDeadline(time.Time) error
+}
+
+// bodyDeadlines wraps a listener's handler so that a request's body must
+// arrive within ReadTimeout of the first read of it, and nothing else is
+// bounded by that deadline (see above).
+func (s *Server) bodyDeadlines(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rd, ok := w.(readDeadliner)
+		if !ok { // not net/http's HTTP/1 writer: leave it to the server
+			next.ServeHTTP(w, r)
+			return
+		}
+		if r.Body == nil || r.Body == http.NoBody {
+			next.ServeHTTP(w, r)
+			return
+		}
+		b := &requestBody{ReadCloser: r.Body, conn: rd, timeout: s.cfg.ReadTimeout}
+		r.Body = b
+		next.ServeHTTP(w, r)
+		b.handlerDone()
+	})
+}
+
+// requestBody is a request body read under a deadline, remembering why it
+// failed. Its methods are safe for concurrent use (the proxy's transport
+// reads it on a goroutine of its own, possibly after the handler returned).
+type requestBody struct {
+	io.ReadCloser
+	conn    readDeadliner
+	timeout time.Duration
+
+	mu      sync.Mutex
+	started bool // the deadline is set
+	ended   bool // EOF or an error was seen
+	done    bool // the handler returned: the connection is not ours to change
+}
+
+func (b *requestBody) Read(p []byte) (int, error) {
+	b.mu.Lock()
+	if !b.started && !b.done {
+		b.started = true
+		_ = b.conn.SetReadDeadline(time.Now().Add(b.timeout))
+	}
+	b.mu.Unlock()
+	n, err := b.ReadCloser.Read(p)
+	if err != nil {
+		b.mu.Lock()
+		if !b.ended {
+			b.ended = true
+			if errors.Is(err, io.EOF) {
+				// Read in full: the connection's background read, waiting
+				// for the next request, must not time out.
+				if !b.done {
+					_ = b.conn.SetReadDeadline(time.Time{})
+				}
+			}
+		}
+		b.mu.Unlock()
+		if !errors.Is(err, io.EOF) {
+			err = &BodyError{Err: err}
+		}
+	}
+	return n, err
+}
+
+// BodyError is a failure to read a request's body from the client: a
+// malformed body (a bad chunk size) or a client too slow for ReadTimeout.
+// Whoever reads the body (the proxy's transport, the decision API) gets it
+// wrapped in this type, so that the failure is known as the client's.
+type BodyError struct{ Err error }
+
+// Error is the underlying error's message.
+func (e *BodyError) Error() string { return e.Err.Error() }
+
+// Unwrap returns the underlying error.
+func (e *BodyError) Unwrap() error { return e.Err }
+
+// handlerDone bounds what net/http still reads of a body the handler did
+// not read (it discards up to 256 KiB to keep the connection), and stops
+// further deadline changes.
+func (b *requestBody) handlerDone() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.started {
+		b.started = true
+		_ = b.conn.SetReadDeadline(time.Now().Add(b.timeout))
+	}
+	b.done = true
+}
+
+// isTimeout reports whether err is a read deadline expiring.
+func isTimeout(err error) bool {
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return true
+	}
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
