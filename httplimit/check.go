@@ -44,9 +44,7 @@ type CheckRequest struct {
 	DryRun bool `json:"dry_run"`
 }
 
-// CheckResponse is the decision API's answer; on a 429 and a 503 it also carries the body's
-// Error and Message. Degraded: the store failed and this instance decided on its share of the
-// limit (fail_policy local).
+// CheckResponse is the decision API's answer.
 type CheckResponse struct {
 	Allowed    bool           `json:"allowed"`     // may pass (true in shadow mode and on fail-open)
 	Status     limiter.Status `json:"status"`      // allowed, rejected, shadow_rejected, fail_open, fail_closed
@@ -58,10 +56,11 @@ type CheckResponse struct {
 	Reset      int64          `json:"reset"`       // seconds until the full quota is available again
 	RetryAfter int64          `json:"retry_after"` // a refusal's Retry-After in seconds, else 0
 	DelayMS    int64          `json:"delay_ms"`    // how long to hold a leaky_bucket admission
-	Degraded   bool           `json:"degraded,omitempty"`
-	DryRun     bool           `json:"dry_run,omitempty"` // nothing was taken
-	Error      string         `json:"error,omitempty"`
-	Message    string         `json:"message,omitempty"`
+
+	Degraded bool   `json:"degraded,omitempty"` // the store failed: decided on this instance's share
+	DryRun   bool   `json:"dry_run,omitempty"`  // nothing was taken
+	Error    string `json:"error,omitempty"`    // on a 429 and a 503, as in their body
+	Message  string `json:"message,omitempty"`  // on a 429 and a 503, as in their body
 }
 
 // CheckHandler returns the decision API: POST a CheckRequest as JSON (whatever the

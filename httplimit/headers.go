@@ -43,15 +43,14 @@ type RejectedBody struct {
 	RetryAfter int64  `json:"retry_after"` // the Retry-After header's value in seconds, 0 when none
 }
 
-// ProblemBody is the application/problem+json body of a 429 (RFC 9457): Type is
-// QuotaExceededType, ViolatedPolicies the RateLimit-Policy (the class) that refused.
+// ProblemBody is the application/problem+json body of a 429 (RFC 9457).
 type ProblemBody struct {
-	Type             string   `json:"type"`
-	Title            string   `json:"title"`
+	Type             string   `json:"type"`  // QuotaExceededType
+	Title            string   `json:"title"` // an RFC 9457 member, as are Status and Detail
 	Status           int      `json:"status"`
 	Detail           string   `json:"detail"`
-	ViolatedPolicies []string `json:"violated-policies"`
-	RetryAfter       int64    `json:"retry_after"` // the Retry-After header's value in seconds
+	ViolatedPolicies []string `json:"violated-policies"` // the RateLimit-Policy (class) that refused
+	RetryAfter       int64    `json:"retry_after"`       // the Retry-After header's value in seconds
 }
 
 // writeRejected writes the 429 body in the configured form; respond has set the headers.

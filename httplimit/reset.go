@@ -13,9 +13,9 @@ import (
 // ResetState is one piece of limiter state that ResetClient forgot: a client's budget under one
 // class, plan tier and endpoint (or the class's shared budget) and one limit. A plain value.
 type ResetState struct {
-	Class    string `json:"class"`
-	PlanTier string `json:"plan_tier"`
-	Endpoint string `json:"endpoint"` // the route pattern the budget is kept for; "*" when shared
+	Class    string `json:"class"`     // the class whose limit it was
+	PlanTier string `json:"plan_tier"` // the plan tier it was kept for
+	Endpoint string `json:"endpoint"`  // the route pattern the budget is kept for; "*" when shared
 	// Algorithm is the limit's algorithm, as state is kept per algorithm.
 	Algorithm limiter.Algorithm `json:"algorithm"`
 	// Live is "" for the configured limit, else the source of the live change whose state this
