@@ -6,11 +6,10 @@ import (
 	"github.com/rl-exporter/rl-exporter/limiter"
 )
 
-// LiveLimit is a limit changed at run time that replaces a configured limit
-// of one plan tier for the clients it covers: those whose RolloutBucket is
-// below RolloutPercent, so raising it keeps them and every instance agrees.
-// Shadow keeps the configured limit enforced and records as shadow_rejected
-// what Limit would refuse. Source names the store key it comes from.
+// LiveLimit replaces a plan tier's configured limit at run time for the clients whose
+// RolloutBucket is below RolloutPercent, so that every instance agrees and raising it keeps them.
+// Shadow keeps the configured limit enforced and records as shadow_rejected what Limit would
+// refuse. Source is the store key it comes from.
 type LiveLimit struct {
 	Limit          limiter.Limit
 	RolloutPercent int
@@ -26,8 +25,7 @@ func (l LiveLimit) Validate() error {
 	return nil
 }
 
-// Covers reports whether the change applies to client (a client key or a
-// descriptor's store key).
+// Covers reports whether the change applies to client (a client key or a descriptor's store key).
 func (l LiveLimit) Covers(client string) bool {
 	switch {
 	case l.RolloutPercent >= 100:
@@ -41,8 +39,7 @@ func (l LiveLimit) Covers(client string) bool {
 // Enforced reports whether some clients are held to Limit: gauges show it.
 func (l LiveLimit) Enforced() bool { return !l.Shadow && l.RolloutPercent > 0 }
 
-// RolloutBucket places a key in one of 100 buckets by a hash that is the
-// same in every process and release.
+// RolloutBucket places a key in one of 100 buckets, the same in every process and release.
 func RolloutBucket(client string) int {
 	h := uint64(14695981039346656037)
 	for i := 0; i < len(client); i++ {

@@ -10,19 +10,17 @@ import (
 	"github.com/rl-exporter/rl-exporter/limiter"
 )
 
-// MaxKey is the longest caller-supplied key taken as it is (the decision
-// API refuses longer ones, rls hashes them).
+// MaxKey is the longest caller key used as is; the decision API refuses longer ones, rls hashes them.
 const MaxKey = 512
 
-// MaxRememberedName is the longest endpoint or descriptor path kept in a
-// cache or a metric label, so that callers sending long names grow nothing.
+// MaxRememberedName is the longest endpoint or descriptor path kept in a cache or metric label,
+// so that callers sending long names grow nothing.
 const MaxRememberedName = 256
 
-// HeaderConfig selects the header families and the 429 body. The zero
-// value sends X-RateLimit-Limit/-Remaining/-Reset (Unix time) and the
-// draft-ietf-httpapi-ratelimit-headers-10 fields RateLimit-Policy and
-// RateLimit; Legacy adds RateLimit-Limit/-Remaining/-Reset (seconds);
-// ProblemJSON makes 429 bodies application/problem+json (RFC 9457).
+// HeaderConfig selects the header families and the 429 body. The zero value sends
+// X-RateLimit-Limit/-Remaining/-Reset (Unix time) and RateLimit-Policy and RateLimit
+// (draft-ietf-httpapi-ratelimit-headers-10); Legacy adds RateLimit-Limit/-Remaining/-Reset
+// (seconds); ProblemJSON makes 429 bodies application/problem+json (RFC 9457).
 type HeaderConfig struct {
 	OmitXRateLimit bool
 	OmitRateLimit  bool
@@ -69,8 +67,7 @@ func RetryAfterSeconds(d limiter.Decision) int64 {
 // maxSFInteger is the largest Structured Field integer (RFC 9651).
 const maxSFInteger = 999_999_999_999_999
 
-// RenderedLimit is what the headers say of a limit whatever the decision,
-// rendered once by RenderLimit. It is immutable.
+// RenderedLimit is what the headers say of a limit whatever the decision (see RenderLimit); immutable.
 type RenderedLimit struct{ rl *rendered }
 
 type rendered struct {
@@ -83,8 +80,7 @@ type rendered struct {
 	rlPrefix  string // RateLimit up to its r value: "name";r=
 }
 
-// RenderLimit renders lim under the policy name policy, any string: written
-// as an escaped sf-string, a character it cannot hold becomes '_'.
+// RenderLimit renders lim under policy (any string: escaped, '_' for what an sf-string cannot hold).
 func RenderLimit(policy string, lim limiter.Limit) RenderedLimit {
 	item := `"` + policy + `"`
 	if !plainName(policy) {
@@ -119,10 +115,9 @@ func plainName(s string) bool {
 // Name is the policy name the limit was rendered under.
 func (r RenderedLimit) Name() string { return r.rl.name }
 
-// Fields are the values every header family and body is written from, so
-// that they agree, all >= 0: Reset is the seconds until the quota is full
-// again (ResetUnix its time), T is RateLimit's t (Reset, or Retry when
-// refused) and Retry is Retry-After (0 when allowed).
+// Fields are the values, all >= 0, every header family and body is written from, so that they
+// agree: Reset is the seconds until the quota is full again (ResetUnix its time), T is
+// RateLimit's t (Reset, or Retry when refused) and Retry is Retry-After (0 when allowed).
 type Fields struct {
 	lim                                          *rendered
 	Quota, Remaining, Reset, ResetUnix, T, Retry int64
@@ -159,9 +154,8 @@ func (hc HeaderConfig) WriteHeaders(h map[string][]string, rl RenderedLimit, d l
 
 const headerValues = 9
 
-// Write sets the enabled families of f on h (an http.Header) in two
-// allocations whatever the families: one string cut into every value not
-// rendered in advance, one array cut into every header's slice.
+// Write sets the enabled families of f on h (an http.Header) in two allocations: one string
+// cut into every value not rendered in advance, one array cut into every header's slice.
 func (hc HeaderConfig) Write(h map[string][]string, f Fields) {
 	var buf [160]byte
 	b := buf[:0]

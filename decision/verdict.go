@@ -1,7 +1,6 @@
-// Package decision is the decision model every way in shares (httplimit's
-// middleware and decision API, rls's Envoy service, serve's proxy): the
-// Ask, its Verdict, live limits, and the rate-limit header fields. It knows
-// no transport; its values are plain and its functions safe for concurrent use.
+// Package decision is the decision model every way in shares (httplimit's middleware and
+// decision API, rls's Envoy service, serve's proxy): Ask, Verdict, live limits, header fields.
+// It knows no transport; its values are plain and its functions safe for concurrent use.
 package decision
 
 import (
@@ -11,28 +10,19 @@ import (
 	"github.com/rl-exporter/rl-exporter/limiter"
 )
 
-// Verdict is what one decision means and how every way in answers it. Its
-// Status is the label it is recorded under: VerdictShadowClassOver and
-// VerdictLiveShadowOver share shadow_rejected yet answer differently.
+// Verdict is what one decision means and how every way in answers it. Its Status is the label
+// it is recorded under: VerdictShadowClassOver and VerdictLiveShadowOver share shadow_rejected.
 type Verdict uint8
 
-// The verdicts.
+// The verdicts, and how each is answered.
 const (
-	// VerdictAllowed: passes with the limit's headers, after its delay.
-	VerdictAllowed Verdict = iota + 1
-	// VerdictRejected: refused, or a cost no window admits: 429, OVER_LIMIT.
-	VerdictRejected
-	// VerdictShadowClassOver: a shadow limit is over; passes without headers.
-	VerdictShadowClassOver
-	// VerdictLiveShadowOver: admitted, but a live change in shadow would
-	// have refused; passes with the enforced limit's headers and delay.
-	VerdictLiveShadowOver
-	// VerdictFailOpen: the store failed; passes without headers.
-	VerdictFailOpen
-	// VerdictFailClosed: the store failed: 503 with Retry-After, OVER_LIMIT.
-	VerdictFailClosed
-	// VerdictCanceled: the caller went away; nothing is answered.
-	VerdictCanceled
+	VerdictAllowed         Verdict = iota + 1 // passes with the limit's headers, after its delay
+	VerdictRejected                           // refused, or a cost no window admits: 429, OVER_LIMIT
+	VerdictShadowClassOver                    // a shadow limit is over: passes without headers
+	VerdictLiveShadowOver                     // a live change in shadow would refuse; answered as allowed
+	VerdictFailOpen                           // the store failed: passes without headers
+	VerdictFailClosed                         // the store failed: 503 with Retry-After, OVER_LIMIT
+	VerdictCanceled                           // the caller went away: nothing is answered
 )
 
 var verdicts = [...]struct {
@@ -68,11 +58,10 @@ func (v Verdict) Limited() bool { return v.known() && verdicts[v].limited }
 // Drops reports that nobody is left to answer.
 func (v Verdict) Drops() bool { return !v.known() || v == VerdictCanceled }
 
-// Outcome is one decision judged: the limiter's answer and its verdict.
+// Outcome is one decision judged: its Verdict, the enforced limit's Decision (for a cost no
+// window admits, a refusal to retry in one window) and the limiter's Err.
 type Outcome struct {
-	Verdict Verdict
-	// Decision is the enforced limit's answer (a refusal to retry in one
-	// window for a cost no window admits), Err the limiter's error.
+	Verdict  Verdict
 	Decision limiter.Decision
 	Err      error
 }
@@ -89,8 +78,7 @@ func (o Outcome) Record(endpoint, planTier, key string, lim limiter.Limit) limit
 	return rec
 }
 
-// Judge gives the verdict on what a limiter of lim answered. A shadow
-// limit never refuses, even with the store down and the fail policy closed.
+// Judge gives the verdict on what a limiter of lim answered; shadow never refuses, even fail-closed.
 func Judge(d limiter.Decision, err error, lim limiter.Limit, shadow bool) Outcome {
 	o := Outcome{Decision: d, Err: err}
 	switch {
@@ -116,19 +104,17 @@ func Judge(d limiter.Decision, err error, lim limiter.Limit, shadow bool) Outcom
 	return o
 }
 
-// ShadowSuffix ends the store key of a live change run in shadow, apart
-// from the enforced limit's state.
+// ShadowSuffix ends a shadow live change's store key, apart from the enforced limit's state.
 const ShadowSuffix = "|shadow"
 
-// Ask is one decision for Decide to make.
+// Ask is one decision for Decide: Cost units of Key from Limiter. LiveShadow, asked on
+// Key+ShadowSuffix when Limiter admits, turns VerdictAllowed into VerdictLiveShadowOver when it
+// would refuse. With Shadow, Limiter never refuses; with DryRun, Decide peeks and takes nothing.
 type Ask struct {
-	Limiter *limiter.Limiter
-	// LiveShadow, asked on Key+ShadowSuffix when Limiter admits, turns
-	// VerdictAllowed into VerdictLiveShadowOver when it would refuse.
-	LiveShadow *limiter.Limiter
-	Key        string
-	Cost       int64
-	// Shadow: Limiter never refuses. DryRun: peek, take nothing.
+	Limiter        *limiter.Limiter
+	LiveShadow     *limiter.Limiter
+	Key            string
+	Cost           int64
 	Shadow, DryRun bool
 }
 
@@ -148,7 +134,6 @@ func Decide(ctx context.Context, a Ask) Outcome {
 	return o
 }
 
-// TraceFunc starts one decision's span: it returns the context to decide
-// with, so that the store's spans belong to it, and the function that ends
-// it with the outcome. Implementations must be safe for concurrent use.
+// TraceFunc starts one decision's span, returning the context to decide with (so that the store's
+// spans belong to it) and the function ending it with the outcome. Safe for concurrent use.
 type TraceFunc func(ctx context.Context, endpoint, planTier string, algorithm limiter.Algorithm) (context.Context, func(limiter.Status, limiter.Decision, error))

@@ -27,72 +27,48 @@ const MaxCheckKey = decision.MaxKey
 
 // CheckRequest is the body of POST /v1/check.
 type CheckRequest struct {
-	// Key identifies the client; used verbatim (the proxy's own keys are
-	// "user:<id>", "apikey:<hash>" and "ip:<address>", so a caller that
-	// passes the same string shares the client's budget), except that
-	// "ip:<address>" is grouped by the identity's IPv4Prefix and
-	// IPv6Prefix as the proxy groups it ("ip:2001:db8:1:2::7" is decided
-	// as "ip:2001:db8:1:2::/64").
+	// Key identifies the client, as is: the proxy's own keys are "user:<id>", "apikey:<hash>" and
+	// "ip:<address>", so a caller passing the same string shares that client's budget. An
+	// "ip:<address>" is grouped by IPv4Prefix and IPv6Prefix as the proxy groups it
+	// ("ip:2001:db8:1:2::7" is decided as "ip:2001:db8:1:2::/64").
 	Key string `json:"key"`
-	// Endpoint is "METHOD /path", matched against the route patterns like a
-	// request; a bare "/path" is a GET. Unmatched ones fall to the default class.
+	// Endpoint is "METHOD /path" (a bare "/path" is a GET), matched against the routes like a
+	// request; unmatched ones fall to the default class.
 	Endpoint string `json:"endpoint"`
-	// PlanTier is the client's plan tier. Empty: the tier the key→tier
-	// lookup gives Key (with or without a "user:" prefix), else the default
-	// tier; unknown: the default tier.
+	// PlanTier is the client's plan tier. Empty: TierByKey's for Key (with or without "user:"),
+	// else the default tier; unknown: the default tier.
 	PlanTier string `json:"plan_tier"`
-	// Cost is the number of units to take; default 1.
-	Cost *int64 `json:"cost"`
-	// DryRun asks what the check would answer without taking anything:
-	// the same status, body and headers, but Allowed says whether Cost
-	// would pass now and Remaining is what is left now (nothing was
-	// taken). Dry runs are not counted in metrics.
+	Cost     *int64 `json:"cost"` // the units to take; default the class's Cost
+	// DryRun answers as the check would without taking anything or counting in metrics: Allowed
+	// says whether Cost would pass now and Remaining is what is left now.
 	DryRun bool `json:"dry_run"`
 }
 
-// CheckResponse is the body the decision API answers with. On a 429 it also
-// carries the error fields of the 429 body.
+// CheckResponse is the decision API's answer.
 type CheckResponse struct {
-	// Allowed says whether the request may pass (true in shadow mode and on fail-open).
-	Allowed bool `json:"allowed"`
-	// Status is how the request fared: allowed, rejected, shadow_rejected, fail_open, fail_closed.
-	Status limiter.Status `json:"status"`
-	// Endpoint is the matched route pattern.
-	Endpoint string `json:"endpoint"`
-	// Class is the route's class, also the RateLimit-Policy name.
-	Class string `json:"class"`
-	// PlanTier is the tier applied.
-	PlanTier string `json:"plan_tier"`
-	// Limit is the quota (X-RateLimit-Limit).
-	Limit int64 `json:"limit"`
-	// Remaining is what could still be admitted now (X-RateLimit-Remaining).
-	Remaining int64 `json:"remaining"`
-	// Reset is the seconds until the full quota is available again.
-	Reset int64 `json:"reset"`
-	// RetryAfter is the Retry-After in seconds of a refused request, else 0.
-	RetryAfter int64 `json:"retry_after"`
-	// DelayMS is how long a leaky_bucket admission should be held, in milliseconds.
-	DelayMS int64 `json:"delay_ms"`
-	// Degraded is true when the store failed and this instance decided on
-	// its share of the limit (fail_policy local); absent otherwise.
-	Degraded bool `json:"degraded,omitempty"`
-	// DryRun is true when the request asked for a dry run: nothing was
-	// taken; absent otherwise.
-	DryRun bool `json:"dry_run,omitempty"`
-	// Error and Message are set on a 429 and a 503, as in the 429 body.
-	Error   string `json:"error,omitempty"`
-	Message string `json:"message,omitempty"`
+	Allowed    bool           `json:"allowed"`     // may pass (true in shadow mode and on fail-open)
+	Status     limiter.Status `json:"status"`      // allowed, rejected, shadow_rejected, fail_open, fail_closed
+	Endpoint   string         `json:"endpoint"`    // the matched route pattern
+	Class      string         `json:"class"`       // the route's class, also the RateLimit-Policy name
+	PlanTier   string         `json:"plan_tier"`   // the tier applied
+	Limit      int64          `json:"limit"`       // the quota
+	Remaining  int64          `json:"remaining"`   // what could still be admitted now
+	Reset      int64          `json:"reset"`       // seconds until the full quota is available again
+	RetryAfter int64          `json:"retry_after"` // a refusal's Retry-After in seconds, else 0
+	DelayMS    int64          `json:"delay_ms"`    // how long to hold a leaky_bucket admission
+
+	Degraded bool   `json:"degraded,omitempty"` // the store failed: decided on this instance's share
+	DryRun   bool   `json:"dry_run,omitempty"`  // nothing was taken
+	Error    string `json:"error,omitempty"`    // on a 429 and a 503, as in their body
+	Message  string `json:"message,omitempty"`  // on a 429 and a 503, as in their body
 }
 
-// CheckHandler returns the decision API: POST a CheckRequest as JSON
-// (whatever the Content-Type) and get a CheckResponse with the same headers
-// the middleware would send, status 200 when allowed, 429 when rejected,
-// 503 when fail-closed, 400 for a bad body and 413 for one over MaxCheckBody.
-// With "dry_run": true the answer is the same but nothing is taken (see
-// CheckRequest.DryRun); 501 when the store cannot peek.
-// It believes the key and plan tier in the body, so mount it only where the
-// clients it decides for cannot reach it (serve answers only the peers in
-// server.check_api.allowed_peers).
+// CheckHandler returns the decision API: POST a CheckRequest as JSON (whatever the
+// Content-Type) and get a CheckResponse with the headers the middleware would send: 200 when
+// allowed, 429 when rejected, 503 when fail-closed, 400 for a bad body, 413 for one over
+// MaxCheckBody, 501 for a dry run the store cannot peek. It believes the key and plan tier in
+// the body, so mount it only where the clients it decides for cannot reach it (serve answers
+// only the peers in server.check_api.allowed_peers).
 func (m *Middleware) CheckHandler() http.Handler {
 	var routes endpointRoutes
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -184,16 +160,12 @@ func readCheckRequest(w http.ResponseWriter, r *http.Request) (CheckRequest, int
 	return req, 0, nil
 }
 
-// endpointRoutes remembers the routes of the endpoints a decision API has
-// been asked about, under the policy in force: matching one through the
-// policy's ServeMux takes about 0.6 µs, a lookup about 25 ns
-// (BenchmarkMatchEndpoint), and callers ask about the same endpoints over
-// and over. A policy's routes never change (a
-// reload makes a new policy, which starts a new set). At most
-// maxRememberedEndpoints endpoints of up to decision.MaxRememberedName bytes are
-// kept per policy, so that callers naming endpoints at random grow
-// nothing; the others are matched every time. Safe for concurrent use; the
-// zero value is ready.
+// endpointRoutes remembers the routes of the endpoints a decision API is asked about, under the
+// policy in force, because callers ask about the same endpoints over and over and a lookup is
+// far cheaper than a ServeMux match (BenchmarkMatchEndpoint). A reload makes a new policy, which
+// starts a new set. At most maxRememberedEndpoints of up to decision.MaxRememberedName bytes are
+// kept per policy, so that callers naming endpoints at random grow nothing; the others are
+// matched every time. Safe for concurrent use; the zero value is ready.
 type endpointRoutes struct {
 	cur atomic.Pointer[policyRoutes]
 }
@@ -237,9 +209,8 @@ type probe struct {
 
 var probes = sync.Pool{New: func() any { return new(probe) }}
 
-// matchEndpoint finds the route of "METHOD /path". A path that needs no
-// unescaping is matched with a pooled request, without parsing it as a
-// URL; any other goes through endpointRequest.
+// matchEndpoint finds the route of "METHOD /path": a path that needs no unescaping with a
+// pooled request, without parsing it as a URL; any other through endpointRequest.
 func (p *Policy) matchEndpoint(ep string) (route, error) {
 	method, path, ok := strings.Cut(strings.TrimSpace(ep), " ")
 	if !ok {
@@ -262,9 +233,8 @@ func (p *Policy) matchEndpoint(ep string) (route, error) {
 	return rt, nil
 }
 
-// plainPath reports whether path starts with '/' and holds only bytes that
-// stand for themselves in a URL path (no escapes, query or fragment), so
-// that it is its own parsed form.
+// plainPath reports whether path starts with '/' and is its own parsed form: only bytes that
+// stand for themselves in a URL path (no escapes, query or fragment).
 func plainPath(path string) bool {
 	if !strings.HasPrefix(path, "/") {
 		return false
@@ -301,8 +271,7 @@ func endpointRequest(ep string) (*http.Request, error) {
 	return &http.Request{Method: strings.ToUpper(method), URL: &url.URL{Path: u.Path, RawPath: u.RawPath}, Header: http.Header{}}, nil
 }
 
-// isToken reports whether s is an HTTP token (RFC 9110, section 5.6.2), as
-// a request method must be.
+// isToken reports whether s is an HTTP token (RFC 9110, 5.6.2), as a request method must be.
 func isToken(s string) bool {
 	if s == "" {
 		return false

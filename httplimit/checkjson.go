@@ -12,8 +12,7 @@ import (
 // checkBodies lends the buffers decision API bodies are read into.
 var checkBodies = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
 
-// readBody reads r to its end, appending to buf (growing it as needed),
-// and returns what it read.
+// readBody reads r to its end, appending to buf (growing it as needed), and returns what it read.
 func readBody(buf []byte, r io.Reader) ([]byte, error) {
 	for {
 		if len(buf) == cap(buf) {
@@ -30,14 +29,11 @@ func readBody(buf []byte, r io.Reader) ([]byte, error) {
 	}
 }
 
-// decodePlainCheckRequest decodes the usual shape of a check request
-// without reflection: one JSON object whose members are among "key",
-// "endpoint" and "plan_tier" (strings of printable ASCII without escapes),
-// "cost" (an integer) and "dry_run" (true or false), with only whitespace
-// around it. For anything
-// else it reports false and leaves req alone; the caller then decodes the
-// body with encoding/json, so that every error and every case it does not
-// handle (escapes, other spellings of the names, null) is encoding/json's.
+// decodePlainCheckRequest decodes the usual check request without reflection: one JSON object
+// whose members are among "key", "endpoint" and "plan_tier" (printable ASCII strings without
+// escapes), "cost" (an integer) and "dry_run" (a bool). For anything else it reports false and
+// leaves req alone, so that encoding/json decodes it and every error and every other case
+// (escapes, other spellings of the names, null) is encoding/json's.
 func decodePlainCheckRequest(b []byte, req *CheckRequest) bool {
 	var out CheckRequest
 	i := skipSpace(b, 0)
@@ -113,8 +109,7 @@ func decodePlainCheckRequest(b []byte, req *CheckRequest) bool {
 	return true
 }
 
-// skipSpace returns the index of the first byte at or after i that is not
-// JSON whitespace.
+// skipSpace returns the index of the first byte at or after i that is not JSON whitespace.
 func skipSpace(b []byte, i int) int {
 	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
 		i++
@@ -122,8 +117,8 @@ func skipSpace(b []byte, i int) int {
 	return i
 }
 
-// plainString reads a JSON string at b[i] made of printable ASCII without
-// escapes; it returns its contents and the index after it.
+// plainString reads a JSON string made of printable ASCII without escapes at b[i]; it returns its
+// contents and the index after it.
 func plainString(b []byte, i int) ([]byte, int, bool) {
 	if i >= len(b) || b[i] != '"' {
 		return nil, 0, false
@@ -139,8 +134,8 @@ func plainString(b []byte, i int) ([]byte, int, bool) {
 	return nil, 0, false
 }
 
-// plainInt reads a JSON integer (no fraction, no exponent) at b[i] that
-// fits an int64; it returns it and the index after it.
+// plainInt reads a JSON integer (no fraction, no exponent) at b[i] that fits an int64; it returns
+// it and the index after it.
 func plainInt(b []byte, i int) (int64, int, bool) {
 	neg := i < len(b) && b[i] == '-'
 	if neg {
@@ -172,9 +167,8 @@ func plainInt(b []byte, i int) (int64, int, bool) {
 // checkResponses lends the buffers decision API answers are encoded into.
 var checkResponses = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
 
-// writeCheckResponse answers with resp as JSON, encoded without
-// reflection into a pooled buffer; the bytes are those json.Marshal would
-// write (a test holds them equal, whatever fields CheckResponse gains).
+// writeCheckResponse answers with resp as JSON, encoded without reflection into a pooled buffer;
+// the bytes are json.Marshal's (a test holds them equal, whatever fields CheckResponse gains).
 func writeCheckResponse(w http.ResponseWriter, code int, resp *CheckResponse) {
 	buf := checkResponses.Get().(*[]byte)
 	b := append(appendCheckResponse((*buf)[:0], resp), '\n')
@@ -187,8 +181,7 @@ func writeCheckResponse(w http.ResponseWriter, code int, resp *CheckResponse) {
 	checkResponses.Put(buf)
 }
 
-// appendCheckResponse appends the JSON encoding of r, as json.Marshal
-// writes it.
+// appendCheckResponse appends the JSON encoding of r, as json.Marshal writes it.
 func appendCheckResponse(b []byte, r *CheckResponse) []byte {
 	b = append(b, `{"allowed":`...)
 	b = strconv.AppendBool(b, r.Allowed)
@@ -227,9 +220,8 @@ func appendCheckResponse(b []byte, r *CheckResponse) []byte {
 	return append(b, '}')
 }
 
-// appendJSONString appends s as a JSON string the way json.Marshal writes
-// it: printable ASCII as is, anything else (quotes, backslashes, HTML
-// characters, control bytes, non-ASCII) through encoding/json itself.
+// appendJSONString appends s as json.Marshal writes it: printable ASCII as is, anything else
+// (quotes, backslashes, HTML characters, control bytes, non-ASCII) through encoding/json itself.
 func appendJSONString(b []byte, s string) []byte {
 	for i := 0; i < len(s); i++ {
 		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {

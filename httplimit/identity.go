@@ -16,86 +16,69 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 )
 
-// IdentityConfig says who the client of a request is and its plan tier;
-// the zero value keys every request by its peer's IP on the default tier.
-// Tried in order: a context Identity (WithIdentity), a verified JWT's sub
-// (a token failing verification keys by IP), UserHeader, APIKeyHeader (a
-// key listed in TierByAPIKey, or any with AllowUnknownAPIKeys), the IP.
-// User ids ("user:<id>", TierByKey) and API keys ("apikey:<hash>",
-// TierByAPIKey) are separate namespaces. Headers that prove nothing
-// (UserHeader, TierHeader, ClientIPHeader) are believed only from the
-// peers listed for them; API keys and JWTs count from any peer.
+// IdentityConfig says who a request's client is and its plan tier; the zero value keys every
+// request by its peer's IP on the default tier. Tried in order: a context Identity
+// (WithIdentity), a verified JWT's sub (a token failing verification keys by IP on the default
+// tier), UserHeader, APIKeyHeader (a key in TierByAPIKey, or any with AllowUnknownAPIKeys), the
+// IP. User ids ("user:<id>") and API keys ("apikey:<hash>") are separate namespaces. Headers a
+// client could write itself (UserHeader, TierHeader, ClientIPHeader) are believed only from the
+// peers listed for them; API keys and JWTs, secrets the client holds, count from any peer.
 type IdentityConfig struct {
-	// TrustedProxies are the peers whose ClientIPHeader is believed.
-	TrustedProxies []netip.Prefix
-	// ClientIPHeader (default "X-Forwarded-For") is the one header read for
-	// the client's address: X-Forwarded-For or Forwarded (RFC 7239; only
-	// behind proxies that append to it), walked from the right past
-	// trusted hops, or a one-address header the proxy overwrites
-	// ("X-Real-IP"; present twice, the peer is used). A value that is no
-	// address keys the request by its direct peer, which no header chose.
+	TrustedProxies []netip.Prefix // the peers whose ClientIPHeader is believed
+	// ClientIPHeader (default X-Forwarded-For) is the one header read for the client's address:
+	// a list, X-Forwarded-For or Forwarded (RFC 7239; only behind proxies that append to it),
+	// walked from the right past trusted hops, or a one-address header the proxy overwrites
+	// (X-Real-IP; present twice, the peer is used). A value that is no address keys by the peer.
 	ClientIPHeader string
-	// TrustedHops > 0 counts the proxies of a list header instead of
-	// matching TrustedProxies (Envoy's xff_num_trusted_hops); a shorter
-	// list keys by the peer. With 0, when every hop is trusted the
-	// leftmost is the client.
+	// TrustedHops > 0 skips that many hops of a list header (Envoy's xff_num_trusted_hops)
+	// instead of matching them against TrustedProxies, which the peer must still be in; a
+	// shorter list keys by the peer. With 0, when every hop is trusted the leftmost is the client.
 	TrustedHops int
-	// IPv4Prefix and IPv6Prefix (defaults 32 and 64) are the leading bits
-	// that key an address, so that a client cannot rotate addresses within
-	// its network for fresh budgets. Zones are dropped.
+	// IPv4Prefix and IPv6Prefix (defaults 32 and 64) are the leading bits that key an address, so
+	// that a client cannot rotate addresses within its network for fresh budgets; zones are dropped.
 	IPv4Prefix, IPv6Prefix int
-	// TrustedHeaderPeers are the gateways whose UserHeader and TierHeader
-	// are believed: a header is safe only from a peer that overwrites it,
-	// which a proxy appending X-Forwarded-For need not do, hence a list of
-	// its own. Required with UserHeader or TierHeader.
+	// TrustedHeaderPeers, required with UserHeader or TierHeader, are the gateways whose
+	// UserHeader and TierHeader are believed: a list apart from TrustedProxies, because such a
+	// header is safe only from a peer that overwrites it, which one appending to XFF need not do.
 	TrustedHeaderPeers []netip.Prefix
-	// UserHeader carries an authenticated user id (X-User-ID).
-	UserHeader string
-	// APIKeyHeader carries the client's API key (X-API-Key), hashed into keys.
-	APIKeyHeader string
-	// AllowUnknownAPIKeys makes any API key an identity; by default an
-	// unlisted key is keyed by address, so that inventing keys gains nothing.
+	UserHeader         string // carries an authenticated user id (X-User-ID)
+	APIKeyHeader       string // carries the client's API key (X-API-Key), hashed into keys
+	// AllowUnknownAPIKeys makes any API key an identity; by default an unlisted key keys by
+	// address, so that inventing keys gains nothing.
 	AllowUnknownAPIKeys bool
-	// JWT, when set, verifies bearer tokens and keys clients by their sub claim.
-	JWT *JWTConfig
-	// TierHeader carries the plan tier (X-Plan-Tier).
+	JWT                 *JWTConfig // when set, verifies bearer tokens and keys clients by their sub
+	// TierHeader carries the plan tier (X-Plan-Tier); it wins over TierByKey, TierByAPIKey and
+	// Identity.Tier.
 	TierHeader string
-	// TierByKey maps user ids and JWT subjects to tiers, TierByAPIKey the
-	// known API keys to theirs.
+	// TierByKey maps user ids, JWT subjects and Identity keys to tiers, TierByAPIKey the listed
+	// API keys to theirs.
 	TierByKey    map[string]string
 	TierByAPIKey map[string]string
 }
 
-// JWTConfig verifies JSON Web Tokens. Exactly one algorithm is accepted.
+// JWTConfig verifies JSON Web Tokens. A token must carry exp and be signed with Algorithm, the
+// only one accepted, so that it cannot choose a weaker one (or none).
 type JWTConfig struct {
-	// Header carries the token; default "Authorization", with the "Bearer " scheme.
-	Header string
-	// Algorithm is the only accepted signing algorithm: HS256, HS384,
-	// HS512, RS256, RS384, RS512, ES256, ES384 or ES512.
-	Algorithm string
-	// Secret is the HMAC secret for HS* algorithms.
-	Secret []byte
-	// PublicKeyPEM is the PEM public key for RS* and ES* algorithms.
-	PublicKeyPEM []byte
-	// Issuer and Audience, when set, must match the token's iss and aud.
-	Issuer, Audience string
-	// Leeway tolerates clock skew on exp and nbf.
-	Leeway time.Duration
-	// Now is the clock; default time.Now.
-	Now func() time.Time
+	Header           string           // carries the token (default Authorization), "Bearer " optional
+	Algorithm        string           // HS256, HS384, HS512, RS256, RS384, RS512, ES256, ES384 or ES512
+	Secret           []byte           // the HMAC secret of HS* algorithms
+	PublicKeyPEM     []byte           // the PEM public key of RS* and ES* algorithms
+	Issuer, Audience string           // when set, must match the token's iss and aud
+	Leeway           time.Duration    // the clock skew tolerated on exp and nbf
+	Now              func() time.Time // the clock; default time.Now
 }
 
 // Identity is a client identity verified by the caller. It is a plain value.
 type Identity struct {
-	// Key identifies the client (a user or account id); required.
-	Key string
-	// Tier is the client's plan tier; unknown or empty means the default tier.
+	Key string // identifies the client (a user or account id); required
+	// Tier is the plan tier unless a trusted TierHeader or TierByKey[Key] gives one; unknown or
+	// empty: the default tier.
 	Tier string
 }
 
 type identityKey struct{}
 
-// WithIdentity returns a context carrying id, which wins over every header.
+// WithIdentity returns a context carrying id, whose Key wins over every header and token.
 func WithIdentity(ctx context.Context, id Identity) context.Context {
 	return context.WithValue(ctx, identityKey{}, id)
 }
@@ -107,22 +90,17 @@ func IdentityFrom(ctx context.Context) (Identity, bool) {
 }
 
 type identity struct {
-	cfg    IdentityConfig
-	jwt    *jwt.Parser
-	jwtKey any
-	jwtHdr string
-	// ipHdr is ClientIPHeader in canonical form, as the request's Header
-	// map holds it; ipList says it is a list (X-Forwarded-For or
-	// Forwarded), forwarded that it is Forwarded.
-	ipHdr             string
-	ipList, forwarded bool
-	// v4Bits and v6Bits are the prefix lengths that key an address.
-	v4Bits, v6Bits int
+	cfg               IdentityConfig
+	jwt               *jwt.Parser
+	jwtKey            any
+	jwtHdr            string
+	ipHdr             string // ClientIPHeader in canonical form, as r.Header holds it
+	ipList, forwarded bool   // ClientIPHeader is X-Forwarded-For or Forwarded; is Forwarded
+	v4Bits, v6Bits    int    // the prefix lengths that key an address
 }
 
-// The address grouping's defaults and shortest prefixes: a shorter one
-// would make one bucket of many unrelated clients' networks (Shared is the
-// way to one budget for everyone).
+// The address grouping's defaults and shortest prefixes: a shorter one would make one bucket
+// of many unrelated clients' networks.
 const (
 	DefaultIPv4Prefix = 32
 	DefaultIPv6Prefix = 64
@@ -130,12 +108,10 @@ const (
 	MinIPv6Prefix     = 32
 )
 
-// DefaultClientIPHeader is the header read for the client's address when
-// IdentityConfig.ClientIPHeader is empty.
+// DefaultClientIPHeader is read for the client's address when ClientIPHeader is empty.
 const DefaultClientIPHeader = "X-Forwarded-For"
 
-// ValidHeaderName reports whether s is an HTTP field name (an RFC 9110
-// token). It is a pure function.
+// ValidHeaderName reports whether s is an HTTP field name (an RFC 9110 token); a pure function.
 func ValidHeaderName(s string) bool {
 	if s == "" {
 		return false
@@ -152,9 +128,8 @@ func ValidHeaderName(s string) bool {
 	return true
 }
 
-// IsListHeader reports whether the client address header h (any case) is
-// a list of hops, X-Forwarded-For or Forwarded, rather than one address.
-// It is a pure function.
+// IsListHeader reports whether the client address header h (any case) is a list of hops,
+// X-Forwarded-For or Forwarded, rather than one address; a pure function.
 func IsListHeader(h string) bool {
 	return strings.EqualFold(h, "X-Forwarded-For") || strings.EqualFold(h, "Forwarded")
 }
@@ -267,8 +242,7 @@ func newIdentity(cfg IdentityConfig) (*identity, error) {
 	return id, nil
 }
 
-// client is who is asking: the key part naming the client, and the tier it
-// claims (validated by the Policy).
+// client is who is asking: the key part naming it, and the tier it claims (the Policy checks it).
 type client struct {
 	key  string
 	tier string
@@ -303,7 +277,7 @@ func (id *identity) resolve(r *http.Request) client {
 		if raw, ok := id.bearer(r); ok {
 			sub, err := id.verify(raw)
 			if err != nil {
-				// Never trusted: key by address, on the default tier.
+				// A token failing verification proves nothing: key by address, default tier.
 				return client{key: id.ipKey(id.clientIP(r))}
 			}
 			return client{key: userKey(sub), tier: id.tierOf(headerTier, sub, "")}
@@ -384,8 +358,7 @@ func (id *identity) verify(raw string) (string, error) {
 	return sub, nil
 }
 
-// inNetworks reports whether a is in one of nets; an invalid address (a
-// peer that is not an IP, such as a Unix socket) is in none.
+// inNetworks reports whether a is in one of nets; an invalid address (a Unix socket peer) is in none.
 func inNetworks(a netip.Addr, nets []netip.Prefix) bool {
 	a = a.Unmap()
 	for _, p := range nets {
@@ -485,9 +458,8 @@ func (id *identity) clientKey(key string) string {
 	return id.ipKey(a.Unmap())
 }
 
-// PeerAddr is the IP of a connection's remote address (an
-// http.Request's RemoteAddr, "host:port"), an IPv4-mapped IPv6 address as
-// IPv4; the zero (invalid) Addr when it has none. It is a pure function.
+// PeerAddr is the IP of a remote address ("host:port", as http.Request.RemoteAddr), IPv4-mapped
+// addresses as IPv4; the zero (invalid) Addr when it has none. It is a pure function.
 func PeerAddr(remote string) netip.Addr {
 	if ap, err := netip.ParseAddrPort(remote); err == nil {
 		return ap.Addr().Unmap()
@@ -500,8 +472,7 @@ func PeerAddr(remote string) netip.Addr {
 	return a.Unmap()
 }
 
-// forwardedFor is the for= parameter of one RFC 7239 Forwarded element,
-// unquoted; "" when it has none.
+// forwardedFor is the unquoted for= parameter of one RFC 7239 Forwarded element, else "".
 func forwardedFor(elem string) string {
 	for elem != "" {
 		var pair string

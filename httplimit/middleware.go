@@ -18,36 +18,24 @@ import (
 
 // Config configures a Middleware. Only Policy is required.
 type Config struct {
-	// Policy is the initial policy. Required.
-	Policy *Policy
-	// Recorder, when set, is told of every decision exactly once per request.
-	Recorder limiter.Recorder
-	// Logger receives one debug line per rejected request (never one per
-	// allowed request) and errors, those every request may repeat as
-	// summaries (see LogInterval). Default: discard.
+	Policy   *Policy          // the initial policy
+	Recorder limiter.Recorder // when set, told of every decision once (never of a dry run)
+	// Logger (default: discard) gets a debug line per refused, shadow-over or store-failed
+	// decision, never per allowed one, and error lines, summarised, of costs no window admits.
 	Logger *slog.Logger
-	// Cost returns the cost of a request; default 1 for every request.
-	Cost func(*http.Request) int64
-	// OnPolicy, when set, is called with the initial policy and with every
-	// policy passed to Swap, after it is in force — the hook through which
-	// the collector learns the limits in force (Policy.Limits).
+	Cost   func(*http.Request) int64 // a request's cost; default the class's Cost
+	// OnPolicy, when set, is called with the initial policy and each one passed to Swap, once in
+	// force: the collector learns the limits in force (Policy.Limits) through it.
 	OnPolicy func(*Policy)
-	// Trace, when set, wraps every decision in a span (see TraceFunc).
-	// Nil: no tracing, at no cost.
-	Trace TraceFunc
-	// Now is the clock used for X-RateLimit-Reset and the log summaries;
-	// default time.Now.
-	Now func() time.Time
-	// LogInterval is the least time between two error lines of request
-	// costs that cannot be admitted (the first is written at once, the
-	// next ones count the occurrences since); default
-	// limiter.DefaultLogInterval.
+	Trace    TraceFunc        // when set, a span per decision; nil costs nothing
+	Now      func() time.Time // the clock of X-RateLimit-Reset and the log summaries; default time.Now
+	// LogInterval (default limiter.DefaultLogInterval) is the least time between two lines of
+	// costs no window admits: the first is written at once, the next count the occurrences since.
 	LogInterval time.Duration
 }
 
-// Middleware enforces a Policy on HTTP requests. It is safe for concurrent
-// use; Swap replaces the policy atomically, so every request sees exactly one
-// policy, old or new.
+// Middleware enforces a Policy on HTTP requests. It is safe for concurrent use; Swap replaces
+// the policy atomically, so every request sees exactly one policy, old or new.
 type Middleware struct {
 	policy   atomic.Pointer[Policy]
 	recorder limiter.Recorder
@@ -82,8 +70,8 @@ func New(cfg Config) (*Middleware, error) {
 // Policy returns the policy in force.
 func (m *Middleware) Policy() *Policy { return m.policy.Load() }
 
-// Swap puts p in force for every request that starts after it returns.
-// Requests already being decided finish under the policy they started with.
+// Swap puts p in force for every request that starts after it returns; requests being decided
+// finish under the policy they started with.
 func (m *Middleware) Swap(p *Policy) {
 	if p == nil {
 		return
@@ -104,8 +92,8 @@ type outcome struct {
 	n     decision.Fields
 }
 
-// decide asks the route's limiter (and a live change in shadow beside it)
-// and records the decision once; a dry run peeks and records nothing.
+// decide asks the route's limiter (and a live change in shadow beside it) and records the
+// decision once; a dry run peeks and records nothing.
 func (m *Middleware) decide(ctx context.Context, rt route, tier, client string, cost int64, dryRun bool) outcome {
 	l, shadow := rt.class.pick(tier, client)
 	o := outcome{route: rt, tier: tier, key: rt.key(tier, client), limit: l.Limit()}
@@ -129,16 +117,14 @@ func (m *Middleware) decide(ctx context.Context, rt route, tier, client string, 
 // log writes the debug and error lines of one decision.
 func (m *Middleware) log(ctx context.Context, o outcome, cost int64) {
 	if o.Err != nil && o.Verdict != decision.VerdictRejected {
-		// Store failures are summarised by the limiter's Guard; one line
-		// per decision would flood the log during an outage.
+		// The limiter's Guard summarises store failures; a line per decision floods an outage's log.
 		if m.logger.Enabled(ctx, slog.LevelDebug) {
 			m.logger.LogAttrs(ctx, slog.LevelDebug, "rate limit store failed",
 				slog.String("endpoint", o.route.pattern), slog.String("status", string(o.Status())), slog.String("error", o.Err.Error()))
 		}
 	} else if o.Err != nil {
-		// A cost no window admits is refused on every request that
-		// repeats it (a Cost fed by the client, or a policy whose class
-		// cost is above a quota): summarised, one line per interval.
+		// A cost no window admits (a Cost fed by the client, a class cost above a quota) is
+		// refused on every request that repeats it: one line per interval.
 		m.costLog.Log(ctx, "request cost cannot be admitted", []slog.Attr{
 			slog.String("endpoint", o.route.pattern), slog.Int64("cost", cost), slog.String("error", o.Err.Error())})
 	}
@@ -154,10 +140,9 @@ func (m *Middleware) log(ctx context.Context, o outcome, cost int64) {
 	}
 }
 
-// respond sets on h the headers that answer o and returns the HTTP status
-// (0 when nobody is left to answer, 200 when the request passes) and, for
-// a refusal, the body's error and message. The middleware and the decision
-// API both answer with it.
+// respond sets on h the headers that answer o and returns the HTTP status (0 when nobody is
+// left to answer, 200 when the request passes) and a refusal's body, for the middleware and the
+// decision API alike.
 func (p *Policy) respond(h http.Header, o *outcome) (int, RejectedBody) {
 	switch v := o.Verdict; {
 	case v.Drops():
@@ -183,16 +168,12 @@ func (p *Policy) respond(h http.Header, o *outcome) (int, RejectedBody) {
 	return http.StatusOK, RejectedBody{}
 }
 
-// Handler returns next behind the rate limit.
-//
-// Allowed requests get the rate-limit headers and pass on, after the
-// leaky-bucket delay when the decision carries one (bounded by the request
-// context: a request whose context ends while held is not passed on).
-// Refused requests get 429 with Retry-After, Cache-Control: no-store and a
-// JSON (or problem+json) body. When the store failed, fail-open requests
-// pass without rate-limit headers and fail-closed ones get 503 with
-// Retry-After. Shadow classes never refuse, and send no rate-limit headers
-// when over their limit. See Verdict for every case.
+// Handler returns next behind the rate limit. Allowed requests get the rate-limit headers and
+// pass on after the decision's leaky-bucket delay, unless their context ends while held.
+// Refused ones get 429 with Retry-After, Cache-Control: no-store and a JSON (or problem+json)
+// body. When the store failed, fail-open requests pass without rate-limit headers, fail-closed
+// ones get 503 with Retry-After. Shadow classes never refuse, and send no rate-limit headers
+// when over their limit. decision.Verdict lists every case.
 func (m *Middleware) Handler(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p := m.policy.Load()

@@ -1,9 +1,8 @@
-// Package httplimit enforces rate limits on HTTP requests: a net/http
-// middleware and the engine behind `rl-exporter serve`. A Policy groups
-// ServeMux patterns ("GET /api/v1/orders/{id}", the endpoint's name in keys,
-// metrics and logs) into classes with a limit per plan tier; the Middleware
-// matches a request, identifies its client, decides through the decision
-// package and answers. It knows no store and no Prometheus.
+// Package httplimit enforces rate limits on HTTP requests: a net/http middleware and the engine
+// behind `rl-exporter serve`. A Policy groups ServeMux patterns ("GET /api/v1/orders/{id}", the
+// endpoint's name in keys, metrics and logs) into classes with a limit per plan tier; the
+// Middleware matches a request, identifies its client, decides through package decision and
+// answers. It knows no store and no Prometheus.
 package httplimit
 
 import (
@@ -24,25 +23,18 @@ const CatchAll = "/"
 
 // Class is a group of routes limited alike.
 type Class struct {
-	// Name is the class in keys, logs and RateLimit-Policy (see ValidName).
-	Name string
-	// Routes are ServeMux patterns ("GET /orders/{id}", "/admin/").
-	Routes []string
-	// Limits is the limit per plan tier; the default tier's is required and
-	// serves the tiers without one.
+	Name   string   // the class in keys, logs and RateLimit-Policy (see ValidName)
+	Routes []string // ServeMux patterns ("GET /orders/{id}", "/admin/")
+	// Limits is the limit per plan tier; the default tier's is required and serves the tiers
+	// without one.
 	Limits map[string]limiter.Limit
-	// Shadow: requests over the limit pass, recorded as shadow_rejected.
-	Shadow bool
-	// Shared: one budget per client for all routes, not one per endpoint.
-	Shared bool
-	// Cost is the units a request takes unless Config.Cost says; default 1.
-	Cost int64
-	// Live holds a run-time change of a tier's limit (see decision.LiveLimit).
-	Live map[string]decision.LiveLimit
-	// Store, when set, decides instead of PolicyConfig.Store (a region mode's).
-	Store limiter.Store
-	// TierStores, when set for a tier, decides it instead of Store (with the
-	// default tier's limit when the tier has none).
+	Shadow bool                          // requests over the limit pass, recorded as shadow_rejected
+	Shared bool                          // one budget per client for all routes, not one per endpoint
+	Cost   int64                         // units a request takes unless Config.Cost says; default 1
+	Live   map[string]decision.LiveLimit // a run-time change of a tier's limit
+	Store  limiter.Store                 // when set, replaces PolicyConfig.Store (a region mode's)
+	// TierStores, when set for a tier, decides it instead of Store (with the default tier's limit
+	// when the tier has none).
 	TierStores map[string]limiter.Store
 }
 
@@ -58,34 +50,25 @@ func (c Class) storeFor(tier string, policyStore limiter.Store) limiter.Store {
 
 // PolicyConfig is everything a Policy is built from; zero values are defaults.
 type PolicyConfig struct {
-	// Classes default to one class "default" of DefaultLimit.
-	Classes []Class
-	// DefaultClass gets the CatchAll endpoint; default the first class.
-	DefaultClass string
-	// Tiers are the plan tier names. Default: just DefaultTier.
-	Tiers []string
-	// DefaultTier is the tier of clients whose tier is unknown. Default "default".
-	DefaultTier string
+	Classes      []Class  // default: one class "default" of DefaultLimit
+	DefaultClass string   // gets the CatchAll endpoint; default the first class
+	Tiers        []string // the plan tier names; default just DefaultTier
+	DefaultTier  string   // the tier of clients whose tier is unknown; default "default"
 
-	// Store is where decisions are made. Required.
-	Store limiter.Store
-	// FailPolicy, Timeout, Breaker, Guard and Observer configure every
-	// limiter (limiter.Config); a shared Guard keeps breaker and local
-	// budgets across reloads.
+	Store limiter.Store // where decisions are made; required
+	// FailPolicy, Timeout, Breaker, Guard and Observer configure every limiter (limiter.Config);
+	// a shared Guard keeps breaker and local budgets across reloads.
 	FailPolicy limiter.FailPolicy
 	Timeout    time.Duration
 	Breaker    limiter.BreakerConfig
 	Guard      *limiter.Guard
 	Observer   limiter.Observer
 
-	// Identity says who is asking.
-	Identity IdentityConfig
-	// Headers says which rate-limit headers and 429 body to send.
-	Headers HeaderConfig
+	Identity IdentityConfig // who is asking
+	Headers  HeaderConfig   // which rate-limit headers and 429 body to send
 }
 
-// Engine is every limiter's settings, without Limit, for other ways in
-// (rls.Config) to decide alike.
+// Engine is every limiter's settings but Limit, for other ways in (rls.Config) to decide alike.
 func (cfg PolicyConfig) Engine() limiter.Config {
 	return limiter.Config{
 		Store: cfg.Store, FailPolicy: cfg.FailPolicy, Timeout: cfg.Timeout,
@@ -93,12 +76,12 @@ func (cfg PolicyConfig) Engine() limiter.Config {
 	}
 }
 
-// DefaultLimit is the built-in class's limit, 100 per minute fixed_window
-// (a function, so that no importer can change it).
+// DefaultLimit is the built-in class's limit, 100 per minute fixed_window (a function, so that
+// no importer can change it).
 func DefaultLimit() limiter.Limit { return limiter.PerMinute(limiter.FixedWindow, 100) }
 
-// Policy is a compiled PolicyConfig, immutable and safe for concurrent use;
-// a reload swaps in a new one (Middleware.Swap).
+// Policy is a compiled PolicyConfig, immutable and safe for concurrent use; a reload swaps in a
+// new one (Middleware.Swap).
 type Policy struct {
 	mux          *http.ServeMux
 	routes       map[string]*class // pattern → class
@@ -112,29 +95,27 @@ type Policy struct {
 }
 
 type class struct {
-	name     string
-	shadow   bool
-	shared   bool
-	cost     int64
-	byTier   map[string]*limiter.Limiter
-	dflt     *limiter.Limiter
-	live     map[string]*decision.Live // tier → live change
-	routes   []string
-	rendered map[*limiter.Limiter]decision.RenderedLimit
-	// keyEndpoints is each route's endpoint as limiter keys name it.
-	keyEndpoints map[string]string
+	name         string
+	shadow       bool
+	shared       bool
+	cost         int64
+	byTier       map[string]*limiter.Limiter
+	dflt         *limiter.Limiter
+	live         map[string]*decision.Live // tier → live change
+	routes       []string
+	rendered     map[*limiter.Limiter]decision.RenderedLimit
+	keyEndpoints map[string]string // each route's endpoint as limiter keys name it
 }
 
 var braces = strings.NewReplacer("{", "<", "}", ">")
 
 var namePattern = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
 
-// ValidName reports whether s may name a class, tier or admin token: ASCII
-// letters, digits, '_' or '-', safe as they are in labels, keys and headers.
+// ValidName reports whether s may name a class, tier or admin token: ASCII letters, digits, '_'
+// or '-', safe as they are in labels, keys and headers.
 func ValidName(s string) bool { return namePattern.MatchString(s) }
 
-// NewPolicy validates cfg and compiles it. Errors name the class, tier or
-// route at fault.
+// NewPolicy validates cfg and compiles it; errors name the class, tier or route at fault.
 func NewPolicy(cfg PolicyConfig) (*Policy, error) {
 	if cfg.Store == nil {
 		return nil, errors.New("policy: Store is required")
@@ -250,8 +231,7 @@ func (p *Policy) compileClass(cfg PolicyConfig, c Class) (*class, error) {
 	}
 	cl.dflt = cl.byTier[cfg.DefaultTier]
 	for _, tier := range p.tierNames {
-		// A tier deciding on a store of its own cannot share the default
-		// tier's limiter, which decides on the default tier's store.
+		// A tier on a store of its own cannot share the default tier's limiter, on the default's store.
 		if _, own := c.Limits[tier]; own || c.storeFor(tier, cfg.Store) == c.storeFor(cfg.DefaultTier, cfg.Store) {
 			continue
 		}
@@ -293,8 +273,8 @@ func ValidatePattern(pattern string) error {
 	return register(http.NewServeMux(), pattern)
 }
 
-// register adds pattern to mux, turning ServeMux's panics on invalid or
-// conflicting patterns into errors.
+// register adds pattern to mux, turning ServeMux's panics on invalid or conflicting patterns
+// into errors.
 func register(mux *http.ServeMux, pattern string) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
@@ -345,10 +325,9 @@ func (c *class) pick(tier, client string) (enforced, shadow *limiter.Limiter) {
 	return a.Limiter, a.LiveShadow
 }
 
-// EndpointLimit is the limit in force on an endpoint for a tier: Limit,
-// before any live change Configured; Source is SourceFile or the live
-// change's, RolloutPercent its share (100 without one); LiveShadow says a
-// change runs in shadow beside Limit; Shadow that the class never rejects.
+// EndpointLimit is the limit in force on an endpoint for a tier: Limit, before any live change
+// Configured; Source is SourceFile or the live change's, RolloutPercent its share (100 without
+// one); LiveShadow says a change runs in shadow beside Limit; Shadow that the class never rejects.
 type EndpointLimit struct {
 	Endpoint, Class, PlanTier string
 	Limit, Configured         limiter.Limit
@@ -361,8 +340,8 @@ type EndpointLimit struct {
 // SourceFile is EndpointLimit.Source for a limit that comes from the configuration.
 const SourceFile = "file"
 
-// Limits lists every endpoint × tier with its limit in force (a live
-// change's once Enforced), sorted, for the collector after every Swap.
+// Limits lists every endpoint × tier with its limit in force (a live change's once Enforced),
+// sorted, for the collector after every Swap.
 func (p *Policy) Limits() []EndpointLimit {
 	var out []EndpointLimit
 	for pat, c := range p.routes {
@@ -404,9 +383,8 @@ func (p *Policy) Tiers() []string { return append([]string(nil), p.tierNames...)
 // DefaultTier is the tier of clients whose tier is unknown.
 func (p *Policy) DefaultTier() string { return p.defaultTier }
 
-// key is a client's limiter key: class and tier (and the endpoint unless
-// shared) keep states apart; braces are replaced so that wildcards never
-// act as a Redis Cluster hash tag.
+// key is a client's limiter key: class and tier (and the endpoint unless shared) keep states
+// apart; braces are replaced so that wildcards never act as a Redis Cluster hash tag.
 func (rt route) key(tier, client string) string {
 	ep, ok := rt.class.keyEndpoints[rt.pattern]
 	if !ok {

@@ -10,37 +10,28 @@ import (
 	"github.com/rl-exporter/rl-exporter/limiter"
 )
 
-// ResetState is one piece of limiter state that ResetClient forgot: a
-// client's budget under one class, plan tier and endpoint (or the class's
-// shared budget) and one limit. It is a plain value.
+// ResetState is one piece of limiter state that ResetClient forgot: a client's budget under one
+// class, plan tier and endpoint (or the class's shared budget) and one limit. A plain value.
 type ResetState struct {
-	// Class is the class whose limit it was.
-	Class string `json:"class"`
-	// PlanTier is the plan tier.
-	PlanTier string `json:"plan_tier"`
-	// Endpoint is the route pattern the budget is kept for, "*" when the
-	// class's routes share one budget.
-	Endpoint string `json:"endpoint"`
-	// Algorithm is the limit's algorithm: state is kept per algorithm.
+	Class    string `json:"class"`     // the class whose limit it was
+	PlanTier string `json:"plan_tier"` // the plan tier it was kept for
+	Endpoint string `json:"endpoint"`  // the route pattern the budget is kept for; "*" when shared
+	// Algorithm is the limit's algorithm, as state is kept per algorithm.
 	Algorithm limiter.Algorithm `json:"algorithm"`
-	// Live is "" for the configured limit, else the source of the live
-	// change whose state this was ("shadow" appended for a change in shadow).
+	// Live is "" for the configured limit, else the source of the live change whose state this
+	// was, with " shadow" appended for a change in shadow.
 	Live string `json:"live,omitempty"`
 }
 
-// ErrUnknownClass is returned, wrapped, by ResetClient for a class the
-// policy does not have.
+// ErrUnknownClass is returned, wrapped, by ResetClient for a class the policy does not have.
 var ErrUnknownClass = errors.New("no such class")
 
-// ResetClient forgets every budget the policy keeps for client (a key as
-// the identity gives it, such as "user:42" or "ip:10.0.0.1"; an "ip:" key
-// naming one address is grouped as the middleware groups it): under every
-// class (or only class, when not empty), every plan tier and every
-// endpoint, for the configured limit and for any live change (enforced or
-// in shadow). Its next requests find full quotas. It returns the states
-// it forgot, sorted; forgetting a budget the client never used is
-// harmless and listed too. A store failure stops it and is returned with
-// the states forgotten so far. Safe for concurrent use.
+// ResetClient forgets every budget the policy keeps for client (a key as the identity gives it,
+// such as "user:42" or "ip:10.0.0.1", an address grouped as the middleware groups it) under
+// every class (or only className), plan tier and endpoint, for the configured limit and any
+// live change, so that its next requests find full quotas. It returns the states it forgot,
+// sorted, budgets never used among them; a store failure stops it and is returned with the
+// states forgotten so far. Safe for concurrent use.
 func (m *Middleware) ResetClient(ctx context.Context, client, className string) ([]ResetState, error) {
 	p := m.policy.Load()
 	client = p.identity.clientKey(client)

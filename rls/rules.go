@@ -17,63 +17,46 @@ import (
 	"github.com/rl-exporter/rl-exporter/limiter"
 )
 
-// File is one domain file of envoyproxy/ratelimit's configuration, as
-// written: a domain and its tree of descriptors. Unknown keys are errors.
+// File is one domain file of envoyproxy/ratelimit's configuration, as written: a domain and its
+// tree of descriptors. Unknown keys are errors.
 type File struct {
-	// Domain names the domain Envoy sends in RateLimitRequest.domain.
-	Domain string `yaml:"domain"`
-	// Descriptors are the top level of the descriptor tree.
-	Descriptors []Descriptor `yaml:"descriptors"`
+	Domain      string       `yaml:"domain"`      // the RateLimitRequest.domain Envoy sends
+	Descriptors []Descriptor `yaml:"descriptors"` // the top level of the descriptor tree
 }
 
-// Descriptor is one node of the descriptor tree: it matches one entry of a
-// request's descriptor (key, and value when set) and may carry a limit and
-// children for the entries that follow.
+// Descriptor is one node of the descriptor tree: it matches one entry of a request's descriptor
+// (key, and value when set) and may carry a limit and children for the entries that follow.
 type Descriptor struct {
-	// Key is the entry's key; required.
-	Key string `yaml:"key"`
-	// Value, when set, matches only that value (a trailing '*' matches any
-	// value with that prefix); empty matches any value, after the
-	// value-specific siblings.
-	Value string `yaml:"value"`
-	// RateLimit applies when the request's descriptor ends at this node.
-	RateLimit *RateLimit `yaml:"rate_limit"`
-	// Descriptors match the next entry of the request's descriptor.
-	Descriptors []Descriptor `yaml:"descriptors"`
-	// ShadowMode decides and counts, but always answers OK.
-	ShadowMode bool `yaml:"shadow_mode"`
-	// DetailedMetric puts the request's values into the metric's endpoint
-	// label (still under metrics.max_label_sets).
+	Key string `yaml:"key"` // required
+	// Value, when set, matches only that value (with a trailing '*', any value with that
+	// prefix); empty matches any value, after the value-specific siblings.
+	Value       string       `yaml:"value"`
+	RateLimit   *RateLimit   `yaml:"rate_limit"`  // applies when the request's descriptor ends here
+	Descriptors []Descriptor `yaml:"descriptors"` // match the request descriptor's next entry
+	ShadowMode  bool         `yaml:"shadow_mode"` // decides and counts, but always answers OK
+	// DetailedMetric puts the request's values into the metric's endpoint label (still under
+	// metrics.max_label_sets).
 	DetailedMetric bool `yaml:"detailed_metric"`
 }
 
-// RateLimit is a descriptor's limit: requests_per_unit per unit, or
-// unlimited. Algorithm and Burst are rl-exporter's additions.
+// RateLimit is a descriptor's limit: requests_per_unit per unit, or unlimited. Algorithm and
+// Burst are rl-exporter's additions.
 type RateLimit struct {
-	// Unit is second, minute, hour, day, week, month (30 days) or year (365
-	// days), in any case; must be empty when Unlimited.
-	Unit string `yaml:"unit"`
-	// RequestsPerUnit is the number of requests admitted per Unit; 0
-	// blocks every request.
-	RequestsPerUnit uint32 `yaml:"requests_per_unit"`
-	// Unlimited never limits the descriptor (and hides key-only defaults).
-	Unlimited bool `yaml:"unlimited"`
-	// Name names the limit, for Replaces and the response's current_limit.
-	Name string `yaml:"name"`
-	// Replaces lists limits, by name, that this one replaces when both
-	// apply to one request.
-	Replaces []Replace `yaml:"replaces"`
-	// Algorithm is one of the six algorithms; default fixed_window.
-	Algorithm string `yaml:"algorithm"`
-	// Burst is the bucket size of token_bucket, leaky_bucket and gcra;
-	// default RequestsPerUnit.
+	// Unit is second, minute, hour, day, week, month (30 days) or year (365 days), in any case;
+	// empty when Unlimited.
+	Unit            string    `yaml:"unit"`
+	RequestsPerUnit uint32    `yaml:"requests_per_unit"` // 0 blocks every request
+	Unlimited       bool      `yaml:"unlimited"`         // also hides key-only defaults
+	Name            string    `yaml:"name"`              // for Replaces and the answer's current_limit
+	Replaces        []Replace `yaml:"replaces"`          // by name, limits it replaces when both apply
+	Algorithm       string    `yaml:"algorithm"`         // one of the six; default fixed_window
+	// Burst is the bucket size of token_bucket, leaky_bucket and gcra; default RequestsPerUnit.
 	Burst int64 `yaml:"burst"`
 }
 
 // Replace names a limit replaced by another.
 type Replace struct {
-	// Name is the replaced limit's name.
-	Name string `yaml:"name"`
+	Name string `yaml:"name"` // the replaced limit's name
 }
 
 // unitSpec is a unit of Envoy's RateLimitUnit: its name and its length.
@@ -82,8 +65,7 @@ type unitSpec struct {
 	period time.Duration
 }
 
-// units are Envoy's RateLimitUnit values with the lengths envoyproxy/ratelimit
-// gives them.
+// units are Envoy's RateLimitUnit values with the lengths envoyproxy/ratelimit gives them.
 var units = map[string]unitSpec{
 	"second": {"second", time.Second},
 	"minute": {"minute", time.Minute},
@@ -94,12 +76,10 @@ var units = map[string]unitSpec{
 	"year":   {"year", 365 * 24 * time.Hour},
 }
 
-// Rules are the compiled domain files: an immutable tree per domain, safe
-// for concurrent use.
+// Rules are the compiled domain files: an immutable tree per domain, safe for concurrent use.
 type Rules struct {
 	domains map[string]*node
-	// Files are the files loaded, sorted.
-	Files []string
+	Files   []string // the files loaded, sorted
 }
 
 // node is one compiled Descriptor.
@@ -121,11 +101,8 @@ type rule struct {
 	unit      string
 	perUnit   uint32
 	limit     limiter.Limit
-	// keySuffix keeps the counts of a request's limit override apart
-	// from those of the files' rule for the same descriptor.
-	keySuffix string
-	// rendered is the limit's header values, under policyName.
-	rendered decision.RenderedLimit
+	keySuffix string                 // keeps a limit override's counts apart from the files' rule's
+	rendered  decision.RenderedLimit // the limit's header values, under policyName
 }
 
 // policyName names the rule in the RateLimit headers: its name, else its path.
@@ -136,9 +113,8 @@ func (r *rule) policyName() string {
 	return r.path
 }
 
-// LoadDir reads every *.yaml and *.yml file of dir (not its
-// subdirectories) as one domain each. Hidden files are skipped. An error
-// names the file and, for a descriptor, its path in the tree.
+// LoadDir reads every *.yaml and *.yml file of dir, not hidden and not in subdirectories, as one
+// domain each. An error names the file and, for a descriptor, its path in the tree.
 func LoadDir(dir string) (*Rules, error) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
@@ -175,8 +151,8 @@ func LoadDir(dir string) (*Rules, error) {
 	return r, nil
 }
 
-// ParseFile decodes one domain file strictly (unknown keys are errors,
-// like envoyproxy/ratelimit's). name is used in errors.
+// ParseFile decodes one domain file strictly (unknown keys are errors, as in
+// envoyproxy/ratelimit); name is for errors.
 func ParseFile(name string, data []byte) (File, error) {
 	var f File
 	dec := yaml.NewDecoder(bytes.NewReader(data))
@@ -276,8 +252,7 @@ func compileRule(d Descriptor, path string) (*rule, error) {
 		return nil, fmt.Errorf("burst: applies to token_bucket, leaky_bucket and gcra, not %s", alg)
 	}
 	r.unit, r.perUnit = u.name, rl.RequestsPerUnit
-	// Windows start on multiples of the unit, as envoyproxy/ratelimit's do:
-	// a per-minute limit resets on the minute.
+	// Windows start on multiples of the unit, as envoyproxy/ratelimit's: per minute, on the minute.
 	r.limit = limiter.Limit{Algorithm: alg, Rate: int64(rl.RequestsPerUnit), Period: u.period, Burst: rl.Burst, AlignWindows: true}
 	r.rendered = decision.RenderLimit(r.policyName(), r.limit)
 	if rl.RequestsPerUnit == 0 {
@@ -307,11 +282,9 @@ func (r *Rules) Domains() []string {
 // entry is one key/value of a request's descriptor.
 type entry struct{ key, value string }
 
-// match finds the rule of a request's descriptor in domain, by
-// envoyproxy/ratelimit's rules: at each level the "key_value" child first,
-// then a wildcard child whose prefix the value has, then the key-only
-// child; the rule applies only when the descriptor ends at a node that has
-// one. Nil: not limited.
+// match finds the rule of a request's descriptor in domain as envoyproxy/ratelimit does: at each
+// level the "key_value" child first, then a wildcard child whose prefix the value has, then the
+// key-only child; a rule applies only where the descriptor ends. Nil: not limited.
 func (r *Rules) match(domain string, entries []entry) *rule {
 	n := r.domains[domain]
 	if n == nil || len(entries) == 0 {
@@ -347,20 +320,16 @@ func (r *Rules) match(domain string, entries []entry) *rule {
 	return found
 }
 
-// EndpointLimit is a limit as metrics label it: the endpoint (the rule's
-// path through the descriptor tree) and the limit enforced there.
+// EndpointLimit is a limit as metrics label it: the endpoint (the rule's path through the
+// descriptor tree) and the limit enforced there.
 type EndpointLimit struct {
-	// Endpoint is the endpoint label of the rule's decisions.
-	Endpoint string
-	// Limit is the limit enforced; its Rate is 0 when Blocked.
-	Limit limiter.Limit
-	// Blocked is true for requests_per_unit: 0, which refuses every request.
-	Blocked bool
+	Endpoint string        // the endpoint label of the rule's decisions
+	Limit    limiter.Limit // its Rate is 0 when Blocked
+	Blocked  bool          // requests_per_unit: 0, which refuses every request
 }
 
-// Limits returns the limited rules (not the unlimited ones) by endpoint,
-// sorted by endpoint. Descriptors with detailed_metric are labelled per
-// request value at decision time and are listed here under their path.
+// Limits returns the limited (not unlimited) rules, sorted by endpoint; detailed_metric ones,
+// labelled by request values when decided, are listed under their path.
 func (r *Rules) Limits() []EndpointLimit {
 	var out []EndpointLimit
 	for _, root := range r.domains {

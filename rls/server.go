@@ -13,14 +13,12 @@ import (
 	"google.golang.org/grpc/reflection"
 )
 
-// ServiceName is the gRPC name of Envoy's rate limit service, as reported
-// by the health service.
+// ServiceName is the gRPC name of Envoy's rate limit service, as the health service reports it.
 const ServiceName = "envoy.service.ratelimit.v3.RateLimitService"
 
-// NewServer returns a gRPC server serving svc, the standard health service
-// (SERVING for "" and ServiceName) and server reflection; over TLS when tc
-// is not nil. The returned health server lets the caller report NOT_SERVING
-// while shutting down. Both are safe for concurrent use.
+// NewServer returns a gRPC server serving svc, the standard health service (SERVING for "" and
+// ServiceName) and server reflection, over TLS when tc is not nil, and the health server, with
+// which the caller reports NOT_SERVING while shutting down. Both are safe for concurrent use.
 func NewServer(svc *Service, tc *tls.Config, opts ...grpc.ServerOption) (*grpc.Server, *health.Server) {
 	if tc != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(tc)))
@@ -37,36 +35,29 @@ func NewServer(svc *Service, tc *tls.Config, opts ...grpc.ServerOption) (*grpc.S
 
 // Defaults of ServerConfig.
 const (
-	// DefaultMaxConcurrentStreams: an Envoy sends one stream per check, so
-	// 100 in flight on one connection is far above what a healthy proxy
-	// needs and bounds the goroutines one connection can hold.
+	// DefaultMaxConcurrentStreams: an Envoy sends one stream per check, so 100 in flight on one
+	// connection is far above a healthy proxy's need, and bounds the goroutines it can hold.
 	DefaultMaxConcurrentStreams = 100
-	// DefaultKeepaliveMinTime is shorter than the keepalive interval Envoy
-	// is usually given (30s and up), so its pings are never taken for a
-	// flood.
+	// DefaultKeepaliveMinTime is below the keepalive interval Envoy is usually given (30s and
+	// up), so its pings are never taken for a flood.
 	DefaultKeepaliveMinTime = 10 * time.Second
-	// DefaultMaxConnectionIdle closes a connection after 5 minutes without
-	// a call: an Envoy in use never reaches it (any call resets it) and
-	// reconnects transparently after it, while a connection opened and left
-	// holds its buffers for no longer.
+	// DefaultMaxConnectionIdle: an Envoy in use never idles that long (any call resets it) and
+	// reconnects transparently after; a connection opened and left holds its buffers no longer.
 	DefaultMaxConnectionIdle = 5 * time.Minute
 )
 
-// ServerConfig bounds what one client connection can hold on the server.
-// Zero fields take the defaults.
+// ServerConfig bounds what one client connection can hold on the server; zero fields: defaults.
 type ServerConfig struct {
-	// MaxConcurrentStreams is the most calls (health watches among them)
-	// in flight on one connection; the client waits for more.
+	// MaxConcurrentStreams is the most calls (health watches among them) in flight on one
+	// connection; the client waits for more.
 	MaxConcurrentStreams uint32
-	// KeepaliveMinTime is the least time between a client's pings: a
-	// client pinging more often gets GOAWAY (too_many_pings).
+	// KeepaliveMinTime is the least time between a client's pings; one pinging more often gets
+	// GOAWAY (too_many_pings).
 	KeepaliveMinTime time.Duration
-	// KeepalivePermitWithoutStream lets clients ping a connection without
-	// a call in flight (Envoy's connection keepalive does); otherwise such
-	// pings count as a flood.
+	// KeepalivePermitWithoutStream lets clients ping without a call in flight (Envoy's
+	// connection keepalive does); otherwise such pings count as a flood.
 	KeepalivePermitWithoutStream bool
-	// MaxConnectionIdle is how long a connection without a call in flight
-	// stays open before the server sends GOAWAY and closes it.
+	// MaxConnectionIdle is how long a connection without a call in flight stays open before GOAWAY.
 	MaxConnectionIdle time.Duration
 }
 

@@ -29,43 +29,36 @@ import (
 	"github.com/rl-exporter/rl-exporter/limiter"
 )
 
-// Config configures a Service with the engine settings of serve's HTTP
-// path, so that both ways in decide alike.
+// Config configures a Service with the engine settings of serve's HTTP path, so that both ways
+// in decide alike.
 type Config struct {
-	// Engine is what every limiter is built with: its Store (required),
-	// FailPolicy, Timeout, Breaker, Guard and Observer; its Limit is not
-	// read, as each rule brings its own. serve passes its HTTP policy's,
-	// so that a shared Guard gives both ways in one breaker and one local
-	// fallback.
-	Engine limiter.Config
-	// Recorder, when set, is told of every decision.
-	Recorder limiter.Recorder
-	// ResponseHeaders adds Headers' families to response_headers_to_add.
-	ResponseHeaders bool
+	// Engine is what every limiter is built with but its Limit, which each rule brings: Store
+	// (required), FailPolicy, Timeout, Breaker, Guard and Observer. serve passes its HTTP
+	// policy's, so that a shared Guard gives both ways in one breaker and one local fallback.
+	Engine          limiter.Config
+	Recorder        limiter.Recorder // when set, told of every decision
+	ResponseHeaders bool             // adds Headers' families to response_headers_to_add
 	Headers         decision.HeaderConfig
-	// Tiers are the known plan tiers, DefaultTier (default "default") that
-	// of a decision without one, named by the TierDescriptorKey entry.
+	// Tiers are the known plan tiers, DefaultTier (default "default") that of a decision
+	// without one, named by the TierDescriptorKey entry.
 	Tiers             []string
 	DefaultTier       string
 	TierDescriptorKey string
-	// MaxDetailedEndpoints caps the endpoint labels that detailed_metric
-	// rules create from request values; beyond it their decisions are
-	// labelled with the rule's path. 0: always the rule's path.
+	// MaxDetailedEndpoints caps the endpoint labels detailed_metric rules create from request
+	// values; beyond it, and with 0, decisions are labelled with the rule's path.
 	MaxDetailedEndpoints int
-	// OnDetailedEndpoint, when set, is told of each new detailed_metric
-	// label before its first decision is recorded. It must be quick.
+	// OnDetailedEndpoint, when set, is told of each new detailed_metric label before its first
+	// decision is recorded. It must be quick.
 	OnDetailedEndpoint func(endpoint string)
 	Trace              decision.TraceFunc // a span per decision; nil: none
 	Logger             *slog.Logger       // default discard
-	Now                func() time.Time   // the headers' clock; default time.Now
-	// MaxDescriptors and MaxEntries bound a request (more: InvalidArgument).
-	MaxDescriptors int
-	MaxEntries     int
-	// MaxOverrides is the most limit overrides kept compiled (LRU); a
-	// dropped one keeps its counts in the store.
+	Now                func() time.Time   // the headers' and log summaries' clock; default time.Now
+	MaxDescriptors     int                // per request; more: InvalidArgument
+	MaxEntries         int                // per descriptor; more: InvalidArgument
+	// MaxOverrides is the most limit overrides kept compiled (LRU); a dropped one keeps its
+	// counts in the store.
 	MaxOverrides int
-	// LogInterval spaces the lines of costs no limit admits.
-	LogInterval time.Duration
+	LogInterval  time.Duration // spaces the lines of costs no limit admits
 }
 
 // Defaults of the Config's request bounds.
@@ -75,10 +68,9 @@ const (
 	DefaultMaxOverrides   = 1000
 )
 
-// Reasons a request is counted as invalid (Service.InvalidRequests): over
-// MaxDescriptors or MaxEntries, a domain or key over decision.MaxKey, no
-// domain or descriptors or an unknown override unit, a hits_addend no
-// window admits (answered OVER_LIMIT).
+// Reasons a request is counted as invalid (Service.InvalidRequests): over MaxDescriptors or
+// MaxEntries, a domain or key over decision.MaxKey, no domain or descriptors or a bad limit
+// override, a hits_addend no window admits (answered OVER_LIMIT).
 const (
 	InvalidTooManyDescriptors = "too_many_descriptors"
 	InvalidTooManyEntries     = "too_many_entries"
@@ -90,10 +82,9 @@ const (
 // InvalidReasons lists the reasons of Service.InvalidRequests.
 var InvalidReasons = []string{InvalidTooManyDescriptors, InvalidTooManyEntries, InvalidTooLong, InvalidRequest, InvalidCostExceedsLimit}
 
-// Service implements envoy.service.ratelimit.v3.RateLimitService on the
-// limiter. It is safe for concurrent use; Swap replaces its rules and
-// SetLive its live changes atomically: each request sees the old rules and
-// changes or the new ones.
+// Service implements envoy.service.ratelimit.v3.RateLimitService on the limiter. It is safe for
+// concurrent use; Swap replaces its rules and SetLive its live changes atomically: each request
+// sees the old rules and changes or the new ones.
 type Service struct {
 	rlsv3.UnimplementedRateLimitServiceServer
 	cfg     Config
@@ -113,11 +104,10 @@ type Service struct {
 
 // compiled are Rules with their limiters and live changes.
 type compiled struct {
-	rules    *Rules
-	limiters map[*rule]*limiter.Limiter
-	live     map[*rule]map[string]*liveLimiter
-	// overrides are the limits requests carried, bounded (see override).
-	overrides *lru.Cache[overrideKey, *overridden]
+	rules     *Rules
+	limiters  map[*rule]*limiter.Limiter
+	live      map[*rule]map[string]*liveLimiter
+	overrides *lru.Cache[overrideKey, *overridden] // the limits requests carried (see override)
 }
 
 type overrideKey struct {
@@ -136,9 +126,8 @@ type overridden struct {
 type liveLimiter struct {
 	*decision.Live
 	rendered decision.RenderedLimit
-	// unit ("" for none of Envoy's) and perUnit are the limit as Envoy shows it.
-	unit    string
-	perUnit uint32
+	unit     string // with perUnit, the limit as Envoy shows it; "" for none of Envoy's units
+	perUnit  uint32
 }
 
 // New returns a Service deciding with cfg and enforcing rules (nil: none
@@ -181,8 +170,7 @@ func New(cfg Config, rules *Rules) (*Service, error) {
 	return s, nil
 }
 
-// Swap puts rules in force, with the live changes last given to SetLive.
-// On error the rules in force stay.
+// Swap puts rules in force with the live changes last given to SetLive; on error the old stay.
 func (s *Service) Swap(rules *Rules) error {
 	s.swapMu.Lock()
 	defer s.swapMu.Unlock()
@@ -215,12 +203,10 @@ func (s *Service) Swap(rules *Rules) error {
 	return nil
 }
 
-// SetLive puts live changes in force: live maps a rule's endpoint (its
-// path, as Rules.Limits lists it) and a plan tier to the change of that
-// rule's limit for the descriptors of that tier. Entries naming no rule
-// are ignored (they are HTTP classes); so are blocked rules (requests_per_unit
-// 0) and the limits requests carry. The changes stay through Swap. On
-// error the changes in force stay.
+// SetLive puts live changes in force, kept through Swap: live maps a rule's endpoint (as
+// Rules.Limits lists it) and a plan tier to the change of that rule's limit for that tier.
+// Entries naming no rule (HTTP classes), unlimited and blocked rules and the limits requests
+// carry are left alone. On error the changes in force stay.
 func (s *Service) SetLive(live map[string]map[string]decision.LiveLimit) error {
 	s.swapMu.Lock()
 	defer s.swapMu.Unlock()
@@ -281,9 +267,9 @@ func (s *Service) compileLive(rules *Rules, live map[string]map[string]decision.
 	return out, err
 }
 
-// LiveLimit returns the limit a live change enforces on the rule of
-// endpoint for tier, when one is enforced for some descriptors (not in
-// shadow, rollout above 0), as the rate_limit_limit gauge shows it.
+// LiveLimit returns the limit a live change enforces on the rule of endpoint for tier, when it
+// is enforced for some descriptors (not in shadow, rollout above 0), as the rate_limit_limit
+// gauge shows it.
 func (s *Service) LiveLimit(endpoint, tier string) (limiter.Limit, bool) {
 	c := s.current.Load()
 	for r, byTier := range c.live {
@@ -297,9 +283,8 @@ func (s *Service) LiveLimit(endpoint, tier string) (limiter.Limit, bool) {
 	return limiter.Limit{}, false
 }
 
-// SetHeaders replaces the header families of the answers, as a reload of
-// serve's headers section changes them for HTTP. Safe for concurrent use
-// with decisions.
+// SetHeaders replaces the answers' header families, as a reload of serve's headers section
+// does for HTTP. Safe for concurrent use with decisions.
 func (s *Service) SetHeaders(hc decision.HeaderConfig) { s.headers.Store(&hc) }
 
 func (s *Service) newLimiter(lim limiter.Limit) (*limiter.Limiter, error) {
@@ -323,9 +308,8 @@ func walk(n *node, f func(*rule)) {
 // keyPrefix starts every store key of the service, apart from HTTP's.
 const keyPrefix = "rls|"
 
-// ShouldRateLimit decides every descriptor of req that a rule matches, each
-// at the cost of its own hits_addend, else the request's (0 means 1), and
-// answers OVER_LIMIT when any of them is over its limit.
+// ShouldRateLimit decides every descriptor of req a rule matches, at its own hits_addend, else
+// the request's (0 means 1), and answers OVER_LIMIT when any of them is over its limit.
 func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
 	if reason, err := s.check(req); err != nil {
 		s.countInvalid(reason)
@@ -406,9 +390,8 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 	return resp, nil
 }
 
-// check returns why req cannot be decided, with the reason it is counted
-// under, or nil. The bounds keep what one request costs (store calls, key
-// bytes, compiled overrides) within what the Config allows.
+// check returns why req cannot be decided and the reason it is counted under, or nil; the
+// bounds keep one request's cost (store calls, key bytes, compiled overrides) within Config's.
 func (s *Service) check(req *rlsv3.RateLimitRequest) (string, error) {
 	descs := req.GetDescriptors()
 	switch {
@@ -451,8 +434,7 @@ func (s *Service) InvalidRequests() map[string]uint64 {
 	return out
 }
 
-// override returns the rule and limiter of the limit override d carries,
-// compiling them on first use.
+// override returns the rule and limiter of d's limit override, compiled on first use.
 func (s *Service) override(c *compiled, domain string, d *ratelimitv3.RateLimitDescriptor) (*overridden, error) {
 	ov := d.GetLimit()
 	unit := strings.ToLower(ov.GetUnit().String())
@@ -488,16 +470,14 @@ func (s *Service) override(c *compiled, domain string, d *ratelimitv3.RateLimitD
 		o.lim = l
 	}
 	if len(k.path) <= decision.MaxRememberedName {
-		// A longer path is compiled on every use, as the decision API
-		// matches a long endpoint every time: a caller sending long keys
-		// cannot fill the cache with them.
+		// A longer path is compiled on every use, so that long keys cannot fill the cache.
 		c.overrides.Add(k, o)
 	}
 	return o, nil
 }
 
-// outcome is one descriptor's decision and the limit enforced (the rule's
-// or a live change's) with its header values and Envoy unit.
+// outcome is one descriptor's decision and the limit enforced (the rule's or a live change's),
+// with its header values and Envoy unit.
 type outcome struct {
 	decision.Outcome
 	rule     *rule
@@ -515,8 +495,7 @@ func (o outcome) code() rlsv3.RateLimitResponse_Code {
 	return rlsv3.RateLimitResponse_OK
 }
 
-// tighter reports whether o sets the headers rather than other: over-limit
-// first, then the least remaining.
+// tighter reports whether o sets the headers rather than other: over-limit, then fewer remaining.
 func (o outcome) tighter(other *outcome) bool {
 	if o.Verdict.Refuses() != other.Verdict.Refuses() {
 		return o.Verdict.Refuses()
@@ -548,8 +527,8 @@ func descriptorCost(req *rlsv3.RateLimitRequest, d *ratelimitv3.RateLimitDescrip
 	return cost
 }
 
-// decide makes and records one descriptor's decision through the decision
-// model, as the HTTP path does, live changes of the rule's tier included.
+// decide makes and records one descriptor's decision as the HTTP path does, live changes of the
+// rule's tier included.
 func (s *Service) decide(ctx context.Context, c *compiled, l *limiter.Limiter, r *rule, req *rlsv3.RateLimitRequest, d *ratelimitv3.RateLimitDescriptor) outcome {
 	cost := descriptorCost(req, d)
 	key := storeKey(req.Domain, d.GetEntries()) + r.keySuffix
@@ -580,10 +559,9 @@ func (s *Service) decide(ctx context.Context, c *compiled, l *limiter.Limiter, r
 	return o
 }
 
-// logFailure logs a decision that ended in an error. The store's Guard
-// logs failures as summaries; per decision, debug only. A cost no window
-// can admit is a mismatch between Envoy's hits_addend and the rules that
-// every request may repeat: its lines are summaries too.
+// logFailure logs a decision that ended in an error: at debug level, as the store's Guard
+// summarises failures, and a cost no window admits (hits_addend at odds with the rules, which
+// every request may repeat) as summaries.
 func (s *Service) logFailure(ctx context.Context, o outcome, cost int64) {
 	attrs := []slog.Attr{slog.String("endpoint", o.rule.path),
 		slog.String("status", string(o.Status())), slog.Int64("cost", cost), slog.String("error", o.Err.Error())}
@@ -630,9 +608,8 @@ type tierSet struct {
 	dflt  string
 }
 
-// SetTiers replaces the known plan tiers and the default tier (empty: keep
-// the current default), as a reload of serve's config changes them. Safe
-// for concurrent use with decisions.
+// SetTiers replaces the known plan tiers and the default tier (empty: keep the current one), as
+// a reload of serve's config does. Safe for concurrent use with decisions.
 func (s *Service) SetTiers(tiers []string, defaultTier string) {
 	if defaultTier == "" {
 		defaultTier = s.cfg.DefaultTier
@@ -647,10 +624,9 @@ func (s *Service) SetTiers(tiers []string, defaultTier string) {
 	s.tiers.Store(ts)
 }
 
-// endpoint is the metric label of a decision: the rule's path through the
-// descriptor tree (the domain, the keys, and only the values the config
-// itself names), or, with detailed_metric, the domain and the request's
-// keys and values while fewer than MaxDetailedEndpoints such labels exist.
+// endpoint is a decision's metric label: the rule's path (the domain, the keys and only the
+// values the config names) or, with detailed_metric, the domain and the request's keys and
+// values while fewer than MaxDetailedEndpoints such labels exist.
 func (s *Service) endpoint(r *rule, domain string, entries []*ratelimitv3.RateLimitDescriptor_Entry) string {
 	if !r.detailed || s.cfg.MaxDetailedEndpoints <= 0 {
 		return r.path
@@ -702,12 +678,11 @@ func (s *Service) DetailedEndpoints() []string {
 	return out
 }
 
-// storeKey is the limiter key of a descriptor: its domain and entries, each
-// part escaped so that distinct descriptors never share a key. A key longer
-// than decision.MaxKey bytes (the values are the client's: a header,
-// a path) is replaced by "=sha256:" and a hash of it (no escaped domain
-// holds a bare '='), as serve keys a long user id, so that a client sending huge values cannot make the store
-// hold huge keys, nor escape its limit by making the request invalid.
+// storeKey is a descriptor's limiter key: its domain and entries, each part escaped so that
+// distinct descriptors never share a key. One over decision.MaxKey bytes (the values are the
+// client's: a header, a path) becomes "=sha256:" and its hash (no escaped domain holds a bare
+// '='), so that huge values neither make huge store keys nor escape the limit by making the
+// request invalid.
 func storeKey(domain string, entries []*ratelimitv3.RateLimitDescriptor_Entry) string {
 	var b strings.Builder
 	b.WriteString(keyPrefix)

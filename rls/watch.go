@@ -19,27 +19,23 @@ type Watcher struct {
 	last [32]byte
 }
 
-// NewWatcher returns a Watcher of dir, taking the directory's content as
-// it is now as the last seen: create it before loading the directory, so
-// that no change made after the load goes unnoticed.
+// NewWatcher returns a Watcher of dir that takes its content now as the last seen: create it
+// before loading the directory, so that no change made after the load goes unnoticed.
 func NewWatcher(dir string) *Watcher { return &Watcher{dir: dir, last: hashDir(dir)} }
 
-// Run calls onChange each time the content of the domain files changes (a
-// file added, removed or edited), checking every interval (never when
-// interval is 0), and at each receive on trigger (nil: none) whatever the
-// content, until ctx is done. The files are hashed, so a touched but
-// unchanged file causes no call. onChange runs on Run's goroutine, one
-// call at a time. Run blocks; call it once.
+// Run calls onChange, until ctx is done, each time the domain files' content changes (a file
+// added, removed or edited; hashed, so a touched but unchanged file is no change), checking
+// every interval (never when 0), and at each receive on trigger (nil: none) whatever the
+// content. onChange runs on Run's goroutine, one call at a time. Run blocks; call it once.
 func (w *Watcher) Run(ctx context.Context, interval time.Duration, trigger <-chan struct{}, onChange func()) {
 	filewatch.Run(ctx, filewatch.Config{
 		Digest: func() [32]byte { return hashDir(w.dir) }, Since: w.last, Interval: interval, Trigger: trigger,
 	}, onChange)
 }
 
-// CheckReload returns why the rules next must not replace those in force,
-// old, on a reload, or nil: a directory left with no domain file (emptied,
-// or its files moved away mid-deploy) would make every descriptor
-// unlimited. A start on such a directory serves no domain, as configured.
+// CheckReload returns why the rules next must not replace old, those in force, on a reload, or
+// nil: a directory left with no domain file (emptied, or its files moved away mid-deploy) would
+// make every descriptor unlimited. A start on such a directory serves no domain, as configured.
 func CheckReload(dir string, old, next *Rules) error {
 	if len(next.domains) == 0 && len(old.domains) > 0 {
 		return fmt.Errorf("rls config dir %s: no domain file (*.yaml, *.yml) left; refusing to drop the domains in force %v", dir, old.Domains())
@@ -47,8 +43,7 @@ func CheckReload(dir string, old, next *Rules) error {
 	return nil
 }
 
-// hashDir hashes the names and contents of the domain files of dir; an
-// unreadable directory or file hashes to a value of its own.
+// hashDir hashes the names and contents of dir's domain files, an unreadable one by its error.
 func hashDir(dir string) [32]byte {
 	h := sha256.New()
 	entries, err := os.ReadDir(dir)
