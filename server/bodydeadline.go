@@ -10,22 +10,17 @@ import (
 	"time"
 )
 
-// Why the handler bounds the body rather than http.Server.ReadTimeout:
-// net/http keeps that deadline while the handler runs, and its background
-// read then cancels the request's context, cutting off a slow upstream's
-// answer or a leaky_bucket delay. So http.Server gets ReadHeaderTimeout
-// alone, and the handler sets ReadTimeout from its first body read until
-// the body is read.
+// The handler bounds the body, not http.Server.ReadTimeout: net/http keeps that
+// deadline while the handler runs, and its background read then cancels the
+// request's context, cutting off a slow upstream's answer or a leaky_bucket delay.
 
-// readDeadliner is the part of net/http's ResponseWriter that moves the
-// connection's read deadline (what http.ResponseController calls).
+// readDeadliner is the part of net/http's ResponseWriter that moves the read deadline.
 type readDeadliner interface {
 	SetReadDeadline(time.Time) error
 }
 
-// bodyDeadlines wraps a listener's handler so that a request's body must
-// arrive within ReadTimeout of the first read of it, and nothing else is
-// bounded by that deadline (see above).
+// bodyDeadlines wraps a listener's handler so that a request's body must arrive
+// within ReadTimeout of its first read, and nothing else is bounded by it.
 func (s *Server) bodyDeadlines(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rd, ok := w.(readDeadliner)
@@ -86,10 +81,9 @@ func (b *requestBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// BodyError is a failure to read a request's body from the client: a
-// malformed body (a bad chunk size) or a client too slow for ReadTimeout.
-// Whoever reads the body (the proxy's transport, the decision API) gets it
-// wrapped in this type, so that the failure is known as the client's.
+// BodyError is a failure to read a request's body from the client (a bad chunk
+// size, a client too slow for ReadTimeout), so that whoever reads the body (the
+// proxy, the decision API) knows the failure as the client's.
 type BodyError struct{ Err error }
 
 // Error is the underlying error's message.

@@ -35,32 +35,26 @@ type Deps struct {
 	AdminHandlers map[string]http.Handler
 	// OnPolicy is told of every policy put in force (the limits in force).
 	OnPolicy func(*httplimit.Policy)
-	// Sources, when set with a file, are loaded again when the file
-	// changes (reload.watch) and the result applied (Built.Reload).
+	// Sources, naming a file, are loaded again and applied when it changes (reload.watch).
 	Sources *config.Sources
-	// Reloads, when set, asks at each receive (one per SIGHUP) for Sources
-	// and rls.config_dir to be loaded again and applied, whatever their
-	// content and reload.watch.
+	// Reloads, when set, asks at each receive (one per SIGHUP) for Sources and
+	// rls.config_dir to be loaded again and applied, whatever reload.watch says.
 	Reloads <-chan struct{}
-	// StrictSecrets refuses, at start and on reload, a config whose secret
-	// files others may read; otherwise each is logged as a warning.
+	// StrictSecrets refuses a config whose secret files others may read (else: a warning).
 	StrictSecrets bool
 	// Trace, when set, wraps every decision in a span (Telemetry.Deps sets it).
 	Trace httplimit.TraceFunc
-	// Labels, with server.grpc_listen, is told the endpoints of the HTTP
-	// routes and of Envoy's descriptor rules together.
+	// Labels, with server.grpc_listen, is told the HTTP routes and descriptor rules together.
 	Labels EndpointLabels
 	// InstrumentRedis is given each Redis client before first use.
 	InstrumentRedis func(redis.UniversalClient) error
 	// BatchTracer links each batch of Redis decisions to their traces.
 	BatchTracer redisstore.BatchTracer
-	// Replication is told of the decisions whose Redis write no replica
-	// acknowledged in time (store.redis.durability wait), on every store.
+	// Replication is told of the writes no replica acknowledged in time (durability wait).
 	Replication redisstore.ReplicationObserver
-	// Region, with region.name, is told of sync rounds, decisions and
-	// cross-region round trips.
+	// Region, with region.name, is told of sync rounds, decisions and cross-region round trips.
 	Region region.Observer
-	// Logger; default discard.
+	// Logger receives the serve process's logs. Default: discard.
 	Logger *slog.Logger
 }
 
@@ -96,9 +90,7 @@ func Build(cfg *config.Config, d Deps) (*Built, error) {
 	if err != nil {
 		return fail(err)
 	}
-	// The failure summaries still waiting are logged after the last
-	// decision.
-	closers = append(closers, b.guard)
+	closers = append(closers, b.guard) // logs its waiting failure summaries after the last decision
 	if err := b.setupRegions(cfg, d, opened.Client); err != nil {
 		return fail(err)
 	}
@@ -141,9 +133,7 @@ func Build(cfg *config.Config, d Deps) (*Built, error) {
 	return b, nil
 }
 
-// newServer makes the Server of cfg: its listeners, the upstream and its
-// transport, the readiness of the opened store, the decision API's peers
-// and what to close at shutdown.
+// newServer makes cfg's Server, with the opened store's readiness and closers.
 func newServer(cfg *config.Config, d Deps, mw *httplimit.Middleware, opened OpenedStore,
 	adminHandlers map[string]http.Handler, authFailures *admin.AuthFailures, webConfig string, closers []io.Closer) (*Server, error) {
 	var upstream *url.URL
@@ -178,25 +168,22 @@ func newServer(cfg *config.Config, d Deps, mw *httplimit.Middleware, opened Open
 	})
 }
 
-// Built is a Server built from a config, able to reload its policy.
+// Built is a Server built from a config, able to reload its policy. Its
+// methods are safe for concurrent use.
 type Built struct {
 	*Server
-	store    limiter.Store
-	observer limiter.Observer
-	guard    *limiter.Guard // shared by every policy on store, across reloads
-	// authFailures counts the admin listener's refused tokens; nil
-	// without admin tokens.
-	authFailures *admin.AuthFailures
-	regions      *regions // nil without region.name
+	store        limiter.Store
+	observer     limiter.Observer
+	guard        *limiter.Guard      // shared by every policy on store, across reloads
+	authFailures *admin.AuthFailures // the admin listener's refused tokens; nil without admin tokens
+	regions      *regions            // nil without region.name
 	mu           sync.Mutex
 	live         liveState
 	grpc         *grpcListener // nil unless server.grpc_listen is set
-	// background are the parts Serve runs after the ways in, in the order
-	// they stop (backgroundParts).
-	background []part
-	serving    chan struct{} // closed once every part of Serve runs
-	running    context.CancelFunc
-	stopped    chan struct{} // closed when Serve returns
+	background   []part        // run by Serve after the ways in (backgroundParts)
+	serving      chan struct{} // closed once every part of Serve runs
+	running      context.CancelFunc
+	stopped      chan struct{} // closed when Serve returns
 }
 
 // Store is the store decisions are made on.
@@ -213,10 +200,8 @@ func (b *Built) policyConfig(cfg *config.Config) (httplimit.PolicyConfig, error)
 }
 
 // setupGuard makes the store's guard (breaker, failure summaries, local
-// fallback) from the store section and, for fail_policy local on Redis,
-// the instance heartbeat it divides limits by (run by Serve). Both outlive
-// reloads: a reload that changes the store section is logged as needing a
-// restart.
+// fallback) and, for fail_policy local on Redis, the instance heartbeat it
+// divides limits by (run by Serve). Both outlive reloads.
 func (b *Built) setupGuard(cfg *config.Config, d Deps, rdb redis.UniversalClient) (*heartbeat.Heartbeat, error) {
 	logger := b.logger(d)
 	sc := cfg.Store
@@ -270,11 +255,10 @@ func (b *Built) policy(cfg *config.Config) (*httplimit.Policy, error) {
 }
 
 // Reload compiles cfg's policy (routes, classes, limits, tiers, identity,
-// headers) on the same store, with the live changes, and swaps it in
-// atomically: every request sees the old policy or the new one, never a
-// mix. Listeners, the store and the other sections are not changed by a
-// reload; the keys that differ are logged as needing a restart. On error
-// the policy in force stays. Results are counted in ConfigMetrics.
+// headers) with the live changes and swaps it in atomically: a request sees
+// the old policy or the new one. Other keys that differ (listeners, the
+// store) are logged as needing a restart. On error the policy in force
+// stays. Results are counted in ConfigMetrics.
 func (b *Built) Reload(cfg *config.Config) error {
 	err := b.reload(cfg)
 	if err != nil {
@@ -295,8 +279,7 @@ type OpenedStore struct {
 	Client redis.UniversalClient
 }
 
-// Ready reports whether the store answers: a Redis PING within ctx; always
-// nil for the memory store. Safe for concurrent use.
+// Ready PINGs Redis within ctx; nil for the memory store. Safe for concurrent use.
 func (o OpenedStore) Ready(ctx context.Context) error {
 	if o.Client == nil {
 		return nil
@@ -304,8 +287,7 @@ func (o OpenedStore) Ready(ctx context.Context) error {
 	return o.Client.Ping(ctx).Err()
 }
 
-// readiness is Ready for a store that can fail, nil for the memory store
-// (always ready).
+// readiness is Ready for a store that can fail, nil for the memory store.
 func (o OpenedStore) readiness() func(context.Context) error {
 	if o.Client == nil {
 		return nil
@@ -313,8 +295,7 @@ func (o OpenedStore) readiness() func(context.Context) error {
 	return o.Ready
 }
 
-// Close closes the Redis client, if any. Call it once, after the last
-// decision.
+// Close closes the Redis client, if any. Call it once, after the last decision.
 func (o OpenedStore) Close() error {
 	if o.Client == nil {
 		return nil
@@ -329,8 +310,7 @@ func OpenStore(cfg *config.Config) (OpenedStore, error) {
 	return openStore(cfg, Deps{})
 }
 
-// redisStoreConfig is cfg's Redis store config with d's batch tracer and
-// replication observer, for this region's store and the peers' alike.
+// redisStoreConfig is cfg's Redis store config with d's observers, for every region's store.
 func (d Deps) redisStoreConfig(cfg *config.Config) redisstore.Config {
 	scfg := cfg.RedisStoreConfig()
 	scfg.BatchTracer = d.BatchTracer
@@ -338,8 +318,7 @@ func (d Deps) redisStoreConfig(cfg *config.Config) redisstore.Config {
 	return scfg
 }
 
-// openStore is OpenStore with the Redis store's batches traced and its
-// unreplicated writes observed as d says (unset: neither).
+// openStore is OpenStore with d's batch tracer and replication observer.
 func openStore(cfg *config.Config, d Deps) (OpenedStore, error) {
 	switch cfg.Store.Type {
 	case "", "memory":

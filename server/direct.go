@@ -14,14 +14,12 @@ import (
 	"time"
 )
 
-// The direct path: in front of a fast upstream, a proxied request costs
-// mostly the proxy's machinery (http.Transport's two goroutines per
-// connection, ReverseProxy's clones and sorted header writes). So a request
-// without a body to a plain http:// upstream is forwarded on the handler's
-// goroutine over a kept-alive connection of upstreamPool, written straight
-// from the incoming request and answered as ReverseProxy would answer it;
-// bodies, upgrades, 100-continue, h2c, https and an upstream URL with a
-// path or query go through the ReverseProxy.
+// The direct path: in front of a fast upstream, a proxied request costs mostly
+// the proxy's machinery (http.Transport's two goroutines per connection,
+// ReverseProxy's clones and sorted header writes). So a request without a body
+// to a plain http:// upstream is written straight from the incoming request on
+// the handler's goroutine, over a kept-alive connection of upstreamPool, and
+// answered as ReverseProxy would; everything else goes through ReverseProxy.
 
 // directProxy forwards the requests it can (handles), passes the others
 // to fallback. Safe for concurrent use.
@@ -32,9 +30,8 @@ type directProxy struct {
 	buffers  *bufferPool
 }
 
-// directPathFor says whether requests to upstream can take the direct
-// path: a plain http:// URL with no path beyond "/" and no query, on a
-// platform that can check idle connections.
+// directPathFor says whether requests to upstream can take the direct path: a plain
+// http:// URL with no path beyond "/", on a platform that can check idle connections.
 func directPathFor(upstream *url.URL, cfg TransportConfig) bool {
 	return directPath && upstream.Scheme == "http" && !cfg.H2C &&
 		(upstream.Path == "" || upstream.Path == "/") && upstream.RawQuery == "" && upstream.User == nil
@@ -66,8 +63,7 @@ func (p *directProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	announced := len(resp.Trailer)
 	if announced > 0 {
-		// Announced, as ReverseProxy does: http.ReadResponse keeps the
-		// Trailer header out of Header.
+		// Announced as ReverseProxy does: http.ReadResponse keeps Trailer out of Header.
 		keys := make([]string, 0, len(resp.Trailer))
 		for k := range resp.Trailer {
 			keys = append(keys, k)
@@ -81,8 +77,8 @@ func (p *directProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	err = p.copyBody(w, resp)
 	resp.Body.Close()
 	if err != nil {
-		// The client got the status and part of the body: cut the
-		// connection so that it cannot take the rest for complete.
+		// The client has the status and part of the body: cut the connection so
+		// that it cannot take what it got for complete.
 		panic(http.ErrAbortHandler)
 	}
 	if len(resp.Trailer) > 0 {
@@ -97,9 +93,8 @@ func (p *directProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// copyBody copies the response body to the client, flushing after each
-// write when its length is unknown (streams), as ReverseProxy does. An
-// error means the body was cut short, by either side.
+// copyBody copies the response body to the client, flushing each write of a stream
+// (unknown length) as ReverseProxy does. An error means the body was cut short.
 func (p *directProxy) copyBody(w http.ResponseWriter, resp *http.Response) error {
 	buf := p.buffers.Get()
 	defer p.buffers.Put(buf)
@@ -140,8 +135,7 @@ func hopByHop(k string) bool {
 	return false
 }
 
-// connectionTokens returns the Connection header's values, which name more
-// hop-by-hop headers; usually none.
+// connectionTokens returns the Connection header's values, naming more hop-by-hop headers.
 func connectionTokens(h http.Header) []string { return h["Connection"] }
 
 // hasToken says whether the comma-separated lists in vs name header k.
@@ -158,11 +152,9 @@ func hasToken(vs []string, k string) bool {
 	return false
 }
 
-// writeProxied writes r as the upstream gets it: the same method, path
-// and query, Host and headers, without hop-by-hop headers and with the
-// X-Forwarded-For chain extended by the client and X-Forwarded-Host and
-// -Proto set, as ReverseProxy with SetXForwarded sends it. The incoming
-// header names and values were checked by net/http when it read them.
+// writeProxied writes r as ReverseProxy with SetXForwarded would send it: without
+// hop-by-hop headers, the client appended to X-Forwarded-For. net/http checked the
+// incoming header names and values when it read them.
 func writeProxied(bw *bufio.Writer, r *http.Request, upstreamHost string) {
 	bw.WriteString(r.Method)
 	bw.WriteByte(' ')
@@ -217,9 +209,8 @@ func writeProxied(bw *bufio.Writer, r *http.Request, upstreamHost string) {
 	}
 }
 
-// upstreamPool keeps idle HTTP/1.1 connections to one upstream and
-// exchanges a request and its response on one of them, on the caller's
-// goroutine. It is safe for concurrent use.
+// upstreamPool keeps idle HTTP/1.1 connections to one upstream and exchanges a
+// request and its response on one, on the caller's goroutine. Safe for concurrent use.
 type upstreamPool struct {
 	host          string // the upstream's URL.Host
 	addr          string // host:port dialled
@@ -233,8 +224,7 @@ type upstreamPool struct {
 	sweep *time.Timer     // closes connections idle too long; nil when idle is empty
 }
 
-// newUpstreamPool returns a pool of connections to the upstream host (a
-// URL's Host, port 80 when it has none) with cfg's settings.
+// newUpstreamPool returns a pool for a URL's Host (port 80 when it has none).
 func newUpstreamPool(host string, cfg TransportConfig) *upstreamPool {
 	cfg = cfg.withDefaults()
 	addr := host
@@ -249,8 +239,7 @@ func newUpstreamPool(host string, cfg TransportConfig) *upstreamPool {
 	}
 }
 
-// upstreamConn is one connection to the upstream with its buffers; one
-// exchange at a time uses it.
+// upstreamConn is one connection to the upstream; one exchange at a time uses it.
 type upstreamConn struct {
 	pool      *upstreamPool
 	conn      net.Conn
@@ -261,11 +250,9 @@ type upstreamConn struct {
 	reused    bool // it served a request before this one
 }
 
-// roundTrip writes a request with write and reads its response, on an
-// idle connection or a new one, writing 1xx answers to w as they come. A
-// replayable request whose reused connection failed before any byte of an
-// answer is retried once on a new one, as http.Transport does. The body
-// must be read to its end or closed.
+// roundTrip writes a request with write and reads its response, writing 1xx answers to
+// w as they come. A replayable request whose reused connection failed before any byte
+// of an answer is retried once, as http.Transport does. Read the body to its end or close it.
 func (p *upstreamPool) roundTrip(r *http.Request, write func(*bufio.Writer), w http.ResponseWriter) (*http.Response, error) {
 	for retried := false; ; retried = true {
 		pc, err := p.get(r.Context())
@@ -320,8 +307,7 @@ func (p *upstreamPool) get(ctx context.Context) (*upstreamConn, error) {
 	return &upstreamConn{pool: p, conn: conn, br: bufio.NewReader(conn), bw: bufio.NewWriter(conn), probe: newIdleProbe(conn)}, nil
 }
 
-// put returns pc to the idle connections, or closes it when there are
-// enough.
+// put returns pc to the idle connections, or closes it when there are enough.
 func (p *upstreamPool) put(pc *upstreamConn) {
 	pc.idleSince = time.Now()
 	p.mu.Lock()
@@ -337,8 +323,7 @@ func (p *upstreamPool) put(pc *upstreamConn) {
 	p.mu.Unlock()
 }
 
-// closeStale closes the connections idle for IdleConnTimeout and comes
-// back for the others when they will be.
+// closeStale closes the connections idle for IdleConnTimeout and rearms for the rest.
 func (p *upstreamPool) closeStale() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -374,20 +359,17 @@ func (p *upstreamPool) CloseIdleConnections() {
 
 func (pc *upstreamConn) close() { _ = pc.conn.Close() }
 
-// aLongTimeAgo is a deadline in the past: a blocked read or write given it
-// returns at once.
+// aLongTimeAgo is a deadline in the past: a blocked read or write given it returns at once.
 var aLongTimeAgo = time.Unix(1, 0)
 
-// errHeaderTimeout is the upstream not answering within
-// ResponseHeaderTimeout.
+// errHeaderTimeout is the upstream not answering within ResponseHeaderTimeout.
 var errHeaderTimeout = errors.New("timeout awaiting response headers")
 
 // exchange writes a request and reads its response. unanswered is true
 // when the error came before any byte of the response.
 func (pc *upstreamConn) exchange(r *http.Request, write func(*bufio.Writer), w http.ResponseWriter) (resp *http.Response, err error, unanswered bool) {
 	ctx := r.Context()
-	// The client going away (or serve shutting down) aborts the exchange:
-	// reads and writes on the connection return at once.
+	// The client going away (or serve shutting down) aborts the exchange.
 	stop := context.AfterFunc(ctx, func() { _ = pc.conn.SetDeadline(aLongTimeAgo) })
 	fail := func(err error, unanswered bool) (*http.Response, error, bool) {
 		stop()
@@ -417,9 +399,8 @@ func (pc *upstreamConn) exchange(r *http.Request, write func(*bufio.Writer), w h
 		if resp.StatusCode >= 200 || resp.StatusCode == http.StatusSwitchingProtocols {
 			break
 		}
-		// An informational answer (103 Early Hints) goes to the client
-		// at once, without the headers of the final one; the limiter's
-		// stay for both.
+		// An informational answer (103 Early Hints) goes to the client at once,
+		// without the final answer's headers; the limiter's stay for both.
 		h := w.Header()
 		var copied []string
 		for k, vv := range resp.Header {
@@ -446,8 +427,7 @@ func (pc *upstreamConn) exchange(r *http.Request, write func(*bufio.Writer), w h
 	return resp, nil, false
 }
 
-// release ends an exchange: the connection goes back to the pool when it
-// may carry another request, else it is closed.
+// release ends an exchange, pooling the connection when it may carry another request.
 func (pc *upstreamConn) release(stop func() bool, reusable bool) {
 	if stop() && reusable && pc.br.Buffered() == 0 {
 		pc.pool.put(pc)
@@ -456,9 +436,8 @@ func (pc *upstreamConn) release(stop func() bool, reusable bool) {
 	pc.close()
 }
 
-// upstreamBody is a response body of an upstreamConn: read to its end it
-// gives the connection back, closed before it closes it. Read and Close
-// are called from one goroutine.
+// upstreamBody is a response body of an upstreamConn: read to its end it gives the
+// connection back; closed early it closes the connection. Used by one goroutine.
 type upstreamBody struct {
 	pc       *upstreamConn
 	body     io.ReadCloser

@@ -4,9 +4,8 @@ package server
 
 import "net"
 
-// directPath says whether this platform has the direct path: not here,
-// where an idle connection cannot be peeked at without blocking, so every
-// request goes through http.Transport.
+// directPath is false where an idle connection cannot be peeked at without
+// blocking: every request goes through http.Transport.
 const directPath = false
 
 type idleProbe struct{}

@@ -8,13 +8,11 @@ import (
 	"syscall"
 )
 
-// directPath says whether this platform has the direct path (it needs a
-// non-blocking peek at an idle connection).
+// directPath: the direct path needs a non-blocking peek at an idle connection.
 const directPath = true
 
-// idleProbe looks at an idle upstream connection without blocking. Made
-// once per connection, it allocates nothing per look. It is used by one
-// goroutine at a time (whoever holds the connection).
+// idleProbe looks at an idle upstream connection without blocking or allocating.
+// One goroutine at a time uses it (whoever holds the connection).
 type idleProbe struct {
 	rc   syscall.RawConn // nil: the connection has no file descriptor
 	look func(fd uintptr) bool
@@ -37,11 +35,9 @@ func newIdleProbe(c net.Conn) *idleProbe {
 	return p
 }
 
-// stillOpen says whether an idle upstream connection can carry another
-// request: the upstream has not closed it (an upstream closes idle
-// connections after its own keep-alive timeout, often shorter than ours,
-// and when it restarts) and sent nothing unasked. It costs one
-// non-blocking system call.
+// stillOpen says, at the cost of one non-blocking system call, whether an idle
+// connection can carry another request: the upstream (whose keep-alive timeout may
+// be shorter than ours) has not closed it, nor sent anything unasked.
 func (p *idleProbe) stillOpen() bool {
 	if p.rc == nil {
 		return true

@@ -20,11 +20,10 @@ import (
 	"github.com/rl-exporter/rl-exporter/rls"
 )
 
-// EndpointLabels is the part of the collector that is told which endpoint
-// labels exist and the limit in force on each. With the gRPC listener on,
-// the HTTP routes and the descriptor rules are given to it together, so a
-// change of either keeps the counts of the other. Implementations are safe
-// for concurrent use.
+// EndpointLabels is the part of the collector told which endpoint labels exist
+// and the limit in force on each. With the gRPC listener on, the HTTP routes and
+// descriptor rules are given together, so that a change of either keeps the
+// other's counts. Implementations are safe for concurrent use.
 type EndpointLabels interface {
 	// Reconfigure replaces the configured endpoints, tiers and default tier.
 	Reconfigure(endpoints, tiers []string, defaultTier string) error
@@ -32,9 +31,8 @@ type EndpointLabels interface {
 	SetLimit(endpoint, tier string, lim limiter.Limit) error
 }
 
-// grpcListener is Envoy's rate limit service on server.grpc_listen: bound
-// by Build, served by its part of Built.Serve (run), which stops after the
-// HTTP drain and before the store closes.
+// grpcListener is Envoy's rate limit service on server.grpc_listen: bound by
+// Build, served by its part of Built.Serve (run), stopped after the HTTP drain.
 type grpcListener struct {
 	ln            net.Listener
 	gs            *grpc.Server
@@ -56,13 +54,9 @@ type grpcListener struct {
 	defaultTierName string
 }
 
-// newGRPC opens server.grpc_listen and loads rls.config_dir; nil when no
-// gRPC listener is configured. The engine settings
-// (store, fail policy, timeout, breaker, observer, headers, tiers) are those
-// of the HTTP policy, so both ways in decide alike.
-//
-// With d.Labels set, d.OnPolicy is replaced by one that labels the HTTP
-// routes and the descriptor rules together (see EndpointLabels).
+// newGRPC opens server.grpc_listen and loads rls.config_dir; nil without
+// server.grpc_listen. It decides on the HTTP policy's engine, so that both ways
+// in decide alike, and wraps d.OnPolicy to follow each policy (followPolicy).
 func (b *Built) newGRPC(cfg *config.Config, d *Deps) (*grpcListener, error) {
 	if cfg.Server.GRPCListen == "" {
 		return nil, nil
@@ -116,10 +110,8 @@ func (b *Built) newGRPC(cfg *config.Config, d *Deps) (*grpcListener, error) {
 	return g, nil
 }
 
-// newRLSService builds the rate limit service of rules on the engine of
-// the HTTP policy. A new detailed_metric label sends on relabelNeeded
-// (without waiting) so that the collector is told of it off the decision
-// path.
+// newRLSService builds the rate limit service of rules on the HTTP policy's engine.
+// A new detailed_metric label signals relabelNeeded, to relabel off the decision path.
 func (b *Built) newRLSService(cfg *config.Config, d *Deps, rules *rls.Rules, logger *slog.Logger, relabelNeeded chan<- struct{}) (*rls.Service, error) {
 	pc := b.live.pc
 	// detailed_metric labels get the room the cardinality cap leaves beside
@@ -144,10 +136,9 @@ func (b *Built) newRLSService(cfg *config.Config, d *Deps, rules *rls.Rules, log
 	}, rules)
 }
 
-// followPolicy makes g follow the HTTP side: the live changes of the
-// descriptor rules, and every policy put in force (a reload of the config
-// file, a live change), which brings its header switches and the live
-// changes to the descriptors too, and, with d.Labels, the endpoint labels.
+// followPolicy makes g follow the HTTP side: every policy put in force (a reload,
+// a live change) brings its header switches and the live changes to the
+// descriptors and, with d.Labels, relabels the endpoints.
 func (b *Built) followPolicy(g *grpcListener, cfg *config.Config, d *Deps, rules *rls.Rules) {
 	if b.live.cache != nil {
 		// The descriptor rules become live-limit classes: read their hashes
@@ -172,10 +163,9 @@ func (b *Built) followPolicy(g *grpcListener, cfg *config.Config, d *Deps, rules
 	}
 }
 
-// run serves gRPC, watches rls.config_dir and, with labels, gives new
-// detailed_metric labels to the collector (their first decisions may count
-// as "other") until ctx is done; then it reports NOT_SERVING and lets
-// in-flight calls finish for up to the shutdown timeout.
+// run serves gRPC, watches rls.config_dir and relabels new detailed_metric labels
+// (their first decisions may count as "other") until ctx is done; then it reports
+// NOT_SERVING and lets in-flight calls finish for up to the shutdown timeout.
 func (g *grpcListener) run(ctx context.Context, ready func()) error {
 	var wg sync.WaitGroup
 	served := make(chan error, 1)
@@ -245,11 +235,9 @@ func (b *Built) reloadRLS(g *grpcListener, dir string) {
 	g.logger.Info("rls config reloaded", slog.String("dir", dir), slog.Any("domains", rules.Domains()))
 }
 
-// rlsTargets lists every limited rule × plan tier of rules as a live-limit
-// target: the class is the rule's endpoint label (its path through the
-// descriptor tree, "messaging.message_type_marketing.to_number"), which
-// no HTTP class name can be (they hold no '.'). Blocked rules
-// (requests_per_unit 0) are left out: they have no limit to change.
+// rlsTargets lists every limited rule × plan tier as a live-limit target whose class
+// is the rule's endpoint label ("messaging.message_type_marketing.to_number"), which
+// no HTTP class name can be (they hold no '.'). Blocked rules have no limit to change.
 func rlsTargets(rules *rls.Rules, cfg *config.Config) []livelimits.Target {
 	var out []livelimits.Target
 	for _, r := range rules.Limits() {
@@ -273,9 +261,8 @@ func (b *Built) liveTargets(cfg *config.Config) []livelimits.Target {
 	return out
 }
 
-// refreshLive reads the live-limit hashes (those of new targets among
-// them) and puts the changes in force on the descriptors. A store that
-// does not answer is logged; the periodic refresh reads them later.
+// refreshLive reads the live-limit hashes and puts them in force on the descriptors;
+// a store that does not answer is logged, and the periodic refresh reads them later.
 func (g *grpcListener) refreshLive() {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
@@ -343,9 +330,8 @@ func (g *grpcListener) relabel(p *httplimit.Policy) {
 	setLabels(g.labels, g.logger, endpoints, tiers, dflt, limits)
 }
 
-// setLabels tells labels the endpoints and tiers, then the limit in force
-// on each endpoint × tier of limits. Failures are logged: the metrics
-// keep their previous labels.
+// setLabels tells labels the endpoints and tiers, then each limit in force.
+// Failures are logged: the metrics keep their previous labels.
 func setLabels(labels EndpointLabels, logger *slog.Logger, endpoints, tiers []string, dflt string, limits []httplimit.EndpointLimit) {
 	if err := labels.Reconfigure(endpoints, tiers, dflt); err != nil {
 		logger.Warn("metrics: reconfigure labels", slog.String("error", err.Error()))
@@ -359,8 +345,7 @@ func setLabels(labels EndpointLabels, logger *slog.Logger, endpoints, tiers []st
 	}
 }
 
-// GRPCAddr returns the bound address of the gRPC listener, or "" when it
-// is not open.
+// GRPCAddr returns the bound address of the gRPC listener, or "" when it is not open.
 func (b *Built) GRPCAddr() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -374,10 +359,9 @@ var rlsInvalidDesc = prometheus.NewDesc("rate_limit_rls_invalid_requests_total",
 	"Rate limit service requests that were invalid, by reason: too_many_descriptors, too_many_entries, too_long (a domain or entry key), invalid (answered INVALID_ARGUMENT), or cost_exceeds_limit (a hits_addend above the descriptor's quota, answered OVER_LIMIT).",
 	[]string{"reason"}, nil)
 
-// RLSMetrics returns the rate limit service's own counters,
-// rate_limit_rls_invalid_requests_total by reason, as a
-// prometheus.Collector to register on the registry /metrics serves; it
-// collects nothing while the gRPC listener is off. Safe for concurrent use.
+// RLSMetrics returns rate_limit_rls_invalid_requests_total, by reason, as a
+// prometheus.Collector for the /metrics registry; it collects nothing without
+// the gRPC listener. Safe for concurrent use.
 func (b *Built) RLSMetrics() prometheus.Collector { return rlsMetrics{b} }
 
 type rlsMetrics struct{ b *Built }

@@ -9,31 +9,27 @@ import (
 	"github.com/rl-exporter/rl-exporter/config"
 )
 
-// How a request's head is bounded. net/http reads 4096 bytes past
-// http.Server.MaxHeaderBytes (its bufio slack), so it is given the bound
-// less that slack. It has no bound on the number of fields (90,000 small
-// ones fit in 1 MB, each a string and a slice entry, twice with the
-// proxy's copy), so headerCountLimit answers 431 before any other work.
+// How a request's head is bounded: net/http reads 4096 bytes past
+// http.Server.MaxHeaderBytes, so it is given the bound less that slack; it does not
+// bound the number of fields (90,000 small ones fit in 1 MB, each a string and a
+// slice entry), so headerCountLimit answers 431 before any other work.
 
 // Defaults of Config's header bounds: those of the config file.
 const (
 	DefaultMaxHeaderBytes = config.DefaultMaxHeaderBytes
 	DefaultMaxHeaderCount = config.DefaultMaxHeaderCount
-	// MinMaxHeaderBytes is the least MaxHeaderBytes may be: net/http's
-	// slack, so that the bound left for net/http is positive, and a 4 KiB
-	// head beyond it.
+	// MinMaxHeaderBytes is the least MaxHeaderBytes may be: net/http's slack, so that
+	// net/http's own bound is positive, and a 4 KiB head beyond it.
 	MinMaxHeaderBytes = 2 * headerReadSlack
 )
 
-// headerReadSlack is what net/http reads of a request's head beyond
-// http.Server.MaxHeaderBytes before it answers 431.
+// headerReadSlack is what net/http reads of a head beyond MaxHeaderBytes before its 431.
 const headerReadSlack = 4096
 
-// LimitHeaders bounds the heads of srv's requests: at most maxBytes bytes
-// (request line and header fields, MinMaxHeaderBytes at least) and maxCount
-// header field lines, Host included; past either the client gets 431. It
-// sets srv.MaxHeaderBytes and wraps srv.Handler, so call it before srv
-// serves.
+// LimitHeaders bounds the heads of srv's requests to maxBytes bytes (request line
+// and fields, MinMaxHeaderBytes at least) and maxCount field lines, Host included;
+// past either the client gets 431. It sets srv.MaxHeaderBytes and wraps srv.Handler,
+// so call it before srv serves.
 func LimitHeaders(srv *http.Server, maxBytes, maxCount int) {
 	srv.MaxHeaderBytes = max(maxBytes, MinMaxHeaderBytes) - headerReadSlack
 	h := srv.Handler
@@ -43,9 +39,8 @@ func LimitHeaders(srv *http.Server, maxBytes, maxCount int) {
 	srv.Handler = headerCountLimit(h, maxCount, nil)
 }
 
-// headerCountLimit answers 431 to a request with more than limit header
-// field lines (each value of Request.Header, and Host), counting it in
-// refused when set; the others go to next.
+// headerCountLimit answers 431 to a request with more than limit header field lines,
+// counting it in refused when set; the others go to next.
 func headerCountLimit(next http.Handler, limit int, refused *atomic.Uint64) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if n := headerCount(r); n > limit {
@@ -75,9 +70,8 @@ func headerCount(r *http.Request) int {
 	return n
 }
 
-// netHTTP431 is how net/http answers a head over MaxHeaderBytes, written in
-// one piece on the connection (a handler's answer goes through a buffer and
-// is JSON), which is how oversizedConn tells it apart.
+// netHTTP431 is how net/http answers a head over MaxHeaderBytes: one write on the
+// connection, unlike a handler's buffered JSON, so slowClientConn.Write can tell it.
 var netHTTP431 = []byte("HTTP/1.1 431 Request Header Fields Too Large\r\nContent-Type: text/plain")
 
 // countOversized counts in refused the answer p when it is net/http's 431.

@@ -19,20 +19,18 @@ import (
 	"github.com/rl-exporter/rl-exporter/limiter/redisstore"
 )
 
-// part is one long-running piece of a serve process: the HTTP listeners,
-// the gRPC listener, a watcher, a background loop. run starts it, calls
-// ready once it does its job (a listener accepts), and returns once ctx is
-// done and it has stopped; an error it returns stops the whole process.
+// part is one long-running piece of a serve process (a listener, a watcher, a
+// loop): run calls ready once it does its job and returns once ctx is done and
+// it has stopped; an error it returns stops the whole process.
 type part struct {
 	name string
 	run  func(ctx context.Context, ready func()) error
 }
 
-// runParts runs parts under one run.Group until ctx is done or a part
-// returns, then stops them one after another in the order given, each
-// having stopped before the next is asked to (so the ways in drain before
-// what they decide on stops). ready is closed once every part called its
-// ready. It returns the first part's error, named after it.
+// runParts runs parts under one run.Group until ctx is done or a part returns,
+// then stops them one at a time in the order given, so the ways in drain before
+// what they decide on stops. ready is closed once every part called its ready.
+// It returns the first part's error, named after it.
 func runParts(ctx context.Context, logger *slog.Logger, ready chan<- struct{}, parts []part) error {
 	var g run.Group
 	ctx, cancel := context.WithCancel(ctx)
@@ -84,13 +82,11 @@ var errServedTwice = errors.New("server: Serve called twice")
 // accept and the watchers watch. Safe for concurrent use.
 func (b *Built) Ready() <-chan struct{} { return b.serving }
 
-// Serve runs every part of the server under one group until ctx is done
-// or one of them fails, then stops them in order: the HTTP listeners
-// drain (see Server.Serve), the gRPC listener drains, the watchers and the
-// live-limit refresh stop, the region shipper ships its last round, the
-// heartbeat leaves the instance set, and then the store closes. It
-// returns nil after a clean shutdown, else the first part's error. Call
-// it once.
+// Serve runs every part under one run group until ctx is done or a part fails,
+// then stops them in order: the HTTP and gRPC listeners drain, the watchers and
+// the live-limit refresh stop, the region shipper ships its last round, the
+// heartbeat leaves the instance set, the shard watch stops, and the store closes.
+// It returns nil after a clean shutdown, else the first part's error. Call it once.
 func (b *Built) Serve(ctx context.Context) error {
 	b.mu.Lock()
 	if b.running != nil {
@@ -200,8 +196,7 @@ func (s *Server) serveHTTP(ctx context.Context, ready func()) error {
 	return serveErr
 }
 
-// serveListener serves one listener: the metrics listener through the
-// exporter-toolkit web config when one is set, the others plainly.
+// serveListener serves one listener, the metrics one through its web config when set.
 func (s *Server) serveListener(name string, srv *http.Server, ln net.Listener) error {
 	if name == "metrics" && s.cfg.MetricsWebConfigFile != "" {
 		return collector.Serve(ln, srv, s.cfg.MetricsWebConfigFile, s.logger)
@@ -209,10 +204,8 @@ func (s *Server) serveListener(name string, srv *http.Server, ln net.Listener) e
 	return srv.Serve(ln)
 }
 
-// backgroundParts are the parts that serve the ways in, in the order they
-// stop: the live-limit refresh, the region shipper (one last round), the
-// instance heartbeat (leaving the instance set) and the Cluster's shard
-// watch, all before the store's client closes.
+// backgroundParts are the parts that serve the ways in, in the order they stop:
+// live-limit refresh, region shipper, heartbeat and the Cluster's shard watch.
 func (b *Built) backgroundParts(cfg *config.Config, hb *heartbeat.Heartbeat, rdb redis.UniversalClient) []part {
 	var out []part
 	if c := b.live.cache; c != nil {

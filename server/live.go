@@ -22,11 +22,10 @@ import (
 	"github.com/rl-exporter/rl-exporter/livelimits"
 )
 
-// ConfigMetrics counts configuration events: invalid live-limit values
-// (rate_limit_config_errors_total) and reloads of the config file by
-// result (rate_limit_config_reloads_total{result="success"|"error"}). It is
-// a prometheus.Collector; register it on the registry /metrics serves.
-// Safe for concurrent use.
+// ConfigMetrics counts invalid live-limit values (rate_limit_config_errors_total)
+// and reloads of the config file and of rls.config_dir by result
+// (rate_limit_config_reloads_total). It is a prometheus.Collector for the
+// /metrics registry, safe for concurrent use.
 type ConfigMetrics struct {
 	errors     atomic.Uint64
 	reloadsOK  atomic.Uint64
@@ -86,10 +85,9 @@ func (b *Built) ConfigMetrics() *ConfigMetrics { return b.live.metrics }
 // LiveLimits returns the live-limit cache, nil when live limits are off.
 func (b *Built) LiveLimits() *livelimits.Cache { return b.live.cache }
 
-// setupLive prepares the live-limit cache (on Redis when the store is
-// Redis, else in process) and reads it once, so that a change made before
-// start applies from the first request. A Redis that does not answer is
-// logged and read again later.
+// setupLive prepares the live-limit cache (on Redis with the Redis store, else in
+// process) and reads it once, so that a change made before start applies from the
+// first request; a Redis that does not answer is logged and read again later.
 func (b *Built) setupLive(cfg *config.Config, d Deps, client redis.UniversalClient) error {
 	b.live.cfg = cfg
 	b.live.metrics = NewConfigMetrics()
@@ -144,9 +142,8 @@ func targets(cfg *config.Config) []livelimits.Target {
 	return out
 }
 
-// adminHandlers adds the admin API to the caller's handlers when admin
-// tokens are configured: then every handler of the admin listener, the
-// caller's and /debug/pprof/, needs a token (read-only is enough to read).
+// adminHandlers adds the admin API to the caller's handlers when admin tokens are
+// configured, and then every handler, /debug/pprof/ included, needs a token.
 // Without tokens the caller's handlers answer 403 (admin.NeedsTokens): the
 // top-limited keys name clients.
 func (b *Built) adminHandlers(cfg *config.Config, extra map[string]http.Handler, keys admin.KeyResetter) (map[string]http.Handler, error) {
@@ -237,9 +234,8 @@ func (b *Built) withLive(pc httplimit.PolicyConfig) httplimit.PolicyConfig {
 	return pc
 }
 
-// compile builds the policy of pc with the live changes; a live change the
-// policy refuses (it cannot be, they are validated alike) is logged and
-// left out rather than leaving the file's change unapplied.
+// compile builds the policy of pc with the live changes; should the policy refuse
+// them, they are logged and left out rather than the file's change.
 func (b *Built) compile(pc httplimit.PolicyConfig) (*httplimit.Policy, error) {
 	p, err := httplimit.NewPolicy(b.withLive(pc))
 	if err == nil || b.live.cache == nil {
@@ -265,12 +261,10 @@ func (b *Built) applyLive(livelimits.Overlay) {
 	b.live.logger.Info("live limits applied")
 }
 
-// reload applies cfg: the policy (routes, classes, limits, tiers,
-// identity, headers) with the live changes, atomically, and the admin
-// tokens (admin.tokens_file read again). A cfg that config.CheckReload
-// refuses, whose admin tokens do not load, or, with StrictSecrets, whose
-// secret files are readable by others, changes nothing. Keys that need a
-// restart are logged.
+// reload applies cfg's policy with the live changes, and its admin tokens
+// (admin.tokens_file read again). A cfg that config.CheckReload refuses, whose
+// admin tokens do not load, or, with StrictSecrets, whose secret files others
+// may read, changes nothing.
 func (b *Built) reload(cfg *config.Config) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -322,9 +316,8 @@ func (b *Built) reload(cfg *config.Config) error {
 	return nil
 }
 
-// reloadFromSources loads the config again (file, environment, flags) and
-// applies it, counting the result and logging it with what asked for it
-// (a change of the file, or SIGHUP).
+// reloadFromSources loads the config again (file, environment, flags) and applies
+// it, counting and logging the result with its trigger (file change or SIGHUP).
 func (b *Built) reloadFromSources() {
 	trigger := "file change"
 	if b.live.asked.Swap(false) {
@@ -346,9 +339,8 @@ func (b *Built) reloadFromSources() {
 }
 
 // followReloads reloads the config and rls.config_dir at each receive on
-// Deps.Reloads until ctx is done: through the file's watch when it runs
-// (watch), so that the reload is not applied again by its content check,
-// else at once.
+// Deps.Reloads until ctx is done: through the file's watch when it runs, so that
+// its content check does not apply the reload again, else at once.
 func (b *Built) followReloads(ctx context.Context, watch chan<- struct{}) {
 	for {
 		select {
@@ -377,8 +369,7 @@ func (b *Built) followReloads(ctx context.Context, watch chan<- struct{}) {
 	}
 }
 
-// defaultMetricsHandler serves the Go and process collectors and the
-// config counters, for a server built without a metrics handler.
+// defaultMetricsHandler serves the Go and process collectors and the config counters.
 func defaultMetricsHandler(m *ConfigMetrics) http.Handler {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), m)

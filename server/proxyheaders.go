@@ -6,12 +6,10 @@ import (
 	"github.com/rl-exporter/rl-exporter/decision"
 )
 
-// How an upstream's answer is merged with the rate-limit headers, on both
-// proxy paths: a header the limiter set (decision.HeaderNames) replaces
-// the upstream's of that name, since it describes the limit that refuses
-// the client's next requests and two values in a one-value field are read
-// as either; every other upstream header passes as it came, and so do the
-// upstream's rate-limit headers when the limiter set none.
+// How both proxy paths merge an upstream's answer with the rate-limit headers: a
+// header the limiter set (decision.HeaderNames) replaces the upstream's of that
+// name, since it describes the limit that refuses the client's next requests and two
+// values in a one-value field are read as either; every other header passes as it came.
 
 // limiterHeaders are the names of decision.HeaderNames.
 var limiterHeaders = func() map[string]bool {
@@ -29,10 +27,9 @@ func setByLimiter(h http.Header, k string) bool {
 	return set && limiterHeaders[k]
 }
 
-// limiterFirst serves the requests of the ReverseProxy path with the merge
-// above: httputil.ReverseProxy appends the upstream's headers to the
-// response's, so the limiter's are put back, alone, before each status is
-// written.
+// limiterFirst applies the merge above on the ReverseProxy path, which appends the
+// upstream's headers to the response's: the limiter's are put back, alone, before
+// each status is written.
 type limiterFirst struct{ next http.Handler }
 
 // ServeHTTP implements http.Handler.
@@ -55,9 +52,8 @@ func (l limiterFirst) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	l.next.ServeHTTP(lw, r)
 }
 
-// limiterWriter is a ResponseWriter that restores the limiter's headers,
-// keys and vals, before each status it writes. It is used by the
-// handler's goroutine alone, as a ResponseWriter is.
+// limiterWriter is a ResponseWriter that restores the limiter's headers, keys and
+// vals, before each status it writes. Used by the handler's goroutine alone.
 type limiterWriter struct {
 	http.ResponseWriter
 	keys  []string
@@ -85,6 +81,5 @@ func (lw *limiterWriter) Write(p []byte) (int, error) {
 	return lw.ResponseWriter.Write(p)
 }
 
-// Unwrap gives http.ResponseController the writer underneath (flushes,
-// deadlines, hijacking for upgrades).
+// Unwrap gives http.ResponseController the writer underneath (flush, deadlines, hijack).
 func (lw *limiterWriter) Unwrap() http.ResponseWriter { return lw.ResponseWriter }

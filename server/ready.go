@@ -7,9 +7,8 @@ import (
 	"time"
 )
 
-// storeState is the store's reachability as Config.Ready last answered it,
-// shared by every /readyz call, so that probes however frequent cost the
-// store one check per ReadyTimeout, made once for all the callers waiting.
+// storeState is the store's reachability as Config.Ready last answered it, shared
+// by every /readyz call so that probes cost the store one check per ReadyTimeout.
 // Safe for concurrent use.
 type storeState struct {
 	ctx    context.Context // ends the check in flight at shutdown
@@ -23,8 +22,7 @@ type storeState struct {
 
 func (st *storeState) init() { st.ctx, st.cancel = context.WithCancel(context.Background()) }
 
-// storeErr is the store's reachability at most ReadyTimeout old: nil when
-// it answered, else why not.
+// storeErr is the store's reachability, at most ReadyTimeout old: nil when it answered.
 func (s *Server) storeErr(ctx context.Context) error {
 	st := &s.store
 	st.mu.Lock()
@@ -50,9 +48,8 @@ func (s *Server) storeErr(ctx context.Context) error {
 	return st.err
 }
 
-// checkStore asks Config.Ready, keeps its answer and closes done. The
-// error, which names the store's address, goes to the log when the store
-// becomes unreachable, never to /readyz's clients.
+// checkStore asks Config.Ready, keeps its answer and closes done. The error names
+// the store's address, so it goes to the log, never to /readyz's clients.
 func (s *Server) checkStore(done chan struct{}) {
 	st := &s.store
 	ctx, cancel := context.WithTimeout(st.ctx, s.cfg.ReadyTimeout)

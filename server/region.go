@@ -19,12 +19,10 @@ import (
 	"github.com/rl-exporter/rl-exporter/region"
 )
 
-// regions is the multi-region part of a Built: the region.Set made at start
-// from store.redis (this region) and region.peers, and the store of each
-// region mode and options handed out to the policies. The region block is
-// read once, at start: a reload that changes it is logged as needing a
-// restart, while a class's region_mode and hybrid_threshold apply on reload
-// (the store of a mode not used before is made then). Safe for concurrent use.
+// regions is the multi-region part of a Built: the region.Set of store.redis and
+// region.peers, and the store of each region mode and options the policies use.
+// The region block is read at start; a class's region_mode and hybrid_threshold
+// apply on reload, making a store then if need be. Safe for concurrent use.
 type regions struct {
 	set   *region.Set
 	block config.Region           // the block the set was made from
@@ -35,10 +33,9 @@ type regions struct {
 	modes  map[limiter.Store]region.Mode // the mode of each store in stores
 }
 
-// supports returns an error naming the class, tier and mode when the
-// region mode whose store decides c's tier cannot enforce lim's algorithm
-// (a live change, validated as a limit of the file but not against the
-// tier's mode); nil for a local tier or without regions.
+// supports returns an error naming the class, tier and mode when the region mode
+// deciding c's tier cannot enforce lim's algorithm (a live change is not validated
+// against the tier's mode); nil for a local tier or without regions.
 func (r *regions) supports(c httplimit.Class, tier string, lim limiter.Limit) error {
 	if r == nil {
 		return nil
@@ -61,12 +58,10 @@ type regionStoreKey struct {
 	opt  region.StoreOptions
 }
 
-// setupRegions opens the peers' clients and makes the region.Set when
-// cfg names a region; without region.name it does nothing (every class is
-// local). Then every region's Redis is readied for the first decisions
-// (warmRegions), for a bounded time: an unreachable one does not stop
-// serve; it makes the strict decisions homed there follow
-// store.fail_policy, and async decisions go on with its last known counts.
+// setupRegions, with region.name, opens the peers' clients, makes the region.Set
+// and readies every region's Redis (warmRegions). An unreachable region does not
+// stop serve: strict decisions homed there follow store.fail_policy, and async
+// ones go on with its last known counts.
 func (b *Built) setupRegions(cfg *config.Config, d Deps, local redis.UniversalClient) error {
 	if cfg.Region.Name == "" {
 		return nil
@@ -104,15 +99,13 @@ func (b *Built) setupRegions(cfg *config.Config, d Deps, local redis.UniversalCl
 	return nil
 }
 
-// minRegionWarm is the shortest bound on serve's wait at start for the
-// regions' Redis to be readied (region.sync_timeout when longer); serve
-// waits only as long as the slowest region takes.
+// minRegionWarm is the least bound on the wait at start for the regions' Redis
+// to be readied (region.sync_timeout when longer).
 const minRegionWarm = 2 * time.Second
 
-// warmRegions readies every region's Redis before serve takes requests
-// (region.Set.Warm), all regions at once, for at most bound. A region that
-// does not answer in time is logged; decisions homed there dial and load
-// their scripts on first use, as without the warm-up.
+// warmRegions readies every region's Redis (region.Set.Warm) for at most bound.
+// A region that does not answer in time is logged; decisions homed there dial
+// and load their scripts on first use.
 func warmRegions(set *region.Set, bound time.Duration, logger *slog.Logger) {
 	ctx, cancel := context.WithTimeout(context.Background(), bound)
 	defer cancel()
@@ -122,8 +115,7 @@ func warmRegions(set *region.Set, bound time.Duration, logger *slog.Logger) {
 	}
 }
 
-// openPeer opens the client of the peer region name, instrumented like
-// this region's.
+// openPeer opens the client of the peer region name, instrumented like this region's.
 func openPeer(cfg *config.Config, name string, d Deps) (redis.UniversalClient, error) {
 	key := "region.peers." + name
 	cc, err := cfg.PeerClientConfig(name)
@@ -141,9 +133,8 @@ func openPeer(cfg *config.Config, name string, d Deps) (redis.UniversalClient, e
 	return client, nil
 }
 
-// Close stops the shipping of counts (one last round, bounded by
-// region.sync_timeout) and then closes the peers' clients. It runs after
-// the last decision and before this region's client closes.
+// Close ships one last round (bounded by region.sync_timeout) and closes the
+// peers' clients; call it after the last decision, before this region's client closes.
 func (r *regions) Close() error {
 	return errors.Join(r.set.Close(), r.closeClients())
 }
@@ -156,9 +147,8 @@ func (r *regions) closeClients() error {
 	return errors.Join(errs...)
 }
 
-// store returns the store of mode with opt, made once and shared by every
-// policy that asks for it, so that a reload keeps the stores (and their
-// counts in flight) of the modes it keeps.
+// store returns the store of mode with opt, made once and shared, so that a reload
+// keeps the stores (and their counts in flight) of the modes it keeps.
 func (r *regions) store(mode region.Mode, opt region.StoreOptions) (limiter.Store, error) {
 	switch mode { // the options a mode does not read do not make another store
 	case region.ModeAsync:
@@ -181,10 +171,9 @@ func (r *regions) store(mode region.Mode, opt region.StoreOptions) (limiter.Stor
 	return st, nil
 }
 
-// setRegionStores gives each class and tier of pc whose region mode is not
-// local the store of its mode. The tiers' homes are those of the region
-// block the process started with (region.tier_homes needs a restart, as
-// the rest of the block); the modes and hybrid thresholds are cfg's.
+// setRegionStores gives each class and tier of pc whose region mode is not local
+// the store of its mode: cfg's modes and hybrid thresholds, with the tier homes of
+// the region block the process started with.
 func (b *Built) setRegionStores(cfg *config.Config, pc *httplimit.PolicyConfig) error {
 	for i, c := range pc.Classes {
 		for _, tier := range cfg.Tiers.Names {
@@ -211,8 +200,7 @@ func (b *Built) setRegionStores(cfg *config.Config, pc *httplimit.PolicyConfig) 
 	return nil
 }
 
-// regionObserver passes the region package's observations to the
-// collector's region metrics, which take the mode as a plain string.
+// regionObserver hands the region package's observations to the collector (mode as a string).
 type regionObserver struct{ m *collector.Region }
 
 func (o regionObserver) ObserveSync(peer string, lag time.Duration, err error) {

@@ -1,25 +1,17 @@
 // Package server is the process behind `rl-exporter serve`: a reverse proxy
-// to an upstream with the rate-limit middleware in front, the decision API,
-// health and readiness endpoints, /metrics, and an optional admin listener,
-// with a graceful shutdown.
+// to an upstream behind the rate-limit middleware, the decision API, health
+// and readiness endpoints, /metrics and an optional admin listener.
 //
 // Reserved paths on the main listener (never proxied):
 //
-//	POST /v1/check   the decision API (httplimit.CheckHandler), for the
-//	                 peers in Config.CheckAPI only; proxied when disabled
-//	/metrics         Prometheus metrics      } moved to their own listener
-//	/healthz         the process is up       } when MetricsListen is set
-//	/readyz          decisions can be made   }
+//	POST /v1/check  the decision API, for Config.CheckAPI's peers (proxied when disabled)
+//	/metrics        Prometheus metrics     } on their own listener
+//	/healthz        the process is up      } when MetricsListen is set
+//	/readyz         decisions can be made  }
 //
-// Anything that shows users' keys is served only on the admin listener,
-// which is off unless AdminListen is set.
-//
-// Every listener bounds what a client may hold: ReadHeaderTimeout the
-// headers, ReadTimeout the body once it is read, IdleTimeout a kept-alive
-// connection between requests, MaxHeaderBytes and MaxHeaderCount the size
-// of a request's head. A connection cut off by the first two while a
-// request was arriving is counted as a slow client, a head refused by the
-// last two as oversized (Metrics).
+// What shows users' keys is served only on the admin listener (AdminListen).
+// Every listener bounds what a client may hold (Config's timeouts and header
+// bounds); Metrics counts the slow clients cut off and the oversized heads refused.
 package server
 
 import (
@@ -68,8 +60,7 @@ const (
 type Config struct {
 	// Listen is the main listener's address ("host:port"; port 0 picks one).
 	Listen string
-	// MetricsListen, when set, serves /metrics, /healthz and /readyz
-	// instead of the main listener, so the upstream can have those paths.
+	// MetricsListen, when set, serves /metrics, /healthz and /readyz, leaving those paths to the upstream.
 	MetricsListen string
 	// AdminListen, when set, serves AdminHandlers. Off by default.
 	AdminListen string
@@ -80,39 +71,32 @@ type Config struct {
 	Middleware *httplimit.Middleware
 	// CheckAPI says who may use the decision API. Zero: this host alone.
 	CheckAPI CheckAPI
-	// Ready reports whether the store is reachable (a Redis PING); nil:
-	// always. It is called at most once at a time, bounded by ReadyTimeout,
-	// and its answer reused for ReadyTimeout, so that probes however
-	// frequent cost the store at most one PING per ReadyTimeout.
+	// Ready reports whether the store is reachable (nil: always). One call at a time, bounded by
+	// ReadyTimeout, answers every probe for ReadyTimeout: at most one PING per ReadyTimeout.
 	Ready        func(context.Context) error
 	ReadyTimeout time.Duration
-	// FailPolicy ("open", "local" or "closed"; empty: "open") is reported
-	// by /readyz, which stays ready during a store outage unless it is
-	// "closed" (everything rejected) or ReadyStrict is set.
+	// FailPolicy ("open", "local" or "closed"; empty: "open"): /readyz stays ready
+	// during a store outage unless it is "closed" or ReadyStrict is set.
 	FailPolicy  string
 	ReadyStrict bool
 	// ReadHeaderTimeout bounds reading a request's headers.
 	ReadHeaderTimeout time.Duration
-	// ReadTimeout bounds reading a request's body from the handler's first
-	// read of it (so a leaky_bucket delay is not counted); a client still
-	// sending then is cut off.
+	// ReadTimeout bounds reading a body from the handler's first read of it (so a
+	// leaky_bucket delay is not counted); a client still sending then is cut off.
 	ReadTimeout time.Duration
 	// IdleTimeout closes a kept-alive connection idle for this long.
 	IdleTimeout time.Duration
-	// MaxHeaderBytes (at least MinMaxHeaderBytes) and MaxHeaderCount
-	// (Host included) bound a request's head on every listener; beyond
-	// either the answer is 431, before anything else is done.
+	// MaxHeaderBytes (at least MinMaxHeaderBytes) and MaxHeaderCount (Host included)
+	// bound a request's head on every listener; beyond either the answer is 431.
 	MaxHeaderBytes int
 	MaxHeaderCount int
 	// MetricsHandler serves /metrics. Default: the Go and process collectors.
 	MetricsHandler http.Handler
-	// MetricsWebConfigFile, when set, is an exporter-toolkit web config
-	// (TLS, basic auth) applied to the whole MetricsListen listener.
+	// MetricsWebConfigFile is an exporter-toolkit web config (TLS, basic auth) for MetricsListen.
 	MetricsWebConfigFile string
 	// AdminHandlers are mounted on the admin listener by ServeMux pattern.
 	AdminHandlers map[string]http.Handler
-	// AdminAuthFailures, when set, counts the admin requests refused for
-	// their token (rl_exporter_admin_auth_failures_total).
+	// AdminAuthFailures, when set, is exported as rl_exporter_admin_auth_failures_total.
 	AdminAuthFailures *admin.AuthFailures
 	// ShutdownTimeout bounds the drain of in-flight requests.
 	ShutdownTimeout time.Duration
@@ -123,49 +107,40 @@ type Config struct {
 }
 
 // CheckAPI says who may use the decision API, POST /v1/check, which believes
-// the key and plan tier in its body and so must not be reachable by the
-// clients it decides for.
+// the key and plan tier in its body and so must be out of its clients' reach.
 type CheckAPI struct {
 	// Disabled leaves the path to the proxy, like any other path.
 	Disabled bool
-	// AllowedPeers are the networks of the direct peers (the connection's
-	// remote address; forwarded headers are never consulted) allowed to
-	// call it; any other peer gets 403 and no decision is made or counted.
-	// Empty: DefaultCheckPeers.
+	// AllowedPeers are the networks of the connection's remote address (never a forwarded
+	// header) allowed to call it; others get 403, undecided. Empty: DefaultCheckPeers.
 	AllowedPeers []netip.Prefix
-	// Tokens, when set, are also required of an allowed peer, as
-	// Authorization: Bearer (compared in constant time); without one the
-	// answer is 401 and no decision is made. ReadWrite is not consulted.
+	// Tokens, when set, are also required of an allowed peer as Authorization: Bearer
+	// (compared in constant time; ReadWrite ignored); without one the answer is 401.
 	Tokens []admin.Token
 }
 
-// DefaultCheckPeers returns the peers allowed to call the decision API when
-// none are configured: this host, 127.0.0.0/8 and ::1/128.
+// DefaultCheckPeers returns the decision API's peers by default: 127.0.0.0/8 and ::1/128.
 func DefaultCheckPeers() []netip.Prefix {
 	return []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}
 }
 
-// Server is a running (or ready to run) serve process. Its methods are safe
-// for concurrent use.
+// Server is a serve process, running or ready to run. Safe for concurrent use.
 type Server struct {
-	cfg       Config
-	logger    *slog.Logger
-	listeners map[string]net.Listener // "main", "metrics", "admin"
-	servers   map[string]*http.Server
-	slow      map[string]*atomic.Uint64 // slow clients cut off, by listener
-	oversized map[string]*atomic.Uint64 // heads refused with 431, by listener
-	store     storeState
-	// checkGuard asks the decision API's callers for a token; nil when
-	// none is configured.
-	checkGuard *admin.Guard
+	cfg        Config
+	logger     *slog.Logger
+	listeners  map[string]net.Listener // "main", "metrics", "admin"
+	servers    map[string]*http.Server
+	slow       map[string]*atomic.Uint64 // slow clients cut off, by listener
+	oversized  map[string]*atomic.Uint64 // heads refused with 431, by listener
+	store      storeState
+	checkGuard *admin.Guard // asks the decision API's callers for a token; nil without CheckAPI.Tokens
 	stopping   atomic.Bool
 	serving    chan struct{} // closed once Serve's listeners accept
 	drainOnce  sync.Once
 	closeOnce  sync.Once
 }
 
-// New validates cfg and opens the listeners, so their addresses are known
-// (Addr) before Serve is called.
+// New validates cfg and opens the listeners, so that Addr is known before Serve.
 func New(cfg Config) (*Server, error) {
 	if cfg.Listen == "" {
 		return nil, errors.New("server: Listen is required")
@@ -246,7 +221,6 @@ func New(cfg Config) (*Server, error) {
 		oversized := &atomic.Uint64{}
 		s.oversized[name] = oversized
 		srv := &http.Server{
-			// The header count is checked first, before any work.
 			Handler:           headerCountLimit(s.bodyDeadlines(handlers[name]), cfg.MaxHeaderCount, oversized),
 			ReadHeaderTimeout: headerTimeout,
 			IdleTimeout:       cfg.IdleTimeout,
@@ -273,8 +247,7 @@ func (s *Server) closeListeners() {
 	}
 }
 
-// Addr returns the bound address of the "main", "metrics" or "admin"
-// listener, or "" when it is not open.
+// Addr returns the bound address of listener "main", "metrics" or "admin", or "".
 func (s *Server) Addr(name string) string {
 	if ln, ok := s.listeners[name]; ok {
 		return ln.Addr().String()
@@ -318,8 +291,7 @@ func (s *Server) mainHandler() http.Handler {
 	})
 }
 
-// checkHandler is the decision API behind its peer check, or nil when it is
-// disabled.
+// checkHandler is the decision API behind its peer check; nil when disabled.
 func (s *Server) checkHandler() http.Handler {
 	if s.cfg.CheckAPI.Disabled {
 		return nil
@@ -369,25 +341,21 @@ func (s *Server) opsHandler() http.Handler {
 
 // Readiness is the body of /readyz.
 type Readiness struct {
-	// Ready is true when the instance should receive traffic (status 200);
-	// false with status 503.
+	// Ready is whether the instance should receive traffic (200; false: 503).
 	Ready bool `json:"ready"`
-	// Store is "up" or "down" (unreachable within ReadyTimeout), as last
-	// checked, at most ReadyTimeout ago.
+	// Store is "up" or "down" (no answer within ReadyTimeout), as checked at most ReadyTimeout ago.
 	Store string `json:"store"`
 	// FailPolicy is how decisions are made while the store is down.
 	FailPolicy string `json:"fail_policy"`
 	// Strict is set when a store outage makes the instance unready.
 	Strict bool `json:"strict"`
-	// Reason says why the instance is not ready, or that the store is
-	// down ("store unavailable"): the store's address and error are for
-	// the log, not for whoever can reach /readyz.
+	// Reason says why the instance is not ready, or "store unavailable": the
+	// store's address and error go to the log, not to whoever reaches /readyz.
 	Reason string `json:"reason,omitempty"`
 }
 
-// readiness says from the store's state (storeErr) whether decisions can be
-// made: with the store up always; with it down while the fail policy
-// (open, local) still decides, unless ReadyStrict.
+// readiness says whether decisions can be made: with the store up, always;
+// with it down, while the fail policy still decides, unless ReadyStrict.
 func (s *Server) readiness(ctx context.Context) Readiness {
 	rd := Readiness{Ready: true, Store: "up", FailPolicy: s.cfg.FailPolicy, Strict: s.cfg.ReadyStrict}
 	if s.stopping.Load() {
@@ -414,19 +382,16 @@ func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
 	_ = json.NewEncoder(w).Encode(rd)
 }
 
-// proxy forwards to upstream, appending the client to X-Forwarded-For: a
-// request without a body to a plain http:// upstream on the direct path
-// (direct.go), the others through httputil.ReverseProxy.
+// proxy forwards to upstream, appending the client to X-Forwarded-For, on the
+// direct path (direct.go) when it can, else through httputil.ReverseProxy.
 func (s *Server) proxy(upstream *url.URL) http.Handler {
 	transport := NewTransport(s.cfg.UpstreamTransport)
 	// Idle upstream connections close after the drain, with the store.
 	s.cfg.Closers = append(s.cfg.Closers, idleCloser{transport})
 	buffers := &bufferPool{}
 	onError := func(w http.ResponseWriter, r *http.Request, err error) {
-		// The client's own body failing is the client's fault, not the
-		// upstream's: a 400 for a malformed one (an overflowing chunk
-		// size, say); nothing for one cut off by ReadTimeout, whose
-		// connection is closed.
+		// A failing request body is the client's fault: 400 when malformed,
+		// nothing when cut off by ReadTimeout (its connection is closed).
 		if be := (*BodyError)(nil); errors.As(err, &be) {
 			if !isTimeout(be.Err) {
 				writeError(w, http.StatusBadRequest, "bad_request", "the request body is malformed: "+be.Err.Error())
@@ -453,9 +418,7 @@ func (s *Server) proxy(upstream *url.URL) http.Handler {
 		},
 		ErrorHandler: onError,
 	}
-	// Both paths merge the upstream's headers with the limiter's alike
-	// (proxyheaders.go).
-	fallback := limiterFirst{rp}
+	fallback := limiterFirst{rp} // merges the headers as the direct path does (proxyheaders.go)
 	if !directPathFor(upstream, s.cfg.UpstreamTransport) {
 		return fallback
 	}
@@ -470,10 +433,9 @@ func writeError(w http.ResponseWriter, code int, kind, msg string) {
 	_, _ = fmt.Fprintf(w, "{\"error\":%q,\"message\":%q}\n", kind, msg)
 }
 
-// Serve serves every listener until ctx is done, then shuts down
-// gracefully: /readyz turns unready, listeners stop accepting, in-flight
-// requests drain for up to ShutdownTimeout, and the Closers are closed. It
-// returns nil after a clean shutdown, or the first serving error.
+// Serve serves every listener until ctx is done, then turns /readyz unready,
+// drains in-flight requests for up to ShutdownTimeout and closes the Closers.
+// It returns nil after a clean shutdown, else the first serving error.
 func (s *Server) Serve(ctx context.Context) error {
 	err := runParts(ctx, s.logger, s.serving, []part{{name: "http", run: s.serveHTTP}})
 	if cerr := s.Shutdown(); err == nil {
@@ -485,8 +447,7 @@ func (s *Server) Serve(ctx context.Context) error {
 // Ready is closed once Serve's listeners accept. Safe for concurrent use.
 func (s *Server) Ready() <-chan struct{} { return s.serving }
 
-// Shutdown drains in-flight requests for up to ShutdownTimeout and closes
-// the Closers. It is called by Serve; calling it again does nothing.
+// Shutdown drains (see drain) and closes the Closers; Serve calls it, and again it does nothing.
 func (s *Server) Shutdown() error {
 	err := s.drain()
 	s.closeOnce.Do(func() {
@@ -501,8 +462,7 @@ func (s *Server) Shutdown() error {
 }
 
 // drain turns /readyz unready and lets in-flight requests finish for up to
-// ShutdownTimeout, closing the connections of those that do not. Calling
-// it again does nothing.
+// ShutdownTimeout, then closes their connections. Calling it again does nothing.
 func (s *Server) drain() error {
 	var firstErr error
 	s.drainOnce.Do(func() {

@@ -25,15 +25,10 @@ func (l *slowClientListener) Accept() (net.Conn, error) {
 	return &slowClientConn{Conn: c, slow: l.slow, oversized: l.oversized}, nil
 }
 
-// slowClientConn is one connection. A read deadline expiring while some
-// bytes of a request have arrived (the headers under ReadHeaderTimeout, the
-// body under ReadTimeout) counts it once; one expiring on a connection
-// that sent nothing since its last request (IdleTimeout, a connection
-// opened ahead of need) does not.
-//
-// net/http also aborts its own background read by setting a read deadline
-// in the distant past; such a deadline is not a client's slowness, so the
-// connection remembers whether the deadline in force is one.
+// slowClientConn counts itself once as a slow client when a read deadline expires
+// after bytes of a request arrived (headers under ReadHeaderTimeout, body under
+// ReadTimeout), not on a connection quiet since its last request. A deadline in the
+// past is net/http aborting its own background read, not slowness, and is noted.
 type slowClientConn struct {
 	net.Conn
 	slow      *atomic.Uint64
@@ -72,8 +67,7 @@ func (c *slowClientConn) SetDeadline(t time.Time) error {
 	return c.Conn.SetDeadline(t)
 }
 
-// slowClientConnState is the http.Server ConnState hook: a connection back
-// to idle has no request arriving.
+// slowClientConnState is the ConnState hook: a connection back to idle has no request arriving.
 func slowClientConnState(c net.Conn, st http.ConnState) {
 	if sc, ok := c.(*slowClientConn); ok && st == http.StateIdle {
 		sc.arriving.Store(false)
@@ -96,11 +90,9 @@ var slowClientsDesc = prometheus.NewDesc("rate_limit_slow_clients_total",
 var adminAuthFailuresDesc = prometheus.NewDesc("rl_exporter_admin_auth_failures_total",
 	"Requests to the admin listener refused for a missing or wrong bearer token.", nil, nil)
 
-// Metrics returns the server's own counters as a prometheus.Collector to
-// register on the registry /metrics serves: rate_limit_slow_clients_total
-// and rate_limit_oversized_headers_total by listener and, with
-// AdminAuthFailures, rl_exporter_admin_auth_failures_total. It is safe for
-// concurrent use.
+// Metrics returns rate_limit_slow_clients_total and rate_limit_oversized_headers_total
+// by listener and, with AdminAuthFailures, rl_exporter_admin_auth_failures_total, as a
+// prometheus.Collector for the /metrics registry. Safe for concurrent use.
 func (s *Server) Metrics() prometheus.Collector { return serverMetrics{s} }
 
 type serverMetrics struct{ s *Server }
@@ -125,10 +117,9 @@ func (m serverMetrics) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// OversizedHeaders returns how many requests of the named listener
-// ("main", "metrics", "admin") got 431 for a head over MaxHeaderBytes or
-// more header fields than MaxHeaderCount. On a metrics listener behind a
-// web config (TLS), only the second are counted.
+// OversizedHeaders returns how many requests of the named listener got 431 for a head
+// over MaxHeaderBytes or more fields than MaxHeaderCount; behind a web config (TLS),
+// only the second are counted.
 func (s *Server) OversizedHeaders(listener string) uint64 {
 	if c, ok := s.oversized[listener]; ok {
 		return c.Load()

@@ -23,19 +23,16 @@ const TopLimitedPath = "/debug/top-limited"
 
 // TelemetryInfo describes the running binary to the metrics and traces.
 type TelemetryInfo struct {
-	// Version and Revision label rl_exporter_build_info; Version is also
-	// the service.version of the traces.
+	// Version and Revision label rl_exporter_build_info; Version is the traces' service.version.
 	Version, Revision string
-	// TraceWriter receives the spans of the stdout trace exporter.
-	// Default os.Stdout.
+	// TraceWriter receives the stdout trace exporter's spans. Default os.Stdout.
 	TraceWriter io.Writer
 	// Logger receives the collector's few events. Default: discard.
 	Logger *slog.Logger
 }
 
-// Telemetry is the metrics collector and the tracer provider of one serve
-// process, built from the config's metrics and tracing sections. Its
-// methods are safe for concurrent use.
+// Telemetry is the metrics collector and the tracer provider of one serve process.
+// Its methods are safe for concurrent use.
 type Telemetry struct {
 	// Collector counts decisions and store calls and serves /metrics.
 	Collector *collector.Collector
@@ -91,8 +88,7 @@ func NewTelemetry(ctx context.Context, cfg *config.Config, info TelemetryInfo) (
 	return t, nil
 }
 
-// Register adds collectors of other parts of the process (config reloads,
-// for instance) to the registry /metrics serves.
+// Register adds collectors of other parts of the process to the /metrics registry.
 func (t *Telemetry) Register(cs ...prometheus.Collector) error {
 	for _, c := range cs {
 		if err := t.Collector.Registry().Register(c); err != nil {
@@ -102,10 +98,9 @@ func (t *Telemetry) Register(cs ...prometheus.Collector) error {
 	return nil
 }
 
-// Deps returns the Deps that wire the telemetry into Build: the collector
-// as recorder, observer and /metrics handler, the top-limited keys on the
-// admin listener, the limits in force followed through every policy swap,
-// and, with tracing on, a span per decision and per Redis round trip.
+// Deps returns the Deps that wire the telemetry into Build: the collector as
+// recorder, observer, labels and /metrics handler, the top-limited keys on the admin
+// listener and, with tracing on, a span per decision and per Redis round trip.
 func (t *Telemetry) Deps(logger *slog.Logger) Deps {
 	col := t.Collector
 	d := Deps{
@@ -134,8 +129,7 @@ func (t *Telemetry) Deps(logger *slog.Logger) Deps {
 // Shutdown flushes the buffered spans and stops the trace exporter.
 func (t *Telemetry) Shutdown(ctx context.Context) error { return t.Tracing.Shutdown(ctx) }
 
-// instrumentStore hands the Redis client of a Redis store to instrument;
-// with the memory store (rdb nil) there are no round trips to trace.
+// instrumentStore hands a Redis store's client to instrument; the memory store has none.
 func instrumentStore(rdb redis.UniversalClient, instrument func(redis.UniversalClient) error) error {
 	if instrument == nil || rdb == nil {
 		return nil
@@ -143,9 +137,8 @@ func instrumentStore(rdb redis.UniversalClient, instrument func(redis.UniversalC
 	return instrument(rdb)
 }
 
-// metricsWebConfig checks the exporter-toolkit web config of /metrics at
-// start-up: it needs a metrics listener of its own, since it puts TLS and
-// basic auth on the whole listener, which must not be the proxy's.
+// metricsWebConfig checks the exporter-toolkit web config of /metrics, which needs
+// server.metrics_listen: it applies to a whole listener, and the main one is the proxy's.
 func metricsWebConfig(cfg *config.Config) (string, error) {
 	path := cfg.Path(cfg.Metrics.WebConfigFile)
 	if path == "" {

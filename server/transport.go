@@ -17,31 +17,25 @@ const (
 	DefaultResponseHeaderTimeout = config.DefaultResponseHeaderTimeout
 )
 
-// proxyBufferSize is the size of the buffers the reverse proxy copies
-// bodies through (httputil.ReverseProxy's own default).
+// proxyBufferSize is the size of the proxy's copy buffers (httputil.ReverseProxy's default).
 const proxyBufferSize = 32 << 10
 
 // TransportConfig configures the connections from the reverse proxy to the
-// upstream. It is a plain value; the zero value of a field means its default.
+// upstream; a zero field takes its Default constant.
 type TransportConfig struct {
-	// MaxIdleConnsPerHost is how many idle upstream connections are kept
-	// for reuse; size it to the number of requests in flight at once.
-	// Default DefaultMaxIdleConnsPerHost.
+	// MaxIdleConnsPerHost is how many idle upstream connections are kept for reuse;
+	// size it to the number of requests in flight at once.
 	MaxIdleConnsPerHost int
-	// IdleConnTimeout closes a connection idle for this long. Default
-	// DefaultIdleConnTimeout.
+	// IdleConnTimeout closes a connection idle for this long.
 	IdleConnTimeout time.Duration
-	// DialTimeout bounds opening a connection. Default DefaultDialTimeout.
+	// DialTimeout bounds opening a connection.
 	DialTimeout time.Duration
-	// ResponseHeaderTimeout bounds the wait for the response headers after
-	// the request is written; past it the client gets 502. Default
-	// DefaultResponseHeaderTimeout; negative means no bound.
+	// ResponseHeaderTimeout bounds the wait for the response headers after the
+	// request is written, past which the client gets 502; negative: no bound.
 	ResponseHeaderTimeout time.Duration
-	// H2C speaks HTTP/2 without TLS (prior knowledge) to an http://
-	// upstream, so that all requests share a few multiplexed connections.
-	// The upstream must accept it, and be an http:// URL (config
-	// validation refuses H2C with https://, which negotiates HTTP/2
-	// through TLS on its own).
+	// H2C speaks HTTP/2 with prior knowledge to an http:// upstream that accepts it,
+	// so that requests share a few multiplexed connections (https:// negotiates
+	// HTTP/2 through TLS on its own).
 	H2C bool
 }
 
@@ -77,13 +71,10 @@ func transportConfig(c config.UpstreamTransport) TransportConfig {
 	return t
 }
 
-// NewTransport returns the http.Transport the reverse proxy reaches the
-// upstream with: keep-alive connections, up to MaxIdleConnsPerHost of them
-// kept idle for reuse, HTTP/1.1 or, with H2C, HTTP/2 without TLS (over
-// TLS, HTTP/2 when the upstream offers it), the configured timeouts, no transparent compression
-// (bodies pass through as the upstream sent them) and no proxy from the
-// environment (the upstream is reached directly, as configured). The
-// Transport is safe for concurrent use.
+// NewTransport returns the http.Transport the reverse proxy reaches the upstream
+// with: keep-alive connections, HTTP/2 with H2C or when TLS negotiates it, no
+// transparent compression (bodies pass as the upstream sent them) and no proxy
+// from the environment. The Transport is safe for concurrent use.
 func NewTransport(cfg TransportConfig) *http.Transport {
 	cfg = cfg.withDefaults()
 	dialer := &net.Dialer{Timeout: cfg.DialTimeout, KeepAlive: 30 * time.Second}
@@ -99,8 +90,7 @@ func NewTransport(cfg TransportConfig) *http.Transport {
 		ForceAttemptHTTP2:     true,
 	}
 	if cfg.H2C {
-		// Without HTTP1 in the set, http:// requests use HTTP/2 with prior
-		// knowledge.
+		// Without HTTP1 in the set, http:// requests use HTTP/2 with prior knowledge.
 		p := new(http.Protocols)
 		p.SetUnencryptedHTTP2(true)
 		p.SetHTTP2(true)
@@ -109,8 +99,7 @@ func NewTransport(cfg TransportConfig) *http.Transport {
 	return t
 }
 
-// idleCloser closes a Transport's idle connections (and so their
-// goroutines) when the server's Closers are closed.
+// idleCloser closes a Transport's idle connections (and their goroutines) as a Closer.
 type idleCloser struct {
 	t interface{ CloseIdleConnections() }
 }
@@ -121,11 +110,9 @@ func (c idleCloser) Close() error {
 	return nil
 }
 
-// bufferPool lends the reverse proxy its copy buffers
-// (httputil.BufferPool). It is safe for concurrent use and, once warm,
-// allocates nothing: a returned buffer is kept in a *[]byte holder taken
-// from a second pool of empty holders, since putting a bare slice in a
-// sync.Pool would allocate its header on every Put.
+// bufferPool lends the reverse proxy its copy buffers (httputil.BufferPool). Safe
+// for concurrent use; once warm it allocates nothing, since a returned buffer goes
+// in a *[]byte holder from a pool of empty ones (a bare slice would allocate per Put).
 type bufferPool struct {
 	full  sync.Pool // *[]byte holding a buffer
 	empty sync.Pool // *[]byte holding nothing
