@@ -40,7 +40,7 @@ func NewConfigMetrics() *ConfigMetrics {
 		errorsDesc: prometheus.NewDesc("rate_limit_config_errors_total",
 			"Live-limit values in the store that failed validation and were ignored (the last good value kept applying).", nil, nil),
 		reloadDesc: prometheus.NewDesc("rate_limit_config_reloads_total",
-			"Reloads of the config file, by result: success (applied) or error (rejected; the previous config kept serving).", []string{"result"}, nil),
+			"Reloads of the config file and of rls.config_dir, by result: success (applied) or error (rejected; the previous config kept serving).", []string{"result"}, nil),
 	}
 }
 
