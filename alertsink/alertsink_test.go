@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -71,15 +72,27 @@ func TestSinkKeepsLogsAndListsWhatAlertmanagerSends(t *testing.T) {
 
 func TestWaitReturnsTheMatchingAlertOnceItArrives(t *testing.T) {
 	s := New(Config{})
+	post := func(body string) {
+		s.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodPost, "/", strings.NewReader(body)))
+	}
+	// The firing alert is kept already: Wait's first look at it (the match
+	// refusing it) comes before the resolved one is posted, so that the
+	// resolved one comes through the wait for a change.
+	post(payload)
+	want := AlertMatch("RateLimitRejectionRatioHigh", "resolved", map[string]string{"plan_tier": "free", "severity": "page"})
+	looked := make(chan struct{})
+	var once sync.Once
+	match := func(n Notification, a Alert) bool {
+		once.Do(func() { close(looked) })
+		return want(n, a)
+	}
 	go func() {
-		// Later than Wait's first look at what is kept, so that the alert
-		// comes through the wait for a change; no state shows Wait blocked.
-		time.Sleep(20 * time.Millisecond)
-		s.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodPost, "/", strings.NewReader(strings.ReplaceAll(payload, `"firing"`, `"resolved"`))))
+		<-looked
+		post(strings.ReplaceAll(payload, `"firing"`, `"resolved"`))
 	}()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	n, a, err := s.Wait(ctx, AlertMatch("RateLimitRejectionRatioHigh", "resolved", map[string]string{"plan_tier": "free", "severity": "page"}))
+	n, a, err := s.Wait(ctx, match)
 	if err != nil {
 		t.Fatal(err)
 	}

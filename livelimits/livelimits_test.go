@@ -61,8 +61,20 @@ var targets = []Target{
 type instance struct {
 	cache  *Cache
 	errors atomic.Int32
+	reads  atomic.Int64 // reads the cache began on its backend
 	mu     sync.Mutex
 	last   Overlay
+}
+
+// countingBackend counts the reads begun on a backend.
+type countingBackend struct {
+	Backend
+	reads *atomic.Int64
+}
+
+func (b countingBackend) Read(ctx context.Context, keys []string) (map[string]map[string]string, error) {
+	b.reads.Add(1)
+	return b.Backend.Read(ctx, keys)
 }
 
 func (in *instance) overlay() Overlay {
@@ -75,7 +87,7 @@ func startInstance(t *testing.T, client redis.UniversalClient, refresh time.Dura
 	t.Helper()
 	in := &instance{}
 	c, err := New(Config{
-		Backend: &Redis{Client: client, Channel: Channel("rl")}, Targets: targets, RefreshInterval: refresh,
+		Backend: countingBackend{&Redis{Client: client, Channel: Channel("rl")}, &in.reads}, Targets: targets, RefreshInterval: refresh,
 		OnChange: func(o Overlay) { in.mu.Lock(); in.last = o; in.mu.Unlock() },
 		OnError:  func(string, error) { in.errors.Add(1) },
 	})
@@ -168,9 +180,12 @@ func TestAMalformedValueInTheHashIsIgnoredCountedOnceAndTheLastGoodValueKeepsApp
 	// periodic refresh must find it.
 	admin.HSet(ctx, key, "max_requests", "25k")
 	waitFor(t, 2*time.Second, "the error counted", func() bool { return in.errors.Load() == 1 })
-	// Nothing to wait on: the claim is that the refreshes of the next
-	// 600ms (three at 200ms) do not count the same bad content again.
-	time.Sleep(600 * time.Millisecond)
+	// The claim is that the next three refreshes (at 200ms) do not count
+	// the same bad content again. Nothing publishes here, so the reads
+	// are the periodic refreshes, one after the other: once the fourth
+	// read after the error has begun, three have been taken in.
+	counted := in.reads.Load()
+	waitFor(t, 2*time.Second, "three more refreshes", func() bool { return in.reads.Load() >= counted+4 })
 	if got := in.errors.Load(); got != 1 {
 		t.Errorf("the same bad content was counted %d times, want once", got)
 	}

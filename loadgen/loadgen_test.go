@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -53,7 +54,14 @@ func TestRunCountsEveryDecisionAsAllowedRejectedOrError(t *testing.T) {
 }
 
 func TestRunKeepsExactlyConcurrencyCallersInFlight(t *testing.T) {
+	const duration = 150 * time.Millisecond
 	var inFlight, peak atomic.Int64
+	// Every decision is held until the run's duration is over, so that
+	// every caller Run started is in flight at once, however the machine
+	// schedules them: one caller too many or too few shows in the peak.
+	held := make(chan struct{})
+	release := time.AfterFunc(duration, func() { close(held) })
+	defer release.Stop()
 	decide := func(ctx context.Context, key string) (bool, error) {
 		n := inFlight.Add(1)
 		for {
@@ -62,12 +70,11 @@ func TestRunKeepsExactlyConcurrencyCallersInFlight(t *testing.T) {
 				break
 			}
 		}
-		// A decision's own work, long enough for the workers to overlap.
-		time.Sleep(2 * time.Millisecond)
+		<-held
 		inFlight.Add(-1)
 		return true, nil
 	}
-	if _, err := Run(context.Background(), Config{Duration: 150 * time.Millisecond, Concurrency: 8}, decide); err != nil {
+	if _, err := Run(context.Background(), Config{Duration: duration, Concurrency: 8}, decide); err != nil {
 		t.Fatal(err)
 	}
 	if peak.Load() != 8 {
@@ -151,7 +158,6 @@ func TestRunReportsProgressAndAFinalCount(t *testing.T) {
 			mu.Unlock()
 		},
 	}, func(ctx context.Context, key string) (bool, error) {
-		time.Sleep(time.Millisecond) // a decision's own work, so the run is a few hundred of them
 		return true, nil
 	})
 	if err != nil {
@@ -159,6 +165,9 @@ func TestRunReportsProgressAndAFinalCount(t *testing.T) {
 	}
 	if len(seen) < 2 {
 		t.Fatalf("progress called %d times, want several", len(seen))
+	}
+	if !slices.IsSorted(seen) {
+		t.Fatalf("progress counts %v go down", seen)
 	}
 	if last := seen[len(seen)-1]; last != res.Decisions {
 		t.Fatalf("last progress count %d, result %d", last, res.Decisions)

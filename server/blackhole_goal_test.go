@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -36,6 +37,10 @@ const (
 	// holeRecovery bounds the time from the end of the black hole to the
 	// circuit closed again: the rest of a cooldown (1s) and the probe.
 	holeRecovery = 1500 * time.Millisecond
+	// holeWarm is how many decisions each caller makes on a healthy Redis
+	// before the hole, counted rather than timed so that a loaded machine
+	// gets its stretch all the same (some 400ms at holePace).
+	holeWarm = 20
 )
 
 // decisionSample is one decision of a caller.
@@ -55,6 +60,10 @@ type holeLoad struct {
 	samples  []decisionSample
 	circuit  []circuitSample
 	watchers sync.WaitGroup
+	// from and started count the decisions that started at from (Unix
+	// nanoseconds) or later; 0: none is counted.
+	from    atomic.Int64
+	started atomic.Int64
 }
 
 // circuitSample is the circuit gauge and the count of timed-out calls
@@ -88,6 +97,9 @@ func startHoleLoad(t *testing.T, in *instance) *holeLoad {
 				start := time.Now()
 				a, _ := in.decide(context.Background(), t, fmt.Sprintf("caller-%d-%d", g, i))
 				mine = append(mine, decisionSample{start: start, took: time.Since(start), status: a.Status})
+				if f := l.from.Load(); f != 0 && start.UnixNano() >= f {
+					l.started.Add(1)
+				}
 				// The load's pace: holePace on average between a caller's
 				// decisions, so that the callers do not wake in step.
 				time.Sleep(holePace/2 + rand.N(holePace))
@@ -124,6 +136,16 @@ func (l *holeLoad) end() []decisionSample {
 		slices.SortFunc(l.samples, func(a, b decisionSample) int { return a.start.Compare(b.start) })
 	})
 	return l.samples
+}
+
+// waitStarted waits until n decisions that started at from or later have
+// ended.
+func (l *holeLoad) waitStarted(t *testing.T, from time.Time, n int64) {
+	t.Helper()
+	l.started.Store(0)
+	l.from.Store(from.UnixNano())
+	eventually.True(t, 30*time.Second, fmt.Sprintf("%d decisions since %s", n, from.Format(time.StampMilli)),
+		func() bool { return l.started.Load() >= n })
 }
 
 // waitState waits up to limit for the gauge to be seen at state after
@@ -217,7 +239,10 @@ func checkBlackHole(t *testing.T, in *instance, link *redistest.Link, load *hole
 	link.Restore()
 	closed := load.waitState(0, restoredAt, 5*time.Second)
 	if !closed.at.IsZero() {
-		time.Sleep(500 * time.Millisecond) // a stretch of decisions on Redis again, for the samples to show
+		// A stretch of decisions on Redis again, for the samples to show:
+		// a few per caller, once the calls under way when the circuit
+		// closed have ended (what (d) looks at).
+		load.waitStarted(t, closed.at.Add(holeDeadline+holeMargin), 4*holeCallers)
 	}
 	samples := load.end()
 	if closed.at.IsZero() {
@@ -320,7 +345,7 @@ func TestGoalWithRedisBlackHoledDecisionsWaitTheDeadlineThenTheBreakerSkipsRedis
 	link := redistest.Relay(t, rds.Addr())
 	in := buildInstance(t, redisConfig(link.URL(), ""))
 	load := startHoleLoad(t, in)
-	time.Sleep(500 * time.Millisecond) // a stretch of decisions on a healthy Redis before the hole
+	load.waitStarted(t, time.Now(), holeWarm*holeCallers)
 	holedAt := time.Now()
 	link.BlackHole()
 	checkBlackHole(t, in, link, load, holedAt, holeFor, holeRecovery)
@@ -352,7 +377,7 @@ func TestGoalWhenTheRedisClientHasGivenUpDialingTheCircuitStillClosesSoonAfterRe
 	link := redistest.Relay(t, rds.Addr())
 	in := buildInstance(t, redisConfig(link.URL()+"?pool_size=4", ""))
 	load := startHoleLoad(t, in)
-	time.Sleep(300 * time.Millisecond) // a stretch of decisions on a healthy Redis before the hole
+	load.waitStarted(t, time.Now(), holeWarm*holeCallers)
 	holedAt := time.Now()
 	link.BlackHole()
 	// Recovery: the rest of a cooldown, the client's next dial of its own

@@ -132,32 +132,42 @@ func startServeEnv(t *testing.T, env []string, listeners []string, args ...strin
 	return p
 }
 
-// upstream is a test API that answers 200 with its name, holding requests
-// to /slow for a while.
+// upstream is a test API that answers 200 with its name.
 func upstream(t *testing.T) *httptest.Server {
-	s, _ := slowUpstream(t)
+	s, _, release := slowUpstream(t)
+	release()
 	return s
 }
 
 // slowUpstream is upstream, telling on arrived (without waiting) of each
-// request to /slow as it begins to hold it.
-func slowUpstream(t *testing.T) (*httptest.Server, <-chan struct{}) {
+// request to /slow as it begins to hold it, and holding it until release
+// is called (or its client goes away): the upstream's own work, as long as
+// the test needs it to be. release may be called more than once.
+func slowUpstream(t *testing.T) (s *httptest.Server, arrived <-chan struct{}, release func()) {
 	t.Helper()
-	arrived := make(chan struct{}, 16)
-	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	arrivals := make(chan struct{}, 16)
+	held := make(chan struct{})
+	var once sync.Once
+	release = func() { once.Do(func() { close(held) }) }
+	// Released before the server closes, which waits for its handlers.
+	t.Cleanup(release)
+	s = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/slow" {
 			select {
-			case arrived <- struct{}{}:
+			case arrivals <- struct{}{}:
 			default:
 			}
-			// The upstream's own work, which a drain must wait out.
-			time.Sleep(time.Second)
+			select {
+			case <-held:
+			case <-r.Context().Done():
+				return
+			}
 		}
 		w.Header().Set("X-Upstream", "yes")
 		fmt.Fprintf(w, "upstream saw %s %s\n", r.Method, r.URL.Path)
 	}))
 	t.Cleanup(s.Close)
-	return s, arrived
+	return s, arrivals, release
 }
 
 func get(t *testing.T, url string, hdr map[string]string) *http.Response {
@@ -199,12 +209,20 @@ func TestServeCountsDownFiveThenAnswers429WithTheSecondsLeftInTheWindow(t *testi
 	key := "default|default|/|ip:127.0.0.1"
 	off := limiter.WindowOffset(key, time.Minute)
 	windowLeft := func() time.Duration { return time.Minute - (time.Since(time.Unix(0, 0))-off)%time.Minute }
-	if l := windowLeft(); l < 5*time.Second {
-		// The window's end is a time, not a condition.
-		time.Sleep(l + 100*time.Millisecond)
-	}
+	// The first request counts down from a window with 5s left at least:
+	// in the last seconds of one, ask until the limiter answers from the
+	// next (its first 4 left).
+	var first *http.Response
+	within(t, 10*time.Second, "an answer from a window with 5s left", func() bool {
+		left := windowLeft()
+		first = get(t, p.url("main", "/orders/1"), nil)
+		return first.StatusCode == 200 && first.Header.Get("X-RateLimit-Remaining") == "4" && left >= 5*time.Second
+	})
 	for i := 1; i <= 5; i++ {
-		resp := get(t, p.url("main", "/orders/1"), nil)
+		resp := first
+		if i > 1 {
+			resp = get(t, p.url("main", "/orders/1"), nil)
+		}
 		if resp.StatusCode != 200 || resp.Header.Get("X-Upstream") != "yes" {
 			t.Fatalf("request %d: status %d, want 200 from the upstream: %s", i, resp.StatusCode, readBody(resp))
 		}
@@ -390,7 +408,7 @@ func TestReservedPathsAndListeners(t *testing.T) {
 }
 
 func TestSIGTERMDrainsInFlightRequests(t *testing.T) {
-	up, arrived := slowUpstream(t)
+	up, arrived, release := slowUpstream(t)
 	p := startServe(t, []string{"main"}, "--upstream", up.URL)
 	type result struct {
 		code int
@@ -413,6 +431,22 @@ func TestSIGTERMDrainsInFlightRequests(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the request never reached the upstream")
 	}
+	// SIGTERM while the upstream still works on the request: serve drains,
+	// and must still be waiting for it, the answer not yet sent, until the
+	// upstream is done.
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	within(t, 5*time.Second, "serve shutting down", func() bool {
+		p.alive(t)
+		return logCount(p, `"msg":"shutting down"`) == 1
+	})
+	select {
+	case r := <-res:
+		t.Fatalf("the in-flight request ended while the upstream still held it: %d %q %v", r.code, r.body, r.err)
+	case <-p.done:
+		t.Fatalf("serve exited while a request was in flight: %v", p.err)
+	default:
+	}
+	release()
 	if err := p.stop(t); err != nil {
 		t.Errorf("serve exited with %v, want 0", err)
 	}

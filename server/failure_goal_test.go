@@ -94,10 +94,18 @@ func TestGoalOnceTheBreakerOpensDecisionsOnAFrozenRedisCostWellUnderAMillisecond
 		}
 		rds.Thaw()
 		thawed = true
-		time.Sleep(1100 * time.Millisecond) // the breaker's default cooldown: a time, not a condition
-		if a, _ := in.decide(context.Background(), t, "k2"); a.Status != "allowed" {
-			t.Fatalf("after the cooldown with Redis back: status %q, want allowed (the probe)", a.Status)
+		// The breaker turns half-open at the first decision after its
+		// cooldown (1s by default), and that probe is allowed by Redis.
+		var last string
+		waited := eventually.True(t, 5*time.Second, "the probe after the cooldown allowed", func() bool {
+			a, _ := in.decide(context.Background(), t, "k2")
+			last = a.Status
+			return a.Status != "fail_open"
+		})
+		if last != "allowed" {
+			t.Fatalf("after the cooldown with Redis back: status %q, want allowed (the probe)", last)
 		}
+		t.Logf("the probe was allowed %s after Redis came back", waited.Round(time.Millisecond))
 		if got := in.metric(t, "rate_limit_circuit_state", `store="redis"`); got != 0 {
 			t.Errorf("after a successful probe rate_limit_circuit_state is %v, want 0", got)
 		}
@@ -175,7 +183,10 @@ type traffic struct {
 }
 
 func (tr *traffic) run(keys []string, until time.Time, pace time.Duration) {
-	for time.Now().Before(until) {
+	// A ticker keeps the pace whatever each round of decisions costs.
+	tick := time.NewTicker(pace)
+	defer tick.Stop()
+	for ; time.Now().Before(until); <-tick.C {
 		for _, k := range keys {
 			in := tr.instances[tr.next[k]%len(tr.instances)]
 			tr.next[k]++
@@ -194,7 +205,6 @@ func (tr *traffic) run(keys []string, until time.Time, pace time.Duration) {
 			}
 			tr.lastLocal = a.Degraded
 		}
-		time.Sleep(pace) // the traffic's pace
 	}
 }
 
@@ -279,16 +289,23 @@ func TestGoalCallersThatCancelUnderLoadAreNotFailOpens(t *testing.T) {
 	pauses.Add(1)
 	go func() {
 		defer pauses.Done()
-		for {
+		// A flapping Redis, in 10ms steps: frozen for three, then up for
+		// one. A ticker keeps that period whatever a freeze costs.
+		tick := time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
+		for step := 0; ; step++ {
+			switch step % 4 {
+			case 0:
+				rds.Freeze()
+			case 3:
+				rds.Thaw()
+			}
 			select {
 			case <-stop:
+				rds.Thaw()
 				return
-			default:
+			case <-tick.C:
 			}
-			rds.Freeze()
-			time.Sleep(30 * time.Millisecond) // a flapping Redis: frozen 30ms,
-			rds.Thaw()
-			time.Sleep(10 * time.Millisecond) // then up 10ms
 		}
 	}()
 	var cancelled, decided atomic.Int64
