@@ -82,7 +82,7 @@ func (fl failoverLoad) run(warmup time.Duration, kill func() time.Time, until fu
 				if fl.decide != nil {
 					err = fl.decide(context.Background(), fl.keys[i])
 				} else {
-					_, err = fl.store.DecideTimeout(context.Background(), fl.keys[i], lim, 1, fl.timeout)
+					_, err = fl.store.DecideMode(context.Background(), fl.keys[i], lim, 1, limiter.ModeConsume, fl.timeout)
 				}
 				end := time.Now()
 				mine = append(mine, outcome{start: start.Sub(origin), end: end.Sub(origin), group: groups[i], err: err})

@@ -85,7 +85,6 @@
 package redisstore
 
 import (
-	"bytes"
 	"context"
 	"embed"
 	"errors"
@@ -440,39 +439,6 @@ func writeEscaped(b *strings.Builder, key string) {
 	}
 }
 
-// Decide implements limiter.Store: one decision, atomic on Redis. As
-// limiter.Store says, lim has been validated and cost checked by the
-// caller (a Limiter does both); the store refuses only a call that would
-// corrupt the state other processes share or has no script (a cost below
-// 1, a rate or period of 0, an unknown algorithm). ctx bounds the
-// call (on the socket too when the client has ContextTimeoutEnabled).
-//
-// A decision made while no other is in progress is sent at once as its own
-// script call. Decisions that arrive while others are on their way wait for
-// a free sender and then travel together, grouped by algorithm (and by
-// Cluster slot), as one call of a batch script that makes each of them in
-// turn, atomically; each gets its own answer. A decision whose ctx ends
-// while it waits returns the context's error then.
-func (s *Store) Decide(ctx context.Context, key string, lim limiter.Limit, cost int64) (limiter.Decision, error) {
-	return s.decide(ctx, key, lim, cost, 0, limiter.ModeConsume)
-}
-
-// DecideTimeout is Decide bounded by timeout
-// too, with a timer reused across calls rather than a new context.
-func (s *Store) DecideTimeout(ctx context.Context, key string, lim limiter.Limit, cost int64, timeout time.Duration) (limiter.Decision, error) {
-	return s.decide(ctx, key, lim, cost, timeout, limiter.ModeConsume)
-}
-
-// DecideMode implements limiter.Inspector: Decide in the given mode, one
-// call of the same script (a peek writes nothing; at-most retries inside
-// the script with the units that fit), batched like Decide.
-func (s *Store) DecideMode(ctx context.Context, key string, lim limiter.Limit, cost int64, mode limiter.Mode, timeout time.Duration) (limiter.Decision, error) {
-	if mode > limiter.ModeAtMost {
-		return limiter.Decision{}, fmt.Errorf("redis store: unknown mode %d", mode)
-	}
-	return s.decide(ctx, key, lim, cost, timeout, mode)
-}
-
 // Reset implements limiter.Inspector: one DEL of every key lim's algorithm
 // keeps for key (they share a hash slot, so this works on a Cluster too).
 func (s *Store) Reset(ctx context.Context, key string, lim limiter.Limit, timeout time.Duration) error {
@@ -491,83 +457,6 @@ func (s *Store) Reset(ctx context.Context, key string, lim limiter.Limit, timeou
 		return fmt.Errorf("redis DEL %s: %w", strings.Join(keys, " "), err)
 	}
 	return nil
-}
-
-// run sends one EVALSHA of sc with args (whose first two elements are left
-// for the command name and the SHA) and reads its integer array reply into
-// dst; when Redis does not hold the script it sends it with EVAL.
-func (s *Store) run(ctx context.Context, via processor, sc *script, args []any, raw *bytes.Buffer, dst []int64) ([]int64, error) {
-	args[0], args[1] = "evalsha", sc.shaArg
-	ints, err := s.call(ctx, via, args, raw, dst)
-	if isNoScript(err) {
-		args[0], args[1] = "eval", sc.srcArg
-		ints, err = s.call(ctx, via, args, raw, dst)
-	}
-	return ints, err
-}
-
-// processor sends commands: the client, or one of its connections.
-type processor interface {
-	Process(ctx context.Context, cmd redis.Cmder) error
-	Pipeline() redis.Pipeliner
-}
-
-// call sends one script command. On a single server the reply is read
-// raw into raw (a reused buffer) and parsed without allocating; on a
-// Cluster it goes through go-redis's typed reply, which is what lets
-// go-redis follow MOVED and ASK.
-func (s *Store) call(ctx context.Context, via processor, args []any, raw *bytes.Buffer, dst []int64) ([]int64, error) {
-	if s.wait != nil {
-		return s.callWait(ctx, via, args, raw, dst)
-	}
-	if s.cluster {
-		cmd := redis.NewCmd(ctx, args...)
-		cmd.SetFirstKeyPos(3)
-		_ = via.Process(ctx, scriptCmd{cmd})
-		if err := cmd.Err(); err != nil {
-			return dst[:0], err
-		}
-		return anyInts(cmd.Val(), dst)
-	}
-	raw.Reset()
-	cmd := redis.NewRawWriteToCmd(ctx, raw, args...)
-	cmd.SetFirstKeyPos(3)
-	_ = via.Process(ctx, cmd)
-	if err := cmd.Err(); err != nil {
-		return dst[:0], err
-	}
-	return parseInts(raw.Bytes(), dst)
-}
-
-// callWait is call followed by the store's WAIT in one pipeline, on one
-// connection (DurabilityWait; never on a Cluster).
-func (s *Store) callWait(ctx context.Context, via processor, args []any, raw *bytes.Buffer, dst []int64) ([]int64, error) {
-	raw.Reset()
-	cmd := redis.NewRawWriteToCmd(ctx, raw, args...)
-	cmd.SetFirstKeyPos(3)
-	wait := redis.NewIntCmd(ctx, s.wait...)
-	pipe := via.Pipeline()
-	_ = pipe.Process(ctx, cmd)
-	_ = pipe.Process(ctx, wait)
-	_, _ = pipe.Exec(ctx)
-	if err := cmd.Err(); err != nil {
-		return dst[:0], err
-	}
-	s.waited(wait, 1)
-	return parseInts(raw.Bytes(), dst)
-}
-
-// waited reports the n writes a WAIT followed as unreplicated when no
-// replica acknowledged them.
-func (s *Store) waited(wait *redis.IntCmd, n int) {
-	replicas, err := wait.Result()
-	if err == nil && replicas >= 1 {
-		return
-	}
-	s.unreplicated.Add(int64(n))
-	if s.replObs != nil {
-		s.replObs.ObserveUnreplicated(n, err)
-	}
 }
 
 // Unreplicated is how many decisions' writes no replica acknowledged
