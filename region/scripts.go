@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/rl-exporter/rl-exporter/limiter"
+	"github.com/rl-exporter/rl-exporter/limiter/redisstore"
 )
 
 //go:embed lua/*.lua
@@ -35,7 +36,8 @@ func (a *asyncScripts) load(ctx context.Context, c redis.UniversalClient) error 
 	return nil
 }
 
-// loadAsyncScripts assembles each algorithm's script from lua/preamble.lua,
+// loadAsyncScripts assembles each algorithm's script from the decision
+// scripts' shared preamble (redisstore.Preamble), lua/slots.lua,
 // lua/<algorithm>.lua as the body of decide(KEYS, ARGV, now, cost, peek),
 // lua/run.lua and a main part that reads Redis's TIME once.
 func loadAsyncScripts() (*asyncScripts, error) {
@@ -46,7 +48,7 @@ func loadAsyncScripts() (*asyncScripts, error) {
 		}
 		return string(b), nil
 	}
-	preamble, err := read("preamble")
+	slots, err := read("slots")
 	if err != nil {
 		return nil, err
 	}
@@ -65,8 +67,9 @@ func loadAsyncScripts() (*asyncScripts, error) {
 			return nil, err
 		}
 		var b strings.Builder
-		b.WriteString("-- Code generated from region/lua/preamble.lua, " + string(a) + ".lua and run.lua by rl-exporter. DO NOT EDIT.\n")
-		b.WriteString(preamble)
+		b.WriteString("-- Code generated from limiter/redisstore/lua/preamble.lua, region/lua/slots.lua, " + string(a) + ".lua and run.lua by rl-exporter. DO NOT EDIT.\n")
+		b.WriteString(redisstore.Preamble())
+		b.WriteString(slots)
 		b.WriteString("local function decide(KEYS, ARGV, now, cost, peek)\n")
 		b.WriteString(body)
 		b.WriteString("end\n")

@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"crypto/sha1"
+	_ "embed"
 	"encoding/hex"
 	"fmt"
 	"regexp"
@@ -10,6 +11,14 @@ import (
 
 	"github.com/rl-exporter/rl-exporter/limiter"
 )
+
+// Preamble is lua/preamble.lua, the integer helpers (floordiv, ceildiv)
+// every decision script starts with: the store's and package region's.
+// Safe for concurrent use.
+func Preamble() string { return preamble }
+
+//go:embed lua/preamble.lua
+var preamble string
 
 // redisClock is the expression the scripts read the clock with: Redis's
 // TIME, {seconds, microseconds}.
@@ -84,10 +93,6 @@ func scriptSources(spec *limiter.AlgorithmSpec, clock string) (single, batch str
 			return "", fmt.Errorf("script for %s: %w", a, err)
 		}
 		return string(b), nil
-	}
-	preamble, err := read("preamble")
-	if err != nil {
-		return "", "", err
 	}
 	body, err := read(string(a))
 	if err != nil {

@@ -3,7 +3,7 @@
 -- starting at w (µs, the writer's Redis clock). The global count of the
 -- window starting at ws (this Redis's clock) is the sum of the slots whose
 -- w is ws; a slot of an older window counts nothing.
--- KEYS[1]  the key's hash (see preamble.lua)
+-- KEYS[1]  the key's hash (see slots.lua)
 -- ARGV     slot, threshold (units; -1 = none), keep (ms), rate, period (µs), window offset (µs), cost, mode
 -- returns  {admitted, remaining, reset after (µs), retry after (µs), delay (µs),
 --           over (1: the threshold, not the limit, refused: decide strictly),

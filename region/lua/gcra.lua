@@ -8,7 +8,7 @@
 -- arrived now (ahead = max(TAT − now, 0) + unseen × interval), then decides
 -- as the single-region script. ahead is capped at two tolerances (a bucket's
 -- worth of debt), for the reason given in token_bucket.lua.
--- KEYS[1]  the key's hash (see preamble.lua)
+-- KEYS[1]  the key's hash (see slots.lua)
 -- ARGV     slot, threshold (units; -1 = none), keep (ms), burst, rate, period (µs), cost, mode
 -- returns  as fixed_window.lua; strict for = until the TAT has passed
 local me, threshold, keep = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])

@@ -4,7 +4,7 @@
 -- previous counts of the window starting at ws are the sums over the slots
 -- whose w is ws (c to current, p to previous) or ws − period (c to
 -- previous); then the single-region counter: cur + prev·(P−e)/P.
--- KEYS[1]  the key's hash (see preamble.lua)
+-- KEYS[1]  the key's hash (see slots.lua)
 -- ARGV     slot, threshold (units; -1 = none), keep (ms), rate, period (µs), window offset (µs), cost, mode
 -- returns  as fixed_window.lua; strict for = until the current window's end
 local me, threshold, keep = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])

@@ -18,7 +18,7 @@
 -- The state expires keep ms after the bucket is full again (keep is one
 -- bucket's refill time), so that a peer's slot shipped late still finds the
 -- mark of what was seen and is not counted twice.
--- KEYS[1]  the key's hash (see preamble.lua)
+-- KEYS[1]  the key's hash (see slots.lua)
 -- ARGV     slot, threshold (units; -1 = none), keep (ms), burst, rate, period (µs), cost, mode
 -- returns  as fixed_window.lua; strict for = until the bucket is full again
 local me, threshold, keep = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])

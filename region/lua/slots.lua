@@ -1,4 +1,5 @@
--- Shared by every multi-region script. A key's state is one hash:
+-- Shared by every multi-region decision script, after the decision
+-- scripts' preamble (floordiv, ceildiv). A key's state is one hash:
 --   r:<slot>  a slot, "a:b[:c]" integers: the state one writer (a region,
 --             or strict@<home> for the strict decisions of hybrid made on
 --             the home region's Redis) keeps for itself. Only its writer
@@ -7,14 +8,6 @@
 --   l:<name>  local state that is never shipped (the buckets'
 --             reconstruction, see token_bucket.lua).
 -- Integers are written with %.0f: tostring would write 1.7e+15.
-local function floordiv(a, b)
-  local r = math.fmod(a, b)
-  if r < 0 then r = r + b end
-  return (a - r) / b
-end
-local function ceildiv(a, b) -- a >= 0
-  return floordiv(a + b - 1, b)
-end
 local function int(x)
   return string.format('%.0f', x)
 end
