@@ -206,22 +206,21 @@ func (r result) decision(lim limiter.Limit) limiter.Decision {
 func (a *asyncStore) run(ctx context.Context, c redis.UniversalClient, key, hash, slot string, threshold int64, lim limiter.Limit, cost int64, mode limiter.Mode) (result, error) {
 	period := lim.Period.Microseconds()
 	args := make([]any, 0, 8)
-	args = append(args, slot, threshold)
+	var keep int64
 	switch lim.Algorithm {
 	case limiter.FixedWindow, limiter.SlidingWindow:
 		var offset int64
 		if !lim.AlignWindows {
 			offset = limiter.WindowOffset(key, lim.Period).Microseconds()
 		}
-		args = append(args, 0, lim.Rate, period, offset)
+		args = append(args, lim.Rate, period, offset)
 	default:
-		burst := lim.Quota()
+		args = append(args, lim.Quota(), lim.Rate, period)
 		// Keep a bucket's state one refill time after it is full again
-		// (see lua/token_bucket.lua).
-		keep := lim.Window().Milliseconds() + 1
-		args = append(args, keep, burst, lim.Rate, period)
+		// (see lua/slots.lua).
+		keep = lim.Window().Milliseconds() + 1
 	}
-	args = append(args, cost, int(mode))
+	args = append(args, cost, int(mode), slot, threshold, keep)
 	v, err := a.set.scripts.decide[lim.Algorithm].Run(ctx, c, []string{hash}, args...).Slice()
 	if err != nil {
 		return result{}, fmt.Errorf("%s script: %w", lim.Algorithm, err)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
 
 	"github.com/redis/go-redis/v9"
 
@@ -36,10 +35,11 @@ func (a *asyncScripts) load(ctx context.Context, c redis.UniversalClient) error 
 	return nil
 }
 
-// loadAsyncScripts assembles each algorithm's script from the decision
-// scripts' shared preamble (redisstore.Preamble), lua/slots.lua,
-// lua/<algorithm>.lua as the body of decide(KEYS, ARGV, now, cost, peek),
-// lua/run.lua and a main part that reads Redis's TIME once.
+// loadAsyncScripts assembles each algorithm's script: the decision
+// scripts' preamble (redisstore.Preamble), lua/slots.lua (the per-region
+// slots the algorithm's decide reads and writes once it sets regions), the
+// algorithm's decide (redisstore.DecideFunction, the store's own) and
+// lua/run.lua (the mode and the main part).
 func loadAsyncScripts() (*asyncScripts, error) {
 	read := func(name string) (string, error) {
 		b, err := luaFiles.ReadFile("lua/" + name + ".lua")
@@ -62,22 +62,11 @@ func loadAsyncScripts() (*asyncScripts, error) {
 	}
 	out := &asyncScripts{decide: map[limiter.Algorithm]*redis.Script{}, merge: redis.NewScript(merge)}
 	for _, a := range asyncAlgorithms {
-		body, err := read(string(a))
+		decide, err := redisstore.DecideFunction(a)
 		if err != nil {
 			return nil, err
 		}
-		var b strings.Builder
-		b.WriteString("-- Code generated from limiter/redisstore/lua/preamble.lua, region/lua/slots.lua, " + string(a) + ".lua and run.lua by rl-exporter. DO NOT EDIT.\n")
-		b.WriteString(redisstore.Preamble())
-		b.WriteString(slots)
-		b.WriteString("local function decide(KEYS, ARGV, now, cost, peek)\n")
-		b.WriteString(body)
-		b.WriteString("end\n")
-		b.WriteString(run)
-		b.WriteString("local clock = redis.call('TIME')\n")
-		b.WriteString("local now = tonumber(clock[1]) * 1000000 + tonumber(clock[2])\n")
-		b.WriteString("return run(KEYS, ARGV, now)\n")
-		out.decide[a] = redis.NewScript(b.String())
+		out.decide[a] = redis.NewScript(redisstore.Preamble() + slots + decide + run)
 	}
 	return out, nil
 }

@@ -12,10 +12,22 @@ import (
 	"github.com/rl-exporter/rl-exporter/limiter"
 )
 
-// Preamble is lua/preamble.lua, the integer helpers (floordiv, ceildiv)
-// every decision script starts with: the store's and package region's.
-// Safe for concurrent use.
+// Preamble is lua/preamble.lua, what every decision script starts with
+// (the store's and package region's): integer helpers and regions, nil
+// until region's scripts set it. Safe for concurrent use.
 func Preamble() string { return preamble }
+
+// DecideFunction is the Lua function decide(KEYS, ARGV, now, cost, peek)
+// of algorithm a, lua/<a>.lua: the one copy of its arithmetic in Lua,
+// which reads and writes one region's keys, or, once regions is set,
+// per-region slots. Safe for concurrent use.
+func DecideFunction(a limiter.Algorithm) (string, error) {
+	body, err := luaFiles.ReadFile("lua/" + string(a) + ".lua")
+	if err != nil {
+		return "", fmt.Errorf("script for %s: %w", a, err)
+	}
+	return "local function decide(KEYS, ARGV, now, cost, peek)\n" + string(body) + "end\n", nil
+}
 
 //go:embed lua/preamble.lua
 var preamble string
