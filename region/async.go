@@ -115,7 +115,7 @@ func (a *asyncStore) DecideMode(ctx context.Context, key string, lim limiter.Lim
 	if r.slot != "" {
 		a.set.ship.changed(hash)
 	}
-	return r.decision(lim), nil
+	return r.decision(lim, mode), nil
 }
 
 // decideStrict makes a hybrid decision on the key's home region, in the
@@ -140,7 +140,7 @@ func (a *asyncStore) decideStrict(ctx context.Context, key, hash string, lim lim
 		r, err := a.run(ctx, a.set.cfg.Clients[local], key, hash, local, -1, lim, need, limiter.ModePeek)
 		if err == nil && r.admitted == 0 {
 			a.set.obs.ObserveDecision(a.mode, HomeLocal)
-			return r.decision(lim), nil
+			return r.decision(lim, mode), nil
 		}
 	}
 	start := time.Now()
@@ -160,7 +160,7 @@ func (a *asyncStore) decideStrict(ctx context.Context, key, hash string, lim lim
 	if err != nil {
 		return limiter.Decision{}, fmt.Errorf("region %s: %w", home, err)
 	}
-	return r.decision(lim), nil
+	return r.decision(lim, mode), nil
 }
 
 // Reset implements limiter.Inspector for the local region's copy of the
@@ -191,8 +191,10 @@ type result struct {
 	ttl                 time.Duration // of the written slot: reset after
 }
 
-func (r result) decision(lim limiter.Limit) limiter.Decision {
-	return limiter.Decision{
+// decision is r as the answer to a decision in mode: a peek admits
+// nothing, whatever fits.
+func (r result) decision(lim limiter.Limit, mode limiter.Mode) limiter.Decision {
+	d := limiter.Decision{
 		Allowed:    r.admitted > 0,
 		Limit:      lim.Quota(),
 		Remaining:  r.remaining,
@@ -200,6 +202,10 @@ func (r result) decision(lim limiter.Limit) limiter.Decision {
 		RetryAfter: r.retry,
 		Admitted:   r.admitted,
 	}
+	if mode == limiter.ModePeek {
+		d.Admitted = 0
+	}
+	return d
 }
 
 // run calls the algorithm's script on c for hash, writing slot.

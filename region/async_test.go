@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/rl-exporter/rl-exporter/limiter"
+	"github.com/rl-exporter/rl-exporter/limiter/limitertest"
 	"github.com/rl-exporter/rl-exporter/region"
 )
 
@@ -118,4 +119,16 @@ func TestAsyncBucketsRefillWhatTheOtherRegionTookOnce(t *testing.T) {
 			}
 		})
 	}
+}
+
+// One region's async store decides as the memory store does: its state is
+// the store's own scripts in their multi-region mode.
+func TestAsyncInOneRegionConforms(t *testing.T) {
+	w := newWorld(t, worldConfig{regions: []string{"eu"}})
+	st, err := w.sets["eu"].Store(region.ModeAsync, region.StoreOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	limitertest.RunAlgorithms(t, func(*testing.T) limiter.Store { return st },
+		[]limiter.Algorithm{limiter.FixedWindow, limiter.SlidingWindow, limiter.TokenBucket, limiter.GCRA})
 }
