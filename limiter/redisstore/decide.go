@@ -1,8 +1,7 @@
 package redisstore
 
-// The core of the store: one decision, prepared (Store.fill), sent alone
-// as one EVALSHA of its algorithm's script (Store.direct, Store.run) or
-// handed to the batching layer (batch.go), and decoded (request.answer).
+// The core of the store: a decision prepared (fill), sent alone (direct,
+// run) or batched (batch.go), and decoded (answer).
 
 import (
 	"bytes"
@@ -18,13 +17,10 @@ import (
 
 // DecideMode implements limiter.Inspector and is the store's one way to
 // decide: one decision of cost in mode, atomic on Redis, bounded by ctx
-// and, when timeout > 0, by a timer reused across calls (cheaper than a
-// context.WithTimeout). lim has been validated and cost checked by the
-// caller; the store refuses only a call that would corrupt the shared
-// state or has no script (a cost below 1, a rate or period of 0, an
-// unknown algorithm or mode). A decision made alone is its own script
-// call; decisions made while others are in progress travel together as
-// one batch call (batch.go), each as atomic as alone.
+// and by timeout when > 0. The caller validated lim and cost; the store
+// refuses only what would corrupt the shared state (checkCall). A decision
+// made alone is its own script call; one made while others are in
+// progress joins a batch (batch.go), as atomic as alone.
 func (s *Store) DecideMode(ctx context.Context, key string, lim limiter.Limit, cost int64, mode limiter.Mode, timeout time.Duration) (limiter.Decision, error) {
 	if mode > limiter.ModeAtMost {
 		return limiter.Decision{}, fmt.Errorf("redis store: unknown mode %d", mode)
@@ -38,8 +34,7 @@ func (s *Store) Decide(ctx context.Context, key string, lim limiter.Limit, cost 
 	return s.decide(ctx, key, lim, cost, 0, limiter.ModeConsume)
 }
 
-// decide makes one decision in the given mode; see the top of batch.go
-// for the way a batched one takes.
+// decide makes one decision in mode.
 func (s *Store) decide(ctx context.Context, key string, lim limiter.Limit, cost int64, timeout time.Duration, mode limiter.Mode) (limiter.Decision, error) {
 	spec := limiter.SpecOf(lim.Algorithm)
 	if err := checkCall(spec, lim, cost); err != nil {
@@ -55,13 +50,8 @@ func (s *Store) decide(ctx context.Context, key string, lim limiter.Limit, cost 
 	return d, err
 }
 
-// checkCall refuses the calls that limiter.Store's contract excludes but
-// that would do harm if they reached a script; it does not validate the
-// limit again (the caller did). A cost below 1 would hand units back to
-// every process sharing the key; a rate or period of 0 makes the scripts
-// divide by zero and store an infinite or NaN state; an unknown algorithm
-// (spec nil) has no script. The test is a few comparisons; only a refused
-// call pays for the full Limit.Validate, for its message.
+// checkCall refuses what would harm the shared state: a cost below 1, a
+// rate or period of 0 (a NaN state), an unknown algorithm.
 func checkCall(spec *limiter.AlgorithmSpec, lim limiter.Limit, cost int64) error {
 	if spec != nil && cost >= 1 && lim.Rate >= 1 && lim.Period >= time.Millisecond {
 		return nil
@@ -72,8 +62,7 @@ func checkCall(spec *limiter.AlgorithmSpec, lim limiter.Limit, cost int64) error
 	return fmt.Errorf("redis store: %w", lim.CheckCost(cost))
 }
 
-// fill prepares r for one decision of sc's algorithm: its keys (the base
-// key with each of the algorithm's suffixes) and script arguments.
+// fill prepares r's keys and script arguments.
 func (s *Store) fill(r *request, sc *algScripts, key string, lim limiter.Limit, cost int64, mode limiter.Mode) {
 	r.alg = sc.spec.Index()
 	base := s.baseKey(key, lim.Algorithm)
@@ -88,8 +77,7 @@ func (s *Store) fill(r *request, sc *algScripts, key string, lim limiter.Limit, 
 	}
 }
 
-// send makes r's decision: at once when no other decision is in progress,
-// else in a batch. r goes back to the pool once its answer is read.
+// send makes r's decision: alone when no other is in progress, else batched.
 func (s *Store) send(ctx context.Context, r *request, timeout time.Duration) (limiter.Decision, error) {
 	if s.batch == nil {
 		defer s.recycle(r)
@@ -112,8 +100,7 @@ func (s *Store) recycle(r *request) {
 	s.requests.Put(r)
 }
 
-// direct sends r alone, as one call of its algorithm's single script, on
-// the caller's goroutine.
+// direct sends r alone on the caller's goroutine.
 func (s *Store) direct(ctx context.Context, r *request, timeout time.Duration) (limiter.Decision, error) {
 	if timeout > 0 {
 		if dl, ok := ctx.Deadline(); !ok || time.Until(dl) > timeout {
@@ -129,8 +116,7 @@ func (s *Store) direct(ctx context.Context, r *request, timeout time.Duration) (
 		via = conn
 	}
 	ints, err := s.run(ctx, via, &sc.single, r.cmdArgs(), &r.raw, r.ints[:0])
-	// A migrating slot that splits the decision's keys: Redis ran nothing
-	// (see sender.singly).
+	// TRYAGAIN: a migrating slot splits the keys and Redis ran nothing.
 	for backoff := tryAgainFirst; isTryAgain(err) && retryWait(ctx, backoff); backoff = min(2*backoff, tryAgainMax) {
 		ints, err = s.run(ctx, via, &sc.single, r.cmdArgs(), &r.raw, ints)
 	}
@@ -143,8 +129,9 @@ func (s *Store) direct(ctx context.Context, r *request, timeout time.Duration) (
 	return r.answer(decodeInts(ints))
 }
 
-// request is one decision on its way: its keys and arguments, and, once
-// made, its answer. Requests are pooled (see the top of this file).
+// request is one decision on its way and, once made, its answer. Requests
+// are pooled, and their keys and arguments held in arrays, so that a
+// decision allocates only its key and command (TestGoalDecisionAllocatesLittle).
 type request struct {
 	alg   int // limiter.AlgorithmSpec.Index
 	keys  [maxKeys]string
@@ -159,8 +146,7 @@ type request struct {
 	ctx      context.Context
 	deadline time.Time // zero: none besides ctx's
 
-	// answered goes from 0 to 1 once, when the answer is set (by a
-	// sender, or by timer at the deadline); done then receives.
+	// answered goes to 1 once the answer is set; done then receives.
 	answered atomic.Uint32
 	done     chan struct{}
 	timer    *time.Timer // the caller's deadline (r.expire), reused
@@ -173,8 +159,7 @@ type request struct {
 	ints []int64
 }
 
-// answer completes the decision decoded from r's reply: the quota, and
-// the units admitted, checked against the cost (none for a peek).
+// answer checks a decoded reply against the cost and completes it.
 func (r *request) answer(d limiter.Decision, err error) (limiter.Decision, error) {
 	if err != nil {
 		return limiter.Decision{}, err
@@ -189,8 +174,7 @@ func (r *request) answer(d limiter.Decision, err error) (limiter.Decision, error
 	return d, nil
 }
 
-// cmdArgs is the command of a single-script call for r, with two slots
-// left for the command name and the SHA. Pointers box without allocating.
+// cmdArgs is r's command, slots 0 and 1 left for the name and SHA.
 func (r *request) cmdArgs() []any {
 	return r.appendArgs(r.appendKeys(append(r.argv[:0], nil, nil, r.nkeys)))
 }
@@ -211,9 +195,8 @@ func (r *request) appendArgs(dst []any) []any {
 	return dst
 }
 
-// run sends one EVALSHA of sc with args (whose first two elements are left
-// for the command name and the SHA) and reads its integer array reply into
-// dst; when Redis does not hold the script it sends it with EVAL.
+// run sends EVALSHA of sc with args (EVAL on NOSCRIPT) and reads the
+// integers of its reply into dst.
 func (s *Store) run(ctx context.Context, via processor, sc *script, args []any, raw *bytes.Buffer, dst []int64) ([]int64, error) {
 	args[0], args[1] = "evalsha", sc.shaArg
 	ints, err := s.call(ctx, via, args, raw, dst)
@@ -231,9 +214,9 @@ type processor interface {
 }
 
 // call sends one script command. On a single server the reply is read
-// raw into raw (a reused buffer) and parsed without allocating; on a
-// Cluster it goes through go-redis's typed reply, which is what lets
-// go-redis follow MOVED and ASK.
+// raw (resp.go) into a reused buffer: go-redis's typed reply costs an
+// allocation per element, which TestGoalDecisionAllocatesLittle would see.
+// On a Cluster the typed reply is what lets go-redis follow MOVED and ASK.
 func (s *Store) call(ctx context.Context, via processor, args []any, raw *bytes.Buffer, dst []int64) ([]int64, error) {
 	if s.wait != nil {
 		return s.callWait(ctx, via, args, raw, dst)
@@ -257,8 +240,7 @@ func (s *Store) call(ctx context.Context, via processor, args []any, raw *bytes.
 	return parseInts(raw.Bytes(), dst)
 }
 
-// callWait is call followed by the store's WAIT in one pipeline, on one
-// connection (DurabilityWait; never on a Cluster).
+// callWait is call then WAIT in one pipeline (DurabilityWait).
 func (s *Store) callWait(ctx context.Context, via processor, args []any, raw *bytes.Buffer, dst []int64) ([]int64, error) {
 	raw.Reset()
 	cmd := redis.NewRawWriteToCmd(ctx, raw, args...)
@@ -275,8 +257,7 @@ func (s *Store) callWait(ctx context.Context, via processor, args []any, raw *by
 	return parseInts(raw.Bytes(), dst)
 }
 
-// waited reports the n writes a WAIT followed as unreplicated when no
-// replica acknowledged them.
+// waited counts and reports n writes when no replica acknowledged them.
 func (s *Store) waited(wait *redis.IntCmd, n int) {
 	replicas, err := wait.Result()
 	if err == nil && replicas >= 1 {
