@@ -32,40 +32,39 @@ end
 if tat then
   ahead = math.max(tat - now, 0)
 end
-local newAhead = ahead + cost * interval
-local remaining = math.max(math.floor((tolerance - ahead) / interval + epsilon), 0)
-local reset = math.ceil(ahead - epsilon * interval)
-
 local learnt, save
 if regions then
   local unseen
   unseen, learnt = regions.unseen(slots, locals)
   ahead = math.min(ahead + unseen * interval, 2 * tolerance)
-  newAhead = ahead + cost * interval
-  remaining = math.max(math.floor((tolerance - ahead) / interval + epsilon), 0)
-  reset = math.ceil(ahead - epsilon * interval)
   -- Once TAT has passed (and keep later) the state is that of a fresh key.
   save = function(taken)
     return regions.save_bucket(KEYS[1], {'l:tat', string.format('%.3f', now + ahead)}, learnt, slots, taken,
       math.ceil(ahead / 1000))
   end
-  if regions.threshold >= 0 and newAhead / interval - regions.threshold > epsilon then
-    if not peek and #learnt > 0 then save(0) end
-    return {0, remaining, reset, 0, 0, 1, reset, ''}
-  end
 end
+local newAhead = ahead + cost * interval
 
+if regions and regions.threshold >= 0 and newAhead / interval - regions.threshold > epsilon then
+  if not peek and #learnt > 0 then save(0) end
+  local reset = math.ceil(ahead - epsilon * interval)
+  return {0, math.max(math.floor((tolerance - ahead) / interval + epsilon), 0), reset, 0, 0, 1, reset, ''}
+end
 local wait = newAhead - tolerance
 if wait / interval > epsilon then
   if regions and not peek and #learnt > 0 then save(0) end
+  local remaining = math.max(math.floor((tolerance - ahead) / interval + epsilon), 0)
+  local reset = math.ceil(ahead - epsilon * interval)
   return {0, remaining, reset, math.ceil(wait - epsilon * interval), 0, regions and 0, reset, ''}
 end
 if peek then
+  local remaining = math.max(math.floor((tolerance - ahead) / interval + epsilon), 0)
+  local reset = math.ceil(ahead - epsilon * interval)
   return {cost, remaining, reset, 0, 0, regions and 0, reset, ''}
 end
 
-remaining = math.max(math.floor((tolerance - newAhead) / interval + epsilon), 0)
-reset = math.ceil(newAhead - epsilon * interval)
+local remaining = math.max(math.floor((tolerance - newAhead) / interval + epsilon), 0)
+local reset = math.ceil(newAhead - epsilon * interval)
 if regions then
   ahead = newAhead
   return {cost, remaining, reset, 0, 0, 0, reset, save(cost)}
