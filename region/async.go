@@ -112,10 +112,9 @@ func (a *asyncStore) DecideMode(ctx context.Context, key string, lim limiter.Lim
 }
 
 // decideStrict makes a hybrid decision in the home region's strict slot,
-// merged back into the local copy and shipped. A window algorithm's
-// refusal is first looked for locally: the local slots are at most what
-// their writers admitted, so home would refuse too. (Not for buckets,
-// whose local view can be stricter than home's.)
+// merged back and shipped. A window's refusal is first found locally
+// (local slots are at most what was admitted); not a bucket's, whose
+// local view can be stricter than home's.
 func (a *asyncStore) decideStrict(ctx context.Context, key, hash string, lim limiter.Limit, cost int64, mode limiter.Mode) (limiter.Decision, error) {
 	home := a.homeOf(key)
 	local := a.set.cfg.Local

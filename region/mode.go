@@ -34,7 +34,7 @@ var modes = [...]Mode{ModeLocal, ModeStrict, ModeAsync, ModeHybrid}
 func AllModes() []Mode { return slices.Clone(modes[:]) }
 
 // asyncAlgorithms are the algorithms whose state replicates as grow-only
-// per-region slots (see lua/).
+// per-region slots (lua/slots.lua).
 var asyncAlgorithms = []limiter.Algorithm{limiter.FixedWindow, limiter.SlidingWindow, limiter.TokenBucket, limiter.GCRA}
 
 // ParseMode returns the Mode named s; "" is ModeLocal.

@@ -69,10 +69,9 @@ type Config struct {
 	SyncInterval time.Duration
 	// SyncTimeout bounds one shipping pipeline. Default DefaultSyncTimeout.
 	SyncTimeout time.Duration
-	// MaxClockSkew is how far ahead of the receiving Redis's clock a
-	// merged slot may start: one further ahead would win every max() and
-	// hide its writer's real counts, so it is ignored and counted
-	// (Observer.ObserveRejectedSlots). Default DefaultMaxClockSkew.
+	// MaxClockSkew is how far ahead of the receiving Redis's clock a merged
+	// slot may start; one further ahead would win every max(), so it is
+	// ignored and counted. Default DefaultMaxClockSkew.
 	MaxClockSkew time.Duration
 	// Observer, when set, is told what the regions do.
 	Observer Observer
@@ -96,8 +95,7 @@ type Set struct {
 	cfg    Config
 	names  []string // sorted
 	stores map[string]*redisstore.Store
-	// remote are the clients hybrid's strict decisions use on each peer
-	// (see ownClient), closers the ones made here.
+	// remote are hybrid's clients on each peer, closers those made here.
 	remote  map[string]redis.UniversalClient
 	closers []func() error
 	obs     Observer
@@ -145,8 +143,7 @@ func New(cfg Config) (*Set, error) {
 		}
 		scfg := cfg.Store
 		if name != cfg.Local && !scfg.Batch.Disabled {
-			// A cross-region round trip holds a sender for its whole
-			// length: more of them keep decisions from queueing behind it.
+			// A cross-region round trip holds a sender all along.
 			scfg.Batch.Senders = max(scfg.Batch.Senders, PeerBatchSenders)
 		}
 		st, err := redisstore.New(c, scfg)
@@ -162,8 +159,7 @@ func New(cfg Config) (*Set, error) {
 			s.remote[name] = cfg.Clients[name]
 			continue
 		}
-		// Hybrid's strict decisions are one script call each, not batched:
-		// each holds a connection for a whole round trip.
+		// Hybrid's strict decisions are not batched.
 		c, closeClient := ownClient(cfg.Clients[name], PeerPoolSize, 0)
 		s.remote[name] = c
 		if closeClient != nil {

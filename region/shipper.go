@@ -51,8 +51,7 @@ type shipper struct {
 	once  sync.Once
 }
 
-// localMerge is a slot written on a peer (a hybrid strict decision on the
-// key's home) to merge into the local copy of the key.
+// localMerge is a slot written on a peer, for the local copy.
 type localMerge struct {
 	hash, field, value string
 	ttl                time.Duration
@@ -178,8 +177,7 @@ func ownClient(c redis.UniversalClient, poolSize int, dialTimeout time.Duration)
 	return c, nil
 }
 
-// ownOptions points at the fields ownClient changes, the same in
-// redis.Options and redis.ClusterOptions.
+// ownOptions points at the fields ownClient changes.
 type ownOptions struct {
 	poolSize, maxDials, minIdle *int
 	dialTimeout                 *time.Duration
@@ -394,9 +392,8 @@ func (sh *shipper) read(ctx context.Context, p *peerShipping, keys []string) ([]
 	return calls, heard, nil
 }
 
-// sendMerges sends calls to c in one pipeline after extra, again after
-// NOSCRIPT (merges are idempotent), and returns the slots each call
-// ignored as too far ahead.
+// sendMerges sends calls to c in one pipeline after extra (again after
+// NOSCRIPT) and returns the slots each ignored as too far ahead.
 func (sh *shipper) sendMerges(ctx context.Context, c redis.UniversalClient, calls []mergeCall, extra func(redis.Pipeliner)) ([]int, error) {
 	merge := sh.set.scripts.merge
 	for attempt := 0; ; attempt++ {
@@ -434,8 +431,7 @@ func sum(ns []int) int {
 	return total
 }
 
-// syncKey is the key holding the time (µs since the epoch) of region
-// from's last shipping that reached this Redis.
+// syncKey holds the time (µs) of from's last shipping that reached here.
 func syncKey(prefix, from string) string {
 	if prefix == "" {
 		prefix = redisstore.DefaultPrefix
