@@ -12,11 +12,9 @@ import (
 	"github.com/rl-exporter/rl-exporter/limiter"
 )
 
-// asyncStore decides on the local region's Redis against every region's
-// slots of the key (see lua/); in hybrid it turns strict for a key whose
-// global estimate reached the threshold, until the end of the key's window.
-// It implements limiter.Store, limiter.Inspector (peek and at-most; Reset
-// forgets the local region's copy only) and limiter.ShardedStore, and is
+// asyncStore decides on the local Redis against every region's slots of
+// the key; in hybrid, strictly once the key's global estimate reached the
+// threshold, until its window ends. A limiter.Inspector and ShardedStore,
 // safe for concurrent use.
 type asyncStore struct {
 	set       *Set
@@ -31,9 +29,8 @@ var (
 	_ limiter.ShardedStore = (*asyncStore)(nil)
 )
 
-// stateSuffix follows the single-region key of a key and algorithm
-// (redisstore.Store.Keys) to name the multi-region hash, so it shares the
-// key's hash tag (Cluster slot) and escaping.
+// stateSuffix follows the single-region key to name the multi-region hash
+// (the same hash tag and escaping).
 const stateSuffix = ":regions"
 
 // strictSlot is the slot the strict decisions of hybrid write on home.
@@ -57,9 +54,8 @@ func (a *asyncStore) homeOf(key string) string {
 	return a.set.Home(key)
 }
 
-// Shard names the region deciding key now: "region/<local>" in async, and in
-// hybrid "region/<home>" while the key is decided strictly, so the Guard's
-// breaker of a lost home region opens for the keys it decides alone.
+// Shard names the region deciding key now ("region/<home>" while hybrid
+// is strict), so a lost home's breaker opens for its keys alone.
 func (a *asyncStore) Shard(key string) string {
 	if a.strict != nil && a.strict.active(key, time.Now()) {
 		return "region/" + a.homeOf(key)
@@ -72,8 +68,7 @@ func (a *asyncStore) Decide(ctx context.Context, key string, lim limiter.Limit, 
 	return a.DecideMode(ctx, key, lim, cost, limiter.ModeConsume, 0)
 }
 
-// DecideMode implements limiter.Inspector: consume, peek and at-most, each
-// one atomic script call on the deciding region's Redis.
+// DecideMode implements limiter.Inspector: one script call per decision.
 func (a *asyncStore) DecideMode(ctx context.Context, key string, lim limiter.Limit, cost int64, mode limiter.Mode, timeout time.Duration) (limiter.Decision, error) {
 	if !Supports(a.mode, lim.Algorithm) {
 		return limiter.Decision{}, fmt.Errorf("region %s: %s does not support %q (supported: %v)", a.set.cfg.Local, a.mode, lim.Algorithm, Algorithms(a.mode))
@@ -106,8 +101,6 @@ func (a *asyncStore) DecideMode(ctx context.Context, key string, lim limiter.Lim
 		return limiter.Decision{}, fmt.Errorf("region %s: %w", local, err)
 	}
 	if r.over {
-		// The global estimate reached the threshold: strict for the rest
-		// of the window.
 		a.strict.mark(key, time.Now().Add(r.strictFor))
 		return a.decideStrict(ctx, key, hash, lim, cost, mode)
 	}
@@ -115,20 +108,13 @@ func (a *asyncStore) DecideMode(ctx context.Context, key string, lim limiter.Lim
 	if r.slot != "" {
 		a.set.ship.changed(hash)
 	}
-	return r.decision(lim), nil
+	return r.decision(lim, mode), nil
 }
 
-// decideStrict makes a hybrid decision on the key's home region, in the
-// home's strict slot (counted there with every region's async slots). The
-// written slot is merged into the local copy in the background and shipped
-// with it, so the other regions count it.
-//
-// For the window algorithms a refusal is first looked for locally: every
-// slot the local copy holds is at most what its writer has admitted in the
-// window, so when the local view already has no room for the cost, the home
-// region would refuse too, and the refusal is answered here without the
-// round trip. (Not for buckets: their reconstruction takes units learnt
-// late as taken when learnt, so the local view can be stricter than home's.)
+// decideStrict makes a hybrid decision in the home region's strict slot,
+// merged back and shipped. A window's refusal is first found locally
+// (local slots are at most what was admitted); not a bucket's, whose
+// local view can be stricter than home's.
 func (a *asyncStore) decideStrict(ctx context.Context, key, hash string, lim limiter.Limit, cost int64, mode limiter.Mode) (limiter.Decision, error) {
 	home := a.homeOf(key)
 	local := a.set.cfg.Local
@@ -140,7 +126,7 @@ func (a *asyncStore) decideStrict(ctx context.Context, key, hash string, lim lim
 		r, err := a.run(ctx, a.set.cfg.Clients[local], key, hash, local, -1, lim, need, limiter.ModePeek)
 		if err == nil && r.admitted == 0 {
 			a.set.obs.ObserveDecision(a.mode, HomeLocal)
-			return r.decision(lim), nil
+			return r.decision(lim, mode), nil
 		}
 	}
 	start := time.Now()
@@ -160,13 +146,11 @@ func (a *asyncStore) decideStrict(ctx context.Context, key, hash string, lim lim
 	if err != nil {
 		return limiter.Decision{}, fmt.Errorf("region %s: %w", home, err)
 	}
-	return r.decision(lim), nil
+	return r.decision(lim, mode), nil
 }
 
-// Reset implements limiter.Inspector for the local region's copy of the
-// key: its slots as known here and its reconstruction. The other regions'
-// copies are not reset (their own slots would come back with their next
-// shipping), so a reset key starts again from the other regions' counts.
+// Reset implements limiter.Inspector for the local copy of the key alone:
+// the other regions' slots come back with their next shipping.
 func (a *asyncStore) Reset(ctx context.Context, key string, lim limiter.Limit, timeout time.Duration) error {
 	if timeout > 0 {
 		var cancel context.CancelFunc
@@ -191,8 +175,10 @@ type result struct {
 	ttl                 time.Duration // of the written slot: reset after
 }
 
-func (r result) decision(lim limiter.Limit) limiter.Decision {
-	return limiter.Decision{
+// decision is r as the answer to a decision in mode: a peek admits
+// nothing, whatever fits.
+func (r result) decision(lim limiter.Limit, mode limiter.Mode) limiter.Decision {
+	d := limiter.Decision{
 		Allowed:    r.admitted > 0,
 		Limit:      lim.Quota(),
 		Remaining:  r.remaining,
@@ -200,28 +186,30 @@ func (r result) decision(lim limiter.Limit) limiter.Decision {
 		RetryAfter: r.retry,
 		Admitted:   r.admitted,
 	}
+	if mode == limiter.ModePeek {
+		d.Admitted = 0
+	}
+	return d
 }
 
 // run calls the algorithm's script on c for hash, writing slot.
 func (a *asyncStore) run(ctx context.Context, c redis.UniversalClient, key, hash, slot string, threshold int64, lim limiter.Limit, cost int64, mode limiter.Mode) (result, error) {
 	period := lim.Period.Microseconds()
 	args := make([]any, 0, 8)
-	args = append(args, slot, threshold)
+	var keep int64
 	switch lim.Algorithm {
 	case limiter.FixedWindow, limiter.SlidingWindow:
 		var offset int64
 		if !lim.AlignWindows {
 			offset = limiter.WindowOffset(key, lim.Period).Microseconds()
 		}
-		args = append(args, 0, lim.Rate, period, offset)
+		args = append(args, lim.Rate, period, offset)
 	default:
-		burst := lim.Quota()
-		// Keep a bucket's state one refill time after it is full again
-		// (see lua/token_bucket.lua).
-		keep := lim.Window().Milliseconds() + 1
-		args = append(args, keep, burst, lim.Rate, period)
+		args = append(args, lim.Quota(), lim.Rate, period)
+		// A bucket's state lives one refill longer (lua/slots.lua).
+		keep = lim.Window().Milliseconds() + 1
 	}
-	args = append(args, cost, int(mode))
+	args = append(args, cost, int(mode), slot, threshold, keep)
 	v, err := a.set.scripts.decide[lim.Algorithm].Run(ctx, c, []string{hash}, args...).Slice()
 	if err != nil {
 		return result{}, fmt.Errorf("%s script: %w", lim.Algorithm, err)
@@ -253,10 +241,8 @@ func decodeResult(v []any) (result, error) {
 	}, nil
 }
 
-// strictMarks remembers, per key, until when hybrid decides it strictly.
-// Marks are kept in shards under a mutex each; expired marks are dropped
-// when a shard grows past a bound (and the oldest when none has expired).
-// Safe for concurrent use.
+// strictMarks remembers, per key, until when hybrid decides it strictly,
+// in bounded shards under a mutex each. Safe for concurrent use.
 type strictMarks struct {
 	shards [16]struct {
 		mu    sync.Mutex

@@ -180,7 +180,7 @@ func drive(l *limiter.Limiter, key string, rate float64, d time.Duration) *run {
 		if at.Sub(start) >= d {
 			break
 		}
-		time.Sleep(time.Until(at))
+		time.Sleep(time.Until(at)) // not synchronisation: the request's turn at this rate
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -279,4 +279,19 @@ func keyStartingSoon(t testing.TB, base string, period time.Duration) (string, t
 	}
 	t.Fatalf("no key whose window of %s starts within 1.5 s", period)
 	return "", time.Time{}
+}
+
+// eventually polls cond every few milliseconds until it holds, and fails
+// the test with what's message once within has passed.
+func eventually(t testing.TB, within time.Duration, what func() string, cond func() bool) {
+	t.Helper()
+	tick := time.NewTicker(2 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal(what())
+		}
+		<-tick.C
+	}
 }

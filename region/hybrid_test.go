@@ -2,6 +2,7 @@ package region_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -70,15 +71,12 @@ func TestHybridTurnsStrictAtTheThresholdAndEveryRegionCountsTheStrictSlot(t *tes
 // waitField waits until region in's copy of hash has field.
 func waitField(t *testing.T, w *world, in, hash, field string) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		ok, err := w.direct[in].HExists(context.Background(), hash, field).Result()
-		if err == nil && ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s's copy of %s has no %s: %v", in, hash, field, err)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	var err error
+	eventually(t, 5*time.Second, func() string {
+		return fmt.Sprintf("%s's copy of %s has no %s: %v", in, hash, field, err)
+	}, func() bool {
+		var ok bool
+		ok, err = w.direct[in].HExists(context.Background(), hash, field).Result()
+		return err == nil && ok
+	})
 }

@@ -30,12 +30,11 @@ const (
 // modes is every Mode in a stable order.
 var modes = [...]Mode{ModeLocal, ModeStrict, ModeAsync, ModeHybrid}
 
-// AllModes returns every Mode in a stable order (local, strict, async,
-// hybrid), in a slice of the caller's own.
+// AllModes returns every Mode in a stable order, in a new slice.
 func AllModes() []Mode { return slices.Clone(modes[:]) }
 
 // asyncAlgorithms are the algorithms whose state replicates as grow-only
-// per-region slots (see lua/).
+// per-region slots (lua/slots.lua).
 var asyncAlgorithms = []limiter.Algorithm{limiter.FixedWindow, limiter.SlidingWindow, limiter.TokenBucket, limiter.GCRA}
 
 // ParseMode returns the Mode named s; "" is ModeLocal.
@@ -53,10 +52,8 @@ func ParseMode(s string) (Mode, error) {
 	return "", fmt.Errorf("unknown region mode %q: choose one of %s", s, strings.Join(names, ", "))
 }
 
-// Algorithms lists the algorithms mode m supports, in limiter.AllAlgorithms
-// order: all six for local and strict (the single-region scripts run on
-// one Redis), fixed_window, sliding_window, token_bucket and gcra for async
-// and hybrid. None for an unknown mode.
+// Algorithms lists the algorithms mode m supports, in AllAlgorithms order:
+// all for local and strict, asyncAlgorithms for async and hybrid.
 func Algorithms(m Mode) []limiter.Algorithm {
 	switch m {
 	case ModeLocal, ModeStrict:
@@ -85,38 +82,10 @@ func Supports(m Mode, a limiter.Algorithm) bool {
 	return false
 }
 
-// OvershootBound is the documented worst case of admitted ÷ limit for mode m,
-// on top of the algorithm's own single-region accuracy (a sliding window's
-// approximation, a fixed window's boundary): the limit being lim.Quota()
-// units, the admissions of one window for window algorithms and, for
-// buckets, the extra units over what one Redis would admit in the same span
-// (the bucket's own Burst + Rate·span/Period is larger than the quota, so
-// the ratio over a span is smaller still).
-//
-//   - local: regions (each region admits the whole limit).
-//   - strict: 1.
-//   - async: 1 + otherRate × (syncInterval + oneWay) ÷ quota. A region stops
-//     when its view reaches the limit; what it cannot see is what the other
-//     regions admitted in the last syncInterval (waiting for the next
-//     shipping round) + oneWay (the pipeline crossing), at most otherRate
-//     requests per second. The last region to admit therefore admits at most
-//     that many units beyond the limit.
-//   - hybrid: async up to hybridThreshold × quota in each region's view,
-//     then strict on the home region, where every async admission shipped
-//     so far is counted. Units are admitted beyond the limit only when the
-//     strict stretch, (1 − hybridThreshold) × quota, fills up before the
-//     last async admissions reach the home region: with s = syncInterval +
-//     oneWay and the regions sending comparable traffic (total rate R =
-//     otherRate × regions ÷ (regions − 1)), an async admission at t needs the
-//     true count below the threshold at t − s, and it is seen at home by
-//     t + s, so only admissions made within 2s of the threshold crossing can
-//     be missed and they can be missed only if the rest of the quota went in
-//     that time: extra ≤ min(otherRate × s, (regions − 1) × max(0, 2·s·R −
-//     (1 − threshold) × quota)).
-//
-// otherRate is the other regions' admitted rate (requests per second, cost
-// 1); hybridThreshold outside (0, 1] is taken as the default 0.8. An
-// unknown mode or a limit with no quota gives NaN.
+// OvershootBound is the worst case of admitted ÷ lim.Quota() for mode m,
+// derived in docs/multi-region.md; otherRate is the other regions'
+// admitted rate (per second), a hybridThreshold outside (0, 1] the default.
+// An unknown mode or a limit with no quota gives NaN.
 func OvershootBound(m Mode, lim limiter.Limit, regions int, otherRate float64, oneWay, syncInterval time.Duration, hybridThreshold float64) float64 {
 	quota := float64(lim.Quota())
 	if quota <= 0 || regions < 1 {

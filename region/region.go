@@ -22,44 +22,30 @@ const (
 	DefaultSyncInterval = 100 * time.Millisecond
 	// DefaultSyncTimeout bounds one shipping pipeline to one peer.
 	DefaultSyncTimeout = time.Second
-	// DefaultMaxClockSkew is how far ahead of the receiving Redis's clock
-	// a shipped slot's window may start before the merge ignores it.
+	// DefaultMaxClockSkew is the default of Config.MaxClockSkew.
 	DefaultMaxClockSkew = 5 * time.Second
-	// PeerBatchSenders is the least number of batches of strict decisions
-	// on their way to one peer region at once (redisstore.BatchConfig.Senders
-	// of the peers' stores; the local store keeps Store.Batch as it is).
+	// PeerBatchSenders is the least BatchConfig.Senders of a peer's store.
 	PeerBatchSenders = 8
-	// PeerPoolSize is the least connection pool of the client hybrid's
-	// strict decisions use on a peer (its options otherwise): each such
-	// decision holds a connection for a cross-region round trip, so
-	// rate × round trip connections are busy at once.
+	// PeerPoolSize is the least pool of hybrid's client on a peer: each
+	// strict decision holds a connection for a cross-region round trip.
 	PeerPoolSize = 256
-	// DefaultHybridThreshold is the share of the limit a key may reach
-	// in async before hybrid decides it strictly.
+	// DefaultHybridThreshold is the default of StoreOptions.HybridThreshold.
 	DefaultHybridThreshold = 0.8
 )
 
-// Observer is told what the regions do. The collector implements it; calls
-// must be cheap and safe for concurrent use (decisions call ObserveDecision
-// and ObserveRTT on their path, the shipper calls ObserveSync from its own
-// goroutines).
+// Observer is told what the regions do, from decisions' paths and the
+// shipper's goroutines: calls must be cheap and safe for concurrent use.
 type Observer interface {
-	// ObserveSync is called after each shipping round to a peer: lag is the
-	// age of the newest counts known from that peer (its last shipping that
-	// reached the local Redis, by the wall clocks of both processes; since
-	// New when none ever did), err non-nil when this region's round to the
-	// peer failed.
+	// ObserveSync is called after each shipping round to a peer: lag is
+	// the age of the newest counts known from it (since New when none),
+	// err the round's failure.
 	ObserveSync(peer string, lag time.Duration, err error)
-	// ObserveDecision is called for every decision of a strict, async or
-	// hybrid store: home is "local" or "remote", where the decision ran.
+	// ObserveDecision is told where each non-local decision ran.
 	ObserveDecision(mode Mode, home string)
-	// ObserveRTT is called after each cross-region call (a strict or hybrid
-	// decision on a peer's Redis), failed ones included.
+	// ObserveRTT is called after each cross-region call, failed ones too.
 	ObserveRTT(peer string, elapsed time.Duration)
-	// ObserveRejectedSlots is called when a merge ignored n slots of the
-	// exchange with peer whose window started more than
-	// Config.MaxClockSkew ahead of the receiving Redis's clock: shipped to
-	// peer's Redis, or, for peer's strict slots, merged into the local one.
+	// ObserveRejectedSlots is called when a merge of the exchange with peer
+	// ignored n slots more than Config.MaxClockSkew ahead.
 	ObserveRejectedSlots(peer string, n int)
 }
 
@@ -73,54 +59,43 @@ const (
 type Config struct {
 	// Local is this region's name. Required; a key of Clients.
 	Local string
-	// Clients is every region's Redis, the local one included, by region
-	// name. The Set does not close them.
+	// Clients is every region's Redis by name; the Set does not close them.
 	Clients map[string]redis.UniversalClient
-	// Store is the configuration every region's redisstore.Store is built
-	// with (the same Prefix everywhere, so that regions agree on key names),
-	// except that a peer's store has at least PeerBatchSenders batch senders.
+	// Store configures every region's redisstore.Store (one Prefix, so
+	// that the regions agree on key names).
 	Store redisstore.Config
-	// SyncInterval is how often the counts changed by async and hybrid
-	// decisions are shipped to every peer. Default DefaultSyncInterval.
+	// SyncInterval is how often changed counts are shipped to every peer.
+	// Default DefaultSyncInterval.
 	SyncInterval time.Duration
-	// SyncTimeout is the deadline of one shipping pipeline to one peer.
-	// Default DefaultSyncTimeout.
+	// SyncTimeout bounds one shipping pipeline. Default DefaultSyncTimeout.
 	SyncTimeout time.Duration
-	// MaxClockSkew is how far in the future of the receiving Redis's clock
-	// a merged slot's window start (or epoch) may be: a slot further ahead
-	// (a peer whose Redis clock stepped forward, or a forged one) would win
-	// every max() merge and hide its writer's real counts until that time,
-	// so the merge ignores it and Observer.ObserveRejectedSlots counts it.
-	// Default DefaultMaxClockSkew.
+	// MaxClockSkew is how far ahead of the receiving Redis's clock a merged
+	// slot may start; one further ahead would win every max(), so it is
+	// ignored and counted. Default DefaultMaxClockSkew.
 	MaxClockSkew time.Duration
-	// Observer, when set, is told of shipping rounds, decisions and
-	// cross-region calls.
+	// Observer, when set, is told what the regions do.
 	Observer Observer
-	// Logger receives the shipper's failures (at most one line per peer
-	// per change between failing and succeeding). Default: discard.
+	// Logger receives the shipper's failures, a line per peer per change.
 	Logger *slog.Logger
 }
 
 // StoreOptions configures the store Set.Store returns.
 type StoreOptions struct {
-	// HybridThreshold is, for ModeHybrid, the share of the limit a key's
-	// global estimate may reach before its decisions turn strict; in (0, 1].
-	// Default DefaultHybridThreshold.
+	// HybridThreshold is the share of the limit, in (0, 1], a key's global
+	// estimate reaches before hybrid turns strict. Default DefaultHybridThreshold.
 	HybridThreshold float64
 	// Home pins the home region of every key of the store (strict and
 	// hybrid); "" hashes each key (Set.Home).
 	Home string
 }
 
-// Set is the regions one process knows: a redisstore.Store per region and
-// the shipper of the async counts. Make one with New at start-up and Close
-// it at shutdown. It is safe for concurrent use.
+// Set is the regions one process knows: a store per region and the
+// shipper. Safe for concurrent use.
 type Set struct {
 	cfg    Config
 	names  []string // sorted
 	stores map[string]*redisstore.Store
-	// remote are the clients hybrid's strict decisions use on each peer
-	// (see ownClient), closers the ones made here.
+	// remote are hybrid's clients on each peer, closers those made here.
 	remote  map[string]redis.UniversalClient
 	closers []func() error
 	obs     Observer
@@ -168,8 +143,7 @@ func New(cfg Config) (*Set, error) {
 		}
 		scfg := cfg.Store
 		if name != cfg.Local && !scfg.Batch.Disabled {
-			// A cross-region round trip holds a sender for its whole
-			// length: more of them keep decisions from queueing behind it.
+			// A cross-region round trip holds a sender all along.
 			scfg.Batch.Senders = max(scfg.Batch.Senders, PeerBatchSenders)
 		}
 		st, err := redisstore.New(c, scfg)
@@ -185,8 +159,7 @@ func New(cfg Config) (*Set, error) {
 			s.remote[name] = cfg.Clients[name]
 			continue
 		}
-		// Hybrid's strict decisions are one script call each, not batched:
-		// each holds a connection for a whole round trip.
+		// Hybrid's strict decisions are not batched.
 		c, closeClient := ownClient(cfg.Clients[name], PeerPoolSize, 0)
 		s.remote[name] = c
 		if closeClient != nil {
@@ -208,15 +181,12 @@ func (s *Set) Regions() []string { return slices.Clone(s.names) }
 // Local returns this region's name.
 func (s *Set) Local() string { return s.cfg.Local }
 
-// Home returns the hashed home region of key: the region whose rendezvous
-// score for key is the highest (see homeOf). Adding or removing a region
-// moves only the keys whose highest score it has or had.
+// Home returns key's hashed home region (rendezvous: adding a region moves
+// only the keys it wins).
 func (s *Set) Home(key string) string { return homeOf(s.names, key) }
 
-// Store returns a limiter.Store for limits of mode m: ModeLocal gives the
-// local region's redisstore.Store itself. The store refuses (with an error
-// from Decide) a limit whose algorithm the mode does not support; check
-// Supports first.
+// Store returns a limiter.Store for mode m (ModeLocal: the local
+// redisstore.Store), which refuses an algorithm m does not Support.
 func (s *Set) Store(m Mode, opt StoreOptions) (limiter.Store, error) {
 	if opt.Home != "" {
 		if _, ok := s.stores[opt.Home]; !ok {
@@ -244,15 +214,10 @@ func (s *Set) Store(m Mode, opt StoreOptions) (limiter.Store, error) {
 	return nil, fmt.Errorf("region: %w", err)
 }
 
-// Warm readies every region's Redis for the first decisions, all regions
-// at once: each region's store loads its scripts (redisstore.Store.Warm),
-// and each peer's client for hybrid's strict decisions loads the async
-// scripts, opening their connections on the way. A decision homed in a
-// distant region would otherwise pay on its first call for the dial and
-// the scripts' loading, several round trips, and outlast its timeout. It
-// returns when every region is done or ctx ends; the error names each
-// region that could not be readied (its first decisions then load the
-// scripts as before). Safe for concurrent use.
+// Warm readies every region's Redis at once (scripts and connections, see
+// redisstore.Store.Warm), so that a first decision homed far away does not
+// outlast its timeout; the error names each region not readied. Safe for
+// concurrent use.
 func (s *Set) Warm(ctx context.Context) error {
 	errs := make([]error, len(s.names))
 	var wg sync.WaitGroup
@@ -275,10 +240,9 @@ func (s *Set) Warm(ctx context.Context) error {
 // Close; New starts nothing. Calling it again does nothing.
 func (s *Set) Start() { s.ship.start() }
 
-// Close stops shipping after one last round to every peer bounded by
-// SyncTimeout. It does not close the clients of Config (only those it made
-// from them). Stores must not be used after
-// Close; closing twice does nothing.
+// Close stops shipping after a last round to every peer (within
+// SyncTimeout) and closes only the clients it made. Stores must not be
+// used after; closing twice does nothing.
 func (s *Set) Close() error {
 	s.closeOnce.Do(func() {
 		s.ship.close()

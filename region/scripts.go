@@ -6,11 +6,11 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/rl-exporter/rl-exporter/limiter"
+	"github.com/rl-exporter/rl-exporter/limiter/redisstore"
 )
 
 //go:embed lua/*.lua
@@ -35,9 +35,11 @@ func (a *asyncScripts) load(ctx context.Context, c redis.UniversalClient) error 
 	return nil
 }
 
-// loadAsyncScripts assembles each algorithm's script from lua/preamble.lua,
-// lua/<algorithm>.lua as the body of decide(KEYS, ARGV, now, cost, peek),
-// lua/run.lua and a main part that reads Redis's TIME once.
+// loadAsyncScripts assembles each algorithm's script: the decision
+// scripts' preamble (redisstore.Preamble), lua/slots.lua (the per-region
+// slots the algorithm's decide reads and writes once it sets regions), the
+// algorithm's decide (redisstore.DecideFunction, the store's own) and
+// lua/run.lua (the mode and the main part).
 func loadAsyncScripts() (*asyncScripts, error) {
 	read := func(name string) (string, error) {
 		b, err := luaFiles.ReadFile("lua/" + name + ".lua")
@@ -46,7 +48,7 @@ func loadAsyncScripts() (*asyncScripts, error) {
 		}
 		return string(b), nil
 	}
-	preamble, err := read("preamble")
+	slots, err := read("slots")
 	if err != nil {
 		return nil, err
 	}
@@ -60,21 +62,11 @@ func loadAsyncScripts() (*asyncScripts, error) {
 	}
 	out := &asyncScripts{decide: map[limiter.Algorithm]*redis.Script{}, merge: redis.NewScript(merge)}
 	for _, a := range asyncAlgorithms {
-		body, err := read(string(a))
+		decide, err := redisstore.DecideFunction(a)
 		if err != nil {
 			return nil, err
 		}
-		var b strings.Builder
-		b.WriteString("-- Code generated from region/lua/preamble.lua, " + string(a) + ".lua and run.lua by rl-exporter. DO NOT EDIT.\n")
-		b.WriteString(preamble)
-		b.WriteString("local function decide(KEYS, ARGV, now, cost, peek)\n")
-		b.WriteString(body)
-		b.WriteString("end\n")
-		b.WriteString(run)
-		b.WriteString("local clock = redis.call('TIME')\n")
-		b.WriteString("local now = tonumber(clock[1]) * 1000000 + tonumber(clock[2])\n")
-		b.WriteString("return run(KEYS, ARGV, now)\n")
-		out.decide[a] = redis.NewScript(b.String())
+		out.decide[a] = redis.NewScript(redisstore.Preamble() + slots + decide + run)
 	}
 	return out, nil
 }

@@ -17,36 +17,22 @@ import (
 	"github.com/rl-exporter/rl-exporter/limiter/redisstore"
 )
 
-// maxInFlight bounds the shipping pipelines on their way to one peer at
-// once. A round does not wait for the previous one (merges are idempotent
-// and order-free), so a slow peer delays nothing else; a peer that does not
-// answer holds at most this many pipelines, each until SyncTimeout, and its
-// changed keys wait in its pending set meanwhile. A key stays pending
-// until a round that carried it succeeds. While the last round failed, and
-// once a round has held a key for two sync intervals, the next round
-// carries it too, so a round stuck on a link that has just come back does
-// not hold the key until SyncTimeout.
+// maxInFlight bounds the pipelines on their way to one peer: rounds
+// overlap (merges are idempotent), so a slow peer delays nothing else. A
+// key stays pending until a round carrying it succeeds, and is carried
+// again while the last round failed or once held two sync intervals.
 const maxInFlight = 4
 
-// shipPoolSize is the connection pool size of a peer's shipping client. A
-// go-redis pool stops dialling after PoolSize failed dials in a row until a
-// background probe (one per second) connects again: a large pool keeps a
-// cut of a few seconds (a few failed dials per SyncTimeout) from reaching
-// that, so shipping resumes with the first round after the link is back.
+// shipPoolSize is large because a go-redis pool stops dialling after
+// PoolSize failed dials in a row: a cut of a few seconds must not reach it.
 const shipPoolSize = 256
 
-// syncKeyTTL is how long a region's last shipping time stays in a peer's
-// Redis (the key a peer's lag is read from).
+// syncKeyTTL is how long a peer keeps a region's last shipping time.
 const syncKeyTTL = time.Hour
 
-// shipper sends the slots changed by this region's async and hybrid
-// decisions to every peer. Decisions only add a key name to a set under a
-// mutex (changed); every SyncInterval a round hands the set to each peer,
-// reads the keys' slots from the local Redis and sends them to the peer in
-// one pipeline of merge.lua calls, with the round's time in the peer's sync
-// key. Rounds to a peer may overlap (up to maxInFlight), each bounded by
-// SyncTimeout; a failed round's keys are sent again by the next one. Safe
-// for concurrent use.
+// shipper sends the changed slots to every peer: decisions add a key to a
+// set (changed); every SyncInterval a round sends each peer one pipeline
+// of merge.lua calls and the round's time. Safe for concurrent use.
 type shipper struct {
 	set      *Set
 	interval time.Duration
@@ -66,8 +52,7 @@ type shipper struct {
 	begun sync.Once // start, or close of a shipper never started
 }
 
-// localMerge is a slot written on a peer (a hybrid strict decision on the
-// key's home) to merge into the local copy of the key.
+// localMerge is a slot written on a peer, for the local copy.
 type localMerge struct {
 	hash, field, value string
 	ttl                time.Duration
@@ -76,10 +61,8 @@ type localMerge struct {
 // peerShipping is the shipping state of one peer.
 type peerShipping struct {
 	name string
-	// fresh makes a shipping client (see shippingClient): one is made
-	// again after a failed round, so that a round after the peer is back
-	// dials afresh instead of waiting behind dials begun while it was
-	// cut off.
+	// fresh makes a shipping client, again after a failed round, so that
+	// one after the peer is back does not wait behind stale dials.
 	fresh func() (redis.UniversalClient, func() error)
 	// client and close (nil for a client not made here) are guarded by mu.
 	client  redis.UniversalClient
@@ -119,8 +102,7 @@ func (sh *shipper) start() {
 	sh.begun.Do(func() { go sh.loop() })
 }
 
-// changed records that the local copy of hash changed. It never blocks on
-// Redis.
+// changed records that hash changed, without waiting on Redis.
 func (sh *shipper) changed(hash string) {
 	sh.mu.Lock()
 	if !sh.closed {
@@ -129,8 +111,7 @@ func (sh *shipper) changed(hash string) {
 	sh.mu.Unlock()
 }
 
-// mergeLocal queues a slot written on a peer for the local copy (merged
-// and shipped by the next round).
+// mergeLocal queues a slot written on a peer for the local copy.
 func (sh *shipper) mergeLocal(hash, field, value string, ttl time.Duration) {
 	sh.mu.Lock()
 	if !sh.closed {
@@ -153,15 +134,12 @@ func (sh *shipper) loop() {
 	}
 }
 
-// close stops the rounds, waits for those on their way, makes a last one
-// and waits for it (each pipeline bounded by SyncTimeout).
+// close stops the rounds and makes a last one, once the others are done.
 func (sh *shipper) close() {
 	sh.once.Do(func() {
 		close(sh.stop)
 		sh.begun.Do(func() { close(sh.done) }) // never started
 		<-sh.done
-		// Rounds on their way end first (each within SyncTimeout), so that
-		// the last one has every peer's turn.
 		sh.sends.Wait()
 		sh.round()
 		sh.mu.Lock()
@@ -178,19 +156,15 @@ func (sh *shipper) close() {
 	})
 }
 
-// shippingClient returns a client of its own for shipping to a peer (see
-// ownClient), with a pool of shipPoolSize and dials bounded by timeout, so
-// that shipping to a peer that is cut off neither shares nor exhausts the
-// pool of the decisions made on it (strict and hybrid), and resumes as soon
-// as the peer is back.
+// shippingClient returns a client of shipping's own, so that a cut-off
+// peer exhausts no pool the decisions on it use.
 func shippingClient(c redis.UniversalClient, timeout time.Duration) (redis.UniversalClient, func() error) {
 	return ownClient(c, shipPoolSize, timeout)
 }
 
-// ownClient returns a client with the options of c but a pool of at least
-// poolSize connections and, when dialTimeout > 0, dials bounded by it. A
-// client of another kind than *redis.Client and *redis.ClusterClient is
-// used as it is (close is nil).
+// ownClient returns a client with c's options but a pool of at least
+// poolSize and dials bounded by dialTimeout (> 0); other kinds of client
+// are used as they are (close nil).
 func ownClient(c redis.UniversalClient, poolSize int, dialTimeout time.Duration) (redis.UniversalClient, func() error) {
 	switch c := c.(type) {
 	case *redis.Client:
@@ -209,8 +183,7 @@ func ownClient(c redis.UniversalClient, poolSize int, dialTimeout time.Duration)
 	return c, nil
 }
 
-// ownOptions points at the fields ownClient changes, the same in
-// redis.Options and redis.ClusterOptions.
+// ownOptions points at the fields ownClient changes.
 type ownOptions struct {
 	poolSize, maxDials, minIdle *int
 	dialTimeout                 *time.Duration
@@ -219,8 +192,7 @@ type ownOptions struct {
 	maint                       **maintnotifications.Config
 }
 
-// tune gives the copied options a pool of at least poolSize connections,
-// dials bounded by dialTimeout when > 0, and settings of their own.
+// tune sets the copied options' pool, dials and own settings.
 func (o ownOptions) tune(poolSize int, dialTimeout time.Duration) {
 	*o.poolSize = max(*o.poolSize, poolSize)
 	*o.maxDials = *o.poolSize
@@ -229,9 +201,7 @@ func (o ownOptions) tune(poolSize int, dialTimeout time.Duration) {
 		*o.dialTimeout = min(*o.dialTimeout, dialTimeout)
 		*o.dialer = boundedDialer(*o.dialer, dialTimeout)
 	}
-	// What the client made for itself stays its own: its push notification
-	// processor (a second client registering handlers on it fails) and its
-	// maintenance notifications settings.
+	// A second client registering push handlers on c's processor fails.
 	*o.push = nil
 	if *o.maint != nil {
 		mc := **o.maint
@@ -239,12 +209,9 @@ func (o ownOptions) tune(poolSize int, dialTimeout time.Duration) {
 	}
 }
 
-// boundedDialer bounds every dial of dial by timeout. go-redis dials on
-// goroutines of its own and hands a waiting call whichever connection is
-// made first; the client's own dialer keeps the client's DialTimeout (it
-// holds the options it was made with), so without this a dial begun while
-// the peer was cut off would hold a waiting round long after the link is
-// back. A nil dial is go-redis's default (built from the copied options).
+// boundedDialer bounds every dial by timeout: a dial begun while the peer
+// was cut off would otherwise hold a round long after the link is back.
+// A nil dial is go-redis's default.
 func boundedDialer(dial func(ctx context.Context, network, addr string) (net.Conn, error), timeout time.Duration) func(ctx context.Context, network, addr string) (net.Conn, error) {
 	if dial == nil {
 		return nil
@@ -256,8 +223,7 @@ func boundedDialer(dial func(ctx context.Context, network, addr string) (net.Con
 	}
 }
 
-// round hands the changed keys to every peer and starts a pipeline to each
-// peer that has fewer than maxInFlight on their way.
+// round hands the changed keys to every peer with room for a pipeline.
 func (sh *shipper) round() {
 	sh.mu.Lock()
 	dirty, merges := sh.dirty, sh.merges
@@ -296,9 +262,8 @@ func (sh *shipper) round() {
 	}
 }
 
-// applyLocal merges slots written on peers into the local copies, in one
-// pipeline bounded by SyncTimeout. A failure is logged: the slot still
-// counts on the home region, and later strict decisions return it again.
+// applyLocal merges slots written on peers into the local copies; a
+// failure is logged (the slot counts at home, and comes back).
 func (sh *shipper) applyLocal(merges []localMerge) {
 	ctx, cancel := context.WithTimeout(context.Background(), sh.timeout)
 	defer cancel()
@@ -327,8 +292,7 @@ type mergeCall struct {
 	args []any
 }
 
-// send ships keys' slots to p: read them (and p's sync time) from the local
-// Redis, then one pipeline to p.
+// send ships keys' slots to p in one pipeline.
 func (sh *shipper) send(p *peerShipping, keys []string, round uint64) {
 	defer sh.sends.Done()
 	ctx, cancel := context.WithTimeout(context.Background(), sh.timeout)
@@ -350,8 +314,7 @@ func (sh *shipper) send(p *peerShipping, keys []string, round uint64) {
 	var closeOld func() error
 	p.mu.Lock()
 	p.flying--
-	// The newest time heard from the peer by any round: rounds overlap,
-	// and one begun long ago must not report its older reading.
+	// Rounds overlap: an old one must not report its older reading.
 	if heard.After(p.heard) {
 		p.heard = heard
 	}
@@ -395,9 +358,8 @@ func (sh *shipper) send(p *peerShipping, keys []string, round uint64) {
 	sh.set.obs.ObserveSync(p.name, lag, err)
 }
 
-// read gets keys' slots from the local Redis as merge calls for p (p's own
-// slots, and the strict slot of keys homed on p, are left out: p is their
-// writer), and the time of p's last shipping found in the local Redis.
+// read gets keys' slots as merge calls for p (but those p writes) and the
+// time of p's last shipping here.
 func (sh *shipper) read(ctx context.Context, p *peerShipping, keys []string) ([]mergeCall, time.Time, error) {
 	local := sh.set.cfg.Clients[sh.set.cfg.Local]
 	pipe := local.Pipeline()
@@ -436,11 +398,8 @@ func (sh *shipper) read(ctx context.Context, p *peerShipping, keys []string) ([]
 	return calls, heard, nil
 }
 
-// sendMerges sends calls to c in one pipeline (with extra commands first),
-// loading merge.lua and sending again when c answers NOSCRIPT (a restarted
-// or new server): merges are idempotent. It returns, by call, the slots
-// the merge ignored as too far in the future of c's clock (as far as the
-// calls were answered).
+// sendMerges sends calls to c in one pipeline after extra (again after
+// NOSCRIPT) and returns the slots each ignored as too far ahead.
 func (sh *shipper) sendMerges(ctx context.Context, c redis.UniversalClient, calls []mergeCall, extra func(redis.Pipeliner)) ([]int, error) {
 	merge := sh.set.scripts.merge
 	for attempt := 0; ; attempt++ {
@@ -478,8 +437,7 @@ func sum(ns []int) int {
 	return total
 }
 
-// syncKey is the key holding the time (µs since the epoch) of region
-// from's last shipping that reached this Redis.
+// syncKey holds the time (µs) of from's last shipping that reached here.
 func syncKey(prefix, from string) string {
 	if prefix == "" {
 		prefix = redisstore.DefaultPrefix

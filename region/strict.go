@@ -9,11 +9,9 @@ import (
 	"github.com/rl-exporter/rl-exporter/limiter/redisstore"
 )
 
-// strictStore decides every key on its home region's Redis with the
-// single-region scripts (redisstore.Store), so a key has exactly one limit
-// whichever region its requests arrive at. It implements limiter.Store,
-// limiter.Inspector and limiter.ShardedStore, and is safe for concurrent
-// use.
+// strictStore decides every key on its home region's store: one limit
+// wherever requests arrive. A limiter.Inspector and ShardedStore, safe for
+// concurrent use.
 type strictStore struct {
 	set  *Set
 	home string // pinned home, "" = hashed
@@ -34,8 +32,7 @@ func (s *strictStore) homeOf(key string) string {
 // Name returns "redis": the decisions are the Redis store's.
 func (s *strictStore) Name() string { return "redis" }
 
-// Shard returns "region/<home>", so that a Guard keeps a circuit breaker per
-// home region and a lost region opens the circuit for its own keys only.
+// Shard returns "region/<home>": a Guard keeps a breaker per home.
 func (s *strictStore) Shard(key string) string { return "region/" + s.homeOf(key) }
 
 // Decide implements limiter.Store on key's home region.

@@ -29,8 +29,15 @@ type NewStore func(t *testing.T) limiter.Store
 // subtests run in parallel and take about two seconds of waiting in all.
 func Run(t *testing.T, newStore NewStore) {
 	t.Helper()
+	RunAlgorithms(t, newStore, limiter.AllAlgorithms())
+}
+
+// RunAlgorithms is Run for the algorithms algs alone, for a store that
+// supports only some.
+func RunAlgorithms(t *testing.T, newStore NewStore, algs []limiter.Algorithm) {
+	t.Helper()
 	run := uniqueRun()
-	for _, a := range limiter.AllAlgorithms() {
+	for _, a := range algs {
 		t.Run(string(a), func(t *testing.T) {
 			t.Parallel()
 			c := &suite{store: newStore(t), alg: a, run: run}

@@ -20,7 +20,7 @@ func TestGoalDecisionAllocatesLittle(t *testing.T) {
 	ctx := context.Background()
 	lim := limiter.Limit{Algorithm: limiter.GCRA, Rate: 1_000_000, Period: time.Minute}
 	for i := 0; i < 10; i++ {
-		if _, err := store.DecideTimeout(ctx, "allocs", lim, 1, time.Second); err != nil {
+		if _, err := store.DecideMode(ctx, "allocs", lim, 1, limiter.ModeConsume, time.Second); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -1,37 +1,19 @@
 package redisstore
 
-// How a decision reaches Redis, top to bottom in this file:
-//
-//  1. Store.decide refuses a call that would corrupt the shared state
-//     (checkCall), takes a request from the store's pool and fills in its
-//     keys and script arguments (Store.fill).
-//  2. Store.send chooses the way. A decision made while no other is in
-//     progress (or on a store without batching) is sent at once, on the
-//     caller's goroutine, as one call of its algorithm's single script
-//     (Store.direct): batching adds no latency when there is nothing to
-//     batch with. Any other decision joins a batch (batcher.wait).
-//  3. batcher.wait queues the request on the lane of the Redis node that
-//     holds its key (one lane on a single server or Sentinel, one per
-//     master on a Cluster) and waits for its answer, its deadline or the
-//     end of its context, whichever comes first.
-//  4. Up to BatchConfig.Senders sender goroutines per lane (lane.send)
-//     take turns to gather everything queued, up to BatchConfig.MaxSize
-//     (while another batch is on its way a small one first waits a moment
-//     for more, lane.hold), and each flushes what it gathered
-//     (sender.flush): answer the members whose callers gave up, group
-//     the others by algorithm (and Cluster slot), build one batch-script
-//     call per group, send the calls in one pipeline and hand each member
-//     its answer.
-//  5. A request goes back to the pool once its answer has been read.
-//     One whose caller stopped waiting, or that its timer answered at
-//     its deadline, is left to the garbage collector, because a sender
-//     may still hold it.
+// The batching layer, behind Store.send (decide.go): a decision made
+// while others are in progress is queued (batcher.wait) on the lane of its
+// Redis node (one on a single server, one per Cluster master); up to
+// BatchConfig.Senders goroutines per lane (lane.send) take turns to gather
+// what is queued, up to MaxSize, and flush it (sender.flush): group it by
+// algorithm and slot, one batch-script call per group, all in one
+// pipeline, each member handed its answer. A request goes back to the pool
+// once its answer is read; one whose caller gave up is left to the garbage
+// collector, because a sender may still hold it.
 
 import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -46,262 +28,60 @@ import (
 const (
 	// DefaultBatchMaxSize is the default cap on decisions per script call.
 	DefaultBatchMaxSize = 128
-	// DefaultBatchSenders is the default number of batches on their way
-	// to Redis at once.
+	// DefaultBatchSenders is the default of BatchConfig.Senders.
 	DefaultBatchSenders = 2
 )
 
-// senderIdle is how long a sender goroutine waits for work before it
-// exits; the next decision starts one again.
+// senderIdle is how long an idle sender goroutine lives.
 const senderIdle = 2 * time.Second
 
-// maxHold is the longest a batch waits for another batch of its lane to
-// land before it is sent; see lane.hold.
+// maxHold bounds lane.hold.
 const maxHold = time.Millisecond
 
-// BatchConfig says how concurrent decisions share script calls. The zero
-// value is the default: batching on.
-//
-// A decision made while no other is in progress goes to Redis at once, as
-// its own call, on the caller's goroutine: batching adds no latency when
-// there is nothing to batch. Decisions that arrive while others are in
-// progress are queued (on a Cluster, in a queue per master node, the one
-// holding the decision's slot); each of up to Senders sender goroutines
-// (per queue) takes everything queued (up to MaxSize), groups it by
-// algorithm (and, on a Cluster, by hash slot), sends each group as one call
-// of a batch script (the groups of one batch in one pipeline) and hands
-// every decision its answer. A batch holds what arrived while the previous
-// ones were on their way: one that would set off while another is on its
-// way with fewer than MaxSize/4 decisions first waits, at most 1 ms, for
-// that one to land (or for MaxSize/4 decisions to gather), so that a busy
-// server sends fewer, fuller calls. A script runs atomically, so every
-// decision in a batch is as atomic as when made alone, and the batch
-// script makes each exactly as the single script would (one Redis TIME per
-// call).
+// BatchConfig says how concurrent decisions share script calls; the zero
+// value batches (see the top of this file and lane.hold).
 type BatchConfig struct {
 	// Disabled makes every decision its own script call.
 	Disabled bool
 	// MaxSize caps the decisions in one batch. Default DefaultBatchMaxSize.
 	MaxSize int
-	// Senders is the number of batches on their way to Redis at once.
-	// Default DefaultBatchSenders.
+	// Senders is the number of batches on their way to Redis at once
+	// (per Cluster master). Default DefaultBatchSenders.
 	Senders int
 }
 
-// decide makes one decision in the given mode; see the top of this file.
-func (s *Store) decide(ctx context.Context, key string, lim limiter.Limit, cost int64, timeout time.Duration, mode limiter.Mode) (limiter.Decision, error) {
-	spec := limiter.SpecOf(lim.Algorithm)
-	if err := checkCall(spec, lim, cost); err != nil {
-		return limiter.Decision{}, err
-	}
-	r := s.requests.Get().(*request)
-	s.fill(r, &s.algs[spec.Index()], key, lim, cost, mode)
-	stateKey := r.keys[0]
-	d, err := s.send(ctx, r, timeout)
-	if err != nil {
-		err = fmt.Errorf("redis %s script for %s: %w", lim.Algorithm, stateKey, err)
-	}
-	return d, err
-}
-
-// checkCall refuses the calls that limiter.Store's contract excludes but
-// that would do harm if they reached a script; it does not validate the
-// limit again (the caller did). A cost below 1 would hand units back to
-// every process sharing the key; a rate or period of 0 makes the scripts
-// divide by zero and store an infinite or NaN state; an unknown algorithm
-// (spec nil) has no script. The test is a few comparisons; only a refused
-// call pays for the full Limit.Validate, for its message.
-func checkCall(spec *limiter.AlgorithmSpec, lim limiter.Limit, cost int64) error {
-	if spec != nil && cost >= 1 && lim.Rate >= 1 && lim.Period >= time.Millisecond {
-		return nil
-	}
-	if err := lim.Validate(); err != nil {
-		return fmt.Errorf("redis store: limit: %w", err)
-	}
-	return fmt.Errorf("redis store: %w", lim.CheckCost(cost))
-}
-
-// fill prepares r for one decision of sc's algorithm: its keys (the base
-// key with each of the algorithm's suffixes) and script arguments.
-func (s *Store) fill(r *request, sc *algScripts, key string, lim limiter.Limit, cost int64, mode limiter.Mode) {
-	r.alg = sc.spec.Index()
-	base := s.baseKey(key, lim.Algorithm)
-	for i, suffix := range sc.keySuffixes {
-		r.keys[i] = base + suffix // the empty suffix allocates nothing
-	}
-	r.nkeys = len(sc.keySuffixes)
-	r.nargs = len(argsInto(r.args[:0], sc.spec, key, lim, cost, mode))
-	r.limit, r.cost, r.mode = lim.Quota(), cost, mode
-	if s.cluster {
-		r.slot = keySlot(base)
-	}
-}
-
-// send makes r's decision: at once when no other decision is in progress,
-// else in a batch. r goes back to the pool once its answer is read.
-func (s *Store) send(ctx context.Context, r *request, timeout time.Duration) (limiter.Decision, error) {
-	if s.batch == nil {
-		defer s.recycle(r)
-		return s.direct(ctx, r, timeout)
-	}
-	defer s.batch.inFlight.Add(-1)
-	if s.batch.inFlight.Add(1) == 1 {
-		defer s.recycle(r)
-		return s.direct(ctx, r, timeout)
-	}
-	return s.batch.wait(ctx, r, timeout)
-}
-
-// recycle clears r and puts it back in the pool.
-func (s *Store) recycle(r *request) {
-	clear(r.keys[:r.nkeys])
-	r.ctx, r.err = nil, nil
-	r.deadline = time.Time{}
-	r.d = limiter.Decision{}
-	s.requests.Put(r)
-}
-
-// direct sends r alone, as one call of its algorithm's single script, on
-// the caller's goroutine.
-func (s *Store) direct(ctx context.Context, r *request, timeout time.Duration) (limiter.Decision, error) {
-	if timeout > 0 {
-		if dl, ok := ctx.Deadline(); !ok || time.Until(dl) > timeout {
-			var cancel context.CancelFunc
-			ctx, cancel = context.WithTimeout(ctx, timeout)
-			defer cancel()
-		}
-	}
-	sc := &s.algs[r.alg]
-	var via processor = s.client
-	conn, _ := s.direct1.take()
-	if conn != nil {
-		via = conn
-	}
-	ints, err := s.run(ctx, via, &sc.single, r.cmdArgs(), &r.raw, r.ints[:0])
-	// A migrating slot that splits the decision's keys: Redis ran nothing
-	// (see sender.singly).
-	for backoff := tryAgainFirst; isTryAgain(err) && retryWait(ctx, backoff); backoff = min(2*backoff, tryAgainMax) {
-		ints, err = s.run(ctx, via, &sc.single, r.cmdArgs(), &r.raw, ints)
-	}
-	r.ints = ints
-	s.direct1.give(conn, err)
-	if err != nil {
-		s.noteError(err)
-		return limiter.Decision{}, err
-	}
-	return r.answer(decodeInts(ints))
-}
-
-// request is one decision on its way: its keys and arguments, and, once
-// made, its answer. Requests are pooled (see the top of this file).
-type request struct {
-	alg   int // limiter.AlgorithmSpec.Index
-	keys  [maxKeys]string
-	nkeys int
-	args  [maxArgs]int64
-	nargs int
-	limit int64 // the quota, Decision.Limit
-	cost  int64
-	mode  limiter.Mode
-	slot  int // Cluster hash slot
-
-	ctx      context.Context
-	deadline time.Time // zero: none besides ctx's
-
-	// answered goes from 0 to 1 once, when the answer is set (by a
-	// sender, or by timer at the deadline); done then receives.
-	answered atomic.Uint32
-	done     chan struct{}
-	timer    *time.Timer // the caller's deadline (r.expire), reused
-	d        limiter.Decision
-	err      error
-
-	// argv, raw and ints are reused buffers of the direct path.
-	argv [4 + maxKeys + maxArgs]any
-	raw  bytes.Buffer
-	ints []int64
-}
-
-// answer completes the decision decoded from r's reply: the quota, and
-// the units admitted, checked against the cost (none for a peek).
-func (r *request) answer(d limiter.Decision, err error) (limiter.Decision, error) {
-	if err != nil {
-		return limiter.Decision{}, err
-	}
-	if d.Admitted > r.cost || (r.mode == limiter.ModeConsume && d.Allowed && d.Admitted != r.cost) {
-		return limiter.Decision{}, fmt.Errorf("unexpected reply: %d units admitted for a cost of %d", d.Admitted, r.cost)
-	}
-	d.Limit = r.limit
-	if r.mode == limiter.ModePeek {
-		d.Admitted = 0
-	}
-	return d, nil
-}
-
-// cmdArgs is the command of a single-script call for r, with two slots
-// left for the command name and the SHA. Pointers box without allocating.
-func (r *request) cmdArgs() []any {
-	return r.appendArgs(r.appendKeys(append(r.argv[:0], nil, nil, r.nkeys)))
-}
-
-// appendKeys appends pointers to r's keys to dst.
-func (r *request) appendKeys(dst []any) []any {
-	for i := 0; i < r.nkeys; i++ {
-		dst = append(dst, &r.keys[i])
-	}
-	return dst
-}
-
-// appendArgs appends pointers to r's script arguments to dst.
-func (r *request) appendArgs(dst []any) []any {
-	for i := 0; i < r.nargs; i++ {
-		dst = append(dst, &r.args[i])
-	}
-	return dst
-}
-
-// batcher queues decisions and runs the senders. On a single server (or
-// Sentinel) it has one lane; on a Cluster one lane per master node, so
-// that a node that does not answer holds up only the decisions for its
-// own slots.
+// batcher queues decisions and runs the senders: one lane per Cluster
+// master, so a master that does not answer holds up only its own slots.
 type batcher struct {
 	s       *Store
 	maxSize int
 	senders int32
-	// gather is the queue length at which a batch sets off without
-	// waiting for another to land (lane.hold).
+	// gather is the queue length that ends lane.hold.
 	gather int
-	// inFlight counts the store's decisions in progress: one alone goes
-	// straight to Redis (Store.send).
+	// inFlight counts the decisions in progress (Store.send).
 	inFlight atomic.Int64
-	// one is the only lane when the store is not on a Cluster.
+	// one is the lane off a Cluster.
 	one *lane
-	// lanes are a Cluster's lanes by node client (*redis.Client → *lane;
-	// go-redis keeps one client per node address).
-	lanes sync.Map
-	// routed is set once the Cluster client has a slot map.
+	// lanes are a Cluster's lanes by node client (*redis.Client → *lane).
+	lanes  sync.Map
 	routed atomic.Bool
-	// trace, when set, links each batch to its decisions' traces.
-	trace BatchTracer
+	trace  BatchTracer
 }
 
-// lane is a queue of decisions bound for one Redis node and the senders
-// that empty it.
+// lane is the queue of one Redis node and its senders.
 type lane struct {
 	b       *batcher
 	queue   chan *request
 	running atomic.Int32
 	// turn holds a token when no sender is gathering a batch (lane.send).
 	turn chan struct{}
-	// flying counts the lane's batches on their way; holding is 1 while
-	// the sender gathering waits in hold, which landed (a token, capacity
-	// 1) ends when a batch lands or the queue reaches gather.
+	// flying counts batches on their way; holding is 1 while a sender
+	// waits in hold, which landed ends.
 	flying  atomic.Int32
 	holding atomic.Int32
 	landed  chan struct{}
-	// node is a Cluster master's own client: batches go to it directly,
-	// and a group it redirects (MOVED, ASK) is sent again through the
-	// cluster client. Nil: batches go through the store's client.
+	// node is a Cluster master's own client (nil: the store's client);
+	// a group it redirects is sent again through the cluster client.
 	node *redis.Client
 }
 
@@ -329,12 +109,8 @@ func (b *batcher) newLane() *lane {
 // errDeadline is returned when a decision's timeout passes while it waits.
 var errDeadline = context.DeadlineExceeded
 
-// wait queues r on its node's lane and waits for its answer, its deadline
-// or the end of ctx, whichever comes first: a sender's answer and the
-// deadline (r's timer, which answers errDeadline) both come through
-// r.done, so a wait watches two channels. r goes back to the pool unless
-// its caller gave up after queueing it, or its timer answered, since a
-// sender may still be holding it.
+// wait queues r and waits for its answer (a sender's, or its timer's
+// errDeadline, through r.done) or the end of ctx.
 func (b *batcher) wait(ctx context.Context, r *request, timeout time.Duration) (limiter.Decision, error) {
 	r.answered.Store(0)
 	timed := r.setDeadline(ctx, timeout)
@@ -344,8 +120,7 @@ func (b *batcher) wait(ctx context.Context, r *request, timeout time.Duration) (
 		expired, err = ln.enqueue(ctx, r)
 	}
 	if err != nil {
-		// Not queued: once the timer is stopped, or has answered (its
-		// last touch of r), nothing holds r.
+		// Not queued: once the timer is stopped or has answered, nothing holds r.
 		if expired || r.disarm(timed) {
 			b.s.recycle(r)
 		}
@@ -364,10 +139,8 @@ func (b *batcher) wait(ctx context.Context, r *request, timeout time.Duration) (
 	}
 }
 
-// setDeadline records r's context and deadline, the earlier of ctx's and
-// timeout from now, and, when timeout is the earlier, arms r's reused
-// timer to answer errDeadline then and returns true (false: ctx.Done ends
-// the wait).
+// setDeadline records r's context and deadline (the earlier of ctx's and
+// timeout's) and reports whether it armed r's timer for timeout's.
 func (r *request) setDeadline(ctx context.Context, timeout time.Duration) bool {
 	r.ctx = ctx
 	dl, ok := ctx.Deadline()
@@ -393,16 +166,14 @@ func (r *request) setDeadline(ctx context.Context, timeout time.Duration) bool {
 // expire answers r with errDeadline unless it has its answer already.
 func (r *request) expire() { deliver(r, limiter.Decision{}, errDeadline) }
 
-// disarm stops r's timer when timed (from setDeadline), and reports
-// whether the timer can no longer touch r: false when it has fired, and
-// may still be answering.
+// disarm stops r's timer when timed and reports whether it can no longer
+// touch r.
 func (r *request) disarm(timed bool) bool {
 	return !timed || r.timer.Stop()
 }
 
-// laneFor returns the lane of the node that holds r's slot in the
-// client's current slot map. Before the client has a map, finding the
-// node loads one, bounded by r's deadline.
+// laneFor returns the lane of the node holding r's slot (loading the slot
+// map first if need be, within r's deadline).
 func (b *batcher) laneFor(ctx context.Context, r *request) (*lane, error) {
 	if b.one != nil {
 		return b.one, nil
@@ -429,9 +200,8 @@ func (b *batcher) laneFor(ctx context.Context, r *request) (*lane, error) {
 	return l.(*lane), nil
 }
 
-// enqueue puts r in the lane's queue, waiting for room until ctx ends or
-// r's timer answers it (expired, and errDeadline), and makes sure a
-// sender will take it.
+// enqueue queues r, waiting for room until ctx ends or r's timer answers
+// it (expired), and makes sure a sender will take it.
 func (ln *lane) enqueue(ctx context.Context, r *request) (expired bool, err error) {
 	select {
 	case ln.queue <- r:
@@ -465,10 +235,7 @@ func (ln *lane) wake() {
 	}
 }
 
-// send is one sender goroutine: it takes what is queued, sends it and
-// delivers the answers, until it has had nothing to do for senderIdle.
-// One sender at a time gathers a batch (the one holding the lane's turn):
-// the next one gathers while this one's batch is on its way.
+// send is one sender goroutine, until idle for senderIdle.
 func (ln *lane) send() {
 	sd := newSender(ln.b)
 	sd.node = ln.node
@@ -505,10 +272,8 @@ func idleLeft(idle *time.Timer, busy time.Time) {
 	idle.Reset(max(senderIdle-time.Since(busy), time.Millisecond))
 }
 
-// takeTurn waits for the lane's turn to gather a batch, and returns false
-// when the sender has had nothing to do for senderIdle since busy and has
-// left the running count (the sender holding the turn is alive, so
-// nothing queued is left without a sender).
+// takeTurn waits for the lane's turn to gather a batch; false once idle
+// (the turn's holder lives on, so nothing queued is left without one).
 func (ln *lane) takeTurn(idle *time.Timer, busy time.Time) bool {
 	select {
 	case <-ln.turn:
@@ -526,14 +291,10 @@ func (ln *lane) takeTurn(idle *time.Timer, busy time.Time) bool {
 	}
 }
 
-// hold makes a batch about to set off while another of the lane is on its
-// way wait, at most maxHold (timer, stopped), until that one lands or
-// gather decisions are queued: the decisions that arrive meanwhile go in
-// this batch instead of in the next one. On a busy server a batch sent at
-// once would hold the few decisions that came in since the last set off
-// and wait behind it in Redis anyway; fuller batches cost fewer calls, in
-// this process and in Redis. maxHold bounds what this adds to a decision
-// when the lane's round trips are long (a distant Redis).
+// hold makes a batch about to set off while another is on its way wait,
+// at most maxHold, until that one lands or gather decisions are queued:
+// sent at once it would wait behind the other in Redis anyway, and fuller
+// batches cost fewer calls. maxHold bounds the cost on a distant Redis.
 func (ln *lane) hold(timer *time.Timer) {
 	if ln.flying.Load() == 0 || len(ln.queue)+1 >= ln.b.gather {
 		return
@@ -563,9 +324,7 @@ func (ln *lane) signal() {
 	}
 }
 
-// next waits for the first request of the next batch, or returns nil when
-// none came for senderIdle since busy and the sender has left the running
-// count.
+// next waits for the first request of the next batch; nil once idle.
 func (ln *lane) next(idle *time.Timer, busy time.Time) *request {
 	for {
 		select {
@@ -583,9 +342,7 @@ func (ln *lane) next(idle *time.Timer, busy time.Time) *request {
 			if len(ln.queue) == 0 {
 				return nil
 			}
-			// A decision queued just before the count went down would
-			// wait for the next sender: take it on after all, unless
-			// another sender started meanwhile.
+			// One queued just before the count went down: take it on.
 			if ln.running.Add(1) <= ln.b.senders {
 				continue
 			}
@@ -610,23 +367,21 @@ func (ln *lane) drain(batch []*request) []*request {
 
 // sender is the reusable state of one sender goroutine.
 type sender struct {
-	b      *batcher
-	node   *redis.Client // the lane's Cluster master, or nil
-	conn   ownConn
-	via    processor // what the current batch goes through
-	batch  []*request
-	groups []group
-	byKey  map[int]int // group index by algorithm and slot
-	args   []any
-	ints   []int64
-	traced []context.Context // the members' contexts, for BatchTracer
-	// pending and cmds are reused by singly.
+	b       *batcher
+	node    *redis.Client // the lane's Cluster master, or nil
+	conn    ownConn
+	via     processor // what the current batch goes through
+	batch   []*request
+	groups  []group
+	byKey   map[int]int // group index by algorithm and slot
+	args    []any
+	ints    []int64
+	traced  []context.Context // the members' contexts, for BatchTracer
 	pending []*request
 	cmds    []*redis.Cmd
 	enc     encoder
 	// deadline is the context of a batch on the warm connection.
 	deadline deadlineCtx
-	// cancel and traceEnd end the current batch's context and trace.
 	cancel   context.CancelFunc
 	traceEnd func()
 }
@@ -647,8 +402,7 @@ func newSender(b *batcher) *sender {
 	return sd
 }
 
-// deliver hands r its answer, unless it has one already (from its timer,
-// or from a sender when the timer fires).
+// deliver hands r its answer, unless it has one already.
 func deliver(r *request, d limiter.Decision, err error) {
 	if r.answered.CompareAndSwap(0, 1) {
 		r.d, r.err = d, err
@@ -670,10 +424,8 @@ func (sd *sender) flush(batch []*request) {
 	sd.exchange(ctx, conn)
 }
 
-// dropExpired answers the members of batch whose context has ended or
-// whose deadline has passed, and returns the others (in batch's backing
-// array) with the latest of their deadlines; zero when one of them has
-// none.
+// dropExpired answers the members past their deadline and returns the
+// others with the latest deadline (zero: one has none).
 func dropExpired(batch []*request) (live []*request, deadline time.Time) {
 	now := time.Now()
 	unbounded := false
@@ -700,14 +452,8 @@ func dropExpired(batch []*request) (live []*request, deadline time.Time) {
 	return live, deadline
 }
 
-// begin returns the context the batch's calls run with: a background
-// context that lasts until the latest member's deadline (each member
-// stops waiting at its own), handed to the BatchTracer when there is one.
-// end releases it. When the batch goes through the sender's warm
-// connection and is not traced, the context only carries the deadline
-// (sender.deadline), which go-redis applies to the connection's reads and
-// writes, without the timer of a context.WithDeadline: nothing waits on
-// its end (no pool checkout) and no tracer keeps it.
+// begin returns the batch's context, until the latest member's deadline:
+// untraced on the warm connection a deadlineCtx, with no timer.
 func (sd *sender) begin(live []*request, deadline time.Time, warm bool) context.Context {
 	ctx := context.Background()
 	if !deadline.IsZero() {
@@ -728,14 +474,12 @@ func (sd *sender) begin(live []*request, deadline time.Time, warm bool) context.
 	return ctx
 }
 
-// deadlineCtx is a context with a deadline and nothing else: its Done
-// channel is nil and its Err nil, past the deadline too. See sender.begin.
+// deadlineCtx is a context with a deadline alone (nil Done and Err).
 type deadlineCtx struct {
 	context.Context
 	deadline time.Time
 }
 
-// Deadline returns the context's deadline.
 func (c *deadlineCtx) Deadline() (time.Time, bool) { return c.deadline, true }
 
 // end ends what begin started, once the answers are delivered.
@@ -755,8 +499,7 @@ func (sd *sender) endTrace() {
 	}
 }
 
-// group sorts the live members into sd.groups: by algorithm and, on a
-// Cluster, by slot.
+// group sorts the live members by algorithm and Cluster slot.
 func (sd *sender) group(live []*request) {
 	sd.groups = sd.groups[:0]
 	clear(sd.byKey)
@@ -770,8 +513,7 @@ func (sd *sender) group(live []*request) {
 			gi = len(sd.groups)
 			sd.byKey[k] = gi
 			if gi < cap(sd.groups) {
-				// A group of an earlier batch, or zeroed capacity that
-				// append left: that one has no reply buffer yet.
+				// Capacity append left: no reply buffer yet.
 				sd.groups = sd.groups[:gi+1]
 				g := &sd.groups[gi]
 				g.alg, g.members = r.alg, g.members[:0]
@@ -805,11 +547,10 @@ func (sd *sender) buildCommands() {
 //	    n sets shared <the sets' parameters, one set after another>
 //	    <per decision, in the members' order: code, cost>
 //
-// where code = (key index × sets + set index) × 3 + mode (indexes from 0).
-// The keys that more than one decision uses come first: the first shared
-// ones run with the script's cache (lua/batch.lua). Pointers into the
-// requests and into nums box without allocating. The zero value is ready;
-// an encoder is used by one sender.
+// where code = (key index × sets + set index) × 3 + mode (from 0). The
+// keys more than one decision uses come first and run with the script's
+// cache (lua/batch.lua). Pointers into the requests and nums box without
+// allocating. The zero value is ready; one sender uses it.
 type encoder struct {
 	nums  []int64                // n, sets, shared and the codes, pointed to by args
 	byKey map[string]int         // distinct key index by first key
@@ -822,8 +563,7 @@ type encoder struct {
 	set   []int                  // per member: set index
 }
 
-// reserve makes room in nums for groups' numbers, so that the pointers
-// taken into it stay valid while the commands are built.
+// reserve sizes nums so that pointers into it stay valid.
 func (e *encoder) reserve(groups []group) {
 	n := 0
 	for gi := range groups {
@@ -843,8 +583,7 @@ func (e *encoder) encode(dst []any, sc *algScripts, g *group) []any {
 	clear(e.byKey)
 	clear(e.bySet)
 	for i, r := range g.members {
-		// The same key and limit as the decision before is the usual case
-		// of a hot key.
+		// The same key and limit as before: a hot key.
 		var k int
 		if i > 0 && r.keys[0] == g.members[i-1].keys[0] {
 			k = e.key[i-1]
@@ -918,10 +657,8 @@ func (e *encoder) encode(dst []any, sc *algScripts, g *group) []any {
 	return dst
 }
 
-// exchange sends the groups' commands and delivers their answers. On a
-// single server the batch goes through the sender's own connection (conn,
-// from take, which exchange gives back); on a Cluster through the lane's
-// node.
+// exchange sends the groups' commands (through the sender's own conn,
+// given back, or the lane's Cluster node) and delivers their answers.
 func (sd *sender) exchange(ctx context.Context, conn *redis.Conn) {
 	s := sd.b.s
 	sd.via = s.client
@@ -951,8 +688,7 @@ func (sd *sender) exchange(ctx context.Context, conn *redis.Conn) {
 	clear(sd.args)
 }
 
-// newCmd is g's script command: raw on a single server, typed on a
-// Cluster (see Store.call).
+// newCmd is g's script command (raw or typed, see Store.call).
 func (sd *sender) newCmd(ctx context.Context, g *group) redis.Cmder {
 	if sd.b.s.cluster {
 		c := redis.NewCmd(ctx, g.args...)
@@ -965,8 +701,7 @@ func (sd *sender) newCmd(ctx context.Context, g *group) redis.Cmder {
 	return c
 }
 
-// exec sends every group's command: one call when there is one group, a
-// pipeline otherwise (on a Cluster, go-redis sends one pipeline per node).
+// exec sends the groups' commands, pipelined when more than one.
 func (sd *sender) exec(ctx context.Context) {
 	for gi := range sd.groups {
 		sd.groups[gi].cmd = sd.newCmd(ctx, &sd.groups[gi])
@@ -1020,9 +755,8 @@ func (sd *sender) replyInts(g *group) error {
 	return err
 }
 
-// deliverGroup decodes a group's reply and hands each member its answer.
-// A group whose script Redis did not hold is sent again with EVAL. It
-// returns the group's error, if any.
+// deliverGroup hands each member its answer (sending the group again with
+// EVAL on NOSCRIPT) and returns the group's error.
 func (sd *sender) deliverGroup(ctx context.Context, g *group) error {
 	s := sd.b.s
 	err := sd.replyInts(g)
@@ -1031,17 +765,12 @@ func (sd *sender) deliverGroup(ctx context.Context, g *group) error {
 		sd.ints, err = s.call(ctx, sd.via, g.args, g.raw, sd.ints)
 	}
 	if sd.node != nil && isMoved(err) {
-		// The slot moved: the cluster client follows the redirection, and
-		// the slot map is reloaded.
 		s.noteError(err)
 		sd.ints, err = s.run(ctx, s.client, &s.algs[g.alg].batch, g.args, g.raw, sd.ints)
 	}
 	if s.cluster && (isTryAgain(err) || isAsk(err)) {
-		// The slot is migrating and the group's keys are on both sides
-		// (TRYAGAIN), or some are on the importing master (ASK, where the
-		// others would answer TRYAGAIN): Redis ran nothing. Each decision
-		// goes on its own, which a migration splits no more than MIGRATE
-		// splits its keys.
+		// A migrating slot splits the group's keys: Redis ran nothing, so
+		// each decision goes on its own, which MIGRATE does not split.
 		return sd.singly(ctx, g)
 	}
 	if err == nil && len(sd.ints) != replyLen*len(g.members) {
@@ -1065,9 +794,7 @@ const (
 	tryAgainMax   = 8 * time.Millisecond
 )
 
-// retryWait waits backoff before a call answered TRYAGAIN is sent again,
-// and reports false, without waiting, when ctx would end first (its
-// deadline, or its end): the decision then fails with the TRYAGAIN.
+// retryWait waits backoff, or reports false when ctx ends first.
 func retryWait(ctx context.Context, backoff time.Duration) bool {
 	if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= backoff {
 		return false
@@ -1082,16 +809,9 @@ func retryWait(ctx context.Context, backoff time.Duration) bool {
 	}
 }
 
-// singly makes each of g's decisions as its own call of its algorithm's
-// single script, pipelined through the cluster client, which follows
-// each call's ASK (to the importing master, with ASKING) or MOVED. A
-// call answered TRYAGAIN (its few keys split by a MIGRATE in progress,
-// or, on the importing master, not all there yet) is sent again after a
-// short backoff (tryAgainFirst doubling up to tryAgainMax) until ctx's
-// deadline, which is the latest member's: a member whose own deadline
-// passes meanwhile has had its answer from its timer. Redis answers
-// TRYAGAIN without running the script, so a call sent again is never
-// counted twice. It returns the last error a member was answered with.
+// singly sends each of g's decisions as its own call through the cluster
+// client (which follows ASK and MOVED), again after TRYAGAIN (nothing ran)
+// within ctx's deadline. It returns the last member's error.
 func (sd *sender) singly(ctx context.Context, g *group) error {
 	s := sd.b.s
 	sc := &s.algs[g.alg].single

@@ -65,7 +65,7 @@ func BenchmarkDecideCluster(b *testing.B) {
 			for pb.Next() {
 				// A decision past its deadline on a loaded machine is
 				// counted, not fatal: the figure is throughput.
-				if _, err := store.DecideTimeout(ctx, keys[n.Add(1)%int64(len(keys))], lim, 1, limiter.DefaultTimeout); err != nil {
+				if _, err := store.DecideMode(ctx, keys[n.Add(1)%int64(len(keys))], lim, 1, limiter.ModeConsume, limiter.DefaultTimeout); err != nil {
 					if failed.Add(1) == 1 {
 						b.Logf("first failure: %v", err)
 					}
@@ -102,7 +102,7 @@ func benchConcurrent(b *testing.B, srv *redistest.Server, store *redisstore.Stor
 	keys := make([]string, nkeys)
 	for i := range keys {
 		keys[i] = "user:bench" + strconv.Itoa(i)
-		if _, err := store.DecideTimeout(ctx, keys[i], lim, 1, time.Second); err != nil {
+		if _, err := store.DecideMode(ctx, keys[i], lim, 1, limiter.ModeConsume, time.Second); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -117,7 +117,7 @@ func benchConcurrent(b *testing.B, srv *redistest.Server, store *redisstore.Stor
 			key := keys[int(n.Add(1))%len(keys)]
 			// A decision past its deadline on a loaded machine is
 			// counted, not fatal: the figures are costs.
-			if _, err := store.DecideTimeout(ctx, key, lim, 1, limiter.DefaultTimeout); err != nil {
+			if _, err := store.DecideMode(ctx, key, lim, 1, limiter.ModeConsume, limiter.DefaultTimeout); err != nil {
 				if failed.Add(1) == 1 {
 					b.Logf("first failure: %v", err)
 				}

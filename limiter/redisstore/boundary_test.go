@@ -92,6 +92,7 @@ func boundaryAttempt(t *testing.T, store *redisstore.Store, prefix string, rate 
 	if untilBoundary < 600*time.Millisecond {
 		untilBoundary += period // too close: use the next boundary
 	}
+	// Not synchronisation: the bursts must straddle an instant of Redis's clock.
 	time.Sleep(untilBoundary - 400*time.Millisecond)
 
 	burst := func() burstResult {
@@ -125,6 +126,7 @@ func boundaryAttempt(t *testing.T, store *redisstore.Store, prefix string, rate 
 	}
 	start := time.Now()
 	first = burst()
+	// Not synchronisation: the second burst comes 500 ms after the first.
 	time.Sleep(500*time.Millisecond - time.Since(start))
 	second = burst()
 	return first, second, time.Since(start)

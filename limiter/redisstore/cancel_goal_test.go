@@ -45,7 +45,7 @@ func TestGoalCancelledDecisionsAreSpentOnlyWhenTheirScriptWasSent(t *testing.T) 
 				if c%2 == 0 {
 					time.AfterFunc(20*time.Millisecond, cancel)
 				}
-				d, err := store.DecideTimeout(ctx, key, lim, 1, time.Second)
+				d, err := store.DecideMode(ctx, key, lim, 1, limiter.ModeConsume, time.Second)
 				cancel()
 				switch {
 				case err == nil && d.Allowed:

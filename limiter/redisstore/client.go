@@ -15,24 +15,19 @@ const (
 	DefaultDialTimeout  = time.Second
 	DefaultReadTimeout  = 500 * time.Millisecond
 	DefaultWriteTimeout = 500 * time.Millisecond
-	// DefaultDialAttempts is one: a refused connection fails the call at
-	// once, as an error, instead of being dialled again until the
-	// decision's deadline passes and reported as a timeout.
+	// DefaultDialAttempts is one: a refused connection fails at once
+	// rather than at the deadline.
 	DefaultDialAttempts = 1
-	// DefaultDialRetryBackoff is the pause between dial attempts when
-	// DialAttempts is more than one.
+	// DefaultDialRetryBackoff is the default of DialRetryBackoff.
 	DefaultDialRetryBackoff = 10 * time.Millisecond
-	// DefaultClusterMaxRedirects is how many MOVED or ASK redirections a
-	// Cluster call follows.
+	// DefaultClusterMaxRedirects is the default of ClusterMaxRedirects.
 	DefaultClusterMaxRedirects = 3
-	// DefaultClusterReloadInterval is how often a Cluster client reloads
-	// its slot map when nothing asked for it earlier.
+	// DefaultClusterReloadInterval is the default of ClusterReloadInterval.
 	DefaultClusterReloadInterval = 60 * time.Second
 )
 
-// clusterRetryBackoff is the first pause before a Cluster call is sent
-// again after a failure that left it unsent (go-redis doubles it up to
-// 4 × this).
+// clusterRetryBackoff is the first pause before an unsent Cluster call is
+// sent again (go-redis doubles it up to 4×).
 const clusterRetryBackoff = time.Millisecond
 
 // ClientConfig describes how to reach Redis. Set exactly one of URL (a
@@ -51,49 +46,35 @@ type ClientConfig struct {
 	MasterName    string
 	// SentinelPassword authenticates to the Sentinels, when they need it.
 	SentinelPassword string
-	// Username and Password authenticate to Redis; when set they override
-	// the URL's.
+	// Username and Password, when set, override the URL's.
 	Username string
 	Password string
 	// DB is the database number (not with ClusterAddrs); overrides the URL's when > 0.
 	DB int
 	// TLS, when set, makes every connection use TLS with this configuration.
 	TLS *tls.Config
-	// PoolSize is the number of connections per Redis node. Default
-	// 10 × GOMAXPROCS.
+	// PoolSize is the connections per node. Default 10 × GOMAXPROCS.
 	PoolSize int
 	// DialTimeout bounds connecting. Default DefaultDialTimeout.
 	DialTimeout time.Duration
-	// ReadTimeout and WriteTimeout bound socket reads and writes of a call
-	// whose context has no earlier deadline. Defaults DefaultReadTimeout,
-	// DefaultWriteTimeout. The Limiter's per-call deadline (100 ms by
-	// default) is shorter and applies to the socket because the client is
-	// built with ContextTimeoutEnabled.
+	// ReadTimeout and WriteTimeout bound socket I/O when the context's
+	// deadline is not earlier. Defaults DefaultReadTimeout, DefaultWriteTimeout.
 	ReadTimeout  time.Duration
 	WriteTimeout time.Duration
 	// MaxRetries is how many times go-redis retries a call that failed on
-	// the network. Default 0: a decision is not idempotent, and retrying one
-	// whose reply was lost could count a request twice; the Limiter's fail
-	// policy handles the failure instead. (On a Cluster the store's script
-	// calls are never retried after a network error whatever this says;
-	// see ClusterMaxRedirects.)
+	// the network. Default 0: a decision whose reply was lost may have
+	// run, and the Limiter's fail policy handles the failure instead.
 	MaxRetries int
-	// DialAttempts is how many times a new connection is dialled before
-	// the call fails, DialRetryBackoff apart. Default DefaultDialAttempts
-	// (1). Every attempt is bounded by DialTimeout and all of them by the
-	// call's deadline.
+	// DialAttempts is how many times a connection is dialled, within the
+	// call's deadline. Default DefaultDialAttempts.
 	DialAttempts int
-	// DialRetryBackoff is the pause between two dial attempts. Default
-	// DefaultDialRetryBackoff.
+	// DialRetryBackoff is the pause between two dial attempts.
 	DialRetryBackoff time.Duration
 	// ClusterMaxRedirects is how many MOVED or ASK redirections a Cluster
-	// call follows (within its deadline). Default
-	// DefaultClusterMaxRedirects; negative: none.
+	// call follows; negative: none.
 	ClusterMaxRedirects int
 	// ClusterReloadInterval is how often a Cluster client reloads its slot
-	// map on its own. The store also reloads it at once when a call fails
-	// in a way a stale map explains (Config.ClusterRefreshMinInterval).
-	// Default DefaultClusterReloadInterval.
+	// map on its own.
 	ClusterReloadInterval time.Duration
 }
 
@@ -144,8 +125,7 @@ func (c ClientConfig) checkTarget() error {
 	return nil
 }
 
-// baseOptions are the options c sets explicitly, before the URL's and
-// the defaults.
+// baseOptions are the options c sets itself.
 func (c ClientConfig) baseOptions() *redis.UniversalOptions {
 	return &redis.UniversalOptions{
 		Username:         c.Username,
@@ -160,18 +140,15 @@ func (c ClientConfig) baseOptions() *redis.UniversalOptions {
 		MaxRedirects:     c.ClusterMaxRedirects,
 		DialerRetries:    c.DialAttempts,
 		SentinelPassword: c.SentinelPassword,
-		// The Limiter's deadline must bound socket I/O, not only the wait
-		// for a pooled connection.
+		// The Limiter's deadline bounds socket I/O too.
 		ContextTimeoutEnabled: true,
 		// RESP2: on RESP3 go-redis peeks at the socket for push
-		// notifications before commands (a system call each), which the
-		// store's scripts never need.
+		// notifications, a system call per command.
 		Protocol: 2,
 	}
 }
 
-// applyURL sets o's address from a single server's URL, and every option
-// o leaves at zero that the URL sets.
+// applyURL sets what the URL says and o leaves at zero.
 func applyURL(o *redis.UniversalOptions, url string) error {
 	u, err := ParseURL(url)
 	if err != nil {
@@ -215,10 +192,7 @@ func (c ClientConfig) applyCluster(o *redis.UniversalOptions) error {
 	}
 	o.Addrs = c.ClusterAddrs
 	o.IsClusterMode = true
-	// A pipeline part that could not get a connection to its node (never
-	// sent, so safe to send again) is retried after a pause that go-redis
-	// would make 10 ms to 1 s: far past a decision's deadline, when the
-	// node is dead and every attempt fails at once.
+	// go-redis's own pause (10 ms to 1 s) outlasts a decision's deadline.
 	o.MinRetryBackoff = clusterRetryBackoff
 	o.MaxRetryBackoff = 4 * clusterRetryBackoff
 	return nil
@@ -234,8 +208,7 @@ func (c ClientConfig) applySentinel(o *redis.UniversalOptions) error {
 	return nil
 }
 
-// applyDefaults sets the defaults of every option still at zero, and
-// turns the ClientConfig conventions into go-redis's where they differ.
+// applyDefaults sets the defaults of the options still at zero.
 func (c ClientConfig) applyDefaults(o *redis.UniversalOptions) error {
 	if o.PoolSize <= 0 {
 		o.PoolSize = 10 * runtime.GOMAXPROCS(0)
@@ -271,9 +244,8 @@ func (c ClientConfig) applyDefaults(o *redis.UniversalOptions) error {
 	return nil
 }
 
-// NewClient returns a go-redis client for c: a *redis.Client, a failover
-// client or a *redis.ClusterClient. It does not contact Redis. The caller
-// closes it.
+// NewClient returns a go-redis client for c, which the caller closes. It
+// does not contact Redis.
 func (c ClientConfig) NewClient() (redis.UniversalClient, error) {
 	o, err := c.Options()
 	if err != nil {

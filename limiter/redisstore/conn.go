@@ -7,18 +7,14 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// connIdle is how long an own connection may sit unused before it goes
-// back to the pool, whose check on checkout catches connections closed
-// while idle.
+// connIdle is how long an ownConn is kept unused: the pool's checkout then
+// catches a connection closed while idle.
 const connIdle = 50 * time.Millisecond
 
-// ownConn is a connection of a single-server client kept by one user (a
-// sender, or the decisions made alone) across calls, which saves the
-// pool's checkout and its health-check system call on every call. After
-// any error, or when unused for connIdle, it is closed (returned to the
-// pool, or dropped when broken) and the next call takes a fresh one. On
-// other clients it holds nothing and callers use the client. Safe for
-// concurrent use; the connection itself is used by one caller at a time.
+// ownConn is a single-server connection kept by one user (a sender, or
+// the decisions made alone) across calls, saving the pool's checkout and
+// its health-check system call per call; closed after an error or
+// connIdle. Safe for concurrent use; one caller at a time holds it.
 type ownConn struct {
 	client *redis.Client // nil: not a single-server client
 
@@ -29,11 +25,9 @@ type ownConn struct {
 	lastUsed time.Time
 }
 
-// take returns the connection, opening one when none is held, or nil when
-// there is no client or another caller is using it. The caller hands it
-// back with give. warm says the connection has made a call without error
-// since it was opened: go-redis holds a network connection for it, so a
-// call on it waits for no pool.
+// take returns the connection (nil: no client, or in use), which the
+// caller hands back with give; warm says it has made a call without error,
+// so that a call on it waits for no pool.
 func (o *ownConn) take() (c *redis.Conn, warm bool) {
 	if o.client == nil {
 		return nil, false
@@ -55,8 +49,7 @@ func (o *ownConn) take() (c *redis.Conn, warm bool) {
 	return o.held, o.warm
 }
 
-// give returns c (from take; nil does nothing) after a call that ended
-// with err; after an error the connection is closed.
+// give hands back c after a call that ended with err (closed on error).
 func (o *ownConn) give(c *redis.Conn, err error) {
 	if c == nil {
 		return

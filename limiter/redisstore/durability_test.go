@@ -38,7 +38,7 @@ func TestDurabilityWaitAnswersOnceAReplicaHoldsTheWrite(t *testing.T) {
 	t.Run("alone", func(t *testing.T) {
 		key := run + ":alone"
 		for i := 1; i <= 20; i++ {
-			if _, err := store.DecideTimeout(ctx, key, lim, 1, time.Second); err != nil {
+			if _, err := store.DecideMode(ctx, key, lim, 1, limiter.ModeConsume, time.Second); err != nil {
 				t.Fatal(err)
 			}
 			if got := replicaCount(t, ro, key, lim); got != int64(i) {
@@ -53,7 +53,7 @@ func TestDurabilityWaitAnswersOnceAReplicaHoldsTheWrite(t *testing.T) {
 			wg.Go(func() {
 				key := run + ":b" + strconv.Itoa(c)
 				for i := 1; i <= each; i++ {
-					if _, err := store.DecideTimeout(ctx, key, lim, 1, time.Second); err != nil {
+					if _, err := store.DecideMode(ctx, key, lim, 1, limiter.ModeConsume, time.Second); err != nil {
 						t.Error(err)
 						return
 					}
@@ -77,7 +77,7 @@ func TestDurabilityWaitAnswersOnceAReplicaHoldsTheWrite(t *testing.T) {
 		const n = 5
 		for i := 0; i < n; i++ {
 			start := time.Now()
-			d, err := store.DecideTimeout(ctx, key, lim, 1, time.Second)
+			d, err := store.DecideMode(ctx, key, lim, 1, limiter.ModeConsume, time.Second)
 			if err != nil || !d.Allowed {
 				t.Fatalf("decision with the replica stopped: %+v, %v", d, err)
 			}

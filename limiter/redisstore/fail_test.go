@@ -2,6 +2,7 @@ package redisstore_test
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -82,17 +83,14 @@ func outage(t *testing.T, srv *redistest.Server, down, up func(), wantKind strin
 	up()
 	for _, p := range policies {
 		l := limiters[p.policy]
-		deadline := time.Now().Add(5 * time.Second)
-		for {
-			d, err := l.Allow(ctx, "outage")
-			if err == nil && d.Failure == limiter.FailureNone {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("fail %s: Redis is back but decisions still fail: %+v, %v", p.policy, d, err)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+		var d limiter.Decision
+		var err error
+		eventually(t, 5*time.Second, func() string {
+			return fmt.Sprintf("fail %s: Redis is back but decisions still fail: %+v, %v", p.policy, d, err)
+		}, func() bool {
+			d, err = l.Allow(ctx, "outage")
+			return err == nil && d.Failure == limiter.FailureNone
+		})
 		for i := 0; i < 5; i++ {
 			if d, err := l.Allow(ctx, "outage"); err != nil || d.Failure != limiter.FailureNone || !d.Allowed {
 				t.Fatalf("fail %s after recovery, decision %d: %+v, %v", p.policy, i, d, err)
@@ -192,17 +190,14 @@ func TestConcurrentBatchedDecisionsFollowThePolicyWithinTheirDeadline(t *testing
 			})
 
 			mode.up(srv)
-			deadline := time.Now().Add(5 * time.Second)
-			for {
-				d, err := limiters[limiter.FailClosed].Allow(context.Background(), "concurrent-outage:probe")
-				if err == nil && d.Failure == limiter.FailureNone {
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("Redis is back but decisions still fail: %+v, %v", d, err)
-				}
-				time.Sleep(20 * time.Millisecond)
-			}
+			var d limiter.Decision
+			var err error
+			eventually(t, 5*time.Second, func() string {
+				return fmt.Sprintf("Redis is back but decisions still fail: %+v, %v", d, err)
+			}, func() bool {
+				d, err = limiters[limiter.FailClosed].Allow(context.Background(), "concurrent-outage:probe")
+				return err == nil && d.Failure == limiter.FailureNone
+			})
 			before := batches.Batched()
 			burst(func(p policyCase, d limiter.Decision, err error, _ time.Duration) {
 				if err != nil || d.Failure != limiter.FailureNone || !d.Allowed {

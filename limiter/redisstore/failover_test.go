@@ -82,14 +82,14 @@ func (fl failoverLoad) run(warmup time.Duration, kill func() time.Time, until fu
 				if fl.decide != nil {
 					err = fl.decide(context.Background(), fl.keys[i])
 				} else {
-					_, err = fl.store.DecideTimeout(context.Background(), fl.keys[i], lim, 1, fl.timeout)
+					_, err = fl.store.DecideMode(context.Background(), fl.keys[i], lim, 1, limiter.ModeConsume, fl.timeout)
 				}
 				end := time.Now()
 				mine = append(mine, outcome{start: start.Sub(origin), end: end.Sub(origin), group: groups[i], err: err})
 			}
 		}()
 	}
-	time.Sleep(warmup)
+	time.Sleep(warmup) // not synchronisation: traffic flows this long before the kill
 	killedAt = kill()
 	close(ready)
 	until(killedAt)
@@ -314,7 +314,7 @@ func clusterFailover(t *testing.T, cfg redistest.ClusterConfig, store func(addrs
 			return
 		}
 		promoted = at.Sub(killed)
-		time.Sleep(after)
+		time.Sleep(after) // not synchronisation: traffic goes on this long after the switch
 	})
 	stats := summarise(outs, lost)
 	timeline(t, outs, lost, 500*time.Millisecond, map[string]time.Duration{"<-kill": 0, "<-promoted": promoted})
@@ -379,7 +379,7 @@ func sentinelFailover(t *testing.T, downAfter time.Duration, cfg redisstore.Conf
 			return
 		}
 		switched = at.Sub(killed)
-		time.Sleep(after)
+		time.Sleep(after) // not synchronisation: traffic goes on this long after the switch
 	})
 	stats := summarise(outs, 0)
 	timeline(t, outs, 0, 500*time.Millisecond, map[string]time.Duration{"<-failure": 0, "<-sentinel switched": switched})

@@ -2,6 +2,7 @@ package redisstore_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/rl-exporter/rl-exporter/limiter/redisstore"
 )
@@ -20,4 +21,19 @@ func newCountingStore(t testing.TB, cc redisstore.ClientConfig, cfg redisstore.C
 	counter := new(redisstore.BatchCounter)
 	cfg.BatchTracer = counter
 	return redisstore.NewTestStore(t, cc, cfg), counter
+}
+
+// eventually polls cond every few milliseconds until it holds, and fails
+// the test with what's message once within has passed.
+func eventually(t testing.TB, within time.Duration, what func() string, cond func() bool) {
+	t.Helper()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal(what())
+		}
+		<-tick.C
+	}
 }

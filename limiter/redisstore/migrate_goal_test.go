@@ -56,7 +56,7 @@ func TestGoalClusterSlotMigratedUnderLoadFailsAlmostNoDecisionOfItsKeys(t *testi
 	// The keys exist on the source before the migration starts.
 	for _, k := range keys {
 		for _, a := range algs {
-			if _, err := store.DecideTimeout(ctx, k, lim(a), 1, time.Second); err != nil {
+			if _, err := store.DecideMode(ctx, k, lim(a), 1, limiter.ModeConsume, time.Second); err != nil {
 				t.Fatalf("warm-up decision on %s: %v", k, err)
 			}
 		}
@@ -81,7 +81,7 @@ func TestGoalClusterSlotMigratedUnderLoadFailsAlmostNoDecisionOfItsKeys(t *testi
 					k, mine = keys[(i*13+c)%len(keys)], true
 				}
 				during := migrating.Load()
-				d, err := store.DecideTimeout(ctx, k, lim(a), 1, 100*time.Millisecond)
+				d, err := store.DecideMode(ctx, k, lim(a), 1, limiter.ModeConsume, 100*time.Millisecond)
 				if !mine || !during {
 					continue
 				}

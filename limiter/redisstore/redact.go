@@ -8,13 +8,10 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// RedactURL returns raw with the password of its user information
-// replaced by "xxxxx", the way url.URL.Redacted shows a URL, but for any
-// string, one that does not parse included: a password with '#', '/', '?'
-// or a '%' that is not an escape is exactly what url.Parse refuses, and
-// its error repeats the whole string. The user information runs to the
-// last '@' of what follows "://", so a password holding those characters
-// is covered whole. It is safe for concurrent use.
+// RedactURL returns raw with its password replaced by "xxxxx", as
+// url.URL.Redacted does, but for any string: a password url.Parse refuses
+// ('#', '/', '?', a stray '%') is still covered whole, to the last '@'
+// after "://". Safe for concurrent use.
 func RedactURL(raw string) string {
 	scheme, rest, ok := strings.Cut(raw, "://")
 	if !ok {
@@ -31,10 +28,8 @@ func RedactURL(raw string) string {
 	return scheme + "://" + user + ":xxxxx" + rest[at:]
 }
 
-// ParseURL is redis.ParseURL with errors that never show the URL's
-// password: it is redacted from the error's URL (RedactURL), and when the
-// password itself is what fails to parse, the error says so without
-// quoting it (url.Parse's reasons quote the offending characters).
+// ParseURL is redis.ParseURL with errors that never show the password
+// (url.Parse's reasons quote the offending characters).
 func ParseURL(raw string) (*redis.Options, error) {
 	o, err := redis.ParseURL(raw)
 	if err == nil {

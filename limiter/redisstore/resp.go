@@ -17,8 +17,7 @@ func (e redisError) Error() string { return string(e) }
 // RedisError marks it as a reply of the server, as go-redis's own errors are.
 func (e redisError) RedisError() {}
 
-// isNoScript reports whether err is Redis's answer to EVALSHA of a script
-// it does not hold.
+// isNoScript reports whether err is EVALSHA's NOSCRIPT.
 func isNoScript(err error) bool {
 	if err == nil {
 		return false
@@ -29,10 +28,8 @@ func isNoScript(err error) bool {
 	return strings.HasPrefix(err.Error(), "NOSCRIPT")
 }
 
-// parseInts reads a raw RESP reply that must be an array of integers into
-// dst (reused), without allocating: "*<n>\r\n" then n times ":<int>\r\n". An
-// error reply ("-...") is returned as a redisError; any other shape is an
-// error describing it.
+// parseInts reads a raw RESP array of integers into dst without
+// allocating; an error reply is a redisError.
 func parseInts(raw []byte, dst []int64) ([]int64, error) {
 	dst = dst[:0]
 	if len(raw) == 0 {
@@ -89,8 +86,7 @@ func parseLineInt(b []byte) (v int64, rest []byte, ok bool) {
 	return v, b[i+2:], true
 }
 
-// decodeInts turns one decision's five integers into a Decision, with the
-// checks of decodeReply.
+// decodeInts turns one decision's five integers into a Decision.
 func decodeInts(n []int64) (limiter.Decision, error) {
 	if len(n) != replyLen {
 		return limiter.Decision{}, fmt.Errorf("unexpected reply of %d elements, want %d", len(n), replyLen)
@@ -110,8 +106,7 @@ func decodeInts(n []int64) (limiter.Decision, error) {
 	}, nil
 }
 
-// anyInts converts a parsed (go-redis) reply that must be an array of
-// integers into dst.
+// anyInts converts a go-redis array of integers into dst.
 func anyInts(reply any, dst []int64) ([]int64, error) {
 	dst = dst[:0]
 	vals, ok := reply.([]any)

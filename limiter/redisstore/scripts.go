@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"crypto/sha1"
+	_ "embed"
 	"encoding/hex"
 	"fmt"
 	"regexp"
@@ -11,17 +12,34 @@ import (
 	"github.com/rl-exporter/rl-exporter/limiter"
 )
 
-// redisClock is the expression the scripts read the clock with: Redis's
-// TIME, {seconds, microseconds}.
+// Preamble is lua/preamble.lua, what every decision script starts with
+// (the store's and package region's): integer helpers and regions, nil
+// until region's scripts set it. Safe for concurrent use.
+func Preamble() string { return preamble }
+
+// DecideFunction is the Lua function decide(KEYS, ARGV, now, cost, peek)
+// of algorithm a, lua/<a>.lua: the one copy of its arithmetic in Lua,
+// which reads and writes one region's keys, or, once regions is set,
+// per-region slots. Safe for concurrent use.
+func DecideFunction(a limiter.Algorithm) (string, error) {
+	body, err := luaFiles.ReadFile("lua/" + string(a) + ".lua")
+	if err != nil {
+		return "", fmt.Errorf("script for %s: %w", a, err)
+	}
+	return "local function decide(KEYS, ARGV, now, cost, peek)\n" + string(body) + "end\n", nil
+}
+
+//go:embed lua/preamble.lua
+var preamble string
+
+// redisClock is how the scripts read the clock.
 const redisClock = "redis.call('TIME')"
 
-// script is one Lua script: its source and SHA1, for EVALSHA with an EVAL
-// fallback on NOSCRIPT.
+// script is one Lua script and its SHA1.
 type script struct {
 	src string
 	sha string
-	// srcArg and shaArg are src and sha boxed once, so that building a
-	// command does not allocate.
+	// srcArg and shaArg are boxed once: a command then does not allocate.
 	srcArg, shaArg any
 }
 
@@ -31,51 +49,28 @@ func newScript(src string) script {
 	return script{src: src, sha: sha, srcArg: src, shaArg: sha}
 }
 
-// algScripts are an algorithm's row of the limiter's table and its
-// single-decision and batch scripts.
+// algScripts are an algorithm's spec and scripts.
 type algScripts struct {
 	spec   *limiter.AlgorithmSpec
 	single script
 	batch  script
-	// keySuffixes is spec.KeySuffixes(), copied once: what each of a
-	// decision's keys appends to its base key.
+	// keySuffixes is spec.KeySuffixes(), copied once.
 	keySuffixes []string
-	// nkeys and nargs are the number of keys and arguments of one
-	// decision: the spec's keys, and its parameters then the cost and the
-	// mode.
+	// nkeys and nargs count one decision's keys and arguments.
 	nkeys, nargs int
 }
 
-// maxKeys and maxArgs bound the keys and arguments of one decision, so
-// that a request holds them in arrays; loadScripts refuses an algorithm
-// that needs more.
+// maxKeys and maxArgs size a request's arrays (see loadScripts).
 const (
 	maxKeys = 2
 	maxArgs = 6
 )
 
-// scriptSources assembles the two scripts of spec's algorithm a from
-// lua/: the shared preamble, lua/<a>.lua as the body of the function
-// decide(KEYS, ARGV, now, cost, peek), lua/run.lua (one decision in the
-// mode its arguments name, see limiter.Mode), and a main part that reads
-// the clock once with clock (a Lua expression giving {seconds,
-// microseconds}: redisClock, or arguments in tests) and
-//
-//   - single: makes the one decision of KEYS and ARGV;
-//   - batch: makes many decisions in one call, in order, each exactly as
-//     the single script would at the same instant, and returns their five
-//     integers one after another. KEYS holds each distinct key once and
-//     ARGV each distinct set of limit parameters once, then each
-//     decision's indexes into them, mode and cost (see encoder and
-//     writeBatchLoop).
-//
-// The batch script also holds lua/batch.lua, and decide and run twice:
-// once as in the single script, for the decisions whose keys come once in
-// the batch, and, when the algorithm's decide sends only the commands that
-// lua/batch.lua's cache answers (cacheable), once with that cache standing
-// in for redis, for the decisions that share a key with others: their key
-// is read once and written once per call instead of once per decision.
-// A script runs atomically, so each decision of a batch still does.
+// scriptSources assembles spec's two scripts from the preamble, its
+// DecideFunction, lua/run.lua and a main part that reads the clock once
+// (clock: redisClock, or arguments in tests): single makes one decision,
+// batch many in order (see encoder), with decide twice: plain, and with
+// lua/batch.lua's cache as redis for the decisions sharing a key.
 func scriptSources(spec *limiter.AlgorithmSpec, clock string) (single, batch string, err error) {
 	a := spec.Algorithm()
 	read := func(name string) (string, error) {
@@ -85,11 +80,7 @@ func scriptSources(spec *limiter.AlgorithmSpec, clock string) (single, batch str
 		}
 		return string(b), nil
 	}
-	preamble, err := read("preamble")
-	if err != nil {
-		return "", "", err
-	}
-	body, err := read(string(a))
+	decide, err := DecideFunction(a)
 	if err != nil {
 		return "", "", err
 	}
@@ -101,12 +92,12 @@ func scriptSources(spec *limiter.AlgorithmSpec, clock string) (single, batch str
 	if err != nil {
 		return "", "", err
 	}
-	if strings.Contains(body, redisClock) {
+	if strings.Contains(decide, redisClock) {
 		return "", "", fmt.Errorf("script for %s reads the clock itself; decide is given now", a)
 	}
 	nk, na := spec.NumKeys(), spec.NumParams()+2
 	header := "-- Code generated from lua/preamble.lua, lua/" + string(a) + ".lua and lua/run.lua by rl-exporter. DO NOT EDIT.\n"
-	decide := "local function decide(KEYS, ARGV, now, cost, peek)\n" + body + "end\n" + run
+	decide += run
 	readClock := "local clock = " + clock + "\n" +
 		"local now = tonumber(clock[1]) * 1000000 + tonumber(clock[2])\n"
 	single = header + preamble + decide + readClock + "return run(KEYS, ARGV, " + strconv.Itoa(na) + ", now)\n"
@@ -119,7 +110,7 @@ func scriptSources(spec *limiter.AlgorithmSpec, clock string) (single, batch str
 	b.WriteString("local runPlain, runCached\ndo\n")
 	b.WriteString(decide)
 	b.WriteString("runPlain = run\nend\n")
-	cache := cacheable(body)
+	cache := cacheable(decide)
 	if cache {
 		b.WriteString("do\nlocal redis = cached\n")
 		b.WriteString(decide)
@@ -129,16 +120,10 @@ func scriptSources(spec *limiter.AlgorithmSpec, clock string) (single, batch str
 	return single, b.String(), nil
 }
 
-// writeBatchLoop writes the batch script's main loop, which reads the
-// call sender.buildCommands writes (see encoder): KEYS holds each
-// distinct key once (nk keys each), ARGV the number of decisions n, the
-// number of parameter sets, the number of shared keys (those first in
-// KEYS), each set's np parameters, then each decision's code and cost.
-// Each decision runs with its key's and its set's tables (the cost and
-// mode written into the set's table, na = np + 2 arguments), with the
-// cache (runCached) when its key is shared and cache is set; its five
-// integers are appended to the reply, and the cache's pending writes sent
-// at the end. The copies are unrolled for nk keys and np parameters.
+// writeBatchLoop writes the batch script's main loop, which reads what
+// encoder writes and runs each decision with its key's and parameter set's
+// tables (with the cache when its key is shared), unrolled for nk keys and
+// np parameters, appending its five integers to the reply.
 func writeBatchLoop(b *strings.Builder, nk, np int, cache bool) {
 	list := func(format string, n int) string {
 		parts := make([]string, n)
@@ -184,9 +169,9 @@ var cachedCommands = map[string]bool{"GET": true, "SET": true, "HMGET": true, "H
 // luaCall matches a command an algorithm's decide sends.
 var luaCall = regexp.MustCompile(`redis\.call\('([A-Z]+)'`)
 
-// cacheable reports whether every command the decide body sends is one
-// lua/batch.lua's cache answers (those it does not answer would still be
-// right, only slower: each writes what is pending for its key first).
+// cacheable reports whether lua/batch.lua's cache answers every command
+// decide sends. The cache is what BenchmarkDecideConcurrent's keys=1 rows
+// show: a hot key read and written once per call, not once per decision.
 func cacheable(body string) bool {
 	calls := luaCall.FindAllStringSubmatch(body, -1)
 	if len(calls) == 0 || len(calls) != strings.Count(body, "redis.call(") {
@@ -219,11 +204,8 @@ func loadScripts() ([limiter.NumAlgorithms]algScripts, error) {
 	return all, nil
 }
 
-// argsInto appends to dst the ARGV of spec's script for a decision on key:
-// the algorithm's parameters (limiter.AlgorithmSpec.AppendParams), then
-// the cost and the mode (0 consume, 1 peek, 2 at most: the values of
-// limiter.Mode). go-redis writes integers with strconv: no fmt on the
-// decision path.
+// argsInto appends a decision's ARGV to dst: the algorithm's parameters,
+// the cost and the mode (limiter.Mode's values).
 func argsInto(dst []int64, spec *limiter.AlgorithmSpec, key string, lim limiter.Limit, cost int64, mode limiter.Mode) []int64 {
 	return append(spec.AppendParams(dst, key, lim), cost, int64(mode))
 }

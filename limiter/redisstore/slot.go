@@ -22,9 +22,7 @@ var crc16Table = func() (t [256]uint16) {
 	return t
 }()
 
-// keySlot is the Redis Cluster slot of key, as CLUSTER KEYSLOT computes it:
-// the CRC16 of the hash tag (the text between the first '{' and the next
-// '}', when not empty) or else of the whole key, modulo 16384.
+// keySlot is the Redis Cluster slot of key, as CLUSTER KEYSLOT gives it.
 func keySlot(key string) int {
 	if i := strings.IndexByte(key, '{'); i >= 0 {
 		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {

@@ -1,9 +1,12 @@
 -- fixed_window: the body of decide(KEYS, ARGV, now, cost, peek), one
 -- decision made atomically at now (µs, Redis's clock); with peek it writes
 -- nothing and answers with the state as it is.
--- KEYS[1]  hash {w = window start (µs), n = units admitted in that window}
+-- KEYS[1]  hash {w = window start (µs), n = units admitted in that window};
+--          across regions (regions set, see region/lua/slots.lua) the
+--          key's slots "w:n", one per writer, summed over this window's
 -- ARGV     rate, period (µs), window offset (µs), cost, mode
--- returns  {units admitted (the cost; 0 = rejected), remaining, reset after (µs), retry after (µs), delay (µs)}
+-- returns  {units admitted (the cost; 0 = rejected), remaining, reset after (µs), retry after (µs), delay (µs)};
+--          across regions then {over the hybrid threshold (1/0), strict for (µs), the written slot}
 local rate = tonumber(ARGV[1])
 local period = tonumber(ARGV[2])
 local offset = tonumber(ARGV[3])
@@ -12,20 +15,37 @@ local offset = tonumber(ARGV[3])
 local ws = now - math.fmod(now - offset, period)
 local reset = ws + period - now
 
-local state = redis.call('HMGET', KEYS[1], 'w', 'n')
-local count = 0
-if tonumber(state[1]) == ws then
-  count = tonumber(state[2]) or 0
+local count, mine = 0, 0
+if regions then
+  for name, s in pairs(regions.read(KEYS[1])) do
+    if s[1] == ws then
+      count = count + (s[2] or 0)
+      if name == regions.me then mine = s[2] or 0 end
+    end
+  end
+  if regions.threshold >= 0 and count + cost > regions.threshold then
+    return {0, math.max(rate - count, 0), reset, 0, 0, 1, reset, ''}
+  end
+else
+  local state = redis.call('HMGET', KEYS[1], 'w', 'n')
+  if tonumber(state[1]) == ws then
+    count = tonumber(state[2]) or 0
+  end
 end
 
 if count + cost > rate then
-  return {0, math.max(rate - count, 0), reset, reset, 0}
+  return {0, math.max(rate - count, 0), reset, reset, 0, regions and 0, reset, ''}
 end
 if peek then
-  return {cost, rate - count, reset, 0, 0}
+  return {cost, rate - count, reset, 0, 0, regions and 0, reset, ''}
 end
 count = count + cost
-redis.call('HSET', KEYS[1], 'w', ws, 'n', count)
 -- Once the window has passed the state is that of a fresh key.
+if regions then
+  local slot = regions.int(ws) .. ':' .. regions.int(mine + cost)
+  regions.save_slot(KEYS[1], slot, math.ceil(reset / 1000))
+  return {cost, rate - count, reset, 0, 0, 0, reset, slot}
+end
+redis.call('HSET', KEYS[1], 'w', ws, 'n', count)
 redis.call('PEXPIRE', KEYS[1], math.ceil(reset / 1000))
 return {cost, rate - count, reset, 0, 0}

@@ -1,9 +1,15 @@
 -- gcra: the body of decide(KEYS, ARGV, now, cost, peek), one decision made
 -- atomically at now (µs, Redis's clock); with peek it writes nothing and
 -- answers with the state as it is.
--- KEYS[1]  string: the theoretical arrival time TAT (µs, a float); missing = now
+-- KEYS[1]  string: the theoretical arrival time TAT (µs, a float); missing = now.
+--          Across regions (regions set, see region/lua/slots.lua) a hash:
+--          the TAT is l:tat, never shipped; what the regions ship is their
+--          slots of consumed units, each added to the TAT once, when first
+--          seen (regions.unseen), as if it arrived now; ahead is capped at
+--          two tolerances (more can only be a slot counted twice)
 -- ARGV     burst, rate, period (µs), cost, mode
--- returns  {units admitted (the cost; 0 = rejected), remaining, reset after (µs), retry after (µs), delay (µs)}
+-- returns  {units admitted (the cost; 0 = rejected), remaining, reset after (µs), retry after (µs), delay (µs)};
+--          across regions then {over the hybrid threshold (1/0), strict for (µs: until the TAT), the written slot}
 --
 -- Works relative to now (ahead = TAT − now) so that every later step
 -- handles small numbers; epsilon absorbs float rounding where a quantity
@@ -16,23 +22,53 @@ local epsilon = 1e-9
 local interval = period / rate
 local tolerance = burst * interval
 local ahead = 0
-local tat = tonumber(redis.call('GET', KEYS[1]))
+local tat, slots, locals
+if regions then
+  slots, locals = regions.read(KEYS[1])
+  tat = tonumber(locals['tat'])
+else
+  tat = tonumber(redis.call('GET', KEYS[1]))
+end
 if tat then
   ahead = math.max(tat - now, 0)
 end
+local learnt, save
+if regions then
+  local unseen
+  unseen, learnt = regions.unseen(slots, locals)
+  ahead = math.min(ahead + unseen * interval, 2 * tolerance)
+  -- Once TAT has passed (and keep later) the state is that of a fresh key.
+  save = function(taken)
+    return regions.save_bucket(KEYS[1], {'l:tat', string.format('%.3f', now + ahead)}, learnt, slots, taken,
+      math.ceil(ahead / 1000))
+  end
+end
 local newAhead = ahead + cost * interval
 
+if regions and regions.threshold >= 0 and newAhead / interval - regions.threshold > epsilon then
+  if not peek and #learnt > 0 then save(0) end
+  local reset = math.ceil(ahead - epsilon * interval)
+  return {0, math.max(math.floor((tolerance - ahead) / interval + epsilon), 0), reset, 0, 0, 1, reset, ''}
+end
 local wait = newAhead - tolerance
 if wait / interval > epsilon then
+  if regions and not peek and #learnt > 0 then save(0) end
   local remaining = math.max(math.floor((tolerance - ahead) / interval + epsilon), 0)
-  return {0, remaining, math.ceil(ahead - epsilon * interval), math.ceil(wait - epsilon * interval), 0}
+  local reset = math.ceil(ahead - epsilon * interval)
+  return {0, remaining, reset, math.ceil(wait - epsilon * interval), 0, regions and 0, reset, ''}
 end
 if peek then
   local remaining = math.max(math.floor((tolerance - ahead) / interval + epsilon), 0)
-  return {cost, remaining, math.ceil(ahead - epsilon * interval), 0, 0}
+  local reset = math.ceil(ahead - epsilon * interval)
+  return {cost, remaining, reset, 0, 0, regions and 0, reset, ''}
 end
 
+local remaining = math.max(math.floor((tolerance - newAhead) / interval + epsilon), 0)
+local reset = math.ceil(newAhead - epsilon * interval)
+if regions then
+  ahead = newAhead
+  return {cost, remaining, reset, 0, 0, 0, reset, save(cost)}
+end
 -- Once TAT has passed the state is that of a fresh key.
 redis.call('SET', KEYS[1], now + newAhead, 'PX', math.ceil(newAhead / 1000))
-local remaining = math.max(math.floor((tolerance - newAhead) / interval + epsilon), 0)
-return {cost, remaining, math.ceil(newAhead - epsilon * interval), 0, 0}
+return {cost, remaining, reset, 0, 0}

@@ -8,3 +8,7 @@ end
 local function ceildiv(a, b) -- a >= 0
   return floordiv(a + b - 1, b)
 end
+-- regions is nil: a key's state is one region's. region/lua/slots.lua sets
+-- it for the state replicated as per-region slots (each algorithm's script
+-- reads and writes the one or the other).
+local regions

@@ -2,9 +2,13 @@
 -- peek), one decision made atomically at now (µs, Redis's clock); with peek
 -- it writes nothing and answers with the state as it is.
 -- KEYS[1]  hash {w = current window start (µs), c = units admitted in it,
---                p = units admitted in the window before}
+--                p = units admitted in the window before}; across regions
+--          (regions set, see region/lua/slots.lua) the key's slots "w:c:p",
+--          one per writer: the current and previous counts are the sums
+--          over the slots of this window (c and p) and of the one before (c)
 -- ARGV     rate, period (µs), window offset (µs), cost, mode
--- returns  {units admitted (the cost; 0 = rejected), remaining, reset after (µs), retry after (µs), delay (µs)}
+-- returns  {units admitted (the cost; 0 = rejected), remaining, reset after (µs), retry after (µs), delay (µs)};
+--          across regions then {over the hybrid threshold (1/0), strict for (µs: the window's end), the written slot}
 --
 -- The weighted previous count prev·(P−e)/P is compared scaled by P, in
 -- integers below 2^53, so the comparison is exact.
@@ -13,37 +17,62 @@ local period = tonumber(ARGV[2])
 local offset = tonumber(ARGV[3])
 
 local ws = now - math.fmod(now - offset, period)
-
-local state = redis.call('HMGET', KEYS[1], 'w', 'c', 'p')
-local stored = tonumber(state[1])
-local cur, prev = 0, 0
-if stored == ws then
-  cur = tonumber(state[2]) or 0
-  prev = tonumber(state[3]) or 0
-elseif stored == ws - period then
-  prev = tonumber(state[2]) or 0
-end
-
 local elapsed = now - ws
-local weighted = prev * (period - elapsed) -- weighted previous count × P
-local allowed = (cur + cost) * period + weighted <= rate * period
-if allowed and not peek then
-  cur = cur + cost
+local windowEnd = ws + period - now
+
+local cur, prev, mycur, myprev = 0, 0, 0, 0
+if regions then
+  for name, s in pairs(regions.read(KEYS[1])) do
+    local c, p = s[2] or 0, s[3] or 0
+    if s[1] == ws then
+      cur, prev = cur + c, prev + p
+      if name == regions.me then mycur, myprev = c, p end
+    elseif s[1] == ws - period then
+      prev = prev + c
+      if name == regions.me then myprev = c end
+    end
+  end
+else
+  local state = redis.call('HMGET', KEYS[1], 'w', 'c', 'p')
+  local stored = tonumber(state[1])
+  if stored == ws then
+    cur = tonumber(state[2]) or 0
+    prev = tonumber(state[3]) or 0
+  elseif stored == ws - period then
+    prev = tonumber(state[2]) or 0
+  end
 end
-local remaining = math.max(floordiv(rate * period - cur * period - weighted, period), 0)
+
+local weighted = prev * (period - elapsed) -- weighted previous count × P
+if regions and regions.threshold >= 0 and (cur + cost) * period + weighted > regions.threshold * period then
+  local remaining = math.max(floordiv(rate * period - cur * period - weighted, period), 0)
+  return {0, remaining, windowEnd, 0, 0, 1, windowEnd, ''}
+end
+local allowed = (cur + cost) * period + weighted <= rate * period
+local newcur = cur
+if allowed and not peek then
+  newcur = cur + cost
+end
+local remaining = math.max(floordiv(rate * period - newcur * period - weighted, period), 0)
 local reset = 0
-if cur > 0 then
+if newcur > 0 then
   reset = ws + 2 * period - now
 elseif prev > 0 then
-  reset = ws + period - now
+  reset = windowEnd
 end
 
 if allowed then
-  if not peek then
-    redis.call('HSET', KEYS[1], 'w', ws, 'c', cur, 'p', prev)
-    -- After two windows without traffic the state is that of a fresh key.
-    redis.call('PEXPIRE', KEYS[1], math.ceil(reset / 1000))
+  if peek then
+    return {cost, remaining, reset, 0, 0, regions and 0, windowEnd, ''}
   end
+  -- After two windows without traffic the state is that of a fresh key.
+  if regions then
+    local slot = regions.int(ws) .. ':' .. regions.int(mycur + cost) .. ':' .. regions.int(myprev)
+    regions.save_slot(KEYS[1], slot, math.ceil(reset / 1000))
+    return {cost, remaining, reset, 0, 0, 0, windowEnd, slot}
+  end
+  redis.call('HSET', KEYS[1], 'w', ws, 'c', newcur, 'p', prev)
+  redis.call('PEXPIRE', KEYS[1], math.ceil(reset / 1000))
   return {cost, remaining, reset, 0, 0}
 end
 
@@ -53,6 +82,9 @@ if prev > 0 and cur + cost <= rate then
   retry = period - floordiv((rate - cur - cost) * period, prev) - elapsed
 else
   -- In the next window, where the previous count is cur.
-  retry = ws + period - now + period - floordiv((rate - cost) * period, cur)
+  retry = windowEnd + period - floordiv((rate - cost) * period, math.max(cur, 1))
+end
+if regions then
+  return {0, remaining, reset, math.max(retry, 1), 0, 0, windowEnd, ''}
 end
 return {0, remaining, reset, retry, 0}

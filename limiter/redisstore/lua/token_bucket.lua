@@ -2,32 +2,70 @@
 -- decision made atomically at now (µs, Redis's clock); with peek it writes
 -- nothing and answers with the state as it is.
 -- KEYS[1]  hash {l = tokens in units of 1/period token (0..burst·period),
---                t = time of l (µs)}; a missing key is a full bucket
+--                t = time of l (µs)}; a missing key is a full bucket.
+--          Across regions (regions set, see region/lua/slots.lua) the level
+--          is l:lvl at l:t, never shipped; what the regions ship is their
+--          slots of consumed units, each taken out of the level once, when
+--          first seen (regions.unseen), so the level may fall below 0, a
+--          debt, floored at −burst (more can only be a slot counted twice)
 -- ARGV     burst, rate, period (µs), cost, mode
--- returns  {units admitted (the cost; 0 = rejected), remaining, reset after (µs), retry after (µs), delay (µs)}
+-- returns  {units admitted (the cost; 0 = rejected), remaining, reset after (µs), retry after (µs), delay (µs)};
+--          across regions then {over the hybrid threshold (1/0), strict for (µs: until full again), the written slot}
 local burst = tonumber(ARGV[1])
 local rate = tonumber(ARGV[2])
 local period = tonumber(ARGV[3])
 local full = burst * period
 
 local level = full
-local state = redis.call('HMGET', KEYS[1], 'l', 't')
-local stored, at = tonumber(state[1]), tonumber(state[2])
+local stored, at, slots, locals
+if regions then
+  slots, locals = regions.read(KEYS[1])
+  stored, at = tonumber(locals['lvl']), tonumber(locals['t'])
+else
+  local state = redis.call('HMGET', KEYS[1], 'l', 't')
+  stored, at = tonumber(state[1]), tonumber(state[2])
+end
 if stored and at then
-  -- Clamp the elapsed time so that elapsed·rate stays within 2^53.
-  local elapsed = math.min(math.max(now - at, 0), ceildiv(full, rate))
-  level = math.min(full, stored + elapsed * rate)
+  level = stored
+  if level < full then
+    -- Clamp the elapsed time so that elapsed·rate stays within 2^53.
+    local elapsed = math.min(math.max(now - at, 0), ceildiv(full - level, rate))
+    level = math.min(full, level + elapsed * rate)
+  end
+end
+
+local learnt, save
+if regions then
+  local unseen
+  unseen, learnt = regions.unseen(slots, locals)
+  level = math.max(level - unseen * period, -full)
+  -- Once full again (and keep later) the state is that of a fresh key.
+  save = function(taken)
+    return regions.save_bucket(KEYS[1], {'l:lvl', regions.int(level), 'l:t', regions.int(now)}, learnt, slots, taken,
+      math.ceil(ceildiv(full - level, rate) / 1000))
+  end
+  if regions.threshold >= 0 and (full - level) + cost * period > regions.threshold * period then
+    if not peek and #learnt > 0 then save(0) end
+    local refill = ceildiv(full - level, rate)
+    return {0, math.max(floordiv(level, period), 0), refill, 0, 0, 1, refill, ''}
+  end
 end
 
 if level >= cost * period then
   if peek then
-    return {cost, floordiv(level, period), ceildiv(full - level, rate), 0, 0}
+    local refill = ceildiv(full - level, rate)
+    return {cost, floordiv(level, period), refill, 0, 0, regions and 0, refill, ''}
   end
   level = level - cost * period
   local refill = ceildiv(full - level, rate)
+  if regions then
+    return {cost, floordiv(level, period), refill, 0, 0, 0, refill, save(cost)}
+  end
   redis.call('HSET', KEYS[1], 'l', level, 't', now)
   -- Once full again the state is that of a fresh key.
   redis.call('PEXPIRE', KEYS[1], math.ceil(refill / 1000))
   return {cost, floordiv(level, period), refill, 0, 0}
 end
-return {0, floordiv(level, period), ceildiv(full - level, rate), ceildiv(cost * period - level, rate), 0}
+if regions and not peek and #learnt > 0 then save(0) end
+local refill = ceildiv(full - level, rate)
+return {0, math.max(floordiv(level, period), 0), refill, ceildiv(cost * period - level, rate), 0, regions and 0, refill, ''}

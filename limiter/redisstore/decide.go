@@ -1,0 +1,270 @@
+package redisstore
+
+// The core of the store: a decision prepared (fill), sent alone (direct,
+// run) or batched (batch.go), and decoded (answer).
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/rl-exporter/rl-exporter/limiter"
+)
+
+// DecideMode implements limiter.Inspector and is the store's one way to
+// decide: one decision of cost in mode, atomic on Redis, bounded by ctx
+// and by timeout when > 0. The caller validated lim and cost; the store
+// refuses only what would corrupt the shared state (checkCall). A decision
+// made alone is its own script call; one made while others are in
+// progress joins a batch (batch.go), as atomic as alone.
+func (s *Store) DecideMode(ctx context.Context, key string, lim limiter.Limit, cost int64, mode limiter.Mode, timeout time.Duration) (limiter.Decision, error) {
+	if mode > limiter.ModeAtMost {
+		return limiter.Decision{}, fmt.Errorf("redis store: unknown mode %d", mode)
+	}
+	return s.decide(ctx, key, lim, cost, timeout, mode)
+}
+
+// Decide implements limiter.Store: DecideMode in ModeConsume, bounded by
+// ctx alone.
+func (s *Store) Decide(ctx context.Context, key string, lim limiter.Limit, cost int64) (limiter.Decision, error) {
+	return s.decide(ctx, key, lim, cost, 0, limiter.ModeConsume)
+}
+
+// decide makes one decision in mode.
+func (s *Store) decide(ctx context.Context, key string, lim limiter.Limit, cost int64, timeout time.Duration, mode limiter.Mode) (limiter.Decision, error) {
+	spec := limiter.SpecOf(lim.Algorithm)
+	if err := checkCall(spec, lim, cost); err != nil {
+		return limiter.Decision{}, err
+	}
+	r := s.requests.Get().(*request)
+	s.fill(r, &s.algs[spec.Index()], key, lim, cost, mode)
+	stateKey := r.keys[0]
+	d, err := s.send(ctx, r, timeout)
+	if err != nil {
+		err = fmt.Errorf("redis %s script for %s: %w", lim.Algorithm, stateKey, err)
+	}
+	return d, err
+}
+
+// checkCall refuses what would harm the shared state: a cost below 1, a
+// rate or period of 0 (a NaN state), an unknown algorithm.
+func checkCall(spec *limiter.AlgorithmSpec, lim limiter.Limit, cost int64) error {
+	if spec != nil && cost >= 1 && lim.Rate >= 1 && lim.Period >= time.Millisecond {
+		return nil
+	}
+	if err := lim.Validate(); err != nil {
+		return fmt.Errorf("redis store: limit: %w", err)
+	}
+	return fmt.Errorf("redis store: %w", lim.CheckCost(cost))
+}
+
+// fill prepares r's keys and script arguments.
+func (s *Store) fill(r *request, sc *algScripts, key string, lim limiter.Limit, cost int64, mode limiter.Mode) {
+	r.alg = sc.spec.Index()
+	base := s.baseKey(key, lim.Algorithm)
+	for i, suffix := range sc.keySuffixes {
+		r.keys[i] = base + suffix // the empty suffix allocates nothing
+	}
+	r.nkeys = len(sc.keySuffixes)
+	r.nargs = len(argsInto(r.args[:0], sc.spec, key, lim, cost, mode))
+	r.limit, r.cost, r.mode = lim.Quota(), cost, mode
+	if s.cluster {
+		r.slot = keySlot(base)
+	}
+}
+
+// send makes r's decision: alone when no other is in progress, else batched.
+func (s *Store) send(ctx context.Context, r *request, timeout time.Duration) (limiter.Decision, error) {
+	if s.batch == nil {
+		defer s.recycle(r)
+		return s.direct(ctx, r, timeout)
+	}
+	defer s.batch.inFlight.Add(-1)
+	if s.batch.inFlight.Add(1) == 1 {
+		defer s.recycle(r)
+		return s.direct(ctx, r, timeout)
+	}
+	return s.batch.wait(ctx, r, timeout)
+}
+
+// recycle clears r and puts it back in the pool.
+func (s *Store) recycle(r *request) {
+	clear(r.keys[:r.nkeys])
+	r.ctx, r.err = nil, nil
+	r.deadline = time.Time{}
+	r.d = limiter.Decision{}
+	s.requests.Put(r)
+}
+
+// direct sends r alone on the caller's goroutine.
+func (s *Store) direct(ctx context.Context, r *request, timeout time.Duration) (limiter.Decision, error) {
+	if timeout > 0 {
+		if dl, ok := ctx.Deadline(); !ok || time.Until(dl) > timeout {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, timeout)
+			defer cancel()
+		}
+	}
+	sc := &s.algs[r.alg]
+	var via processor = s.client
+	conn, _ := s.direct1.take()
+	if conn != nil {
+		via = conn
+	}
+	ints, err := s.run(ctx, via, &sc.single, r.cmdArgs(), &r.raw, r.ints[:0])
+	// TRYAGAIN: a migrating slot splits the keys and Redis ran nothing.
+	for backoff := tryAgainFirst; isTryAgain(err) && retryWait(ctx, backoff); backoff = min(2*backoff, tryAgainMax) {
+		ints, err = s.run(ctx, via, &sc.single, r.cmdArgs(), &r.raw, ints)
+	}
+	r.ints = ints
+	s.direct1.give(conn, err)
+	if err != nil {
+		s.noteError(err)
+		return limiter.Decision{}, err
+	}
+	return r.answer(decodeInts(ints))
+}
+
+// request is one decision on its way and, once made, its answer. Requests
+// are pooled, and their keys and arguments held in arrays, so that a
+// decision allocates only its key and command (TestGoalDecisionAllocatesLittle).
+type request struct {
+	alg   int // limiter.AlgorithmSpec.Index
+	keys  [maxKeys]string
+	nkeys int
+	args  [maxArgs]int64
+	nargs int
+	limit int64 // the quota, Decision.Limit
+	cost  int64
+	mode  limiter.Mode
+	slot  int // Cluster hash slot
+
+	ctx      context.Context
+	deadline time.Time // zero: none besides ctx's
+
+	// answered goes to 1 once the answer is set; done then receives.
+	answered atomic.Uint32
+	done     chan struct{}
+	timer    *time.Timer // the caller's deadline (r.expire), reused
+	d        limiter.Decision
+	err      error
+
+	// argv, raw and ints are reused buffers of the direct path.
+	argv [4 + maxKeys + maxArgs]any
+	raw  bytes.Buffer
+	ints []int64
+}
+
+// answer checks a decoded reply against the cost and completes it.
+func (r *request) answer(d limiter.Decision, err error) (limiter.Decision, error) {
+	if err != nil {
+		return limiter.Decision{}, err
+	}
+	if d.Admitted > r.cost || (r.mode == limiter.ModeConsume && d.Allowed && d.Admitted != r.cost) {
+		return limiter.Decision{}, fmt.Errorf("unexpected reply: %d units admitted for a cost of %d", d.Admitted, r.cost)
+	}
+	d.Limit = r.limit
+	if r.mode == limiter.ModePeek {
+		d.Admitted = 0
+	}
+	return d, nil
+}
+
+// cmdArgs is r's command, slots 0 and 1 left for the name and SHA.
+func (r *request) cmdArgs() []any {
+	return r.appendArgs(r.appendKeys(append(r.argv[:0], nil, nil, r.nkeys)))
+}
+
+// appendKeys appends pointers to r's keys to dst.
+func (r *request) appendKeys(dst []any) []any {
+	for i := 0; i < r.nkeys; i++ {
+		dst = append(dst, &r.keys[i])
+	}
+	return dst
+}
+
+// appendArgs appends pointers to r's script arguments to dst.
+func (r *request) appendArgs(dst []any) []any {
+	for i := 0; i < r.nargs; i++ {
+		dst = append(dst, &r.args[i])
+	}
+	return dst
+}
+
+// run sends EVALSHA of sc with args (EVAL on NOSCRIPT) and reads the
+// integers of its reply into dst.
+func (s *Store) run(ctx context.Context, via processor, sc *script, args []any, raw *bytes.Buffer, dst []int64) ([]int64, error) {
+	args[0], args[1] = "evalsha", sc.shaArg
+	ints, err := s.call(ctx, via, args, raw, dst)
+	if isNoScript(err) {
+		args[0], args[1] = "eval", sc.srcArg
+		ints, err = s.call(ctx, via, args, raw, dst)
+	}
+	return ints, err
+}
+
+// processor sends commands: the client, or one of its connections.
+type processor interface {
+	Process(ctx context.Context, cmd redis.Cmder) error
+	Pipeline() redis.Pipeliner
+}
+
+// call sends one script command. On a single server the reply is read
+// raw (resp.go) into a reused buffer: go-redis's typed reply costs an
+// allocation per element, which TestGoalDecisionAllocatesLittle would see.
+// On a Cluster the typed reply is what lets go-redis follow MOVED and ASK.
+func (s *Store) call(ctx context.Context, via processor, args []any, raw *bytes.Buffer, dst []int64) ([]int64, error) {
+	if s.wait != nil {
+		return s.callWait(ctx, via, args, raw, dst)
+	}
+	if s.cluster {
+		cmd := redis.NewCmd(ctx, args...)
+		cmd.SetFirstKeyPos(3)
+		_ = via.Process(ctx, scriptCmd{cmd})
+		if err := cmd.Err(); err != nil {
+			return dst[:0], err
+		}
+		return anyInts(cmd.Val(), dst)
+	}
+	raw.Reset()
+	cmd := redis.NewRawWriteToCmd(ctx, raw, args...)
+	cmd.SetFirstKeyPos(3)
+	_ = via.Process(ctx, cmd)
+	if err := cmd.Err(); err != nil {
+		return dst[:0], err
+	}
+	return parseInts(raw.Bytes(), dst)
+}
+
+// callWait is call then WAIT in one pipeline (DurabilityWait).
+func (s *Store) callWait(ctx context.Context, via processor, args []any, raw *bytes.Buffer, dst []int64) ([]int64, error) {
+	raw.Reset()
+	cmd := redis.NewRawWriteToCmd(ctx, raw, args...)
+	cmd.SetFirstKeyPos(3)
+	wait := redis.NewIntCmd(ctx, s.wait...)
+	pipe := via.Pipeline()
+	_ = pipe.Process(ctx, cmd)
+	_ = pipe.Process(ctx, wait)
+	_, _ = pipe.Exec(ctx)
+	if err := cmd.Err(); err != nil {
+		return dst[:0], err
+	}
+	s.waited(wait, 1)
+	return parseInts(raw.Bytes(), dst)
+}
+
+// waited counts and reports n writes when no replica acknowledged them.
+func (s *Store) waited(wait *redis.IntCmd, n int) {
+	replicas, err := wait.Result()
+	if err == nil && replicas >= 1 {
+		return
+	}
+	s.unreplicated.Add(int64(n))
+	if s.replObs != nil {
+		s.replObs.ObserveUnreplicated(n, err)
+	}
+}
