@@ -78,8 +78,13 @@ func readingUpstream(t *testing.T, delay time.Duration) *url.URL {
 	t.Helper()
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		n, _ := io.Copy(io.Discard, r.Body)
-		// The upstream's own work, which the proxy waits out.
-		time.Sleep(delay)
+		// The upstream's own work, which the proxy waits out, unless the
+		// proxy gives the request up first.
+		select {
+		case <-time.After(delay):
+		case <-r.Context().Done():
+			return
+		}
 		fmt.Fprintf(w, "upstream read %d bytes\n", n)
 	}))
 	t.Cleanup(up.Close)
