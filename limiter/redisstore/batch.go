@@ -26,9 +26,7 @@ import (
 
 // Defaults of BatchConfig.
 const (
-	// DefaultBatchMaxSize is the default cap on decisions per script call.
 	DefaultBatchMaxSize = 128
-	// DefaultBatchSenders is the default of BatchConfig.Senders.
 	DefaultBatchSenders = 2
 )
 
@@ -668,8 +666,7 @@ func (sd *sender) exchange(ctx context.Context, conn *redis.Conn) {
 		sd.via = sd.node
 	}
 	sd.exec(ctx)
-	// The batch span ends before any member hears its answer, so that a
-	// caller that has its answer finds the span that carried it finished.
+	// Before any member hears its answer: its caller finds the span ended.
 	sd.endTrace()
 	var failed error
 	for gi := range sd.groups {

@@ -15,19 +15,14 @@ const (
 	DefaultDialTimeout  = time.Second
 	DefaultReadTimeout  = 500 * time.Millisecond
 	DefaultWriteTimeout = 500 * time.Millisecond
-	// DefaultDialAttempts is one: a refused connection fails at once
-	// rather than at the deadline.
-	DefaultDialAttempts = 1
-	// DefaultDialRetryBackoff is the default of DialRetryBackoff.
-	DefaultDialRetryBackoff = 10 * time.Millisecond
-	// DefaultClusterMaxRedirects is the default of ClusterMaxRedirects.
-	DefaultClusterMaxRedirects = 3
-	// DefaultClusterReloadInterval is the default of ClusterReloadInterval.
+	// DefaultDialAttempts: a refused connection fails at once, not at the deadline.
+	DefaultDialAttempts          = 1
+	DefaultDialRetryBackoff      = 10 * time.Millisecond
+	DefaultClusterMaxRedirects   = 3
 	DefaultClusterReloadInterval = 60 * time.Second
 )
 
-// clusterRetryBackoff is the first pause before an unsent Cluster call is
-// sent again (go-redis doubles it up to 4×).
+// clusterRetryBackoff is the first pause before an unsent Cluster call is resent (doubled up to 4×).
 const clusterRetryBackoff = time.Millisecond
 
 // ClientConfig describes how to reach Redis. Set exactly one of URL (a
@@ -111,7 +106,6 @@ func (c ClientConfig) Options() (*redis.UniversalOptions, error) {
 	return o, nil
 }
 
-// checkTarget checks that exactly one kind of deployment is named.
 func (c ClientConfig) checkTarget() error {
 	set := 0
 	for _, b := range []bool{c.URL != "", len(c.ClusterAddrs) > 0, len(c.SentinelAddrs) > 0} {

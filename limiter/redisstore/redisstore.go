@@ -85,9 +85,8 @@ const DefaultClusterRefreshMinInterval = 100 * time.Millisecond
 // BatchTracer links batches to the decisions' traces: a batch runs on a
 // context of its own. It is called concurrently from the senders.
 type BatchTracer interface {
-	// TraceBatch gets the batch's context and the members' (not to be
-	// kept) and returns the context to send with and a function called
-	// once the answers are delivered (or nil).
+	// TraceBatch gets the batch's context and the members' (not to be kept)
+	// and returns the context to send with and a function ending it (or nil).
 	TraceBatch(batch context.Context, decisions []context.Context) (context.Context, func())
 }
 
@@ -162,7 +161,7 @@ func New(client redis.UniversalClient, cfg Config) (*Store, error) {
 	return s, nil
 }
 
-// Name returns "redis".
+// Name is "redis".
 func (s *Store) Name() string { return "redis" }
 
 // Warm loads the scripts and opens the connections the store's decisions
@@ -214,9 +213,8 @@ func (s *Store) Warm(ctx context.Context) error {
 	return nil
 }
 
-// Shard names the master that decides for key on a Cluster (per the
-// current slot map), so that a breaker per shard opens for a dead master's
-// keys alone; "" elsewhere or without a map. Safe for concurrent use.
+// Shard names the master that decides for key on a Cluster (per the current slot map), so that
+// a breaker per shard opens for a dead master's keys alone; "" elsewhere. Safe for concurrent use.
 func (s *Store) Shard(key string) string {
 	if !s.cluster {
 		return ""
@@ -306,7 +304,7 @@ func writeEscaped(b *strings.Builder, key string) {
 	}
 }
 
-// Reset implements limiter.Inspector: one DEL of the key's keys (one slot).
+// Reset implements limiter.Inspector: one DEL of the key's keys.
 func (s *Store) Reset(ctx context.Context, key string, lim limiter.Limit, timeout time.Duration) error {
 	if limiter.SpecOf(lim.Algorithm) == nil {
 		_, err := limiter.ParseAlgorithm(string(lim.Algorithm))
@@ -351,13 +349,11 @@ func (s *Store) noteError(err error) {
 	s.cc.ReloadState(context.Background())
 }
 
-// isMoved reports whether err is a Cluster MOVED redirection.
+// isMoved, isAsk (a migrating slot) and isTryAgain (nothing ran) tell Cluster errors apart.
 func isMoved(err error) bool { return errorPrefix(err, "MOVED ") }
 
-// isAsk reports whether err is a Cluster ASK redirection (a migrating slot).
 func isAsk(err error) bool { return errorPrefix(err, "ASK ") }
 
-// isTryAgain reports whether err is a Cluster TRYAGAIN (nothing ran).
 func isTryAgain(err error) bool { return errorPrefix(err, "TRYAGAIN") }
 
 // errorPrefix reports whether err's message starts with prefix.
