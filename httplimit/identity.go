@@ -112,21 +112,7 @@ const (
 const DefaultClientIPHeader = "X-Forwarded-For"
 
 // ValidHeaderName reports whether s is an HTTP field name (an RFC 9110 token); a pure function.
-func ValidHeaderName(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
-		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
-		default:
-			return false
-		}
-	}
-	return true
-}
+func ValidHeaderName(s string) bool { return isToken(s) }
 
 // IsListHeader reports whether the client address header h (any case) is a list of hops,
 // X-Forwarded-For or Forwarded, rather than one address; a pure function.

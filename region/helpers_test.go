@@ -3,6 +3,7 @@ package region_test
 import (
 	"context"
 	"fmt"
+	poll "github.com/rl-exporter/rl-exporter/internal/eventually"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -281,17 +282,10 @@ func keyStartingSoon(t testing.TB, base string, period time.Duration) (string, t
 	return "", time.Time{}
 }
 
-// eventually polls cond every few milliseconds until it holds, and fails
-// the test with what's message once within has passed.
+// eventually fails the test with what's message unless cond holds within.
 func eventually(t testing.TB, within time.Duration, what func() string, cond func() bool) {
 	t.Helper()
-	tick := time.NewTicker(2 * time.Millisecond)
-	defer tick.Stop()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal(what())
-		}
-		<-tick.C
+	if !poll.Within(within, cond) {
+		t.Fatal(what())
 	}
 }

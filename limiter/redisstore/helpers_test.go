@@ -1,6 +1,7 @@
 package redisstore_test
 
 import (
+	poll "github.com/rl-exporter/rl-exporter/internal/eventually"
 	"testing"
 	"time"
 
@@ -23,17 +24,10 @@ func newCountingStore(t testing.TB, cc redisstore.ClientConfig, cfg redisstore.C
 	return redisstore.NewTestStore(t, cc, cfg), counter
 }
 
-// eventually polls cond every few milliseconds until it holds, and fails
-// the test with what's message once within has passed.
+// eventually fails the test with what's message unless cond holds within.
 func eventually(t testing.TB, within time.Duration, what func() string, cond func() bool) {
 	t.Helper()
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal(what())
-		}
-		<-tick.C
+	if !poll.Within(within, cond) {
+		t.Fatal(what())
 	}
 }
