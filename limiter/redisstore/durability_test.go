@@ -30,6 +30,15 @@ func TestDurabilityWaitAnswersOnceAReplicaHoldsTheWrite(t *testing.T) {
 		Durability: redisstore.DurabilityWait, DurabilityTimeout: 50 * time.Millisecond, ReplicationObserver: obs,
 	})
 	replica := sn.Replicas[0]
+	// The link being up is not enough for what follows: the replica must
+	// also acknowledge writes, which it can start doing a moment later.
+	eventually(t, 10*time.Second, func() string { return "the replica acknowledges no write" }, func() bool {
+		if _, err := sn.Primary.Do("SET", "durability-probe", "1"); err != nil {
+			return false
+		}
+		n, err := sn.Primary.Do("WAIT", "1", "100")
+		return err == nil && n == int64(1)
+	})
 	ro := redisstore.NewTestStore(t, redisstore.ClientConfig{URL: replica.URL()}, redisstore.Config{Batch: redisstore.BatchConfig{Disabled: true}})
 	lim := limiter.Limit{Algorithm: limiter.FixedWindow, Rate: 1_000_000, Period: time.Hour}
 	run := strconv.FormatInt(time.Now().UnixNano(), 36)
