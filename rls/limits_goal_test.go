@@ -68,34 +68,26 @@ func TestGoalLimitOverridesDoNotGrowTheHeap(t *testing.T) {
 	h := start(t, limiter.NewMemoryStore(limiter.MemoryConfig{MaxKeys: 4096}), dir, nil)
 	h.call(t, "suite", 0, desc("fixed", "warm"))
 	const bound = 20 << 20
-	before := liveHeap()
-	refused := overrideFlood(t, h, 40, 50, 1, 20<<10)
-	grown := int64(liveHeap()) - int64(before)
-	t.Logf("20 KB keys, 40 requests of 50 overrides: %d refused, live heap %+.1f MB", refused, float64(grown)/(1<<20))
-	if grown > bound {
-		t.Errorf("the live heap grew by %.1f MB, want at most %d MB", float64(grown)/(1<<20), bound>>20)
-	}
-
-	before = liveHeap()
-	refused = overrideFlood(t, h, 10*1000/32, 32, 16, 512)
-	grown = int64(liveHeap()) - int64(before)
-	t.Logf("16 keys of 512 bytes, %d requests of 32 overrides: %d refused, live heap %+.1f MB", 10*1000/32, refused, float64(grown)/(1<<20))
-	if refused != 0 {
-		t.Errorf("%d requests within every cap refused, want none", refused)
-	}
-	if grown > bound {
-		t.Errorf("the live heap grew by %.1f MB, want at most %d MB", float64(grown)/(1<<20), bound>>20)
-	}
-
-	// Paths short enough to be cached: 40 times the cache's size.
-	before = liveHeap()
-	refused = overrideFlood(t, h, 40*1000/32, 32, 1, 240)
-	grown = int64(liveHeap()) - int64(before)
-	t.Logf("1 key of 240 bytes, %d requests of 32 overrides: %d refused, live heap %+.1f MB", 40*1000/32, refused, float64(grown)/(1<<20))
-	if refused != 0 {
-		t.Errorf("%d requests within every cap refused, want none", refused)
-	}
-	if grown > bound {
-		t.Errorf("the live heap grew by %.1f MB, want at most %d MB", float64(grown)/(1<<20), bound>>20)
+	for _, f := range []struct {
+		name                      string
+		requests, overrides, keys int
+		keyLen                    int
+		withinCaps                bool
+	}{
+		{"20 KB keys", 40, 50, 1, 20 << 10, false},
+		{"16 keys of 512 bytes", 10 * 1000 / 32, 32, 16, 512, true},
+		// Paths short enough to be cached: 40 times the cache's size.
+		{"1 key of 240 bytes", 40 * 1000 / 32, 32, 1, 240, true},
+	} {
+		before := liveHeap()
+		refused := overrideFlood(t, h, f.requests, f.overrides, f.keys, f.keyLen)
+		grown := int64(liveHeap()) - int64(before)
+		t.Logf("%s, %d requests of %d overrides: %d refused, live heap %+.1f MB", f.name, f.requests, f.overrides, refused, float64(grown)/(1<<20))
+		if f.withinCaps && refused != 0 {
+			t.Errorf("%s: %d requests within every cap refused, want none", f.name, refused)
+		}
+		if grown > bound {
+			t.Errorf("%s: the live heap grew by %.1f MB, want at most %d MB", f.name, float64(grown)/(1<<20), bound>>20)
+		}
 	}
 }

@@ -181,8 +181,8 @@ func runServe(ctx context.Context, args []string, env environ, stdout, stderr io
 
 // reloadSignals turns each SIGHUP into a reload request until stop is
 // called (or ctx ends): systemd's ExecReload=/bin/kill -HUP $MAINPID,
-// supervisors and operators send it to reload. While serve runs, SIGHUP
-// no longer ends the process.
+// supervisors and operators send it to reload, so while serve runs it
+// must not end the process.
 func reloadSignals(ctx context.Context) (<-chan struct{}, func()) {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)

@@ -75,42 +75,21 @@ func goFiles(root string) ([]sourceFile, error) { return filesEnding(root, ".go"
 // skipping testdata, vendor and hidden directories, Go tests and
 // generated Go files.
 func filesEnding(root, ext string) ([]sourceFile, error) {
-	var files []sourceFile
-	err := filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		name := d.Name()
-		if d.IsDir() {
-			if p != root && skipDir(name) {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if !strings.HasSuffix(name, ext) || strings.HasSuffix(name, "_test.go") {
-			return nil
-		}
-		b, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		if ext == ".go" && isGenerated(b) {
-			return nil
-		}
-		rel, err := filepath.Rel(root, p)
-		if err != nil {
-			return err
-		}
-		files = append(files, sourceFile{path: filepath.ToSlash(rel), content: b})
-		return nil
-	})
-	sort.Slice(files, func(i, j int) bool { return files[i].path < files[j].path })
-	return files, err
+	return walkFiles(root, func(name string) bool {
+		return strings.HasSuffix(name, ext) && !strings.HasSuffix(name, "_test.go")
+	}, func(b []byte) bool { return ext != ".go" || !isGenerated(b) })
 }
 
 // testFiles reads every Go test file under root, skipping testdata,
 // vendor and hidden directories.
 func testFiles(root string) ([]sourceFile, error) {
+	return walkFiles(root, func(name string) bool { return strings.HasSuffix(name, "_test.go") }, nil)
+}
+
+// walkFiles reads the files under root whose name want takes and, when
+// keep is set, whose content keep takes, skipping testdata, vendor and
+// hidden directories, in path order.
+func walkFiles(root string, want func(name string) bool, keep func(content []byte) bool) ([]sourceFile, error) {
 	var files []sourceFile
 	err := filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
 		if err != nil {
@@ -122,12 +101,15 @@ func testFiles(root string) ([]sourceFile, error) {
 			}
 			return nil
 		}
-		if !strings.HasSuffix(d.Name(), "_test.go") {
+		if !want(d.Name()) {
 			return nil
 		}
 		b, err := os.ReadFile(p)
 		if err != nil {
 			return err
+		}
+		if keep != nil && !keep(b) {
+			return nil
 		}
 		rel, err := filepath.Rel(root, p)
 		if err != nil {

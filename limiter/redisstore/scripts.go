@@ -162,11 +162,9 @@ for o = 0, (n - 1) * 5, 5 do
 	b.WriteString("return out\n")
 }
 
-// uncached are the algorithms whose decide sends a command lua/batch.lua's
-// cache does not answer (sliding_log's sorted set): their batch runs each
-// decision on Redis itself. TestTheBatchCacheAnswersEveryCommandOfTheScriptsThatUseIt
-// holds the list to the scripts. The cache is what BenchmarkDecideConcurrent's
-// keys=1 rows show: a hot key read and written once per call, not once per decision.
+// uncached are the algorithms whose commands lua/batch.lua's cache cannot
+// answer (sliding_log's sorted set; held to the scripts by a test). The cache
+// reads and writes a hot key once per call (BenchmarkDecideConcurrent keys=1).
 var uncached = map[limiter.Algorithm]bool{limiter.SlidingLog: true}
 
 // loadScripts builds every algorithm's scripts from lua/*.lua, indexed
