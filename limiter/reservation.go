@@ -1,0 +1,99 @@
+package limiter
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// ExpiryPolicy says what becomes of a reservation nobody settles before its
+// hold ends: a proxy that crashed, a commit that was lost.
+type ExpiryPolicy uint8
+
+const (
+	ExpireCharge ExpiryPolicy = iota // the estimate stays spent (the default)
+	ExpireRefund                     // the estimate is given back
+)
+
+// String returns "charge" or "refund".
+func (p ExpiryPolicy) String() string {
+	if p == ExpireRefund {
+		return "refund"
+	}
+	return "charge"
+}
+
+// ParseExpiryPolicy parses "charge" (or "") and "refund".
+func ParseExpiryPolicy(s string) (ExpiryPolicy, error) {
+	switch s {
+	case "", "charge":
+		return ExpireCharge, nil
+	case "refund":
+		return ExpireRefund, nil
+	}
+	return 0, fmt.Errorf("unknown expiry policy %q: want charge or refund", s)
+}
+
+// DefaultHold is how long a reservation stays open when Config.Hold is 0.
+const DefaultHold = 5 * time.Minute
+
+// Reservation is a handle on units Reserve took from a key's budget until
+// Commit or Cancel settles them. It is a plain value; settle it once.
+type Reservation struct {
+	ID       string // 128 random bits in hex; "" when the fail policy decided
+	Key      string
+	Estimate int64
+	Expires  time.Time
+}
+
+// Settlement is what settling a reservation did.
+type Settlement struct {
+	Estimate int64 // what was reserved
+	Actual   int64 // what it cost; 0 for Cancel
+	Refunded int64 // Estimate − Actual when positive: given back
+	Charged  int64 // Actual − Estimate when positive: taken, even past the quota
+	// Expired counts the key's other reservations the store found past
+	// their hold in the same call and settled by their policy.
+	Expired int64
+}
+
+// ErrReservationUnknown is returned, wrapped, when no open reservation has
+// the id: it was settled, cancelled or expired. Nothing changed.
+var ErrReservationUnknown = errors.New("reservation unknown: already settled, cancelled or expired")
+
+// ReserveRequest is one reservation asked of a Reserver.
+type ReserveRequest struct {
+	ID       string
+	Estimate int64 // checked by the caller as a cost
+	Hold     time.Duration
+	OnExpiry ExpiryPolicy
+}
+
+// Reserver is a Store that can hold reservations. Implementations are safe
+// for concurrent use and do each call atomically.
+type Reserver interface {
+	Store
+	// Reserve decides r.Estimate units for key under lim as Decide does
+	// and, when they are admitted, records reservation r.ID beside the key
+	// (in the same Redis hash slot), open for r.Hold. A timeout > 0 bounds
+	// the call as well as ctx.
+	Reserve(ctx context.Context, key string, lim Limit, r ReserveRequest, timeout time.Duration) (Decision, error)
+	// Settle settles key's open reservation id at actual units: it gives
+	// back what was reserved beyond actual, or takes the excess even past
+	// the quota, so that the next requests wait for it. actual < 0 cancels:
+	// everything is given back. With no such open reservation it returns
+	// ErrReservationUnknown, wrapped, and changes nothing.
+	Settle(ctx context.Context, key string, lim Limit, id string, actual int64, timeout time.Duration) (Settlement, error)
+}
+
+// NewReservationID returns 128 random bits in hex, unguessable.
+func NewReservationID() (string, error) {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("reservation id: %w", err)
+	}
+	return hex.EncodeToString(b[:]), nil
+}
