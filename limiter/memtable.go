@@ -13,13 +13,14 @@ import (
 // All methods need mu held.
 type memShard struct {
 	mu     sync.Mutex
-	chunks [][]memSlot              // nil when empty
-	first  []memSlot                // chunks[0], the whole table of most shards
-	size   int                      // a power of two, or 0
-	shift  uint8                    // 64 − log2(size)
-	n      int                      // slots in use
-	pool   *chunkPool               // nil: chunks are left to the GC
-	books  map[bookKey]*reserveBook // open reservations (reserve_memory.go)
+	chunks [][]memSlot // nil when empty
+	first  []memSlot   // chunks[0], the whole table of most shards
+	size   int         // a power of two, or 0
+	shift  uint8       // 64 − log2(size)
+	n      int         // slots in use
+	pool   *chunkPool  // nil: chunks are left to the GC
+	// books are the open reservations (reserve_memory.go).
+	books map[bookKey]*reserveBook
 	// Pad to 128 bytes: neighbouring shards share no pair of cache lines.
 	_ [32]byte
 }
