@@ -66,6 +66,9 @@ func (b *memoryBinding) reserve(_ context.Context, key string, r ReserveRequest,
 		if _, taken := book.open[r.ID]; taken {
 			return Decision{Limit: cl.quota}, fmt.Errorf("memory store: reservation id %s is already open", r.ID)
 		}
+		if len(book.open) == 0 { // expireBook dropped it
+			book = nil
+		}
 	}
 	i := sh.find(h, cl.alg, key)
 	fresh := i < 0

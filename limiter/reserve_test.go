@@ -196,6 +196,16 @@ func TestReserveExpiryPolicy(t *testing.T) {
 				if _, err := l.Commit(ctx, lost, 30); !errors.Is(err, limiter.ErrReservationUnknown) {
 					t.Fatalf("committing the expired reservation: %v, want ErrReservationUnknown", err)
 				}
+				// The key's only record expires in the call that opens the next.
+				next := reserve(t, l, "alone", 10)
+				clk.Advance(2 * time.Minute)
+				last := reserve(t, l, "alone", 10)
+				if st, err := l.Commit(ctx, last, 10); err != nil || st.Expired != 0 {
+					t.Fatalf("committing a reservation opened as the key's last one expired: %+v, %v", st, err)
+				}
+				if _, err := l.Commit(ctx, next, 10); !errors.Is(err, limiter.ErrReservationUnknown) {
+					t.Fatalf("committing the expired reservation: %v, want ErrReservationUnknown", err)
+				}
 			})
 		}
 	}
