@@ -90,10 +90,14 @@ func (l *Limiter) Reserve(ctx context.Context, key string, estimate int64) (Rese
 		return r, d, nil
 	}
 	d.Admitted = estimate
-	r.ID, r.Expires = id, l.now().Add(l.hold)
 	if l.local != nil {
-		d = l.local.afterStore(ctx, key, l.lim, ModeConsume, d)
+		if d = l.local.afterStore(ctx, key, l.lim, ModeConsume, d); !d.Allowed {
+			// Held to the local share after an outage: give the units back.
+			_, err := l.resv.settle(ctx, key, id, -1, l.timeout)
+			return r, d, err
+		}
 	}
+	r.ID, r.Expires = id, l.now().Add(l.hold)
 	return r, d, nil
 }
 

@@ -12,6 +12,23 @@ import (
 	"github.com/rl-exporter/rl-exporter/limiter"
 )
 
+// RunReservations runs the reservation table alone against the stores
+// newStore returns, which must be limiter.Reservers, for every algorithm.
+func RunReservations(t *testing.T, newStore NewStore) {
+	t.Helper()
+	run := uniqueRun()
+	for _, a := range limiter.AllAlgorithms() {
+		t.Run(string(a), func(t *testing.T) {
+			t.Parallel()
+			c := &suite{store: newStore(t), alg: a, run: run}
+			if _, ok := c.store.(limiter.Reserver); !ok {
+				t.Fatalf("%s store is no limiter.Reserver", c.store.Name())
+			}
+			c.reservations(t)
+		})
+	}
+}
+
 // reservations runs the reservation table for a store that is a
 // limiter.Reserver, through Limiters as callers use them.
 func (c *suite) reservations(t *testing.T) {
