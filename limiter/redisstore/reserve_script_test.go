@@ -17,17 +17,17 @@ import (
 // reservationScriptsAt returns a's reserve and settle scripts with the
 // clock read from the last two ARGV, after checking that nothing else
 // differs from the production scripts and that those read TIME once.
-func reservationScriptsAt(t *testing.T, a limiter.Algorithm) (reserve, settle *redis.Script) {
+func reservationScriptsAt(t *testing.T, a limiter.Algorithm) (reserve, settle, batch *redis.Script) {
 	t.Helper()
-	r1, s1, err := reservationSources(limiter.SpecOf(a), testClock)
+	r1, s1, b1, err := reservationSources(limiter.SpecOf(a), testClock)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r2, s2, err := reservationSources(limiter.SpecOf(a), redisClock)
+	r2, s2, b2, err := reservationSources(limiter.SpecOf(a), redisClock)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, pair := range [][2]string{{r1, r2}, {s1, s2}} {
+	for _, pair := range [][2]string{{r1, r2}, {s1, s2}, {b1, b2}} {
 		if strings.Replace(pair[0], testClock, redisClock, 1) != pair[1] {
 			t.Fatalf("%s: the reservation script at chosen instants is not the production one", a)
 		}
@@ -38,7 +38,22 @@ func reservationScriptsAt(t *testing.T, a limiter.Algorithm) (reserve, settle *r
 			t.Fatalf("%s: the reservation script does not say it is generated", a)
 		}
 	}
-	return redis.NewScript(r1), redis.NewScript(s1)
+	return redis.NewScript(r1), redis.NewScript(s1), redis.NewScript(b1)
+}
+
+// runReservation runs one reserve (kind 0) or settle (kind 1) alone or,
+// when batched, as a batch of one, and returns its integers (five, or
+// three for a settle alone).
+func runReservation(ctx context.Context, client redis.Scripter, single, batch *redis.Script, batched bool, kind int, keys []string, args, clock []any) ([]int64, error) {
+	if !batched {
+		return single.Run(ctx, client, keys, append(args, clock...)...).Int64Slice()
+	}
+	argv := append([]any{1, kind, len(args)}, args...)
+	ints, err := batch.Run(ctx, client, keys, append(argv, clock...)...).Int64Slice()
+	if err == nil && kind == 1 {
+		ints = ints[:3]
+	}
+	return ints, err
 }
 
 // TestReservationScriptsMatchTheMemoryStore runs random reserves, commits,
@@ -50,7 +65,7 @@ func TestReservationScriptsMatchTheMemoryStore(t *testing.T) {
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(3, 4))
 	for _, a := range limiter.AllAlgorithms() {
-		reserveScript, settleScript := reservationScriptsAt(t, a)
+		reserveScript, settleScript, batchScript := reservationScriptsAt(t, a)
 		decideScript, _ := scriptsAt(t, a)
 		for li, lim := range []limiter.Limit{
 			{Algorithm: a, Rate: 20, Period: time.Second},
@@ -82,12 +97,12 @@ func TestReservationScriptsMatchTheMemoryStore(t *testing.T) {
 							t.Fatal(err)
 						}
 						args := append(scriptArgs(key, lim, est, limiter.ModeConsume), id, req.Hold.Microseconds(), int64(req.OnExpiry), keep)
-						reply, err := reserveScript.Run(ctx, store.client, keys, append(args, clock.clockArgs()...)...).Result()
+						ints, err := runReservation(ctx, store.client, reserveScript, batchScript, step%2 == 0, 0, keys, args, clock.clockArgs())
 						if err != nil {
 							t.Fatalf("step %d: reserve script: %v", step, err)
 						}
 						r := &request{limit: lim.Quota(), cost: est, mode: limiter.ModeConsume}
-						got, err := r.answer(decodeReply(reply))
+						got, err := r.answer(decodeInts(ints))
 						if err != nil {
 							t.Fatalf("step %d: %v", step, err)
 						}
@@ -107,7 +122,7 @@ func TestReservationScriptsMatchTheMemoryStore(t *testing.T) {
 						actual := rng.Int64N(lim.Quota()) - 1 // -1 cancels
 						want, werr := mem.Settle(ctx, key, lim, id, actual, 0)
 						args := append(scriptArgs(key, lim, 1, limiter.ModeConsume), id, actual)
-						reply, err := settleScript.Run(ctx, store.client, keys, append(args, clock.clockArgs()...)...).Int64Slice()
+						reply, err := runReservation(ctx, store.client, settleScript, batchScript, step%2 == 1, 1, keys, args, clock.clockArgs())
 						if err != nil || len(reply) != 3 {
 							t.Fatalf("step %d: settle script: %v, %v", step, reply, err)
 						}
