@@ -34,57 +34,56 @@ func TestCalendarWindows(t *testing.T) {
 	ny, tokyo, havana := zone(t, "America/New_York"), zone(t, "Asia/Tokyo"), zone(t, "America/Havana")
 	cases := []struct {
 		name       string
-		cal        limiter.Calendar
+		cal        *limiter.Calendar
 		at         string
 		start, end string
 		length     time.Duration
 	}{
-		{"a New York day across the March DST change", limiter.Calendar{Unit: limiter.Day, Location: ny},
+		{"a New York day across the March DST change", &limiter.Calendar{Unit: limiter.Day, Location: ny},
 			"2027-03-14T12:00:00Z", "2027-03-14T05:00:00Z", "2027-03-15T04:00:00Z", 23 * time.Hour},
-		{"a New York day across the November DST change", limiter.Calendar{Unit: limiter.Day, Location: ny},
+		{"a New York day across the November DST change", &limiter.Calendar{Unit: limiter.Day, Location: ny},
 			"2027-11-07T12:00:00Z", "2027-11-07T04:00:00Z", "2027-11-08T05:00:00Z", 25 * time.Hour},
-		{"a New York day before the change", limiter.Calendar{Unit: limiter.Day, Location: ny},
+		{"a New York day before the change", &limiter.Calendar{Unit: limiter.Day, Location: ny},
 			"2027-03-14T04:59:59Z", "2027-03-13T05:00:00Z", "2027-03-14T05:00:00Z", 24 * time.Hour},
-		{"a Tokyo month of 28 days", limiter.Calendar{Unit: limiter.Month, Location: tokyo},
+		{"a Tokyo month of 28 days", &limiter.Calendar{Unit: limiter.Month, Location: tokyo},
 			"2027-01-31T15:00:00Z", "2027-01-31T15:00:00Z", "2027-02-28T15:00:00Z", 28 * 24 * time.Hour},
-		{"a Tokyo month of 31 days", limiter.Calendar{Unit: limiter.Month, Location: tokyo},
+		{"a Tokyo month of 31 days", &limiter.Calendar{Unit: limiter.Month, Location: tokyo},
 			"2027-01-31T14:59:59Z", "2026-12-31T15:00:00Z", "2027-01-31T15:00:00Z", 31 * 24 * time.Hour},
-		{"a month with a leap day", limiter.Calendar{Unit: limiter.Month},
+		{"a month with a leap day", &limiter.Calendar{Unit: limiter.Month},
 			"2028-02-29T12:00:00Z", "2028-02-01T00:00:00Z", "2028-03-01T00:00:00Z", 29 * 24 * time.Hour},
-		{"a leap year", limiter.Calendar{Unit: limiter.Year},
+		{"a leap year", &limiter.Calendar{Unit: limiter.Year},
 			"2028-02-29T12:00:00Z", "2028-01-01T00:00:00Z", "2029-01-01T00:00:00Z", 366 * 24 * time.Hour},
-		{"a year in Tokyo", limiter.Calendar{Unit: limiter.Year, Location: tokyo},
+		{"a year in Tokyo", &limiter.Calendar{Unit: limiter.Year, Location: tokyo},
 			"2027-06-01T00:00:00Z", "2026-12-31T15:00:00Z", "2027-12-31T15:00:00Z", 365 * 24 * time.Hour},
-		{"a week from Monday", limiter.Calendar{Unit: limiter.Week, WeekStart: time.Monday},
+		{"a week from Monday", &limiter.Calendar{Unit: limiter.Week, WeekStart: time.Monday},
 			"2027-03-14T12:00:00Z", "2027-03-08T00:00:00Z", "2027-03-15T00:00:00Z", 7 * 24 * time.Hour},
-		{"a week from Sunday", limiter.Calendar{Unit: limiter.Week, WeekStart: time.Sunday},
+		{"a week from Sunday", &limiter.Calendar{Unit: limiter.Week, WeekStart: time.Sunday},
 			"2027-03-14T12:00:00Z", "2027-03-14T00:00:00Z", "2027-03-21T00:00:00Z", 7 * 24 * time.Hour},
-		{"a New York week from Sunday across DST", limiter.Calendar{Unit: limiter.Week, Location: ny},
+		{"a New York week from Sunday across DST", &limiter.Calendar{Unit: limiter.Week, Location: ny},
 			"2027-03-14T12:00:00Z", "2027-03-14T05:00:00Z", "2027-03-21T04:00:00Z", 7*24*time.Hour - time.Hour},
 		// Havana's clocks skip midnight in March and repeat its first hour in November.
-		{"a day whose midnight is skipped", limiter.Calendar{Unit: limiter.Day, Location: havana},
+		{"a day whose midnight is skipped", &limiter.Calendar{Unit: limiter.Day, Location: havana},
 			"2027-03-14T12:00:00Z", "2027-03-14T05:00:00Z", "2027-03-15T04:00:00Z", 23 * time.Hour},
-		{"a day whose first hour repeats", limiter.Calendar{Unit: limiter.Day, Location: havana},
+		{"a day whose first hour repeats", &limiter.Calendar{Unit: limiter.Day, Location: havana},
 			"2027-11-07T12:00:00Z", "2027-11-07T04:00:00Z", "2027-11-08T05:00:00Z", 25 * time.Hour},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			cal := tc.cal
-			start, end := cal.Window(utc(t, tc.at))
+			start, end := tc.cal.Window(utc(t, tc.at))
 			if !start.Equal(utc(t, tc.start)) || !end.Equal(utc(t, tc.end)) {
 				t.Fatalf("window at %s = [%s, %s), want [%s, %s)", tc.at, start.UTC().Format(time.RFC3339), end.UTC().Format(time.RFC3339), tc.start, tc.end)
 			}
 			if end.Sub(start) != tc.length {
 				t.Fatalf("window is %s long, want %s", end.Sub(start), tc.length)
 			}
-			if end.Sub(start) > cal.Unit.Longest() {
-				t.Fatalf("window of %s is longer than the unit's longest, %s", end.Sub(start), cal.Unit.Longest())
+			if end.Sub(start) > tc.cal.Unit.Longest() {
+				t.Fatalf("window of %s is longer than the unit's longest, %s", end.Sub(start), tc.cal.Unit.Longest())
 			}
 			// Its last µs and the next window's first agree.
-			if s, _ := cal.Window(end.Add(-time.Microsecond)); !s.Equal(start) {
+			if s, _ := tc.cal.Window(end.Add(-time.Microsecond)); !s.Equal(start) {
 				t.Fatalf("the last µs of the window is in the window from %s", s)
 			}
-			if s, _ := cal.Window(end); !s.Equal(end) {
+			if s, _ := tc.cal.Window(end); !s.Equal(end) {
 				t.Fatalf("the window's end is in the window from %s, want the next one", s)
 			}
 		})
