@@ -66,9 +66,12 @@ func PerCalendar(rate int64, cal *Calendar) Limit {
 // validate checks the calendar of l, naming the field at fault.
 func (c *Calendar) validate(l Limit) error {
 	if l.Algorithm != FixedWindow {
-		why := "it has no windows"
-		if l.Algorithm == SlidingWindow {
+		why := "a bucket has no windows"
+		switch l.Algorithm {
+		case SlidingWindow:
 			why = "its weighted count of the previous window would carry one calendar period's use into the next, which a calendar period is there to reset"
+		case SlidingLog:
+			why = "its window slides with every request"
 		}
 		return fmt.Errorf("calendar: only fixed_window counts calendar periods, not %s: %s", l.Algorithm, why)
 	}
