@@ -134,7 +134,7 @@ var algorithmTable = [NumAlgorithms]AlgorithmSpec{
 		keySuffixes: []string{""},
 		state:       "window start, count",
 		redisState:  "one hash, 2 fields",
-		memoryState: "stamp = window start (µs), units = units admitted in it, extra = the period (µs) that window was computed for × 2, + 1 when aligned",
+		memoryState: "stamp = window start (µs), units = units admitted in it, extra = the period (µs) that window was computed for × 2, + 1 when aligned; with a calendar, the window's end (µs)",
 	},
 	{
 		algorithm: SlidingLog, index: slidingLogIndex,

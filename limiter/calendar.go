@@ -25,8 +25,7 @@ func ParseCalendarUnit(s string) (CalendarUnit, error) {
 	return "", fmt.Errorf("unknown calendar unit %q (want day, week, month or year)", s)
 }
 
-// Longest is the longest window of the unit, an hour more than its longest
-// days for a DST change: a calendar Limit's Period. 0 for an unknown unit.
+// Longest is the unit's longest window (DST included), a calendar Limit's Period.
 func (u CalendarUnit) Longest() time.Duration {
 	const day = 24 * time.Hour
 	switch u {
@@ -42,20 +41,16 @@ func (u CalendarUnit) Longest() time.Duration {
 	return 0
 }
 
-// Calendar puts a fixed_window limit's windows on the boundaries of a
-// calendar in a time zone (Limit.Calendar): each window is one day, week,
-// month or year there, as long as that one is. It is read-only once used,
-// and safe for concurrent use; use it by pointer.
+// Calendar puts fixed_window's windows on a zone's days, weeks, months or
+// years (Limit.Calendar). Read-only once used, safe for concurrent use.
 type Calendar struct {
 	Unit      CalendarUnit
 	Location  *time.Location // nil: UTC
 	WeekStart time.Weekday   // the first day of a Week; Unit Week only
-	// last is the most recent windows found, the same for every key.
 	last atomic.Pointer[calendarWindows]
 }
 
-// calendarWindows are four consecutive window starts, in µs: the window
-// before now's, now's, the next and the one after.
+// calendarWindows are the starts (µs) before now's window, its, next, after.
 type calendarWindows [4]int64
 
 // PerCalendar returns a fixed_window Limit of rate per window of cal.
@@ -142,9 +137,8 @@ func (c *Calendar) after(start time.Time) time.Time {
 	return c.midnight(y, m, d+1)
 }
 
-// midnight is the first instant of the day y-m-d (normalised as time.Date
-// does) in the zone: the instant the clocks skip to when they skip
-// midnight, the first of two when they repeat it.
+// midnight is the first instant of day y-m-d in the zone, also when its
+// clocks skip or repeat midnight.
 func (c *Calendar) midnight(y int, m time.Month, d int) time.Time {
 	loc := c.location()
 	t := time.Date(y, m, d, 0, 0, 0, 0, loc)
@@ -174,9 +168,8 @@ func sameDate(a, b time.Time) bool {
 	return ay == by && am == bm && ad == bd
 }
 
-// windowsAt returns the window starts around now (µs), from the last found
-// when now is in the same window: a decision on a new key does not work
-// through the zone's rules again.
+// windowsAt returns the window starts around now (µs), the last found
+// while now is in the same window.
 func (c *Calendar) windowsAt(now int64) *calendarWindows {
 	if w := c.last.Load(); w != nil && w[1] <= now && now < w[2] {
 		return w
