@@ -47,7 +47,7 @@ type Calendar struct {
 	Unit      CalendarUnit
 	Location  *time.Location // nil: UTC
 	WeekStart time.Weekday   // the first day of a Week; Unit Week only
-	last atomic.Pointer[calendarWindows]
+	last      atomic.Pointer[calendarWindows]
 }
 
 // calendarWindows are the starts (µs) before now's window, its, next, after.
