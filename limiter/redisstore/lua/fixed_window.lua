@@ -23,9 +23,10 @@ if cstart == 0 then
   ws = now - math.fmod(now - offset, period)
   reset = ws + period - now
 else
-  -- A calendar's windows: the caller found them in its zone's rules
-  -- around its clock; the one holding Redis's clock counts, so that
-  -- callers whose clocks differ by up to a window share one count.
+  -- A calendar's windows: Lua has no time zone rules, so the caller
+  -- found the starts in Go's around its own clock; the one holding
+  -- Redis's clock counts, so that callers whose clocks differ by less
+  -- than a window share one count.
   local we
   if now < cprev or now >= cafter then
     error(string.format('calendar windows from %.0f to %.0f do not hold Redis TIME %.0f: the calling clock is more than a window off', cprev, cafter, now))
