@@ -570,6 +570,9 @@ type Limit struct {
 	AlignWindows bool `koanf:"align_windows"`
 	// RegionMode overrides the class's region_mode for this tier.
 	RegionMode string `koanf:"region_mode"`
+	// Calendar places the windows of a period of day, week, month or year
+	// (fixed_window): set by such a period, with the file's calendar keys.
+	Calendar *Calendar `koanf:"calendar"`
 }
 
 // Default returns the built-in configuration: one class, "default", that
@@ -629,6 +632,7 @@ func FromKoanf(name string, k *koanf.Koanf) (*Config, error) {
 	var c Config
 	err := k.UnmarshalWithConf("", &c, koanf.UnmarshalConf{DecoderConfig: &mapstructure.DecoderConfig{
 		DecodeHook: mapstructure.ComposeDecodeHookFunc(
+			calendarPeriods,
 			strictNumbers,
 			mapstructure.StringToSliceHookFunc(","),
 		),

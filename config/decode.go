@@ -28,8 +28,11 @@ func strictNumbers(from, to reflect.Type, data any) (any, error) {
 		}
 		switch from.Kind() {
 		case reflect.String:
-			s := data.(string)
+			s := reflect.ValueOf(data).String()
 			d, err := time.ParseDuration(s)
+			if err != nil && from == limitPeriodType {
+				return nil, fmt.Errorf("%q is neither a Go duration (such as 1m, 24h) nor day, week, month or year", s)
+			}
 			if err != nil {
 				return nil, fmt.Errorf("%q is not a Go duration (such as 500ms, 1m30s)", s)
 			}
@@ -195,12 +198,13 @@ func unknownKeys(name string, raw map[string]any, t reflect.Type) []error {
 	return out
 }
 
-// fieldByTag is the field of struct t whose koanf tag is key, exactly.
+// fieldByTag is the field of struct t whose koanf tag is key, exactly; a
+// field tagged derived is set from another key, never written in a file.
 func fieldByTag(t reflect.Type, key string) (reflect.StructField, bool) {
 	for i := range t.NumField() {
 		f := t.Field(i)
 		tag, _, _ := strings.Cut(f.Tag.Get("koanf"), ",")
-		if f.IsExported() && tag != "-" && tag == key {
+		if f.IsExported() && tag != "-" && tag == key && f.Tag.Get("derived") == "" {
 			return f, true
 		}
 	}

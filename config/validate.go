@@ -589,6 +589,9 @@ func (c *Config) validateClasses(e *errs) {
 				e.add(lk, "unknown tier (tiers.names is %v)", c.Tiers.Names)
 				continue
 			}
+			for _, err := range l.Calendar.problems() {
+				e.add(lk+"."+strings.SplitN(err.Error(), ":", 2)[0], "%s", strings.TrimSpace(strings.SplitN(err.Error(), ":", 2)[1]))
+			}
 			for _, err := range limitProblems(l.limit(), cl.Cost) {
 				e.add(lk+"."+strings.SplitN(err.Error(), ":", 2)[0], "%s", strings.TrimSpace(strings.SplitN(err.Error(), ":", 2)[1]))
 			}
@@ -628,7 +631,7 @@ func (l Limit) Limiter() limiter.Limit { return l.limit() }
 func (l Limit) limit() limiter.Limit {
 	return limiter.Limit{
 		Algorithm: limiter.Algorithm(l.Algorithm), Rate: l.Rate, Period: l.Period, Burst: l.Burst,
-		NoDelay: l.NoDelay, AlignWindows: l.AlignWindows,
+		NoDelay: l.NoDelay, AlignWindows: l.AlignWindows, Calendar: l.Calendar.limiter(),
 	}
 }
 

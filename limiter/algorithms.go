@@ -3,6 +3,7 @@ package limiter
 import (
 	"fmt"
 	"strings"
+	"time"
 )
 
 // Algorithm names one of the six algorithms, as configuration and metric
@@ -31,6 +32,13 @@ const (
 	ParamPeriod                    // Limit.Period in µs
 	ParamWindowOffset              // WindowOffset in µs, 0 with AlignWindows
 	ParamNoDelay                   // 1 with Limit.NoDelay, else 0
+	// The calendar's window starts around the caller's clock (µs), all 0
+	// without Limit.Calendar: the one before now's, now's, the next and
+	// the one after. The script counts in the one holding Redis's clock.
+	ParamCalendarPrev
+	ParamCalendarStart
+	ParamCalendarNext
+	ParamCalendarAfter
 )
 
 // String returns the parameter's name ("rate", "quota", "period_us", ...).
@@ -46,12 +54,24 @@ func (p Param) String() string {
 		return "window_offset_us"
 	case ParamNoDelay:
 		return "no_delay"
+	case ParamCalendarPrev:
+		return "calendar_prev_us"
+	case ParamCalendarStart:
+		return "calendar_start_us"
+	case ParamCalendarNext:
+		return "calendar_next_us"
+	case ParamCalendarAfter:
+		return "calendar_after_us"
 	}
 	return fmt.Sprintf("Param(%d)", uint8(p))
 }
 
-// Value is the parameter for a decision on key under lim. It does not allocate.
-func (p Param) Value(key string, lim Limit) int64 {
+// Value is the parameter for a decision on key under lim, now for a
+// calendar's window starts. It does not allocate.
+func (p Param) Value(key string, lim Limit) int64 { return p.valueAt(key, lim, nil) }
+
+// valueAt is Value with the calendar's windows w (nil: found at now).
+func (p Param) valueAt(key string, lim Limit, w *calendarWindows) int64 {
 	switch p {
 	case ParamRate:
 		return lim.Rate
@@ -60,7 +80,7 @@ func (p Param) Value(key string, lim Limit) int64 {
 	case ParamPeriod:
 		return us(lim.Period)
 	case ParamWindowOffset:
-		if lim.AlignWindows {
+		if lim.AlignWindows || lim.Calendar != nil {
 			return 0
 		}
 		return us(WindowOffset(key, lim.Period))
@@ -68,6 +88,14 @@ func (p Param) Value(key string, lim Limit) int64 {
 		if lim.NoDelay {
 			return 1
 		}
+	case ParamCalendarPrev, ParamCalendarStart, ParamCalendarNext, ParamCalendarAfter:
+		if lim.Calendar == nil {
+			return 0
+		}
+		if w == nil {
+			w = lim.Calendar.windowsAt(time.Now().UnixMicro())
+		}
+		return w[p-ParamCalendarPrev]
 	}
 	return 0
 }
@@ -102,11 +130,11 @@ const (
 var algorithmTable = [NumAlgorithms]AlgorithmSpec{
 	{
 		algorithm: FixedWindow, index: fixedWindowIndex,
-		params:      []Param{ParamRate, ParamPeriod, ParamWindowOffset},
+		params:      []Param{ParamRate, ParamPeriod, ParamWindowOffset, ParamCalendarPrev, ParamCalendarStart, ParamCalendarNext, ParamCalendarAfter},
 		keySuffixes: []string{""},
 		state:       "window start, count",
 		redisState:  "one hash, 2 fields",
-		memoryState: "stamp = window start (µs), units = units admitted in it, extra = the period (µs) that window was computed for × 2, + 1 when aligned",
+		memoryState: "stamp = window start (µs), units = units admitted in it, extra = the period (µs) that window was computed for × 2, + 1 when aligned; with a calendar, the window's end (µs)",
 	},
 	{
 		algorithm: SlidingLog, index: slidingLogIndex,
@@ -245,10 +273,28 @@ func (s *AlgorithmSpec) Params() []Param { return append([]Param(nil), s.params.
 // NumParams is len(Params()) without the copy.
 func (s *AlgorithmSpec) NumParams() int { return len(s.params) }
 
-// AppendParams appends the Params' values for key under lim to dst.
+// AppendParams appends the Params' values for key under lim to dst, a
+// calendar's window starts found around the clock's now.
 func (s *AlgorithmSpec) AppendParams(dst []int64, key string, lim Limit) []int64 {
+	if lim.Calendar != nil {
+		return s.AppendParamsAt(dst, key, lim, time.Now())
+	}
+	return s.appendParams(dst, key, lim, nil)
+}
+
+// AppendParamsAt is AppendParams with a calendar's window starts found
+// around now instead of the clock's.
+func (s *AlgorithmSpec) AppendParamsAt(dst []int64, key string, lim Limit, now time.Time) []int64 {
+	var w *calendarWindows
+	if lim.Calendar != nil {
+		w = lim.Calendar.windowsAt(now.UnixMicro())
+	}
+	return s.appendParams(dst, key, lim, w)
+}
+
+func (s *AlgorithmSpec) appendParams(dst []int64, key string, lim Limit, w *calendarWindows) []int64 {
 	for _, p := range s.params {
-		dst = append(dst, p.Value(key, lim))
+		dst = append(dst, p.valueAt(key, lim, w))
 	}
 	return dst
 }

@@ -66,7 +66,7 @@ func TestParamsAreTheScriptArgumentsOfEachAlgorithm(t *testing.T) {
 	lim := limiter.Limit{Rate: 10, Period: 2 * time.Second, Burst: 4, NoDelay: true}
 	offset := int64(limiter.WindowOffset("k", lim.Period) / time.Microsecond)
 	want := map[limiter.Algorithm][]int64{
-		limiter.FixedWindow:   {10, 2_000_000, offset},
+		limiter.FixedWindow:   {10, 2_000_000, offset, 0, 0, 0, 0},
 		limiter.SlidingWindow: {10, 2_000_000, offset},
 		limiter.SlidingLog:    {10, 2_000_000},
 		limiter.TokenBucket:   {4, 10, 2_000_000},
@@ -86,6 +86,14 @@ func TestParamsAreTheScriptArgumentsOfEachAlgorithm(t *testing.T) {
 	lim.Algorithm, lim.AlignWindows = limiter.FixedWindow, true
 	if got := limiter.SpecOf(limiter.FixedWindow).AppendParams(nil, "k", lim); got[2] != 0 {
 		t.Errorf("an aligned window has offset %d, want 0", got[2])
+	}
+	// A calendar's windows are its zone's: no offset, the starts around now.
+	cal := limiter.PerCalendar(10, &limiter.Calendar{Unit: limiter.Month})
+	at := time.Date(2028, time.February, 10, 0, 0, 0, 0, time.UTC)
+	month := func(m time.Month) int64 { return time.Date(2028, m, 1, 0, 0, 0, 0, time.UTC).UnixMicro() }
+	calWant := []int64{10, int64(limiter.Month.Longest() / time.Microsecond), 0, month(1), month(2), month(3), month(4)}
+	if got := limiter.SpecOf(limiter.FixedWindow).AppendParamsAt(nil, "k", cal, at); !slices.Equal(got, calWant) {
+		t.Errorf("a calendar month's params %v, want %v", got, calWant)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/rl-exporter/rl-exporter/limiter"
 )
@@ -89,6 +90,48 @@ func BenchmarkLimiterAllowOneKeyParallel(b *testing.B) {
 					l.Allow(ctx, "client-42")
 				}
 			})
+		})
+	}
+}
+
+// BenchmarkCalendarWindow is a fixed_window decision through the Limiter on
+// the memory store with and without a calendar (a Tokyo month), on one key
+// and on a new key each time (whose window comes from the calendar's last).
+func BenchmarkCalendarWindow(b *testing.B) {
+	tokyo, err := time.LoadLocation("Asia/Tokyo")
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, lim := range []limiter.Limit{
+		{Algorithm: limiter.FixedWindow, Rate: 1 << 20, Period: time.Hour},
+		limiter.PerCalendar(1<<20, &limiter.Calendar{Unit: limiter.Month, Location: tokyo}),
+	} {
+		name := "plain"
+		if lim.Calendar != nil {
+			name = "calendar"
+		}
+		l, err := limiter.New(limiter.Config{Limit: lim, Store: limiter.NewMemoryStore(limiter.MemoryConfig{})})
+		if err != nil {
+			b.Fatal(err)
+		}
+		ctx := context.Background()
+		b.Run(name+"/existing_key", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				l.Allow(ctx, "client-42")
+			}
+		})
+		b.Run(name+"/new_keys", func(b *testing.B) {
+			keys := make([]string, 1<<16)
+			for i := range keys {
+				keys[i] = "new-" + strconv.Itoa(i)
+			}
+			i := 0
+			b.ReportAllocs()
+			for b.Loop() {
+				l.Allow(ctx, keys[i&(len(keys)-1)])
+				i++
+			}
 		})
 	}
 }

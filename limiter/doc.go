@@ -35,7 +35,7 @@
 // # Algorithms
 //
 //	algorithm       use it for                           accuracy
-//	fixed_window    admin APIs, daily quotas: cheapest   per window; 2×Rate across a boundary
+//	fixed_window    admin APIs, calendar quotas: cheapest per window; 2×Rate across a boundary
 //	sliding_window  internal APIs: smooth and cheap      approximate: up to ~2×Rate per Period
 //	sliding_log     low limits that must be exact        exact: ≤ Rate in any span of a Period
 //	token_bucket    public APIs: bursts, fair rate       exact: ≤ Burst + Rate·W/Period in any W
@@ -82,6 +82,12 @@
 // the reservations in flight at its last admission, ≤ (in flight) × the
 // largest single excess: none with an upper bound as estimate, the largest
 // excess when each settles before the next admission.
+// Limit.Calendar puts fixed_window's windows on a zone's days, weeks,
+// months or years (calendar.go): 23 to 25 hours across DST, 28 to 31 days.
+// Lua knows no zones: the caller passes the window starts around its clock
+// and the script counts in the one holding Redis TIME, so callers off by
+// less than a window share one count. sliding_window would carry a share
+// of one period into the next, which a calendar period resets.
 //
 // Both stores count time in whole µs and bucket levels as integers in units
 // of 1/Period, so refill is exact; Limit.Validate refuses a Quota×Period (µs)

@@ -67,6 +67,7 @@ type compiledLimit struct {
 	interval  float64 // gcra: Period/Rate
 	tolerance float64 // gcra: how far ahead of now the TAT may be
 	refillUS  int64   // buckets: the time an empty bucket takes to fill
+	cal       *Calendar
 }
 
 func compileLimit(lim Limit) compiledLimit { return compileSpec(SpecOf(lim.Algorithm), lim) }
@@ -77,6 +78,7 @@ func compileSpec(spec *AlgorithmSpec, lim Limit) compiledLimit {
 		alg:   spec.index,
 		align: lim.AlignWindows, noDelay: lim.NoDelay, period: lim.Period,
 		periodUS: p, rate: r, quota: q, interval: float64(p) / float64(r),
+		cal: lim.Calendar,
 	}
 	// Only what the algorithm reads: Decide compiles on every call.
 	switch spec.index {
@@ -342,7 +344,17 @@ func (e *memSlot) fixedWindow(d *Decision, now int64, key string, cl *compiledLi
 	// extra is the period and alignment e.stamp was computed for: while now
 	// is in that window, the key's offset need not be hashed again.
 	ws := e.stamp
-	if kind := cl.periodUS<<1 | b2i(cl.align); e.extra != kind || now < ws || now >= ws+p {
+	if cl.cal != nil {
+		// extra is the end of the calendar window starting at e.stamp.
+		if now < ws || now >= e.extra {
+			w := cl.cal.windowsAt(now)
+			ws, e.extra = w[1], w[2]
+			if e.stamp != ws {
+				e.stamp, e.units = ws, 0
+			}
+		}
+		p = e.extra - ws
+	} else if kind := cl.periodUS<<1 | b2i(cl.align); e.extra != kind || now < ws || now >= ws+p {
 		ws = windowStart(now, windowOffset(key, cl), p)
 		e.extra = kind
 		if e.stamp != ws {

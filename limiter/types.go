@@ -15,6 +15,9 @@ type Limit struct {
 	Burst        int64         // a bucket algorithm's size; 0 means Rate
 	NoDelay      bool          // leaky_bucket gives no Delay (NGINX's nodelay)
 	AlignWindows bool          // windows start on multiples of Period since the epoch
+	// Calendar, on fixed_window, puts the windows on a calendar's days,
+	// weeks, months or years; Period is then Calendar.Unit.Longest().
+	Calendar *Calendar
 }
 
 // PerSecond returns a Limit of rate requests per second with the given algorithm.
@@ -71,8 +74,14 @@ func (l Limit) Validate() error {
 	if l.Period/time.Duration(l.Rate) <= 0 {
 		return fmt.Errorf("rate: %d per %s is finer than one nanosecond per request", l.Rate, l.Period)
 	}
+	if l.Calendar != nil {
+		if err := l.Calendar.validate(l); err != nil {
+			return err
+		}
+	}
 	// Both stores count up to Quota·Period µs; Lua's doubles are exact to 2^53.
-	if q, p := l.Quota(), int64(l.Period/time.Microsecond); q > maxExactInteger/p || l.Rate > maxExactInteger/p {
+	// A calendar window counts units alone.
+	if q, p := l.Quota(), int64(l.Period/time.Microsecond); l.Calendar == nil && (q > maxExactInteger/p || l.Rate > maxExactInteger/p) {
 		return fmt.Errorf("rate/burst: %d per %s needs more than 2^53 microsecond units; use a shorter period or a smaller limit", max(q, l.Rate), l.Period)
 	}
 	// Reset and retry times, up to two windows ahead, must not overflow.

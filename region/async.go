@@ -199,11 +199,11 @@ func (a *asyncStore) run(ctx context.Context, c redis.UniversalClient, key, hash
 	var keep int64
 	switch lim.Algorithm {
 	case limiter.FixedWindow, limiter.SlidingWindow:
-		var offset int64
-		if !lim.AlignWindows {
-			offset = limiter.WindowOffset(key, lim.Period).Microseconds()
+		// The store's own arguments: the rate, the period, the key's window
+		// offset and, for fixed_window, a calendar's window starts.
+		for _, v := range limiter.SpecOf(lim.Algorithm).AppendParams(nil, key, lim) {
+			args = append(args, v)
 		}
-		args = append(args, lim.Rate, period, offset)
 	default:
 		args = append(args, lim.Quota(), lim.Rate, period)
 		// A bucket's state lives one refill longer (lua/slots.lua).

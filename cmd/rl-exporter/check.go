@@ -94,6 +94,7 @@ func runCheck(_ context.Context, args []string, _ environ, stdout, stderr io.Wri
 	}
 	fmt.Fprintf(stdout, "%s: valid (%d classes, %d tiers, store %s%s)\n", *file, len(cfg.Classes), len(cfg.Tiers.Names), cfg.Store.Type, domains)
 	printRegions(stdout, cfg, oneWay)
+	printCalendars(stdout, cfg, time.Now())
 	return exitOK
 }
 
@@ -123,7 +124,7 @@ func printRegions(w io.Writer, cfg *config.Config, oneWay time.Duration) {
 				lim = cfg.Classes[class].Limits[cfg.Tiers.Default]
 			}
 			opt := cfg.RegionStoreOptions(class, tier)
-			line := fmt.Sprintf("  %s/%s: %s, %s %d per %s", class, tier, m, lim.Algorithm, lim.Rate, lim.Period)
+			line := fmt.Sprintf("  %s/%s: %s, %s %d per %s", class, tier, m, lim.Algorithm, lim.Rate, lim.PeriodText())
 			if m == region.ModeHybrid {
 				line += fmt.Sprintf(", hybrid_threshold %g", opt.HybridThreshold)
 			}
@@ -172,4 +173,21 @@ func printDefaultsTo(stdout, stderr io.Writer) int {
 	}
 	_, _ = stdout.Write(out)
 	return exitOK
+}
+
+// printCalendars writes every limit whose windows are a calendar's, with
+// the window holding now, so that its zone and boundaries can be checked.
+func printCalendars(w io.Writer, cfg *config.Config, now time.Time) {
+	for _, class := range cfg.ClassNames() {
+		for _, tier := range cfg.Tiers.Names {
+			lim, ok := cfg.Classes[class].Limits[tier]
+			cal := lim.Limiter().Calendar
+			if !ok || cal == nil {
+				continue
+			}
+			start, end := cal.Window(now)
+			fmt.Fprintf(w, "  %s/%s: %s %d per %s; this window [%s, %s), %s\n", class, tier, lim.Algorithm, lim.Rate, lim.PeriodText(),
+				start.In(cal.Location).Format(time.RFC3339), end.In(cal.Location).Format(time.RFC3339), end.Sub(start))
+		}
+	}
 }

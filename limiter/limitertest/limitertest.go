@@ -52,6 +52,9 @@ func RunAlgorithms(t *testing.T, newStore NewStore, algs []limiter.Algorithm) {
 			if _, ok := c.store.(limiter.Reserver); ok && limiter.SupportsReservations(a) {
 				t.Run("reservations", c.reservations)
 			}
+			if a == limiter.FixedWindow {
+				t.Run("a calendar day admits its quota until the zone's next midnight", c.calendar)
+			}
 			if limiter.SpecOf(a).Delays() {
 				t.Run("leaky bucket delays the k-th request of a burst by k-1 intervals", c.leakyDelay)
 				t.Run("leaky bucket with NoDelay admits the burst at once but still counts it", c.leakyNoDelay)
@@ -344,4 +347,37 @@ func Contention(t *testing.T, stores []limiter.Store, perClient int) []Contentio
 		results = append(results, ContentionResult{Algorithm: a, Allowed: n, Attempts: attempts.Load()})
 	}
 	return results
+}
+
+// calendar runs on the store's clock: the refusal's RetryAfter and
+// ResetAfter are the time to the next midnight in Tokyo, as far as the
+// time the decisions took. A window that ends during an attempt (at
+// 15:00Z, for a few ms) starts another.
+func (c *suite) calendar(t *testing.T) {
+	loc, err := time.LoadLocation("Asia/Tokyo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cal := &limiter.Calendar{Unit: limiter.Day, Location: loc}
+	lim := limiter.PerCalendar(3, cal)
+	for attempt := 0; ; attempt++ {
+		key := c.key(t, fmt.Sprint(attempt))
+		before := time.Now()
+		for i := int64(1); i <= 3; i++ {
+			if d := c.decide(t, key, lim, 1); !d.Allowed || d.Remaining != 3-i {
+				t.Fatalf("request %d: %+v, want allowed with %d left", i, d, 3-i)
+			}
+		}
+		d := c.decide(t, key, lim, 1)
+		after := time.Now()
+		_, end := cal.Window(before)
+		if _, e := cal.Window(after); !e.Equal(end) && attempt == 0 {
+			continue
+		}
+		const slack = time.Second // the store's clock against this one's
+		if d.Allowed || d.RetryAfter != d.ResetAfter || d.ResetAfter > end.Sub(before)+slack || d.ResetAfter < end.Sub(after)-slack {
+			t.Fatalf("the 4th request of the day: %+v, want refused until Tokyo's midnight, %s from now", d, end.Sub(after))
+		}
+		return
+	}
 }

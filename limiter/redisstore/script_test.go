@@ -329,6 +329,8 @@ func TestScriptsReadTheParametersOfTheTableInItsOrder(t *testing.T) {
 	names := map[string]limiter.Param{
 		"rate": limiter.ParamRate, "burst": limiter.ParamQuota, "period": limiter.ParamPeriod,
 		"offset": limiter.ParamWindowOffset, "nodelay": limiter.ParamNoDelay,
+		"cprev": limiter.ParamCalendarPrev, "cstart": limiter.ParamCalendarStart,
+		"cnext": limiter.ParamCalendarNext, "cafter": limiter.ParamCalendarAfter,
 	}
 	for _, spec := range limiter.AlgorithmSpecs() {
 		src, err := luaFiles.ReadFile("lua/" + string(spec.Algorithm()) + ".lua")

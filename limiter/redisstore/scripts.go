@@ -62,7 +62,7 @@ type algScripts struct {
 // maxKeys and maxArgs size a request's arrays (see loadScripts).
 const (
 	maxKeys = 2
-	maxArgs = 6
+	maxArgs = 9
 )
 
 // scriptSources assembles spec's two scripts from the preamble, its

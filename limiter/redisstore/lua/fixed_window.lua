@@ -4,16 +4,41 @@
 -- KEYS[1]  hash {w = window start (µs), n = units admitted in that window};
 --          across regions (regions set, see region/lua/slots.lua) the
 --          key's slots "w:n", one per writer, summed over this window's
--- ARGV     rate, period (µs), window offset (µs), cost, mode
+-- ARGV     rate, period (µs), window offset (µs), calendar window starts
+--          (µs: before the caller's, the caller's, next, after; 0 without
+--          a calendar), cost, mode
 -- returns  {units admitted (the cost; 0 = rejected), remaining, reset after (µs), retry after (µs), delay (µs)};
 --          across regions then {over the hybrid threshold (1/0), strict for (µs), the written slot}
 local rate = tonumber(ARGV[1])
 local period = tonumber(ARGV[2])
 local offset = tonumber(ARGV[3])
+local cprev = tonumber(ARGV[4])
+local cstart = tonumber(ARGV[5])
+local cnext = tonumber(ARGV[6])
+local cafter = tonumber(ARGV[7])
 
--- fmod is exact; (now - offset) / period in floating point need not be.
-local ws = now - math.fmod(now - offset, period)
-local reset = ws + period - now
+local ws, reset
+if cstart == 0 then
+  -- fmod is exact; (now - offset) / period in floating point need not be.
+  ws = now - math.fmod(now - offset, period)
+  reset = ws + period - now
+else
+  -- A calendar's windows: Lua has no time zone rules, so the caller
+  -- found the starts in Go's around its own clock; the one holding
+  -- Redis's clock counts, so that callers whose clocks differ by less
+  -- than a window share one count.
+  local we
+  if now < cprev or now >= cafter then
+    error(string.format('calendar windows from %.0f to %.0f do not hold Redis TIME %.0f: the calling clock is more than a window off', cprev, cafter, now))
+  elseif now < cstart then
+    ws, we = cprev, cstart
+  elseif now < cnext then
+    ws, we = cstart, cnext
+  else
+    ws, we = cnext, cafter
+  end
+  reset = we - now
+end
 
 local count, mine = 0, 0
 if regions then

@@ -1,0 +1,197 @@
+package limiter_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rl-exporter/rl-exporter/limiter"
+)
+
+func zone(t *testing.T, name string) *time.Location {
+	t.Helper()
+	loc, err := time.LoadLocation(name)
+	if err != nil {
+		t.Fatalf("time zone %s: %v", name, err)
+	}
+	return loc
+}
+
+func utc(t *testing.T, s string) time.Time {
+	t.Helper()
+	v, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// TestCalendarWindows holds the windows to the calendar of their zone:
+// days of 23 and 25 hours across DST, months of 28 to 31 days, a leap day,
+// weeks starting on the configured day.
+func TestCalendarWindows(t *testing.T) {
+	ny, tokyo, havana := zone(t, "America/New_York"), zone(t, "Asia/Tokyo"), zone(t, "America/Havana")
+	cases := []struct {
+		name       string
+		cal        *limiter.Calendar
+		at         string
+		start, end string
+		length     time.Duration
+	}{
+		{"a New York day across the March DST change", &limiter.Calendar{Unit: limiter.Day, Location: ny},
+			"2027-03-14T12:00:00Z", "2027-03-14T05:00:00Z", "2027-03-15T04:00:00Z", 23 * time.Hour},
+		{"a New York day across the November DST change", &limiter.Calendar{Unit: limiter.Day, Location: ny},
+			"2027-11-07T12:00:00Z", "2027-11-07T04:00:00Z", "2027-11-08T05:00:00Z", 25 * time.Hour},
+		{"a New York day before the change", &limiter.Calendar{Unit: limiter.Day, Location: ny},
+			"2027-03-14T04:59:59Z", "2027-03-13T05:00:00Z", "2027-03-14T05:00:00Z", 24 * time.Hour},
+		{"a Tokyo month of 28 days", &limiter.Calendar{Unit: limiter.Month, Location: tokyo},
+			"2027-01-31T15:00:00Z", "2027-01-31T15:00:00Z", "2027-02-28T15:00:00Z", 28 * 24 * time.Hour},
+		{"a Tokyo month of 31 days", &limiter.Calendar{Unit: limiter.Month, Location: tokyo},
+			"2027-01-31T14:59:59Z", "2026-12-31T15:00:00Z", "2027-01-31T15:00:00Z", 31 * 24 * time.Hour},
+		{"a month with a leap day", &limiter.Calendar{Unit: limiter.Month},
+			"2028-02-29T12:00:00Z", "2028-02-01T00:00:00Z", "2028-03-01T00:00:00Z", 29 * 24 * time.Hour},
+		{"a leap year", &limiter.Calendar{Unit: limiter.Year},
+			"2028-02-29T12:00:00Z", "2028-01-01T00:00:00Z", "2029-01-01T00:00:00Z", 366 * 24 * time.Hour},
+		{"a year in Tokyo", &limiter.Calendar{Unit: limiter.Year, Location: tokyo},
+			"2027-06-01T00:00:00Z", "2026-12-31T15:00:00Z", "2027-12-31T15:00:00Z", 365 * 24 * time.Hour},
+		{"a week from Monday", &limiter.Calendar{Unit: limiter.Week, WeekStart: time.Monday},
+			"2027-03-14T12:00:00Z", "2027-03-08T00:00:00Z", "2027-03-15T00:00:00Z", 7 * 24 * time.Hour},
+		{"a week from Sunday", &limiter.Calendar{Unit: limiter.Week, WeekStart: time.Sunday},
+			"2027-03-14T12:00:00Z", "2027-03-14T00:00:00Z", "2027-03-21T00:00:00Z", 7 * 24 * time.Hour},
+		{"a New York week from Sunday across DST", &limiter.Calendar{Unit: limiter.Week, Location: ny},
+			"2027-03-14T12:00:00Z", "2027-03-14T05:00:00Z", "2027-03-21T04:00:00Z", 7*24*time.Hour - time.Hour},
+		// Havana's clocks skip midnight in March and repeat its first hour in November.
+		{"a day whose midnight is skipped", &limiter.Calendar{Unit: limiter.Day, Location: havana},
+			"2027-03-14T12:00:00Z", "2027-03-14T05:00:00Z", "2027-03-15T04:00:00Z", 23 * time.Hour},
+		{"a day whose first hour repeats", &limiter.Calendar{Unit: limiter.Day, Location: havana},
+			"2027-11-07T12:00:00Z", "2027-11-07T04:00:00Z", "2027-11-08T05:00:00Z", 25 * time.Hour},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			start, end := tc.cal.Window(utc(t, tc.at))
+			if !start.Equal(utc(t, tc.start)) || !end.Equal(utc(t, tc.end)) {
+				t.Fatalf("window at %s = [%s, %s), want [%s, %s)", tc.at, start.UTC().Format(time.RFC3339), end.UTC().Format(time.RFC3339), tc.start, tc.end)
+			}
+			if end.Sub(start) != tc.length {
+				t.Fatalf("window is %s long, want %s", end.Sub(start), tc.length)
+			}
+			if end.Sub(start) > tc.cal.Unit.Longest() {
+				t.Fatalf("window of %s is longer than the unit's longest, %s", end.Sub(start), tc.cal.Unit.Longest())
+			}
+			// Its last µs and the next window's first agree.
+			if s, _ := tc.cal.Window(end.Add(-time.Microsecond)); !s.Equal(start) {
+				t.Fatalf("the last µs of the window is in the window from %s", s)
+			}
+			if s, _ := tc.cal.Window(end); !s.Equal(end) {
+				t.Fatalf("the window's end is in the window from %s, want the next one", s)
+			}
+		})
+	}
+}
+
+// A fixed window on a calendar admits Rate per calendar window, and its
+// Decision's ResetAfter and RetryAfter end exactly at the boundary, in the
+// zone: the March day in New York is 23 hours long.
+func TestCalendarFixedWindowOnTheMemoryStore(t *testing.T) {
+	ny, tokyo := zone(t, "America/New_York"), zone(t, "Asia/Tokyo")
+	cases := []struct {
+		name      string
+		cal       *limiter.Calendar
+		first     string // a window's first µs
+		end       string // its end, the next window's first µs
+		nextReset time.Duration
+	}{
+		{"a New York day of 23 hours", &limiter.Calendar{Unit: limiter.Day, Location: ny},
+			"2027-03-14T05:00:00Z", "2027-03-15T04:00:00Z", 24 * time.Hour},
+		{"a New York day of 25 hours", &limiter.Calendar{Unit: limiter.Day, Location: ny},
+			"2027-11-07T04:00:00Z", "2027-11-08T05:00:00Z", 24 * time.Hour},
+		{"a Tokyo month of 28 days", &limiter.Calendar{Unit: limiter.Month, Location: tokyo},
+			"2027-01-31T15:00:00Z", "2027-02-28T15:00:00Z", 31 * 24 * time.Hour},
+		{"February of a leap year", &limiter.Calendar{Unit: limiter.Month},
+			"2028-02-01T00:00:00Z", "2028-03-01T00:00:00Z", 31 * 24 * time.Hour},
+		{"a leap year", &limiter.Calendar{Unit: limiter.Year},
+			"2028-01-01T00:00:00Z", "2029-01-01T00:00:00Z", 365 * 24 * time.Hour},
+		{"a week from Monday", &limiter.Calendar{Unit: limiter.Week, WeekStart: time.Monday},
+			"2027-03-08T00:00:00Z", "2027-03-15T00:00:00Z", 7 * 24 * time.Hour},
+		{"a week from Sunday", &limiter.Calendar{Unit: limiter.Week},
+			"2027-03-14T00:00:00Z", "2027-03-21T00:00:00Z", 7 * 24 * time.Hour},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			clock := newFakeClock()
+			at := func(v time.Time) { clock.Set(v.Sub(epoch)) }
+			l, err := limiter.New(limiter.Config{
+				Limit: limiter.PerCalendar(3, tc.cal),
+				Store: limiter.NewMemoryStore(limiter.MemoryConfig{Now: clock.Now}),
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			first, end := utc(t, tc.first), utc(t, tc.end)
+			ctx := context.Background()
+			allow := func(key string) limiter.Decision {
+				t.Helper()
+				d, err := l.Allow(ctx, key)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return d
+			}
+			at(first)
+			if d := allow("fresh"); !d.Allowed || d.ResetAfter != end.Sub(first) {
+				t.Fatalf("first µs of the window: %+v, want allowed with ResetAfter %s", d, end.Sub(first))
+			}
+			mid := first.Add(end.Sub(first) / 2)
+			at(mid)
+			for i := 0; i < 3; i++ {
+				if d := allow("k"); !d.Allowed || d.Remaining != int64(2-i) {
+					t.Fatalf("request %d: %+v", i, d)
+				}
+			}
+			last := end.Add(-time.Microsecond)
+			at(last)
+			d := allow("k")
+			if d.Allowed || d.RetryAfter != time.Microsecond || d.ResetAfter != time.Microsecond {
+				t.Fatalf("last µs of the window: %+v, want refused, retry and reset after 1µs", d)
+			}
+			at(end)
+			if d := allow("k"); !d.Allowed || d.Remaining != 2 || d.ResetAfter != tc.nextReset {
+				t.Fatalf("first µs of the next window: %+v, want allowed, 2 left, reset after %s", d, tc.nextReset)
+			}
+			at(mid)
+			if d := allow("k"); !d.Allowed || d.Remaining != 2 {
+				t.Fatalf("back in the earlier window (the clock stepped back): %+v, want a fresh count", d)
+			}
+		})
+	}
+}
+
+// TestCalendarLimitValidation names the field at fault.
+func TestCalendarLimitValidation(t *testing.T) {
+	month := &limiter.Calendar{Unit: limiter.Month}
+	cases := []struct {
+		name string
+		lim  limiter.Limit
+		want string
+	}{
+		{"a calendar on a bucket", limiter.Limit{Algorithm: limiter.TokenBucket, Rate: 10, Period: limiter.Month.Longest(), Calendar: month}, "calendar: "},
+		{"a calendar on a sliding window", limiter.Limit{Algorithm: limiter.SlidingWindow, Rate: 10, Period: limiter.Month.Longest(), Calendar: month}, "calendar: "},
+		{"an unknown unit", limiter.Limit{Algorithm: limiter.FixedWindow, Rate: 10, Period: time.Hour, Calendar: &limiter.Calendar{Unit: "fortnight"}}, "calendar.unit: "},
+		{"a week start on a month", limiter.Limit{Algorithm: limiter.FixedWindow, Rate: 10, Period: limiter.Month.Longest(), Calendar: &limiter.Calendar{Unit: limiter.Month, WeekStart: time.Monday}}, "calendar.week_start: "},
+		{"a week start out of range", limiter.Limit{Algorithm: limiter.FixedWindow, Rate: 10, Period: limiter.Week.Longest(), Calendar: &limiter.Calendar{Unit: limiter.Week, WeekStart: 7}}, "calendar.week_start: "},
+		{"a period other than the unit's", limiter.Limit{Algorithm: limiter.FixedWindow, Rate: 10, Period: 30 * 24 * time.Hour, Calendar: month}, "period: "},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.lim.Validate()
+			if err == nil || !strings.HasPrefix(err.Error(), tc.want) {
+				t.Fatalf("Validate = %v, want an error starting %q", err, tc.want)
+			}
+		})
+	}
+	// A monthly token budget is a count, far beyond a bucket's exact range.
+	if err := limiter.PerCalendar(1_000_000_000, month).Validate(); err != nil {
+		t.Fatalf("a billion per month: %v", err)
+	}
+}
