@@ -64,6 +64,18 @@
 // bucket admits Burst at once (NGINX burst=Burst−1), each with the Delay
 // that spaces them at the drain rate (none with Limit.NoDelay).
 //
+// Limit.Calendar puts fixed_window's windows on a zone's days, weeks,
+// months or years (calendar.go): 23 to 25 hours across DST, 28 to 31 days.
+// Lua knows no zones: the caller passes the window starts around its clock
+// and the script counts in the one holding Redis TIME, so callers off by
+// less than a window share one count. sliding_window would carry a share
+// of one period into the next, which a calendar period resets.
+//
+// Both stores count time in whole µs and bucket levels as integers in units
+// of 1/Period, so refill is exact; Limit.Validate refuses a Quota×Period (µs)
+// above 2^53, where Lua's numbers stop being exact. Durations in a Decision
+// are rounded up to the µs.
+//
 // # Reservations
 //
 // Limiter.Reserve takes an estimate as AllowN does and opens a reservation
@@ -82,15 +94,4 @@
 // the reservations in flight at its last admission, ≤ (in flight) × the
 // largest single excess: none with an upper bound as estimate, the largest
 // excess when each settles before the next admission.
-// Limit.Calendar puts fixed_window's windows on a zone's days, weeks,
-// months or years (calendar.go): 23 to 25 hours across DST, 28 to 31 days.
-// Lua knows no zones: the caller passes the window starts around its clock
-// and the script counts in the one holding Redis TIME, so callers off by
-// less than a window share one count. sliding_window would carry a share
-// of one period into the next, which a calendar period resets.
-//
-// Both stores count time in whole µs and bucket levels as integers in units
-// of 1/Period, so refill is exact; Limit.Validate refuses a Quota×Period (µs)
-// above 2^53, where Lua's numbers stop being exact. Durations in a Decision
-// are rounded up to the µs.
 package limiter
