@@ -66,6 +66,9 @@ func TestCalendarWindows(t *testing.T) {
 			"2027-03-14T12:00:00Z", "2027-03-14T05:00:00Z", "2027-03-15T04:00:00Z", 23 * time.Hour},
 		{"a day whose first hour repeats", &limiter.Calendar{Unit: limiter.Day, Location: havana},
 			"2027-11-07T12:00:00Z", "2027-11-07T04:00:00Z", "2027-11-08T05:00:00Z", 25 * time.Hour},
+		// Amman repeated its first hour east of UTC, where time.Date gives the second midnight.
+		{"a day whose first hour repeats east of UTC", &limiter.Calendar{Unit: limiter.Day, Location: zone(t, "Asia/Amman")},
+			"2021-10-28T21:30:00Z", "2021-10-28T21:00:00Z", "2021-10-29T22:00:00Z", 25 * time.Hour},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
