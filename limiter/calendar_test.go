@@ -198,3 +198,36 @@ func TestCalendarLimitValidation(t *testing.T) {
 		t.Fatalf("a billion per month: %v", err)
 	}
 }
+
+// TestCalendarWindowsTileTime walks ten years in zones with odd rules
+// (half-hour DST, midnight skipped or repeated, a whole day skipped in
+// Apia in 2011): every instant is in a window that starts at a local
+// midnight (or where the clocks skip past it), ends where the next starts,
+// and is no longer than the unit's longest.
+func TestCalendarWindowsTileTime(t *testing.T) {
+	zones := []string{"UTC", "America/New_York", "Asia/Tokyo", "America/Havana", "Asia/Amman", "Australia/Lord_Howe", "Pacific/Apia", "Europe/London", "America/Santiago"}
+	for _, name := range zones {
+		loc := zone(t, name)
+		for _, u := range []limiter.CalendarUnit{limiter.Day, limiter.Week, limiter.Month, limiter.Year} {
+			cal := &limiter.Calendar{Unit: u, Location: loc}
+			if u == limiter.Week {
+				cal.WeekStart = time.Wednesday
+			}
+			for at := time.Date(2011, 1, 1, 0, 0, 0, 0, time.UTC); at.Year() < 2021; at = at.Add(17*time.Hour + 13*time.Minute) {
+				start, end := cal.Window(at)
+				if start.After(at) || !end.After(at) || end.Sub(start) > u.Longest() {
+					t.Fatalf("%s %s at %s: window [%s, %s)", name, u, at, start.In(loc), end.In(loc))
+				}
+				if next, _ := cal.Window(end); !next.Equal(end) {
+					t.Fatalf("%s %s: the window after [%s, %s) starts at %s", name, u, start.In(loc), end.In(loc), next.In(loc))
+				}
+				if l := start.In(loc); l.Hour() != 0 && start.Add(-time.Nanosecond).In(loc).Day() == l.Day() {
+					t.Fatalf("%s %s at %s: the window starts at %s, neither a midnight nor a skip past one", name, u, at, l)
+				}
+				if u == limiter.Week && start.In(loc).Weekday() != time.Wednesday && start.Add(-time.Nanosecond).In(loc).Weekday() != time.Tuesday {
+					t.Fatalf("%s week from Wednesday at %s: starts %s", name, at, start.In(loc))
+				}
+			}
+		}
+	}
+}
