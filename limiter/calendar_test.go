@@ -231,3 +231,23 @@ func TestCalendarWindowsTileTime(t *testing.T) {
 		}
 	}
 }
+
+// A key's count in a month is not carried into a day that starts at the
+// same instant (a reload from one period to the other): the memory store
+// keeps the window's end with its start.
+func TestCalendarWindowOfAnotherCalendarIsNotCarriedOver(t *testing.T) {
+	clock := newFakeClock()
+	clock.Set(utc(t, "2027-03-01T10:00:00Z").Sub(epoch))
+	store := limiter.NewMemoryStore(limiter.MemoryConfig{Now: clock.Now})
+	ctx := context.Background()
+	month := limiter.PerCalendar(2, &limiter.Calendar{Unit: limiter.Month})
+	day := limiter.PerCalendar(2, &limiter.Calendar{Unit: limiter.Day})
+	for i := 0; i < 2; i++ {
+		if d, err := store.Decide(ctx, "k", month, 1); err != nil || !d.Allowed {
+			t.Fatalf("month request %d: %+v, %v", i, d, err)
+		}
+	}
+	if d, err := store.Decide(ctx, "k", day, 1); err != nil || !d.Allowed || d.Remaining != 1 || d.ResetAfter != 14*time.Hour {
+		t.Fatalf("the day's first request: %+v, %v; want allowed, 1 left, reset at midnight", d, err)
+	}
+}
