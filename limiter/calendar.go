@@ -103,24 +103,28 @@ func (c *Calendar) Window(t time.Time) (start, end time.Time) {
 
 // startOf is the start of the window holding t.
 func (c *Calendar) startOf(t time.Time) time.Time {
-	lt := t.In(c.location())
-	y, m, d := lt.Date()
-	var s time.Time
-	switch c.Unit {
-	case Week:
-		back := (int(lt.Weekday()) - int(c.WeekStart) + 7) % 7
-		s = c.midnight(y, m, d-back)
-	case Month:
-		s = c.midnight(y, m, 1)
-	case Year:
-		s = c.midnight(y, time.January, 1)
-	default:
-		s = c.midnight(y, m, d)
-	}
-	if s.After(t) { // t is in a day's last hour repeated before its midnight
-		return c.startOf(s.Add(-time.Nanosecond))
+	s := c.dateStart(t)
+	if s.After(t) { // t is in an hour repeated before its day's midnight
+		if p := c.dateStart(s.Add(-time.Nanosecond)); !p.After(t) {
+			return p
+		}
 	}
 	return s
+}
+
+// dateStart is the start of the window of t's date in the zone.
+func (c *Calendar) dateStart(t time.Time) time.Time {
+	lt := t.In(c.location())
+	y, m, d := lt.Date()
+	switch c.Unit {
+	case Week:
+		return c.midnight(y, m, d-(int(lt.Weekday())-int(c.WeekStart)+7)%7)
+	case Month:
+		return c.midnight(y, m, 1)
+	case Year:
+		return c.midnight(y, time.January, 1)
+	}
+	return c.midnight(y, m, d)
 }
 
 // after is the start of the window after the one starting at start.

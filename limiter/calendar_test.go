@@ -66,6 +66,9 @@ func TestCalendarWindows(t *testing.T) {
 			"2027-03-14T12:00:00Z", "2027-03-14T05:00:00Z", "2027-03-15T04:00:00Z", 23 * time.Hour},
 		{"a day whose first hour repeats", &limiter.Calendar{Unit: limiter.Day, Location: havana},
 			"2027-11-07T12:00:00Z", "2027-11-07T04:00:00Z", "2027-11-08T05:00:00Z", 25 * time.Hour},
+		// Amman repeated its first hour east of UTC, where time.Date gives the second midnight.
+		{"a day whose first hour repeats east of UTC", &limiter.Calendar{Unit: limiter.Day, Location: zone(t, "Asia/Amman")},
+			"2021-10-28T21:30:00Z", "2021-10-28T21:00:00Z", "2021-10-29T22:00:00Z", 25 * time.Hour},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -193,5 +196,58 @@ func TestCalendarLimitValidation(t *testing.T) {
 	// A monthly token budget is a count, far beyond a bucket's exact range.
 	if err := limiter.PerCalendar(1_000_000_000, month).Validate(); err != nil {
 		t.Fatalf("a billion per month: %v", err)
+	}
+}
+
+// TestCalendarWindowsTileTime walks ten years in zones with odd rules
+// (half-hour DST, midnight skipped or repeated, a whole day skipped in
+// Apia in 2011): every instant is in a window that starts at a local
+// midnight (or where the clocks skip past it), ends where the next starts,
+// and is no longer than the unit's longest.
+func TestCalendarWindowsTileTime(t *testing.T) {
+	zones := []string{"UTC", "America/New_York", "Asia/Tokyo", "America/Havana", "Asia/Amman", "Australia/Lord_Howe", "Pacific/Apia", "Europe/London", "America/Santiago"}
+	for _, name := range zones {
+		loc := zone(t, name)
+		for _, u := range []limiter.CalendarUnit{limiter.Day, limiter.Week, limiter.Month, limiter.Year} {
+			cal := &limiter.Calendar{Unit: u, Location: loc}
+			if u == limiter.Week {
+				cal.WeekStart = time.Wednesday
+			}
+			for at := time.Date(2011, 1, 1, 0, 0, 0, 0, time.UTC); at.Year() < 2021; at = at.Add(17*time.Hour + 13*time.Minute) {
+				start, end := cal.Window(at)
+				if start.After(at) || !end.After(at) || end.Sub(start) > u.Longest() {
+					t.Fatalf("%s %s at %s: window [%s, %s)", name, u, at, start.In(loc), end.In(loc))
+				}
+				if next, _ := cal.Window(end); !next.Equal(end) {
+					t.Fatalf("%s %s: the window after [%s, %s) starts at %s", name, u, start.In(loc), end.In(loc), next.In(loc))
+				}
+				if l := start.In(loc); l.Hour() != 0 && start.Add(-time.Nanosecond).In(loc).Day() == l.Day() {
+					t.Fatalf("%s %s at %s: the window starts at %s, neither a midnight nor a skip past one", name, u, at, l)
+				}
+				if u == limiter.Week && start.In(loc).Weekday() != time.Wednesday && start.Add(-time.Nanosecond).In(loc).Weekday() != time.Tuesday {
+					t.Fatalf("%s week from Wednesday at %s: starts %s", name, at, start.In(loc))
+				}
+			}
+		}
+	}
+}
+
+// A key's count in a month is not carried into a day that starts at the
+// same instant (a reload from one period to the other): the memory store
+// keeps the window's end with its start.
+func TestCalendarWindowOfAnotherCalendarIsNotCarriedOver(t *testing.T) {
+	clock := newFakeClock()
+	clock.Set(utc(t, "2027-03-01T10:00:00Z").Sub(epoch))
+	store := limiter.NewMemoryStore(limiter.MemoryConfig{Now: clock.Now})
+	ctx := context.Background()
+	month := limiter.PerCalendar(2, &limiter.Calendar{Unit: limiter.Month})
+	day := limiter.PerCalendar(2, &limiter.Calendar{Unit: limiter.Day})
+	for i := 0; i < 2; i++ {
+		if d, err := store.Decide(ctx, "k", month, 1); err != nil || !d.Allowed {
+			t.Fatalf("month request %d: %+v, %v", i, d, err)
+		}
+	}
+	if d, err := store.Decide(ctx, "k", day, 1); err != nil || !d.Allowed || d.Remaining != 1 || d.ResetAfter != 14*time.Hour {
+		t.Fatalf("the day's first request: %+v, %v; want allowed, 1 left, reset at midnight", d, err)
 	}
 }

@@ -345,15 +345,12 @@ func (e *memSlot) fixedWindow(d *Decision, now int64, key string, cl *compiledLi
 	// is in that window, the key's offset need not be hashed again.
 	ws := e.stamp
 	if cl.cal != nil {
-		// extra is the end of the calendar window starting at e.stamp.
-		if now < ws || now >= e.extra {
-			w := cl.cal.windowsAt(now)
-			ws, e.extra = w[1], w[2]
-			if e.stamp != ws {
-				e.stamp, e.units = ws, 0
-			}
+		// extra is the window's end: a window of another calendar is not this one.
+		w := cl.cal.windowsAt(now)
+		if ws = w[1]; e.stamp != ws || e.extra != w[2] {
+			e.stamp, e.extra, e.units = ws, w[2], 0
 		}
-		p = e.extra - ws
+		p = w[2] - ws
 	} else if kind := cl.periodUS<<1 | b2i(cl.align); e.extra != kind || now < ws || now >= ws+p {
 		ws = windowStart(now, windowOffset(key, cl), p)
 		e.extra = kind
