@@ -202,3 +202,28 @@ func TestTheChartRefusesValuesThatCannotWork(t *testing.T) {
 		}
 	}
 }
+
+// The values docs/kubernetes.md shows, from the file it names.
+func TestTheChartRendersTheDocumentedRedisValues(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join(repo, "examples", "kubernetes", "values-redis.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, notes := rendered(t, string(raw), true)
+	checkSet(t, s, want{pdb: true, hpa: true, operator: true})
+	if s.sm.Labels["release"] != "kube-prometheus-stack" || s.pr.Labels["release"] != "kube-prometheus-stack" {
+		t.Errorf("ServiceMonitor labels %v, PrometheusRule labels %v: want the Prometheus's selector", s.sm.Labels, s.pr.Labels)
+	}
+	if strings.Contains(notes, "WARNING") {
+		t.Errorf("NOTES.txt warns on the Redis store:\n%s", notes)
+	}
+}
+
+func TestTheChartWarnsOfMemoryStorePodsCountingEachOnItsOwn(t *testing.T) {
+	if _, notes := rendered(t, "replicaCount: 3", true); !strings.Contains(notes, "up to 3 times its limit") {
+		t.Errorf("NOTES.txt does not warn of 3 pods on the memory store:\n%s", notes)
+	}
+	if _, notes := rendered(t, "", true); strings.Contains(notes, "WARNING") {
+		t.Errorf("NOTES.txt warns of one pod on the memory store:\n%s", notes)
+	}
+}
