@@ -89,34 +89,22 @@ type set struct {
 func collect(t *testing.T, objs []any) set {
 	t.Helper()
 	var s set
-	one := func(have bool, kind string) {
-		if have {
-			t.Errorf("more than one %s", kind)
-		}
-	}
 	for _, o := range objs {
 		switch o := o.(type) {
 		case *appsv1.Deployment:
-			one(s.deploy != nil, "Deployment")
-			s.deploy = o
+			put(t, &s.deploy, o)
 		case *corev1.Service:
-			one(s.svc != nil, "Service")
-			s.svc = o
+			put(t, &s.svc, o)
 		case *corev1.ConfigMap:
-			one(s.cm != nil, "ConfigMap")
-			s.cm = o
+			put(t, &s.cm, o)
 		case *policyv1.PodDisruptionBudget:
-			one(s.pdb != nil, "PodDisruptionBudget")
-			s.pdb = o
+			put(t, &s.pdb, o)
 		case *autoscalingv2.HorizontalPodAutoscaler:
-			one(s.hpa != nil, "HorizontalPodAutoscaler")
-			s.hpa = o
+			put(t, &s.hpa, o)
 		case *monitoringv1.ServiceMonitor:
-			one(s.sm != nil, "ServiceMonitor")
-			s.sm = o
+			put(t, &s.sm, o)
 		case *monitoringv1.PrometheusRule:
-			one(s.pr != nil, "PrometheusRule")
-			s.pr = o
+			put(t, &s.pr, o)
 		case *corev1.Secret:
 			s.secrets = append(s.secrets, o)
 		}
@@ -125,6 +113,15 @@ func collect(t *testing.T, objs []any) set {
 		t.Fatalf("want a Deployment, a Service and a ConfigMap; have %d objects", len(objs))
 	}
 	return s
+}
+
+// put keeps the one object of its kind a set may hold.
+func put[T any](t *testing.T, dst **T, o *T) {
+	t.Helper()
+	if *dst != nil {
+		t.Errorf("more than one %T", o)
+	}
+	*dst = o
 }
 
 // want is what a set must hold beside the Deployment, Service and
