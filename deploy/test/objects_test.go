@@ -324,6 +324,9 @@ func checkSet(t *testing.T, s set, w want) {
 		if r := s.hpa.Spec.ScaleTargetRef; r.APIVersion != "apps/v1" || r.Kind != "Deployment" || r.Name != d.Name {
 			t.Errorf("HorizontalPodAutoscaler scales %+v, not Deployment %s", r, d.Name)
 		}
+		if d.Spec.Replicas != nil {
+			t.Errorf("the Deployment sets %d replicas beside the HorizontalPodAutoscaler: every apply resets its count", *d.Spec.Replicas)
+		}
 	}
 
 	if (s.sm != nil) != w.operator || (s.pr != nil) != w.operator {
