@@ -10,6 +10,8 @@ import (
 	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/engine"
+	"helm.sh/helm/v3/pkg/lint"
+	"helm.sh/helm/v3/pkg/lint/support"
 	"sigs.k8s.io/yaml"
 )
 
@@ -222,5 +224,29 @@ func TestTheChartWarnsOfMemoryStorePodsCountingEachOnItsOwn(t *testing.T) {
 	}
 	if _, notes := rendered(t, "", true); strings.Contains(notes, "WARNING") {
 		t.Errorf("NOTES.txt warns of one pod on the memory store:\n%s", notes)
+	}
+}
+
+// What helm lint says of the chart, for the default and the documented
+// values: no warning, no error (an icon is only recommended).
+func TestHelmLintFindsNothingToWarnOf(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join(repo, "examples", "kubernetes", "values-redis.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var documented map[string]any
+	if err := yaml.Unmarshal(raw, &documented); err != nil {
+		t.Fatal(err)
+	}
+	for name, values := range map[string]map[string]any{"default": nil, "values-redis.yaml": documented} {
+		l := lint.All(chartDir, values, "limits", false)
+		if len(l.Messages) == 0 {
+			t.Errorf("%s: helm lint reports nothing, not even the missing icon: did it run?", name)
+		}
+		for _, m := range l.Messages {
+			if m.Severity >= support.WarningSev {
+				t.Errorf("%s: helm lint: %s", name, m)
+			}
+		}
 	}
 }
