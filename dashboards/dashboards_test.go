@@ -742,7 +742,7 @@ func TestTheOverviewHasThePanelsOperatorsAskFor(t *testing.T) {
 	wantContains := map[string][]string{
 		"Decisions per second by endpoint":             {"sum by (endpoint, status)", "rate_limit_requests_total"},
 		"Decisions per second by plan tier":            {"sum by (plan_tier, status)"},
-		"429 ratio by endpoint and plan tier":          {slo.RejectionRatioRecord(m.Rejection.Window)},
+		"429 ratio by endpoint and plan tier":          {"[" + duration(m.Rejection.Window) + "]", `status="rejected"`},
 		"Limit in force against usage":                 {"rate_limit_limit", "rate_limit_near_limit_total"},
 		"Store latency p50 / p99":                      {"histogram_quantile(0.5,", "histogram_quantile(0.99,", "rate_limit_redis_duration_seconds_bucket"},
 		"Store latency distribution":                   {"sum by (le) (increase(rate_limit_redis_duration_seconds_bucket"},

@@ -304,25 +304,28 @@ func fixedColor(c string) []dashboard.DynamicConfigValue {
 	return []dashboard.DynamicConfigValue{{Id: "color", Value: map[string]any{"mode": "fixed", "fixedColor": c}}}
 }
 
+// rejectionRatioPanel draws the 429 ratio. With a rejection objective it is
+// the alert's record computed again from the raw series over the record's
+// window: the record aggregates job and instance away, so $job and
+// $instance could not filter it.
 func rejectionRatioPanel(m *slo.Model, q queries, id uint32) *timeseries.PanelBuilder {
 	desc := "Share of decisions rejected with 429, per endpoint and plan tier."
 	p := timeseriesPanel(id, "429 ratio by endpoint and plan tier", "", unitRatio)
+	window := "$__rate_interval"
 	if o := m.Rejection; o != nil {
-		rec := slo.RejectionRatioRecord(o.Window)
-		desc += fmt.Sprintf(" From the recording rule %s, which the %s alert reads: the dashed line is its threshold (%s, %s, for %s, only above %s decisions/s).",
-			rec, o.Name, percent(o.Threshold), o.Severity, duration(o.For), formatFloat(o.MinRate))
-		p.WithTarget(target("A", rec+`{endpoint=~"$endpoint", plan_tier=~"$plan_tier"}`, "{{endpoint}} {{plan_tier}}")).
-			Thresholds(thresholds(step(o.Threshold, severityColor[o.Severity]))).
+		window = duration(o.Window)
+		desc += fmt.Sprintf(" Over %s, as the recording rule %s the %s alert reads (which sums every instance of the job): the dashed line is its threshold (%s, %s, for %s, only above %s decisions/s).",
+			window, slo.RejectionRatioRecord(o.Window), o.Name, percent(o.Threshold), o.Severity, duration(o.For), formatFloat(o.MinRate))
+		p.Thresholds(thresholds(step(o.Threshold, severityColor[o.Severity]))).
 			ThresholdsStyle(lineThresholds()).
 			Links(links(runbook(true, func() slo.Alert { return o.Alert })))
 	} else {
-		p.WithTarget(target("A", ratio(
-			fmt.Sprintf("sum by (endpoint, plan_tier) (rate(%s%s[$__rate_interval]))", metricRequests, q.sel(true, true, `status="rejected"`)),
-			fmt.Sprintf("sum by (endpoint, plan_tier) (rate(%s%s[$__rate_interval]))", metricRequests, q.sel(true, true))),
-			"{{endpoint}} {{plan_tier}}")).
-			Thresholds(thresholds()).
-			ThresholdsStyle(noThresholdLine())
+		p.Thresholds(thresholds()).ThresholdsStyle(noThresholdLine())
 	}
+	p.WithTarget(target("A", ratio(
+		fmt.Sprintf("sum by (endpoint, plan_tier) (rate(%s%s[%s]))", metricRequests, q.sel(true, true, `status="rejected"`), window),
+		fmt.Sprintf("sum by (endpoint, plan_tier) (rate(%s%s[%s]))", metricRequests, q.sel(true, true), window)),
+		"{{endpoint}} {{plan_tier}}"))
 	return p.Description(desc)
 }
 

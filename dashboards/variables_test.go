@@ -76,13 +76,17 @@ func TestTheOverviewOffersJobAndInstanceVariablesAndIsNotEditable(t *testing.T) 
 	if vars[VarJob] > vars[VarInstance] || vars[VarInstance] > vars[VarEndpoint] {
 		t.Errorf("variables in order %v: $instance reads $job, and $endpoint reads both, so they come in that order", vars)
 	}
-	// Every query selects the job through the variable, never a fixed job;
-	// only recorded series that aggregate the job away (level:metric:op
-	// names) have no job to select.
+	// Every query selects the job through the variable, never a fixed job
+	// (dashboard-linter's target-job): a recorded series that aggregates
+	// the job away would draw every job's lines whatever $job says. A
+	// query of a raw series selects the instance too.
 	for _, p := range b.Panels {
 		for _, tg := range p.Targets {
-			if !strings.Contains(tg.Expr, `job=~"$job"`) && (!strings.Contains(tg.Expr, ":") || strings.Contains(tg.Expr, "job=")) {
+			if !strings.Contains(tg.Expr, `job=~"$job"`) {
 				t.Errorf("panel %q: query does not select job=~\"$job\": %s", p.Title, tg.Expr)
+			}
+			if strings.Contains(tg.Expr, "rate_limit_requests_total") && !strings.Contains(tg.Expr, `instance=~"$instance"`) {
+				t.Errorf("panel %q: query of a raw series does not select instance=~\"$instance\": %s", p.Title, tg.Expr)
 			}
 			if strings.Contains(tg.Expr, "api-limiter") {
 				t.Errorf("panel %q: query fixes the spec's job: %s", p.Title, tg.Expr)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
@@ -46,5 +47,35 @@ func TestTheServiceMonitorExampleDecodesStrictlyAndScrapesTheSpecsJob(t *testing
 	}
 	if len(sm.Spec.Endpoints) != 1 || sm.Spec.Endpoints[0].Path != "/metrics" || sm.Spec.Endpoints[0].Port == "" {
 		t.Errorf("endpoints %+v, want one named port scraped at /metrics", sm.Spec.Endpoints)
+	}
+}
+
+// The kustomize base applies the PrometheusRule generated from the
+// repository's slo.yaml (make rules writes it), so the rules on a cluster
+// are the ones the promtool tests check.
+func TestTheKubernetesBasesOperatorResourcesMatchTheGenerator(t *testing.T) {
+	m, err := slo.LoadFile(filepath.Join(root, "slo.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := slo.GenerateOperator(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(files, func(f slo.File) bool { return f.Path == slo.PrometheusRulePath }) {
+		t.Fatalf("the generator writes no %s", slo.PrometheusRulePath)
+	}
+	for _, f := range files {
+		p := filepath.Join("kubernetes", filepath.FromSlash(f.Path))
+		if *update {
+			if err := os.WriteFile(p, f.Content, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		got, err := os.ReadFile(p)
+		if err != nil || !bytes.Equal(got, f.Content) {
+			t.Errorf("deploy/%s differs from what slo.yaml generates (%v): regenerate with make rules", p, err)
+		}
 	}
 }

@@ -9,11 +9,12 @@ import (
 	"github.com/prometheus/prometheus/model/rulefmt"
 )
 
-// GroupAvailabilityRecords holds the availability SLO's own records: what
-// the SLO is (objective, error budget, period, an info series) and where it
-// stands (current and period burn rate, budget remaining), as SLO tools such
-// as Sloth record them, so dashboards read a series instead of computing a
-// ratio over the whole period on every refresh.
+// GroupAvailabilityRecords holds the availability SLO's constants: the
+// objective, error budget, period and an info series, as SLO tools such as
+// Sloth record them. The records computed from the error ratios (burn
+// rates, budget remaining) are in GroupAvailability, after the ratios they
+// read: Prometheus evaluates groups concurrently, the rules of one group in
+// order.
 const GroupAvailabilityRecords = "rl-exporter-availability-slo-records"
 
 // Records of the availability SLO, every one with the job label.
@@ -45,7 +46,7 @@ const (
 // the period.
 func PeriodErrorRatioRecord(period time.Duration) string { return ErrorRatioRecord(period) }
 
-// sloRecords builds the availability SLO's record group; nil without an
+// sloRecords builds the availability SLO's constants group; nil without an
 // availability SLO.
 func (m *Model) sloRecords() *rulefmt.RuleGroup {
 	s := m.Availability
@@ -53,33 +54,41 @@ func (m *Model) sloRecords() *rulefmt.RuleGroup {
 		return nil
 	}
 	job := map[string]string{"job": m.Job}
-	sel := "{job=" + strconv.Quote(m.Job) + "}"
-	budget := formatFloat(roundSig(1-s.Objective, 10))
 	days := formatFloat(roundSig(float64(s.Period)/float64(24*time.Hour), 10))
-	rules := []rulefmt.Rule{
+	return &rulefmt.RuleGroup{Name: GroupAvailabilityRecords, Rules: []rulefmt.Rule{
 		{Record: SLOObjectiveRecord, Expr: fmt.Sprintf("vector(%s)", formatFloat(s.Objective)), Labels: job},
-		{Record: SLOErrorBudgetRecord, Expr: fmt.Sprintf("vector(%s)", budget), Labels: job},
+		{Record: SLOErrorBudgetRecord, Expr: fmt.Sprintf("vector(%s)", sloBudget(s)), Labels: job},
 		{Record: SLOPeriodDaysRecord, Expr: fmt.Sprintf("vector(%s)", days), Labels: job},
 		{Record: SLOInfoRecord, Expr: "vector(1)", Labels: map[string]string{
 			"job": m.Job, "slo": "availability", "objective": formatFloat(s.Objective), "period": formatDuration(s.Period),
 		}},
-	}
+	}}
+}
+
+func sloBudget(s *AvailabilitySLO) string { return formatFloat(roundSig(1-s.Objective, 10)) }
+
+// burnRecords are the SLO's records read from the error ratios: the
+// current and period burn rates and the budget remaining, which
+// availabilityGroup places after the ratios.
+func (m *Model) burnRecords(s *AvailabilitySLO) []rulefmt.Rule {
 	windows := s.windows()
-	if len(windows) > 0 {
-		short := ErrorRatioRecord(windows[0])
-		period := PeriodErrorRatioRecord(s.Period)
-		rules = append(rules, rulefmt.Rule{Record: SLOCurrentBurnRateRecord,
-			Expr: fmt.Sprintf("sum by (job) (%s%s) / %s", short, sel, budget)})
-		if windows[len(windows)-1] != s.Period {
-			rules = append(rules, rulefmt.Rule{Record: period, Expr: fmt.Sprintf(
-				"sum by (job) (sum_over_time(%s%s[%s]))\n/\nsum by (job) (count_over_time(%s%s[%s]))",
-				short, sel, formatDuration(s.Period), short, sel, formatDuration(s.Period))})
-		}
-		rules = append(rules,
-			rulefmt.Rule{Record: SLOPeriodBurnRateRecord, Expr: fmt.Sprintf("sum by (job) (%s%s) / %s", period, sel, budget)},
-			rulefmt.Rule{Record: SLOBudgetRemainingRecord, Expr: fmt.Sprintf("1 - sum by (job) (%s%s)", SLOPeriodBurnRateRecord, sel)})
+	if len(windows) == 0 {
+		return nil
 	}
-	return &rulefmt.RuleGroup{Name: GroupAvailabilityRecords, Rules: rules}
+	sel := "{job=" + strconv.Quote(m.Job) + "}"
+	budget := sloBudget(s)
+	short := ErrorRatioRecord(windows[0])
+	period := PeriodErrorRatioRecord(s.Period)
+	rules := []rulefmt.Rule{{Record: SLOCurrentBurnRateRecord,
+		Expr: fmt.Sprintf("sum by (job) (%s%s) / %s", short, sel, budget)}}
+	if windows[len(windows)-1] != s.Period {
+		rules = append(rules, rulefmt.Rule{Record: period, Expr: fmt.Sprintf(
+			"sum by (job) (sum_over_time(%s%s[%s]))\n/\nsum by (job) (count_over_time(%s%s[%s]))",
+			short, sel, formatDuration(s.Period), short, sel, formatDuration(s.Period))})
+	}
+	return append(rules,
+		rulefmt.Rule{Record: SLOPeriodBurnRateRecord, Expr: fmt.Sprintf("sum by (job) (%s%s) / %s", period, sel, budget)},
+		rulefmt.Rule{Record: SLOBudgetRemainingRecord, Expr: fmt.Sprintf("1 - sum by (job) (%s%s)", SLOPeriodBurnRateRecord, sel)})
 }
 
 // PromqlExprTest checks the samples an expression returns at EvalTime.

@@ -15,25 +15,28 @@ func TestTheAvailabilitySLORecordsWhatSLOToolsRecordAndTestsEachRecord(t *testin
 	if err != nil {
 		t.Fatal(err)
 	}
-	var records []string
+	// The constants in their own group; the records read from the error
+	// ratios after those, in the availability group.
+	records := map[string][]string{}
 	for _, g := range rg.Groups {
-		if g.Name != GroupAvailabilityRecords {
-			continue
-		}
 		for _, r := range g.Rules {
-			records = append(records, r.Record)
-			if r.Alert != "" {
+			if r.Record != "" {
+				records[g.Name] = append(records[g.Name], r.Record)
+			}
+			if g.Name == GroupAvailabilityRecords && r.Alert != "" {
 				t.Errorf("alert %s in the record group", r.Alert)
 			}
 		}
 	}
-	want := []string{SLOObjectiveRecord, SLOErrorBudgetRecord, SLOPeriodDaysRecord, SLOInfoRecord,
-		SLOCurrentBurnRateRecord, PeriodErrorRatioRecord(m.Availability.Period), SLOPeriodBurnRateRecord, SLOBudgetRemainingRecord}
-	for _, w := range want {
-		if !slices.Contains(records, w) {
-			t.Errorf("no record %s in group %s (records: %v)", w, GroupAvailabilityRecords, records)
-		}
+	constants := []string{SLOObjectiveRecord, SLOErrorBudgetRecord, SLOPeriodDaysRecord, SLOInfoRecord}
+	burn := []string{SLOCurrentBurnRateRecord, PeriodErrorRatioRecord(m.Availability.Period), SLOPeriodBurnRateRecord, SLOBudgetRemainingRecord}
+	if got := records[GroupAvailabilityRecords]; !slices.Equal(got, constants) {
+		t.Errorf("group %s records %v, want %v", GroupAvailabilityRecords, got, constants)
 	}
+	if got := records[GroupAvailability]; len(got) < len(burn) || !slices.Equal(got[len(got)-len(burn):], burn) {
+		t.Errorf("group %s records %v, want them to end with %v", GroupAvailability, got, burn)
+	}
+	want := append(constants, burn...)
 	// Every record but the intermediate period ratio has a promtool test.
 	tests, err := m.RuleTests("../" + RulesPath)
 	if err != nil {

@@ -186,7 +186,8 @@ func (m *Model) absentGroup(a *Alert) rulefmt.RuleGroup {
 	}}
 }
 
-// availabilityGroup records the error ratios and alerts on the burn rates.
+// availabilityGroup records the error ratios, then the SLO records read
+// from them, and alerts on the burn rates.
 func (m *Model) availabilityGroup(s *AvailabilitySLO) rulefmt.RuleGroup {
 	var rules []rulefmt.Rule
 	for _, w := range s.windows() {
@@ -194,6 +195,7 @@ func (m *Model) availabilityGroup(s *AvailabilitySLO) rulefmt.RuleGroup {
 			"sum by (job) (rate(%s%s[%s]))\n/\n(sum by (job) (rate(%s%s[%s])) > 0)",
 			metricRequests, m.sel(`status=~"fail_open|fail_closed"`), formatDuration(w), metricRequests, m.sel(""), formatDuration(w))})
 	}
+	rules = append(rules, m.burnRecords(s)...)
 	for _, row := range s.Rows {
 		if !row.CanFire {
 			continue
