@@ -487,6 +487,15 @@ rate_limit_limit{algorithm="token_bucket",endpoint="/x",plan_tier="pro"} 40
 	if err := testutil.CollectAndCompare(c, strings.NewReader(expected), "rate_limit_limit"); err != nil {
 		t.Error(err)
 	}
+	quota := `
+# HELP rate_limit_quota The quota in force per window (the bucket size for bucket algorithms), without the algorithm label, to divide usage by.
+# TYPE rate_limit_quota gauge
+rate_limit_quota{endpoint="/x",plan_tier="pro"} %d
+rate_limit_quota{endpoint="/y",plan_tier="free"} 60
+`
+	if err := testutil.CollectAndCompare(c, strings.NewReader(fmt.Sprintf(quota, 40)), "rate_limit_quota"); err != nil {
+		t.Error(err)
+	}
 	// A live change of algorithm replaces the series instead of adding one.
 	if err := c.SetLimit("/x", "pro", limiter.PerSecond(limiter.GCRA, 25)); err != nil {
 		t.Fatal(err)
@@ -498,6 +507,9 @@ rate_limit_limit{algorithm="fixed_window",endpoint="/y",plan_tier="free"} 60
 rate_limit_limit{algorithm="gcra",endpoint="/x",plan_tier="pro"} 25
 `
 	if err := testutil.CollectAndCompare(c, strings.NewReader(expected), "rate_limit_limit"); err != nil {
+		t.Error(err)
+	}
+	if err := testutil.CollectAndCompare(c, strings.NewReader(fmt.Sprintf(quota, 25)), "rate_limit_quota"); err != nil {
 		t.Error(err)
 	}
 	for _, bad := range []struct {
