@@ -27,3 +27,7 @@ func TestMemoryStoreAllowAtMostIsExactUnderContention(t *testing.T) {
 	res := limitertest.AtMostContention(t, []limiter.Store{store, store}, 32)
 	t.Logf("units admitted: %v", res)
 }
+
+func TestMemoryStorePenaltiesConform(t *testing.T) {
+	limitertest.RunPenalties(t, limiter.NewMemoryStore(limiter.MemoryConfig{}))
+}
