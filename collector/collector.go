@@ -30,6 +30,7 @@ const (
 	statusShadowRejected
 	statusFailOpen
 	statusFailClosed
+	statusPenalized
 	numStatuses
 )
 
@@ -178,7 +179,7 @@ func New(cfg Config) (*Collector, error) {
 		top:       newTopK(cfg.TopKeys, cfg.TopWindow, cfg.Now),
 
 		requestsDesc: prometheus.NewDesc("rate_limit_requests_total",
-			"Rate-limit decisions, exactly one per request, by outcome (allowed, rejected, shadow_rejected, fail_open, fail_closed).",
+			"Rate-limit decisions, exactly one per request, by outcome (allowed, rejected, shadow_rejected, fail_open, fail_closed, penalized).",
 			[]string{"status", "endpoint", "plan_tier"}, nil),
 		nearLimitDesc: prometheus.NewDesc("rate_limit_near_limit_total",
 			"Allowed decisions that left less than the configured share of the limit.",

@@ -101,16 +101,18 @@ func TestFirstScrapeHasEverySeriesAtZero(t *testing.T) {
 		Store: "redis", Version: "1.2.3", Revision: "abcdef", GoVersion: "go1.26.8",
 	})
 	expected := `
-# HELP rate_limit_requests_total Rate-limit decisions, exactly one per request, by outcome (allowed, rejected, shadow_rejected, fail_open, fail_closed).
+# HELP rate_limit_requests_total Rate-limit decisions, exactly one per request, by outcome (allowed, rejected, shadow_rejected, fail_open, fail_closed, penalized).
 # TYPE rate_limit_requests_total counter
 rate_limit_requests_total{endpoint="/v1/search",plan_tier="free",status="allowed"} 0
 rate_limit_requests_total{endpoint="/v1/search",plan_tier="free",status="fail_closed"} 0
 rate_limit_requests_total{endpoint="/v1/search",plan_tier="free",status="fail_open"} 0
+rate_limit_requests_total{endpoint="/v1/search",plan_tier="free",status="penalized"} 0
 rate_limit_requests_total{endpoint="/v1/search",plan_tier="free",status="rejected"} 0
 rate_limit_requests_total{endpoint="/v1/search",plan_tier="free",status="shadow_rejected"} 0
 rate_limit_requests_total{endpoint="other",plan_tier="free",status="allowed"} 0
 rate_limit_requests_total{endpoint="other",plan_tier="free",status="fail_closed"} 0
 rate_limit_requests_total{endpoint="other",plan_tier="free",status="fail_open"} 0
+rate_limit_requests_total{endpoint="other",plan_tier="free",status="penalized"} 0
 rate_limit_requests_total{endpoint="other",plan_tier="free",status="rejected"} 0
 rate_limit_requests_total{endpoint="other",plan_tier="free",status="shadow_rejected"} 0
 # HELP rate_limit_fail_open_total Requests let through because the store failed, by reason.
