@@ -8,8 +8,7 @@ import (
 )
 
 // Penalty is a penalty box: a key refused After times within Within is
-// refused for For, whatever its limit says, and then admitted again as the
-// limit allows. It is a plain value; the zero value is off.
+// refused for For, whatever its limit says. A plain value; zero is off.
 type Penalty struct {
 	After  int64         // refusals that trip it; 0: off
 	Within time.Duration // the refusals counted: those since the first one, for this long
@@ -39,15 +38,13 @@ func (p Penalty) Validate() error {
 	return nil
 }
 
-// PenaltyStore keeps the strikes and penalties of keys. Implementations are
-// safe for concurrent use and make each call atomically; a timeout > 0
-// bounds a call as well as ctx. The memory and Redis stores implement it.
+// PenaltyStore keeps the strikes and penalties of keys, each call atomic and
+// safe for concurrent use; a timeout > 0 bounds a call as well as ctx.
 type PenaltyStore interface {
 	// Penalized returns how long key stays refused; 0 when it is not.
 	Penalized(ctx context.Context, key string, timeout time.Duration) (time.Duration, error)
-	// Strike counts one refusal of key. The p.After-th within p.Within
-	// puts key in the box for exactly p.For, which it returns; otherwise
-	// it returns 0. A key already in the box stays for its time.
+	// Strike counts one refusal of key; the p.After-th within p.Within
+	// boxes it for exactly p.For, returned, else 0. A boxed key stays so.
 	Strike(ctx context.Context, key string, p Penalty, timeout time.Duration) (time.Duration, error)
 	// Lift takes key out of the box and forgets its strikes.
 	Lift(ctx context.Context, key string, timeout time.Duration) error

@@ -6,9 +6,8 @@ import (
 	"time"
 )
 
-// memoryPenalties is a MemoryStore's penalty box: strikes and penalties by
-// key under one mutex (a key gets here only once refused). Its zero value is
-// ready.
+// memoryPenalties is a MemoryStore's penalty box, under one mutex (a key
+// gets here only once refused); the zero value is ready.
 type memoryPenalties struct {
 	mu      sync.Mutex
 	entries map[string]*penaltyEntry
@@ -21,8 +20,7 @@ type penaltyEntry struct {
 	boxedUntil   int64 // µs; 0: not in the box
 }
 
-// sweepEvery is how many new entries pass between sweeps of expired ones,
-// so that keys refused once and never again do not pile up.
+// sweepEvery new entries pass between sweeps of the expired ones.
 const sweepEvery = 1024
 
 // Penalized implements PenaltyStore.
