@@ -26,7 +26,7 @@ func statuses(rec *records) []limiter.Status {
 
 func TestAKeyRefusedThreeTimesIsPenalizedForTheWholeFor(t *testing.T) {
 	clk := newClock()
-	_, h, rec := setup(t, penaltyPolicy(), clk)
+	m, h, rec := setup(t, penaltyPolicy(), clk)
 	for i := range 4 {
 		w := do(h, "GET", "/a", "10.0.0.1:1", nil)
 		if want := []int{200, 429, 429, 429}[i]; w.Code != want {
@@ -42,6 +42,13 @@ func TestAKeyRefusedThreeTimesIsPenalizedForTheWholeFor(t *testing.T) {
 	}
 	if got := w.Header().Get("Retry-After"); got != "600" {
 		t.Errorf("Retry-After %q, want 600, the penalty's time", got)
+	}
+	rep, err := m.Usage(context.Background(), "ip:10.0.0.1", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u := findUsage(t, rep, "api", "GET /a"); u.PenalizedUntil == nil || !u.PenalizedUntil.Equal(clk.Now().Add(10*time.Minute)) {
+		t.Errorf("usage while penalized: %+v, want penalized_until in 10 minutes", u)
 	}
 	if other := do(h, "GET", "/a", "10.0.0.2:1", nil); other.Code != 200 {
 		t.Errorf("another client: %d, want 200: the box is per key", other.Code)

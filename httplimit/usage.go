@@ -45,6 +45,8 @@ type UsageLimit struct {
 	// ExhaustedAt is when Remaining reaches 0 at the rate the current fixed window was used at,
 	// if that is before Reset; nil otherwise and for algorithms without a current window.
 	ExhaustedAt *time.Time `json:"exhausted_at"`
+	// PenalizedUntil is when the client leaves its class's penalty box, while it is in it.
+	PenalizedUntil *time.Time `json:"penalized_until,omitempty"`
 }
 
 // ErrUnknownTier is returned, wrapped, by Usage for a plan tier the policy does not have.
@@ -113,6 +115,16 @@ func (c *class) usage(ctx context.Context, tier, client, key string, now time.Ti
 		u.Live = lv.Source
 	}
 	u.ExhaustedAt = forecast(lim, u.Used, u.Remaining, d.ResetAfter, now)
+	if c.penalties != nil {
+		left, err := c.penalties.Penalized(ctx, c.penaltyKey(client), c.timeout)
+		if err != nil {
+			return UsageLimit{}, fmt.Errorf("%w: penalty box: %v", errUnreadable, err)
+		}
+		if left > 0 {
+			until := now.Add(left)
+			u.PenalizedUntil = &until
+		}
+	}
 	return u, nil
 }
 
