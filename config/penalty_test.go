@@ -44,4 +44,8 @@ func TestABadPenaltyNamesItsKey(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "classes.api.penalty") || !strings.Contains(err.Error(), "region_mode") {
 		t.Errorf("a penalty on a strict region class: %v, want an error naming classes.api.penalty and region_mode", err)
 	}
+	_, err = Parse("x.yaml", []byte("classes:\n  api:\n    limits: {default: {algorithm: fixed_window, rate: 5, period: 1m, region_mode: async}}\n    penalty: {after: 3, within: 1m, for: 1m}\n"))
+	if err == nil || !strings.Contains(err.Error(), "classes.api.penalty") || !strings.Contains(err.Error(), "region_mode async") {
+		t.Errorf("a penalty on a class with an async tier: %v, want an error naming classes.api.penalty and region_mode async", err)
+	}
 }

@@ -618,8 +618,15 @@ func validatePenalty(e *errs, key string, cl Class) {
 		field, msg, _ := strings.Cut(err.Error(), ": ")
 		e.add(key+"."+strings.SplitN(field, "/", 2)[0], "%s", msg)
 	}
-	if cl.RegionMode != "" && cl.RegionMode != "local" {
-		e.add(key, "not supported with region_mode %s: the penalty box lives in the local store only", cl.RegionMode)
+	modes := map[string]bool{cl.RegionMode: true}
+	for _, l := range cl.Limits {
+		modes[l.RegionMode] = true
+	}
+	for mode := range modes {
+		if mode != "" && mode != "local" {
+			e.add(key, "not supported with region_mode %s (of the class or one of its tiers): the penalty box lives in the local store only", mode)
+			break
+		}
 	}
 }
 
