@@ -156,6 +156,7 @@ func (b *Built) adminHandlers(cfg *config.Config, extra map[string]http.Handler,
 		for p := range extra {
 			out[p] = admin.NeedsTokens()
 		}
+		out[admin.UsagePath] = admin.NeedsTokens()
 		return out, nil
 	}
 	list := adminTokens(toks)
