@@ -55,6 +55,11 @@ const Path = "/admin/v1/limits"
 // KeysPath/{key}.
 const KeysPath = "/admin/v1/keys"
 
+// UsagePath is where the admin listener answers GET UsagePath?key=K with
+// the client's usage (httplimit.Middleware.UsageHandler) for any token,
+// read-only included: any key, whoever its peer.
+const UsagePath = "/admin/v1/usage"
+
 // maxClientKey bounds the key of DELETE KeysPath/{key}, as the decision
 // API bounds its keys.
 const maxClientKey = 512

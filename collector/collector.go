@@ -30,6 +30,7 @@ const (
 	statusShadowRejected
 	statusFailOpen
 	statusFailClosed
+	statusPenalized
 	numStatuses
 )
 
@@ -147,6 +148,7 @@ type Collector struct {
 	requestsDesc, nearLimitDesc, failOpenDesc, failClosedDesc *prometheus.Desc
 	storeErrorsDesc, limitDesc, buildInfoDesc, foldedDesc     *prometheus.Desc
 	degradedDesc, canceledDesc, circuitDesc, unreplicatedDesc *prometheus.Desc
+	quotaDesc                                                 *prometheus.Desc
 }
 
 var (
@@ -177,7 +179,7 @@ func New(cfg Config) (*Collector, error) {
 		top:       newTopK(cfg.TopKeys, cfg.TopWindow, cfg.Now),
 
 		requestsDesc: prometheus.NewDesc("rate_limit_requests_total",
-			"Rate-limit decisions, exactly one per request, by outcome (allowed, rejected, shadow_rejected, fail_open, fail_closed).",
+			"Rate-limit decisions, exactly one per request, by outcome (allowed, rejected, shadow_rejected, fail_open, fail_closed, penalized).",
 			[]string{"status", "endpoint", "plan_tier"}, nil),
 		nearLimitDesc: prometheus.NewDesc("rate_limit_near_limit_total",
 			"Allowed decisions that left less than the configured share of the limit.",
@@ -194,6 +196,9 @@ func New(cfg Config) (*Collector, error) {
 		limitDesc: prometheus.NewDesc("rate_limit_limit",
 			"The limit in force: requests per window, or the bucket size for bucket algorithms.",
 			[]string{"endpoint", "plan_tier", "algorithm"}, nil),
+		quotaDesc: prometheus.NewDesc("rate_limit_quota",
+			"The quota in force per window (the bucket size for bucket algorithms), without the algorithm label, to divide usage by.",
+			[]string{"endpoint", "plan_tier"}, nil),
 		buildInfoDesc: prometheus.NewDesc("rl_exporter_build_info",
 			"A constant 1 labelled with the version, revision and Go version of rl-exporter.",
 			[]string{"version", "revision", "goversion"}, nil),
@@ -404,7 +409,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
 		c.requestsDesc, c.nearLimitDesc, c.failOpenDesc, c.failClosedDesc,
 		c.storeErrorsDesc, c.limitDesc, c.buildInfoDesc, c.foldedDesc,
-		c.degradedDesc, c.canceledDesc, c.circuitDesc, c.unreplicatedDesc,
+		c.degradedDesc, c.canceledDesc, c.circuitDesc, c.unreplicatedDesc, c.quotaDesc,
 	} {
 		ch <- d
 	}
@@ -451,9 +456,10 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	c.circuitMu.Unlock()
 	c.mu.Lock()
-	limits := make([]prometheus.Metric, 0, len(c.limits))
+	limits := make([]prometheus.Metric, 0, 2*len(c.limits))
 	for k, v := range c.limits {
-		limits = append(limits, prometheus.MustNewConstMetric(c.limitDesc, prometheus.GaugeValue, v.quota, k.endpoint, k.tier, v.algorithm))
+		limits = append(limits, prometheus.MustNewConstMetric(c.limitDesc, prometheus.GaugeValue, v.quota, k.endpoint, k.tier, v.algorithm),
+			prometheus.MustNewConstMetric(c.quotaDesc, prometheus.GaugeValue, v.quota, k.endpoint, k.tier))
 	}
 	c.mu.Unlock()
 	for _, m := range limits {

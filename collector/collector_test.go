@@ -101,16 +101,18 @@ func TestFirstScrapeHasEverySeriesAtZero(t *testing.T) {
 		Store: "redis", Version: "1.2.3", Revision: "abcdef", GoVersion: "go1.26.8",
 	})
 	expected := `
-# HELP rate_limit_requests_total Rate-limit decisions, exactly one per request, by outcome (allowed, rejected, shadow_rejected, fail_open, fail_closed).
+# HELP rate_limit_requests_total Rate-limit decisions, exactly one per request, by outcome (allowed, rejected, shadow_rejected, fail_open, fail_closed, penalized).
 # TYPE rate_limit_requests_total counter
 rate_limit_requests_total{endpoint="/v1/search",plan_tier="free",status="allowed"} 0
 rate_limit_requests_total{endpoint="/v1/search",plan_tier="free",status="fail_closed"} 0
 rate_limit_requests_total{endpoint="/v1/search",plan_tier="free",status="fail_open"} 0
+rate_limit_requests_total{endpoint="/v1/search",plan_tier="free",status="penalized"} 0
 rate_limit_requests_total{endpoint="/v1/search",plan_tier="free",status="rejected"} 0
 rate_limit_requests_total{endpoint="/v1/search",plan_tier="free",status="shadow_rejected"} 0
 rate_limit_requests_total{endpoint="other",plan_tier="free",status="allowed"} 0
 rate_limit_requests_total{endpoint="other",plan_tier="free",status="fail_closed"} 0
 rate_limit_requests_total{endpoint="other",plan_tier="free",status="fail_open"} 0
+rate_limit_requests_total{endpoint="other",plan_tier="free",status="penalized"} 0
 rate_limit_requests_total{endpoint="other",plan_tier="free",status="rejected"} 0
 rate_limit_requests_total{endpoint="other",plan_tier="free",status="shadow_rejected"} 0
 # HELP rate_limit_fail_open_total Requests let through because the store failed, by reason.
@@ -487,6 +489,15 @@ rate_limit_limit{algorithm="token_bucket",endpoint="/x",plan_tier="pro"} 40
 	if err := testutil.CollectAndCompare(c, strings.NewReader(expected), "rate_limit_limit"); err != nil {
 		t.Error(err)
 	}
+	quota := `
+# HELP rate_limit_quota The quota in force per window (the bucket size for bucket algorithms), without the algorithm label, to divide usage by.
+# TYPE rate_limit_quota gauge
+rate_limit_quota{endpoint="/x",plan_tier="pro"} %d
+rate_limit_quota{endpoint="/y",plan_tier="free"} 60
+`
+	if err := testutil.CollectAndCompare(c, strings.NewReader(fmt.Sprintf(quota, 40)), "rate_limit_quota"); err != nil {
+		t.Error(err)
+	}
 	// A live change of algorithm replaces the series instead of adding one.
 	if err := c.SetLimit("/x", "pro", limiter.PerSecond(limiter.GCRA, 25)); err != nil {
 		t.Fatal(err)
@@ -498,6 +509,9 @@ rate_limit_limit{algorithm="fixed_window",endpoint="/y",plan_tier="free"} 60
 rate_limit_limit{algorithm="gcra",endpoint="/x",plan_tier="pro"} 25
 `
 	if err := testutil.CollectAndCompare(c, strings.NewReader(expected), "rate_limit_limit"); err != nil {
+		t.Error(err)
+	}
+	if err := testutil.CollectAndCompare(c, strings.NewReader(fmt.Sprintf(quota, 25)), "rate_limit_quota"); err != nil {
 		t.Error(err)
 	}
 	for _, bad := range []struct {

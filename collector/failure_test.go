@@ -62,16 +62,18 @@ rate_limit_fail_open_total{endpoint="/a",reason="timeout"} 0
 rate_limit_fail_open_total{endpoint="other",reason="circuit_open"} 0
 rate_limit_fail_open_total{endpoint="other",reason="error"} 0
 rate_limit_fail_open_total{endpoint="other",reason="timeout"} 0
-# HELP rate_limit_requests_total Rate-limit decisions, exactly one per request, by outcome (allowed, rejected, shadow_rejected, fail_open, fail_closed).
+# HELP rate_limit_requests_total Rate-limit decisions, exactly one per request, by outcome (allowed, rejected, shadow_rejected, fail_open, fail_closed, penalized).
 # TYPE rate_limit_requests_total counter
 rate_limit_requests_total{endpoint="/a",plan_tier="free",status="allowed"} 2
 rate_limit_requests_total{endpoint="/a",plan_tier="free",status="fail_closed"} 0
 rate_limit_requests_total{endpoint="/a",plan_tier="free",status="fail_open"} 0
+rate_limit_requests_total{endpoint="/a",plan_tier="free",status="penalized"} 0
 rate_limit_requests_total{endpoint="/a",plan_tier="free",status="rejected"} 1
 rate_limit_requests_total{endpoint="/a",plan_tier="free",status="shadow_rejected"} 0
 rate_limit_requests_total{endpoint="other",plan_tier="free",status="allowed"} 0
 rate_limit_requests_total{endpoint="other",plan_tier="free",status="fail_closed"} 0
 rate_limit_requests_total{endpoint="other",plan_tier="free",status="fail_open"} 0
+rate_limit_requests_total{endpoint="other",plan_tier="free",status="penalized"} 0
 rate_limit_requests_total{endpoint="other",plan_tier="free",status="rejected"} 0
 rate_limit_requests_total{endpoint="other",plan_tier="free",status="shadow_rejected"} 0
 `

@@ -56,7 +56,7 @@ func (c *Collector) RecordDecision(_ context.Context, r limiter.Record) {
 		if d.Delay > 0 {
 			ep.delay.Observe(d.Delay.Seconds())
 		}
-	case statusRejected, statusShadowRejected:
+	case statusRejected, statusShadowRejected, statusPenalized:
 		if r.Key != "" {
 			c.top.add(r.Key, ep.name, ps.tier)
 		}
@@ -102,6 +102,8 @@ func statusIndex(s limiter.Status, d limiter.Decision) int {
 		return statusFailOpen
 	case limiter.StatusFailClosed:
 		return statusFailClosed
+	case limiter.StatusPenalized:
+		return statusPenalized
 	}
 	switch {
 	case d.Failure == limiter.FailureOpen:

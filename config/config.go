@@ -547,6 +547,16 @@ type Class struct {
 	// below which a key is decided asynchronously; strictly between 0 and
 	// 1. Default DefaultHybridThreshold (nil: not set).
 	HybridThreshold *float64 `koanf:"hybrid_threshold"`
+	// Penalty, when After is set, refuses a client refused After times
+	// within Within for For (status penalized). Off by default.
+	Penalty Penalty `koanf:"penalty"`
+}
+
+// Penalty is a class's penalty box (limiter.Penalty).
+type Penalty struct {
+	After  int64         `koanf:"after"`
+	Within time.Duration `koanf:"within"`
+	For    time.Duration `koanf:"for"`
 }
 
 // Limit is one limit. For fixed_window, sliding_log and sliding_window, Rate

@@ -583,6 +583,7 @@ func (c *Config) validateClasses(e *errs) {
 		if cl.Cost < 1 {
 			e.add(key+".cost", "must be >= 1, got %d", cl.Cost)
 		}
+		validatePenalty(e, key+".penalty", cl)
 		for tier, l := range cl.Limits {
 			lk := key + ".limits." + tier
 			if !tiers[tier] {
@@ -602,6 +603,32 @@ func (c *Config) validateClasses(e *errs) {
 			e.add("default_class", "required when there are several classes and none is named \"default\"")
 		} else {
 			e.add("default_class", "%q is not a class (classes are %v)", c.DefaultClass, c.ClassNames())
+		}
+	}
+}
+
+// validatePenalty checks a class's penalty, naming the field at fault.
+func validatePenalty(e *errs, key string, cl Class) {
+	p := cl.Penalty
+	if p == (Penalty{}) {
+		return
+	}
+	if p.After < 1 {
+		e.add(key+".after", "must be >= 1 to turn the penalty box on, got %d", p.After)
+		return
+	}
+	if err := (limiter.Penalty{After: p.After, Within: p.Within, For: p.For}).Validate(); err != nil {
+		field, msg, _ := strings.Cut(err.Error(), ": ")
+		e.add(key+"."+strings.SplitN(field, "/", 2)[0], "%s", msg)
+	}
+	modes := map[string]bool{cl.RegionMode: true}
+	for _, l := range cl.Limits {
+		modes[l.RegionMode] = true
+	}
+	for mode := range modes {
+		if mode != "" && mode != "local" {
+			e.add(key, "not supported with region_mode %s (of the class or one of its tiers): the penalty box lives in the local store only", mode)
+			break
 		}
 	}
 }
@@ -698,7 +725,8 @@ func (c *Config) PolicyConfig(store limiter.Store, observer limiter.Observer) (h
 	pc.Identity.JWT = j
 	for _, name := range c.ClassNames() {
 		cl := c.Classes[name]
-		hc := httplimit.Class{Name: name, Routes: cl.Routes, Shadow: cl.Shadow, Shared: cl.Shared, Cost: cl.Cost, Limits: map[string]limiter.Limit{}}
+		hc := httplimit.Class{Name: name, Routes: cl.Routes, Shadow: cl.Shadow, Shared: cl.Shared, Cost: cl.Cost, Limits: map[string]limiter.Limit{},
+			Penalty: limiter.Penalty{After: cl.Penalty.After, Within: cl.Penalty.Within, For: cl.Penalty.For}}
 		for tier, l := range cl.Limits {
 			hc.Limits[tier] = l.limit()
 		}

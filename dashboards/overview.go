@@ -128,6 +128,11 @@ func overview(m *slo.Model, source string) (dashboard.Dashboard, error) {
 		}
 	}
 
+	row(CostRowTitle)
+	for _, p := range costPanels(m, q, next) {
+		b.WithPanel(p)
+	}
+
 	row("Trend")
 	b.WithPanel(weeklyRejectionPanel(m, q, next()))
 	b.WithPanel(instancesPanel(q, next()))
@@ -287,7 +292,7 @@ func timeseriesPanel(id uint32, title, description, unit string) *timeseries.Pan
 func decisionsPanel(q queries, id uint32, by string, rb *runbookLink) *timeseries.PanelBuilder {
 	name := map[string]string{VarEndpoint: "endpoint", VarPlanTier: "plan tier"}[by]
 	return timeseriesPanel(id, "Decisions per second by "+name,
-		fmt.Sprintf("Rate-limit decisions per second by %s and outcome: allowed, rejected (429), shadow_rejected (over the limit in shadow mode, let through), fail_open and fail_closed.", name),
+		fmt.Sprintf("Rate-limit decisions per second by %s and outcome: allowed, rejected (429), shadow_rejected (over the limit in shadow mode, let through), fail_open, fail_closed and penalized (429 while in a penalty box).", name),
 		unitReqPerSec).
 		WithTarget(target("A",
 			fmt.Sprintf("sum by (%s, status) (rate(%s%s[$__rate_interval]))", by, metricRequests, q.sel(true, true)),
@@ -297,6 +302,7 @@ func decisionsPanel(q queries, id uint32, by string, rb *runbookLink) *timeserie
 		OverrideByRegexp(".* allowed$", fixedColor("green")).
 		OverrideByRegexp(".* rejected$", fixedColor("red")).
 		OverrideByRegexp(".* fail_(open|closed)$", fixedColor("orange")).
+		OverrideByRegexp(".* penalized$", fixedColor("purple")).
 		Links(links(rb))
 }
 

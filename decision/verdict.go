@@ -23,6 +23,7 @@ const (
 	VerdictFailOpen                           // the store failed: passes without headers
 	VerdictFailClosed                         // the store failed: 503 with Retry-After, OVER_LIMIT
 	VerdictCanceled                           // the caller went away: nothing is answered
+	VerdictPenalized                          // the key is in its penalty box: 429 until it opens
 )
 
 var verdicts = [...]struct {
@@ -37,6 +38,7 @@ var verdicts = [...]struct {
 	VerdictFailOpen:        {limiter.StatusFailOpen, false, false},
 	VerdictFailClosed:      {limiter.StatusFailClosed, true, false},
 	VerdictCanceled:        {limiter.StatusCanceled, false, false},
+	VerdictPenalized:       {limiter.StatusPenalized, true, true},
 }
 
 func (v Verdict) known() bool { return v > 0 && int(v) < len(verdicts) }

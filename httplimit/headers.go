@@ -41,6 +41,9 @@ type RejectedBody struct {
 	Error      string `json:"error"`
 	Message    string `json:"message"`
 	RetryAfter int64  `json:"retry_after"` // the Retry-After header's value in seconds, 0 when none
+	// Status is "penalized" for a client in its class's penalty box (Error
+	// "rate_limit_penalized"), else empty.
+	Status limiter.Status `json:"status,omitempty"`
 }
 
 // ProblemBody is the application/problem+json body of a 429 (RFC 9457).

@@ -102,7 +102,16 @@ func (m *Middleware) decide(ctx context.Context, rt route, tier, client string, 
 		ctx, end = m.trace(ctx, rt.pattern, tier, o.limit.Algorithm)
 		defer func() { end(o.Status(), o.Decision, o.Err) }()
 	}
-	o.Outcome = decision.Decide(ctx, decision.Ask{Limiter: l, LiveShadow: shadow, Key: o.key, Cost: cost, Shadow: rt.class.shadow, DryRun: dryRun})
+	boxed := false
+	if rt.class.penalties != nil {
+		o.Outcome, boxed = m.penalized(ctx, rt.class, client, l.Limit().Quota())
+	}
+	if !boxed {
+		o.Outcome = decision.Decide(ctx, decision.Ask{Limiter: l, LiveShadow: shadow, Key: o.key, Cost: cost, Shadow: rt.class.shadow, DryRun: dryRun})
+		if rt.class.penalties != nil && !dryRun && o.Verdict == decision.VerdictRejected && o.Err == nil {
+			m.strike(ctx, rt.class, client)
+		}
+	}
 	o.n = decision.FieldsOf(rt.class.renderedFor(l), o.Decision, m.now())
 	if dryRun {
 		return o
@@ -153,6 +162,14 @@ func (p *Policy) respond(h http.Header, o *outcome) (int, RejectedBody) {
 		h.Set("Cache-Control", "no-store")
 		return http.StatusServiceUnavailable, RejectedBody{
 			Error: "rate_limit_unavailable", Message: "the rate limiter cannot decide right now; retry later", RetryAfter: retry,
+		}
+	case v == decision.VerdictPenalized:
+		p.headers.Write(h, o.n)
+		h.Set("Cache-Control", "no-store")
+		return http.StatusTooManyRequests, RejectedBody{
+			Error:      "rate_limit_penalized",
+			Message:    fmt.Sprintf("penalized on %s for going over its limit again and again; retry in %d s", o.route.pattern, o.n.Retry),
+			RetryAfter: o.n.Retry, Status: limiter.StatusPenalized,
 		}
 	case v.Refuses():
 		p.headers.Write(h, o.n)

@@ -36,6 +36,9 @@ type Class struct {
 	// TierStores, when set for a tier, decides it instead of Store (with the default tier's limit
 	// when the tier has none).
 	TierStores map[string]limiter.Store
+	// Penalty, when enabled, boxes a client refused Penalty.After times within Penalty.Within:
+	// its requests are refused, penalized, for Penalty.For.
+	Penalty limiter.Penalty
 }
 
 func (c Class) storeFor(tier string, policyStore limiter.Store) limiter.Store {
@@ -66,6 +69,9 @@ type PolicyConfig struct {
 
 	Identity IdentityConfig // who is asking
 	Headers  HeaderConfig   // which rate-limit headers and 429 body to send
+	// Penalties keeps the classes' penalty boxes; default the class's store, which must then
+	// be a limiter.PenaltyStore.
+	Penalties limiter.PenaltyStore
 }
 
 // Engine is every limiter's settings but Limit, for other ways in (rls.Config) to decide alike.
@@ -105,6 +111,9 @@ type class struct {
 	routes       []string
 	rendered     map[*limiter.Limiter]decision.RenderedLimit
 	keyEndpoints map[string]string // each route's endpoint as limiter keys name it
+	penalty      limiter.Penalty
+	penalties    limiter.PenaltyStore // nil without a penalty
+	timeout      time.Duration        // of a penalty store call
 }
 
 var braces = strings.NewReplacer("{", "<", "}", ">")
@@ -208,6 +217,9 @@ func (p *Policy) compileClass(cfg PolicyConfig, c Class) (*class, error) {
 	}
 	if cl.cost < 0 {
 		return nil, fmt.Errorf("policy: class %q: cost must be >= 1, got %d", c.Name, c.Cost)
+	}
+	if err := cl.compilePenalty(cfg, c); err != nil {
+		return nil, err
 	}
 	dflt, ok := c.Limits[cfg.DefaultTier]
 	if !ok {

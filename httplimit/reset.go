@@ -21,6 +21,8 @@ type ResetState struct {
 	// Live is "" for the configured limit, else the source of the live change whose state this
 	// was, with " shadow" appended for a change in shadow.
 	Live string `json:"live,omitempty"`
+	// Penalty says this is the class's penalty box, lifted, not a budget.
+	Penalty bool `json:"penalty,omitempty"`
 }
 
 // ErrUnknownClass is returned, wrapped, by ResetClient for a class the policy does not have.
@@ -64,6 +66,12 @@ func (m *Middleware) ResetClient(ctx context.Context, client, className string) 
 		return nil
 	}
 	for _, c := range classes {
+		if c.penalties != nil {
+			if err := c.lift(ctx, client); err != nil {
+				return sortResets(out), fmt.Errorf("lift the penalty of %s for class %s: %w", client, c.name, err)
+			}
+			out = append(out, ResetState{Class: c.name, Endpoint: "*", Penalty: true})
+		}
 		for _, tier := range p.tierNames {
 			for _, pat := range c.routes { // the default class's include CatchAll
 				rt := route{pattern: pat, class: c}
@@ -104,7 +112,10 @@ func sortResets(rs []ResetState) []ResetState {
 		if a.Endpoint != b.Endpoint {
 			return a.Endpoint < b.Endpoint
 		}
-		return a.Live < b.Live
+		if a.Live != b.Live {
+			return a.Live < b.Live
+		}
+		return !a.Penalty && b.Penalty
 	})
 	return rs
 }

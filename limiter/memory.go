@@ -46,6 +46,8 @@ type MemoryStore struct {
 	mask     uint64
 	perShard int
 	shards   []memShard
+	// penalties is the penalty box (PenaltyStore), apart from the tables.
+	penalties memoryPenalties
 }
 
 func indexOf(a Algorithm) algorithmIndex {

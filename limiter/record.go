@@ -12,6 +12,7 @@ const (
 	StatusShadowRejected Status = "shadow_rejected" // over a shadow limit, let through
 	StatusFailOpen       Status = "fail_open"       // the store failed; let through
 	StatusFailClosed     Status = "fail_closed"     // the store failed; 503
+	StatusPenalized      Status = "penalized"       // in a penalty box: 429, undecided
 )
 
 // StatusCanceled (the caller went away) is not in AllStatuses: it is
@@ -19,11 +20,11 @@ const (
 const StatusCanceled Status = "canceled"
 
 // NumStatuses is len(AllStatuses()).
-const NumStatuses = 5
+const NumStatuses = 6
 
 // AllStatuses returns the other statuses in a stable order, as a new slice.
 func AllStatuses() []Status {
-	return []Status{StatusAllowed, StatusRejected, StatusShadowRejected, StatusFailOpen, StatusFailClosed}
+	return []Status{StatusAllowed, StatusRejected, StatusShadowRejected, StatusFailOpen, StatusFailClosed, StatusPenalized}
 }
 
 // Record is one request's decision, told to a Recorder. It is a plain value.

@@ -146,7 +146,7 @@ func targets(cfg *config.Config) []livelimits.Target {
 // configured, and then every handler, /debug/pprof/ included, needs a token.
 // Without tokens the caller's handlers answer 403 (admin.NeedsTokens): the
 // top-limited keys name clients.
-func (b *Built) adminHandlers(cfg *config.Config, extra map[string]http.Handler, keys admin.KeyResetter) (map[string]http.Handler, error) {
+func (b *Built) adminHandlers(cfg *config.Config, extra map[string]http.Handler, mw *httplimit.Middleware) (map[string]http.Handler, error) {
 	out := map[string]http.Handler{}
 	toks, err := cfg.AdminTokens()
 	if err != nil {
@@ -156,6 +156,7 @@ func (b *Built) adminHandlers(cfg *config.Config, extra map[string]http.Handler,
 		for p := range extra {
 			out[p] = admin.NeedsTokens()
 		}
+		out[admin.UsagePath] = admin.NeedsTokens()
 		return out, nil
 	}
 	list := adminTokens(toks)
@@ -171,11 +172,12 @@ func (b *Built) adminHandlers(cfg *config.Config, extra map[string]http.Handler,
 	for p, h := range admin.ProfilingHandlers() {
 		out[p] = guard.ReadOnly(h)
 	}
+	out[admin.UsagePath] = guard.ReadOnly(mw.UsageHandler())
 	if b.live.cache == nil {
 		b.live.logger.Warn("admin API off: live limits are disabled (live.enabled: false)")
 		return out, nil
 	}
-	api, err := admin.New(admin.Config{Guard: guard, Cache: b.live.cache, Logger: b.live.logger, Keys: keys})
+	api, err := admin.New(admin.Config{Guard: guard, Cache: b.live.cache, Logger: b.live.logger, Keys: mw})
 	if err != nil {
 		return nil, err
 	}

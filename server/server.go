@@ -5,6 +5,7 @@
 // Reserved paths on the main listener (never proxied):
 //
 //	POST /v1/check  the decision API, for Config.CheckAPI's peers (proxied when disabled)
+//	GET /v1/usage   a key's budgets, for the same peers
 //	/metrics        Prometheus metrics     } on their own listener
 //	/healthz        the process is up      } when MetricsListen is set
 //	/readyz         decisions can be made  }
@@ -262,6 +263,7 @@ func (s *Server) Middleware() *httplimit.Middleware { return s.cfg.Middleware }
 // the upstream sees the path the client sent) and proxies the rest.
 func (s *Server) mainHandler() http.Handler {
 	check := s.checkHandler()
+	usage := s.peerGuarded(s.cfg.Middleware.UsageHandler(), httplimit.UsagePath)
 	notFound := "no upstream is configured"
 	if check != nil {
 		notFound += "; only " + httplimit.CheckPath + " is served"
@@ -281,6 +283,11 @@ func (s *Server) mainHandler() http.Handler {
 				check.ServeHTTP(w, r)
 				return
 			}
+		case httplimit.UsagePath:
+			if usage != nil {
+				usage.ServeHTTP(w, r)
+				return
+			}
 		case MetricsPath, HealthPath, ReadyPath:
 			if ops {
 				s.opsHandler().ServeHTTP(w, r)
@@ -293,10 +300,15 @@ func (s *Server) mainHandler() http.Handler {
 
 // checkHandler is the decision API behind its peer check; nil when disabled.
 func (s *Server) checkHandler() http.Handler {
+	return s.peerGuarded(s.cfg.Middleware.CheckHandler(), httplimit.CheckPath)
+}
+
+// peerGuarded is api (at path) behind the decision API's peer and token checks; nil when the
+// decision API is disabled.
+func (s *Server) peerGuarded(api http.Handler, path string) http.Handler {
 	if s.cfg.CheckAPI.Disabled {
 		return nil
 	}
-	var api http.Handler = s.cfg.Middleware.CheckHandler()
 	if s.checkGuard != nil {
 		api = s.checkGuard.ReadOnly(api)
 	}
@@ -318,7 +330,7 @@ func (s *Server) checkHandler() http.Handler {
 		}
 		s.logger.LogAttrs(r.Context(), slog.LevelDebug, "decision API refused a peer", slog.String("peer", who))
 		writeError(w, http.StatusForbidden, "peer_not_allowed",
-			fmt.Sprintf("%s answers only the peers in server.check_api.allowed_peers; %s is not one of them", httplimit.CheckPath, who))
+			fmt.Sprintf("%s answers only the peers in server.check_api.allowed_peers; %s is not one of them", path, who))
 	})
 }
 

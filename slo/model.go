@@ -57,6 +57,9 @@ type Model struct {
 	// Regions is nil unless the spec has a regions: block.
 	Regions *RegionsObjective
 	Routing Routing
+	// CostExpired and CostEstimate are the cost alerts; nil when disabled.
+	CostExpired  *CostExpiredObjective
+	CostEstimate *CostEstimateObjective
 	// Warnings are things worth telling the operator that do not make the
 	// spec invalid, such as a burn-rate row that can never fire.
 	Warnings []string
@@ -213,6 +216,7 @@ func Compile(spec Spec, file string) (*Model, error) {
 		m.Regions = c.regions(spec, *r)
 	}
 	m.Routing = c.routing(spec.Routing)
+	c.cost(spec, m)
 	if len(c.errs) > 0 {
 		return nil, errors.Join(c.errs...)
 	}

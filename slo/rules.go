@@ -100,6 +100,9 @@ func (m *Model) RuleGroups() (*rulefmt.RuleGroups, error) {
 	if a := m.Absent; a != nil {
 		groups = append(groups, m.absentGroup(a))
 	}
+	if m.CostExpired != nil || m.CostEstimate != nil {
+		groups = append(groups, m.costGroup())
+	}
 	rg := &rulefmt.RuleGroups{Groups: groups}
 	if err := checkRuleGroups(rg); err != nil {
 		return nil, err

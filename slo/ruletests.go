@@ -115,6 +115,7 @@ func (m *Model) RuleTests(ruleFile string) ([]NamedRuleTestFile, error) {
 		f, err := g.absent()
 		errs = append(errs, add("metrics-absent.yml", f, err))
 	}
+	errs = append(errs, g.costTests(add))
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}

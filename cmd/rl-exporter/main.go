@@ -37,6 +37,7 @@ var commands = []command{
 	{"serve", "run the rate limiter: reverse proxy, POST /v1/check, /metrics, /healthz, /readyz", runServe},
 	{"simulate", "replay a traffic pattern against the six algorithms, in simulated time", runSimulate},
 	{"traffic", "send a mix of normal and abusive HTTP clients through serve (demo load)", runTraffic},
+	{"usage", "print what a client key has used of each of its limits, from a running serve", runUsage},
 }
 
 // Exit statuses shared by all subcommands.

@@ -34,3 +34,7 @@ func TestMemoryStoreSettlesReservationsExactlyUnderContention(t *testing.T) {
 		t.Logf("%s: %d units settled of a quota of %d (bound %d)", r.Algorithm, r.Settled, r.Quota, r.Bound)
 	}
 }
+
+func TestMemoryStorePenaltiesConform(t *testing.T) {
+	limitertest.RunPenalties(t, limiter.NewMemoryStore(limiter.MemoryConfig{}))
+}

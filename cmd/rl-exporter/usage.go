@@ -1,0 +1,122 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/rl-exporter/rl-exporter/admin"
+	"github.com/rl-exporter/rl-exporter/config"
+	"github.com/rl-exporter/rl-exporter/httplimit"
+)
+
+// usageTokenEnv holds the admin token of `usage --admin`, kept off the
+// command line where ps would show it.
+const usageTokenEnv = "RL_USAGE_TOKEN"
+
+func runUsage(ctx context.Context, args []string, env environ, stdout, stderr io.Writer) int {
+	fs := newFlagSet("usage", "--key KEY [flags]", "Prints what a client key has used of every limit that applies to it, from serve's\n"+
+		httplimit.UsagePath+" (a decision API peer) or, with --admin, "+admin.UsagePath+" on the admin listener\n"+
+		"with the admin token in "+usageTokenEnv+" (a read-only one is enough).", stderr)
+	key := fs.String("key", "", "the client key as the limiter names it: user:42, ip:10.0.0.1, apikey:<hash>")
+	base := fs.String("url", "http://127.0.0.1"+config.DefaultListen, "serve's main listener, or its admin listener with --admin")
+	tier := fs.String("plan-tier", "", "the plan tier to report (default: the key's own)")
+	useAdmin := fs.Bool("admin", false, "ask the admin listener, with the token in "+usageTokenEnv)
+	asJSON := fs.Bool("json", false, "print the answer as JSON instead of a table")
+	timeout := fs.Duration("timeout", 5*time.Second, "bound on the request")
+	if status, ok := parseFlags(fs, args); !ok {
+		return status
+	}
+	fail := func(code int, format string, a ...any) int {
+		fmt.Fprintf(stderr, "rl-exporter usage: "+format+"\n", a...)
+		return code
+	}
+	if *key == "" {
+		return fail(exitUsage, "--key: required (run 'rl-exporter usage -h')")
+	}
+	u, err := url.Parse(*base)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fail(exitUsage, "--url %q: want http://host:port or https://host:port", *base)
+	}
+	path, token := httplimit.UsagePath, ""
+	if *useAdmin {
+		path, token = admin.UsagePath, env.Get(usageTokenEnv)
+		if token == "" {
+			return fail(exitUsage, "--admin: set %s to an admin token (read-only is enough)", usageTokenEnv)
+		}
+	}
+	q := url.Values{"key": {*key}}
+	if *tier != "" {
+		q.Set("plan_tier", *tier)
+	}
+	u = u.JoinPath(path)
+	u.RawQuery = q.Encode()
+	body, err := fetchUsage(ctx, u.String(), token, *timeout)
+	if err != nil {
+		return fail(exitFailure, "%v", err)
+	}
+	if *asJSON {
+		_, _ = stdout.Write(body)
+		return exitOK
+	}
+	var rep httplimit.UsageReport
+	if err := json.Unmarshal(body, &rep); err != nil {
+		return fail(exitFailure, "%s: the answer is not a usage report: %v", u.Redacted(), err)
+	}
+	printUsage(stdout, rep)
+	return exitOK
+}
+
+// fetchUsage GETs url and returns the body of a 200; any other answer is
+// an error carrying the status and the API's message.
+func fetchUsage(ctx context.Context, url, token string, timeout time.Duration) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
+	if err != nil {
+		return nil, fmt.Errorf("GET %s: reading the answer: %w", url, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		var e struct{ Error, Message string }
+		msg := strings.TrimSpace(string(body))
+		if json.Unmarshal(body, &e) == nil && e.Message != "" {
+			msg = e.Error + ": " + e.Message
+		}
+		return nil, fmt.Errorf("GET %s: %s: %s", url, resp.Status, msg)
+	}
+	return body, nil
+}
+
+// printUsage writes rep as a table, a row per limit.
+func printUsage(w io.Writer, rep httplimit.UsageReport) {
+	fmt.Fprintf(w, "key %s, plan tier %s, at %s\n", rep.Key, rep.PlanTier, rep.At.UTC().Format(time.RFC3339))
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "CLASS\tENDPOINT\tALGORITHM\tQUOTA\tUSED\tREMAINING\tRESET\tEXHAUSTED AT")
+	for _, l := range rep.Limits {
+		exhausted := "-"
+		if l.ExhaustedAt != nil {
+			exhausted = l.ExhaustedAt.UTC().Format(time.RFC3339)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\n", l.Class, l.Endpoint, l.Algorithm,
+			l.Quota, l.Used, l.Remaining, l.Reset.UTC().Format(time.RFC3339), exhausted)
+	}
+	_ = tw.Flush()
+}

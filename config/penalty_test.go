@@ -1,0 +1,51 @@
+package config
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rl-exporter/rl-exporter/limiter"
+)
+
+func TestAClassPenaltyReachesThePolicy(t *testing.T) {
+	c, err := Parse("x.yaml", []byte(`
+classes:
+  api:
+    limits: {default: {algorithm: fixed_window, rate: 5, period: 1m}}
+    penalty: {after: 3, within: 1m, for: 10m}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc, err := c.PolicyConfig(limiter.NewMemoryStore(limiter.MemoryConfig{}), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := limiter.Penalty{After: 3, Within: time.Minute, For: 10 * time.Minute}
+	if got := pc.Classes[0].Penalty; got != want {
+		t.Errorf("penalty %+v, want %+v", got, want)
+	}
+}
+
+func TestABadPenaltyNamesItsKey(t *testing.T) {
+	for _, tc := range []struct{ name, penalty, key string }{
+		{"no for", "{after: 3, within: 1m}", "classes.api.penalty.for"},
+		{"no within", "{after: 3, for: 1m}", "classes.api.penalty.within"},
+		{"a negative after", "{after: -1, within: 1m, for: 1m}", "classes.api.penalty.after"},
+		{"times without after", "{within: 1m, for: 1m}", "classes.api.penalty.after"},
+	} {
+		_, err := Parse("x.yaml", []byte("classes:\n  api:\n    limits: {default: {algorithm: fixed_window, rate: 5, period: 1m}}\n    penalty: "+tc.penalty+"\n"))
+		if err == nil || !strings.Contains(err.Error(), tc.key) || !strings.Contains(err.Error(), "x.yaml") {
+			t.Errorf("%s: %v, want an error naming x.yaml and %s", tc.name, err, tc.key)
+		}
+	}
+	_, err := Parse("x.yaml", []byte("classes:\n  api:\n    region_mode: strict\n    limits: {default: {algorithm: fixed_window, rate: 5, period: 1m}}\n    penalty: {after: 3, within: 1m, for: 1m}\n"))
+	if err == nil || !strings.Contains(err.Error(), "classes.api.penalty") || !strings.Contains(err.Error(), "region_mode") {
+		t.Errorf("a penalty on a strict region class: %v, want an error naming classes.api.penalty and region_mode", err)
+	}
+	_, err = Parse("x.yaml", []byte("classes:\n  api:\n    limits: {default: {algorithm: fixed_window, rate: 5, period: 1m, region_mode: async}}\n    penalty: {after: 3, within: 1m, for: 1m}\n"))
+	if err == nil || !strings.Contains(err.Error(), "classes.api.penalty") || !strings.Contains(err.Error(), "region_mode async") {
+		t.Errorf("a penalty on a class with an async tier: %v, want an error naming classes.api.penalty and region_mode async", err)
+	}
+}

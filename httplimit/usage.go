@@ -1,0 +1,199 @@
+package httplimit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/rl-exporter/rl-exporter/decision"
+	"github.com/rl-exporter/rl-exporter/limiter"
+)
+
+// UsagePath is where serve mounts the usage API, beside CheckPath and behind the same peers.
+const UsagePath = "/v1/usage"
+
+// UsageReport is what a client has used of every budget kept for it. A plain value.
+type UsageReport struct {
+	Key      string       `json:"key"`       // the client key, grouped as the limiter keys it
+	PlanTier string       `json:"plan_tier"` // the tier whose limits apply
+	At       time.Time    `json:"at"`        // when the store was read
+	Limits   []UsageLimit `json:"limits"`    // sorted by class, then endpoint
+}
+
+// UsageLimit is one budget of a client: a class's limit on one endpoint (Endpoint "*" when the
+// class is shared). Used and Remaining are in cost units.
+type UsageLimit struct {
+	Class     string            `json:"class"`
+	Endpoint  string            `json:"endpoint"`
+	Algorithm limiter.Algorithm `json:"algorithm"`
+	Live      string            `json:"live,omitempty"`   // the live change in force, if any
+	Shadow    bool              `json:"shadow,omitempty"` // the class never refuses
+	Quota     int64             `json:"quota"`            // per window, or the bucket size
+	Used      int64             `json:"used"`             // Quota − Remaining
+	Remaining int64             `json:"remaining"`
+	// Reset is when the full quota is back (At when nothing is used); ResetSeconds the same,
+	// in seconds from At, rounded up as Retry-After is.
+	Reset        time.Time `json:"reset"`
+	ResetSeconds int64     `json:"reset_seconds"`
+	// OpenReservations counts the units reserved on the budget and not yet settled; 0 while the
+	// stores keep no count of them.
+	OpenReservations int64 `json:"open_reservations"`
+	// ExhaustedAt is when Remaining reaches 0 at the rate the current fixed window was used at,
+	// if that is before Reset; nil otherwise and for algorithms without a current window.
+	ExhaustedAt *time.Time `json:"exhausted_at"`
+	// PenalizedUntil is when the client leaves its class's penalty box, while it is in it.
+	PenalizedUntil *time.Time `json:"penalized_until,omitempty"`
+}
+
+// ErrUnknownTier is returned, wrapped, by Usage for a plan tier the policy does not have.
+var ErrUnknownTier = errors.New("unknown tier")
+
+// Usage peeks at every budget the policy keeps for client (a key as CheckRequest.Key takes
+// it) on planTier (empty: the key's tier by TierByKey, else the default tier). It changes
+// nothing, not even by creating a key. A store that cannot be read fails it: a fail-policy
+// answer is no reading. Safe for concurrent use.
+func (m *Middleware) Usage(ctx context.Context, client, planTier string) (UsageReport, error) {
+	p := m.policy.Load()
+	client = p.identity.clientKey(client)
+	tier := planTier
+	switch {
+	case tier == "":
+		tier = p.tier(p.identity.tierOf("", strings.TrimPrefix(client, "user:"), ""))
+	case !p.tiers[tier]:
+		return UsageReport{}, fmt.Errorf("plan_tier: %w %q (the tiers are %s)", ErrUnknownTier, tier, strings.Join(p.tierNames, ", "))
+	}
+	now := m.now()
+	r := UsageReport{Key: client, PlanTier: tier, At: now, Limits: []UsageLimit{}}
+	seen := map[string]bool{}
+	for _, c := range p.classes {
+		for _, pat := range c.routes {
+			rt := route{pattern: pat, class: c}
+			key := rt.key(tier, client)
+			if seen[key] {
+				continue
+			}
+			seen[key] = true
+			u, err := c.usage(ctx, tier, client, key, now)
+			if err != nil {
+				return r, fmt.Errorf("class %s, endpoint %s: %w", c.name, pat, err)
+			}
+			u.Endpoint = pat
+			if c.shared {
+				u.Endpoint = "*"
+			}
+			r.Limits = append(r.Limits, u)
+		}
+	}
+	sort.Slice(r.Limits, func(i, j int) bool {
+		a, b := r.Limits[i], r.Limits[j]
+		return a.Class < b.Class || a.Class == b.Class && a.Endpoint < b.Endpoint
+	})
+	return r, nil
+}
+
+// errUnreadable is returned, wrapped, when the fail policy answered a peek.
+var errUnreadable = errors.New("store unavailable")
+
+func (c *class) usage(ctx context.Context, tier, client, key string, now time.Time) (UsageLimit, error) {
+	l, _ := c.pick(tier, client)
+	d, err := l.Peek(ctx, key)
+	if err != nil {
+		return UsageLimit{}, err
+	}
+	if d.Failure != limiter.FailureNone {
+		return UsageLimit{}, fmt.Errorf("%w: decided by the fail policy (%s)", errUnreadable, d.Failure)
+	}
+	lim := l.Limit()
+	u := UsageLimit{Class: c.name, Algorithm: lim.Algorithm, Shadow: c.shadow,
+		Quota: lim.Quota(), Remaining: d.Remaining, Used: max(lim.Quota()-d.Remaining, 0),
+		Reset: now.Add(d.ResetAfter), ResetSeconds: decision.CeilSeconds(d.ResetAfter)}
+	if lv := c.live[tier]; lv != nil && l != c.limiterFor(tier) {
+		u.Live = lv.Source
+	}
+	u.ExhaustedAt = forecast(lim, u.Used, u.Remaining, d.ResetAfter, now)
+	if c.penalties != nil {
+		left, err := c.penalties.Penalized(ctx, c.penaltyKey(client), c.timeout)
+		if err != nil {
+			return UsageLimit{}, fmt.Errorf("%w: penalty box: %v", errUnreadable, err)
+		}
+		if left > 0 {
+			until := now.Add(left)
+			u.PenalizedUntil = &until
+		}
+	}
+	return u, nil
+}
+
+// forecast extrapolates a fixed window's use so far to when nothing remains; nil when that is
+// not before the window ends. Other algorithms have no current window to extrapolate from.
+func forecast(lim limiter.Limit, used, remaining int64, resetAfter time.Duration, now time.Time) *time.Time {
+	if lim.Algorithm != limiter.FixedWindow || used == 0 {
+		return nil
+	}
+	if remaining == 0 {
+		return &now
+	}
+	elapsed := lim.Window() - resetAfter
+	if elapsed <= 0 {
+		return nil
+	}
+	left := time.Duration(float64(elapsed) * float64(remaining) / float64(used))
+	if left >= resetAfter {
+		return nil
+	}
+	at := now.Add(left)
+	return &at
+}
+
+// UsageHandler returns the usage API: GET UsagePath?key=K[&plan_tier=T] answers Usage as JSON;
+// 400 for a bad query, 405 for another method, 501 on a store that cannot peek, 503 when the
+// store cannot be read. Like CheckHandler it believes the key it is given: mount it where
+// CheckHandler is.
+func (m *Middleware) UsageHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			w.Header().Set("Allow", "GET, HEAD")
+			writeJSON(w, "application/json", http.StatusMethodNotAllowed, RejectedBody{Error: "method_not_allowed", Message: "use GET"})
+			return
+		}
+		key, tier, err := usageQuery(r)
+		if err != nil {
+			writeJSON(w, "application/json", http.StatusBadRequest, RejectedBody{Error: "bad_request", Message: err.Error()})
+			return
+		}
+		rep, err := m.Usage(r.Context(), key, tier)
+		w.Header().Set("Cache-Control", "no-store")
+		switch {
+		case errors.Is(err, ErrUnknownTier):
+			writeJSON(w, "application/json", http.StatusBadRequest, RejectedBody{Error: "bad_request", Message: err.Error()})
+		case errors.Is(err, limiter.ErrNotSupported):
+			writeJSON(w, "application/json", http.StatusNotImplemented, RejectedBody{Error: "not_implemented", Message: "usage: " + err.Error()})
+		case err != nil:
+			writeJSON(w, "application/json", http.StatusServiceUnavailable, RejectedBody{Error: "store_unavailable", Message: "usage: " + err.Error()})
+		default:
+			writeJSON(w, "application/json", http.StatusOK, rep)
+		}
+	})
+}
+
+// usageQuery reads key and plan_tier, refusing anything else.
+func usageQuery(r *http.Request) (key, tier string, err error) {
+	q := r.URL.Query()
+	for name := range q {
+		if name != "key" && name != "plan_tier" {
+			return "", "", fmt.Errorf("unknown query parameter %q (only key and plan_tier are accepted)", name)
+		}
+	}
+	key, tier = q.Get("key"), q.Get("plan_tier")
+	switch {
+	case key == "":
+		return "", "", errors.New("key: required, as ?key=user:42")
+	case len(key) > MaxCheckKey:
+		return "", "", fmt.Errorf("key: longer than %d bytes", MaxCheckKey)
+	}
+	return key, tier, nil
+}
