@@ -137,7 +137,12 @@ func forecast(lim limiter.Limit, used, remaining int64, resetAfter time.Duration
 	if remaining == 0 {
 		return &now
 	}
-	elapsed := lim.Window() - resetAfter
+	window := lim.Window()
+	if lim.Calendar != nil { // a calendar window's length is that of the one holding now
+		start, end := lim.Calendar.Window(now)
+		window = end.Sub(start)
+	}
+	elapsed := window - resetAfter
 	if elapsed <= 0 {
 		return nil
 	}

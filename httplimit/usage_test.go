@@ -195,3 +195,23 @@ func TestUsageSaysWhenTheStoreCannotBeRead(t *testing.T) {
 		t.Errorf("status %d %s, want 503 store_unavailable: a fail-open guess is no reading", w.Code, w.Body)
 	}
 }
+
+// A calendar month is as long as the month holding now, not its longest:
+// half the quota used in February's first 7 days runs out on the 15th.
+func TestUsageForecastsACalendarMonthByItsOwnLength(t *testing.T) {
+	tokyo, err := time.LoadLocation("Asia/Tokyo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim := limiter.PerCalendar(1000, &limiter.Calendar{Unit: limiter.Month, Location: tokyo})
+	now := time.Date(2027, 2, 8, 0, 0, 0, 0, tokyo)
+	start, end := lim.Calendar.Window(now)
+	if !start.Equal(time.Date(2027, 2, 1, 0, 0, 0, 0, tokyo)) {
+		t.Fatalf("window starts %s, want February 1st in Tokyo", start)
+	}
+	at := forecast(lim, 500, 500, end.Sub(now), now)
+	want := time.Date(2027, 2, 15, 0, 0, 0, 0, tokyo)
+	if at == nil || !at.Equal(want) {
+		t.Fatalf("exhausted at %v, want %s", at, want)
+	}
+}
