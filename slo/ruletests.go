@@ -111,6 +111,10 @@ func (m *Model) RuleTests(ruleFile string) ([]NamedRuleTestFile, error) {
 		f, err := g.regions()
 		errs = append(errs, add("regions.yml", f, err))
 	}
+	if m.Overload != nil && m.Overload.CriticalShed != nil {
+		f, err := g.overload()
+		errs = append(errs, add("overload.yml", f, err))
+	}
 	if m.Absent != nil {
 		f, err := g.absent()
 		errs = append(errs, add("metrics-absent.yml", f, err))
