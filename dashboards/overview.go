@@ -128,6 +128,13 @@ func overview(m *slo.Model, source string) (dashboard.Dashboard, error) {
 		}
 	}
 
+	if o := m.Overload; o != nil {
+		row(OverloadRowTitle)
+		for _, p := range overloadPanels(o, q, next) {
+			b.WithPanel(p)
+		}
+	}
+
 	row("Trend")
 	b.WithPanel(weeklyRejectionPanel(m, q, next()))
 	b.WithPanel(instancesPanel(q, next()))
