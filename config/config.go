@@ -158,7 +158,7 @@ type Overload struct {
 	// Headroom is the share of Target above which the limit shrinks. Default 0.8.
 	Headroom float64 `koanf:"headroom"`
 	// MinLimit, MaxLimit and InitialLimit bound the limit and start it.
-	// Defaults 5, 1000 and 20.
+	// Defaults 20 (as Gradient2's), 1000 and 20.
 	MinLimit     int `koanf:"min_limit"`
 	MaxLimit     int `koanf:"max_limit"`
 	InitialLimit int `koanf:"initial_limit"`

@@ -20,7 +20,7 @@ import (
 // size, long window, tolerance); the window from Envoy's adaptive concurrency
 // filter, whose limit is recalculated every 100 ms.
 const (
-	DefaultMinLimit     = 5
+	DefaultMinLimit     = 20
 	DefaultMaxLimit     = 1000
 	DefaultInitialLimit = 20
 	DefaultTolerance    = 1.5

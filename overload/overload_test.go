@@ -145,7 +145,7 @@ func TestFailuresBackOff(t *testing.T) {
 }
 
 func TestPriorityAdmission(t *testing.T) {
-	c, _ := newController(t, Config{InitialLimit: 10, Reserve: 0.2})
+	c, _ := newController(t, Config{InitialLimit: 10, MinLimit: 1, Reserve: 0.2})
 	admitted := func(p Priority) int {
 		n := 0
 		for {

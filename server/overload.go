@@ -75,6 +75,14 @@ func (sw *statusWriter) Write(b []byte) (int, error) {
 // Unwrap gives http.ResponseController the writer underneath (flush, deadlines, hijack).
 func (sw *statusWriter) Unwrap() http.ResponseWriter { return sw.ResponseWriter }
 
+// OverloadController returns the upstream's concurrency limit; nil without Config.Overload.
+func (s *Server) OverloadController() *overload.Controller {
+	if s.cfg.Overload == nil || s.cfg.Upstream == nil {
+		return nil
+	}
+	return s.cfg.Overload.Controller
+}
+
 // OverloadMetrics returns rate_limit_overload_limit, rate_limit_overload_in_flight and
 // rate_limit_shed_total for the /metrics registry; without Config.Overload, a collector of nothing.
 func (s *Server) OverloadMetrics() prometheus.Collector {

@@ -95,8 +95,11 @@ func TestGoalOverloadKeepsCriticalRequestsWithinTheSLOAtThreeTimesCapacity(t *te
 		workers     = 10
 		serviceTime = 50 * time.Millisecond
 		offered     = 600
-		runFor      = 10 * time.Second
-		timeout     = 2 * time.Second
+		// Long enough that one stall of this shared machine is not 1 % of the
+		// critical requests; without overload the upstream collapses within a second or two.
+		runOn   = 18 * time.Second
+		runOff  = 6 * time.Second
+		timeout = 2 * time.Second
 	)
 	capacityPerSecond := float64(workers) / serviceTime.Seconds()
 	spec, err := filepath.Abs("../slo.yaml")
@@ -108,7 +111,7 @@ func TestGoalOverloadKeepsCriticalRequestsWithinTheSLOAtThreeTimesCapacity(t *te
 		goodput             float64
 		shed                map[string]float64
 	}
-	run := func(overload string) result {
+	run := func(overload string, runFor time.Duration) result {
 		up := capacity.New(workers, serviceTime, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("ok\n")) }))
 		ups := httptest.NewServer(up)
 		defer ups.Close()
@@ -123,6 +126,22 @@ func TestGoalOverloadKeepsCriticalRequestsWithinTheSLOAtThreeTimesCapacity(t *te
 		<-srv.Ready()
 		before := up.Served()
 		start := time.Now()
+		if ctl := srv.OverloadController(); ctl != nil && testing.Verbose() {
+			stop := make(chan struct{})
+			defer close(stop)
+			go func() {
+				tick := time.NewTicker(time.Second)
+				defer tick.Stop()
+				for {
+					select {
+					case <-stop:
+						return
+					case <-tick.C:
+						t.Logf("%+v", ctl.Stats())
+					}
+				}
+			}()
+		}
 		crit, shed := offer(t, "http://"+srv.Addr("main")+"/api", offered, runFor, timeout)
 		goodput := float64(up.Served()-before) / time.Since(start).Seconds()
 		counts, _ := shedCounts(t, srv)
@@ -132,8 +151,8 @@ func TestGoalOverloadKeepsCriticalRequestsWithinTheSLOAtThreeTimesCapacity(t *te
 		}
 		return result{critical: crit, sheddable: shed, goodput: goodput, shed: counts}
 	}
-	on := run(fmt.Sprintf("enabled: true, slo_spec: %q", spec))
-	off := run("")
+	on := run(fmt.Sprintf("enabled: true, slo_spec: %q", spec), runOn)
+	off := run("", runOff)
 	cfg := overloadConfig(t, "http://127.0.0.1:9", fmt.Sprintf("enabled: true, slo_spec: %q", spec))
 	objective, _, _, err := cfg.OverloadTarget()
 	if err != nil || objective <= 0 {
