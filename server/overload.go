@@ -1,6 +1,8 @@
 package server
 
 import (
+	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"time"
@@ -96,6 +98,23 @@ type noMetrics struct{}
 
 func (noMetrics) Describe(chan<- *prometheus.Desc) {}
 func (noMetrics) Collect(chan<- prometheus.Metric) {}
+
+// setupOverload checks Config.Overload and makes its collector.
+func (s *Server) setupOverload() error {
+	o := s.cfg.Overload
+	if o == nil || s.cfg.Upstream == nil {
+		return nil
+	}
+	if o.Controller == nil {
+		return errors.New("server: Overload.Controller is required")
+	}
+	m, err := newOverloadMetrics(o, s.cfg.Upstream.Host)
+	if err != nil {
+		return fmt.Errorf("server: Overload: %w", err)
+	}
+	s.overloadMetrics = m
+	return nil
+}
 
 // newOverloadMetrics is the collector of cfg.Overload on upstream host.
 func newOverloadMetrics(o *Overload, host string) (*collector.Overload, error) {

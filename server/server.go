@@ -192,15 +192,8 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{cfg: cfg, logger: cfg.Logger, listeners: map[string]net.Listener{}, servers: map[string]*http.Server{},
 		slow: map[string]*atomic.Uint64{}, oversized: map[string]*atomic.Uint64{}, serving: make(chan struct{})}
 	s.store.init()
-	if o := cfg.Overload; o != nil && cfg.Upstream != nil {
-		if o.Controller == nil {
-			return nil, errors.New("server: Overload.Controller is required")
-		}
-		m, err := newOverloadMetrics(o, cfg.Upstream.Host)
-		if err != nil {
-			return nil, fmt.Errorf("server: Overload: %w", err)
-		}
-		s.overloadMetrics = m
+	if err := s.setupOverload(); err != nil {
+		return nil, err
 	}
 	if toks := cfg.CheckAPI.Tokens; len(toks) > 0 {
 		g, err := admin.NewGuardWith(admin.GuardConfig{Tokens: toks, Realm: "rl-exporter decision API"})

@@ -12,10 +12,7 @@ func (g *testGen) overload() (RuleTestFile, error) {
 	if err != nil {
 		return RuleTestFile{}, err
 	}
-	step := stepFor(o.Window)
-	if o.Window/step < 4 {
-		step = o.Window / 4
-	}
+	step := windowStep(o.Window)
 	total := int((o.Window + a.For + 10*step) / step)
 	const perStep = 30 // shed requests per step
 	const upstream = "api.internal:8080"

@@ -161,6 +161,15 @@ func stepFor(shortest time.Duration) time.Duration {
 	return step
 }
 
+// windowStep is stepFor a rate window, with at least four samples in it.
+func windowStep(window time.Duration) time.Duration {
+	step := stepFor(window)
+	if window/step < 4 {
+		step = window / 4
+	}
+	return step
+}
+
 // series writes a selector with sorted labels.
 func series(name string, l map[string]string) string {
 	keys := make([]string, 0, len(l))
@@ -454,10 +463,7 @@ func (g *testGen) degraded() (RuleTestFile, error) {
 	if err != nil {
 		return RuleTestFile{}, err
 	}
-	step := stepFor(o.Window)
-	if o.Window/step < 4 {
-		step = o.Window / 4
-	}
+	step := windowStep(o.Window)
 	total := int((o.Window + o.For + 10*step) / step)
 	const perStep = 6 // degraded decisions per step on each instance
 	mk := func(degradedSteps int) []InputSeries {
