@@ -108,19 +108,24 @@ func TestLimitStaysWithinBounds(t *testing.T) {
 	}
 }
 
-func TestLimitDoesNotGrowWhileUpstreamIsUnderused(t *testing.T) {
-	c, clk := newController(t, Config{InitialLimit: 40})
-	for range 200 {
-		var tickets []Ticket
-		for range 15 { // under half the limit
-			tk, _, _ := c.Acquire(Default)
+// rounds sends n requests at once, answered after 20 ms, failed where failed says, times times.
+func rounds(c *Controller, clk *clock, times, n int, failed func(i int) bool) {
+	for range times {
+		tickets := make([]Ticket, 0, n)
+		for range n {
+			tk, _, _ := c.Acquire(Critical)
 			tickets = append(tickets, tk)
 		}
 		clk.now = clk.now.Add(20 * time.Millisecond)
-		for _, tk := range tickets {
-			tk.Done(false)
+		for i, tk := range tickets {
+			tk.Done(failed(i))
 		}
 	}
+}
+
+func TestLimitDoesNotGrowWhileUpstreamIsUnderused(t *testing.T) {
+	c, clk := newController(t, Config{InitialLimit: 40})
+	rounds(c, clk, 200, 15, func(int) bool { return false }) // under half the limit
 	if l := c.Limit(); l != 40 {
 		t.Fatalf("15 of 40 in flight at a low latency: limit %d, want it held at 40", l)
 	}
@@ -128,17 +133,7 @@ func TestLimitDoesNotGrowWhileUpstreamIsUnderused(t *testing.T) {
 
 func TestFailuresBackOff(t *testing.T) {
 	c, clk := newController(t, Config{InitialLimit: 40})
-	for range 50 {
-		var tickets []Ticket
-		for range 40 {
-			tk, _, _ := c.Acquire(Critical)
-			tickets = append(tickets, tk)
-		}
-		clk.now = clk.now.Add(20 * time.Millisecond)
-		for i, tk := range tickets {
-			tk.Done(i%2 == 0)
-		}
-	}
+	rounds(c, clk, 50, 40, func(i int) bool { return i%2 == 0 })
 	if l := c.Limit(); l >= 40 {
 		t.Fatalf("half the responses failed: limit %d did not fall from 40", l)
 	}
