@@ -167,3 +167,22 @@ func TestAReloadChangesPriorities(t *testing.T) {
 		}
 	}
 }
+
+func TestServeExportsTheOverloadSeriesOnMetrics(t *testing.T) {
+	up := upstream(t)
+	host := strings.TrimPrefix(up.URL, "http://")
+	p := startServe(t, []string{"main"}, "--config", writeConfig(t, fmt.Sprintf(`
+server: {upstream: %q, overload: {enabled: true, initial_limit: 30}}
+live: {enabled: false}
+reload: {watch: false}
+`, up.URL)))
+	if resp := get(t, p.url("main", "/x"), nil); resp.StatusCode != http.StatusOK {
+		t.Fatalf("proxied: %d", resp.StatusCode)
+	}
+	if v := metric(t, p, fmt.Sprintf(`rate_limit_overload_limit{upstream=%q}`, host)); v != 30 {
+		t.Errorf("rate_limit_overload_limit = %v, want the initial 30", v)
+	}
+	if v := metric(t, p, fmt.Sprintf(`rate_limit_shed_total{priority="critical",reason="limit",upstream=%q}`, host)); v != 0 {
+		t.Errorf("rate_limit_shed_total{critical,limit} = %v, want 0 from the start", v)
+	}
+}

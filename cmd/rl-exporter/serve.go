@@ -167,6 +167,11 @@ func runServe(ctx context.Context, args []string, env environ, stdout, stderr io
 	}
 	logger.Info("rl-exporter serve", slog.String("version", version), slog.String("config", cfg.Source),
 		slog.String("store", srv.Store().Name()), slog.String("upstream", cfg.Server.Upstream))
+	if cfg.Server.Overload.Enabled {
+		target, q, from, _ := cfg.OverloadTarget() // checked when the config loaded
+		logger.Info("overload: requests to the upstream are shed by priority past an adaptive concurrency limit",
+			slog.Duration("target", target), slog.Float64("quantile", q), slog.String("target_from", from))
+	}
 	for _, f := range cfg.Exposure() {
 		// check refuses some of these; serve starts, so that an instance
 		// already deployed so keeps deciding, and says what is exposed.
