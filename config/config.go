@@ -182,6 +182,10 @@ type Overload struct {
 	CriticalReserve float64 `koanf:"critical_reserve"`
 	// RetryAfter is the Retry-After of a shed request's 503. Default 1s.
 	RetryAfter time.Duration `koanf:"retry_after"`
+	// CriticalWait is how long a critical request that finds the whole
+	// limit in use waits for a slot before it is shed. Default 100ms;
+	// negative: none.
+	CriticalWait time.Duration `koanf:"critical_wait"`
 }
 
 // UpstreamTransport configures the reverse proxy's connections to the

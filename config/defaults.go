@@ -62,7 +62,7 @@ func Defaults() Config {
 				MinLimit: overload.DefaultMinLimit, MaxLimit: overload.DefaultMaxLimit, InitialLimit: overload.DefaultInitialLimit,
 				Tolerance: overload.DefaultTolerance, Smoothing: overload.DefaultSmoothing, QueueSize: overload.DefaultQueueSize,
 				LongWindow: overload.DefaultLongWindow, Window: overload.DefaultWindow, MinSamples: overload.DefaultMinSamples,
-				CriticalReserve: overload.DefaultReserve, RetryAfter: DefaultOverloadRetryAfter,
+				CriticalReserve: overload.DefaultReserve, RetryAfter: DefaultOverloadRetryAfter, CriticalWait: overload.DefaultCriticalWait,
 			},
 		},
 		Log: Log{Format: "text", Level: "info"},

@@ -42,7 +42,7 @@ func (c *Config) OverloadConfig() (overload.Config, error) {
 		Target: target, Quantile: quantile, Headroom: o.Headroom,
 		MinLimit: o.MinLimit, MaxLimit: o.MaxLimit, InitialLimit: o.InitialLimit,
 		Tolerance: o.Tolerance, Smoothing: o.Smoothing, QueueSize: o.QueueSize, LongWindow: o.LongWindow,
-		Window: o.Window, MinSamples: o.MinSamples, Reserve: o.CriticalReserve,
+		Window: o.Window, MinSamples: o.MinSamples, Reserve: o.CriticalReserve, CriticalWait: o.CriticalWait,
 	}
 	if err := cfg.Validate(); err != nil {
 		return cfg, fmt.Errorf("server.overload.%w", err)

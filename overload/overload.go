@@ -8,6 +8,7 @@
 package overload
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -32,6 +33,9 @@ const (
 	DefaultQuantile     = 0.99
 	DefaultHeadroom     = 0.8
 	DefaultReserve      = 0.2
+	// DefaultCriticalWait lets a critical request ride out a stall of a
+	// tenth of a second instead of being shed.
+	DefaultCriticalWait = 100 * time.Millisecond
 )
 
 // warmupWindows are averaged plainly into the baseline before it becomes a
@@ -67,6 +71,10 @@ type Config struct {
 	// below it: critical is admitted up to the limit, default up to
 	// limit·(1−Reserve), sheddable up to limit·(1−Reserve)².
 	Reserve float64
+	// CriticalWait is how long a critical request that finds the whole limit
+	// in use waits for a slot (AcquireWait), in arrival order, before it is
+	// shed; at most Limit of them wait. Default DefaultCriticalWait; negative: none.
+	CriticalWait time.Duration
 	// Now is the clock; default time.Now.
 	Now func() time.Time
 }
@@ -95,6 +103,9 @@ func (cfg *Config) fill() error {
 	defInt(&cfg.MinSamples, DefaultMinSamples)
 	if cfg.Window == 0 {
 		cfg.Window = DefaultWindow
+	}
+	if cfg.CriticalWait == 0 {
+		cfg.CriticalWait = DefaultCriticalWait
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -131,6 +142,8 @@ func (cfg Config) Validate() error {
 		return errors.New("min_samples: must be at least 1")
 	case cfg.Reserve < 0 || cfg.Reserve >= 1:
 		return errors.New("critical_reserve: must be in [0, 1)")
+	case cfg.CriticalWait > time.Minute:
+		return errors.New("critical_wait: must be at most 1m")
 	}
 	return nil
 }
@@ -150,6 +163,14 @@ type Controller struct {
 	baseline    float64         // nanoseconds; 0 until the first window
 	windows     int
 	last        Stats
+	waiters     []*waiter // critical requests waiting for a slot, oldest first
+}
+
+// waiter is a critical request waiting for a slot; granted under mu.
+type waiter struct {
+	ready   chan struct{}
+	granted bool
+	start   time.Time
 }
 
 // New returns a Controller at cfg.InitialLimit; errors name the field at fault.
@@ -198,6 +219,54 @@ func (c *Controller) Acquire(p Priority) (Ticket, Reason, bool) {
 	return Ticket{c: c, start: c.cfg.Now()}, "", true
 }
 
+// AcquireWait is Acquire, except that a critical request finding the whole
+// limit in use waits up to Config.CriticalWait (or until ctx ends) for a slot.
+func (c *Controller) AcquireWait(ctx context.Context, p Priority) (Ticket, Reason, bool) {
+	t, reason, ok := c.Acquire(p)
+	if ok || p != Critical || reason != ReasonLimit || c.cfg.CriticalWait < 0 {
+		return t, reason, ok
+	}
+	c.mu.Lock()
+	if len(c.waiters) >= max(int(c.limit), 1) {
+		c.mu.Unlock()
+		return Ticket{}, ReasonLimit, false
+	}
+	w := &waiter{ready: make(chan struct{})}
+	c.waiters = append(c.waiters, w)
+	c.mu.Unlock()
+	timer := time.NewTimer(c.cfg.CriticalWait)
+	defer timer.Stop()
+	select {
+	case <-w.ready:
+	case <-timer.C:
+	case <-ctx.Done():
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if w.granted {
+		return Ticket{c: c, start: w.start}, "", true
+	}
+	for i, o := range c.waiters {
+		if o == w {
+			c.waiters = append(c.waiters[:i], c.waiters[i+1:]...)
+			break
+		}
+	}
+	return Ticket{}, ReasonLimit, false
+}
+
+// grant hands the slots free under the limit to the oldest waiters.
+func (c *Controller) grant(now time.Time) {
+	for len(c.waiters) > 0 && float64(c.inFlight) < math.Floor(c.limit) {
+		w := c.waiters[0]
+		c.waiters = c.waiters[1:]
+		c.inFlight++
+		c.peak = max(c.peak, c.inFlight)
+		w.granted, w.start = true, now
+		close(w.ready)
+	}
+}
+
 // Done ends the request: its latency (from Acquire) and whether it failed
 // (an upstream error or a 5xx) are a sample of the current window.
 func (t Ticket) Done(failed bool) {
@@ -216,6 +285,7 @@ func (t Ticket) Done(failed bool) {
 	if len(c.samples) >= c.cfg.MinSamples && now.Sub(c.windowStart) >= c.cfg.Window {
 		c.update(now)
 	}
+	c.grant(now)
 }
 
 // update closes the window: the limit moves by the gradient of the window's
@@ -272,6 +342,7 @@ func (c *Controller) update(now time.Time) {
 type Stats struct {
 	Limit    int           // the concurrency limit now
 	InFlight int           // requests admitted and not yet done
+	Waiting  int           // critical requests waiting for a slot
 	Baseline time.Duration // the long-window average latency
 	Mean     time.Duration // the last window's mean latency
 	Quantile time.Duration // the last window's Config.Quantile of latency
@@ -284,7 +355,7 @@ func (c *Controller) Stats() Stats {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	s := c.last
-	s.Limit, s.InFlight = int(c.limit), c.inFlight
+	s.Limit, s.InFlight, s.Waiting = int(c.limit), c.inFlight, len(c.waiters)
 	return s
 }
 

@@ -1,9 +1,12 @@
 package overload
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rl-exporter/rl-exporter/internal/eventually"
 )
 
 type clock struct{ now time.Time }
@@ -211,5 +214,47 @@ func TestConfigErrorsNameTheKey(t *testing.T) {
 		if _, err := New(tc.cfg); err == nil || !strings.HasPrefix(err.Error(), tc.key+":") {
 			t.Errorf("New(%+v): %v, want an error on %s", tc.cfg, err, tc.key)
 		}
+	}
+}
+
+func TestACriticalRequestWaitsForASlotAtTheLimit(t *testing.T) {
+	c, _ := newController(t, Config{InitialLimit: 2, MinLimit: 1, CriticalWait: time.Minute})
+	held := make([]Ticket, 2)
+	for i := range held {
+		held[i], _, _ = c.Acquire(Critical)
+	}
+	got := make(chan bool)
+	go func() {
+		_, _, ok := c.AcquireWait(context.Background(), Critical)
+		got <- ok
+	}()
+	eventually.True(t, 5*time.Second, "the critical request waits", func() bool { return c.Stats().Waiting == 1 })
+	if _, r, ok := c.AcquireWait(context.Background(), Sheddable); ok || r != ReasonLimit {
+		t.Fatalf("a sheddable request at the limit: admitted %v, reason %q; want shed at once", ok, r)
+	}
+	held[0].Done(false)
+	if !<-got {
+		t.Fatal("the waiting critical request was shed when a slot freed")
+	}
+	if s := c.Stats(); s.InFlight != 2 || s.Waiting != 0 {
+		t.Fatalf("stats %+v: want the freed slot taken by the waiter", s)
+	}
+}
+
+func TestACriticalRequestIsShedWhenItsWaitEnds(t *testing.T) {
+	c, _ := newController(t, Config{InitialLimit: 1, MinLimit: 1, CriticalWait: 10 * time.Millisecond})
+	c.Acquire(Critical)
+	if _, r, ok := c.AcquireWait(context.Background(), Critical); ok || r != ReasonLimit {
+		t.Fatalf("no slot freed within the wait: admitted %v, reason %q; want shed at the limit", ok, r)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	noWait, _ := newController(t, Config{InitialLimit: 1, MinLimit: 1, CriticalWait: time.Minute})
+	noWait.Acquire(Critical)
+	if _, _, ok := noWait.AcquireWait(ctx, Critical); ok {
+		t.Fatal("a request whose client is gone was admitted")
+	}
+	if s := noWait.Stats(); s.Waiting != 0 || s.InFlight != 1 {
+		t.Fatalf("stats %+v: the gone request still waits or holds a slot", s)
 	}
 }

@@ -36,7 +36,7 @@ func (s *Server) overloadGate(next http.Handler) http.Handler {
 		if rt, ok := httplimit.RouteFrom(r.Context()); ok && o.Priority != nil {
 			p = o.Priority(rt.Class, rt.Tier)
 		}
-		ticket, reason, ok := o.Controller.Acquire(p)
+		ticket, reason, ok := o.Controller.AcquireWait(r.Context(), p)
 		if !ok {
 			if s.overloadMetrics != nil {
 				s.overloadMetrics.Shed(p.String(), string(reason))

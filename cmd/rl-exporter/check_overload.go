@@ -44,8 +44,12 @@ func printOverload(w io.Writer, cfg *config.Config) {
 	fmt.Fprintf(w, "overload on for %s: target %s\n", cfg.Server.Upstream, target)
 	fmt.Fprintf(w, "  limit starts at %d within [%d, %d]; every %s (at least %d responses) it follows the mean latency against its %d-window baseline (tolerance %g×), smoothing %g, growing by %d\n",
 		oc.InitialLimit, oc.MinLimit, oc.MaxLimit, oc.Window, oc.MinSamples, oc.LongWindow, oc.Tolerance, oc.Smoothing, oc.QueueSize)
-	fmt.Fprintf(w, "  admitted while in flight is below: critical the limit, default %.0f%% of it, sheddable %.0f%%; shed requests get 503 with Retry-After %s\n",
-		100*(1-r), 100*(1-r)*(1-r), o.RetryAfter)
+	wait := "critical requests are shed at once at the limit"
+	if oc.CriticalWait > 0 {
+		wait = fmt.Sprintf("a critical request waits up to %s for a slot at the limit", oc.CriticalWait)
+	}
+	fmt.Fprintf(w, "  admitted while in flight is below: critical the limit, default %.0f%% of it, sheddable %.0f%%; %s; shed requests get 503 with Retry-After %s\n",
+		100*(1-r), 100*(1-r)*(1-r), wait, o.RetryAfter)
 	for _, p := range overload.Priorities {
 		if list := byPriority[p]; len(list) > 0 {
 			fmt.Fprintf(w, "  %s: %s\n", p, strings.Join(list, ", "))

@@ -32,7 +32,7 @@ func TestCheckExplainsOverloadAndItsTargetFromTheSLOSpec(t *testing.T) {
 		"overload on for http://127.0.0.1:9: target p99 ≤ 250ms (from " + filepath.Join(filepath.Dir(f), "slo.yaml") + ")",
 		"limit starts at 20 within [20, 1000]",
 		"critical the limit, default 80% of it, sheddable 64%",
-		"Retry-After 1s",
+		"a critical request waits up to 100ms for a slot at the limit; shed requests get 503 with Retry-After 1s",
 		"  critical: default/enterprise\n",
 		"  sheddable: default/free\n",
 	} {
