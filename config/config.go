@@ -135,6 +135,57 @@ type Server struct {
 	GRPCListen string `koanf:"grpc_listen"`
 	// GRPCTLS, when its files are set, serves GRPCListen over TLS.
 	GRPCTLS GRPCTLS `koanf:"grpc_tls"`
+	// Overload sheds requests to Upstream by priority once it is slower than
+	// its latency objective (docs/overload.md). Off by default.
+	Overload Overload `koanf:"overload"`
+}
+
+// Overload configures the upstream's adaptive concurrency limit and the
+// shedding by priority (package overload, whose defaults these are).
+type Overload struct {
+	// Enabled turns the limit on. Default false.
+	Enabled bool `koanf:"enabled"`
+	// Target is the latency objective the limit holds the upstream's
+	// responses under, on Quantile. Default: the upstream latency objective
+	// of SLOSpec, when set; else none, and the latency baseline alone
+	// bounds the limit.
+	Target time.Duration `koanf:"target"`
+	// SLOSpec is the SLO spec (slo.yaml) whose overload.latency_threshold
+	// and overload.latency_quantile give Target and Quantile when Target is 0.
+	SLOSpec string `koanf:"slo_spec"`
+	// Quantile of each window's latencies that Target bounds. Default 0.99.
+	Quantile float64 `koanf:"quantile"`
+	// Headroom is the share of Target above which the limit shrinks. Default 0.8.
+	Headroom float64 `koanf:"headroom"`
+	// MinLimit, MaxLimit and InitialLimit bound the limit and start it.
+	// Defaults 20 (as Gradient2's), 1000 and 20.
+	MinLimit     int `koanf:"min_limit"`
+	MaxLimit     int `koanf:"max_limit"`
+	InitialLimit int `koanf:"initial_limit"`
+	// Tolerance is how far a window's mean latency may exceed the baseline
+	// (its long-window average) before the limit shrinks. Default 1.5.
+	Tolerance float64 `koanf:"tolerance"`
+	// Smoothing is the weight of each window's estimate in the limit. Default 0.2.
+	Smoothing float64 `koanf:"smoothing"`
+	// QueueSize is what the limit grows by per window within bounds. Default 4.
+	QueueSize int `koanf:"queue_size"`
+	// LongWindow is how many windows the baseline averages. Default 600.
+	LongWindow int `koanf:"long_window"`
+	// Window and MinSamples: the limit moves at most once per Window, from
+	// at least MinSamples responses. Defaults 100ms and 10.
+	Window     time.Duration `koanf:"window"`
+	MinSamples int           `koanf:"min_samples"`
+	// CriticalReserve is the share of the limit each priority keeps from
+	// the one below: critical requests are admitted up to the limit,
+	// default ones up to limit×(1−r), sheddable ones up to limit×(1−r)².
+	// Default 0.2.
+	CriticalReserve float64 `koanf:"critical_reserve"`
+	// RetryAfter is the Retry-After of a shed request's 503. Default 1s.
+	RetryAfter time.Duration `koanf:"retry_after"`
+	// CriticalWait is how long a critical request that finds the whole
+	// limit in use waits for a slot before it is shed. Default 100ms;
+	// negative: none.
+	CriticalWait time.Duration `koanf:"critical_wait"`
 }
 
 // UpstreamTransport configures the reverse proxy's connections to the
@@ -547,6 +598,10 @@ type Class struct {
 	// below which a key is decided asynchronously; strictly between 0 and
 	// 1. Default DefaultHybridThreshold (nil: not set).
 	HybridThreshold *float64 `koanf:"hybrid_threshold"`
+	// Priority is the class's requests' priority when server.overload
+	// sheds: critical, default or sheddable. Default "default". A tier's
+	// priority overrides it.
+	Priority string `koanf:"priority"`
 	// Penalty, when After is set, refuses a client refused After times
 	// within Within for For (status penalized). Off by default.
 	Penalty Penalty `koanf:"penalty"`
@@ -583,6 +638,8 @@ type Limit struct {
 	// Calendar places the windows of a period of day, week, month or year
 	// (fixed_window): set by such a period, with the file's calendar keys.
 	Calendar *Calendar `koanf:"calendar"`
+	// Priority overrides the class's priority for this tier.
+	Priority string `koanf:"priority"`
 }
 
 // Default returns the built-in configuration: one class, "default", that

@@ -11,6 +11,7 @@ import (
 	"github.com/rl-exporter/rl-exporter/httplimit"
 	"github.com/rl-exporter/rl-exporter/limiter"
 	"github.com/rl-exporter/rl-exporter/limiter/redisstore"
+	"github.com/rl-exporter/rl-exporter/overload"
 	"github.com/rl-exporter/rl-exporter/region"
 )
 
@@ -34,6 +35,9 @@ const (
 	DefaultDialTimeout         = 5 * time.Second
 	// DefaultResponseHeaderTimeout is nginx's proxy_read_timeout.
 	DefaultResponseHeaderTimeout = 60 * time.Second
+	// DefaultOverloadRetryAfter: a shed request is worth retrying once the
+	// limit has had a few windows to move.
+	DefaultOverloadRetryAfter = time.Second
 )
 
 // Defaults returns the value of every key that has a default, typed: the
@@ -52,6 +56,13 @@ func Defaults() Config {
 			UpstreamTransport: UpstreamTransport{
 				MaxIdleConnsPerHost: DefaultMaxIdleConnsPerHost, IdleConnTimeout: DefaultIdleConnTimeout,
 				DialTimeout: DefaultDialTimeout, ResponseHeaderTimeout: DefaultResponseHeaderTimeout,
+			},
+			Overload: Overload{
+				Quantile: overload.DefaultQuantile, Headroom: overload.DefaultHeadroom,
+				MinLimit: overload.DefaultMinLimit, MaxLimit: overload.DefaultMaxLimit, InitialLimit: overload.DefaultInitialLimit,
+				Tolerance: overload.DefaultTolerance, Smoothing: overload.DefaultSmoothing, QueueSize: overload.DefaultQueueSize,
+				LongWindow: overload.DefaultLongWindow, Window: overload.DefaultWindow, MinSamples: overload.DefaultMinSamples,
+				CriticalReserve: overload.DefaultReserve, RetryAfter: DefaultOverloadRetryAfter, CriticalWait: overload.DefaultCriticalWait,
 			},
 		},
 		Log: Log{Format: "text", Level: "info"},

@@ -33,6 +33,7 @@ func (c *Config) Validate() error {
 	c.validateLive(e)
 	c.validateRLS(e)
 	c.validateRegion(e)
+	c.validateOverload(e)
 	if len(e.list) == 0 {
 		// Everything named is fine on its own; compile the policy to catch
 		// what only shows together (two classes claiming one route).

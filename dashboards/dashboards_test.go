@@ -235,6 +235,15 @@ func exportedSeries(t *testing.T) series {
 	if err := c.Registry().Register(rc); err != nil {
 		t.Fatal(err)
 	}
+	// So do server.overload's, registered when it is on.
+	oc, err := collector.NewOverload(collector.OverloadConfig{Upstream: "api:8080", Priorities: []string{"critical"}, Reasons: []string{"limit"},
+		State: func() (int, int) { return 20, 3 }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Registry().Register(oc); err != nil {
+		t.Fatal(err)
+	}
 	families, err := c.Registry().Gather()
 	if err != nil {
 		t.Fatal(err)
@@ -709,7 +718,8 @@ func TestThresholdLinesAreTheAlertThresholds(t *testing.T) {
 func TestEveryPanelWatchingAnAlertLinksToItsRunbook(t *testing.T) {
 	m := repoModel(t)
 	runbooks := []string{m.Rejection.RunbookURL, m.Latency.RunbookURL, m.FailOpen.RunbookURL, m.Availability.Template.RunbookURL,
-		m.Regions.SyncLag.RunbookURL, m.Regions.Unreachable.RunbookURL, m.CostExpired.RunbookURL, m.CostEstimate.RunbookURL}
+		m.Regions.SyncLag.RunbookURL, m.Regions.Unreachable.RunbookURL, m.CostExpired.RunbookURL, m.CostEstimate.RunbookURL,
+		m.Overload.CriticalShed.RunbookURL}
 	for path, b := range committedBoards(t) {
 		for _, p := range b.Panels {
 			if p.Type == "row" || p.Title == "Instances by version" {

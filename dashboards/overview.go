@@ -132,6 +132,12 @@ func overview(m *slo.Model, source string) (dashboard.Dashboard, error) {
 	for _, p := range costPanels(m, q, next) {
 		b.WithPanel(p)
 	}
+	if o := m.Overload; o != nil {
+		row(OverloadRowTitle)
+		for _, p := range overloadPanels(o, q, next) {
+			b.WithPanel(p)
+		}
+	}
 
 	row("Trend")
 	b.WithPanel(weeklyRejectionPanel(m, q, next()))

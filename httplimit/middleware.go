@@ -32,6 +32,20 @@ type Config struct {
 	// LogInterval (default limiter.DefaultLogInterval) is the least time between two lines of
 	// costs no window admits: the first is written at once, the next count the occurrences since.
 	LogInterval time.Duration
+	// PassRoute gives the handler behind the middleware each request's Route in its context
+	// (RouteFrom); off, the request passes on unchanged and nothing is allocated for it.
+	PassRoute bool
+}
+
+// Route is what a request was decided as: its class, endpoint (pattern) and plan tier.
+type Route struct{ Class, Endpoint, Tier string }
+
+type routeKey struct{}
+
+// RouteFrom returns the Route a Middleware with Config.PassRoute put in ctx.
+func RouteFrom(ctx context.Context) (Route, bool) {
+	rt, ok := ctx.Value(routeKey{}).(Route)
+	return rt, ok
 }
 
 // Middleware enforces a Policy on HTTP requests. It is safe for concurrent use; Swap replaces
@@ -45,6 +59,7 @@ type Middleware struct {
 	trace    TraceFunc
 	now      func() time.Time
 	costLog  *summarylog.Line // request costs that cannot be admitted
+	route    bool             // Config.PassRoute
 }
 
 // New returns a Middleware enforcing cfg.Policy.
@@ -52,7 +67,8 @@ func New(cfg Config) (*Middleware, error) {
 	if cfg.Policy == nil {
 		return nil, errors.New("httplimit: Policy is required")
 	}
-	m := &Middleware{recorder: cfg.Recorder, logger: cfg.Logger, cost: cfg.Cost, onPolicy: cfg.OnPolicy, now: cfg.Now, trace: cfg.Trace}
+	m := &Middleware{recorder: cfg.Recorder, logger: cfg.Logger, cost: cfg.Cost, onPolicy: cfg.OnPolicy, now: cfg.Now, trace: cfg.Trace,
+		route: cfg.PassRoute}
 	if m.logger == nil {
 		m.logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
@@ -220,6 +236,9 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 				t.Stop()
 				return
 			}
+		}
+		if m.route {
+			r = r.WithContext(context.WithValue(r.Context(), routeKey{}, Route{Class: rt.class.name, Endpoint: rt.pattern, Tier: tier}))
 		}
 		next.ServeHTTP(w, r)
 	})

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"sync"
+	"sync/atomic"
 
 	"github.com/redis/go-redis/v9"
 
@@ -18,6 +19,7 @@ import (
 	"github.com/rl-exporter/rl-exporter/httplimit"
 	"github.com/rl-exporter/rl-exporter/limiter"
 	"github.com/rl-exporter/rl-exporter/limiter/redisstore"
+	"github.com/rl-exporter/rl-exporter/overload"
 	"github.com/rl-exporter/rl-exporter/region"
 )
 
@@ -113,7 +115,12 @@ func Build(cfg *config.Config, d Deps) (*Built, error) {
 	} else if g != nil {
 		undo = append([]io.Closer{g.ln}, undo...)
 	}
-	mw, err := httplimit.New(httplimit.Config{Policy: p, Recorder: d.Recorder, Logger: d.Logger, OnPolicy: d.OnPolicy, Trace: d.Trace})
+	ov, err := b.overload(cfg)
+	if err != nil {
+		return fail(err)
+	}
+	mw, err := httplimit.New(httplimit.Config{Policy: p, Recorder: d.Recorder, Logger: d.Logger, OnPolicy: d.OnPolicy, Trace: d.Trace,
+		PassRoute: ov != nil})
 	if err != nil {
 		return fail(err)
 	}
@@ -121,7 +128,7 @@ func Build(cfg *config.Config, d Deps) (*Built, error) {
 	if err != nil {
 		return fail(err)
 	}
-	srv, err := newServer(cfg, d, mw, opened, adminHandlers, b.authFailures, webConfig, closers)
+	srv, err := newServer(cfg, d, mw, opened, adminHandlers, b.authFailures, webConfig, closers, ov)
 	if err != nil {
 		return fail(err)
 	}
@@ -135,7 +142,7 @@ func Build(cfg *config.Config, d Deps) (*Built, error) {
 
 // newServer makes cfg's Server, with the opened store's readiness and closers.
 func newServer(cfg *config.Config, d Deps, mw *httplimit.Middleware, opened OpenedStore,
-	adminHandlers map[string]http.Handler, authFailures *admin.AuthFailures, webConfig string, closers []io.Closer) (*Server, error) {
+	adminHandlers map[string]http.Handler, authFailures *admin.AuthFailures, webConfig string, closers []io.Closer, ov *Overload) (*Server, error) {
 	var upstream *url.URL
 	if cfg.Server.Upstream != "" {
 		var err error
@@ -164,8 +171,27 @@ func newServer(cfg *config.Config, d Deps, mw *httplimit.Middleware, opened Open
 		MaxHeaderBytes: cfg.Server.MaxHeaderBytes, MaxHeaderCount: cfg.Server.MaxHeaderCount,
 		CheckAPI:       CheckAPI{Disabled: !cfg.Server.CheckAPI.Enabled, AllowedPeers: checkPeers, Tokens: checkTokens},
 		MetricsHandler: d.MetricsHandler, AdminHandlers: adminHandlers, AdminAuthFailures: authFailures, MetricsWebConfigFile: webConfig,
-		ShutdownTimeout: cfg.Server.ShutdownTimeout, Closers: closers, Logger: d.Logger,
+		ShutdownTimeout: cfg.Server.ShutdownTimeout, Closers: closers, Logger: d.Logger, Overload: ov,
 	})
+}
+
+// overload is server.overload's controller, its priorities read from the
+// config in force (a reload changes them); nil when off.
+func (b *Built) overload(cfg *config.Config) (*Overload, error) {
+	if !cfg.Server.Overload.Enabled || cfg.Server.Upstream == "" {
+		return nil, nil
+	}
+	oc, err := cfg.OverloadConfig()
+	if err != nil {
+		return nil, fmt.Errorf("config %s: %w", cfg.Source, err)
+	}
+	ctl, err := overload.New(oc)
+	if err != nil {
+		return nil, fmt.Errorf("config %s: server.overload.%w", cfg.Source, err)
+	}
+	b.priorities.Store(cfg)
+	return &Overload{Controller: ctl, RetryAfter: cfg.Server.Overload.RetryAfter,
+		Priority: func(class, tier string) overload.Priority { return b.priorities.Load().Priority(class, tier) }}, nil
 }
 
 // Built is a Server built from a config, able to reload its policy. Its
@@ -183,7 +209,8 @@ type Built struct {
 	background   []part        // run by Serve after the ways in (backgroundParts)
 	serving      chan struct{} // closed once every part of Serve runs
 	running      context.CancelFunc
-	stopped      chan struct{} // closed when Serve returns
+	stopped      chan struct{}                 // closed when Serve returns
+	priorities   atomic.Pointer[config.Config] // the classes' priorities in force, with server.overload
 }
 
 // Store is the store decisions are made on.

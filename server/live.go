@@ -297,6 +297,9 @@ func (b *Built) reload(cfg *config.Config) error {
 		return fmt.Errorf("config %s: %w", cfg.Source, err)
 	}
 	b.Middleware().Swap(p)
+	if b.priorities.Load() != nil {
+		b.priorities.Store(cfg)
+	}
 	var restart []string
 	if old := b.live.cfg; old != nil {
 		restart = config.RestartRequired(old, cfg)

@@ -36,6 +36,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/rl-exporter/rl-exporter/admin"
+	"github.com/rl-exporter/rl-exporter/collector"
 	"github.com/rl-exporter/rl-exporter/config"
 	"github.com/rl-exporter/rl-exporter/httplimit"
 )
@@ -105,6 +106,9 @@ type Config struct {
 	Closers []io.Closer
 	// Logger receives start, stop and proxy-error lines. Default: discard.
 	Logger *slog.Logger
+	// Overload, when set with Upstream, sheds requests to it by priority
+	// (overload.go); the Middleware must pass routes (httplimit.Config.PassRoute).
+	Overload *Overload
 }
 
 // CheckAPI says who may use the decision API, POST /v1/check, which believes
@@ -139,6 +143,8 @@ type Server struct {
 	serving    chan struct{} // closed once Serve's listeners accept
 	drainOnce  sync.Once
 	closeOnce  sync.Once
+	// overloadMetrics exports Config.Overload; nil without it.
+	overloadMetrics *collector.Overload
 }
 
 // New validates cfg and opens the listeners, so that Addr is known before Serve.
@@ -187,6 +193,9 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{cfg: cfg, logger: cfg.Logger, listeners: map[string]net.Listener{}, servers: map[string]*http.Server{},
 		slow: map[string]*atomic.Uint64{}, oversized: map[string]*atomic.Uint64{}, serving: make(chan struct{})}
 	s.store.init()
+	if err := s.setupOverload(); err != nil {
+		return nil, err
+	}
 	if toks := cfg.CheckAPI.Tokens; len(toks) > 0 {
 		g, err := admin.NewGuardWith(admin.GuardConfig{Tokens: toks, Realm: "rl-exporter decision API"})
 		if err != nil {
@@ -273,6 +282,9 @@ func (s *Server) mainHandler() http.Handler {
 	})
 	if s.cfg.Upstream != nil {
 		rest = s.proxy(s.cfg.Upstream)
+		if s.cfg.Overload != nil {
+			rest = s.overloadGate(rest)
+		}
 	}
 	limited := s.cfg.Middleware.Handler(rest)
 	ops := s.cfg.MetricsListen == ""

@@ -37,6 +37,7 @@ const (
 	AlertMetricsAbsent      = "RateLimitMetricsAbsent"
 	AlertRegionSyncLagHigh  = "RateLimitRegionSyncLagHigh"
 	AlertRegionUnreachable  = "RateLimitRegionPeerUnreachable"
+	AlertCriticalShed       = "RateLimitCriticalShed"
 )
 
 // Model is a validated spec with every default applied and every duration
@@ -56,7 +57,9 @@ type Model struct {
 	Availability *AvailabilitySLO
 	// Regions is nil unless the spec has a regions: block.
 	Regions *RegionsObjective
-	Routing Routing
+	// Overload is the upstream's latency objective; never nil.
+	Overload *OverloadObjective
+	Routing  Routing
 	// CostExpired and CostEstimate are the cost alerts; nil when disabled.
 	CostExpired  *CostExpiredObjective
 	CostEstimate *CostEstimateObjective
@@ -143,6 +146,16 @@ type RegionsObjective struct {
 	UnreachableFor   time.Duration
 }
 
+// OverloadObjective is the upstream's latency objective, read by serve's
+// server.overload, and the alert on shed critical requests (nil CriticalShed
+// when disabled).
+type OverloadObjective struct {
+	LatencyQuantile  float64
+	LatencyThreshold time.Duration
+	CriticalShed     *Alert
+	Window           time.Duration
+}
+
 // Routing is the validated routing section.
 type Routing struct {
 	GroupBy                                  []string
@@ -215,6 +228,7 @@ func Compile(spec Spec, file string) (*Model, error) {
 	if r := spec.Regions; r != nil {
 		m.Regions = c.regions(spec, *r)
 	}
+	m.Overload = c.overload(spec)
 	m.Routing = c.routing(spec.Routing)
 	c.cost(spec, m)
 	if len(c.errs) > 0 {
@@ -273,7 +287,7 @@ func (c *compiler) severity(field, s string) string {
 }
 
 // reservedLabels are set by the generator and cannot be overridden.
-var reservedLabels = []string{"alertname", "severity", "long_window", "short_window", "job", "endpoint", "plan_tier", "operation", "peer_region"}
+var reservedLabels = []string{"alertname", "severity", "long_window", "short_window", "job", "endpoint", "plan_tier", "operation", "peer_region", "upstream"}
 
 func (c *compiler) labels(field string, l map[string]string) {
 	for k, v := range l {
@@ -432,6 +446,20 @@ func (c *compiler) regions(spec Spec, r RegionsSpec) *RegionsObjective {
 			r.SyncLagThreshold, r.UnreachableFor))
 	}
 	return o
+}
+
+func (c *compiler) overload(spec Spec) *OverloadObjective {
+	o := spec.Overload
+	out := &OverloadObjective{LatencyQuantile: o.LatencyQuantile, LatencyThreshold: c.window("overload.latency_threshold", o.LatencyThreshold)}
+	if !(o.LatencyQuantile > 0 && o.LatencyQuantile < 1) {
+		c.fail("overload.latency_quantile", fmt.Sprintf("%v is not between 0 and 1 (exclusive)", o.LatencyQuantile))
+	}
+	if a := o.CriticalShed; a.Enabled {
+		al := c.alert("overload.critical_shed", AlertCriticalShed, spec, a.AlertSpec)
+		out.CriticalShed = &al
+		out.Window = c.window("overload.critical_shed.window", a.Window)
+	}
+	return out
 }
 
 func (c *compiler) percentUpTo100(field string, v float64) float64 {

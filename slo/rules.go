@@ -25,6 +25,7 @@ const (
 	metricDegraded     = "rate_limit_degraded_total"
 	metricRegionLag    = "rate_limit_region_sync_lag_seconds"
 	metricRegionErrors = "rate_limit_region_sync_errors_total"
+	metricShed         = "rate_limit_shed_total"
 )
 
 // Rule group names, one per objective: a group evaluates its recording rules
@@ -37,6 +38,7 @@ const (
 	GroupAvailability = "rl-exporter-availability-slo"
 	GroupMetrics      = "rl-exporter-metrics"
 	GroupRegions      = "rl-exporter-regions"
+	GroupOverload     = "rl-exporter-overload"
 )
 
 // Recording rule names, in the level:metric:operations convention.
@@ -96,6 +98,9 @@ func (m *Model) RuleGroups() (*rulefmt.RuleGroups, error) {
 	}
 	if o := m.Regions; o != nil {
 		groups = append(groups, rulefmt.RuleGroup{Name: GroupRegions, Rules: m.regionRules(o, m.sel)})
+	}
+	if o := m.Overload; o != nil && o.CriticalShed != nil {
+		groups = append(groups, m.overloadGroup(o))
 	}
 	if a := m.Absent; a != nil {
 		groups = append(groups, m.absentGroup(a))
@@ -176,6 +181,24 @@ func (m *Model) degradedGroup(o *DegradedObjective) rulefmt.RuleGroup {
 			"The rate limiter has been deciding in degraded mode because its store fails",
 			fmt.Sprintf("{{ $value | humanize }} decisions/s were made on each instance's share of the limit (fail_policy local) for at least %s: the store is down, limits hold only as well as the last known instance count.",
 				formatDuration(o.For))),
+	}}
+}
+
+// CriticalShedRecord names the rate of critical requests shed, per upstream.
+func CriticalShedRecord(window time.Duration) string {
+	return "upstream:rate_limit_shed_critical:rate" + formatDuration(window)
+}
+
+// overloadGroup records the critical requests shed and alerts on any.
+func (m *Model) overloadGroup(o *OverloadObjective) rulefmt.RuleGroup {
+	w := formatDuration(o.Window)
+	rec := CriticalShedRecord(o.Window)
+	return rulefmt.RuleGroup{Name: GroupOverload, Rules: []rulefmt.Rule{
+		{Record: rec, Expr: fmt.Sprintf("sum by (upstream) (rate(%s%s[%s]))", metricShed, m.sel(`priority="critical"`), w)},
+		alertRule(*o.CriticalShed, fmt.Sprintf("%s > 0", rec), nil,
+			"Critical requests to {{ $labels.upstream }} are shed",
+			fmt.Sprintf("{{ $value | humanize }} critical requests/s to upstream {{ $labels.upstream }} were shed with 503 over the last %s, for at least %s: the upstream is too slow for its latency objective even with the sheddable and default traffic shed, or the critical traffic alone is more than it serves.",
+				w, formatDuration(o.CriticalShed.For))),
 	}}
 }
 

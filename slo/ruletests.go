@@ -111,6 +111,10 @@ func (m *Model) RuleTests(ruleFile string) ([]NamedRuleTestFile, error) {
 		f, err := g.regions()
 		errs = append(errs, add("regions.yml", f, err))
 	}
+	if m.Overload != nil && m.Overload.CriticalShed != nil {
+		f, err := g.overload()
+		errs = append(errs, add("overload.yml", f, err))
+	}
 	if m.Absent != nil {
 		f, err := g.absent()
 		errs = append(errs, add("metrics-absent.yml", f, err))
@@ -154,6 +158,15 @@ func stepFor(shortest time.Duration) time.Duration {
 		if step < time.Second {
 			step = time.Second
 		}
+	}
+	return step
+}
+
+// windowStep is stepFor a rate window, with at least four samples in it.
+func windowStep(window time.Duration) time.Duration {
+	step := stepFor(window)
+	if window/step < 4 {
+		step = window / 4
 	}
 	return step
 }
@@ -451,10 +464,7 @@ func (g *testGen) degraded() (RuleTestFile, error) {
 	if err != nil {
 		return RuleTestFile{}, err
 	}
-	step := stepFor(o.Window)
-	if o.Window/step < 4 {
-		step = o.Window / 4
-	}
+	step := windowStep(o.Window)
 	total := int((o.Window + o.For + 10*step) / step)
 	const perStep = 6 // degraded decisions per step on each instance
 	mk := func(degradedSteps int) []InputSeries {

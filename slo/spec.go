@@ -42,6 +42,27 @@ type Spec struct {
 	Routing RoutingSpec  `koanf:"routing"`
 	// Cost holds the alerts on reservations and cost estimates.
 	Cost CostSpec `koanf:"cost"`
+	// Overload is the upstream's latency objective, the default target of
+	// serve's server.overload, and the alert on shed critical requests.
+	Overload OverloadSpec `koanf:"overload"`
+}
+
+// OverloadSpec is the objective of the upstream behind serve: its responses'
+// LatencyQuantile within LatencyThreshold. server.overload (with slo_spec
+// naming this file) sheds requests by priority to hold it; CriticalShed
+// alerts when even critical requests are shed.
+type OverloadSpec struct {
+	LatencyQuantile  float64          `koanf:"latency_quantile"`
+	LatencyThreshold string           `koanf:"latency_threshold"`
+	CriticalShed     CriticalShedSpec `koanf:"critical_shed"`
+}
+
+// CriticalShedSpec is the alert on critical requests shed, counted in
+// rate_limit_shed_total{priority="critical"} per upstream.
+type CriticalShedSpec struct {
+	AlertSpec `koanf:",squash"`
+	// Window is the rate window over which shed requests are seen.
+	Window string `koanf:"window"`
 }
 
 // RegionsSpec is the multi-region objective: how stale the counts known
@@ -262,6 +283,10 @@ func DefaultSpec() Spec {
 			ObjectivePercent: 99.9,
 			Period:           "30d",
 			Windows:          DefaultBurnWindows(),
+		},
+		Overload: OverloadSpec{
+			LatencyQuantile: 0.99, LatencyThreshold: "500ms",
+			CriticalShed: CriticalShedSpec{AlertSpec: AlertSpec{Enabled: true, For: "1m", Severity: "page"}, Window: "5m"},
 		},
 		Routing: RoutingSpec{
 			GroupBy:        []string{"alertname", "endpoint", "plan_tier"},

@@ -7,6 +7,9 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"time"
+
+	"github.com/rl-exporter/rl-exporter/internal/capacity"
 )
 
 // demoUpstreamHandler answers every request with what it received, as JSON.
@@ -24,10 +27,23 @@ func demoUpstreamHandler() http.Handler {
 }
 
 func runDemoUpstream(ctx context.Context, args []string, _ environ, stdout, stderr io.Writer) int {
-	fs := newFlagSet("demo-upstream", "[--listen ADDR]", "Answers every request with what it received, as JSON: an API to put serve in front of.", stderr)
+	fs := newFlagSet("demo-upstream", "[--listen ADDR] [--capacity C --service-time T]",
+		"Answers every request with what it received, as JSON: an API to put serve in front of.\n"+
+			"With --capacity, C workers each hold a request for --service-time and the rest queue,\n"+
+			"so that latency grows once more than C requests are in flight (at most C/T requests per second).", stderr)
 	listen := fs.String("listen", "127.0.0.1:8481", "address to listen on")
+	workers := fs.Int("capacity", 0, "requests served at once; 0: no bound and no service time")
+	serviceTime := fs.Duration("service-time", 50*time.Millisecond, "how long a worker holds each request (with --capacity)")
 	if status, ok := parseFlags(fs, args); !ok {
 		return status
+	}
+	if *workers < 0 || *serviceTime <= 0 {
+		fmt.Fprintf(stderr, "rl-exporter demo-upstream: --capacity must not be negative and --service-time must be positive\n")
+		return exitUsage
+	}
+	handler := demoUpstreamHandler()
+	if *workers > 0 {
+		handler = capacity.New(*workers, *serviceTime, handler)
 	}
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {
@@ -35,7 +51,10 @@ func runDemoUpstream(ctx context.Context, args []string, _ environ, stdout, stde
 		return exitFailure
 	}
 	fmt.Fprintf(stdout, "demo upstream listening on http://%s\n", ln.Addr())
-	if err := serveHTTP(ctx, ln, demoUpstreamHandler()); err != nil {
+	if *workers > 0 {
+		fmt.Fprintf(stdout, "capacity %d in flight, %s each: %.0f requests per second\n", *workers, *serviceTime, float64(*workers)/serviceTime.Seconds())
+	}
+	if err := serveHTTP(ctx, ln, handler); err != nil {
 		fmt.Fprintf(stderr, "rl-exporter demo-upstream: %v\n", err)
 		return exitFailure
 	}

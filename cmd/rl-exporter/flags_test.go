@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -39,6 +40,15 @@ func TestSubcommandsAnswerHelpBadFlagsAndStrayArgumentsAlike(t *testing.T) {
 					t.Errorf("stdout not empty: %q", stdout.String())
 				}
 			})
+		}
+	}
+}
+
+func TestDemoUpstreamRefusesABadCapacity(t *testing.T) {
+	for _, args := range [][]string{{"--capacity", "-1"}, {"--capacity", "10", "--service-time", "0s"}} {
+		var stderr strings.Builder
+		if code := runDemoUpstream(t.Context(), args, nil, io.Discard, &stderr); code != exitUsage || !strings.Contains(stderr.String(), "--capacity") {
+			t.Errorf("demo-upstream %v: exit %d, %q; want usage error naming the flags", args, code, stderr.String())
 		}
 	}
 }

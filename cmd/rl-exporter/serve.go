@@ -159,14 +159,19 @@ func runServe(ctx context.Context, args []string, env environ, stdout, stderr io
 		return exitFailure
 	}
 	// rate_limit_config_errors_total, rate_limit_config_reloads_total,
-	// rate_limit_slow_clients_total and rate_limit_rls_invalid_requests_total
-	// on /metrics.
-	if err := tel.Register(srv.ConfigMetrics(), srv.Metrics(), srv.RLSMetrics()); err != nil {
+	// rate_limit_slow_clients_total, rate_limit_rls_invalid_requests_total
+	// and, with server.overload, its limit and shed requests on /metrics.
+	if err := tel.Register(srv.ConfigMetrics(), srv.Metrics(), srv.RLSMetrics(), srv.OverloadMetrics()); err != nil {
 		fmt.Fprintf(stderr, "rl-exporter serve: %v\n", err)
 		return exitFailure
 	}
 	logger.Info("rl-exporter serve", slog.String("version", version), slog.String("config", cfg.Source),
 		slog.String("store", srv.Store().Name()), slog.String("upstream", cfg.Server.Upstream))
+	if cfg.Server.Overload.Enabled {
+		target, q, from, _ := cfg.OverloadTarget() // checked when the config loaded
+		logger.Info("overload: requests to the upstream are shed by priority past an adaptive concurrency limit",
+			slog.Duration("target", target), slog.Float64("quantile", q), slog.String("target_from", from))
+	}
 	for _, f := range cfg.Exposure() {
 		// check refuses some of these; serve starts, so that an instance
 		// already deployed so keeps deciding, and says what is exposed.
