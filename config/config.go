@@ -547,6 +547,43 @@ type Class struct {
 	// below which a key is decided asynchronously; strictly between 0 and
 	// 1. Default DefaultHybridThreshold (nil: not set).
 	HybridThreshold *float64 `koanf:"hybrid_threshold"`
+	// CostFrom reads each request's real cost from its response: the
+	// estimate is reserved at admission and settled at the real cost when
+	// the response ends (docs/cost-and-quotas.md). nil: Cost at admission.
+	CostFrom *CostFrom `koanf:"cost_from"`
+	// Estimate is what a request of a class with cost_from reserves: a
+	// number, or {json: max_tokens | header: X-Max-Tokens, default: N,
+	// max: M}. Default: Cost.
+	Estimate *Estimate `koanf:"estimate"`
+	// Reserve says how long a reservation is held and what its expiry does.
+	Reserve Reserve `koanf:"reserve"`
+}
+
+// CostFrom names where a response carries its cost: exactly one of a
+// header, a trailer, or a gjson path into the JSON body (also read in the
+// last data event of a text/event-stream response that has it).
+type CostFrom struct {
+	Header  string `koanf:"header"`
+	Trailer string `koanf:"trailer"`
+	JSON    string `koanf:"json"`
+}
+
+// Estimate is what a request reserves at admission: what it says in a
+// member of its JSON body or a header, capped at Max (default: the
+// quota), else Default.
+type Estimate struct {
+	JSON    string `koanf:"json"`
+	Header  string `koanf:"header"`
+	Default int64  `koanf:"default"`
+	Max     int64  `koanf:"max"`
+}
+
+// Reserve configures a class's reservations.
+type Reserve struct {
+	// Hold is how long a reservation waits to be settled. Default 5m.
+	Hold time.Duration `koanf:"hold"`
+	// OnExpiry is charge (the default: the estimate stays spent) or refund.
+	OnExpiry string `koanf:"on_expiry"`
 }
 
 // Limit is one limit. For fixed_window, sliding_log and sliding_window, Rate
@@ -630,6 +667,7 @@ func FromKoanf(name string, k *koanf.Koanf) (*Config, error) {
 	err := k.UnmarshalWithConf("", &c, koanf.UnmarshalConf{DecoderConfig: &mapstructure.DecoderConfig{
 		DecodeHook: mapstructure.ComposeDecodeHookFunc(
 			strictNumbers,
+			estimateFromNumber,
 			mapstructure.StringToSliceHookFunc(","),
 		),
 		// Unknown keys are found by unknownKeys, from the struct tags.

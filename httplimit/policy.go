@@ -36,6 +36,12 @@ type Class struct {
 	// TierStores, when set for a tier, decides it instead of Store (with the default tier's limit
 	// when the tier has none).
 	TierStores map[string]limiter.Store
+	// CostFrom, when set, reads each request's cost from its response: Estimate is reserved at
+	// admission and the reservation settled at the real cost when the response ends.
+	CostFrom CostFrom
+	Estimate Estimate
+	Hold     time.Duration        // how long a reservation waits to be settled; default limiter.DefaultHold
+	OnExpiry limiter.ExpiryPolicy // what an unsettled reservation's expiry does
 }
 
 func (c Class) storeFor(tier string, policyStore limiter.Store) limiter.Store {
