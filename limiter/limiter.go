@@ -43,6 +43,10 @@ type Config struct {
 	// Guard is shared by the Limiters on one store; Breaker and Local are
 	// then ignored.
 	Guard *Guard
+	// Hold is how long a Reserve's reservation stays open; default DefaultHold.
+	Hold time.Duration
+	// OnExpiry settles a reservation never committed; default ExpireCharge.
+	OnExpiry ExpiryPolicy
 }
 
 // Limiter enforces one Limit on a Store. It is safe for concurrent use;
@@ -65,6 +69,10 @@ type Limiter struct {
 	// mem is the store, called directly, when it is a MemoryStore and
 	// nothing else happens around a call.
 	mem *memoryBinding
+	// resv holds reservations; nil when the store or algorithm cannot.
+	resv     reserveBinding
+	hold     time.Duration
+	onExpiry ExpiryPolicy
 }
 
 // New validates cfg and returns a Limiter.
@@ -84,6 +92,15 @@ func New(cfg Config) (*Limiter, error) {
 	if cfg.Timeout == 0 {
 		cfg.Timeout = DefaultTimeout
 	}
+	if cfg.Hold < 0 {
+		return nil, fmt.Errorf("limiter: hold: must be >= 0, got %s", cfg.Hold)
+	}
+	if cfg.Hold == 0 {
+		cfg.Hold = DefaultHold
+	}
+	if cfg.OnExpiry > ExpireRefund {
+		return nil, fmt.Errorf("limiter: on_expiry: unknown policy %d", cfg.OnExpiry)
+	}
 	_, inspects := cfg.Store.(Inspector)
 	l := &Limiter{
 		lim:        cfg.Limit,
@@ -94,7 +111,10 @@ func New(cfg Config) (*Limiter, error) {
 		inspects:   inspects,
 		timeout:    max(cfg.Timeout, 0),
 		observer:   cfg.Observer,
+		hold:       cfg.Hold,
+		onExpiry:   cfg.OnExpiry,
 	}
+	l.resv = bindReserver(cfg.Store, l.store, cfg.Limit)
 	if cfg.Guard != nil {
 		l.breaker, l.local, l.log = cfg.Guard.breaker, cfg.Guard.local, cfg.Guard.log
 		if sh, ok := cfg.Store.(ShardedStore); ok {

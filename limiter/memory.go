@@ -156,6 +156,7 @@ func (s *MemoryStore) Sweep() int {
 		sh := &s.shards[i]
 		sh.mu.Lock()
 		dropped += sh.sweep(now)
+		sh.sweepBooks(now)
 		sh.mu.Unlock()
 	}
 	return dropped
@@ -441,7 +442,7 @@ func refillElapsed(now, ts int64, cl *compiledLimit) int64 {
 	if el < 0 {
 		return 0
 	}
-	return min(el, cl.refillUS)
+	return min(el, 2*cl.refillUS) // a settled excess may leave a quota of debt
 }
 
 func (e *memSlot) tokenBucket(d *Decision, now int64, fresh bool, cl *compiledLimit, cost int64, peek bool) {
@@ -462,7 +463,7 @@ func (e *memSlot) tokenBucket(d *Decision, now int64, fresh bool, cl *compiledLi
 	e.stamp, e.units = now, level
 	refill := ceilDiv(full-level, r)
 	e.idleAt = now + refill
-	d.set(allowed, cl.quota, level/p, fromUS(refill), retry, 0, cost*b2i(allowed))
+	d.set(allowed, cl.quota, max(level, 0)/p, fromUS(refill), retry, 0, cost*b2i(allowed))
 }
 
 func (e *memSlot) leakyBucket(d *Decision, now int64, cl *compiledLimit, cost int64, peek bool) {
@@ -484,7 +485,7 @@ func (e *memSlot) leakyBucket(d *Decision, now int64, cl *compiledLimit, cost in
 	e.stamp, e.units = now, level
 	drain := ceilDiv(level, r)
 	e.idleAt = now + drain
-	d.set(allowed, cl.quota, (full-level)/p, fromUS(drain), retry, delay, cost*b2i(allowed))
+	d.set(allowed, cl.quota, max(full-level, 0)/p, fromUS(drain), retry, delay, cost*b2i(allowed))
 }
 
 // gcraEpsilon absorbs float rounding in counts of intervals that are whole.

@@ -19,8 +19,10 @@ type memShard struct {
 	shift  uint8       // 64 − log2(size)
 	n      int         // slots in use
 	pool   *chunkPool  // nil: chunks are left to the GC
+	// books are the open reservations (reserve_memory.go).
+	books map[bookKey]*reserveBook
 	// Pad to 128 bytes: neighbouring shards share no pair of cache lines.
-	_ [40]byte
+	_ [32]byte
 }
 
 // A table chunk is 512 slots, 64 KiB.

@@ -1,0 +1,257 @@
+package limiter
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"time"
+)
+
+// bookKey names a key's reservations under one algorithm, as a slot does.
+type bookKey struct {
+	alg algorithmIndex
+	key string
+}
+
+// reserveBook is a key's open reservations, kept in its shard beside its
+// slot so that a settle changes both under one lock.
+type reserveBook struct {
+	open map[string]openReservation
+}
+
+// openReservation is one record: mark is what a refund needs to find the
+// units it gives back (the window start, or sliding_log's timestamp).
+type openReservation struct {
+	estimate int64
+	expires  int64 // µs
+	mark     int64
+	refund   bool // ExpireRefund
+}
+
+// Reserve implements Reserver. Like Decide it never waits.
+func (s *MemoryStore) Reserve(ctx context.Context, key string, lim Limit, r ReserveRequest, _ time.Duration) (Decision, error) {
+	if err := lim.Validate(); err != nil {
+		return Decision{}, fmt.Errorf("memory store: limit: %w", err)
+	}
+	if err := lim.CheckCost(r.Estimate); err != nil {
+		return Decision{Limit: lim.Quota()}, fmt.Errorf("memory store: %w", err)
+	}
+	b := memoryBinding{store: s, limit: compileLimit(lim)}
+	return b.reserve(ctx, key, r, 0)
+}
+
+// Settle implements Reserver. Like Decide it never waits.
+func (s *MemoryStore) Settle(ctx context.Context, key string, lim Limit, id string, actual int64, _ time.Duration) (Settlement, error) {
+	if err := lim.Validate(); err != nil {
+		return Settlement{}, fmt.Errorf("memory store: limit: %w", err)
+	}
+	b := memoryBinding{store: s, limit: compileLimit(lim)}
+	return b.settle(ctx, key, id, actual, 0)
+}
+
+func (b *memoryBinding) reserve(_ context.Context, key string, r ReserveRequest, _ time.Duration) (Decision, error) {
+	if r.ID == "" {
+		return Decision{Limit: b.limit.quota}, fmt.Errorf("memory store: reservation id is empty")
+	}
+	s, cl := b.store, &b.limit
+	h := s.hash(cl.alg, key)
+	sh := &s.shards[h&s.mask]
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	now := s.nowUS()
+	bk := bookKey{cl.alg, key}
+	book := sh.books[bk]
+	if book != nil {
+		sh.expireBook(bk, book, h, key, cl, now)
+		if _, taken := book.open[r.ID]; taken {
+			return Decision{Limit: cl.quota}, fmt.Errorf("memory store: reservation id %s is already open", r.ID)
+		}
+	}
+	i := sh.find(h, cl.alg, key)
+	fresh := i < 0
+	var e *memSlot
+	if fresh {
+		e = sh.insert(h, cl.alg, key, now, s.perShard)
+	} else {
+		e = sh.slot(i)
+	}
+	d := e.apply(now, fresh, key, cl, r.Estimate, false)
+	if !d.Allowed {
+		return d, nil
+	}
+	mark := e.stamp // the window start of both window algorithms
+	if cl.alg == slidingLogIndex {
+		mark = now
+	}
+	if book == nil {
+		if sh.books == nil {
+			sh.books = make(map[bookKey]*reserveBook)
+		}
+		book = &reserveBook{open: make(map[string]openReservation, 1)}
+		sh.books[bk] = book
+	}
+	hold := r.Hold
+	if hold <= 0 {
+		hold = DefaultHold
+	}
+	book.open[r.ID] = openReservation{estimate: r.Estimate, expires: now + us(hold), mark: mark, refund: r.OnExpiry == ExpireRefund}
+	return d, nil
+}
+
+func (b *memoryBinding) settle(_ context.Context, key string, id string, actual int64, _ time.Duration) (Settlement, error) {
+	s, cl := b.store, &b.limit
+	h := s.hash(cl.alg, key)
+	sh := &s.shards[h&s.mask]
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	now := s.nowUS()
+	bk := bookKey{cl.alg, key}
+	book := sh.books[bk]
+	var st Settlement
+	if book != nil {
+		st.Expired = sh.expireBook(bk, book, h, key, cl, now)
+	}
+	rec, ok := openReservation{}, false
+	if book != nil {
+		rec, ok = book.open[id]
+	}
+	if !ok {
+		return st, fmt.Errorf("memory store: reservation %s of %s: %w", id, key, ErrReservationUnknown)
+	}
+	delete(book.open, id)
+	if len(book.open) == 0 {
+		delete(sh.books, bk)
+	}
+	st.settled(rec.estimate, actual)
+	sh.adjust(h, key, cl, now, st.Charged-st.Refunded, rec.mark)
+	return st, nil
+}
+
+// settled fills in what settling estimate at actual (< 0: cancel) does.
+func (st *Settlement) settled(estimate, actual int64) {
+	st.Estimate, st.Actual = estimate, max(actual, 0)
+	st.Refunded = max(estimate-st.Actual, 0)
+	st.Charged = max(st.Actual-estimate, 0)
+}
+
+// expireBook drops book's records past their hold, refunding those of
+// ExpireRefund, and returns how many it dropped.
+func (sh *memShard) expireBook(bk bookKey, book *reserveBook, h uint64, key string, cl *compiledLimit, now int64) int64 {
+	var n int64
+	for id, rec := range book.open {
+		if rec.expires > now {
+			continue
+		}
+		delete(book.open, id)
+		n++
+		if rec.refund {
+			sh.adjust(h, key, cl, now, -rec.estimate, rec.mark)
+		}
+	}
+	if len(book.open) == 0 {
+		delete(sh.books, bk)
+	}
+	return n
+}
+
+// sweepBooks drops the records past their hold of keys no call came back
+// to; a refund then finds the key as fresh, so it is not made.
+func (sh *memShard) sweepBooks(now int64) {
+	for bk, book := range sh.books {
+		for id, rec := range book.open {
+			if rec.expires <= now {
+				delete(book.open, id)
+			}
+		}
+		if len(book.open) == 0 {
+			delete(sh.books, bk)
+		}
+	}
+}
+
+// adjust takes delta more units from key (delta < 0 gives −delta back),
+// after bringing its state to now with a peek. A refund never leaves more
+// than a fresh key has; an excess takes the budget at most one quota below
+// zero. A key not held is fresh: a refund changes nothing.
+func (sh *memShard) adjust(h uint64, key string, cl *compiledLimit, now, delta, mark int64) {
+	if delta == 0 {
+		return
+	}
+	i := sh.find(h, cl.alg, key)
+	if i < 0 && delta < 0 {
+		return
+	}
+	var e *memSlot
+	if i < 0 {
+		e = sh.insert(h, cl.alg, key, now, math.MaxInt)
+	} else {
+		e = sh.slot(i)
+	}
+	e.apply(now, i < 0, key, cl, 1, true)
+	p, r := cl.periodUS, cl.rate
+	switch cl.alg {
+	case fixedWindowIndex:
+		if delta > 0 {
+			e.units = min(e.units+delta, 2*r)
+		} else if e.stamp == mark {
+			e.units = max(e.units+delta, 0)
+		}
+	case slidingWindowIndex:
+		switch {
+		case delta > 0:
+			e.units = min(e.units+delta, 2*r)
+			e.idleAt = e.stamp + 2*p
+		case e.stamp == mark:
+			e.units = max(e.units+delta, 0)
+		case e.stamp-p == mark:
+			e.extra = max(e.extra+delta, 0)
+		}
+	case slidingLogIndex:
+		lg := e.log
+		if delta > 0 {
+			if n := min(delta, 2*r-lg.total); n > 0 {
+				lg.add(now, n, r)
+				e.idleAt = now + p
+			}
+		} else {
+			lg.remove(mark, -delta)
+		}
+	case tokenBucketIndex:
+		full := cl.quota * p
+		e.units = min(max(e.units-delta*p, -full), full)
+		e.idleAt = now + ceilDiv(full-e.units, r)
+	case leakyBucketIndex:
+		full := cl.quota * p
+		e.units = min(max(e.units+delta*p, 0), 2*full)
+		e.idleAt = now + ceilDiv(e.units, r)
+	default: // gcra
+		ahead := max(math.Float64frombits(uint64(e.stamp))-float64(now), 0) + float64(delta)*cl.interval
+		ahead = min(max(ahead, 0), 2*cl.tolerance)
+		e.stamp = int64(math.Float64bits(float64(now) + ahead))
+		e.idleAt = now + int64(math.Ceil(ahead))
+	}
+}
+
+// remove takes up to n units admitted at ts out of the log; none when they
+// have left the window.
+func (l *timestampLog) remove(ts, n int64) {
+	for i := 0; i < l.size && n > 0; i++ {
+		j := (l.head + i) % len(l.ring)
+		en := &l.ring[j]
+		if en.ts != ts {
+			continue
+		}
+		took := min(en.n, n)
+		en.n -= took
+		l.total -= took
+		n -= took
+		if en.n > 0 {
+			return
+		}
+		for k := i; k+1 < l.size; k++ { // close the gap
+			l.ring[(l.head+k)%len(l.ring)] = l.ring[(l.head+k+1)%len(l.ring)]
+		}
+		l.size--
+		return
+	}
+}
