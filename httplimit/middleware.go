@@ -32,6 +32,8 @@ type Config struct {
 	// LogInterval (default limiter.DefaultLogInterval) is the least time between two lines of
 	// costs no window admits: the first is written at once, the next count the occurrences since.
 	LogInterval time.Duration
+	// Costs, when set, is told what the reservations of classes with CostFrom did.
+	Costs decision.CostRecorder
 }
 
 // Middleware enforces a Policy on HTTP requests. It is safe for concurrent use; Swap replaces
@@ -45,6 +47,7 @@ type Middleware struct {
 	trace    TraceFunc
 	now      func() time.Time
 	costLog  *summarylog.Line // request costs that cannot be admitted
+	costs    decision.CostRecorder
 }
 
 // New returns a Middleware enforcing cfg.Policy.
@@ -52,7 +55,7 @@ func New(cfg Config) (*Middleware, error) {
 	if cfg.Policy == nil {
 		return nil, errors.New("httplimit: Policy is required")
 	}
-	m := &Middleware{recorder: cfg.Recorder, logger: cfg.Logger, cost: cfg.Cost, onPolicy: cfg.OnPolicy, now: cfg.Now, trace: cfg.Trace}
+	m := &Middleware{recorder: cfg.Recorder, logger: cfg.Logger, cost: cfg.Cost, onPolicy: cfg.OnPolicy, now: cfg.Now, trace: cfg.Trace, costs: cfg.Costs}
 	if m.logger == nil {
 		m.logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
@@ -90,19 +93,25 @@ type outcome struct {
 	key   string
 	limit limiter.Limit
 	n     decision.Fields
+	lim   *limiter.Limiter // the enforced limiter, which settles a reservation
 }
 
 // decide asks the route's limiter (and a live change in shadow beside it) and records the
 // decision once; a dry run peeks and records nothing.
 func (m *Middleware) decide(ctx context.Context, rt route, tier, client string, cost int64, dryRun bool) outcome {
+	return m.decideAsk(ctx, rt, tier, client, cost, dryRun, false)
+}
+
+// decideAsk is decide, reserving cost when reserve is set.
+func (m *Middleware) decideAsk(ctx context.Context, rt route, tier, client string, cost int64, dryRun, reserve bool) outcome {
 	l, shadow := rt.class.pick(tier, client)
-	o := outcome{route: rt, tier: tier, key: rt.key(tier, client), limit: l.Limit()}
+	o := outcome{route: rt, tier: tier, key: rt.key(tier, client), limit: l.Limit(), lim: l}
 	if m.trace != nil && !dryRun {
 		var end func(limiter.Status, limiter.Decision, error)
 		ctx, end = m.trace(ctx, rt.pattern, tier, o.limit.Algorithm)
 		defer func() { end(o.Status(), o.Decision, o.Err) }()
 	}
-	o.Outcome = decision.Decide(ctx, decision.Ask{Limiter: l, LiveShadow: shadow, Key: o.key, Cost: cost, Shadow: rt.class.shadow, DryRun: dryRun})
+	o.Outcome = decision.Decide(ctx, decision.Ask{Limiter: l, LiveShadow: shadow, Key: o.key, Cost: cost, Shadow: rt.class.shadow, DryRun: dryRun, Reserve: reserve})
 	o.n = decision.FieldsOf(rt.class.renderedFor(l), o.Decision, m.now())
 	if dryRun {
 		return o
@@ -111,6 +120,9 @@ func (m *Middleware) decide(ctx context.Context, rt route, tier, client string, 
 		m.recorder.RecordDecision(ctx, o.Record(rt.pattern, tier, o.key, o.limit))
 	}
 	m.log(ctx, o, cost)
+	if o.Reservation.ID != "" && m.costs != nil {
+		m.costs.CostReserved(rt.pattern, tier, cost)
+	}
 	return o
 }
 
@@ -180,11 +192,15 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 		rt := p.match(r)
 		c := p.identity.resolve(r)
 		tier := p.tier(c.tier)
-		cost := rt.class.cost
-		if m.cost != nil {
+		cost, reserve := rt.class.cost, !rt.class.costFrom.IsZero()
+		switch {
+		case reserve:
+			l, _ := rt.class.pick(tier, c.key)
+			cost = rt.class.estimate.of(r, l.Limit().Quota())
+		case m.cost != nil:
 			cost = m.cost(r)
 		}
-		o := m.decide(r.Context(), rt, tier, c.key, cost, false)
+		o := m.decideAsk(r.Context(), rt, tier, c.key, cost, false, reserve)
 		switch code, body := p.respond(w.Header(), &o); code {
 		case 0:
 			return
@@ -201,8 +217,13 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 			case <-t.C:
 			case <-r.Context().Done():
 				t.Stop()
+				m.cancel(r.Context(), &o)
 				return
 			}
+		}
+		if reserve {
+			m.serveReserved(w, r, next, &o)
+			return
 		}
 		next.ServeHTTP(w, r)
 	})

@@ -111,6 +111,8 @@ type class struct {
 	routes       []string
 	rendered     map[*limiter.Limiter]decision.RenderedLimit
 	keyEndpoints map[string]string // each route's endpoint as limiter keys name it
+	costFrom     CostFrom
+	estimate     Estimate
 }
 
 var braces = strings.NewReplacer("{", "<", "}", ">")
@@ -208,7 +210,8 @@ func (p *Policy) compileClass(cfg PolicyConfig, c Class) (*class, error) {
 	if !namePattern.MatchString(c.Name) {
 		return nil, fmt.Errorf("policy: class %q: name must be letters, digits, '_' or '-'", c.Name)
 	}
-	cl := &class{name: c.Name, shadow: c.Shadow, shared: c.Shared, cost: c.Cost, byTier: map[string]*limiter.Limiter{}}
+	cl := &class{name: c.Name, shadow: c.Shadow, shared: c.Shared, cost: c.Cost, byTier: map[string]*limiter.Limiter{},
+		costFrom: c.CostFrom, estimate: c.Estimate}
 	if cl.cost == 0 {
 		cl.cost = 1
 	}
@@ -219,10 +222,23 @@ func (p *Policy) compileClass(cfg PolicyConfig, c Class) (*class, error) {
 	if !ok {
 		return nil, fmt.Errorf("policy: class %q: no limit for the default tier %q", c.Name, cfg.DefaultTier)
 	}
+	if !c.CostFrom.IsZero() {
+		if cl.estimate.Default == 0 {
+			cl.estimate.Default = cl.cost
+		}
+		if err := cl.estimate.Validate(); err != nil {
+			return nil, fmt.Errorf("policy: class %q: estimate: %w", c.Name, err)
+		}
+	}
 	newLimiter := func(tier string, lim limiter.Limit) (*limiter.Limiter, error) {
 		engine := cfg.Engine()
 		engine.Limit, engine.Store = lim, c.storeFor(tier, cfg.Store)
-		return limiter.New(engine)
+		engine.Hold, engine.OnExpiry = c.Hold, c.OnExpiry
+		l, err := limiter.New(engine)
+		if err == nil && !c.CostFrom.IsZero() && !l.Reserves() {
+			return nil, fmt.Errorf("cost_from: the %s algorithm on this store cannot hold reservations", lim.Algorithm)
+		}
+		return l, err
 	}
 	for tier, lim := range c.Limits {
 		if !p.tiers[tier] {
