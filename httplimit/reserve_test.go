@@ -1,11 +1,11 @@
 package httplimit
 
 import (
-	"strings"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 
@@ -139,4 +139,3 @@ func TestAClassWithCostFromNeedsAStoreThatHoldsReservations(t *testing.T) {
 		t.Fatalf("error %q, want it to start %q", err, want)
 	}
 }
-
