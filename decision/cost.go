@@ -18,3 +18,15 @@ type CostRecorder interface {
 	// its reservation is committed at the estimate.
 	CostUnknown(endpoint, planTier, reason string)
 }
+
+// Reasons a response's cost is unknown, so that its reservation is committed at the estimate:
+// the reason label of rate_limit_cost_unknown_total.
+const (
+	CostMissing    = "missing"     // no such header, trailer or field
+	CostInvalid    = "invalid"     // not a whole number ≥ 0
+	CostTooLarge   = "too_large"   // the body or event holding it was beyond what is scanned
+	CostClientGone = "client_gone" // the response was cut short before its cost was seen
+)
+
+// CostReasons lists the reasons in a stable order, as a new slice.
+func CostReasons() []string { return []string{CostMissing, CostInvalid, CostTooLarge, CostClientGone} }

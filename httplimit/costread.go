@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/tidwall/gjson"
+
+	"github.com/rl-exporter/rl-exporter/decision"
 )
 
 // CostFrom says where the real cost of a class's request is read from its response: one of a
@@ -26,12 +28,12 @@ func (c CostFrom) IsZero() bool { return c.Header == "" && c.Trailer == "" && c.
 // one SSE line or event. The response itself streams through unbuffered.
 const MaxCostScan = 64 << 10
 
-// Reasons a response's cost is unknown and its reservation committed at the estimate.
+// Reasons a response's cost is unknown (decision's, the reason label of the metrics).
 const (
-	CostMissing    = "missing"     // no such header, trailer or field
-	CostInvalid    = "invalid"     // not a whole number ≥ 0
-	CostTooLarge   = "too_large"   // the body or event holding it was beyond MaxCostScan
-	CostClientGone = "client_gone" // the response was cut short before its cost was seen
+	CostMissing    = decision.CostMissing
+	CostInvalid    = decision.CostInvalid
+	CostTooLarge   = decision.CostTooLarge
+	CostClientGone = decision.CostClientGone
 )
 
 // costReader watches a response go by for its cost; it is used by one request's goroutine.

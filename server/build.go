@@ -14,6 +14,7 @@ import (
 
 	"github.com/rl-exporter/rl-exporter/admin"
 	"github.com/rl-exporter/rl-exporter/config"
+	"github.com/rl-exporter/rl-exporter/decision"
 	"github.com/rl-exporter/rl-exporter/heartbeat"
 	"github.com/rl-exporter/rl-exporter/httplimit"
 	"github.com/rl-exporter/rl-exporter/limiter"
@@ -113,7 +114,8 @@ func Build(cfg *config.Config, d Deps) (*Built, error) {
 	} else if g != nil {
 		undo = append([]io.Closer{g.ln}, undo...)
 	}
-	mw, err := httplimit.New(httplimit.Config{Policy: p, Recorder: d.Recorder, Logger: d.Logger, OnPolicy: d.OnPolicy, Trace: d.Trace})
+	costs, _ := d.Recorder.(decision.CostRecorder) // the collector counts costs too
+	mw, err := httplimit.New(httplimit.Config{Policy: p, Recorder: d.Recorder, Logger: d.Logger, OnPolicy: d.OnPolicy, Trace: d.Trace, Costs: costs})
 	if err != nil {
 		return fail(err)
 	}
