@@ -189,6 +189,7 @@ func (sh *memShard) adjust(h uint64, key string, cl *compiledLimit, now, delta, 
 	}
 	e.apply(now, i < 0, key, cl, 1, true)
 	p, r := cl.periodUS, cl.rate
+	delta = min(max(delta, -2*cl.quota), 2*cl.quota) // no effect is larger; no product overflows
 	switch cl.alg {
 	case fixedWindowIndex:
 		if delta > 0 {

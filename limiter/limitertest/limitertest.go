@@ -49,6 +49,9 @@ func RunAlgorithms(t *testing.T, newStore NewStore, algs []limiter.Algorithm) {
 			if _, ok := c.store.(limiter.Inspector); ok {
 				t.Run("peek, reset and allow-at-most", c.inspect)
 			}
+			if _, ok := c.store.(limiter.Reserver); ok && limiter.SupportsReservations(a) {
+				t.Run("reservations", c.reservations)
+			}
 			if limiter.SpecOf(a).Delays() {
 				t.Run("leaky bucket delays the k-th request of a burst by k-1 intervals", c.leakyDelay)
 				t.Run("leaky bucket with NoDelay admits the burst at once but still counts it", c.leakyNoDelay)

@@ -27,3 +27,10 @@ func TestMemoryStoreAllowAtMostIsExactUnderContention(t *testing.T) {
 	res := limitertest.AtMostContention(t, []limiter.Store{store, store}, 32)
 	t.Logf("units admitted: %v", res)
 }
+
+func TestMemoryStoreSettlesReservationsExactlyUnderContention(t *testing.T) {
+	store := limiter.NewMemoryStore(limiter.MemoryConfig{})
+	for _, r := range limitertest.ReserveContention(t, []limiter.Store{store, store}, 32) {
+		t.Logf("%s: %d units settled of a quota of %d (bound %d)", r.Algorithm, r.Settled, r.Quota, r.Bound)
+	}
+}

@@ -16,8 +16,9 @@ local level = 0
 local state = redis.call('HMGET', KEYS[1], 'l', 't')
 local stored, at = tonumber(state[1]), tonumber(state[2])
 if stored and at then
-  -- Clamp the elapsed time so that elapsed·rate stays within 2^53.
-  local elapsed = math.min(math.max(now - at, 0), ceildiv(full, rate))
+  -- Clamp the elapsed time so that elapsed·rate stays within 2^53 (a
+  -- settled excess may queue up to two buckets).
+  local elapsed = math.min(math.max(now - at, 0), ceildiv(math.max(stored, full), rate))
   level = math.max(0, stored - elapsed * rate)
 end
 
@@ -37,4 +38,4 @@ if level + cost * period <= full then
   redis.call('PEXPIRE', KEYS[1], math.ceil(drain / 1000))
   return {cost, floordiv(full - level, period), drain, 0, delay}
 end
-return {0, floordiv(full - level, period), ceildiv(level, rate), ceildiv(level + cost * period - full, rate), 0}
+return {0, math.max(floordiv(full - level, period), 0), ceildiv(level, rate), ceildiv(level + cost * period - full, rate), 0}

@@ -1,0 +1,259 @@
+package limitertest
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/rl-exporter/rl-exporter/limiter"
+)
+
+// reservations runs the reservation table for a store that is a
+// limiter.Reserver, through Limiters as callers use them.
+func (c *suite) reservations(t *testing.T) {
+	t.Run("a commit gives back what was reserved beyond the actual cost", c.reserveRefund)
+	t.Run("a commit past the estimate takes the excess, even past the quota", c.reserveExcess)
+	t.Run("a cancel gives everything back, never more than a fresh key has", c.reserveCancel)
+	t.Run("a reservation settles once, on its own key", c.reserveOnce)
+	t.Run("an expired reservation is charged or refunded by its policy", c.reserveExpiry)
+}
+
+// dayLimit refills or windows so slowly that nothing changes in a test.
+func (c *suite) dayLimit(quota int64) limiter.Limit {
+	return limiter.Limit{Algorithm: c.alg, Rate: quota, Period: 24 * time.Hour, Burst: quota}
+}
+
+func (c *suite) reserver(t *testing.T, lim limiter.Limit, hold time.Duration, policy limiter.ExpiryPolicy) *limiter.Limiter {
+	t.Helper()
+	l, err := limiter.New(limiter.Config{Limit: lim, Store: c.store, FailPolicy: limiter.FailClosed,
+		Timeout: 10 * time.Second, Hold: hold, OnExpiry: policy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !l.Reserves() {
+		t.Fatalf("%s on %s: Reserves() = false", c.alg, c.store.Name())
+	}
+	return l
+}
+
+func mustReserve(t *testing.T, l *limiter.Limiter, key string, estimate int64) limiter.Reservation {
+	t.Helper()
+	r, d, err := l.Reserve(context.Background(), key, estimate)
+	checked(t, "Reserve", d, err)
+	if !d.Allowed || r.ID == "" || r.Key != key || r.Estimate != estimate || d.Admitted != estimate {
+		t.Fatalf("Reserve(%q, %d) = %+v, %+v; want an admitted reservation", key, estimate, r, d)
+	}
+	return r
+}
+
+func remainingOf(t *testing.T, l *limiter.Limiter, key string) int64 {
+	t.Helper()
+	d, err := l.Peek(context.Background(), key)
+	return checked(t, "Peek", d, err).Remaining
+}
+
+func mustSettle(t *testing.T, what string, want limiter.Settlement) func(limiter.Settlement, error) {
+	return func(st limiter.Settlement, err error) {
+		t.Helper()
+		if err != nil || st != want {
+			t.Fatalf("%s = %+v, %v; want %+v", what, st, err, want)
+		}
+	}
+}
+
+func (c *suite) reserveRefund(t *testing.T) {
+	l := c.reserver(t, c.dayLimit(100), time.Minute, limiter.ExpireCharge)
+	key := c.key(t, "k")
+	r := mustReserve(t, l, key, 40)
+	if got := remainingOf(t, l, key); got != 60 {
+		t.Fatalf("after reserving 40 of 100: remaining %d, want 60", got)
+	}
+	mustSettle(t, "Commit(15)", limiter.Settlement{Estimate: 40, Actual: 15, Refunded: 25})(l.Commit(context.Background(), r, 15))
+	if got := remainingOf(t, l, key); got != 85 {
+		t.Fatalf("after committing 15 of 40: remaining %d, want 85", got)
+	}
+}
+
+func (c *suite) reserveExcess(t *testing.T) {
+	ctx := context.Background()
+	l := c.reserver(t, c.dayLimit(100), time.Minute, limiter.ExpireCharge)
+	key := c.key(t, "k")
+	r := mustReserve(t, l, key, 30)
+	mustSettle(t, "Commit(70)", limiter.Settlement{Estimate: 30, Actual: 70, Charged: 40})(l.Commit(ctx, r, 70))
+	if got := remainingOf(t, l, key); got != 30 {
+		t.Fatalf("after committing 70: remaining %d, want 30", got)
+	}
+	r = mustReserve(t, l, key, 30)
+	mustSettle(t, "Commit(80)", limiter.Settlement{Estimate: 30, Actual: 80, Charged: 50})(l.Commit(ctx, r, 80))
+	d, err := l.Allow(ctx, key)
+	if checked(t, "Allow", d, err); d.Allowed || d.RetryAfter <= 0 {
+		t.Fatalf("after 150 of 100 settled: Allow = %+v, want a rejection with a retry-after", d)
+	}
+}
+
+func (c *suite) reserveCancel(t *testing.T) {
+	ctx := context.Background()
+	l := c.reserver(t, c.dayLimit(100), time.Minute, limiter.ExpireCharge)
+	key := c.key(t, "k")
+	r := mustReserve(t, l, key, 100)
+	if d, err := l.Allow(ctx, key); err != nil || d.Allowed {
+		t.Fatalf("with the whole quota reserved: Allow = %+v, %v; want a rejection", d, err)
+	}
+	mustSettle(t, "Cancel", limiter.Settlement{Estimate: 100, Refunded: 100})(l.Cancel(ctx, r))
+	if got := remainingOf(t, l, key); got != 100 {
+		t.Fatalf("after a cancel: remaining %d, want 100", got)
+	}
+	// Reserved, then the key reset: the cancel finds a fresh key and adds nothing.
+	r = mustReserve(t, l, key, 50)
+	if err := l.Reset(ctx, key); err != nil {
+		t.Fatal(err)
+	}
+	mustSettle(t, "Cancel after a reset", limiter.Settlement{Estimate: 50, Refunded: 50})(l.Cancel(ctx, r))
+	if got := remainingOf(t, l, key); got != 100 {
+		t.Fatalf("a refund on a fresh key: remaining %d, want 100", got)
+	}
+}
+
+func (c *suite) reserveOnce(t *testing.T) {
+	ctx := context.Background()
+	l := c.reserver(t, c.dayLimit(100), time.Minute, limiter.ExpireCharge)
+	key := c.key(t, "k")
+	r := mustReserve(t, l, key, 10)
+	mustSettle(t, "Commit(5)", limiter.Settlement{Estimate: 10, Actual: 5, Refunded: 5})(l.Commit(ctx, r, 5))
+	if _, err := l.Commit(ctx, r, 1); !errors.Is(err, limiter.ErrReservationUnknown) {
+		t.Fatalf("commit twice: %v, want ErrReservationUnknown", err)
+	}
+	if _, err := l.Cancel(ctx, r); !errors.Is(err, limiter.ErrReservationUnknown) {
+		t.Fatalf("cancel after a commit: %v, want ErrReservationUnknown", err)
+	}
+	r2 := mustReserve(t, l, key, 10)
+	stolen := r2
+	stolen.Key = c.key(t, "other")
+	if _, err := l.Cancel(ctx, stolen); !errors.Is(err, limiter.ErrReservationUnknown) {
+		t.Fatalf("an id settled on another key: %v, want ErrReservationUnknown", err)
+	}
+	mustSettle(t, "a reservation with no id", limiter.Settlement{})(l.Commit(ctx, limiter.Reservation{Key: key}, 7))
+	if got := remainingOf(t, l, key); got != 85 {
+		t.Fatalf("remaining %d, want 85", got)
+	}
+}
+
+func (c *suite) reserveExpiry(t *testing.T) {
+	ctx := context.Background()
+	const hold = 150 * time.Millisecond
+	lim := c.dayLimit(100)
+	for _, policy := range []limiter.ExpiryPolicy{limiter.ExpireCharge, limiter.ExpireRefund} {
+		short := c.reserver(t, lim, hold, policy)
+		long := c.reserver(t, lim, time.Minute, policy)
+		key := c.key(t, policy.String())
+		lost := mustReserve(t, short, key, 30)
+		kept := mustReserve(t, long, key, 20)
+		time.Sleep(hold + 50*time.Millisecond) // waits out the hold; nothing to synchronise with
+		st, err := long.Commit(ctx, kept, 20)
+		if err != nil || st.Expired != 1 {
+			t.Fatalf("%s: Commit = %+v, %v; want the lost reservation counted as expired", policy, st, err)
+		}
+		want := int64(50)
+		if policy == limiter.ExpireRefund {
+			want = 80
+		}
+		if got := remainingOf(t, long, key); got != want {
+			t.Fatalf("%s: remaining %d, want %d", policy, got, want)
+		}
+		if _, err := short.Commit(ctx, lost, 30); !errors.Is(err, limiter.ErrReservationUnknown) {
+			t.Fatalf("%s: committing an expired reservation: %v, want ErrReservationUnknown", policy, err)
+		}
+	}
+}
+
+// ReserveContentionResult is what ReserveContention measured on one algorithm.
+type ReserveContentionResult struct {
+	Algorithm limiter.Algorithm
+	Settled   int64 // units committed in all
+	Quota     int64
+	Bound     int64 // Quota + the excesses that could be in flight
+}
+
+// ReserveContention has perClient goroutines on each store reserve an
+// estimate on one key and commit a random actual cost of 0 to twice the
+// estimate, until each is rejected. It checks, for every algorithm, that
+// the units settled stay within the documented bound, the quota plus the
+// excesses of the reservations in flight (one per goroutine), and that the
+// store counted every commit exactly once: remaining = quota − settled.
+func ReserveContention(t *testing.T, stores []limiter.Store, perClient int) []ReserveContentionResult {
+	t.Helper()
+	const quota, estimate = 2000, 10
+	run := uniqueRun()
+	var results []ReserveContentionResult
+	for _, a := range limiter.AllAlgorithms() {
+		lim := limiter.Limit{Algorithm: a, Rate: quota, Period: 24 * time.Hour, Burst: quota}
+		key := "reserve-contention:" + run + ":" + string(a)
+		var settled, maxExcess atomic.Int64
+		var errs sync.Map
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		var limiters []*limiter.Limiter
+		for _, s := range stores {
+			l, err := limiter.New(limiter.Config{Limit: lim, Store: s, FailPolicy: limiter.FailClosed, Timeout: 30 * time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			limiters = append(limiters, l)
+			for g := 0; g < perClient; g++ {
+				wg.Add(1)
+				go func(l *limiter.Limiter, seed uint64) {
+					defer wg.Done()
+					rng := rand.New(rand.NewPCG(seed, 7))
+					<-start
+					for {
+						ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+						r, d, err := l.Reserve(ctx, key, estimate)
+						if err != nil || !d.Allowed {
+							cancel()
+							if err != nil {
+								errs.Store(err.Error(), true)
+							}
+							return
+						}
+						actual := rng.Int64N(2*estimate + 1)
+						_, err = l.Commit(ctx, r, actual)
+						cancel()
+						if err != nil {
+							errs.Store(err.Error(), true)
+							return
+						}
+						settled.Add(actual)
+						for ex := actual - estimate; ex > maxExcess.Load(); {
+							if maxExcess.CompareAndSwap(maxExcess.Load(), ex) {
+								break
+							}
+						}
+					}
+				}(l, uint64(g)+1)
+			}
+		}
+		close(start)
+		wg.Wait()
+		errs.Range(func(k, _ any) bool {
+			t.Errorf("%s: store error under contention: %s", a, k)
+			return true
+		})
+		n := settled.Load()
+		bound := quota + int64(len(stores)*perClient)*maxExcess.Load()
+		if n > bound {
+			t.Errorf("%s: %d units settled, above the bound %d (quota %d + %d in flight × largest excess %d)", a, n, bound, quota, len(stores)*perClient, maxExcess.Load())
+		}
+		if limiter.SpecOf(a).Exact() {
+			d, err := limiters[0].Peek(context.Background(), key)
+			if err != nil || d.Remaining != max(quota-n, 0) {
+				t.Errorf("%s: after %d units settled: Peek = %+v, %v; want remaining %d", a, n, d, err, max(quota-n, 0))
+			}
+		}
+		results = append(results, ReserveContentionResult{Algorithm: a, Settled: n, Quota: quota, Bound: bound})
+	}
+	return results
+}

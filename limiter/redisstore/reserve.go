@@ -1,0 +1,165 @@
+package redisstore
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/rl-exporter/rl-exporter/limiter"
+)
+
+// reserveScripts are an algorithm's two reservation scripts, one atomic
+// call each.
+type reserveScripts struct {
+	reserve, settle script
+}
+
+// Key suffixes of a key's reservation records, after its base key.
+const (
+	bookSuffix = ":resv"
+	openSuffix = ":resv:open"
+)
+
+var loadReserveScripts = sync.OnceValues(func() ([limiter.NumAlgorithms]reserveScripts, error) {
+	var all [limiter.NumAlgorithms]reserveScripts
+	for _, spec := range limiter.AlgorithmSpecs() {
+		reserve, settle, err := reservationSources(spec, redisClock)
+		if err != nil {
+			return all, err
+		}
+		all[spec.Index()] = reserveScripts{reserve: newScript(reserve), settle: newScript(settle)}
+	}
+	return all, nil
+})
+
+// reservationSources assembles spec's reserve and settle scripts: the
+// preamble, its decide function, lua/run.lua, lua/<a>_settle.lua and
+// lua/reservations.lua, reading the clock once.
+func reservationSources(spec *limiter.AlgorithmSpec, clock string) (reserve, settle string, err error) {
+	a := spec.Algorithm()
+	decide, err := DecideFunction(a)
+	if err != nil {
+		return "", "", err
+	}
+	var parts [3]string
+	for i, name := range []string{"run", string(a) + "_settle", "reservations"} {
+		b, err := luaFiles.ReadFile("lua/" + name + ".lua")
+		if err != nil {
+			return "", "", fmt.Errorf("reservation script for %s: %w", a, err)
+		}
+		parts[i] = string(b)
+	}
+	body := "-- Code generated from lua/preamble.lua, lua/" + string(a) + ".lua, lua/run.lua, lua/" + string(a) +
+		"_settle.lua and lua/reservations.lua by rl-exporter. DO NOT EDIT.\n" +
+		preamble + decide + parts[0] + parts[1] +
+		"local clock = " + clock + "\n" +
+		"local now = tonumber(clock[1]) * 1000000 + tonumber(clock[2])\n" +
+		"local nk, np = " + strconv.Itoa(spec.NumKeys()) + ", " + strconv.Itoa(spec.NumParams()) + "\n" +
+		parts[2]
+	return body + "return reserve()\n", body + "return settle()\n", nil
+}
+
+// Reserve implements limiter.Reserver: the decision of r.Estimate and, when
+// admitted, the reservation's record, in one script call on Redis's clock,
+// the record under the key's hash tag. Safe for concurrent use.
+func (s *Store) Reserve(ctx context.Context, key string, lim limiter.Limit, r limiter.ReserveRequest, timeout time.Duration) (limiter.Decision, error) {
+	spec := limiter.SpecOf(lim.Algorithm)
+	if err := checkCall(spec, lim, r.Estimate); err != nil {
+		return limiter.Decision{}, err
+	}
+	if r.ID == "" {
+		return limiter.Decision{}, fmt.Errorf("redis store: reservation id is empty")
+	}
+	hold := r.Hold
+	if hold <= 0 {
+		hold = limiter.DefaultHold
+	}
+	keep := 2 * lim.Window().Milliseconds()
+	ints, err := s.reservationCall(ctx, spec, key, lim, timeout, true, r.Estimate, r.ID,
+		hold.Microseconds(), int64(r.OnExpiry), keep)
+	if err != nil {
+		return limiter.Decision{}, err
+	}
+	d, err := decodeInts(ints)
+	if err != nil {
+		return limiter.Decision{}, fmt.Errorf("redis %s reserve script: %w", lim.Algorithm, err)
+	}
+	if d.Allowed && d.Admitted != r.Estimate {
+		return limiter.Decision{}, fmt.Errorf("redis %s reserve script: %d units admitted for an estimate of %d", lim.Algorithm, d.Admitted, r.Estimate)
+	}
+	d.Limit = lim.Quota()
+	return d, nil
+}
+
+// Settle implements limiter.Reserver in one script call: the record is
+// removed and the state adjusted atomically, so a reservation settles once.
+// Safe for concurrent use.
+func (s *Store) Settle(ctx context.Context, key string, lim limiter.Limit, id string, actual int64, timeout time.Duration) (limiter.Settlement, error) {
+	spec := limiter.SpecOf(lim.Algorithm)
+	if err := checkCall(spec, lim, 1); err != nil {
+		return limiter.Settlement{}, err
+	}
+	ints, err := s.reservationCall(ctx, spec, key, lim, timeout, false, 0, id, actual)
+	if err != nil {
+		return limiter.Settlement{}, err
+	}
+	if len(ints) != 3 || ints[1] < 0 || ints[2] < 0 {
+		return limiter.Settlement{}, fmt.Errorf("redis %s settle script: unexpected reply %v", lim.Algorithm, ints)
+	}
+	st := limiter.Settlement{Expired: ints[2]}
+	if ints[0] == 0 {
+		return st, fmt.Errorf("redis store: reservation %s of %s: %w", id, key, limiter.ErrReservationUnknown)
+	}
+	st.Estimate, st.Actual = ints[1], max(actual, 0)
+	st.Refunded, st.Charged = max(st.Estimate-st.Actual, 0), max(st.Actual-st.Estimate, 0)
+	return st, nil
+}
+
+// reservationCall runs the reserve or settle script of spec on key with the
+// algorithm's parameters, cost, mode 0 and extra, bounded by timeout.
+func (s *Store) reservationCall(ctx context.Context, spec *limiter.AlgorithmSpec, key string, lim limiter.Limit, timeout time.Duration, reserve bool, cost int64, id string, extra ...int64) ([]int64, error) {
+	all, err := loadReserveScripts()
+	if err != nil {
+		return nil, err
+	}
+	sc := &all[spec.Index()].settle
+	op := "settle"
+	if reserve {
+		sc, op = &all[spec.Index()].reserve, "reserve"
+	}
+	if timeout > 0 {
+		if dl, ok := ctx.Deadline(); !ok || time.Until(dl) > timeout {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, timeout)
+			defer cancel()
+		}
+	}
+	base := s.baseKey(key, lim.Algorithm)
+	suffixes := spec.KeySuffixes()
+	args := make([]any, 0, 3+len(suffixes)+2+spec.NumParams()+3+len(extra))
+	args = append(args, nil, nil, len(suffixes)+2)
+	for _, suffix := range suffixes {
+		args = append(args, base+suffix)
+	}
+	args = append(args, base+bookSuffix, base+openSuffix)
+	for _, v := range argsInto(nil, spec, key, lim, cost, limiter.ModeConsume) {
+		args = append(args, v)
+	}
+	args = append(args, id)
+	for _, v := range extra {
+		args = append(args, v)
+	}
+	var raw bytes.Buffer
+	ints, err := s.run(ctx, s.client, sc, args, &raw, nil)
+	for backoff := tryAgainFirst; isTryAgain(err) && retryWait(ctx, backoff); backoff = min(2*backoff, tryAgainMax) {
+		ints, err = s.run(ctx, s.client, sc, args, &raw, ints)
+	}
+	if err != nil {
+		s.noteError(err)
+		return nil, fmt.Errorf("redis %s %s script for %s: %w", lim.Algorithm, op, base, err)
+	}
+	return ints, nil
+}
