@@ -167,7 +167,7 @@ func TestUnknownCostsCommitTheEstimateAndAFailedUpstreamCancels(t *testing.T) {
 	p := startCostProxy(t, up.URL, limiter.NewMemoryStore(limiter.MemoryConfig{}),
 		costClass("json", httplimit.CostFrom{JSON: "usage.total_tokens"}, 100, lim, "/json"))
 	for _, method := range []string{http.MethodGet, http.MethodPost} {
-		send(t, method, p.base+"/json?used=-5")       // invalid
+		send(t, method, p.base+"/json?used=-5")        // invalid
 		send(t, method, p.base+"/json?used=%22ten%22") // a string: invalid
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -194,4 +194,3 @@ func TestUnknownCostsCommitTheEstimateAndAFailedUpstreamCancels(t *testing.T) {
 			b[series("rate_limit_cost_total", "endpoint", "/json", "phase", "committed", "plan_tier", "default")] == 0
 	})
 }
-

@@ -261,7 +261,8 @@ func (s *Server) Middleware() *httplimit.Middleware { return s.cfg.Middleware }
 // mainHandler dispatches the reserved paths exactly (no path cleaning, so
 // the upstream sees the path the client sent) and proxies the rest.
 func (s *Server) mainHandler() http.Handler {
-	check := s.checkHandler()
+	check := s.checkHandler(s.cfg.Middleware.CheckHandler())
+	commit := s.checkHandler(s.cfg.Middleware.CommitHandler())
 	notFound := "no upstream is configured"
 	if check != nil {
 		notFound += "; only " + httplimit.CheckPath + " is served"
@@ -281,6 +282,11 @@ func (s *Server) mainHandler() http.Handler {
 				check.ServeHTTP(w, r)
 				return
 			}
+		case httplimit.CommitPath:
+			if commit != nil {
+				commit.ServeHTTP(w, r)
+				return
+			}
 		case MetricsPath, HealthPath, ReadyPath:
 			if ops {
 				s.opsHandler().ServeHTTP(w, r)
@@ -291,12 +297,11 @@ func (s *Server) mainHandler() http.Handler {
 	})
 }
 
-// checkHandler is the decision API behind its peer check; nil when disabled.
-func (s *Server) checkHandler() http.Handler {
+// checkHandler is a decision API handler (check, commit) behind its peer check; nil when disabled.
+func (s *Server) checkHandler(api http.Handler) http.Handler {
 	if s.cfg.CheckAPI.Disabled {
 		return nil
 	}
-	var api http.Handler = s.cfg.Middleware.CheckHandler()
 	if s.checkGuard != nil {
 		api = s.checkGuard.ReadOnly(api)
 	}
@@ -318,7 +323,7 @@ func (s *Server) checkHandler() http.Handler {
 		}
 		s.logger.LogAttrs(r.Context(), slog.LevelDebug, "decision API refused a peer", slog.String("peer", who))
 		writeError(w, http.StatusForbidden, "peer_not_allowed",
-			fmt.Sprintf("%s answers only the peers in server.check_api.allowed_peers; %s is not one of them", httplimit.CheckPath, who))
+			fmt.Sprintf("%s answers only the peers in server.check_api.allowed_peers; %s is not one of them", r.URL.Path, who))
 	})
 }
 
