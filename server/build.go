@@ -114,8 +114,8 @@ func Build(cfg *config.Config, d Deps) (*Built, error) {
 	} else if g != nil {
 		undo = append([]io.Closer{g.ln}, undo...)
 	}
-	costs, _ := d.Recorder.(decision.CostRecorder) // the collector counts costs too
-	mw, err := httplimit.New(httplimit.Config{Policy: p, Recorder: d.Recorder, Logger: d.Logger, OnPolicy: d.OnPolicy, Trace: d.Trace, Costs: costs})
+	mw, err := httplimit.New(httplimit.Config{Policy: p, Recorder: d.Recorder, Logger: d.Logger, OnPolicy: d.OnPolicy, Trace: d.Trace,
+		Costs: costRecorder(d.Recorder)})
 	if err != nil {
 		return fail(err)
 	}
@@ -342,4 +342,10 @@ func openStore(cfg *config.Config, d Deps) (OpenedStore, error) {
 		return OpenedStore{Store: st, Client: client}, nil
 	}
 	return OpenedStore{}, fmt.Errorf("config %s: store.type: unknown %q", cfg.Source, cfg.Store.Type)
+}
+
+// costRecorder is the recorder's cost counting, when it has one (the collector does).
+func costRecorder(r limiter.Recorder) decision.CostRecorder {
+	c, _ := r.(decision.CostRecorder)
+	return c
 }
