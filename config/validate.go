@@ -15,6 +15,7 @@ import (
 
 	"github.com/rl-exporter/rl-exporter/httplimit"
 	"github.com/rl-exporter/rl-exporter/limiter"
+	"github.com/rl-exporter/rl-exporter/region"
 	"github.com/rl-exporter/rl-exporter/limiter/redisstore"
 )
 
@@ -593,6 +594,14 @@ func (c *Config) validateClasses(e *errs) {
 			if !tiers[tier] {
 				e.add(lk, "unknown tier (tiers.names is %v)", c.Tiers.Names)
 				continue
+			}
+			if cl.CostFrom != nil {
+				if a, err := limiter.ParseAlgorithm(l.Algorithm); err == nil && !limiter.SupportsReservations(a) {
+					e.add(lk+".algorithm", "%s cannot give back or take the difference of a reservation, which cost_from needs", a)
+				}
+				if m := c.RegionMode(name, tier); m == region.ModeAsync || m == region.ModeHybrid {
+					e.add(lk+".region_mode", "%s decides on a local copy, which cannot hold the reservations cost_from needs: use local or strict", m)
+				}
 			}
 			for _, err := range limitProblems(l.limit(), cost) {
 				e.add(lk+"."+strings.SplitN(err.Error(), ":", 2)[0], "%s", strings.TrimSpace(strings.SplitN(err.Error(), ":", 2)[1]))
