@@ -20,7 +20,7 @@ import (
 )
 
 // costProxy is serve's proxy in front of an upstream, with the collector counting decisions and
-// costs and serving /metrics on the main listener.
+// costs and serving /metrics on the main listener; clients are keyed by X-API-Key, else address.
 type costProxy struct {
 	base    string
 	metrics string
@@ -32,7 +32,9 @@ func startCostProxy(t testing.TB, upstream string, store limiter.Store, classes 
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := httplimit.NewPolicy(httplimit.PolicyConfig{Classes: classes, Store: store})
+	// A loaded machine's slow store call fails closed, so that it is never an admission uncharged.
+	p, err := httplimit.NewPolicy(httplimit.PolicyConfig{Classes: classes, Store: store, Timeout: 2 * time.Second, FailPolicy: limiter.FailClosed,
+		Identity: httplimit.IdentityConfig{APIKeyHeader: "X-API-Key", AllowUnknownAPIKeys: true}})
 	if err != nil {
 		t.Fatal(err)
 	}
