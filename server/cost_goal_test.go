@@ -229,4 +229,3 @@ func TestGoalAStreamedAnswersFirstByteIsNotDelayedByReadingItsCost(t *testing.T)
 		return s[series("rate_limit_cost_total", "endpoint", "/stream", "phase", "committed", "plan_tier", "default")] == 2*runs*77
 	})
 }
-
