@@ -37,6 +37,8 @@ const (
 	AlertMetricsAbsent      = "RateLimitMetricsAbsent"
 	AlertRegionSyncLagHigh  = "RateLimitRegionSyncLagHigh"
 	AlertRegionUnreachable  = "RateLimitRegionPeerUnreachable"
+	AlertReservationsExpire = "RateLimitReservationsExpiring"
+	AlertCostEstimateOff    = "RateLimitCostEstimateOff"
 )
 
 // Model is a validated spec with every default applied and every duration
@@ -57,6 +59,9 @@ type Model struct {
 	// Regions is nil unless the spec has a regions: block.
 	Regions *RegionsObjective
 	Routing Routing
+	// Expiring and EstimateOff watch the reservations of cost_from classes.
+	Expiring    *DegradedObjective
+	EstimateOff *EstimateOffObjective
 	// Warnings are things worth telling the operator that do not make the
 	// spec invalid, such as a burn-rate row that can never fire.
 	Warnings []string
@@ -102,6 +107,15 @@ type FailOpenObjective struct {
 type DegradedObjective struct {
 	Alert
 	Window time.Duration
+}
+
+// EstimateOffObjective alerts when more than Threshold of the settlements of
+// an endpoint and plan tier cost over twice their estimate.
+type EstimateOffObjective struct {
+	Alert
+	Threshold float64 // ratio
+	MinRate   float64 // settlements/s below which it stays quiet
+	Window    time.Duration
 }
 
 // AvailabilitySLO is the limiter's availability objective with its
@@ -193,6 +207,20 @@ func Compile(spec Spec, file string) (*Model, error) {
 		m.Degraded = &DegradedObjective{
 			Alert:  c.alert("degraded", AlertDegraded, spec, d.AlertSpec),
 			Window: c.window("degraded.window", d.Window),
+		}
+	}
+	if d := spec.ReservationsExpiring; d.Enabled {
+		m.Expiring = &DegradedObjective{
+			Alert:  c.alert("reservations_expiring", AlertReservationsExpire, spec, d.AlertSpec),
+			Window: c.window("reservations_expiring.window", d.Window),
+		}
+	}
+	if e := spec.CostEstimateOff; e.Enabled {
+		m.EstimateOff = &EstimateOffObjective{
+			Alert:     c.alert("cost_estimate_off", AlertCostEstimateOff, spec, e.AlertSpec),
+			Threshold: roundSig(c.percent("cost_estimate_off.threshold_percent", e.ThresholdPercent)/100, 12),
+			MinRate:   c.nonNegative("cost_estimate_off.min_settlements_per_second", e.MinSettlementsPerSecond),
+			Window:    c.window("cost_estimate_off.window", e.Window),
 		}
 	}
 	if a := spec.MetricsAbsent; a.Enabled {

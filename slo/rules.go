@@ -25,6 +25,8 @@ const (
 	metricDegraded     = "rate_limit_degraded_total"
 	metricRegionLag    = "rate_limit_region_sync_lag_seconds"
 	metricRegionErrors = "rate_limit_region_sync_errors_total"
+	metricCost         = "rate_limit_cost_total"
+	metricEstimateErr  = "rate_limit_cost_estimate_error"
 )
 
 // Rule group names, one per objective: a group evaluates its recording rules
@@ -37,6 +39,7 @@ const (
 	GroupAvailability = "rl-exporter-availability-slo"
 	GroupMetrics      = "rl-exporter-metrics"
 	GroupRegions      = "rl-exporter-regions"
+	GroupCosts        = "rl-exporter-costs"
 )
 
 // Recording rule names, in the level:metric:operations convention.
@@ -96,6 +99,9 @@ func (m *Model) RuleGroups() (*rulefmt.RuleGroups, error) {
 	}
 	if o := m.Regions; o != nil {
 		groups = append(groups, rulefmt.RuleGroup{Name: GroupRegions, Rules: m.regionRules(o, m.sel)})
+	}
+	if m.Expiring != nil || m.EstimateOff != nil {
+		groups = append(groups, m.costGroup())
 	}
 	if a := m.Absent; a != nil {
 		groups = append(groups, m.absentGroup(a))
@@ -356,4 +362,27 @@ func encodeYAML(w io.Writer, v any) error {
 		return fmt.Errorf("encode YAML: %w", err)
 	}
 	return enc.Close()
+}
+
+// costGroup alerts on the reservations of cost_from classes: expiring unsettled, and estimates
+// far below the real cost.
+func (m *Model) costGroup() rulefmt.RuleGroup {
+	g := rulefmt.RuleGroup{Name: GroupCosts}
+	if o := m.Expiring; o != nil {
+		w := formatDuration(o.Window)
+		g.Rules = append(g.Rules, alertRule(o.Alert,
+			fmt.Sprintf("sum by (endpoint, plan_tier) (rate(%s%s[%s])) > 0", metricCost, m.sel(`phase="expired"`), w), nil,
+			"Reservations on {{ $labels.endpoint }} ({{ $labels.plan_tier }}) expire unsettled",
+			fmt.Sprintf("{{ $value | humanize }} units/s of reservations on endpoint {{ $labels.endpoint }}, plan tier {{ $labels.plan_tier }}, reached their hold unsettled over the last %s: a proxy or backend is dropping its commits, so those requests are charged (or refunded) by reserve.on_expiry instead of their real cost.", w)))
+	}
+	if o := m.EstimateOff; o != nil {
+		w := formatDuration(o.Window)
+		count := fmt.Sprintf("sum by (endpoint, plan_tier) (rate(%s_count%s[%s]))", metricEstimateErr, m.sel(""), w)
+		within := fmt.Sprintf("sum by (endpoint, plan_tier) (rate(%s_bucket%s[%s]))", metricEstimateErr, m.sel(`le="2"`), w)
+		g.Rules = append(g.Rules, alertRule(o.Alert,
+			fmt.Sprintf("(%s - %s) / (%s > 0) > %s\nand on (endpoint, plan_tier)\n%s >= %s", count, within, count, formatFloat(o.Threshold), count, formatFloat(o.MinRate)), nil,
+			"Requests to {{ $labels.endpoint }} ({{ $labels.plan_tier }}) cost far more than their estimate",
+			fmt.Sprintf("{{ $value | humanizePercentage }} of the requests settled on endpoint {{ $labels.endpoint }}, plan tier {{ $labels.plan_tier }}, over the last %s cost more than twice the estimate they reserved (threshold %s): the budget is overspent by their excess while they run. Raise the class's estimate or its max.", w, percent(o.Threshold))))
+	}
+	return g
 }

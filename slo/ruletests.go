@@ -111,6 +111,10 @@ func (m *Model) RuleTests(ruleFile string) ([]NamedRuleTestFile, error) {
 		f, err := g.regions()
 		errs = append(errs, add("regions.yml", f, err))
 	}
+	if m.Expiring != nil || m.EstimateOff != nil {
+		f, err := g.costs()
+		errs = append(errs, add("costs.yml", f, err))
+	}
 	if m.Absent != nil {
 		f, err := g.absent()
 		errs = append(errs, add("metrics-absent.yml", f, err))

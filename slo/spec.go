@@ -40,6 +40,23 @@ type Spec struct {
 	// with [DefaultRegions] for every field it leaves out.
 	Regions *RegionsSpec `koanf:"regions"`
 	Routing RoutingSpec  `koanf:"routing"`
+	// ReservationsExpiring fires while reservations of cost_from classes
+	// expire unsettled: a proxy or backend is dropping its commits.
+	ReservationsExpiring DegradedSpec `koanf:"reservations_expiring"`
+	// CostEstimateOff fires when too many requests cost more than twice
+	// the estimate they reserved: the budget is overspent by the excess.
+	CostEstimateOff CostEstimateOffSpec `koanf:"cost_estimate_off"`
+}
+
+// CostEstimateOffSpec is the alert on estimates far below the real cost,
+// from rate_limit_cost_estimate_error, per endpoint and plan tier.
+type CostEstimateOffSpec struct {
+	AlertSpec `koanf:",squash"`
+	// ThresholdPercent of the settlements costing over twice the estimate.
+	ThresholdPercent float64 `koanf:"threshold_percent"`
+	// MinSettlementsPerSecond: below it the share does not alert.
+	MinSettlementsPerSecond float64 `koanf:"min_settlements_per_second"`
+	Window                  string  `koanf:"window"`
 }
 
 // RegionsSpec is the multi-region objective: how stale the counts known
@@ -255,6 +272,14 @@ func DefaultSpec() Spec {
 			Window:    "1m",
 		},
 		MetricsAbsent: AlertSpec{Enabled: true, For: "5m", Severity: "warning"},
+		ReservationsExpiring: DegradedSpec{
+			AlertSpec: AlertSpec{Enabled: true, For: "15m", Severity: "ticket"},
+			Window:    "15m",
+		},
+		CostEstimateOff: CostEstimateOffSpec{
+			AlertSpec:        AlertSpec{Enabled: true, For: "30m", Severity: "ticket"},
+			ThresholdPercent: 10, MinSettlementsPerSecond: 0.1, Window: "30m",
+		},
 		Availability: AvailabilitySpec{
 			Enabled:          true,
 			ObjectivePercent: 99.9,
