@@ -128,6 +128,11 @@ func overview(m *slo.Model, source string) (dashboard.Dashboard, error) {
 		}
 	}
 
+	row(CostsRowTitle)
+	for _, p := range costPanels(m, q, next) {
+		b.WithPanel(p)
+	}
+
 	row("Trend")
 	b.WithPanel(weeklyRejectionPanel(m, q, next()))
 	b.WithPanel(instancesPanel(q, next()))
