@@ -15,8 +15,8 @@ import (
 
 	"github.com/rl-exporter/rl-exporter/httplimit"
 	"github.com/rl-exporter/rl-exporter/limiter"
-	"github.com/rl-exporter/rl-exporter/region"
 	"github.com/rl-exporter/rl-exporter/limiter/redisstore"
+	"github.com/rl-exporter/rl-exporter/region"
 )
 
 // Validate reports every problem of c, each naming the file, the key and
