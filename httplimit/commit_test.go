@@ -28,18 +28,7 @@ func postJSON(t *testing.T, url, body string) (int, map[string]any) {
 
 // A reserving check answers a token; committing it settles the reservation once, at the cost given.
 func TestACheckReservesAndACommitSettlesItOnce(t *testing.T) {
-	clk := newClock()
-	cl := oneClass("chat", limiter.PerMinute(limiter.FixedWindow, 1000), "POST /v1/chat")
-	cl.CostFrom, cl.Estimate = CostFrom{JSON: "usage.total_tokens"}, Estimate{Default: 200}
-	p, err := NewPolicy(PolicyConfig{Classes: []Class{cl}, Store: limiter.NewMemoryStore(limiter.MemoryConfig{Now: clk.Now})})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ev := &costEvents{}
-	m, err := New(Config{Policy: p, Now: clk.Now, Costs: ev})
-	if err != nil {
-		t.Fatal(err)
-	}
+	m, ev := costMiddleware(t, newClock(), "POST /v1/chat", CostFrom{JSON: "usage.total_tokens"}, 200)
 	check := httptest.NewServer(m.CheckHandler())
 	defer check.Close()
 	commit := httptest.NewServer(m.CommitHandler())

@@ -49,12 +49,12 @@ func (c *costEvents) CostUnknown(_, _, reason string) {
 	c.mu.Unlock()
 }
 
-// costServer serves, behind a middleware reserving 100 of a 1000/min budget per request, an
-// upstream that reports ?used=N as X-Usage-Tokens and fails on ?fail=1.
-func costServer(t *testing.T, clk *fakeClock) (*httptest.Server, *costEvents) {
+// costMiddleware is a middleware on a memory store of clk with one class, "chat", of route,
+// 1000 a minute, reading its cost from the response and estimated at estimate, telling its costs.
+func costMiddleware(t *testing.T, clk *fakeClock, route string, from CostFrom, estimate int64) (*Middleware, *costEvents) {
 	t.Helper()
-	cl := oneClass("chat", limiter.PerMinute(limiter.FixedWindow, 1000), "/v1/chat")
-	cl.CostFrom, cl.Estimate = CostFrom{Header: "X-Usage-Tokens"}, Estimate{Default: 100}
+	cl := oneClass("chat", limiter.PerMinute(limiter.FixedWindow, 1000), route)
+	cl.CostFrom, cl.Estimate = from, Estimate{Default: estimate}
 	p, err := NewPolicy(PolicyConfig{Classes: []Class{cl}, Store: limiter.NewMemoryStore(limiter.MemoryConfig{Now: clk.Now})})
 	if err != nil {
 		t.Fatal(err)
@@ -64,6 +64,14 @@ func costServer(t *testing.T, clk *fakeClock) (*httptest.Server, *costEvents) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return m, ev
+}
+
+// costServer serves, behind a middleware reserving 100 of a 1000/min budget per request, an
+// upstream that reports ?used=N as X-Usage-Tokens and fails on ?fail=1.
+func costServer(t *testing.T, clk *fakeClock) (*httptest.Server, *costEvents) {
+	t.Helper()
+	m, ev := costMiddleware(t, clk, "/v1/chat", CostFrom{Header: "X-Usage-Tokens"}, 100)
 	srv := httptest.NewServer(m.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Query().Get("fail") != "" {
 			UpstreamFailed(r.Context())

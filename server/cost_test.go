@@ -1,7 +1,6 @@
 package server_test
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"net"
@@ -50,16 +49,7 @@ func startCostProxy(t testing.TB, upstream string, store limiter.Store, classes 
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Serve: %v", err)
-		}
-	})
-	base := "http://" + srv.Addr("main")
+	base := runServer(t, srv)
 	return costProxy{base: base, metrics: base + server.MetricsPath}
 }
 
