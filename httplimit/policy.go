@@ -44,6 +44,29 @@ type Class struct {
 	OnExpiry limiter.ExpiryPolicy // what an unsettled reservation's expiry does
 }
 
+// newLimiter is the class's limiter of lim on tier's store; with CostFrom it must hold reservations.
+func (c Class) newLimiter(cfg PolicyConfig, tier string, lim limiter.Limit) (*limiter.Limiter, error) {
+	engine := cfg.Engine()
+	engine.Limit, engine.Store = lim, c.storeFor(tier, cfg.Store)
+	engine.Hold, engine.OnExpiry = c.Hold, c.OnExpiry
+	l, err := limiter.New(engine)
+	if err == nil && !c.CostFrom.IsZero() && !l.Reserves() {
+		return nil, fmt.Errorf("cost_from: the %s algorithm on this store cannot hold reservations", lim.Algorithm)
+	}
+	return l, err
+}
+
+// checkEstimate defaults and checks the estimate of a class with CostFrom.
+func (cl *class) checkEstimate() error {
+	if cl.costFrom.IsZero() {
+		return nil
+	}
+	if cl.estimate.Default == 0 {
+		cl.estimate.Default = cl.cost
+	}
+	return cl.estimate.Validate()
+}
+
 func (c Class) storeFor(tier string, policyStore limiter.Store) limiter.Store {
 	if st := c.TierStores[tier]; st != nil {
 		return st
@@ -222,23 +245,11 @@ func (p *Policy) compileClass(cfg PolicyConfig, c Class) (*class, error) {
 	if !ok {
 		return nil, fmt.Errorf("policy: class %q: no limit for the default tier %q", c.Name, cfg.DefaultTier)
 	}
-	if !c.CostFrom.IsZero() {
-		if cl.estimate.Default == 0 {
-			cl.estimate.Default = cl.cost
-		}
-		if err := cl.estimate.Validate(); err != nil {
-			return nil, fmt.Errorf("policy: class %q: estimate: %w", c.Name, err)
-		}
+	if err := cl.checkEstimate(); err != nil {
+		return nil, fmt.Errorf("policy: class %q: estimate: %w", c.Name, err)
 	}
 	newLimiter := func(tier string, lim limiter.Limit) (*limiter.Limiter, error) {
-		engine := cfg.Engine()
-		engine.Limit, engine.Store = lim, c.storeFor(tier, cfg.Store)
-		engine.Hold, engine.OnExpiry = c.Hold, c.OnExpiry
-		l, err := limiter.New(engine)
-		if err == nil && !c.CostFrom.IsZero() && !l.Reserves() {
-			return nil, fmt.Errorf("cost_from: the %s algorithm on this store cannot hold reservations", lim.Algorithm)
-		}
-		return l, err
+		return c.newLimiter(cfg, tier, lim)
 	}
 	for tier, lim := range c.Limits {
 		if !p.tiers[tier] {

@@ -209,20 +209,7 @@ func Compile(spec Spec, file string) (*Model, error) {
 			Window: c.window("degraded.window", d.Window),
 		}
 	}
-	if d := spec.ReservationsExpiring; d.Enabled {
-		m.Expiring = &DegradedObjective{
-			Alert:  c.alert("reservations_expiring", AlertReservationsExpire, spec, d.AlertSpec),
-			Window: c.window("reservations_expiring.window", d.Window),
-		}
-	}
-	if e := spec.CostEstimateOff; e.Enabled {
-		m.EstimateOff = &EstimateOffObjective{
-			Alert:     c.alert("cost_estimate_off", AlertCostEstimateOff, spec, e.AlertSpec),
-			Threshold: roundSig(c.percent("cost_estimate_off.threshold_percent", e.ThresholdPercent)/100, 12),
-			MinRate:   c.nonNegative("cost_estimate_off.min_settlements_per_second", e.MinSettlementsPerSecond),
-			Window:    c.window("cost_estimate_off.window", e.Window),
-		}
-	}
+	c.costs(m, spec)
 	if a := spec.MetricsAbsent; a.Enabled {
 		al := c.alert("metrics_absent", AlertMetricsAbsent, spec, a)
 		m.Absent = &al
@@ -540,3 +527,21 @@ func formatFloat(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) 
 
 // formatDuration writes d the way Prometheus does (5m, 1h, 3d).
 func formatDuration(d time.Duration) string { return model.Duration(d).String() }
+
+// costs compiles the alerts on the reservations of cost_from classes.
+func (c *compiler) costs(m *Model, spec Spec) {
+	if d := spec.ReservationsExpiring; d.Enabled {
+		m.Expiring = &DegradedObjective{
+			Alert:  c.alert("reservations_expiring", AlertReservationsExpire, spec, d.AlertSpec),
+			Window: c.window("reservations_expiring.window", d.Window),
+		}
+	}
+	if e := spec.CostEstimateOff; e.Enabled {
+		m.EstimateOff = &EstimateOffObjective{
+			Alert:     c.alert("cost_estimate_off", AlertCostEstimateOff, spec, e.AlertSpec),
+			Threshold: roundSig(c.percent("cost_estimate_off.threshold_percent", e.ThresholdPercent)/100, 12),
+			MinRate:   c.nonNegative("cost_estimate_off.min_settlements_per_second", e.MinSettlementsPerSecond),
+			Window:    c.window("cost_estimate_off.window", e.Window),
+		}
+	}
+}
