@@ -8,7 +8,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
+	"github.com/rl-exporter/rl-exporter/internal/eventually"
 	"github.com/rl-exporter/rl-exporter/limiter"
 )
 
@@ -145,5 +147,40 @@ func TestAClassWithCostFromNeedsAStoreThatHoldsReservations(t *testing.T) {
 	}
 	if want := `policy: class "chat" tier "default": cost_from:`; !strings.HasPrefix(err.Error(), want) {
 		t.Fatalf("error %q, want it to start %q", err, want)
+	}
+}
+
+// A client that goes away mid-stream leaves its reservation committed at the estimate, counted
+// as client_gone: the upstream's work up to then is not known.
+func TestAStreamCutShortCommitsTheEstimateAsClientGone(t *testing.T) {
+	m, ev := costMiddleware(t, newClock(), "/v1/chat", CostFrom{JSON: "usage.total_tokens"}, 100)
+	handled := make(chan struct{})
+	srv := httptest.NewServer(m.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer close(handled)
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, "data: {\"delta\":\"a\"}\n\n")
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+	})))
+	defer srv.Close()
+	resp, err := http.Get(srv.URL + "/v1/chat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 8)
+	if _, err := io.ReadFull(resp.Body, buf); err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close() // the client goes away before the usage chunk
+	<-handled
+	eventually.True(t, 5*time.Second, "the reservation settled", func() bool {
+		ev.mu.Lock()
+		defer ev.mu.Unlock()
+		return len(ev.settled) == 1
+	})
+	ev.mu.Lock()
+	defer ev.mu.Unlock()
+	if s := ev.settled[0]; s.Actual != 100 || ev.measured[0] || ev.unknown[CostClientGone] != 1 {
+		t.Fatalf("settled %+v measured %v unknown %v, want the estimate committed as client_gone", s, ev.measured[0], ev.unknown)
 	}
 }

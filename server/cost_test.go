@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -185,4 +186,44 @@ func TestUnknownCostsCommitTheEstimateAndAFailedUpstreamCancels(t *testing.T) {
 			b[series("rate_limit_cost_total", "endpoint", "/json", "phase", "refunded", "plan_tier", "default")] == 200 &&
 			b[series("rate_limit_cost_total", "endpoint", "/json", "phase", "committed", "plan_tier", "default")] == 0
 	})
+}
+
+// Through serve's decision API: a reserving check answers a token, /v1/commit settles it once,
+// and the cost metrics count both.
+func TestTheDecisionAPIReservesAndCommitsThroughServe(t *testing.T) {
+	lim := limiter.PerMinute(limiter.FixedWindow, 1000)
+	p := startCostProxy(t, usageUpstream(t).URL, limiter.NewMemoryStore(limiter.MemoryConfig{}),
+		costClass("chat", httplimit.CostFrom{JSON: "usage.total_tokens"}, 300, lim, "POST /v1/chat"))
+	post := func(path, body string) (int, map[string]any) {
+		resp, err := http.Post(p.base+path, "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var out map[string]any
+		if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+			t.Fatal(err)
+		}
+		return resp.StatusCode, out
+	}
+	code, got := post(httplimit.CheckPath, `{"key":"apikey:team-a","endpoint":"POST /v1/chat","reserve":true}`)
+	tok, _ := got["reservation"].(string)
+	if code != 200 || tok == "" || got["remaining"] != float64(700) {
+		t.Fatalf("reserving check: %d %v", code, got)
+	}
+	if code, got = post(httplimit.CommitPath, `{"reservation":"`+tok+`","cost":420}`); code != 200 || got["charged"] != float64(120) {
+		t.Fatalf("commit: %d %v", code, got)
+	}
+	if code, got = post(httplimit.CommitPath, `{"reservation":"`+tok+`","cost":420}`); code != http.StatusConflict {
+		t.Fatalf("second commit: %d %v, want 409", code, got)
+	}
+	s := parseSamples(t, scrape(t, p.metrics, nil))
+	for phase, want := range map[string]float64{"reserved": 300, "committed": 420, "refunded": 0} {
+		if v := s.get(t, series("rate_limit_cost_total", "endpoint", "POST /v1/chat", "phase", phase, "plan_tier", "default")); v != want {
+			t.Errorf("rate_limit_cost_total{phase=%q} = %v, want %v", phase, v, want)
+		}
+	}
+	if v := s.get(t, series("rate_limit_reservations_open", "endpoint", "POST /v1/chat", "plan_tier", "default")); v != 0 {
+		t.Errorf("rate_limit_reservations_open = %v after the commit", v)
+	}
 }
