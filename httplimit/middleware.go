@@ -23,7 +23,7 @@ type Config struct {
 	// Logger (default: discard) gets a debug line per refused, shadow-over or store-failed
 	// decision, never per allowed one, and error lines, summarised, of costs no window admits.
 	Logger *slog.Logger
-	Cost   func(*http.Request) int64 // a request's cost; default the class's Cost
+	Cost   func(*http.Request) int64 // a request's cost; default the class's Cost (a CostFrom class's is its Estimate)
 	// OnPolicy, when set, is called with the initial policy and each one passed to Swap, once in
 	// force: the collector learns the limits in force (Policy.Limits) through it.
 	OnPolicy func(*Policy)
