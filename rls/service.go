@@ -758,7 +758,13 @@ func headerValues(hc decision.HeaderConfig, o *outcome, now time.Time) []*corev3
 // taking the excess past the limit, so that the next peeks see it.
 func (s *Service) charge(ctx context.Context, o *outcome, l *limiter.Limiter, ep, tier string, cost int64) {
 	if o.Reservation.ID == "" {
-		return // the budget is spent already, or the store failed: the fail policy's answer stands
+		if o.Verdict == decision.VerdictRejected {
+			// Settling takes the excess past the limit, but nothing opens a reservation on a spent
+			// budget: the report is lost, and the next peeks refuse all the same.
+			s.costLog.Log(ctx, "stream-done charge not taken: the budget was already spent", []slog.Attr{
+				slog.String("endpoint", ep), slog.Int64("cost", cost)})
+		}
+		return
 	}
 	if s.cfg.Costs != nil {
 		s.cfg.Costs.CostReserved(ep, tier, 1)
