@@ -133,6 +133,10 @@ func TestEnvoysPeekAndStreamDoneChargeSpendATokenBudget(t *testing.T) {
 		t.Fatalf("%d served, %d refused, %d charged: want the budget %d spent and past it by at most the last request's %d",
 			served, refused, charged, budget, last)
 	}
+	// Each request is one decision, its peek; the charges are costs.
+	if a, r := h.count(t, "llm.api_key", "free", "allowed"), h.count(t, "llm.api_key", "free", "rejected"); a != float64(served) || r != float64(refused) {
+		t.Errorf("counted %v allowed and %v rejected, want the %d peeks served and %d refused", a, r, served, refused)
+	}
 	if got := h.costTotal(t, "committed"); got != float64(charged) {
 		t.Errorf("rate_limit_cost_total{phase=committed} = %v, want %d", got, charged)
 	}

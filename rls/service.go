@@ -564,7 +564,8 @@ func (s *Service) decide(ctx context.Context, c *compiled, l *limiter.Limiter, r
 	if charge {
 		s.charge(ctx, &o, a.Limiter, ep, tier, cost)
 	}
-	if s.cfg.Recorder != nil {
+	if s.cfg.Recorder != nil && !charge {
+		// A stream-done charge is no admission: rate_limit_cost_total counts it.
 		s.cfg.Recorder.RecordDecision(ctx, o.Record(ep, tier, key, o.limit))
 	}
 	if o.Err != nil {
