@@ -64,6 +64,25 @@
 // bucket admits Burst at once (NGINX burst=Burst−1), each with the Delay
 // that spaces them at the drain rate (none with Limit.NoDelay).
 //
+// # Reservations
+//
+// Limiter.Reserve takes an estimate as AllowN does and opens a reservation
+// for Config.Hold (reserve*.go; Redis: lua/*_settle.lua); Commit settles it
+// at the actual cost, Cancel at 0, by taking actual − estimate: a refund
+// never leaves more than a fresh key has, an excess is taken even past the
+// quota, at most one quota below zero, so the next requests wait. A refund
+// goes into the window charged (fixed_window; sliding_window, or into the
+// previous count it still weighs), nothing once that has passed; removes
+// sliding_log's entries of the admission; moves a bucket's level, or gcra's
+// TAT, back. The record lives with the key and a settle removes it in the
+// same atomic step: once. Unsettled, it is charged (ExpireCharge) or
+// refunded (ExpireRefund) by the next Reserve or Settle on the key.
+//
+// Overshoot bound: a window settles at most the quota plus the excesses of
+// the reservations in flight at its last admission, ≤ (in flight) × the
+// largest single excess: none with an upper bound as estimate, the largest
+// excess when each settles before the next admission.
+//
 // Both stores count time in whole µs and bucket levels as integers in units
 // of 1/Period, so refill is exact; Limit.Validate refuses a Quota×Period (µs)
 // above 2^53, where Lua's numbers stop being exact. Durations in a Decision

@@ -15,9 +15,7 @@ var ErrReservationsNotSupported = errors.New("store or algorithm does not suppor
 var ErrInvalidActual = errors.New("actual cost must be at least 0")
 
 // SupportsReservations reports whether a's arithmetic can settle a
-// reservation: give back what was reserved beyond the actual cost, or take
-// the excess. All six algorithms can (see the package doc for what a
-// refund means to each); an unknown name cannot.
+// reservation (all six can; the package doc says how); unknown names cannot.
 func SupportsReservations(a Algorithm) bool { return SpecOf(a) != nil }
 
 // reserveBinding is a store bound to one Limit that holds reservations.
@@ -57,10 +55,8 @@ func (b reserverBinding) settle(ctx context.Context, key string, id string, actu
 func (l *Limiter) Reserves() bool { return l.resv != nil }
 
 // Reserve takes estimate units from key's budget as AllowN does and, when
-// they are admitted, opens a reservation for Config.Hold that Commit or
-// Cancel settles. When the store fails, the Decision is the fail policy's
-// and the Reservation's ID is "": settling it does nothing. A rejected
-// request gets a Reservation with ID "" too.
+// admitted, opens a reservation for Config.Hold. A rejection, or the fail
+// policy's decision, has a Reservation with ID "": settling it does nothing.
 func (l *Limiter) Reserve(ctx context.Context, key string, estimate int64) (Reservation, Decision, error) {
 	r := Reservation{Key: key, Estimate: estimate}
 	if estimate < 1 || estimate > l.quota {
@@ -86,22 +82,27 @@ func (l *Limiter) Reserve(ctx context.Context, key string, estimate int64) (Rese
 		return r, d, err
 	}
 	l.settle(ctx, breaker, start, nil)
+	admitted := d.Allowed
+	if admitted {
+		d.Admitted = estimate
+	}
+	if l.local != nil {
+		if d = l.local.afterStore(ctx, key, l.lim, ModeConsume, d); admitted && !d.Allowed {
+			// Held to the local share after an outage: give the units back.
+			_, err := l.resv.settle(ctx, key, id, -1, l.timeout)
+			return r, d, err
+		}
+	}
 	if !d.Allowed {
 		return r, d, nil
 	}
-	d.Admitted = estimate
 	r.ID, r.Expires = id, l.now().Add(l.hold)
-	if l.local != nil {
-		d = l.local.afterStore(ctx, key, l.lim, ModeConsume, d)
-	}
 	return r, d, nil
 }
 
-// Commit settles r at its actual cost (≥ 0): what was reserved beyond it is
-// given back, an excess is taken even past the quota. A Reservation with ID
-// "" settles as nothing; one settled before, or expired, returns
-// ErrReservationUnknown, wrapped, and changes nothing. A store failure
-// leaves r open until it expires by Config.OnExpiry.
+// Commit settles r at its actual cost (≥ 0), giving back or taking the
+// difference; twice or after expiry it returns ErrReservationUnknown,
+// wrapped. A store failure leaves r open until it expires by OnExpiry.
 func (l *Limiter) Commit(ctx context.Context, r Reservation, actual int64) (Settlement, error) {
 	if actual < 0 {
 		return Settlement{}, fmt.Errorf("reservation %s: %w: got %d", r.ID, ErrInvalidActual, actual)
@@ -109,8 +110,7 @@ func (l *Limiter) Commit(ctx context.Context, r Reservation, actual int64) (Sett
 	return l.settleReservation(ctx, r, actual)
 }
 
-// Cancel settles r at nothing: the whole estimate is given back. As Commit
-// for an ID "", twice, or after expiry.
+// Cancel settles r at nothing, as Commit otherwise.
 func (l *Limiter) Cancel(ctx context.Context, r Reservation) (Settlement, error) {
 	return l.settleReservation(ctx, r, -1)
 }

@@ -17,6 +17,7 @@ type bookKey struct {
 // slot so that a settle changes both under one lock.
 type reserveBook struct {
 	open map[string]openReservation
+	next int64 // no record expires before (µs)
 }
 
 // openReservation is one record: mark is what a refund needs to find the
@@ -49,29 +50,49 @@ func (s *MemoryStore) Settle(ctx context.Context, key string, lim Limit, id stri
 	return b.settle(ctx, key, id, actual, 0)
 }
 
+// keyCall is a reservation call on one key with its shard locked and the
+// key's expired reservations settled.
+type keyCall struct {
+	sh      *memShard
+	h       uint64
+	bk      bookKey
+	now     int64
+	book    *reserveBook // nil: no reservation open
+	expired int64
+}
+
+// lock locks key's shard; the caller unlocks c.sh.mu.
+func (b *memoryBinding) lock(key string) keyCall {
+	s, cl := b.store, &b.limit
+	h := s.hash(cl.alg, key)
+	c := keyCall{sh: &s.shards[h&s.mask], h: h, bk: bookKey{cl.alg, key}}
+	c.sh.mu.Lock()
+	c.now = s.nowUS()
+	if c.book = c.sh.books[c.bk]; c.book != nil {
+		c.expired = c.sh.expireBook(c.bk, c.book, h, key, cl, c.now)
+		if len(c.book.open) == 0 { // expireBook dropped it
+			c.book = nil
+		}
+	}
+	return c
+}
+
 func (b *memoryBinding) reserve(_ context.Context, key string, r ReserveRequest, _ time.Duration) (Decision, error) {
 	if r.ID == "" {
 		return Decision{Limit: b.limit.quota}, fmt.Errorf("memory store: reservation id is empty")
 	}
 	s, cl := b.store, &b.limit
-	h := s.hash(cl.alg, key)
-	sh := &s.shards[h&s.mask]
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	now := s.nowUS()
-	bk := bookKey{cl.alg, key}
-	book := sh.books[bk]
-	if book != nil {
-		sh.expireBook(bk, book, h, key, cl, now)
-		if _, taken := book.open[r.ID]; taken {
-			return Decision{Limit: cl.quota}, fmt.Errorf("memory store: reservation id %s is already open", r.ID)
-		}
+	c := b.lock(key)
+	defer c.sh.mu.Unlock()
+	sh, now := c.sh, c.now
+	if _, taken := c.book.find(r.ID); taken {
+		return Decision{Limit: cl.quota}, fmt.Errorf("memory store: reservation id %s is already open", r.ID)
 	}
-	i := sh.find(h, cl.alg, key)
+	i := sh.find(c.h, cl.alg, key)
 	fresh := i < 0
 	var e *memSlot
 	if fresh {
-		e = sh.insert(h, cl.alg, key, now, s.perShard)
+		e = sh.insert(c.h, cl.alg, key, now, s.perShard)
 	} else {
 		e = sh.slot(i)
 	}
@@ -83,48 +104,48 @@ func (b *memoryBinding) reserve(_ context.Context, key string, r ReserveRequest,
 	if cl.alg == slidingLogIndex {
 		mark = now
 	}
-	if book == nil {
+	if c.book == nil {
 		if sh.books == nil {
 			sh.books = make(map[bookKey]*reserveBook)
 		}
-		book = &reserveBook{open: make(map[string]openReservation, 1)}
-		sh.books[bk] = book
+		c.book = &reserveBook{open: make(map[string]openReservation, 1)}
+		sh.books[c.bk] = c.book
 	}
 	hold := r.Hold
 	if hold <= 0 {
 		hold = DefaultHold
 	}
-	book.open[r.ID] = openReservation{estimate: r.Estimate, expires: now + us(hold), mark: mark, refund: r.OnExpiry == ExpireRefund}
+	rec := openReservation{estimate: r.Estimate, expires: now + us(hold), mark: mark, refund: r.OnExpiry == ExpireRefund}
+	if len(c.book.open) == 0 || rec.expires < c.book.next {
+		c.book.next = rec.expires
+	}
+	c.book.open[r.ID] = rec
 	return d, nil
 }
 
 func (b *memoryBinding) settle(_ context.Context, key string, id string, actual int64, _ time.Duration) (Settlement, error) {
-	s, cl := b.store, &b.limit
-	h := s.hash(cl.alg, key)
-	sh := &s.shards[h&s.mask]
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	now := s.nowUS()
-	bk := bookKey{cl.alg, key}
-	book := sh.books[bk]
-	var st Settlement
-	if book != nil {
-		st.Expired = sh.expireBook(bk, book, h, key, cl, now)
-	}
-	rec, ok := openReservation{}, false
-	if book != nil {
-		rec, ok = book.open[id]
-	}
+	c := b.lock(key)
+	defer c.sh.mu.Unlock()
+	st := Settlement{Expired: c.expired}
+	rec, ok := c.book.find(id)
 	if !ok {
 		return st, fmt.Errorf("memory store: reservation %s of %s: %w", id, key, ErrReservationUnknown)
 	}
-	delete(book.open, id)
-	if len(book.open) == 0 {
-		delete(sh.books, bk)
+	delete(c.book.open, id)
+	if len(c.book.open) == 0 {
+		delete(c.sh.books, c.bk)
 	}
 	st.settled(rec.estimate, actual)
-	sh.adjust(h, key, cl, now, st.Charged-st.Refunded, rec.mark)
+	c.sh.adjust(c.h, key, &b.limit, c.now, st.Charged-st.Refunded, rec.mark)
 	return st, nil
+}
+
+func (bk *reserveBook) find(id string) (openReservation, bool) {
+	if bk == nil {
+		return openReservation{}, false
+	}
+	rec, ok := bk.open[id]
+	return rec, ok
 }
 
 // settled fills in what settling estimate at actual (< 0: cancel) does.
@@ -137,9 +158,14 @@ func (st *Settlement) settled(estimate, actual int64) {
 // expireBook drops book's records past their hold, refunding those of
 // ExpireRefund, and returns how many it dropped.
 func (sh *memShard) expireBook(bk bookKey, book *reserveBook, h uint64, key string, cl *compiledLimit, now int64) int64 {
+	if now < book.next {
+		return 0
+	}
 	var n int64
+	book.next = math.MaxInt64
 	for id, rec := range book.open {
 		if rec.expires > now {
+			book.next = min(book.next, rec.expires)
 			continue
 		}
 		delete(book.open, id)
@@ -154,8 +180,7 @@ func (sh *memShard) expireBook(bk bookKey, book *reserveBook, h uint64, key stri
 	return n
 }
 
-// sweepBooks drops the records past their hold of keys no call came back
-// to; a refund then finds the key as fresh, so it is not made.
+// sweepBooks drops records past their hold that no call came back for.
 func (sh *memShard) sweepBooks(now int64) {
 	for bk, book := range sh.books {
 		for id, rec := range book.open {
@@ -169,10 +194,8 @@ func (sh *memShard) sweepBooks(now int64) {
 	}
 }
 
-// adjust takes delta more units from key (delta < 0 gives −delta back),
-// after bringing its state to now with a peek. A refund never leaves more
-// than a fresh key has; an excess takes the budget at most one quota below
-// zero. A key not held is fresh: a refund changes nothing.
+// adjust takes delta more units from key (< 0: gives back) after a peek
+// brings its state to now; a key not held is fresh, a refund does nothing.
 func (sh *memShard) adjust(h uint64, key string, cl *compiledLimit, now, delta, mark int64) {
 	if delta == 0 {
 		return

@@ -3,6 +3,7 @@ package limiter_test
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -196,6 +197,16 @@ func TestReserveExpiryPolicy(t *testing.T) {
 				if _, err := l.Commit(ctx, lost, 30); !errors.Is(err, limiter.ErrReservationUnknown) {
 					t.Fatalf("committing the expired reservation: %v, want ErrReservationUnknown", err)
 				}
+				// The key's only record expires in the call that opens the next.
+				next := reserve(t, l, "alone", 10)
+				clk.Advance(2 * time.Minute)
+				last := reserve(t, l, "alone", 10)
+				if st, err := l.Commit(ctx, last, 10); err != nil || st.Expired != 0 {
+					t.Fatalf("committing a reservation opened as the key's last one expired: %+v, %v", st, err)
+				}
+				if _, err := l.Commit(ctx, next, 10); !errors.Is(err, limiter.ErrReservationUnknown) {
+					t.Fatalf("committing the expired reservation: %v, want ErrReservationUnknown", err)
+				}
 			})
 		}
 	}
@@ -224,3 +235,122 @@ func (p plainOnly) Decide(ctx context.Context, key string, lim limiter.Limit, co
 	return p.s.Decide(ctx, key, lim, cost)
 }
 func (p plainOnly) Name() string { return "plain" }
+
+// failingReserver is a failingStore whose healthy store holds reservations.
+type failingReserver struct {
+	*failingStore
+	healthy *limiter.MemoryStore
+}
+
+func (f failingReserver) failing() error {
+	f.calls.Add(1)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.err
+}
+
+func (f failingReserver) Reserve(ctx context.Context, key string, lim limiter.Limit, r limiter.ReserveRequest, timeout time.Duration) (limiter.Decision, error) {
+	if err := f.failing(); err != nil {
+		return limiter.Decision{}, err
+	}
+	return f.healthy.Reserve(ctx, key, lim, r, timeout)
+}
+
+func (f failingReserver) Settle(ctx context.Context, key string, lim limiter.Limit, id string, actual int64, timeout time.Duration) (limiter.Settlement, error) {
+	if err := f.failing(); err != nil {
+		return limiter.Settlement{}, err
+	}
+	return f.healthy.Settle(ctx, key, lim, id, actual, timeout)
+}
+
+func TestReserveFollowsTheFailPolicyAndSettlesNothingItDidNotReserve(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		policy  limiter.FailPolicy
+		allowed bool
+		failure limiter.Failure
+	}{
+		{limiter.FailOpen, true, limiter.FailureOpen},
+		{limiter.FailClosed, false, limiter.FailureClosed},
+		{limiter.FailLocal, true, limiter.FailureLocal},
+	} {
+		t.Run(string(tc.policy), func(t *testing.T) {
+			mem := limiter.NewMemoryStore(limiter.MemoryConfig{})
+			store := failingReserver{&failingStore{err: errStoreDown, healthy: mem}, mem}
+			var observed atomic.Int64
+			l, err := limiter.New(limiter.Config{Limit: reserveLimit(limiter.TokenBucket), Store: store, FailPolicy: tc.policy,
+				Observer: observerFunc(func(context.Context, string, time.Duration, error) { observed.Add(1) })})
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, d, err := l.Reserve(ctx, "k", 10)
+			if !errors.Is(err, errStoreDown) || d.Allowed != tc.allowed || d.Failure != tc.failure || r.ID != "" {
+				t.Fatalf("Reserve with the store down = %+v, %+v, %v; want the %s policy's decision and no id", r, d, err, tc.policy)
+			}
+			if st, err := l.Commit(ctx, r, 50); err != nil || st != (limiter.Settlement{}) {
+				t.Fatalf("Commit of a fail-policy admission = %+v, %v; want nothing", st, err)
+			}
+			store.setErr(nil)
+			r = reserve(t, l, "k", 10)
+			store.setErr(errStoreDown)
+			if _, err := l.Commit(ctx, r, 4); !errors.Is(err, errStoreDown) {
+				t.Fatalf("Commit with the store down: %v, want the store's error", err)
+			}
+			store.setErr(nil)
+			if st, err := l.Commit(ctx, r, 4); err != nil || st.Refunded != 6 {
+				t.Fatalf("Commit once the store is back = %+v, %v; want the reservation still open", st, err)
+			}
+			if observed.Load() != 4 {
+				t.Fatalf("the observer saw %d store calls, want 4", observed.Load())
+			}
+		})
+	}
+}
+
+func TestReserveSkipsTheStoreWhileTheBreakerIsOpen(t *testing.T) {
+	ctx := context.Background()
+	mem := limiter.NewMemoryStore(limiter.MemoryConfig{})
+	store := failingReserver{&failingStore{err: errStoreDown, healthy: mem}, mem}
+	l, err := limiter.New(limiter.Config{Limit: reserveLimit(limiter.GCRA), Store: store, FailPolicy: limiter.FailClosed,
+		Breaker: limiter.BreakerConfig{Threshold: 2, Cooldown: time.Hour}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 2; i++ {
+		if _, _, err := l.Reserve(ctx, "k", 1); !errors.Is(err, errStoreDown) {
+			t.Fatalf("reserve %d: %v", i, err)
+		}
+	}
+	before := store.calls.Load()
+	_, d, err := l.Reserve(ctx, "k", 1)
+	if !errors.Is(err, limiter.ErrCircuitOpen) || d.Allowed || store.calls.Load() != before {
+		t.Fatalf("Reserve with the breaker open = %+v, %v after %d calls; want a fail-closed refusal without a call", d, err, store.calls.Load()-before)
+	}
+	if _, err := l.Commit(ctx, limiter.Reservation{ID: "x", Key: "k"}, 1); !errors.Is(err, limiter.ErrCircuitOpen) || store.calls.Load() != before {
+		t.Fatalf("Commit with the breaker open: %v; want ErrCircuitOpen without a call", err)
+	}
+}
+
+// Back from an outage, FailLocal holds a key it decided to its local share:
+// a reservation the store admitted but the share refuses is given back.
+func TestReserveRefusedByTheLocalShareAfterAnOutageGivesTheUnitsBack(t *testing.T) {
+	ctx := context.Background()
+	mem := limiter.NewMemoryStore(limiter.MemoryConfig{})
+	store := failingReserver{&failingStore{err: errStoreDown, healthy: mem}, mem}
+	lim := reserveLimit(limiter.FixedWindow)
+	l, err := limiter.New(limiter.Config{Limit: lim, Store: store, FailPolicy: limiter.FailLocal})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, d, err := l.Reserve(ctx, "k", 100); !errors.Is(err, errStoreDown) || !d.Allowed || d.Failure != limiter.FailureLocal || r.ID != "" {
+		t.Fatalf("Reserve in the outage = %+v, %+v, %v; want the local share's admission", r, d, err)
+	}
+	store.setErr(nil)
+	r, d, err := l.Reserve(ctx, "k", 10)
+	if err != nil || d.Allowed || r.ID != "" {
+		t.Fatalf("Reserve past the local share after the outage = %+v, %+v, %v; want a refusal", r, d, err)
+	}
+	if pd, err := mem.DecideMode(ctx, "k", lim, 100, limiter.ModePeek, 0); err != nil || !pd.Allowed {
+		t.Fatalf("the store kept the refused reservation's units: %+v, %v", pd, err)
+	}
+}

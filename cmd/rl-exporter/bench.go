@@ -36,6 +36,9 @@ type benchOptions struct {
 	// redisClient and redisAddr are set for --store redis.
 	redisClient redisstore.ClientConfig
 	redisAddr   string
+	// mode is "decide" or "reserve" (bench_reserve.go), with its estimate.
+	mode     string
+	estimate int64
 }
 
 // usageError is a bad flag value: reported with the flag's name, exit 2.
@@ -65,6 +68,8 @@ func parseBenchFlags(args []string, stderr io.Writer) (benchOptions, error) {
 	fs.IntVar(&poolSize, "pool-size", 0, "connections per Redis node (0 = 10 per CPU)")
 	fs.DurationVar(&o.timeout, "timeout", limiter.DefaultTimeout, "deadline of one store call; a call past it counts as an error")
 	fs.BoolVar(&o.json, "json", false, "print the result as one JSON object on the last line of standard output")
+	fs.StringVar(&o.mode, "mode", "decide", "decide: plain decisions; reserve: plain decisions, then reserve+commit pairs for as long, and their ratio")
+	fs.Int64Var(&o.estimate, "estimate", 1, "--mode reserve: units each reservation takes; it commits a random 0 to twice that")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), "usage: rl-exporter bench [flags]\n\n"+
 			"Runs concurrent callers against a limiter for a while and reports decisions per\n"+
@@ -81,7 +86,10 @@ func parseBenchFlags(args []string, stderr io.Writer) (benchOptions, error) {
 	if err := o.resolveStore(clusterAddrs, poolSize); err != nil {
 		return o, err
 	}
-	return o, o.resolveLimit(algorithm, burst)
+	if err := o.resolveLimit(algorithm, burst); err != nil {
+		return o, err
+	}
+	return o, o.resolveMode()
 }
 
 // resolveStore checks the store flags and fills in the Redis client's
@@ -208,6 +216,11 @@ type benchReport struct {
 	P99Seconds         float64 `json:"p99_seconds"`
 	P999Seconds        float64 `json:"p999_seconds"`
 	MaxSeconds         float64 `json:"max_seconds"`
+	// Mode is "reserve" for --mode reserve: the report is the pairs', with
+	// the plain decisions' rate of the same run and the ratio.
+	Mode                    string  `json:"mode,omitempty"`
+	PlainDecisionsPerSecond float64 `json:"plain_decisions_per_second,omitempty"`
+	ReserveRatio            float64 `json:"reserve_ratio,omitempty"`
 }
 
 // newBenchReport is the result of a run as --json prints it.
@@ -255,6 +268,9 @@ func runBench(ctx context.Context, args []string, _ environ, stdout, stderr io.W
 		fmt.Fprintf(stderr, "rl-exporter bench: %v\n", err)
 		return exitFailure
 	}
+	if o.mode == "reserve" {
+		return runBenchReserve(ctx, o, lim, storeName, stdout, stderr)
+	}
 	decide := func(ctx context.Context, key string) (bool, error) {
 		d, err := lim.Allow(ctx, key)
 		if err != nil {
@@ -290,18 +306,26 @@ func runBench(ctx context.Context, args []string, _ environ, stdout, stderr io.W
 
 	rep := newBenchReport(storeName, o, res)
 	if o.json {
-		b, err := json.Marshal(rep)
-		if err != nil {
-			fmt.Fprintf(stderr, "rl-exporter bench: encode result: %v\n", err)
-			return exitFailure
+		if code := printBenchJSON(stdout, stderr, rep); code != exitOK {
+			return code
 		}
-		fmt.Fprintf(stdout, "%s\n", b)
 	} else {
 		printBenchReport(stdout, rep, res)
 	}
 	if runErr != nil {
 		return exitFailure
 	}
+	return exitOK
+}
+
+// printBenchJSON prints rep as one JSON line and returns the exit code.
+func printBenchJSON(stdout, stderr io.Writer, rep benchReport) int {
+	b, err := json.Marshal(rep)
+	if err != nil {
+		fmt.Fprintf(stderr, "rl-exporter bench: encode result: %v\n", err)
+		return exitFailure
+	}
+	fmt.Fprintf(stdout, "%s\n", b)
 	return exitOK
 }
 

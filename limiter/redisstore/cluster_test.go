@@ -39,6 +39,28 @@ func TestCluster(t *testing.T) {
 		t.Logf("units admitted: %v", limitertest.AtMostContention(t, []limiter.Store{store, store}, 16))
 	})
 
+	t.Run("reserve and commit from many goroutines settle each reservation once", func(t *testing.T) {
+		for _, r := range limitertest.ReserveContention(t, []limiter.Store{store, store}, 16) {
+			t.Logf("%s: %d units settled of a quota of %d (bound %d)", r.Algorithm, r.Settled, r.Quota, r.Bound)
+		}
+	})
+
+	t.Run("a key's reservation records are in its slot, as Redis computes it", func(t *testing.T) {
+		for _, key := range awkwardKeys {
+			for _, a := range limiter.AllAlgorithms() {
+				state, err := cl.KeySlot(store.Keys(key, a)[0])
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, k := range store.ReservationKeys(key, a) {
+					if s, _ := cl.KeySlot(k); s != state {
+						t.Fatalf("user key %q, %s: state in slot %d but %q in slot %d", key, a, state, k, s)
+					}
+				}
+			}
+		}
+	})
+
 	t.Run("every key of one decision is in the same slot, as Redis computes it", func(t *testing.T) {
 		for _, key := range awkwardKeys {
 			keys := store.Keys(key, limiter.SlidingLog)

@@ -48,3 +48,16 @@ func TestExactUnderContentionFromFourClients(t *testing.T) {
 		})
 	}
 }
+
+// Four clients with 16 goroutines each reserve and commit on one key: each
+// reservation is settled once, and what was settled stays within the bound.
+func TestReservationsSettleExactlyUnderContentionFromFourClients(t *testing.T) {
+	srv := redistest.Single(t)
+	var stores []limiter.Store
+	for i := 0; i < 4; i++ {
+		stores = append(stores, newStore(t, redisstore.ClientConfig{URL: srv.URL(), PoolSize: 16}))
+	}
+	for _, r := range limitertest.ReserveContention(t, stores, 16) {
+		t.Logf("%s: %d units settled of a quota of %d (bound %d)", r.Algorithm, r.Settled, r.Quota, r.Bound)
+	}
+}

@@ -109,6 +109,8 @@ type Store struct {
 	wait         []any
 	replObs      ReplicationObserver
 	unreplicated atomic.Int64
+	// reserveBatches batch reservation calls, by AlgorithmSpec.Index.
+	reserveBatches [limiter.NumAlgorithms]reserveBatcher
 }
 
 // New returns a Store on client (only a *redis.Client, Sentinel's

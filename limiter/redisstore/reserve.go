@@ -1,20 +1,20 @@
 package redisstore
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/rl-exporter/rl-exporter/limiter"
 )
 
-// reserveScripts are an algorithm's two reservation scripts, one atomic
-// call each.
+// reserveScripts are an algorithm's reservation scripts, one atomic call
+// each, and the batch of many calls in one (reserve_batch.go).
 type reserveScripts struct {
-	reserve, settle script
+	reserve, settle, batch script
 }
 
 // Key suffixes of a key's reservation records, after its base key.
@@ -26,40 +26,42 @@ const (
 var loadReserveScripts = sync.OnceValues(func() ([limiter.NumAlgorithms]reserveScripts, error) {
 	var all [limiter.NumAlgorithms]reserveScripts
 	for _, spec := range limiter.AlgorithmSpecs() {
-		reserve, settle, err := reservationSources(spec, redisClock)
+		reserve, settle, batch, err := reservationSources(spec, redisClock)
 		if err != nil {
 			return all, err
 		}
-		all[spec.Index()] = reserveScripts{reserve: newScript(reserve), settle: newScript(settle)}
+		all[spec.Index()] = reserveScripts{reserve: newScript(reserve), settle: newScript(settle), batch: newScript(batch)}
 	}
 	return all, nil
 })
 
-// reservationSources assembles spec's reserve and settle scripts: the
-// preamble, its decide function, lua/run.lua, lua/<a>_settle.lua and
-// lua/reservations.lua, reading the clock once.
-func reservationSources(spec *limiter.AlgorithmSpec, clock string) (reserve, settle string, err error) {
+// reservationSources assembles spec's reserve, settle and batch scripts:
+// the preamble, its decide function, lua/run.lua, lua/<a>_settle.lua,
+// lua/reservations.lua (and lua/reservations_batch.lua), reading the clock once.
+func reservationSources(spec *limiter.AlgorithmSpec, clock string) (reserve, settle, batch string, err error) {
 	a := spec.Algorithm()
 	decide, err := DecideFunction(a)
 	if err != nil {
-		return "", "", err
+		return "", "", "", err
 	}
-	var parts [3]string
-	for i, name := range []string{"run", string(a) + "_settle", "reservations"} {
+	var parts [4]string
+	for i, name := range []string{"run", string(a) + "_settle", "reservations", "reservations_batch"} {
 		b, err := luaFiles.ReadFile("lua/" + name + ".lua")
 		if err != nil {
-			return "", "", fmt.Errorf("reservation script for %s: %w", a, err)
+			return "", "", "", fmt.Errorf("reservation script for %s: %w", a, err)
 		}
 		parts[i] = string(b)
 	}
-	body := "-- Code generated from lua/preamble.lua, lua/" + string(a) + ".lua, lua/run.lua, lua/" + string(a) +
-		"_settle.lua and lua/reservations.lua by rl-exporter. DO NOT EDIT.\n" +
-		preamble + decide + parts[0] + parts[1] +
+	body := preamble + decide + parts[0] + parts[1] +
 		"local clock = " + clock + "\n" +
 		"local now = tonumber(clock[1]) * 1000000 + tonumber(clock[2])\n" +
 		"local nk, np = " + strconv.Itoa(spec.NumKeys()) + ", " + strconv.Itoa(spec.NumParams()) + "\n" +
 		parts[2]
-	return body + "return reserve()\n", body + "return settle()\n", nil
+	header := "-- Code generated from lua/preamble.lua, lua/" + string(a) + ".lua, lua/run.lua, lua/" + string(a) +
+		"_settle.lua and lua/reservations.lua by rl-exporter. DO NOT EDIT.\n"
+	batchHeader := strings.Replace(header, " by ", ", lua/reservations_batch.lua by ", 1)
+	return header + body + "return reserve(KEYS, ARGV)\n", header + body + "return settle(KEYS, ARGV)\n",
+		batchHeader + body + parts[3], nil
 }
 
 // Reserve implements limiter.Reserver: the decision of r.Estimate and, when
@@ -119,16 +121,12 @@ func (s *Store) Settle(ctx context.Context, key string, lim limiter.Limit, id st
 }
 
 // reservationCall runs the reserve or settle script of spec on key with the
-// algorithm's parameters, cost, mode 0 and extra, bounded by timeout.
+// algorithm's parameters, cost, mode 0, the id and extra, bounded by
+// timeout: batched with others in progress on a single server (reserve_batch.go).
 func (s *Store) reservationCall(ctx context.Context, spec *limiter.AlgorithmSpec, key string, lim limiter.Limit, timeout time.Duration, reserve bool, cost int64, id string, extra ...int64) ([]int64, error) {
 	all, err := loadReserveScripts()
 	if err != nil {
 		return nil, err
-	}
-	sc := &all[spec.Index()].settle
-	op := "settle"
-	if reserve {
-		sc, op = &all[spec.Index()].reserve, "reserve"
 	}
 	if timeout > 0 {
 		if dl, ok := ctx.Deadline(); !ok || time.Until(dl) > timeout {
@@ -138,28 +136,34 @@ func (s *Store) reservationCall(ctx context.Context, spec *limiter.AlgorithmSpec
 		}
 	}
 	base := s.baseKey(key, lim.Algorithm)
-	suffixes := spec.KeySuffixes()
-	args := make([]any, 0, 3+len(suffixes)+2+spec.NumParams()+3+len(extra))
-	args = append(args, nil, nil, len(suffixes)+2)
-	for _, suffix := range suffixes {
-		args = append(args, base+suffix)
+	op := &reserveOp{reserve: reserve, done: make(chan struct{})}
+	for _, suffix := range spec.KeySuffixes() {
+		op.keys = append(op.keys, base+suffix)
 	}
-	args = append(args, base+bookSuffix, base+openSuffix)
+	op.keys = append(op.keys, base+bookSuffix, base+openSuffix)
 	for _, v := range argsInto(nil, spec, key, lim, cost, limiter.ModeConsume) {
-		args = append(args, v)
+		op.argv = append(op.argv, v)
 	}
-	args = append(args, id)
+	op.argv = append(op.argv, id)
 	for _, v := range extra {
-		args = append(args, v)
+		op.argv = append(op.argv, v)
 	}
-	var raw bytes.Buffer
-	ints, err := s.run(ctx, s.client, sc, args, &raw, nil)
-	for backoff := tryAgainFirst; isTryAgain(err) && retryWait(ctx, backoff); backoff = min(2*backoff, tryAgainMax) {
-		ints, err = s.run(ctx, s.client, sc, args, &raw, ints)
+	sc := &all[spec.Index()]
+	var ints []int64
+	if s.batch != nil && !s.cluster {
+		ints, err = s.reserveBatches[spec.Index()].do(ctx, s, sc, op)
+	} else {
+		ints, err = s.runReserveOps(ctx, sc, []*reserveOp{op})
 	}
 	if err != nil {
-		s.noteError(err)
-		return nil, fmt.Errorf("redis %s %s script for %s: %w", lim.Algorithm, op, base, err)
+		name := "settle"
+		if reserve {
+			name = "reserve"
+		}
+		return nil, fmt.Errorf("redis %s %s script for %s: %w", lim.Algorithm, name, base, err)
+	}
+	if !reserve {
+		ints = ints[:3]
 	}
 	return ints, nil
 }

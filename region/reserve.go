@@ -1,0 +1,45 @@
+package region
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/rl-exporter/rl-exporter/limiter"
+	"github.com/rl-exporter/rl-exporter/limiter/redisstore"
+)
+
+// Strict mode holds reservations on the key's home region, record and
+// state in one script there, so a reservation taken in one region settles
+// from any. ModeLocal's store is the Redis store, a Reserver itself. Async
+// and hybrid hold none: their counts are per-region slots merged by max(),
+// and a settle's adjustment to another region's slot would be overwritten
+// by the next merge; a Limiter on them reports Reserves() false.
+var _ limiter.Reserver = (*strictStore)(nil)
+
+// Reserve implements limiter.Reserver on key's home region.
+func (s *strictStore) Reserve(ctx context.Context, key string, lim limiter.Limit, r limiter.ReserveRequest, timeout time.Duration) (limiter.Decision, error) {
+	home := s.homeOf(key)
+	d, err := s.call(home, func(st *redisstore.Store) (limiter.Decision, error) {
+		return st.Reserve(ctx, key, lim, r, timeout)
+	})
+	if err != nil {
+		return d, fmt.Errorf("region %s: %w", home, err)
+	}
+	return d, nil
+}
+
+// Settle implements limiter.Reserver on key's home region.
+func (s *strictStore) Settle(ctx context.Context, key string, lim limiter.Limit, id string, actual int64, timeout time.Duration) (limiter.Settlement, error) {
+	home := s.homeOf(key)
+	var st limiter.Settlement
+	_, err := s.call(home, func(rs *redisstore.Store) (limiter.Decision, error) {
+		var err error
+		st, err = rs.Settle(ctx, key, lim, id, actual, timeout)
+		return limiter.Decision{}, err
+	})
+	if err != nil {
+		return st, fmt.Errorf("region %s: %w", home, err)
+	}
+	return st, nil
+}
