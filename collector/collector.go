@@ -60,6 +60,7 @@ type pairSeries struct {
 	tier      string
 	requests  [numStatuses]atomic.Uint64
 	nearLimit atomic.Uint64
+	cost      atomic.Pointer[pairCost] // from the label set's first reservation
 }
 
 // endpointFails holds the per-endpoint failure counters.
@@ -149,6 +150,9 @@ type Collector struct {
 	storeErrorsDesc, limitDesc, buildInfoDesc, foldedDesc     *prometheus.Desc
 	degradedDesc, canceledDesc, circuitDesc, unreplicatedDesc *prometheus.Desc
 	quotaDesc                                                 *prometheus.Desc
+
+	costDesc, openDesc, unknownDesc *prometheus.Desc
+	estimateError                   *prometheus.HistogramVec
 }
 
 var (
@@ -230,6 +234,7 @@ func New(cfg Config) (*Collector, error) {
 		"rate_limit_delay_seconds",
 		"Delay given to admitted leaky_bucket requests (observed only when above zero).",
 		buckets.Delay(), cfg.NativeHistograms), []string{"endpoint"})
+	c.initCost()
 	c.index.Store(c.buildIndex(nil, plan))
 	for _, e := range plan.folded {
 		cfg.Logger.Warn("endpoint beyond the cardinality cap is counted as other", "endpoint", e, "max_label_sets", cfg.MaxLabelSets)
@@ -312,6 +317,7 @@ func (c *Collector) Reconfigure(endpoints, tiers []string, defaultTier string) e
 	for _, ep := range old.order {
 		if _, ok := idx.endpoints[ep.name]; !ok {
 			c.delay.DeleteLabelValues(ep.name)
+			c.estimateError.DeletePartialMatch(prometheus.Labels{"endpoint": ep.name})
 		}
 	}
 	for k := range c.limits {
@@ -410,9 +416,11 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 		c.requestsDesc, c.nearLimitDesc, c.failOpenDesc, c.failClosedDesc,
 		c.storeErrorsDesc, c.limitDesc, c.buildInfoDesc, c.foldedDesc,
 		c.degradedDesc, c.canceledDesc, c.circuitDesc, c.unreplicatedDesc, c.quotaDesc,
+		c.costDesc, c.openDesc, c.unknownDesc,
 	} {
 		ch <- d
 	}
+	c.estimateError.Describe(ch)
 	c.storeDuration.Describe(ch)
 	c.delay.Describe(ch)
 }
@@ -428,6 +436,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			}
 			ch <- prometheus.MustNewConstMetric(c.nearLimitDesc, prometheus.CounterValue,
 				float64(ps.nearLimit.Load()), ep.name, ps.tier)
+			c.collectCost(ch, ep.name, ps)
 		}
 		for i, r := range failureReasons {
 			ch <- prometheus.MustNewConstMetric(c.failOpenDesc, prometheus.CounterValue,
@@ -467,6 +476,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	c.storeDuration.Collect(ch)
 	c.delay.Collect(ch)
+	c.estimateError.Collect(ch)
 }
 
 // CircuitChanged sets rate_limit_circuit_state{store} to the breaker's new

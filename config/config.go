@@ -605,6 +605,16 @@ type Class struct {
 	// Penalty, when After is set, refuses a client refused After times
 	// within Within for For (status penalized). Off by default.
 	Penalty Penalty `koanf:"penalty"`
+	// CostFrom reads each request's real cost from its response: the
+	// estimate is reserved at admission and settled at the real cost when
+	// the response ends (docs/cost-and-quotas.md). nil: Cost at admission.
+	CostFrom *CostFrom `koanf:"cost_from"`
+	// Estimate is what a request of a class with cost_from reserves: a
+	// number, or {json: max_tokens | header: X-Max-Tokens, default: N,
+	// max: M}. Default: Cost.
+	Estimate *Estimate `koanf:"estimate"`
+	// Reserve says how long a reservation is held and what its expiry does.
+	Reserve Reserve `koanf:"reserve"`
 }
 
 // Penalty is a class's penalty box (limiter.Penalty).
@@ -612,6 +622,33 @@ type Penalty struct {
 	After  int64         `koanf:"after"`
 	Within time.Duration `koanf:"within"`
 	For    time.Duration `koanf:"for"`
+}
+
+// CostFrom names where a response carries its cost: exactly one of a
+// header, a trailer, or a gjson path into the JSON body (also read in the
+// last data event of a text/event-stream response that has it).
+type CostFrom struct {
+	Header  string `koanf:"header"`
+	Trailer string `koanf:"trailer"`
+	JSON    string `koanf:"json"`
+}
+
+// Estimate is what a request reserves at admission: what it says in a
+// member of its JSON body or a header, capped at Max (default: the
+// quota), else Default.
+type Estimate struct {
+	JSON    string `koanf:"json"`
+	Header  string `koanf:"header"`
+	Default int64  `koanf:"default"`
+	Max     int64  `koanf:"max"`
+}
+
+// Reserve configures a class's reservations.
+type Reserve struct {
+	// Hold is how long a reservation waits to be settled. Default 5m.
+	Hold time.Duration `koanf:"hold"`
+	// OnExpiry is charge (the default: the estimate stays spent) or refund.
+	OnExpiry string `koanf:"on_expiry"`
 }
 
 // Limit is one limit. For fixed_window, sliding_log and sliding_window, Rate
@@ -701,6 +738,7 @@ func FromKoanf(name string, k *koanf.Koanf) (*Config, error) {
 		DecodeHook: mapstructure.ComposeDecodeHookFunc(
 			calendarPeriods,
 			strictNumbers,
+			estimateFromNumber,
 			mapstructure.StringToSliceHookFunc(","),
 		),
 		// Unknown keys are found by unknownKeys, from the struct tags.

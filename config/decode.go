@@ -293,3 +293,19 @@ func problemKey(msg string) string {
 	}
 	return parts[1]
 }
+
+var estimateType = reflect.TypeOf(Estimate{})
+
+// estimateFromNumber lets a class write estimate: 300 for {default: 300}.
+func estimateFromNumber(from, to reflect.Type, data any) (any, error) {
+	if to != estimateType && to != reflect.PointerTo(estimateType) {
+		return data, nil
+	}
+	switch from.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64,
+		reflect.Float32, reflect.Float64:
+		return map[string]any{"default": data}, nil
+	}
+	return data, nil
+}

@@ -16,6 +16,7 @@ import (
 	"github.com/rl-exporter/rl-exporter/httplimit"
 	"github.com/rl-exporter/rl-exporter/limiter"
 	"github.com/rl-exporter/rl-exporter/limiter/redisstore"
+	"github.com/rl-exporter/rl-exporter/region"
 )
 
 // Validate reports every problem of c, each naming the file, the key and
@@ -585,6 +586,11 @@ func (c *Config) validateClasses(e *errs) {
 			e.add(key+".cost", "must be >= 1, got %d", cl.Cost)
 		}
 		validatePenalty(e, key+".penalty", cl)
+		cost := cl.Cost
+		if cl.CostFrom != nil {
+			cost = cl.estimate().Default
+		}
+		cl.validateCost(e, key)
 		for tier, l := range cl.Limits {
 			lk := key + ".limits." + tier
 			if !tiers[tier] {
@@ -594,7 +600,15 @@ func (c *Config) validateClasses(e *errs) {
 			for _, err := range l.Calendar.problems() {
 				e.add(lk+"."+strings.SplitN(err.Error(), ":", 2)[0], "%s", strings.TrimSpace(strings.SplitN(err.Error(), ":", 2)[1]))
 			}
-			for _, err := range limitProblems(l.limit(), cl.Cost) {
+			if cl.CostFrom != nil {
+				if a, err := limiter.ParseAlgorithm(l.Algorithm); err == nil && !limiter.SupportsReservations(a) {
+					e.add(lk+".algorithm", "%s cannot give back or take the difference of a reservation, which cost_from needs", a)
+				}
+				if m := c.RegionMode(name, tier); m == region.ModeAsync || m == region.ModeHybrid {
+					e.add(lk+".region_mode", "%s decides on a local copy, which cannot hold the reservations cost_from needs: use local or strict", m)
+				}
+			}
+			for _, err := range limitProblems(l.limit(), cost) {
 				e.add(lk+"."+strings.SplitN(err.Error(), ":", 2)[0], "%s", strings.TrimSpace(strings.SplitN(err.Error(), ":", 2)[1]))
 			}
 		}
@@ -728,6 +742,13 @@ func (c *Config) PolicyConfig(store limiter.Store, observer limiter.Observer) (h
 		cl := c.Classes[name]
 		hc := httplimit.Class{Name: name, Routes: cl.Routes, Shadow: cl.Shadow, Shared: cl.Shared, Cost: cl.Cost, Limits: map[string]limiter.Limit{},
 			Penalty: limiter.Penalty{After: cl.Penalty.After, Within: cl.Penalty.Within, For: cl.Penalty.For}}
+		if cl.CostFrom != nil {
+			hc.CostFrom = httplimit.CostFrom(*cl.CostFrom)
+			est := cl.estimate()
+			hc.Estimate = httplimit.Estimate{Default: est.Default, JSON: est.JSON, Header: est.Header, Max: est.Max}
+			hc.Hold = cl.Reserve.Hold
+			hc.OnExpiry, _ = limiter.ParseExpiryPolicy(cl.Reserve.OnExpiry) // validated
+		}
 		for tier, l := range cl.Limits {
 			hc.Limits[tier] = l.limit()
 		}
@@ -741,4 +762,59 @@ func (c *Config) SlogLevel() slog.Level {
 	var l slog.Level
 	_ = l.UnmarshalText([]byte(c.Log.Level))
 	return l
+}
+
+// estimate is the class's estimate, its default the class cost when unset.
+func (cl Class) estimate() Estimate {
+	var est Estimate
+	if cl.Estimate != nil {
+		est = *cl.Estimate
+	}
+	if est.Default == 0 {
+		est.Default = cl.Cost
+	}
+	return est
+}
+
+// validateCost checks cost_from, estimate and reserve of the class at key.
+func (cl Class) validateCost(e *errs, key string) {
+	if cl.CostFrom == nil {
+		if cl.Estimate != nil {
+			e.add(key+".estimate", "is read only with cost_from: set cost_from, or use cost for a fixed cost")
+		}
+		if cl.Reserve != (Reserve{}) {
+			e.add(key+".reserve", "is read only with cost_from")
+		}
+		return
+	}
+	set := 0
+	for field, v := range map[string]string{"header": cl.CostFrom.Header, "trailer": cl.CostFrom.Trailer, "json": cl.CostFrom.JSON} {
+		if v == "" {
+			continue
+		}
+		set++
+		if field != "json" && !httplimit.ValidHeaderName(v) {
+			e.add(key+".cost_from."+field, "%q is not a header name", v)
+		}
+	}
+	if set != 1 {
+		e.add(key+".cost_from", "set exactly one of header, trailer or json, got %d", set)
+	}
+	est := cl.estimate()
+	if err := (httplimit.Estimate{Default: est.Default, JSON: est.JSON, Header: est.Header, Max: est.Max}).Validate(); err != nil {
+		field, why, ok := strings.Cut(err.Error(), ": ")
+		if !ok {
+			field, why = "", err.Error()
+		}
+		e.add(strings.TrimSuffix(key+".estimate."+field, "."), "%s", why)
+	}
+	if est.Header != "" && !httplimit.ValidHeaderName(est.Header) {
+		e.add(key+".estimate.header", "%q is not a header name", est.Header)
+	}
+	if cl.Reserve.Hold < 0 {
+		e.add(key+".reserve.hold", "must be >= 0, got %s", cl.Reserve.Hold)
+	}
+	if _, err := limiter.ParseExpiryPolicy(cl.Reserve.OnExpiry); err != nil {
+		e.add(key+".reserve.on_expiry", "%q: want charge or refund", cl.Reserve.OnExpiry)
+	}
 }

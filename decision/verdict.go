@@ -66,6 +66,9 @@ type Outcome struct {
 	Verdict  Verdict
 	Decision limiter.Decision
 	Err      error
+	// Reservation is what a Reserve ask opened: ID "" when nothing was (refused, shadow over,
+	// the fail policy's), so that settling it does nothing.
+	Reservation limiter.Reservation
 }
 
 // Status is the status the outcome is recorded with.
@@ -111,13 +114,15 @@ const ShadowSuffix = "|shadow"
 
 // Ask is one decision for Decide: Cost units of Key from Limiter. LiveShadow, asked on
 // Key+ShadowSuffix when Limiter admits, turns VerdictAllowed into VerdictLiveShadowOver when it
-// would refuse. With Shadow, Limiter never refuses; with DryRun, Decide peeks and takes nothing.
+// would refuse. With Shadow, Limiter never refuses; with DryRun, Decide peeks and takes nothing;
+// with Reserve, Cost is an estimate held in a reservation to settle at the real cost.
 type Ask struct {
 	Limiter        *limiter.Limiter
 	LiveShadow     *limiter.Limiter
 	Key            string
 	Cost           int64
 	Shadow, DryRun bool
+	Reserve        bool
 }
 
 // Decide asks a.Limiter for a.Cost units of a.Key and judges the answer.
@@ -126,8 +131,16 @@ func Decide(ctx context.Context, a Ask) Outcome {
 		d, err := a.Limiter.PeekN(ctx, a.Key, a.Cost)
 		return Judge(d, err, a.Limiter.Limit(), a.Shadow)
 	}
-	d, err := a.Limiter.AllowN(ctx, a.Key, a.Cost)
+	var res limiter.Reservation
+	var d limiter.Decision
+	var err error
+	if a.Reserve {
+		res, d, err = a.Limiter.Reserve(ctx, a.Key, a.Cost)
+	} else {
+		d, err = a.Limiter.AllowN(ctx, a.Key, a.Cost)
+	}
 	o := Judge(d, err, a.Limiter.Limit(), a.Shadow)
+	o.Reservation = res
 	if o.Verdict == VerdictAllowed && a.LiveShadow != nil && !a.Shadow {
 		if sd, serr := a.LiveShadow.AllowN(ctx, a.Key+ShadowSuffix, a.Cost); serr == nil && !sd.Allowed {
 			o.Verdict = VerdictLiveShadowOver

@@ -42,6 +42,10 @@ type CheckRequest struct {
 	// DryRun answers as the check would without taking anything or counting in metrics: Allowed
 	// says whether Cost would pass now and Remaining is what is left now.
 	DryRun bool `json:"dry_run"`
+	// Reserve takes Estimate (default: Cost, else the class's estimate or cost) in a reservation
+	// that POST /v1/commit settles at the real cost: the answer carries its token.
+	Reserve  bool   `json:"reserve"`
+	Estimate *int64 `json:"estimate"`
 }
 
 // CheckResponse is the decision API's answer.
@@ -61,6 +65,8 @@ type CheckResponse struct {
 	DryRun   bool   `json:"dry_run,omitempty"`  // nothing was taken
 	Error    string `json:"error,omitempty"`    // on a 429 and a 503, as in their body
 	Message  string `json:"message,omitempty"`  // on a 429 and a 503, as in their body
+
+	Reservation string `json:"reservation,omitempty"` // a reserve's token for POST /v1/commit
 }
 
 // CheckHandler returns the decision API: POST a CheckRequest as JSON (whatever the
@@ -90,8 +96,14 @@ func (m *Middleware) CheckHandler() http.Handler {
 			return
 		}
 		cost := rt.class.cost
+		if req.Reserve && !rt.class.costFrom.IsZero() {
+			cost = rt.class.estimate.Default
+		}
 		if req.Cost != nil {
 			cost = *req.Cost
+		}
+		if req.Estimate != nil && req.Reserve {
+			cost = *req.Estimate
 		}
 		tier := p.tier(req.PlanTier)
 		if req.PlanTier == "" {
@@ -102,10 +114,23 @@ func (m *Middleware) CheckHandler() http.Handler {
 			writeJSON(w, "application/json", http.StatusBadRequest, RejectedBody{Error: "bad_request", Message: "cost: " + err.Error()})
 			return
 		}
-		o := m.decide(r.Context(), rt, tier, req.Key, cost, req.DryRun)
+		if req.Reserve && req.DryRun {
+			writeJSON(w, "application/json", http.StatusBadRequest, RejectedBody{Error: "bad_request", Message: "reserve: a dry run reserves nothing"})
+			return
+		}
+		if l, _ := rt.class.pick(tier, req.Key); req.Reserve && !l.Reserves() {
+			writeJSON(w, "application/json", http.StatusNotImplemented, RejectedBody{Error: "not_implemented",
+				Message: fmt.Sprintf("reserve: the %s algorithm on this store cannot hold reservations", l.Limit().Algorithm)})
+			return
+		}
+		o := m.decideAsk(r.Context(), rt, tier, req.Key, cost, req.DryRun, req.Reserve)
 		if req.DryRun && errors.Is(o.Err, limiter.ErrNotSupported) {
 			writeJSON(w, "application/json", http.StatusNotImplemented, RejectedBody{Error: "not_implemented", Message: "dry_run: " + o.Err.Error()})
 			return
+		}
+		var token string
+		if o.Reservation.ID != "" {
+			token = reservationToken(rt.pattern, tier, req.Key, o.Reservation)
 		}
 		code, body := p.respond(w.Header(), &o)
 		if code == 0 {
@@ -121,6 +146,7 @@ func (m *Middleware) CheckHandler() http.Handler {
 			DelayMS:    o.Decision.Delay.Milliseconds(),
 			Degraded:   o.Decision.Failure == limiter.FailureLocal,
 			Error:      body.Error, Message: body.Message,
+			Reservation: token,
 		})
 	})
 }

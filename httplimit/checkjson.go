@@ -217,6 +217,10 @@ func appendCheckResponse(b []byte, r *CheckResponse) []byte {
 		b = append(b, `,"message":`...)
 		b = appendJSONString(b, r.Message)
 	}
+	if r.Reservation != "" {
+		b = append(b, `,"reservation":`...)
+		b = appendJSONString(b, r.Reservation)
+	}
 	return append(b, '}')
 }
 

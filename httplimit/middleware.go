@@ -23,7 +23,7 @@ type Config struct {
 	// Logger (default: discard) gets a debug line per refused, shadow-over or store-failed
 	// decision, never per allowed one, and error lines, summarised, of costs no window admits.
 	Logger *slog.Logger
-	Cost   func(*http.Request) int64 // a request's cost; default the class's Cost
+	Cost   func(*http.Request) int64 // a request's cost; default the class's Cost (a CostFrom class's is its Estimate)
 	// OnPolicy, when set, is called with the initial policy and each one passed to Swap, once in
 	// force: the collector learns the limits in force (Policy.Limits) through it.
 	OnPolicy func(*Policy)
@@ -35,6 +35,8 @@ type Config struct {
 	// PassRoute gives the handler behind the middleware each request's Route in its context
 	// (RouteFrom); off, the request passes on unchanged and nothing is allocated for it.
 	PassRoute bool
+	// Costs, when set, is told what the reservations of classes with CostFrom did.
+	Costs decision.CostRecorder
 }
 
 // Route is what a request was decided as: its class, endpoint (pattern) and plan tier.
@@ -60,6 +62,7 @@ type Middleware struct {
 	now      func() time.Time
 	costLog  *summarylog.Line // request costs that cannot be admitted
 	route    bool             // Config.PassRoute
+	costs    decision.CostRecorder
 }
 
 // New returns a Middleware enforcing cfg.Policy.
@@ -68,7 +71,7 @@ func New(cfg Config) (*Middleware, error) {
 		return nil, errors.New("httplimit: Policy is required")
 	}
 	m := &Middleware{recorder: cfg.Recorder, logger: cfg.Logger, cost: cfg.Cost, onPolicy: cfg.OnPolicy, now: cfg.Now, trace: cfg.Trace,
-		route: cfg.PassRoute}
+		route: cfg.PassRoute, costs: cfg.Costs}
 	if m.logger == nil {
 		m.logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
@@ -106,13 +109,19 @@ type outcome struct {
 	key   string
 	limit limiter.Limit
 	n     decision.Fields
+	lim   *limiter.Limiter // the enforced limiter, which settles a reservation
 }
 
 // decide asks the route's limiter (and a live change in shadow beside it) and records the
 // decision once; a dry run peeks and records nothing.
 func (m *Middleware) decide(ctx context.Context, rt route, tier, client string, cost int64, dryRun bool) outcome {
+	return m.decideAsk(ctx, rt, tier, client, cost, dryRun, false)
+}
+
+// decideAsk is decide, reserving cost when reserve is set.
+func (m *Middleware) decideAsk(ctx context.Context, rt route, tier, client string, cost int64, dryRun, reserve bool) outcome {
 	l, shadow := rt.class.pick(tier, client)
-	o := outcome{route: rt, tier: tier, key: rt.key(tier, client), limit: l.Limit()}
+	o := outcome{route: rt, tier: tier, key: rt.key(tier, client), limit: l.Limit(), lim: l}
 	if m.trace != nil && !dryRun {
 		var end func(limiter.Status, limiter.Decision, error)
 		ctx, end = m.trace(ctx, rt.pattern, tier, o.limit.Algorithm)
@@ -123,7 +132,7 @@ func (m *Middleware) decide(ctx context.Context, rt route, tier, client string, 
 		o.Outcome, boxed = m.penalized(ctx, rt.class, client, l.Limit().Quota())
 	}
 	if !boxed {
-		o.Outcome = decision.Decide(ctx, decision.Ask{Limiter: l, LiveShadow: shadow, Key: o.key, Cost: cost, Shadow: rt.class.shadow, DryRun: dryRun})
+		o.Outcome = decision.Decide(ctx, decision.Ask{Limiter: l, LiveShadow: shadow, Key: o.key, Cost: cost, Shadow: rt.class.shadow, DryRun: dryRun, Reserve: reserve})
 		if rt.class.penalties != nil && !dryRun && o.Verdict == decision.VerdictRejected && o.Err == nil {
 			m.strike(ctx, rt.class, client)
 		}
@@ -136,6 +145,9 @@ func (m *Middleware) decide(ctx context.Context, rt route, tier, client string, 
 		m.recorder.RecordDecision(ctx, o.Record(rt.pattern, tier, o.key, o.limit))
 	}
 	m.log(ctx, o, cost)
+	if o.Reservation.ID != "" && m.costs != nil {
+		m.costs.CostReserved(rt.pattern, tier, cost)
+	}
 	return o
 }
 
@@ -213,11 +225,15 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 		rt := p.match(r)
 		c := p.identity.resolve(r)
 		tier := p.tier(c.tier)
-		cost := rt.class.cost
-		if m.cost != nil {
+		cost, reserve := rt.class.cost, !rt.class.costFrom.IsZero()
+		switch {
+		case reserve:
+			l, _ := rt.class.pick(tier, c.key)
+			cost = rt.class.estimate.of(r, l.Limit().Quota())
+		case m.cost != nil:
 			cost = m.cost(r)
 		}
-		o := m.decide(r.Context(), rt, tier, c.key, cost, false)
+		o := m.decideAsk(r.Context(), rt, tier, c.key, cost, false, reserve)
 		switch code, body := p.respond(w.Header(), &o); code {
 		case 0:
 			return
@@ -234,11 +250,16 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 			case <-t.C:
 			case <-r.Context().Done():
 				t.Stop()
+				m.cancel(r.Context(), &o)
 				return
 			}
 		}
 		if m.route {
 			r = r.WithContext(context.WithValue(r.Context(), routeKey{}, Route{Class: rt.class.name, Endpoint: rt.pattern, Tier: tier}))
+		}
+		if reserve {
+			m.serveReserved(w, r, next, &o)
+			return
 		}
 		next.ServeHTTP(w, r)
 	})

@@ -39,6 +39,35 @@ type Class struct {
 	// Penalty, when enabled, boxes a client refused Penalty.After times within Penalty.Within:
 	// its requests are refused, penalized, for Penalty.For.
 	Penalty limiter.Penalty
+	// CostFrom, when set, reads each request's cost from its response: Estimate is reserved at
+	// admission and the reservation settled at the real cost when the response ends.
+	CostFrom CostFrom
+	Estimate Estimate
+	Hold     time.Duration        // how long a reservation waits to be settled; default limiter.DefaultHold
+	OnExpiry limiter.ExpiryPolicy // what an unsettled reservation's expiry does
+}
+
+// newLimiter is the class's limiter of lim on tier's store; with CostFrom it must hold reservations.
+func (c Class) newLimiter(cfg PolicyConfig, tier string, lim limiter.Limit) (*limiter.Limiter, error) {
+	engine := cfg.Engine()
+	engine.Limit, engine.Store = lim, c.storeFor(tier, cfg.Store)
+	engine.Hold, engine.OnExpiry = c.Hold, c.OnExpiry
+	l, err := limiter.New(engine)
+	if err == nil && !c.CostFrom.IsZero() && !l.Reserves() {
+		return nil, fmt.Errorf("cost_from: the %s algorithm on this store cannot hold reservations", lim.Algorithm)
+	}
+	return l, err
+}
+
+// checkEstimate defaults and checks the estimate of a class with CostFrom.
+func (cl *class) checkEstimate() error {
+	if cl.costFrom.IsZero() {
+		return nil
+	}
+	if cl.estimate.Default == 0 {
+		cl.estimate.Default = cl.cost
+	}
+	return cl.estimate.Validate()
 }
 
 func (c Class) storeFor(tier string, policyStore limiter.Store) limiter.Store {
@@ -114,6 +143,8 @@ type class struct {
 	penalty      limiter.Penalty
 	penalties    limiter.PenaltyStore // nil without a penalty
 	timeout      time.Duration        // of a penalty store call
+	costFrom     CostFrom
+	estimate     Estimate
 }
 
 var braces = strings.NewReplacer("{", "<", "}", ">")
@@ -211,7 +242,8 @@ func (p *Policy) compileClass(cfg PolicyConfig, c Class) (*class, error) {
 	if !namePattern.MatchString(c.Name) {
 		return nil, fmt.Errorf("policy: class %q: name must be letters, digits, '_' or '-'", c.Name)
 	}
-	cl := &class{name: c.Name, shadow: c.Shadow, shared: c.Shared, cost: c.Cost, byTier: map[string]*limiter.Limiter{}}
+	cl := &class{name: c.Name, shadow: c.Shadow, shared: c.Shared, cost: c.Cost, byTier: map[string]*limiter.Limiter{},
+		costFrom: c.CostFrom, estimate: c.Estimate}
 	if cl.cost == 0 {
 		cl.cost = 1
 	}
@@ -225,10 +257,11 @@ func (p *Policy) compileClass(cfg PolicyConfig, c Class) (*class, error) {
 	if !ok {
 		return nil, fmt.Errorf("policy: class %q: no limit for the default tier %q", c.Name, cfg.DefaultTier)
 	}
+	if err := cl.checkEstimate(); err != nil {
+		return nil, fmt.Errorf("policy: class %q: estimate: %w", c.Name, err)
+	}
 	newLimiter := func(tier string, lim limiter.Limit) (*limiter.Limiter, error) {
-		engine := cfg.Engine()
-		engine.Limit, engine.Store = lim, c.storeFor(tier, cfg.Store)
-		return limiter.New(engine)
+		return c.newLimiter(cfg, tier, lim)
 	}
 	for tier, lim := range c.Limits {
 		if !p.tiers[tier] {

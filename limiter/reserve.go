@@ -82,16 +82,19 @@ func (l *Limiter) Reserve(ctx context.Context, key string, estimate int64) (Rese
 		return r, d, err
 	}
 	l.settle(ctx, breaker, start, nil)
-	if !d.Allowed {
-		return r, d, nil
+	admitted := d.Allowed
+	if admitted {
+		d.Admitted = estimate
 	}
-	d.Admitted = estimate
 	if l.local != nil {
-		if d = l.local.afterStore(ctx, key, l.lim, ModeConsume, d); !d.Allowed {
+		if d = l.local.afterStore(ctx, key, l.lim, ModeConsume, d); admitted && !d.Allowed {
 			// Held to the local share after an outage: give the units back.
 			_, err := l.resv.settle(ctx, key, id, -1, l.timeout)
 			return r, d, err
 		}
+	}
+	if !d.Allowed {
+		return r, d, nil
 	}
 	r.ID, r.Expires = id, l.now().Add(l.hold)
 	return r, d, nil

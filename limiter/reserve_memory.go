@@ -17,6 +17,7 @@ type bookKey struct {
 // slot so that a settle changes both under one lock.
 type reserveBook struct {
 	open map[string]openReservation
+	next int64 // no record expires before (µs)
 }
 
 // openReservation is one record: mark is what a refund needs to find the
@@ -114,7 +115,11 @@ func (b *memoryBinding) reserve(_ context.Context, key string, r ReserveRequest,
 	if hold <= 0 {
 		hold = DefaultHold
 	}
-	c.book.open[r.ID] = openReservation{estimate: r.Estimate, expires: now + us(hold), mark: mark, refund: r.OnExpiry == ExpireRefund}
+	rec := openReservation{estimate: r.Estimate, expires: now + us(hold), mark: mark, refund: r.OnExpiry == ExpireRefund}
+	if len(c.book.open) == 0 || rec.expires < c.book.next {
+		c.book.next = rec.expires
+	}
+	c.book.open[r.ID] = rec
 	return d, nil
 }
 
@@ -153,9 +158,14 @@ func (st *Settlement) settled(estimate, actual int64) {
 // expireBook drops book's records past their hold, refunding those of
 // ExpireRefund, and returns how many it dropped.
 func (sh *memShard) expireBook(bk bookKey, book *reserveBook, h uint64, key string, cl *compiledLimit, now int64) int64 {
+	if now < book.next {
+		return 0
+	}
 	var n int64
+	book.next = math.MaxInt64
 	for id, rec := range book.open {
 		if rec.expires > now {
+			book.next = min(book.next, rec.expires)
 			continue
 		}
 		delete(book.open, id)

@@ -330,3 +330,27 @@ func TestReserveSkipsTheStoreWhileTheBreakerIsOpen(t *testing.T) {
 		t.Fatalf("Commit with the breaker open: %v; want ErrCircuitOpen without a call", err)
 	}
 }
+
+// Back from an outage, FailLocal holds a key it decided to its local share:
+// a reservation the store admitted but the share refuses is given back.
+func TestReserveRefusedByTheLocalShareAfterAnOutageGivesTheUnitsBack(t *testing.T) {
+	ctx := context.Background()
+	mem := limiter.NewMemoryStore(limiter.MemoryConfig{})
+	store := failingReserver{&failingStore{err: errStoreDown, healthy: mem}, mem}
+	lim := reserveLimit(limiter.FixedWindow)
+	l, err := limiter.New(limiter.Config{Limit: lim, Store: store, FailPolicy: limiter.FailLocal})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, d, err := l.Reserve(ctx, "k", 100); !errors.Is(err, errStoreDown) || !d.Allowed || d.Failure != limiter.FailureLocal || r.ID != "" {
+		t.Fatalf("Reserve in the outage = %+v, %+v, %v; want the local share's admission", r, d, err)
+	}
+	store.setErr(nil)
+	r, d, err := l.Reserve(ctx, "k", 10)
+	if err != nil || d.Allowed || r.ID != "" {
+		t.Fatalf("Reserve past the local share after the outage = %+v, %+v, %v; want a refusal", r, d, err)
+	}
+	if pd, err := mem.DecideMode(ctx, "k", lim, 100, limiter.ModePeek, 0); err != nil || !pd.Allowed {
+		t.Fatalf("the store kept the refused reservation's units: %+v, %v", pd, err)
+	}
+}

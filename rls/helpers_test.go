@@ -116,7 +116,7 @@ func start(t testing.TB, store limiter.Store, dir string, mod func(*rls.Config))
 		t.Fatal(err)
 	}
 	cfg := rls.Config{
-		Engine: limiter.Config{Store: store}, Recorder: col, ResponseHeaders: true, Tiers: []string{"free", "pro"}, DefaultTier: "free",
+		Engine: limiter.Config{Store: store}, Recorder: col, Costs: col, ResponseHeaders: true, Tiers: []string{"free", "pro"}, DefaultTier: "free",
 		TierDescriptorKey: "plan",
 	}
 	if mod != nil {

@@ -52,6 +52,10 @@ type RateLimit struct {
 	Algorithm       string    `yaml:"algorithm"`         // one of the six; default fixed_window
 	// Burst is the bucket size of token_bucket, leaky_bucket and gcra; default RequestsPerUnit.
 	Burst int64 `yaml:"burst"`
+	// ChargeOnStreamDone takes a positive hits_addend even past the limit: it is the cost Envoy's
+	// apply_on_stream_done call reports of a request already served, admitted by a hits_addend 0
+	// peek. rl-exporter's addition.
+	ChargeOnStreamDone bool `yaml:"charge_on_stream_done"`
 }
 
 // Replace names a limit replaced by another.
@@ -103,6 +107,7 @@ type rule struct {
 	limit     limiter.Limit
 	keySuffix string                 // keeps a limit override's counts apart from the files' rule's
 	rendered  decision.RenderedLimit // the limit's header values, under policyName
+	charge    bool                   // ChargeOnStreamDone
 }
 
 // policyName names the rule in the RateLimit headers: its name, else its path.
@@ -220,7 +225,7 @@ func compileLevel(file, parent string, into *node, ds []Descriptor) error {
 
 func compileRule(d Descriptor, path string) (*rule, error) {
 	rl := d.RateLimit
-	r := &rule{path: path, shadow: d.ShadowMode, detailed: d.DetailedMetric, name: rl.Name, unlimited: rl.Unlimited}
+	r := &rule{path: path, shadow: d.ShadowMode, detailed: d.DetailedMetric, name: rl.Name, unlimited: rl.Unlimited, charge: rl.ChargeOnStreamDone}
 	for i, rep := range rl.Replaces {
 		if rep.Name == "" {
 			return nil, fmt.Errorf("replaces[%d]: name: required", i)

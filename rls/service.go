@@ -59,6 +59,8 @@ type Config struct {
 	// counts in the store.
 	MaxOverrides int
 	LogInterval  time.Duration // spaces the lines of costs no limit admits
+	// Costs, when set, is told of the charges of charge_on_stream_done rules.
+	Costs decision.CostRecorder
 }
 
 // Defaults of the Config's request bounds.
@@ -535,6 +537,15 @@ func (s *Service) decide(ctx context.Context, c *compiled, l *limiter.Limiter, r
 	ep, tier := s.endpoint(r, req.Domain, d.GetEntries()), s.tier(req, d)
 	o := outcome{rule: r, limit: r.limit, rendered: r.rendered, unit: r.unit, perUnit: r.perUnit}
 	a := decision.Ask{Limiter: l, Shadow: r.shadow, Key: key, Cost: cost}
+	// An explicit hits_addend of 0 asks whether one more would pass, taking nothing
+	// (envoyproxy/ratelimit's reading); a charging rule's other calls report a cost to take.
+	peek := d.GetHitsAddend() != nil && d.GetHitsAddend().GetValue() == 0
+	charge := r.charge && !peek && l.Reserves()
+	if peek {
+		a.DryRun, a.Cost = true, 1
+	} else if charge {
+		a.Reserve, a.Cost = true, 1
+	}
 	// A descriptor is covered by its store key, as an HTTP client by its key.
 	if lv := c.live[r][tier]; lv != nil && lv.Apply(&a, key) {
 		o.limit, o.rendered, o.unit, o.perUnit = lv.Limit, lv.rendered, lv.unit, lv.perUnit
@@ -550,7 +561,11 @@ func (s *Service) decide(ctx context.Context, c *compiled, l *limiter.Limiter, r
 	} else {
 		o.Outcome = decision.Decide(ctx, a)
 	}
-	if s.cfg.Recorder != nil {
+	if charge {
+		s.charge(ctx, &o, a.Limiter, ep, tier, cost)
+	}
+	if s.cfg.Recorder != nil && !charge {
+		// A stream-done charge is no admission: rate_limit_cost_total counts it.
 		s.cfg.Recorder.RecordDecision(ctx, o.Record(ep, tier, key, o.limit))
 	}
 	if o.Err != nil {
@@ -738,4 +753,33 @@ func headerValues(hc decision.HeaderConfig, o *outcome, now time.Time) []*corev3
 		}
 	}
 	return out
+}
+
+// charge settles the one-unit reservation a charging rule's call opened at the cost it reports,
+// taking the excess past the limit, so that the next peeks see it.
+func (s *Service) charge(ctx context.Context, o *outcome, l *limiter.Limiter, ep, tier string, cost int64) {
+	if o.Reservation.ID == "" {
+		if o.Verdict == decision.VerdictRejected {
+			// Settling takes the excess past the limit, but nothing opens a reservation on a spent
+			// budget: the report is lost, and the next peeks refuse all the same.
+			s.costLog.Log(ctx, "stream-done charge not taken: the budget was already spent", []slog.Attr{
+				slog.String("endpoint", ep), slog.Int64("cost", cost)})
+		}
+		return
+	}
+	if s.cfg.Costs != nil {
+		s.cfg.Costs.CostReserved(ep, tier, 1)
+	}
+	settled, err := l.Commit(context.WithoutCancel(ctx), o.Reservation, cost)
+	if err != nil {
+		s.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "stream-done charge not settled: it expires by its policy",
+			slog.String("endpoint", ep), slog.String("error", err.Error()))
+		if s.cfg.Costs != nil {
+			s.cfg.Costs.CostExpired(ep, tier, 1)
+		}
+		return
+	}
+	if s.cfg.Costs != nil {
+		s.cfg.Costs.CostSettled(ep, tier, settled, false)
+	}
 }

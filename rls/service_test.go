@@ -122,7 +122,7 @@ func runSuite(t *testing.T, b backend) {
 			t.Errorf("counted allowed %v shadow_rejected %v, want 1 and 2", a, s)
 		}
 	})
-	t.Run("hits_addend is the cost: the descriptor's own, else the request's, and 0 means 1", func(t *testing.T) {
+	t.Run("hits_addend is the cost: the descriptor's own, else the request's; 0 on the request means 1, on the descriptor a peek", func(t *testing.T) {
 		h := start(t, b.open(t), dir, nil)
 		if st := h.call(t, "suite", 2, desc("cost", "a")).Statuses[0]; st.Code != ok || st.LimitRemaining != 3 {
 			t.Fatalf("request hits_addend 2: %v, want OK with 3 remaining", st)
@@ -133,8 +133,16 @@ func runSuite(t *testing.T, b backend) {
 		if st := h.call(t, "suite", 0, desc("cost", "a")).Statuses[0]; st.Code != over {
 			t.Fatalf("next request: %v, want OVER_LIMIT", st)
 		}
-		if st := h.call(t, "suite", 0, withHits(desc("cost", "b"), 0)).Statuses[0]; st.Code != ok || st.LimitRemaining != 4 {
-			t.Fatalf("hits_addend 0: %v, want a cost of 1 (4 remaining)", st)
+		for range 2 {
+			if st := h.call(t, "suite", 0, withHits(desc("cost", "b"), 0)).Statuses[0]; st.Code != ok || st.LimitRemaining != 5 {
+				t.Fatalf("descriptor hits_addend 0: %v, want OK taking nothing (5 remaining)", st)
+			}
+		}
+		if st := h.call(t, "suite", 0, desc("cost", "b")).Statuses[0]; st.Code != ok || st.LimitRemaining != 4 {
+			t.Fatalf("request hits_addend 0 after the peeks: %v, want a cost of 1 (4 remaining)", st)
+		}
+		if st := h.call(t, "suite", 0, withHits(desc("cost", "a"), 0)).Statuses[0]; st.Code != over {
+			t.Fatalf("a peek at a spent budget: %v, want OVER_LIMIT", st)
 		}
 		if st := h.call(t, "suite", 6, desc("cost", "c")).Statuses[0]; st.Code != over {
 			t.Fatalf("a cost above the limit: %v, want OVER_LIMIT", st)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/rl-exporter/rl-exporter/admin"
 	"github.com/rl-exporter/rl-exporter/config"
+	"github.com/rl-exporter/rl-exporter/decision"
 	"github.com/rl-exporter/rl-exporter/heartbeat"
 	"github.com/rl-exporter/rl-exporter/httplimit"
 	"github.com/rl-exporter/rl-exporter/limiter"
@@ -120,7 +121,7 @@ func Build(cfg *config.Config, d Deps) (*Built, error) {
 		return fail(err)
 	}
 	mw, err := httplimit.New(httplimit.Config{Policy: p, Recorder: d.Recorder, Logger: d.Logger, OnPolicy: d.OnPolicy, Trace: d.Trace,
-		PassRoute: ov != nil})
+		PassRoute: ov != nil, Costs: costRecorder(d.Recorder)})
 	if err != nil {
 		return fail(err)
 	}
@@ -367,4 +368,10 @@ func openStore(cfg *config.Config, d Deps) (OpenedStore, error) {
 		return OpenedStore{Store: st, Client: client}, nil
 	}
 	return OpenedStore{}, fmt.Errorf("config %s: store.type: unknown %q", cfg.Source, cfg.Store.Type)
+}
+
+// costRecorder is the recorder's cost counting, when it has one (the collector does).
+func costRecorder(r limiter.Recorder) decision.CostRecorder {
+	c, _ := r.(decision.CostRecorder)
+	return c
 }

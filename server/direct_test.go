@@ -15,7 +15,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rl-exporter/rl-exporter/httplimit"
 	"github.com/rl-exporter/rl-exporter/internal/eventually"
+	"github.com/rl-exporter/rl-exporter/limiter"
 	"github.com/rl-exporter/rl-exporter/server"
 )
 
@@ -266,6 +268,7 @@ func TestUpstreamConnectionsIdleForIdleConnTimeoutAreClosed(t *testing.T) {
 type seen struct {
 	Method, RequestURI, Host string
 	Header                   http.Header
+	Body                     string
 }
 
 func TestTheProxyForwardsTheHeadersReverseProxyForwards(t *testing.T) {
@@ -273,7 +276,8 @@ func TestTheProxyForwardsTheHeadersReverseProxyForwards(t *testing.T) {
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h := r.Header.Clone()
 		h.Del("Accept-Encoding") // the test client's own transport adds it
-		got <- seen{r.Method, r.RequestURI, r.Host, h}
+		body, _ := io.ReadAll(r.Body)
+		got <- seen{r.Method, r.RequestURI, r.Host, h, string(body)}
 		w.Header().Set("Connection", "X-Internal")
 		w.Header().Set("X-Internal", "for the proxy only")
 		w.Header().Set("Keep-Alive", "timeout=5")
@@ -293,6 +297,11 @@ func TestTheProxyForwardsTheHeadersReverseProxyForwards(t *testing.T) {
 		pr.SetXForwarded()
 	}})
 	defer rp.Close()
+	// And through a class that reads its estimate from the request's JSON body and its cost
+	// from the response: the upstream gets the same request, body included.
+	priced := costClass("priced", httplimit.CostFrom{Header: "X-Usage-Tokens"}, 10, limiter.PerSecond(limiter.GCRA, 1_000_000), "/")
+	priced.Estimate.JSON = "max_tokens"
+	cost := startCostProxy(t, up.URL, limiter.NewMemoryStore(limiter.MemoryConfig{}), priced)
 
 	for _, c := range []struct {
 		name, method, target string
@@ -312,11 +321,16 @@ func TestTheProxyForwardsTheHeadersReverseProxyForwards(t *testing.T) {
 			"Forwarded": {"for=203.0.113.7"},
 		}},
 		{"no User-Agent", "GET", "/", http.Header{"User-Agent": {""}}},
+		{"a POST with a JSON body", "POST", "/v1/chat", http.Header{"Content-Type": {"application/json"}}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			var want, have seen
-			for i, target := range []string{rp.URL, base} {
-				req, _ := http.NewRequest(c.method, target+c.target, nil)
+			var want seen
+			for i, target := range []string{rp.URL, base, cost.base} {
+				var body io.Reader
+				if c.method == http.MethodPost && c.header != nil {
+					body = strings.NewReader(`{"model":"m","max_tokens":300,"messages":[]}`)
+				}
+				req, _ := http.NewRequest(c.method, target+c.target, body)
 				for k, vv := range c.header {
 					req.Header[k] = vv
 				}
@@ -331,12 +345,9 @@ func TestTheProxyForwardsTheHeadersReverseProxyForwards(t *testing.T) {
 				}
 				if i == 0 {
 					want = <-got
-				} else {
-					have = <-got
+				} else if have := <-got; !reflect.DeepEqual(have, want) {
+					t.Errorf("the upstream got\n  %+v\nthrough serve (%s); ReverseProxy sends\n  %+v", have, []string{"", "plain", "cost_from"}[i], want)
 				}
-			}
-			if !reflect.DeepEqual(have, want) {
-				t.Errorf("the upstream got\n  %+v\nthrough serve; ReverseProxy sends\n  %+v", have, want)
 			}
 		})
 	}

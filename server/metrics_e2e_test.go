@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -84,6 +85,10 @@ func parseSamples(t *testing.T, body string) samples {
 			case dto.MetricType_HISTOGRAM:
 				out[series(name+"_count", kv...)] = float64(m.GetHistogram().GetSampleCount())
 				out[series(name+"_sum", kv...)] = m.GetHistogram().GetSampleSum()
+				for _, b := range m.GetHistogram().GetBucket() {
+					le := strconv.FormatFloat(b.GetUpperBound(), 'g', -1, 64)
+					out[series(name+"_bucket", append(kv, "le", le)...)] = float64(b.GetCumulativeCount())
+				}
 			}
 		}
 	}

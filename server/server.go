@@ -273,6 +273,7 @@ func (s *Server) Middleware() *httplimit.Middleware { return s.cfg.Middleware }
 func (s *Server) mainHandler() http.Handler {
 	check := s.checkHandler()
 	usage := s.peerGuarded(s.cfg.Middleware.UsageHandler(), httplimit.UsagePath)
+	commit := s.peerGuarded(s.cfg.Middleware.CommitHandler(), httplimit.CommitPath)
 	notFound := "no upstream is configured"
 	if check != nil {
 		notFound += "; only " + httplimit.CheckPath + " is served"
@@ -298,6 +299,11 @@ func (s *Server) mainHandler() http.Handler {
 		case httplimit.UsagePath:
 			if usage != nil {
 				usage.ServeHTTP(w, r)
+				return
+			}
+		case httplimit.CommitPath:
+			if commit != nil {
+				commit.ServeHTTP(w, r)
 				return
 			}
 		case MetricsPath, HealthPath, ReadyPath:
@@ -425,6 +431,7 @@ func (s *Server) proxy(upstream *url.URL) http.Handler {
 		if errors.Is(err, context.Canceled) {
 			return
 		}
+		httplimit.UpstreamFailed(r.Context()) // nothing was served: a reservation is given back
 		s.logger.LogAttrs(r.Context(), slog.LevelWarn, "upstream error", slog.String("path", r.URL.Path), slog.String("error", err.Error()))
 		writeError(w, http.StatusBadGateway, "bad_gateway", "the upstream did not answer")
 	}

@@ -45,6 +45,11 @@ func startProxy(t *testing.T, upstream string, tc server.TransportConfig) string
 	if err != nil {
 		t.Fatal(err)
 	}
+	return runServer(t, srv)
+}
+
+// runServer serves srv until the test ends and returns its main listener's base URL.
+func runServer(t testing.TB, srv *server.Server) string {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ctx) }()

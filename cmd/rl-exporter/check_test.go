@@ -17,6 +17,17 @@ func TestCheckExitsZeroOneOrTwo(t *testing.T) {
 	if err := os.WriteFile(bad, []byte("store: {timout: 1s}\nclasses: {default: {limits: {default: {algorithm: magic, rate: 0, period: 1m}}}}\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	asyncCost := filepath.Join(dir, "async-cost.yaml")
+	if err := os.WriteFile(asyncCost, []byte(`store: {type: redis, redis: {url: "redis://127.0.0.1:1"}}
+region: {name: a, peers: {b: {url: "redis://127.0.0.1:2"}}}
+classes:
+  chat:
+    cost_from: {json: usage.total_tokens}
+    region_mode: async
+    limits: {default: {algorithm: fixed_window, rate: 1000, period: 1m}}
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct {
 		name       string
 		args       []string
@@ -25,6 +36,9 @@ func TestCheckExitsZeroOneOrTwo(t *testing.T) {
 	}{
 		{"the example config", []string{"check", "--config", "../../config.example.yaml"}, 0, "valid", ""},
 		{"the demo config", []string{"check", "--config", "../../examples/demo.yaml"}, 0, "valid", ""},
+		{"the LLM cost config", []string{"check", "--config", "../../examples/llm-cost.yaml"}, 0, "valid", ""},
+		{"cost_from on a region_mode that cannot hold reservations", []string{"check", "--config", asyncCost}, 1, "",
+			"classes.chat.limits.default.region_mode: async decides on a local copy"},
 		{"an invalid config", []string{"check", "--config", bad}, 1, "", "timout"},
 		{"a missing file", []string{"check", "--config", filepath.Join(dir, "none.yaml")}, 1, "", "none.yaml"},
 		{"no --config", []string{"check"}, 2, "", "--config FILE is required"},

@@ -67,10 +67,12 @@ func mustReserve(t *testing.T, l *limiter.Limiter, key string, estimate int64) l
 	return r
 }
 
-func remainingOf(t *testing.T, l *limiter.Limiter, key string) int64 {
+func wantRemaining(t *testing.T, l *limiter.Limiter, key string, want int64, what string) {
 	t.Helper()
 	d, err := l.Peek(context.Background(), key)
-	return checked(t, "Peek", d, err).Remaining
+	if got := checked(t, "Peek", d, err).Remaining; got != want {
+		t.Fatalf("%s: remaining %d, want %d", what, got, want)
+	}
 }
 
 func mustSettle(t *testing.T, what string, want limiter.Settlement) func(limiter.Settlement, error) {
@@ -86,13 +88,9 @@ func (c *suite) reserveRefund(t *testing.T) {
 	l := c.reserver(t, c.dayLimit(100), time.Minute, limiter.ExpireCharge)
 	key := c.key(t, "k")
 	r := mustReserve(t, l, key, 40)
-	if got := remainingOf(t, l, key); got != 60 {
-		t.Fatalf("after reserving 40 of 100: remaining %d, want 60", got)
-	}
+	wantRemaining(t, l, key, 60, "after reserving 40 of 100")
 	mustSettle(t, "Commit(15)", limiter.Settlement{Estimate: 40, Actual: 15, Refunded: 25})(l.Commit(context.Background(), r, 15))
-	if got := remainingOf(t, l, key); got != 85 {
-		t.Fatalf("after committing 15 of 40: remaining %d, want 85", got)
-	}
+	wantRemaining(t, l, key, 85, "after committing 15 of 40")
 }
 
 func (c *suite) reserveExcess(t *testing.T) {
@@ -101,9 +99,7 @@ func (c *suite) reserveExcess(t *testing.T) {
 	key := c.key(t, "k")
 	r := mustReserve(t, l, key, 30)
 	mustSettle(t, "Commit(70)", limiter.Settlement{Estimate: 30, Actual: 70, Charged: 40})(l.Commit(ctx, r, 70))
-	if got := remainingOf(t, l, key); got != 30 {
-		t.Fatalf("after committing 70: remaining %d, want 30", got)
-	}
+	wantRemaining(t, l, key, 30, "after committing 70")
 	r = mustReserve(t, l, key, 30)
 	mustSettle(t, "Commit(80)", limiter.Settlement{Estimate: 30, Actual: 80, Charged: 50})(l.Commit(ctx, r, 80))
 	d, err := l.Allow(ctx, key)
@@ -121,18 +117,14 @@ func (c *suite) reserveCancel(t *testing.T) {
 		t.Fatalf("with the whole quota reserved: Allow = %+v, %v; want a rejection", d, err)
 	}
 	mustSettle(t, "Cancel", limiter.Settlement{Estimate: 100, Refunded: 100})(l.Cancel(ctx, r))
-	if got := remainingOf(t, l, key); got != 100 {
-		t.Fatalf("after a cancel: remaining %d, want 100", got)
-	}
+	wantRemaining(t, l, key, 100, "after a cancel")
 	// Reserved, then the key reset: the cancel finds a fresh key and adds nothing.
 	r = mustReserve(t, l, key, 50)
 	if err := l.Reset(ctx, key); err != nil {
 		t.Fatal(err)
 	}
 	mustSettle(t, "Cancel after a reset", limiter.Settlement{Estimate: 50, Refunded: 50})(l.Cancel(ctx, r))
-	if got := remainingOf(t, l, key); got != 100 {
-		t.Fatalf("a refund on a fresh key: remaining %d, want 100", got)
-	}
+	wantRemaining(t, l, key, 100, "a refund on a fresh key")
 }
 
 func (c *suite) reserveOnce(t *testing.T) {
@@ -154,9 +146,7 @@ func (c *suite) reserveOnce(t *testing.T) {
 		t.Fatalf("an id settled on another key: %v, want ErrReservationUnknown", err)
 	}
 	mustSettle(t, "a reservation with no id", limiter.Settlement{})(l.Commit(ctx, limiter.Reservation{Key: key}, 7))
-	if got := remainingOf(t, l, key); got != 85 {
-		t.Fatalf("remaining %d, want 85", got)
-	}
+	wantRemaining(t, l, key, 85, "after settling nothing more")
 }
 
 func (c *suite) reserveExpiry(t *testing.T) {
@@ -178,9 +168,7 @@ func (c *suite) reserveExpiry(t *testing.T) {
 		if policy == limiter.ExpireRefund {
 			want = 80
 		}
-		if got := remainingOf(t, long, key); got != want {
-			t.Fatalf("%s: remaining %d, want %d", policy, got, want)
-		}
+		wantRemaining(t, long, key, want, "after the "+policy.String()+" policy")
 		if _, err := short.Commit(ctx, lost, 30); !errors.Is(err, limiter.ErrReservationUnknown) {
 			t.Fatalf("%s: committing an expired reservation: %v, want ErrReservationUnknown", policy, err)
 		}

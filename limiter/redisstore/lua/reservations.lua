@@ -42,10 +42,11 @@ local function reserve(keys, argv)
     local hold, policy, keep = tonumber(argv[np + 4]), tonumber(argv[np + 5]), tonumber(argv[np + 6])
     redis.call('HSET', book, id, string.format('%d:%d:%d', r[1], mark(argv, now), policy))
     redis.call('ZADD', open, string.format('%d', now + hold), id)
+    -- Extended to twice what the record needs, so that most calls only read it.
     local ttl = math.ceil(hold / 1000) + keep
     if redis.call('PTTL', book) < ttl then
-      redis.call('PEXPIRE', book, ttl)
-      redis.call('PEXPIRE', open, ttl)
+      redis.call('PEXPIRE', book, 2 * ttl)
+      redis.call('PEXPIRE', open, 2 * ttl)
     end
   end
   return r

@@ -20,19 +20,7 @@ local n = redis.call('ZCOUNT', KEYS[1], inside, '+inf')
 local allowed = n + cost <= rate
 
 if allowed and not peek then
-  local last = redis.call('INCRBY', KEYS[2], cost)
-  local args = {}
-  for member = last - cost + 1, last do
-    args[#args + 1] = now
-    args[#args + 1] = member
-    if #args >= 1000 then
-      redis.call('ZADD', KEYS[1], unpack(args))
-      args = {}
-    end
-  end
-  if #args > 0 then
-    redis.call('ZADD', KEYS[1], unpack(args))
-  end
+  append_log(KEYS, now, cost)
   -- The newest entry is now: after one period the log is empty.
   local ttl = math.ceil(period / 1000)
   redis.call('PEXPIRE', KEYS[1], ttl)

@@ -19,17 +19,7 @@ local function adjust(KEYS, ARGV, now, delta, charged)
   redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - period)
   local add = math.min(delta, 2 * rate - redis.call('ZCARD', KEYS[1]))
   if add <= 0 then return end
-  local last = redis.call('INCRBY', KEYS[2], add)
-  local args = {}
-  for member = last - add + 1, last do
-    args[#args + 1] = now
-    args[#args + 1] = member
-    if #args >= 1000 then
-      redis.call('ZADD', KEYS[1], unpack(args))
-      args = {}
-    end
-  end
-  if #args > 0 then redis.call('ZADD', KEYS[1], unpack(args)) end
+  append_log(KEYS, now, add)
   local ttl = math.ceil(period / 1000)
   redis.call('PEXPIRE', KEYS[1], ttl)
   redis.call('PEXPIRE', KEYS[2], ttl)

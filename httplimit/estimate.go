@@ -1,0 +1,86 @@
+package httplimit
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"math"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/tidwall/gjson"
+)
+
+// Estimate is what a request of a class with CostFrom reserves at admission: what the request
+// says (a member of its JSON body, such as max_tokens, or a header), capped at Max, else Default.
+type Estimate struct {
+	Default int64  // ≥ 1
+	JSON    string // a gjson path into the request's JSON body
+	Header  string // a request header
+	Max     int64  // caps what the request says; 0: the limit's quota
+}
+
+// Validate checks the estimate of a class that reads its cost from the response.
+func (e Estimate) Validate() error {
+	switch {
+	case e.Default < 1:
+		return errors.New("default: must be >= 1")
+	case e.Max < 0:
+		return errors.New("max: must be >= 0")
+	case e.Max > 0 && e.Max < e.Default:
+		return errors.New("max: must be at least the default")
+	case e.JSON != "" && e.Header != "":
+		return errors.New("set json or header, not both")
+	}
+	return nil
+}
+
+// of is r's estimate, capped at quota when Max is not set. Reading a JSON member reads at most
+// MaxCostScan bytes of the body and puts them back in front of the rest, so the upstream gets
+// the body unchanged.
+func (e Estimate) of(r *http.Request, quota int64) int64 {
+	limit := e.Max
+	if limit <= 0 || (quota > 0 && limit > quota) {
+		limit = quota
+	}
+	var n int64
+	var ok bool
+	switch {
+	case e.Header != "":
+		v, err := strconv.ParseInt(strings.TrimSpace(r.Header.Get(e.Header)), 10, 64)
+		n, ok = v, err == nil
+	case e.JSON != "" && r.Body != nil && r.Body != http.NoBody:
+		head, err := io.ReadAll(io.LimitReader(r.Body, MaxCostScan))
+		r.Body = replayBody{io.MultiReader(bytes.NewReader(head), readerOnly{r.Body, err}), r.Body}
+		if res := gjson.GetBytes(head, e.JSON); res.Type == gjson.Number && res.Num == math.Trunc(res.Num) && res.Num < 1<<53 {
+			n, ok = int64(res.Num), true
+		}
+	}
+	if !ok || n < 1 {
+		n = e.Default
+	}
+	if limit > 0 && n > limit {
+		n = limit
+	}
+	return n
+}
+
+// replayBody is a request body whose first bytes were read ahead and are read again.
+type replayBody struct {
+	io.Reader
+	io.Closer
+}
+
+// readerOnly reads r, or fails with the error that cut the read ahead short.
+type readerOnly struct {
+	r   io.Reader
+	err error
+}
+
+func (o readerOnly) Read(p []byte) (int, error) {
+	if o.err != nil {
+		return 0, o.err
+	}
+	return o.r.Read(p)
+}

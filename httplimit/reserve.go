@@ -1,0 +1,98 @@
+package httplimit
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+
+	"github.com/rl-exporter/rl-exporter/limiter"
+)
+
+// costState is what a handler behind a class with CostFrom can say of its request.
+type costState struct{ upstreamFailed bool }
+
+type costStateKey struct{}
+
+// UpstreamFailed tells the middleware that the request got no answer from the upstream (refused,
+// reset, timed out before its response): its reservation is cancelled, the whole estimate given
+// back, since nothing was served. serve's proxy calls it where it answers 502, on both its paths.
+// Safe to call from the request's handler only; a no-op outside a class with CostFrom.
+func UpstreamFailed(ctx context.Context) {
+	if st, ok := ctx.Value(costStateKey{}).(*costState); ok {
+		st.upstreamFailed = true
+	}
+}
+
+// serveReserved serves an admitted request of a class with CostFrom: the response streams
+// through a costWriter and, once it ends (or the handler panics to abort it), the reservation is
+// committed at the cost read, at the estimate when none was, or cancelled on UpstreamFailed.
+func (m *Middleware) serveReserved(w http.ResponseWriter, r *http.Request, next http.Handler, o *outcome) {
+	if o.Reservation.ID == "" {
+		next.ServeHTTP(w, r) // nothing to settle: the fail policy's or a shadow class's pass
+		return
+	}
+	st := &costState{}
+	cw := &costWriter{ResponseWriter: w, read: costReader{from: o.route.class.costFrom}}
+	ctx := context.WithValue(r.Context(), costStateKey{}, st)
+	defer func() {
+		if st.upstreamFailed {
+			m.cancel(r.Context(), o)
+			return
+		}
+		cost, reason := cw.finish()
+		if r.Context().Err() != nil && reason != "" {
+			reason = CostClientGone
+		}
+		m.commit(r.Context(), o, cost, reason)
+	}()
+	next.ServeHTTP(cw, r.WithContext(ctx))
+}
+
+// commit settles o's reservation at cost, or at its estimate when reason says why cost is unknown.
+// It settles even when the client is gone: the upstream's work was done.
+func (m *Middleware) commit(ctx context.Context, o *outcome, cost int64, reason string) {
+	res := o.Reservation
+	if res.ID == "" {
+		return
+	}
+	if reason != "" {
+		cost = res.Estimate
+		if m.costs != nil {
+			m.costs.CostUnknown(o.route.pattern, o.tier, reason)
+		}
+	}
+	s, err := o.lim.Commit(context.WithoutCancel(ctx), res, cost)
+	m.settled(ctx, o, s, err, reason == "")
+}
+
+// cancel gives o's reservation back whole.
+func (m *Middleware) cancel(ctx context.Context, o *outcome) {
+	if o.Reservation.ID == "" {
+		return
+	}
+	s, err := o.lim.Cancel(context.WithoutCancel(ctx), o.Reservation)
+	m.settled(ctx, o, s, err, false)
+}
+
+// settled records what settling o's reservation did.
+func (m *Middleware) settled(ctx context.Context, o *outcome, s limiter.Settlement, err error, measured bool) {
+	switch {
+	case err == nil:
+		if m.costs != nil {
+			m.costs.CostSettled(o.route.pattern, o.tier, s, measured)
+		}
+	case errors.Is(err, limiter.ErrReservationUnknown):
+		// Its hold ended first: the expiry policy settled it.
+		if m.costs != nil {
+			m.costs.CostExpired(o.route.pattern, o.tier, o.Reservation.Estimate)
+		}
+	default:
+		// Left open, the store expires it by its policy; the metrics count it then as expired here.
+		if m.costs != nil {
+			m.costs.CostExpired(o.route.pattern, o.tier, o.Reservation.Estimate)
+		}
+		m.logger.LogAttrs(ctx, slog.LevelWarn, "reservation not settled: it expires by its policy",
+			slog.String("endpoint", o.route.pattern), slog.String("error", err.Error()))
+	}
+}
