@@ -48,3 +48,29 @@ func TestSentinelReachesThePrimary(t *testing.T) {
 		t.Fatalf("log on the primary holds %v entries (%v), want 2", n, err)
 	}
 }
+
+func TestSentinelHoldsReservationsOnThePrimary(t *testing.T) {
+	t.Parallel()
+	sn := redistest.Sentinel(t)
+	store := newStore(t, redisstore.ClientConfig{SentinelAddrs: sn.SentinelAddrs, MasterName: sn.MasterName})
+	l, err := limiter.New(limiter.Config{Limit: limiter.Limit{Algorithm: limiter.TokenBucket, Rate: 10, Period: time.Hour}, Store: store, Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	r, d, err := l.Reserve(ctx, "through-sentinel", 8)
+	if err != nil || !d.Allowed || r.ID == "" {
+		t.Fatalf("Reserve through Sentinel = %+v, %+v, %v", r, d, err)
+	}
+	for _, k := range store.ReservationKeys("through-sentinel", limiter.TokenBucket) {
+		if n, err := sn.Primary.Do("EXISTS", k); err != nil || n != int64(1) {
+			t.Fatalf("EXISTS %s on the primary = %v, %v; want 1", k, n, err)
+		}
+	}
+	if st, err := l.Commit(ctx, r, 3); err != nil || st.Refunded != 5 {
+		t.Fatalf("Commit through Sentinel = %+v, %v; want 5 refunded", st, err)
+	}
+	if d, err := l.PeekN(ctx, "through-sentinel", 7); err != nil || !d.Allowed || d.Remaining != 7 {
+		t.Fatalf("PeekN(7) after committing 3 of 10 = %+v, %v", d, err)
+	}
+}

@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -36,32 +37,43 @@ var loadReserveScripts = sync.OnceValues(func() ([limiter.NumAlgorithms]reserveS
 })
 
 // reservationSources assembles spec's reserve, settle and batch scripts:
-// the preamble, its decide function, lua/run.lua, lua/<a>_settle.lua,
-// lua/reservations.lua (and lua/reservations_batch.lua), reading the clock once.
+// the preamble, its decide function, lua/run.lua, lua/<a>_settle.lua (after
+// lua/bucket_settle.lua for the two buckets of one state layout),
+// lua/reservations.lua and, for the batch, lua/reservations_batch.lua,
+// reading the clock once.
 func reservationSources(spec *limiter.AlgorithmSpec, clock string) (reserve, settle, batch string, err error) {
 	a := spec.Algorithm()
 	decide, err := DecideFunction(a)
 	if err != nil {
 		return "", "", "", err
 	}
-	var parts [4]string
-	for i, name := range []string{"run", string(a) + "_settle", "reservations", "reservations_batch"} {
+	names := []string{"run", string(a) + "_settle", "reservations", "reservations_batch"}
+	if a == limiter.TokenBucket || a == limiter.LeakyBucket {
+		names = slices.Insert(names, 1, "bucket_settle")
+	}
+	var body, main strings.Builder
+	body.WriteString(preamble + decide)
+	for i, name := range names {
 		b, err := luaFiles.ReadFile("lua/" + name + ".lua")
 		if err != nil {
 			return "", "", "", fmt.Errorf("reservation script for %s: %w", a, err)
 		}
-		parts[i] = string(b)
+		if i == len(names)-2 {
+			body.WriteString("local clock = " + clock + "\n" +
+				"local now = tonumber(clock[1]) * 1000000 + tonumber(clock[2])\n" +
+				"local nk, np = " + strconv.Itoa(spec.NumKeys()) + ", " + strconv.Itoa(spec.NumParams()) + "\n")
+		}
+		if i == len(names)-1 {
+			main.Write(b)
+		} else {
+			body.Write(b)
+		}
 	}
-	body := preamble + decide + parts[0] + parts[1] +
-		"local clock = " + clock + "\n" +
-		"local now = tonumber(clock[1]) * 1000000 + tonumber(clock[2])\n" +
-		"local nk, np = " + strconv.Itoa(spec.NumKeys()) + ", " + strconv.Itoa(spec.NumParams()) + "\n" +
-		parts[2]
-	header := "-- Code generated from lua/preamble.lua, lua/" + string(a) + ".lua, lua/run.lua, lua/" + string(a) +
-		"_settle.lua and lua/reservations.lua by rl-exporter. DO NOT EDIT.\n"
-	batchHeader := strings.Replace(header, " by ", ", lua/reservations_batch.lua by ", 1)
-	return header + body + "return reserve(KEYS, ARGV)\n", header + body + "return settle(KEYS, ARGV)\n",
-		batchHeader + body + parts[3], nil
+	files := "lua/preamble.lua, lua/" + string(a) + ".lua, lua/" + strings.Join(names[:len(names)-1], ".lua, lua/") + ".lua"
+	header := "-- Code generated from " + files + " by rl-exporter. DO NOT EDIT.\n"
+	batchHeader := "-- Code generated from " + files + ", lua/reservations_batch.lua by rl-exporter. DO NOT EDIT.\n"
+	return header + body.String() + "return reserve(KEYS, ARGV)\n", header + body.String() + "return settle(KEYS, ARGV)\n",
+		batchHeader + body.String() + main.String(), nil
 }
 
 // Reserve implements limiter.Reserver: the decision of r.Estimate and, when
