@@ -46,6 +46,7 @@ type MemoryStore struct {
 	mask     uint64
 	perShard int
 	shards   []memShard
+	leases   leaseTable // concurrency leases, lease_memory.go
 }
 
 func indexOf(a Algorithm) algorithmIndex {
