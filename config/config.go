@@ -554,7 +554,7 @@ type Class struct {
 // a bucket of Burst (default Rate) refilled at Rate per Period.
 type Limit struct {
 	// Algorithm is one of fixed_window, sliding_log, sliding_window,
-	// token_bucket, leaky_bucket or gcra.
+	// token_bucket, leaky_bucket or gcra, or concurrency (limit, lease_ttl).
 	Algorithm string `koanf:"algorithm"`
 	// Rate is the requests admitted per Period; at least the class cost.
 	Rate int64 `koanf:"rate"`
@@ -570,6 +570,12 @@ type Limit struct {
 	AlignWindows bool `koanf:"align_windows"`
 	// RegionMode overrides the class's region_mode for this tier.
 	RegionMode string `koanf:"region_mode"`
+	// Limit is, for algorithm concurrency, the requests a key may have in
+	// flight at once; rate, period and burst are then not set.
+	Limit int64 `koanf:"limit"`
+	// LeaseTTL is, for algorithm concurrency, how long a lease never
+	// returned (a crashed instance) holds its slot. Default DefaultLeaseTTL.
+	LeaseTTL time.Duration `koanf:"lease_ttl"`
 }
 
 // Default returns the built-in configuration: one class, "default", that

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"cmp"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -10,6 +11,7 @@ import (
 	"net/netip"
 	"net/url"
 	"os"
+	"sort"
 	"strings"
 	"time"
 
@@ -589,6 +591,12 @@ func (c *Config) validateClasses(e *errs) {
 				e.add(lk, "unknown tier (tiers.names is %v)", c.Tiers.Names)
 				continue
 			}
+			if l.IsConcurrency() || l.Limit != 0 || l.LeaseTTL != 0 {
+				for _, p := range leaseProblems(l) {
+					e.add(lk+"."+p[0], "%s", p[1])
+				}
+				continue
+			}
 			for _, err := range limitProblems(l.limit(), cl.Cost) {
 				e.add(lk+"."+strings.SplitN(err.Error(), ":", 2)[0], "%s", strings.TrimSpace(strings.SplitN(err.Error(), ":", 2)[1]))
 			}
@@ -620,6 +628,39 @@ func ValidateLimit(l limiter.Limit, cost int64) error {
 		}
 	}
 	return nil
+}
+
+// IsConcurrency reports whether the limit is algorithm concurrency: a cap
+// on requests in flight, enforced by limiter.Leases, not limiter.Limiter.
+func (l Limit) IsConcurrency() bool { return l.Algorithm == string(limiter.Concurrency) }
+
+// Lease returns a concurrency limit as the limiter package takes it.
+func (l Limit) Lease() limiter.LeaseLimit {
+	return limiter.LeaseLimit{Limit: l.Limit, TTL: cmp.Or(l.LeaseTTL, DefaultLeaseTTL)}
+}
+
+// leaseProblems returns the {field, problem} pairs of a limit that is, or
+// means to be, algorithm concurrency.
+func leaseProblems(l Limit) [][2]string {
+	if !l.IsConcurrency() {
+		field := "limit"
+		if l.Limit == 0 {
+			field = "lease_ttl"
+		}
+		return [][2]string{{field, fmt.Sprintf("only for algorithm concurrency, not %q", l.Algorithm)}}
+	}
+	var out [][2]string
+	for field, set := range map[string]bool{"rate": l.Rate != 0, "period": l.Period != 0, "burst": l.Burst != 0, "no_delay": l.NoDelay, "align_windows": l.AlignWindows} {
+		if set {
+			out = append(out, [2]string{field, "not used by algorithm concurrency, which caps requests in flight (limit, lease_ttl)"})
+		}
+	}
+	if err := l.Lease().Validate(); err != nil {
+		field, msg, _ := strings.Cut(err.Error(), ":")
+		out = append(out, [2]string{field, strings.TrimSpace(msg)})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i][0] < out[j][0] })
+	return out
 }
 
 // Limiter returns the limit as the limiter package takes it.
@@ -697,6 +738,13 @@ func (c *Config) PolicyConfig(store limiter.Store, observer limiter.Observer) (h
 		cl := c.Classes[name]
 		hc := httplimit.Class{Name: name, Routes: cl.Routes, Shadow: cl.Shadow, Shared: cl.Shared, Cost: cl.Cost, Limits: map[string]limiter.Limit{}}
 		for tier, l := range cl.Limits {
+			if l.IsConcurrency() {
+				if hc.Leases == nil {
+					hc.Leases = map[string]limiter.LeaseLimit{}
+				}
+				hc.Leases[tier] = l.Lease()
+				continue
+			}
 			hc.Limits[tier] = l.limit()
 		}
 		pc.Classes = append(pc.Classes, hc)

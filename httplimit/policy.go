@@ -36,6 +36,9 @@ type Class struct {
 	// TierStores, when set for a tier, decides it instead of Store (with the default tier's limit
 	// when the tier has none).
 	TierStores map[string]limiter.Store
+	// Leases is the concurrency limit per plan tier, for the tiers limited by requests in flight
+	// instead of a Limits entry (limiter.Leases; the store must be a limiter.Leaser).
+	Leases map[string]limiter.LeaseLimit
 }
 
 func (c Class) storeFor(tier string, policyStore limiter.Store) limiter.Store {
@@ -104,7 +107,9 @@ type class struct {
 	live         map[string]*decision.Live // tier → live change
 	routes       []string
 	rendered     map[*limiter.Limiter]decision.RenderedLimit
-	keyEndpoints map[string]string // each route's endpoint as limiter keys name it
+	keyEndpoints map[string]string          // each route's endpoint as limiter keys name it
+	leases       map[string]*limiter.Leases // tier → concurrency limit (lease.go)
+	dfltLeases   *limiter.Leases
 }
 
 var braces = strings.NewReplacer("{", "<", "}", ">")
@@ -210,8 +215,11 @@ func (p *Policy) compileClass(cfg PolicyConfig, c Class) (*class, error) {
 		return nil, fmt.Errorf("policy: class %q: cost must be >= 1, got %d", c.Name, c.Cost)
 	}
 	dflt, ok := c.Limits[cfg.DefaultTier]
-	if !ok {
+	if _, leased := c.Leases[cfg.DefaultTier]; !ok && !leased {
 		return nil, fmt.Errorf("policy: class %q: no limit for the default tier %q", c.Name, cfg.DefaultTier)
+	}
+	if err := p.compileLeases(cl, cfg, c); err != nil {
+		return nil, err
 	}
 	newLimiter := func(tier string, lim limiter.Limit) (*limiter.Limiter, error) {
 		engine := cfg.Engine()
@@ -232,7 +240,7 @@ func (p *Policy) compileClass(cfg PolicyConfig, c Class) (*class, error) {
 	cl.dflt = cl.byTier[cfg.DefaultTier]
 	for _, tier := range p.tierNames {
 		// A tier on a store of its own cannot share the default tier's limiter, on the default's store.
-		if _, own := c.Limits[tier]; own || c.storeFor(tier, cfg.Store) == c.storeFor(cfg.DefaultTier, cfg.Store) {
+		if _, own := c.Limits[tier]; own || cl.dflt == nil || c.storeFor(tier, cfg.Store) == c.storeFor(cfg.DefaultTier, cfg.Store) {
 			continue
 		}
 		l, err := newLimiter(tier, dflt)
@@ -245,6 +253,9 @@ func (p *Policy) compileClass(cfg PolicyConfig, c Class) (*class, error) {
 	for tier, lv := range c.Live {
 		if !p.tiers[tier] {
 			return nil, fmt.Errorf("policy: class %q: live limit for unknown tier %q", c.Name, tier)
+		}
+		if cl.leasesFor(tier) != nil {
+			return nil, fmt.Errorf("policy: class %q tier %q: a live limit cannot change a concurrency limit", c.Name, tier)
 		}
 		engine := cfg.Engine()
 		engine.Store = c.storeFor(tier, cfg.Store)
@@ -311,9 +322,13 @@ func (p *Policy) tier(t string) string {
 	return p.defaultTier
 }
 
+// limiterFor returns tier's rate limiter; nil for a tier under a concurrency limit (leasesFor).
 func (c *class) limiterFor(tier string) *limiter.Limiter {
 	if l, ok := c.byTier[tier]; ok {
 		return l
+	}
+	if _, ok := c.leases[tier]; ok {
+		return nil
 	}
 	return c.dflt
 }
@@ -346,6 +361,9 @@ func (p *Policy) Limits() []EndpointLimit {
 	var out []EndpointLimit
 	for pat, c := range p.routes {
 		for _, t := range p.tierNames {
+			if c.limiterFor(t) == nil {
+				continue // a concurrency limit: Policy.LeaseLimits
+			}
 			base := c.limiterFor(t).Limit()
 			el := EndpointLimit{Endpoint: pat, Class: c.name, PlanTier: t, Limit: base, Shadow: c.shadow,
 				Configured: base, Source: SourceFile, RolloutPercent: 100}

@@ -65,6 +65,9 @@ func (m *Middleware) ResetClient(ctx context.Context, client, className string) 
 	}
 	for _, c := range classes {
 		for _, tier := range p.tierNames {
+			if c.limiterFor(tier) == nil {
+				continue // leases in flight are given back as their requests end
+			}
 			for _, pat := range c.routes { // the default class's include CatchAll
 				rt := route{pattern: pat, class: c}
 				key := rt.key(tier, client)

@@ -215,3 +215,11 @@ func SupportsLeases(st Store) bool {
 	_, ok := st.(Leaser)
 	return ok
 }
+
+// LeaseRecorder is told of leases taken (+1) and given back (−1) on an
+// endpoint and tier, and of the expired leases a call found. A Recorder
+// that is also a LeaseRecorder gets both. Implementations are safe for
+// concurrent use and cheap.
+type LeaseRecorder interface {
+	RecordLeases(ctx context.Context, endpoint, planTier string, inFlight, expired int64)
+}
