@@ -147,6 +147,8 @@ type Collector struct {
 	requestsDesc, nearLimitDesc, failOpenDesc, failClosedDesc *prometheus.Desc
 	storeErrorsDesc, limitDesc, buildInfoDesc, foldedDesc     *prometheus.Desc
 	degradedDesc, canceledDesc, circuitDesc, unreplicatedDesc *prometheus.Desc
+
+	leases leaseMetrics // lease.go
 }
 
 var (
@@ -221,10 +223,12 @@ func New(cfg Config) (*Collector, error) {
 	for _, a := range limiter.AllAlgorithms() {
 		c.storeObs[string(a)] = c.storeDuration.WithLabelValues(string(a))
 	}
+	c.storeObs[string(limiter.Concurrency)] = c.storeDuration.WithLabelValues(string(limiter.Concurrency))
 	c.delay = prometheus.NewHistogramVec(histogramOpts(
 		"rate_limit_delay_seconds",
 		"Delay given to admitted leaky_bucket requests (observed only when above zero).",
 		buckets.Delay(), cfg.NativeHistograms), []string{"endpoint"})
+	c.leases = newLeaseMetrics()
 	c.index.Store(c.buildIndex(nil, plan))
 	for _, e := range plan.folded {
 		cfg.Logger.Warn("endpoint beyond the cardinality cap is counted as other", "endpoint", e, "max_label_sets", cfg.MaxLabelSets)
@@ -410,6 +414,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	}
 	c.storeDuration.Describe(ch)
 	c.delay.Describe(ch)
+	c.leases.describe(ch)
 }
 
 // Collect sends the current value of every series. Part of prometheus.Collector.
@@ -461,6 +466,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	c.storeDuration.Collect(ch)
 	c.delay.Collect(ch)
+	c.leases.collect(ch)
 }
 
 // CircuitChanged sets rate_limit_circuit_state{store} to the breaker's new

@@ -42,6 +42,10 @@ type CheckRequest struct {
 	// DryRun answers as the check would without taking anything or counting in metrics: Allowed
 	// says whether Cost would pass now and Remaining is what is left now.
 	DryRun bool `json:"dry_run"`
+	// Lease asks a concurrency limit for a lease, answered in CheckResponse.Lease: give it back
+	// with POST ReleasePath {"lease": "<lease>"} when the request ends (unreleased, it holds its
+	// slot for the limit's lease_ttl). Required for a concurrency limit, refused for others.
+	Lease bool `json:"lease"`
 }
 
 // CheckResponse is the decision API's answer.
@@ -61,6 +65,7 @@ type CheckResponse struct {
 	DryRun   bool   `json:"dry_run,omitempty"`  // nothing was taken
 	Error    string `json:"error,omitempty"`    // on a 429 and a 503, as in their body
 	Message  string `json:"message,omitempty"`  // on a 429 and a 503, as in their body
+	Lease    string `json:"lease,omitempty"`    // the lease taken for a "lease": true request
 }
 
 // CheckHandler returns the decision API: POST a CheckRequest as JSON (whatever the
@@ -72,6 +77,10 @@ type CheckResponse struct {
 func (m *Middleware) CheckHandler() http.Handler {
 	var routes endpointRoutes
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == ReleasePath && r.Method == http.MethodPost {
+			m.serveRelease(w, r)
+			return
+		}
 		if r.Method != http.MethodPost {
 			w.Header().Set("Allow", http.MethodPost)
 			writeJSON(w, "application/json", http.StatusMethodNotAllowed, RejectedBody{Error: "method_not_allowed", Message: "use POST"})
@@ -96,6 +105,10 @@ func (m *Middleware) CheckHandler() http.Handler {
 		tier := p.tier(req.PlanTier)
 		if req.PlanTier == "" {
 			tier = p.tier(p.identity.tierOf("", strings.TrimPrefix(req.Key, "user:"), ""))
+		}
+		if ls := rt.class.leasesFor(tier); ls != nil || req.Lease {
+			m.checkLease(w, r, p, rt, tier, req, ls)
+			return
 		}
 		if l, _ := rt.class.pick(tier, req.Key); l.Limit().CheckCost(cost) != nil {
 			err := l.Limit().CheckCost(cost) // the limit the client is on, live change included

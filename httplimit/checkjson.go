@@ -217,6 +217,10 @@ func appendCheckResponse(b []byte, r *CheckResponse) []byte {
 		b = append(b, `,"message":`...)
 		b = appendJSONString(b, r.Message)
 	}
+	if r.Lease != "" {
+		b = append(b, `,"lease":`...)
+		b = appendJSONString(b, r.Lease)
+	}
 	return append(b, '}')
 }
 

@@ -3,6 +3,7 @@ package httplimit
 import (
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -264,4 +265,111 @@ func (p *Policy) writeLeaseRejected(w http.ResponseWriter, rt route, body Reject
 		Type: QuotaExceededType, Title: "Request cannot be satisfied as assigned quota has been exceeded",
 		Status: http.StatusTooManyRequests, Detail: body.Message, ViolatedPolicies: []string{rt.class.name}, RetryAfter: body.RetryAfter,
 	})
+}
+
+// checkLease answers a decision API request on a concurrency limit (ls; nil when the tier is
+// rate limited, which a "lease": true request is told).
+func (m *Middleware) checkLease(w http.ResponseWriter, r *http.Request, p *Policy, rt route, tier string, req CheckRequest, ls *limiter.Leases) {
+	bad := func(status int, code, msg string) {
+		writeJSON(w, "application/json", status, RejectedBody{Error: code, Message: msg})
+	}
+	switch {
+	case ls == nil:
+		bad(http.StatusBadRequest, "bad_request", fmt.Sprintf("lease: class %s tier %s has a rate limit, not a concurrency limit", rt.class.name, tier))
+		return
+	case req.DryRun:
+		bad(http.StatusNotImplemented, "not_implemented", "dry_run: a concurrency limit takes a lease or refuses; it cannot be peeked")
+		return
+	case !req.Lease:
+		bad(http.StatusBadRequest, "bad_request", fmt.Sprintf(`lease: class %s tier %s is a concurrency limit: ask with "lease": true and give the lease back with POST %s`, rt.class.name, tier, ReleasePath))
+		return
+	}
+	o := m.acquire(r.Context(), rt, tier, req.Key, ls)
+	code, body := p.respondLease(w.Header(), rt, &o)
+	if code == 0 {
+		return
+	}
+	resp := &CheckResponse{
+		Allowed: o.passes(), Status: o.status, Endpoint: rt.pattern, Class: rt.class.name, PlanTier: tier,
+		Limit: o.d.Limit, Remaining: o.d.Remaining(), RetryAfter: body.RetryAfter,
+		Degraded: o.d.Failure == limiter.FailureLocal, Error: body.Error, Message: body.Message,
+	}
+	if o.lease.ID != "" {
+		resp.Lease = leaseToken(o.lease)
+	}
+	writeCheckResponse(w, code, resp)
+}
+
+// ReleaseRequest is the body of POST ReleasePath.
+type ReleaseRequest struct {
+	Lease string `json:"lease"` // CheckResponse.Lease
+}
+
+// ReleaseResponse is the answer to a release: 200 when the lease was held, 404 (Error
+// "lease_unknown") when it was released already or expired, 503 when the store failed (the lease
+// then expires at its TTL).
+type ReleaseResponse struct {
+	Released bool   `json:"released"`
+	Error    string `json:"error,omitempty"`
+	Message  string `json:"message,omitempty"`
+}
+
+func (m *Middleware) serveRelease(w http.ResponseWriter, r *http.Request) {
+	var req ReleaseRequest
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, MaxCheckBody))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		writeJSON(w, "application/json", http.StatusBadRequest, RejectedBody{Error: "bad_request", Message: "body is not a JSON release request: " + err.Error()})
+		return
+	}
+	lease, className, tier, err := parseLeaseToken(req.Lease)
+	if err != nil {
+		writeJSON(w, "application/json", http.StatusBadRequest, RejectedBody{Error: "bad_request", Message: err.Error()})
+		return
+	}
+	p := m.policy.Load()
+	var ls *limiter.Leases
+	var endpoint string
+	for _, c := range p.classes {
+		if c.name == className && p.tiers[tier] {
+			ls = c.leasesFor(tier)
+			if len(c.routes) > 0 {
+				endpoint = c.routes[0]
+			}
+		}
+	}
+	if ls == nil {
+		writeJSON(w, "application/json", http.StatusNotFound, ReleaseResponse{Error: "lease_unknown",
+			Message: fmt.Sprintf("class %s tier %s has no concurrency limit in force", className, tier)})
+		return
+	}
+	if ep := leaseEndpoint(lease.Key, p, className); ep != "" {
+		endpoint = ep
+	}
+	err = m.release(r.Context(), endpoint, tier, ls, lease)
+	switch {
+	case errors.Is(err, limiter.ErrLeaseUnknown):
+		writeJSON(w, "application/json", http.StatusNotFound, ReleaseResponse{Error: "lease_unknown", Message: limiter.ErrLeaseUnknown.Error()})
+	case err != nil:
+		w.Header().Set(decision.HeaderRetryAfter, "1")
+		writeJSON(w, "application/json", http.StatusServiceUnavailable, ReleaseResponse{Error: "rate_limit_unavailable",
+			Message: "the store cannot release the lease right now; it expires at its lease_ttl"})
+	default:
+		writeJSON(w, "application/json", http.StatusOK, ReleaseResponse{Released: true})
+	}
+}
+
+// leaseEndpoint is the route a lease's key names (the metric label of its release), "" when
+// the class is shared or the route is gone.
+func leaseEndpoint(key string, p *Policy, className string) string {
+	parts := strings.SplitN(key, "|", 4)
+	if len(parts) != 4 {
+		return ""
+	}
+	for pat, c := range p.routes {
+		if c.name == className && c.keyEndpoints[pat] == parts[2] {
+			return pat
+		}
+	}
+	return ""
 }

@@ -216,3 +216,65 @@ func TestAPolicyMixesRateAndConcurrencyTiers(t *testing.T) {
 		t.Fatalf("a tier with both: %v", err)
 	}
 }
+
+func checkCall(t *testing.T, h http.Handler, path, body string) (int, map[string]any, http.Header) {
+	t.Helper()
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, httptest.NewRequest("POST", path, strings.NewReader(body)))
+	var out map[string]any
+	if err := json.Unmarshal(w.Body.Bytes(), &out); err != nil {
+		t.Fatalf("%s %s: %d %q: %v", path, body, w.Code, w.Body, err)
+	}
+	return w.Code, out, w.Header()
+}
+
+func TestTheDecisionAPIHandsOutLeasesAndReleasesThem(t *testing.T) {
+	st := limiter.NewMemoryStore(limiter.MemoryConfig{})
+	p, err := NewPolicy(PolicyConfig{Store: st, Classes: []Class{
+		{Name: "api", Routes: []string{"/jobs/"}, Leases: map[string]limiter.LeaseLimit{"default": {Limit: 1, TTL: time.Minute}}},
+		{Name: "other", Limits: map[string]limiter.Limit{"default": limiter.PerMinute(limiter.GCRA, 10)}},
+	}, DefaultClass: "other"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &leaseRecords{}
+	m, err := New(Config{Policy: p, Recorder: rec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := m.CheckHandler()
+	ask := `{"key":"user:1","endpoint":"POST /jobs/run","lease":true}`
+	code, out, hdr := checkCall(t, h, CheckPath, ask)
+	lease, _ := out["lease"].(string)
+	if code != 200 || out["allowed"] != true || lease == "" || hdr.Get("RateLimit-Policy") != `"api";q=1;qu="concurrent-requests"` {
+		t.Fatalf("first: %d %v %v", code, out, hdr)
+	}
+	if code, out, hdr = checkCall(t, h, CheckPath, ask); code != 429 || out["lease"] != nil || hdr.Get("Retry-After") != "1" {
+		t.Fatalf("second: %d %v", code, out)
+	}
+	if code, out, _ = checkCall(t, h, CheckPath, `{"key":"user:1","endpoint":"POST /jobs/run"}`); code != 400 || !strings.Contains(out["message"].(string), `"lease": true`) {
+		t.Fatalf("without lease: %d %v", code, out)
+	}
+	if code, out, _ = checkCall(t, h, CheckPath, `{"key":"user:1","endpoint":"GET /elsewhere","lease":true}`); code != 400 {
+		t.Fatalf("a lease on a rate limit: %d %v", code, out)
+	}
+	if code, out, _ = checkCall(t, h, ReleasePath, `{"lease":"`+lease+`"}`); code != 200 || out["released"] != true {
+		t.Fatalf("release: %d %v", code, out)
+	}
+	if rec.held() != 0 {
+		t.Fatalf("in flight %d after the release", rec.held())
+	}
+	if code, out, _ = checkCall(t, h, ReleasePath, `{"lease":"`+lease+`"}`); code != 404 || out["error"] != "lease_unknown" {
+		t.Fatalf("released twice: %d %v", code, out)
+	}
+	forged := strings.Repeat("0", 32) + lease[32:]
+	if code, _, _ = checkCall(t, h, ReleasePath, `{"lease":"`+forged+`"}`); code != 404 {
+		t.Fatalf("a guessed id: %d", code)
+	}
+	if code, _, _ = checkCall(t, h, ReleasePath, `{"lease":"nonsense"}`); code != 400 {
+		t.Fatalf("a malformed lease: %d", code)
+	}
+	if code, _, _ = checkCall(t, h, CheckPath, ask); code != 200 {
+		t.Fatalf("after the release: %d", code)
+	}
+}

@@ -136,6 +136,9 @@ func targets(cfg *config.Config) []livelimits.Target {
 			if !ok {
 				l = cl.Limits[cfg.Tiers.Default]
 			}
+			if l.IsConcurrency() {
+				continue // requests in flight, which no live change sets
+			}
 			out = append(out, livelimits.Target{Class: name, Tier: tier, Limit: l.Limiter(), Cost: cl.Cost})
 		}
 	}
