@@ -60,6 +60,8 @@ type Model struct {
 	// Warnings are things worth telling the operator that do not make the
 	// spec invalid, such as a burn-rate row that can never fire.
 	Warnings []string
+	// LeasesExpired alerts on concurrency leases never given back.
+	LeasesExpired *LeasesExpiredObjective
 }
 
 // Alert is what every generated alert has: when it fires and what it says.
@@ -212,6 +214,7 @@ func Compile(spec Spec, file string) (*Model, error) {
 	if r := spec.Regions; r != nil {
 		m.Regions = c.regions(spec, *r)
 	}
+	m.LeasesExpired = c.leasesExpired(spec)
 	m.Routing = c.routing(spec.Routing)
 	if len(c.errs) > 0 {
 		return nil, errors.Join(c.errs...)

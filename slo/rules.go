@@ -97,6 +97,9 @@ func (m *Model) RuleGroups() (*rulefmt.RuleGroups, error) {
 	if o := m.Regions; o != nil {
 		groups = append(groups, rulefmt.RuleGroup{Name: GroupRegions, Rules: m.regionRules(o, m.sel)})
 	}
+	if o := m.LeasesExpired; o != nil {
+		groups = append(groups, m.leasesGroup(o))
+	}
 	if a := m.Absent; a != nil {
 		groups = append(groups, m.absentGroup(a))
 	}

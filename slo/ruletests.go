@@ -111,6 +111,10 @@ func (m *Model) RuleTests(ruleFile string) ([]NamedRuleTestFile, error) {
 		f, err := g.regions()
 		errs = append(errs, add("regions.yml", f, err))
 	}
+	if m.LeasesExpired != nil {
+		f, err := g.leasesExpired()
+		errs = append(errs, add("leases-expired.yml", f, err))
+	}
 	if m.Absent != nil {
 		f, err := g.absent()
 		errs = append(errs, add("metrics-absent.yml", f, err))

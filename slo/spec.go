@@ -40,6 +40,8 @@ type Spec struct {
 	// with [DefaultRegions] for every field it leaves out.
 	Regions *RegionsSpec `koanf:"regions"`
 	Routing RoutingSpec  `koanf:"routing"`
+	// LeasesExpired is RateLimitLeasesExpiring, on concurrency leases (leases.go).
+	LeasesExpired LeasesExpiredSpec `koanf:"leases_expired"`
 }
 
 // RegionsSpec is the multi-region objective: how stale the counts known
@@ -267,6 +269,7 @@ func DefaultSpec() Spec {
 			GroupInterval:  "5m",
 			RepeatInterval: "4h",
 		},
+		LeasesExpired: defaultLeasesExpired(),
 	}
 }
 
