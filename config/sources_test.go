@@ -57,7 +57,7 @@ store: {timeout: 250ms}
 		{"native_histograms (env bool)", fmt.Sprint(c.Metrics.NativeHistograms), "true"},
 		{"trusted_proxies (env list)", fmt.Sprint(c.Identity.TrustedProxies), "[10.0.0.0/8 192.168.0.0/16]"},
 		{"trusted_header_peers (env list)", fmt.Sprint(c.Identity.TrustedHeaderPeers), "[127.0.0.1 ::1]"},
-		{"a class limit (env map key)", fmt.Sprint(c.Classes["default"].Limits["default"]), "{gcra 42 1s 0 false false }"},
+		{"a class limit (env map key)", fmt.Sprint(c.Classes["default"].Limits["default"]), fmt.Sprint(Limit{Algorithm: "gcra", Rate: 42, Period: time.Second})},
 	} {
 		if g.got != g.want {
 			t.Errorf("%s = %q, want %q", g.what, g.got, g.want)

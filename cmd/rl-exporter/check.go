@@ -94,6 +94,7 @@ func runCheck(_ context.Context, args []string, _ environ, stdout, stderr io.Wri
 	}
 	fmt.Fprintf(stdout, "%s: valid (%d classes, %d tiers, store %s%s)\n", *file, len(cfg.Classes), len(cfg.Tiers.Names), cfg.Store.Type, domains)
 	printRegions(stdout, cfg, oneWay)
+	printLeases(stdout, cfg)
 	return exitOK
 }
 
