@@ -339,24 +339,36 @@ func (c *Collector) SetLimit(endpoint, tier string, lim limiter.Limit) error {
 	if _, err := limiter.ParseAlgorithm(string(lim.Algorithm)); err != nil {
 		return fmt.Errorf("collector: set limit of %s (tier %s): %w", endpoint, tier, err)
 	}
+	return c.setLimit(endpoint, tier, limitValue{algorithm: string(lim.Algorithm), quota: float64(lim.Quota())})
+}
+
+// setLimit is setLimitLocked under c.mu.
+func (c *Collector) setLimit(endpoint, tier string, v limitValue) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	_, err := c.setLimitLocked(endpoint, tier, v)
+	return err
+}
+
+// setLimitLocked sets the limit of a configured endpoint and tier ("": the
+// default tier) and returns the tier, or "" for an endpoint beyond the cap.
+func (c *Collector) setLimitLocked(endpoint, tier string, v limitValue) (string, error) {
 	idx := c.index.Load()
 	if _, ok := idx.capped[endpoint]; ok {
-		return nil
+		return "", nil
 	}
 	ep, ok := idx.endpoints[endpoint]
 	if !ok || endpoint == OtherEndpoint {
-		return fmt.Errorf("collector: set limit: endpoint %q: %w", endpoint, ErrUnknownLabel)
+		return "", fmt.Errorf("collector: set limit: endpoint %q: %w", endpoint, ErrUnknownLabel)
 	}
 	if tier == "" {
 		tier = idx.plan.defaultTier
 	}
 	if ep.tiers[tier] == nil {
-		return fmt.Errorf("collector: set limit of %s: plan tier %q: %w", endpoint, tier, ErrUnknownLabel)
+		return "", fmt.Errorf("collector: set limit of %s: plan tier %q: %w", endpoint, tier, ErrUnknownLabel)
 	}
-	c.limits[limitKey{endpoint, tier}] = limitValue{algorithm: string(lim.Algorithm), quota: float64(lim.Quota())}
-	return nil
+	c.limits[limitKey{endpoint, tier}] = v
+	return tier, nil
 }
 
 // Register registers the Collector, the Go and process collectors on reg.

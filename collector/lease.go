@@ -2,7 +2,6 @@ package collector
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -65,22 +64,10 @@ func (c *Collector) RecordLeases(_ context.Context, endpoint, tier string, inFli
 func (c *Collector) SetLeaseLimit(endpoint, tier string, lim limiter.LeaseLimit) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	idx := c.index.Load()
-	if _, ok := idx.capped[endpoint]; ok {
-		return nil
+	tier, err := c.setLimitLocked(endpoint, tier, limitValue{algorithm: string(limiter.Concurrency), quota: float64(lim.Limit)})
+	if err == nil && tier != "" {
+		c.leases.inFlight.WithLabelValues(endpoint, tier)
+		c.leases.expired.WithLabelValues(endpoint, tier)
 	}
-	ep, ok := idx.endpoints[endpoint]
-	if !ok || endpoint == OtherEndpoint {
-		return fmt.Errorf("collector: set concurrency limit: endpoint %q: %w", endpoint, ErrUnknownLabel)
-	}
-	if tier == "" {
-		tier = idx.plan.defaultTier
-	}
-	if ep.tiers[tier] == nil {
-		return fmt.Errorf("collector: set concurrency limit of %s: plan tier %q: %w", endpoint, tier, ErrUnknownLabel)
-	}
-	c.limits[limitKey{endpoint, tier}] = limitValue{algorithm: string(limiter.Concurrency), quota: float64(lim.Limit)}
-	c.leases.inFlight.WithLabelValues(endpoint, tier)
-	c.leases.expired.WithLabelValues(endpoint, tier)
-	return nil
+	return err
 }

@@ -630,6 +630,15 @@ func ValidateLimit(l limiter.Limit, cost int64) error {
 	return nil
 }
 
+// TierLimit is class's limit for tier: the tier's own, else the default tier's.
+func (c *Config) TierLimit(class, tier string) Limit {
+	cl := c.Classes[class]
+	if l, ok := cl.Limits[tier]; ok {
+		return l
+	}
+	return cl.Limits[c.Tiers.Default]
+}
+
 // IsConcurrency reports whether the limit is algorithm concurrency: a cap
 // on requests in flight, enforced by limiter.Leases, not limiter.Limiter.
 func (l Limit) IsConcurrency() bool { return l.Algorithm == string(limiter.Concurrency) }

@@ -124,14 +124,9 @@ func NewLeases(cfg LeasesConfig) (*Leases, error) {
 	if err := cfg.Limit.Validate(); err != nil {
 		return nil, fmt.Errorf("limiter: concurrency: %w", err)
 	}
-	if cfg.FailPolicy == "" {
-		cfg.FailPolicy = FailOpen
-	}
-	if _, err := ParseFailPolicy(string(cfg.FailPolicy)); err != nil {
-		return nil, fmt.Errorf("limiter: %w", err)
-	}
-	if cfg.Timeout == 0 {
-		cfg.Timeout = DefaultTimeout
+	var err error
+	if cfg.FailPolicy, cfg.Timeout, err = engineDefaults(cfg.FailPolicy, cfg.Timeout); err != nil {
+		return nil, err
 	}
 	l := &Leases{lim: cfg.Limit, store: st, storeName: st.Name(), failPolicy: cfg.FailPolicy,
 		timeout: max(cfg.Timeout, 0), observer: cfg.Observer}

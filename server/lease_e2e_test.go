@@ -144,4 +144,3 @@ func TestAClientThatDisconnectsMidResponseThroughTheProxyFreesItsLease(t *testin
 		}
 	}
 }
-

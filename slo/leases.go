@@ -76,15 +76,10 @@ func (m *Model) leasesGroup(o *LeasesExpiredObjective) rulefmt.RuleGroup {
 // time fire it; one crash's burst of leaked leases stays quiet.
 func (g *testGen) leasesExpired() (RuleTestFile, error) {
 	o := g.m.LeasesExpired
-	texts, err := g.texts()
+	texts, step, total, err := g.windowed(o.Window, o.For)
 	if err != nil {
 		return RuleTestFile{}, err
 	}
-	step := stepFor(o.Window)
-	if o.Window/step < 4 {
-		step = o.Window / 4
-	}
-	total := int((o.Window + o.For + 10*step) / step)
 	// Per instance, enough per step that the two together go over the threshold in one window.
 	perStep := (o.Threshold/2 + 1) * step.Seconds() / o.Window.Seconds()
 	labels := func(inst string) map[string]string {
@@ -122,4 +117,19 @@ func (g *testGen) leasesExpired() (RuleTestFile, error) {
 		quiet.AlertRuleTests = append(quiet.AlertRuleTests, AlertRuleTest{EvalTime: formatDuration(at), Alertname: o.Name})
 	}
 	return g.file(step, over, quiet), nil
+}
+
+// windowed is what the tests of an alert over a rate window start from: the
+// rules' texts, a step with at least four samples per window, and how many
+// steps cover the window, the alert's for: and ten steps more.
+func (g *testGen) windowed(window, forDur time.Duration) (map[string]ruleTexts, time.Duration, int, error) {
+	texts, err := g.texts()
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	step := stepFor(window)
+	if window/step < 4 {
+		step = window / 4
+	}
+	return texts, step, int((window + forDur + 10*step) / step), nil
 }

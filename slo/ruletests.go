@@ -450,15 +450,10 @@ func (g *testGen) failOpen() (RuleTestFile, error) {
 
 func (g *testGen) degraded() (RuleTestFile, error) {
 	o := g.m.Degraded
-	texts, err := g.texts()
+	texts, step, total, err := g.windowed(o.Window, o.For)
 	if err != nil {
 		return RuleTestFile{}, err
 	}
-	step := stepFor(o.Window)
-	if o.Window/step < 4 {
-		step = o.Window / 4
-	}
-	total := int((o.Window + o.For + 10*step) / step)
 	const perStep = 6 // degraded decisions per step on each instance
 	mk := func(degradedSteps int) []InputSeries {
 		var in []InputSeries

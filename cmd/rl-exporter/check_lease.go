@@ -16,12 +16,8 @@ func printLeases(w io.Writer, cfg *config.Config) {
 		scope = "per instance: the memory store holds each instance's own leases"
 	}
 	for _, class := range cfg.ClassNames() {
-		cl := cfg.Classes[class]
 		for _, tier := range cfg.Tiers.Names {
-			l, ok := cl.Limits[tier]
-			if !ok {
-				l = cl.Limits[cfg.Tiers.Default]
-			}
+			l := cfg.TierLimit(class, tier)
 			if !l.IsConcurrency() {
 				continue
 			}
