@@ -7,17 +7,14 @@ import (
 	"time"
 )
 
-// Concurrency is how configuration spells a concurrency limit. It is not
-// one of the six Algorithms: a LeaseLimit caps requests in flight, not
-// requests per period, and a Leases enforces it.
+// Concurrency names a cap on requests in flight (LeaseLimit, Leases), not one of the six Algorithms.
 const Concurrency Algorithm = "concurrency"
 
 // DefaultLeaseTTL is LeaseLimit.TTL's default.
 const DefaultLeaseTTL = 30 * time.Second
 
-// LeaseRetryAfter is the longest Retry-After of a refused lease. A slot
-// frees when a request ends, which nobody can predict; the earliest lease
-// expiry is only the latest time one frees without a release.
+// LeaseRetryAfter bounds a refused lease's RetryAfter: a slot frees when a request ends, which
+// nothing predicts; the earliest expiry is only when one frees without a release.
 const LeaseRetryAfter = time.Second
 
 // LeaseLimit caps the leases a key holds at once. It is a plain value.
@@ -57,8 +54,7 @@ type LeaseDecision struct {
 	Limit      int64         // LeaseLimit.Limit
 	InFlight   int64         // leases the key holds after the call
 	RetryAfter time.Duration // refused: min(LeaseRetryAfter, the earliest expiry)
-	// Expired counts the key's leases found past their TTL and dropped in
-	// the same call: leaked slots, from a crash or a lost release.
+	// Expired counts the key's leases dropped past their TTL in the call: leaked slots.
 	Expired int64
 	Failure Failure
 }
@@ -66,17 +62,13 @@ type LeaseDecision struct {
 // Remaining is the leases still free after the call.
 func (d LeaseDecision) Remaining() int64 { return max(0, d.Limit-d.InFlight) }
 
-// Leaser is a Store that holds concurrency leases. Implementations are safe
-// for concurrent use and do each call atomically; a timeout > 0 bounds the
-// call as well as ctx.
+// Leaser is a Store that holds concurrency leases, safe for concurrent use, each call atomic; a
+// timeout > 0 bounds a call as well as ctx.
 type Leaser interface {
 	Store
-	// AcquireLease drops key's expired leases and, when fewer than lim.Limit
-	// remain, records lease id until now + lim.TTL.
+	// AcquireLease drops key's expired leases and, below lim.Limit, holds id until now + lim.TTL.
 	AcquireLease(ctx context.Context, key string, lim LeaseLimit, id string, timeout time.Duration) (LeaseDecision, error)
-	// ReleaseLease drops lease id of key and the key's expired leases. It
-	// returns ErrLeaseUnknown, wrapped, when id is not held (released
-	// twice, expired), with the expired count all the same.
+	// ReleaseLease drops id and key's expired leases; ErrLeaseUnknown, wrapped, when id is not held.
 	ReleaseLease(ctx context.Context, key string, id string, timeout time.Duration) (expired int64, err error)
 }
 
@@ -95,10 +87,9 @@ type LeasesConfig struct {
 	Observer   Observer // told of every store call, operation "concurrency"
 }
 
-// Leases enforces a LeaseLimit on a Leaser. It is safe for concurrent use.
-// When the store fails, FailOpen admits with a Lease of ID "", FailClosed
-// refuses, and FailLocal holds the lease on a MemoryStore of this process:
-// the limit is then per instance until the store is back.
+// Leases enforces a LeaseLimit on a Leaser, safe for concurrent use. When the store fails,
+// FailOpen admits with a Lease of ID "", FailClosed refuses, FailLocal holds the lease on this
+// process's MemoryStore (a limit per instance until the store is back).
 type Leases struct {
 	lim        LeaseLimit
 	store      Leaser
@@ -139,9 +130,8 @@ func NewLeases(cfg LeasesConfig) (*Leases, error) {
 // Limit returns the limit enforced.
 func (l *Leases) Limit() LeaseLimit { return l.lim }
 
-// Acquire takes a lease on key when one is free. When the store fails, the
-// decision is the fail policy's, with its Failure, and the error is
-// returned beside it; a cancelled ctx refuses with FailureCanceled.
+// Acquire takes a lease on key when one is free. When the store fails, the decision is the fail
+// policy's and the error is returned beside it; a cancelled ctx refuses with FailureCanceled.
 func (l *Leases) Acquire(ctx context.Context, key string) (Lease, LeaseDecision, error) {
 	id, err := NewReservationID()
 	if err != nil {
@@ -176,11 +166,9 @@ func (l *Leases) Acquire(ctx context.Context, key string) (Lease, LeaseDecision,
 	return Lease{Key: key}, LeaseDecision{Allowed: true, Limit: l.lim.Limit, Failure: FailureOpen}, err
 }
 
-// Release gives lease back and returns how many of its key's leases the
-// store found expired on the way. A Lease with ID "" releases nothing. A
-// lease released twice or after its TTL gives ErrLeaseUnknown, wrapped.
-// Call it with a context that outlives the request: a client gone away is
-// the very case that must still release.
+// Release gives lease back and returns the key's leases found expired. ID "" releases nothing;
+// twice or after the TTL gives ErrLeaseUnknown, wrapped. Call it on a context that outlives the
+// request: a client gone away must still release.
 func (l *Leases) Release(ctx context.Context, lease Lease) (int64, error) {
 	if lease.ID == "" {
 		return 0, nil
@@ -211,10 +199,8 @@ func SupportsLeases(st Store) bool {
 	return ok
 }
 
-// LeaseRecorder is told of leases taken (+1) and given back (−1) on an
-// endpoint and tier, and of the expired leases a call found. A Recorder
-// that is also a LeaseRecorder gets both. Implementations are safe for
-// concurrent use and cheap.
+// LeaseRecorder is told of leases taken (+1) and given back (−1) on an endpoint and tier, and of
+// the expired ones a call found; safe for concurrent use and cheap.
 type LeaseRecorder interface {
 	RecordLeases(ctx context.Context, endpoint, planTier string, inFlight, expired int64)
 }

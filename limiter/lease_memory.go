@@ -7,9 +7,7 @@ import (
 	"time"
 )
 
-// leaseTable is a MemoryStore's leases: per key, lease id → expiry (µs).
-// One mutex: a lease call is a map update, far from the decision path's
-// sharded slots. The zero value is ready.
+// leaseTable is a MemoryStore's leases, key → lease id → expiry (µs), under one mutex.
 type leaseTable struct {
 	mu   sync.Mutex
 	keys map[string]map[string]int64
@@ -77,8 +75,7 @@ func (s *MemoryStore) ReleaseLease(_ context.Context, key string, id string, _ t
 	return expired, nil
 }
 
-// Leases returns how many leases the store holds for key, expired ones
-// included until a call on key drops them.
+// Leases counts key's leases, expired ones included until a call on key drops them.
 func (s *MemoryStore) Leases(key string) int {
 	s.leases.mu.Lock()
 	defer s.leases.mu.Unlock()
