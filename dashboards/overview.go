@@ -128,6 +128,13 @@ func overview(m *slo.Model, source string) (dashboard.Dashboard, error) {
 		}
 	}
 
+	if o := m.LeasesExpired; o != nil {
+		row(ConcurrencyRowTitle)
+		for _, p := range leasePanels(o, q, next) {
+			b.WithPanel(p)
+		}
+	}
+
 	row("Trend")
 	b.WithPanel(weeklyRejectionPanel(m, q, next()))
 	b.WithPanel(instancesPanel(q, next()))
