@@ -32,7 +32,7 @@ func (p *Policy) compileLeases(cl *class, cfg PolicyConfig, c Class) error {
 			return fmt.Errorf("policy: class %q tier %q: both a rate limit and a concurrency limit", c.Name, tier)
 		}
 		l, err := limiter.NewLeases(limiter.LeasesConfig{Limit: lim, Store: c.storeFor(tier, cfg.Store),
-			FailPolicy: cfg.FailPolicy, Timeout: cfg.Timeout, Observer: cfg.Observer})
+			FailPolicy: cfg.FailPolicy, Timeout: cfg.Timeout, Observer: cfg.Observer, Guard: cfg.Guard})
 		if err != nil {
 			return fmt.Errorf("policy: class %q tier %q: %w", c.Name, tier, err)
 		}

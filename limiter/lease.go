@@ -85,6 +85,9 @@ type LeasesConfig struct {
 	FailPolicy FailPolicy
 	Timeout    time.Duration
 	Observer   Observer // told of every store call, operation "concurrency"
+	// Guard, when set, is the Limiters' on the same store: its breaker skips a failing store and
+	// its log summarises the failures. FailLocal still holds leases on a MemoryStore of its own.
+	Guard *Guard
 }
 
 // Leases enforces a LeaseLimit on a Leaser, safe for concurrent use. When the store fails,
@@ -98,6 +101,8 @@ type Leases struct {
 	timeout    time.Duration
 	observer   Observer
 	local      *MemoryStore
+	guard      *Guard
+	sharded    ShardedStore
 }
 
 // NewLeases validates cfg and returns a Leases.
@@ -120,7 +125,10 @@ func NewLeases(cfg LeasesConfig) (*Leases, error) {
 		return nil, err
 	}
 	l := &Leases{lim: cfg.Limit, store: st, storeName: st.Name(), failPolicy: cfg.FailPolicy,
-		timeout: max(cfg.Timeout, 0), observer: cfg.Observer}
+		timeout: max(cfg.Timeout, 0), observer: cfg.Observer, guard: cfg.Guard}
+	if sh, ok := cfg.Store.(ShardedStore); ok && cfg.Guard != nil {
+		l.sharded = sh
+	}
 	if cfg.FailPolicy == FailLocal {
 		l.local = NewMemoryStore(MemoryConfig{})
 	}
@@ -138,18 +146,37 @@ func (l *Leases) Acquire(ctx context.Context, key string) (Lease, LeaseDecision,
 		return Lease{}, LeaseDecision{Limit: l.lim.Limit, Failure: FailureClosed, RetryAfter: time.Second}, err
 	}
 	start := time.Now()
-	d, err := l.store.AcquireLease(ctx, key, l.lim, id, l.timeout)
-	l.observe(ctx, start, err)
 	lease := Lease{ID: id, Key: key, Expires: start.Add(l.lim.TTL)}
-	if err == nil {
-		if !d.Allowed {
-			lease = Lease{}
+	breaker := l.breakerFor(key)
+	var d LeaseDecision
+	if breaker != nil && !breaker.allow() {
+		err = fmt.Errorf("%s store: %w", l.storeName, ErrCircuitOpen)
+	} else {
+		d, err = l.store.AcquireLease(ctx, key, l.lim, id, l.timeout)
+		if err != nil && errors.Is(ctx.Err(), context.Canceled) {
+			if breaker != nil {
+				breaker.release()
+			}
+			return Lease{}, LeaseDecision{Limit: l.lim.Limit, Failure: FailureCanceled}, fmt.Errorf("%s store: %w", l.storeName, err)
 		}
-		return lease, d, nil
+		l.observe(ctx, start, err)
+		if breaker != nil {
+			breaker.record(err == nil)
+		}
+		if err == nil {
+			if !d.Allowed {
+				lease = Lease{}
+			}
+			return lease, d, nil
+		}
+		err = fmt.Errorf("%s store: %w", l.storeName, err)
 	}
-	err = fmt.Errorf("%s store: %w", l.storeName, err)
-	if errors.Is(ctx.Err(), context.Canceled) {
-		return Lease{}, LeaseDecision{Limit: l.lim.Limit, Failure: FailureCanceled}, err
+	if l.guard != nil && l.guard.log != nil {
+		shard := ""
+		if l.sharded != nil {
+			shard = l.sharded.Shard(key)
+		}
+		l.guard.log.failed(ctx, ErrorKind(err), shard, err)
 	}
 	switch l.failPolicy {
 	case FailClosed:
@@ -176,15 +203,33 @@ func (l *Leases) Release(ctx context.Context, lease Lease) (int64, error) {
 	if lease.local {
 		return l.local.ReleaseLease(ctx, lease.Key, lease.ID, 0)
 	}
+	breaker := l.breakerFor(lease.Key)
+	if breaker != nil && !breaker.allow() {
+		return 0, fmt.Errorf("%s store: %w", l.storeName, ErrCircuitOpen) // the lease expires at its TTL
+	}
 	start := time.Now()
 	n, err := l.store.ReleaseLease(ctx, lease.Key, lease.ID, l.timeout)
 	if !errors.Is(err, ErrLeaseUnknown) {
 		l.observe(ctx, start, err)
 	}
+	if breaker != nil {
+		breaker.record(err == nil || errors.Is(err, ErrLeaseUnknown))
+	}
 	if err != nil {
 		return n, fmt.Errorf("%s store: %w", l.storeName, err)
 	}
 	return n, nil
+}
+
+// breakerFor is the Guard's breaker of key's shard, nil without a Guard.
+func (l *Leases) breakerFor(key string) *CircuitBreaker {
+	switch {
+	case l.guard == nil:
+		return nil
+	case l.sharded != nil:
+		return l.guard.breakerFor(l.sharded.Shard(key))
+	}
+	return l.guard.breaker
 }
 
 func (l *Leases) observe(ctx context.Context, start time.Time, err error) {

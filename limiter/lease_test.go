@@ -183,3 +183,37 @@ func TestNewLeasesRefusesBadLimitsAndStores(t *testing.T) {
 		t.Fatalf("default TTL %s", l.Limit().TTL)
 	}
 }
+
+type countingLeaser struct {
+	failingLeaser
+	calls int
+}
+
+func (c *countingLeaser) AcquireLease(ctx context.Context, key string, lim limiter.LeaseLimit, id string, timeout time.Duration) (limiter.LeaseDecision, error) {
+	c.calls++
+	return c.failingLeaser.AcquireLease(ctx, key, lim, id, timeout)
+}
+
+// With the limiters' Guard, a failing store opens the shared breaker and
+// later leases are decided by the fail policy without calling it.
+func TestLeasesShareTheGuardsBreaker(t *testing.T) {
+	st := &countingLeaser{failingLeaser: failingLeaser{limiter.NewMemoryStore(limiter.MemoryConfig{})}}
+	g := limiter.NewGuard(limiter.GuardConfig{Store: "test", Breaker: limiter.BreakerConfig{Threshold: 2, Cooldown: time.Hour}})
+	defer g.Close()
+	l, err := limiter.NewLeases(limiter.LeasesConfig{Limit: limiter.LeaseLimit{Limit: 1}, Store: st, FailPolicy: limiter.FailClosed, Guard: g})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		_, d, err := l.Acquire(context.Background(), "k")
+		if d.Failure != limiter.FailureClosed || err == nil {
+			t.Fatalf("acquire %d: %+v %v", i, d, err)
+		}
+		if i >= 2 && !errors.Is(err, limiter.ErrCircuitOpen) {
+			t.Fatalf("acquire %d after 2 failures: %v, want the open breaker's error", i, err)
+		}
+	}
+	if st.calls != 2 || g.Breaker().State() != limiter.CircuitOpen {
+		t.Fatalf("the store was called %d times (want 2), breaker %v", st.calls, g.Breaker().State())
+	}
+}
