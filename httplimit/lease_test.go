@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -276,5 +277,60 @@ func TestTheDecisionAPIHandsOutLeasesAndReleasesThem(t *testing.T) {
 	}
 	if code, _, _ = checkCall(t, h, CheckPath, ask); code != 200 {
 		t.Fatalf("after the release: %d", code)
+	}
+}
+
+type downLeaser struct{ *limiter.MemoryStore }
+
+func (downLeaser) AcquireLease(context.Context, string, limiter.LeaseLimit, string, time.Duration) (limiter.LeaseDecision, error) {
+	return limiter.LeaseDecision{}, errors.New("connection refused")
+}
+
+// A shadow class passes what its concurrency limit would refuse, counted as
+// shadow_rejected; a store that fails under fail_policy closed answers 503.
+func TestConcurrencyLimitsInShadowAndWhenTheStoreFails(t *testing.T) {
+	st := limiter.NewMemoryStore(limiter.MemoryConfig{})
+	p, err := NewPolicy(PolicyConfig{Store: st, Classes: []Class{{Name: "api", Shadow: true,
+		Leases: map[string]limiter.LeaseLimit{"default": {Limit: 1, TTL: time.Minute}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &leaseRecords{}
+	m, _ := New(Config{Policy: p, Recorder: rec})
+	g := newGate()
+	h := m.Handler(g)
+	done := make(chan struct{})
+	go func() { h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/x", nil)); close(done) }()
+	<-g.entered
+	w := httptest.NewRecorder()
+	second := make(chan struct{})
+	go func() { h.ServeHTTP(w, httptest.NewRequest("GET", "/x", nil)); close(second) }()
+	<-g.entered // the second is let through while the first holds the one lease
+	close(g.release)
+	<-done
+	<-second
+	if w.Code != http.StatusOK || w.Header().Get("RateLimit") != "" {
+		t.Fatalf("shadow over the limit: %d %v, want 200 without rate-limit headers", w.Code, w.Header())
+	}
+	var shadow int
+	for _, r := range rec.all() {
+		if r.Status == limiter.StatusShadowRejected {
+			shadow++
+		}
+	}
+	if shadow != 1 {
+		t.Fatalf("%d shadow_rejected recorded, want 1: %+v", shadow, rec.all())
+	}
+
+	p, err = NewPolicy(PolicyConfig{Store: downLeaser{st}, FailPolicy: limiter.FailClosed, Classes: []Class{{Name: "api",
+		Leases: map[string]limiter.LeaseLimit{"default": {Limit: 1, TTL: time.Minute}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, _ = New(Config{Policy: p})
+	w = httptest.NewRecorder()
+	m.Handler(g).ServeHTTP(w, httptest.NewRequest("GET", "/x", nil))
+	if w.Code != http.StatusServiceUnavailable || w.Header().Get("Retry-After") != "1" || !strings.Contains(w.Body.String(), "rate_limit_unavailable") {
+		t.Fatalf("fail closed: %d %v %s", w.Code, w.Header(), w.Body)
 	}
 }
