@@ -9,8 +9,22 @@ import (
 
 // leaseTable is a MemoryStore's leases, key → lease id → expiry (µs), under one mutex.
 type leaseTable struct {
-	mu   sync.Mutex
-	keys map[string]map[string]int64
+	mu      sync.Mutex
+	keys    map[string]map[string]int64
+	sweepAt int // len(keys) at which AcquireLease next drops every expired lease
+}
+
+// minLeaseSweep is the fewest keys a sweep waits for; each sweep then waits for twice the keys it
+// left, so that keys whose leases were never given back cost O(1) per call, amortised.
+const minLeaseSweep = 1024
+
+func (t *leaseTable) sweep(now int64) {
+	for key, held := range t.keys {
+		if dropExpired(held, now); len(held) == 0 {
+			delete(t.keys, key)
+		}
+	}
+	t.sweepAt = max(minLeaseSweep, 2*len(t.keys))
 }
 
 // dropExpired removes held's leases expired at now and returns how many.
@@ -53,6 +67,9 @@ func (s *MemoryStore) AcquireLease(_ context.Context, key string, lim LeaseLimit
 	}
 	held[id] = now + us(lim.TTL)
 	d.Allowed, d.InFlight = true, int64(len(held))
+	if len(t.keys) >= max(t.sweepAt, minLeaseSweep) {
+		t.sweep(now)
+	}
 	return d, nil
 }
 
