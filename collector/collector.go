@@ -153,6 +153,8 @@ type Collector struct {
 
 	costDesc, openDesc, unknownDesc *prometheus.Desc
 	estimateError                   *prometheus.HistogramVec
+
+	leases leaseMetrics // lease.go
 }
 
 var (
@@ -230,11 +232,13 @@ func New(cfg Config) (*Collector, error) {
 	for _, a := range limiter.AllAlgorithms() {
 		c.storeObs[string(a)] = c.storeDuration.WithLabelValues(string(a))
 	}
+	c.storeObs[string(limiter.Concurrency)] = c.storeDuration.WithLabelValues(string(limiter.Concurrency))
 	c.delay = prometheus.NewHistogramVec(histogramOpts(
 		"rate_limit_delay_seconds",
 		"Delay given to admitted leaky_bucket requests (observed only when above zero).",
 		buckets.Delay(), cfg.NativeHistograms), []string{"endpoint"})
 	c.initCost()
+	c.leases = newLeaseMetrics()
 	c.index.Store(c.buildIndex(nil, plan))
 	for _, e := range plan.folded {
 		cfg.Logger.Warn("endpoint beyond the cardinality cap is counted as other", "endpoint", e, "max_label_sets", cfg.MaxLabelSets)
@@ -346,24 +350,36 @@ func (c *Collector) SetLimit(endpoint, tier string, lim limiter.Limit) error {
 	if _, err := limiter.ParseAlgorithm(string(lim.Algorithm)); err != nil {
 		return fmt.Errorf("collector: set limit of %s (tier %s): %w", endpoint, tier, err)
 	}
+	return c.setLimit(endpoint, tier, limitValue{algorithm: string(lim.Algorithm), quota: float64(lim.Quota())})
+}
+
+// setLimit is setLimitLocked under c.mu.
+func (c *Collector) setLimit(endpoint, tier string, v limitValue) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	_, err := c.setLimitLocked(endpoint, tier, v)
+	return err
+}
+
+// setLimitLocked sets the limit of a configured endpoint and tier ("": the
+// default tier) and returns the tier, or "" for an endpoint beyond the cap.
+func (c *Collector) setLimitLocked(endpoint, tier string, v limitValue) (string, error) {
 	idx := c.index.Load()
 	if _, ok := idx.capped[endpoint]; ok {
-		return nil
+		return "", nil
 	}
 	ep, ok := idx.endpoints[endpoint]
 	if !ok || endpoint == OtherEndpoint {
-		return fmt.Errorf("collector: set limit: endpoint %q: %w", endpoint, ErrUnknownLabel)
+		return "", fmt.Errorf("collector: set limit: endpoint %q: %w", endpoint, ErrUnknownLabel)
 	}
 	if tier == "" {
 		tier = idx.plan.defaultTier
 	}
 	if ep.tiers[tier] == nil {
-		return fmt.Errorf("collector: set limit of %s: plan tier %q: %w", endpoint, tier, ErrUnknownLabel)
+		return "", fmt.Errorf("collector: set limit of %s: plan tier %q: %w", endpoint, tier, ErrUnknownLabel)
 	}
-	c.limits[limitKey{endpoint, tier}] = limitValue{algorithm: string(lim.Algorithm), quota: float64(lim.Quota())}
-	return nil
+	c.limits[limitKey{endpoint, tier}] = v
+	return tier, nil
 }
 
 // Register registers the Collector, the Go and process collectors on reg.
@@ -423,6 +439,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	c.estimateError.Describe(ch)
 	c.storeDuration.Describe(ch)
 	c.delay.Describe(ch)
+	c.leases.describe(ch)
 }
 
 // Collect sends the current value of every series. Part of prometheus.Collector.
@@ -477,6 +494,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	c.storeDuration.Collect(ch)
 	c.delay.Collect(ch)
 	c.estimateError.Collect(ch)
+	c.leases.collect(ch)
 }
 
 // CircuitChanged sets rate_limit_circuit_state{store} to the breaker's new

@@ -163,8 +163,8 @@ rate_limit_redis_duration_seconds_count{operation="gcra"} 0
 	}
 	mfs := gather(t, c)
 	hist := mfs["rate_limit_redis_duration_seconds"]
-	if got := len(hist.GetMetric()); got != limiter.NumAlgorithms {
-		t.Errorf("rate_limit_redis_duration_seconds has %d series, want one per algorithm (%d)", got, limiter.NumAlgorithms)
+	if got := len(hist.GetMetric()); got != limiter.NumAlgorithms+1 {
+		t.Errorf("rate_limit_redis_duration_seconds has %d series, want one per algorithm and one for concurrency leases (%d)", got, limiter.NumAlgorithms+1)
 	}
 	h := find(t, mfs, "rate_limit_redis_duration_seconds", map[string]string{"operation": "gcra"}).GetHistogram()
 	var bounds []float64

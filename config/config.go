@@ -656,7 +656,7 @@ type Reserve struct {
 // a bucket of Burst (default Rate) refilled at Rate per Period.
 type Limit struct {
 	// Algorithm is one of fixed_window, sliding_log, sliding_window,
-	// token_bucket, leaky_bucket or gcra.
+	// token_bucket, leaky_bucket or gcra, or concurrency (limit, lease_ttl).
 	Algorithm string `koanf:"algorithm"`
 	// Rate is the requests admitted per Period; at least the class cost.
 	Rate int64 `koanf:"rate"`
@@ -677,6 +677,12 @@ type Limit struct {
 	Calendar *Calendar `koanf:"calendar"`
 	// Priority overrides the class's priority for this tier.
 	Priority string `koanf:"priority"`
+	// Limit is, for algorithm concurrency, the requests a key may have in
+	// flight at once; rate, period and burst are then not set.
+	Limit int64 `koanf:"limit"`
+	// LeaseTTL is, for algorithm concurrency, how long a lease never
+	// returned (a crashed instance) holds its slot. Default DefaultLeaseTTL.
+	LeaseTTL time.Duration `koanf:"lease_ttl"`
 }
 
 // Default returns the built-in configuration: one class, "default", that

@@ -40,6 +40,9 @@ const (
 	DefaultOverloadRetryAfter = time.Second
 )
 
+// DefaultLeaseTTL is a concurrency limit's lease_ttl when none is set.
+const DefaultLeaseTTL = limiter.DefaultLeaseTTL
+
 // Defaults returns the value of every key that has a default, typed: the
 // one place they are declared. A file, the environment and flags are laid
 // over them; `rl-exporter check --print-defaults` prints them. The keys left

@@ -259,6 +259,9 @@ func (c *Config) validateRegionModes(e *errs) []string {
 			}
 			hybrid = hybrid || m == region.ModeHybrid
 			alg := limiter.Algorithm(l.Algorithm)
+			if l.IsConcurrency() && m != region.ModeLocal {
+				e.add(lk, "class %s tier %s: region_mode %s does not support algorithm concurrency, whose leases one store holds for the fleet; use region_mode local", name, tier, m)
+			}
 			if _, err := limiter.ParseAlgorithm(l.Algorithm); err == nil && !region.Supports(m, alg) {
 				e.add(lk, "class %s tier %s: region_mode %s does not support algorithm %s; %s supports %s",
 					name, tier, m, alg, m, algorithmList(region.Algorithms(m)))

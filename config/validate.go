@@ -1,6 +1,7 @@
 package config
 
 import (
+	"cmp"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -10,6 +11,7 @@ import (
 	"net/netip"
 	"net/url"
 	"os"
+	"sort"
 	"strings"
 	"time"
 
@@ -600,6 +602,12 @@ func (c *Config) validateClasses(e *errs) {
 			for _, err := range l.Calendar.problems() {
 				e.add(lk+"."+strings.SplitN(err.Error(), ":", 2)[0], "%s", strings.TrimSpace(strings.SplitN(err.Error(), ":", 2)[1]))
 			}
+			if l.IsConcurrency() || l.Limit != 0 || l.LeaseTTL != 0 {
+				for _, p := range leaseProblems(l) {
+					e.add(lk+"."+p[0], "%s", p[1])
+				}
+				continue
+			}
 			if cl.CostFrom != nil {
 				if a, err := limiter.ParseAlgorithm(l.Algorithm); err == nil && !limiter.SupportsReservations(a) {
 					e.add(lk+".algorithm", "%s cannot give back or take the difference of a reservation, which cost_from needs", a)
@@ -665,6 +673,48 @@ func ValidateLimit(l limiter.Limit, cost int64) error {
 		}
 	}
 	return nil
+}
+
+// TierLimit is class's limit for tier: the tier's own, else the default tier's.
+func (c *Config) TierLimit(class, tier string) Limit {
+	cl := c.Classes[class]
+	if l, ok := cl.Limits[tier]; ok {
+		return l
+	}
+	return cl.Limits[c.Tiers.Default]
+}
+
+// IsConcurrency reports whether the limit is algorithm concurrency: a cap
+// on requests in flight, enforced by limiter.Leases, not limiter.Limiter.
+func (l Limit) IsConcurrency() bool { return l.Algorithm == string(limiter.Concurrency) }
+
+// Lease returns a concurrency limit as the limiter package takes it.
+func (l Limit) Lease() limiter.LeaseLimit {
+	return limiter.LeaseLimit{Limit: l.Limit, TTL: cmp.Or(l.LeaseTTL, DefaultLeaseTTL)}
+}
+
+// leaseProblems returns the {field, problem} pairs of a limit that is, or
+// means to be, algorithm concurrency.
+func leaseProblems(l Limit) [][2]string {
+	if !l.IsConcurrency() {
+		field := "limit"
+		if l.Limit == 0 {
+			field = "lease_ttl"
+		}
+		return [][2]string{{field, fmt.Sprintf("only for algorithm concurrency, not %q", l.Algorithm)}}
+	}
+	var out [][2]string
+	for field, set := range map[string]bool{"rate": l.Rate != 0, "period": l.Period != 0, "burst": l.Burst != 0, "no_delay": l.NoDelay, "align_windows": l.AlignWindows} {
+		if set {
+			out = append(out, [2]string{field, "not used by algorithm concurrency, which caps requests in flight (limit, lease_ttl)"})
+		}
+	}
+	if err := l.Lease().Validate(); err != nil {
+		field, msg, _ := strings.Cut(err.Error(), ":")
+		out = append(out, [2]string{field, strings.TrimSpace(msg)})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i][0] < out[j][0] })
+	return out
 }
 
 // Limiter returns the limit as the limiter package takes it.
@@ -750,6 +800,13 @@ func (c *Config) PolicyConfig(store limiter.Store, observer limiter.Observer) (h
 			hc.OnExpiry, _ = limiter.ParseExpiryPolicy(cl.Reserve.OnExpiry) // validated
 		}
 		for tier, l := range cl.Limits {
+			if l.IsConcurrency() {
+				if hc.Leases == nil {
+					hc.Leases = map[string]limiter.LeaseLimit{}
+				}
+				hc.Leases[tier] = l.Lease()
+				continue
+			}
 			hc.Limits[tier] = l.limit()
 		}
 		pc.Classes = append(pc.Classes, hc)

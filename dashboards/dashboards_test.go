@@ -223,6 +223,10 @@ func exportedSeries(t *testing.T) series {
 	if err := c.SetLimit("GET /x", "free", limiter.PerMinute(limiter.FixedWindow, 10)); err != nil {
 		t.Fatal(err)
 	}
+	// A concurrency limit's series start when it is set.
+	if err := c.SetLeaseLimit("GET /x", "free", limiter.LeaseLimit{Limit: 5}); err != nil {
+		t.Fatal(err)
+	}
 	// The multi-region series come from their own collector, which serve
 	// registers beside the first when region: is set; one sync round, one
 	// decision and one round trip make every series of it appear.
@@ -719,7 +723,7 @@ func TestEveryPanelWatchingAnAlertLinksToItsRunbook(t *testing.T) {
 	m := repoModel(t)
 	runbooks := []string{m.Rejection.RunbookURL, m.Latency.RunbookURL, m.FailOpen.RunbookURL, m.Availability.Template.RunbookURL,
 		m.Regions.SyncLag.RunbookURL, m.Regions.Unreachable.RunbookURL, m.CostExpired.RunbookURL, m.CostEstimate.RunbookURL,
-		m.Overload.CriticalShed.RunbookURL}
+		m.Overload.CriticalShed.RunbookURL, m.LeasesExpired.RunbookURL}
 	for path, b := range committedBoards(t) {
 		for _, p := range b.Panels {
 			if p.Type == "row" || p.Title == "Instances by version" {

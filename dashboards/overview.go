@@ -138,6 +138,12 @@ func overview(m *slo.Model, source string) (dashboard.Dashboard, error) {
 			b.WithPanel(p)
 		}
 	}
+	if o := m.LeasesExpired; o != nil {
+		row(ConcurrencyRowTitle)
+		for _, p := range leasePanels(o, q, next) {
+			b.WithPanel(p)
+		}
+	}
 
 	row("Trend")
 	b.WithPanel(weeklyRejectionPanel(m, q, next()))

@@ -46,6 +46,10 @@ type CheckRequest struct {
 	// that POST /v1/commit settles at the real cost: the answer carries its token.
 	Reserve  bool   `json:"reserve"`
 	Estimate *int64 `json:"estimate"`
+	// Lease asks a concurrency limit for a lease, answered in CheckResponse.Lease: give it back
+	// with POST ReleasePath {"lease": "<lease>"} when the request ends (unreleased, it holds its
+	// slot for the limit's lease_ttl). Required for a concurrency limit, refused for others.
+	Lease bool `json:"lease"`
 }
 
 // CheckResponse is the decision API's answer.
@@ -67,6 +71,7 @@ type CheckResponse struct {
 	Message  string `json:"message,omitempty"`  // on a 429 and a 503, as in their body
 
 	Reservation string `json:"reservation,omitempty"` // a reserve's token for POST /v1/commit
+	Lease       string `json:"lease,omitempty"`       // the lease taken for a "lease": true request
 }
 
 // CheckHandler returns the decision API: POST a CheckRequest as JSON (whatever the
@@ -78,6 +83,10 @@ type CheckResponse struct {
 func (m *Middleware) CheckHandler() http.Handler {
 	var routes endpointRoutes
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == ReleasePath && r.Method == http.MethodPost {
+			m.serveRelease(w, r)
+			return
+		}
 		if r.Method != http.MethodPost {
 			w.Header().Set("Allow", http.MethodPost)
 			writeJSON(w, "application/json", http.StatusMethodNotAllowed, RejectedBody{Error: "method_not_allowed", Message: "use POST"})
@@ -108,6 +117,10 @@ func (m *Middleware) CheckHandler() http.Handler {
 		tier := p.tier(req.PlanTier)
 		if req.PlanTier == "" {
 			tier = p.tier(p.identity.tierOf("", strings.TrimPrefix(req.Key, "user:"), ""))
+		}
+		if ls := rt.class.leasesFor(tier); ls != nil || req.Lease {
+			m.checkLease(w, r, p, rt, tier, req, ls)
+			return
 		}
 		if l, _ := rt.class.pick(tier, req.Key); l.Limit().CheckCost(cost) != nil {
 			err := l.Limit().CheckCost(cost) // the limit the client is on, live change included

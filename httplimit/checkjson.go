@@ -221,6 +221,10 @@ func appendCheckResponse(b []byte, r *CheckResponse) []byte {
 		b = append(b, `,"reservation":`...)
 		b = appendJSONString(b, r.Reservation)
 	}
+	if r.Lease != "" {
+		b = append(b, `,"lease":`...)
+		b = appendJSONString(b, r.Lease)
+	}
 	return append(b, '}')
 }
 

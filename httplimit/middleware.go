@@ -233,6 +233,10 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 		case m.cost != nil:
 			cost = m.cost(r)
 		}
+		if ls := rt.class.leasesFor(tier); ls != nil {
+			m.serveLeased(w, r, p, rt, tier, c.key, ls, next)
+			return
+		}
 		o := m.decideAsk(r.Context(), rt, tier, c.key, cost, false, reserve)
 		switch code, body := p.respond(w.Header(), &o); code {
 		case 0:

@@ -45,6 +45,9 @@ type Class struct {
 	Estimate Estimate
 	Hold     time.Duration        // how long a reservation waits to be settled; default limiter.DefaultHold
 	OnExpiry limiter.ExpiryPolicy // what an unsettled reservation's expiry does
+	// Leases is the concurrency limit per plan tier, for the tiers limited by requests in flight
+	// instead of a Limits entry (limiter.Leases; the store must be a limiter.Leaser).
+	Leases map[string]limiter.LeaseLimit
 }
 
 // newLimiter is the class's limiter of lim on tier's store; with CostFrom it must hold reservations.
@@ -145,6 +148,8 @@ type class struct {
 	timeout      time.Duration        // of a penalty store call
 	costFrom     CostFrom
 	estimate     Estimate
+	leases       map[string]*limiter.Leases // tier → concurrency limit (lease.go)
+	dfltLeases   *limiter.Leases
 }
 
 var braces = strings.NewReplacer("{", "<", "}", ">")
@@ -254,11 +259,14 @@ func (p *Policy) compileClass(cfg PolicyConfig, c Class) (*class, error) {
 		return nil, err
 	}
 	dflt, ok := c.Limits[cfg.DefaultTier]
-	if !ok {
+	if _, leased := c.Leases[cfg.DefaultTier]; !ok && !leased {
 		return nil, fmt.Errorf("policy: class %q: no limit for the default tier %q", c.Name, cfg.DefaultTier)
 	}
 	if err := cl.checkEstimate(); err != nil {
 		return nil, fmt.Errorf("policy: class %q: estimate: %w", c.Name, err)
+	}
+	if err := p.compileLeases(cl, cfg, c); err != nil {
+		return nil, err
 	}
 	newLimiter := func(tier string, lim limiter.Limit) (*limiter.Limiter, error) {
 		return c.newLimiter(cfg, tier, lim)
@@ -277,7 +285,7 @@ func (p *Policy) compileClass(cfg PolicyConfig, c Class) (*class, error) {
 	cl.dflt = cl.byTier[cfg.DefaultTier]
 	for _, tier := range p.tierNames {
 		// A tier on a store of its own cannot share the default tier's limiter, on the default's store.
-		if _, own := c.Limits[tier]; own || c.storeFor(tier, cfg.Store) == c.storeFor(cfg.DefaultTier, cfg.Store) {
+		if _, own := c.Limits[tier]; own || cl.dflt == nil || c.storeFor(tier, cfg.Store) == c.storeFor(cfg.DefaultTier, cfg.Store) {
 			continue
 		}
 		l, err := newLimiter(tier, dflt)
@@ -290,6 +298,9 @@ func (p *Policy) compileClass(cfg PolicyConfig, c Class) (*class, error) {
 	for tier, lv := range c.Live {
 		if !p.tiers[tier] {
 			return nil, fmt.Errorf("policy: class %q: live limit for unknown tier %q", c.Name, tier)
+		}
+		if cl.leasesFor(tier) != nil {
+			return nil, fmt.Errorf("policy: class %q tier %q: a live limit cannot change a concurrency limit", c.Name, tier)
 		}
 		engine := cfg.Engine()
 		engine.Store = c.storeFor(tier, cfg.Store)
@@ -356,9 +367,13 @@ func (p *Policy) tier(t string) string {
 	return p.defaultTier
 }
 
+// limiterFor returns tier's rate limiter; nil for a tier under a concurrency limit (leasesFor).
 func (c *class) limiterFor(tier string) *limiter.Limiter {
 	if l, ok := c.byTier[tier]; ok {
 		return l
+	}
+	if _, ok := c.leases[tier]; ok {
+		return nil
 	}
 	return c.dflt
 }
@@ -391,6 +406,9 @@ func (p *Policy) Limits() []EndpointLimit {
 	var out []EndpointLimit
 	for pat, c := range p.routes {
 		for _, t := range p.tierNames {
+			if c.limiterFor(t) == nil {
+				continue // a concurrency limit: Policy.LeaseLimits
+			}
 			base := c.limiterFor(t).Limit()
 			el := EndpointLimit{Endpoint: pat, Class: c.name, PlanTier: t, Limit: base, Shadow: c.shadow,
 				Configured: base, Source: SourceFile, RolloutPercent: 100}

@@ -73,6 +73,9 @@ func (m *Middleware) ResetClient(ctx context.Context, client, className string) 
 			out = append(out, ResetState{Class: c.name, Endpoint: "*", Penalty: true})
 		}
 		for _, tier := range p.tierNames {
+			if c.limiterFor(tier) == nil {
+				continue // leases in flight are given back as their requests end
+			}
 			for _, pat := range c.routes { // the default class's include CatchAll
 				rt := route{pattern: pat, class: c}
 				key := rt.key(tier, client)

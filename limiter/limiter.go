@@ -83,14 +83,9 @@ func New(cfg Config) (*Limiter, error) {
 	if err := cfg.Limit.Validate(); err != nil {
 		return nil, fmt.Errorf("limiter: limit: %w", err)
 	}
-	if cfg.FailPolicy == "" {
-		cfg.FailPolicy = FailOpen
-	}
-	if _, err := ParseFailPolicy(string(cfg.FailPolicy)); err != nil {
-		return nil, fmt.Errorf("limiter: %w", err)
-	}
-	if cfg.Timeout == 0 {
-		cfg.Timeout = DefaultTimeout
+	var err error
+	if cfg.FailPolicy, cfg.Timeout, err = engineDefaults(cfg.FailPolicy, cfg.Timeout); err != nil {
+		return nil, err
 	}
 	if cfg.Hold < 0 {
 		return nil, fmt.Errorf("limiter: hold: must be >= 0, got %s", cfg.Hold)
@@ -136,6 +131,20 @@ func New(cfg Config) (*Limiter, error) {
 		l.mem = m
 	}
 	return l, nil
+}
+
+// engineDefaults fills in the fail policy's and the timeout's defaults and checks the policy.
+func engineDefaults(fp FailPolicy, timeout time.Duration) (FailPolicy, time.Duration, error) {
+	if fp == "" {
+		fp = FailOpen
+	}
+	if _, err := ParseFailPolicy(string(fp)); err != nil {
+		return "", 0, fmt.Errorf("limiter: %w", err)
+	}
+	if timeout == 0 {
+		timeout = DefaultTimeout
+	}
+	return fp, timeout, nil
 }
 
 // Limit returns the limit enforced.

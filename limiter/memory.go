@@ -48,6 +48,7 @@ type MemoryStore struct {
 	shards   []memShard
 	// penalties is the penalty box (PenaltyStore), apart from the tables.
 	penalties memoryPenalties
+	leases    leaseTable // concurrency leases, lease_memory.go
 }
 
 func indexOf(a Algorithm) algorithmIndex {

@@ -6,4 +6,7 @@
 // LoadDir reads a directory of domain files into Rules; New builds a Service on a store; Swap
 // replaces its Rules atomically; NewServer puts a Service on a gRPC server with the standard
 // health service and reflection; a Watcher tells when a directory's files change.
+//
+// Concurrency limits (limiter.Leases) are not offered: Envoy's filter asks once per request and
+// never gives a lease back (docs/envoy.md, "Concurrency limits and Envoy").
 package rls

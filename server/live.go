@@ -132,9 +132,9 @@ func targets(cfg *config.Config) []livelimits.Target {
 	for _, name := range cfg.ClassNames() {
 		cl := cfg.Classes[name]
 		for _, tier := range cfg.Tiers.Names {
-			l, ok := cl.Limits[tier]
-			if !ok {
-				l = cl.Limits[cfg.Tiers.Default]
+			l := cfg.TierLimit(name, tier)
+			if l.IsConcurrency() {
+				continue // requests in flight, which no live change sets
 			}
 			out = append(out, livelimits.Target{Class: name, Tier: tier, Limit: l.Limiter(), Cost: cl.Cost})
 		}

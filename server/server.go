@@ -291,7 +291,7 @@ func (s *Server) mainHandler() http.Handler {
 	ops := s.cfg.MetricsListen == ""
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
-		case httplimit.CheckPath:
+		case httplimit.CheckPath, httplimit.ReleasePath:
 			if check != nil {
 				check.ServeHTTP(w, r)
 				return

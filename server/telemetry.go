@@ -108,6 +108,7 @@ func (t *Telemetry) Deps(logger *slog.Logger) Deps {
 		AdminHandlers: map[string]http.Handler{TopLimitedPath: col.TopLimitedHandler()},
 		OnPolicy: func(p *httplimit.Policy) {
 			setLabels(col, t.logger, p.Endpoints(), p.Tiers(), p.DefaultTier(), p.Limits())
+			setLeaseLabels(col, t.logger, p.LeaseLimits())
 		},
 		Logger: logger,
 	}

@@ -66,6 +66,8 @@ type Model struct {
 	// Warnings are things worth telling the operator that do not make the
 	// spec invalid, such as a burn-rate row that can never fire.
 	Warnings []string
+	// LeasesExpired alerts on concurrency leases never given back.
+	LeasesExpired *LeasesExpiredObjective
 }
 
 // Alert is what every generated alert has: when it fires and what it says.
@@ -229,6 +231,7 @@ func Compile(spec Spec, file string) (*Model, error) {
 		m.Regions = c.regions(spec, *r)
 	}
 	m.Overload = c.overload(spec)
+	m.LeasesExpired = c.leasesExpired(spec)
 	m.Routing = c.routing(spec.Routing)
 	c.cost(spec, m)
 	if len(c.errs) > 0 {

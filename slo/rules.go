@@ -102,6 +102,9 @@ func (m *Model) RuleGroups() (*rulefmt.RuleGroups, error) {
 	if o := m.Overload; o != nil && o.CriticalShed != nil {
 		groups = append(groups, m.overloadGroup(o))
 	}
+	if o := m.LeasesExpired; o != nil {
+		groups = append(groups, m.leasesGroup(o))
+	}
 	if a := m.Absent; a != nil {
 		groups = append(groups, m.absentGroup(a))
 	}

@@ -115,6 +115,10 @@ func (m *Model) RuleTests(ruleFile string) ([]NamedRuleTestFile, error) {
 		f, err := g.overload()
 		errs = append(errs, add("overload.yml", f, err))
 	}
+	if m.LeasesExpired != nil {
+		f, err := g.leasesExpired()
+		errs = append(errs, add("leases-expired.yml", f, err))
+	}
 	if m.Absent != nil {
 		f, err := g.absent()
 		errs = append(errs, add("metrics-absent.yml", f, err))
@@ -460,12 +464,10 @@ func (g *testGen) failOpen() (RuleTestFile, error) {
 
 func (g *testGen) degraded() (RuleTestFile, error) {
 	o := g.m.Degraded
-	texts, err := g.texts()
+	texts, step, total, err := g.windowed(o.Window, o.For)
 	if err != nil {
 		return RuleTestFile{}, err
 	}
-	step := windowStep(o.Window)
-	total := int((o.Window + o.For + 10*step) / step)
 	const perStep = 6 // degraded decisions per step on each instance
 	mk := func(degradedSteps int) []InputSeries {
 		var in []InputSeries

@@ -45,6 +45,8 @@ type Spec struct {
 	// Overload is the upstream's latency objective, the default target of
 	// serve's server.overload, and the alert on shed critical requests.
 	Overload OverloadSpec `koanf:"overload"`
+	// LeasesExpired is RateLimitLeasesExpiring, on concurrency leases (leases.go).
+	LeasesExpired LeasesExpiredSpec `koanf:"leases_expired"`
 }
 
 // OverloadSpec is the objective of the upstream behind serve: its responses'
@@ -294,7 +296,8 @@ func DefaultSpec() Spec {
 			GroupInterval:  "5m",
 			RepeatInterval: "4h",
 		},
-		Cost: DefaultCost(),
+		Cost:          DefaultCost(),
+		LeasesExpired: defaultLeasesExpired(),
 	}
 }
 

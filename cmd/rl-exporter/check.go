@@ -96,6 +96,7 @@ func runCheck(_ context.Context, args []string, _ environ, stdout, stderr io.Wri
 	printRegions(stdout, cfg, oneWay)
 	printCalendars(stdout, cfg, time.Now())
 	printOverload(stdout, cfg)
+	printLeases(stdout, cfg)
 	return exitOK
 }
 

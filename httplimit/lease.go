@@ -1,0 +1,378 @@
+package httplimit
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/rl-exporter/rl-exporter/decision"
+	"github.com/rl-exporter/rl-exporter/limiter"
+)
+
+// ReleasePath is where serve mounts the release of a lease the decision API gave.
+const ReleasePath = "/v1/release"
+
+// QuotaUnitConcurrent is the RateLimit-Policy quota unit ("qu") of a concurrency limit: the
+// draft's unit for requests in flight, with no window ("w") and no reset ("t").
+const QuotaUnitConcurrent = "concurrent-requests"
+
+// compileLeases makes c's concurrency limits, one limiter.Leases per tier.
+func (p *Policy) compileLeases(cl *class, cfg PolicyConfig, c Class) error {
+	for tier, lim := range c.Leases {
+		if !p.tiers[tier] {
+			return fmt.Errorf("policy: class %q: concurrency limit for unknown tier %q", c.Name, tier)
+		}
+		if _, both := c.Limits[tier]; both {
+			return fmt.Errorf("policy: class %q tier %q: both a rate limit and a concurrency limit", c.Name, tier)
+		}
+		l, err := limiter.NewLeases(limiter.LeasesConfig{Limit: lim, Store: c.storeFor(tier, cfg.Store),
+			FailPolicy: cfg.FailPolicy, Timeout: cfg.Timeout, Observer: cfg.Observer, Guard: cfg.Guard})
+		if err != nil {
+			return fmt.Errorf("policy: class %q tier %q: %w", c.Name, tier, err)
+		}
+		if cl.leases == nil {
+			cl.leases = map[string]*limiter.Leases{}
+		}
+		cl.leases[tier] = l
+	}
+	cl.dfltLeases = cl.leases[cfg.DefaultTier]
+	return nil
+}
+
+// leasesFor returns tier's concurrency limit, or nil when the tier is rate limited.
+func (c *class) leasesFor(tier string) *limiter.Leases {
+	if c.leases == nil { // a class of rate limits alone: one comparison per request
+		return nil
+	}
+	if l, ok := c.leases[tier]; ok {
+		return l
+	}
+	if _, ok := c.byTier[tier]; ok {
+		return nil
+	}
+	return c.dfltLeases
+}
+
+// EndpointLease is a concurrency limit in force on an endpoint for a tier.
+type EndpointLease struct {
+	Endpoint, Class, PlanTier string
+	Limit                     limiter.LeaseLimit
+	Shadow                    bool
+}
+
+// LeaseLimits lists every endpoint × tier under a concurrency limit, as Limits lists the rate
+// limits, sorted.
+func (p *Policy) LeaseLimits() []EndpointLease {
+	var out []EndpointLease
+	for _, pat := range p.Endpoints() {
+		c := p.routes[pat]
+		for _, t := range p.tierNames {
+			if l := c.leasesFor(t); l != nil {
+				out = append(out, EndpointLease{Endpoint: pat, Class: c.name, PlanTier: t, Limit: l.Limit(), Shadow: c.shadow})
+			}
+		}
+	}
+	return out
+}
+
+// leaseOutcome is one AcquireLease judged.
+type leaseOutcome struct {
+	lease  limiter.Lease
+	d      limiter.LeaseDecision
+	err    error
+	status limiter.Status
+}
+
+// passes reports whether the request goes on.
+func (o *leaseOutcome) passes() bool {
+	return o.status == limiter.StatusAllowed || o.status == limiter.StatusShadowRejected || o.status == limiter.StatusFailOpen
+}
+
+// acquire takes a lease for client on rt and tier and records the decision once.
+func (m *Middleware) acquire(ctx context.Context, rt route, tier, client string, ls *limiter.Leases) leaseOutcome {
+	key := rt.key(tier, client)
+	var o leaseOutcome
+	o.lease, o.d, o.err = ls.Acquire(ctx, key)
+	shadow := rt.class.shadow
+	switch f := o.d.Failure; {
+	case f == limiter.FailureCanceled:
+		o.status = limiter.StatusCanceled
+	case f == limiter.FailureOpen, f == limiter.FailureClosed && shadow:
+		o.status = limiter.StatusFailOpen
+	case f == limiter.FailureClosed:
+		o.status = limiter.StatusFailClosed
+	case o.d.Allowed:
+		o.status = limiter.StatusAllowed
+	case shadow:
+		o.status = limiter.StatusShadowRejected
+	default:
+		o.status = limiter.StatusRejected
+	}
+	if m.recorder != nil {
+		d := limiter.Decision{Allowed: o.d.Allowed, Limit: o.d.Limit, Remaining: o.d.Remaining(), RetryAfter: o.d.RetryAfter, Failure: o.d.Failure}
+		if o.d.Allowed {
+			d.Admitted = 1
+		}
+		rec := limiter.Record{Endpoint: rt.pattern, PlanTier: tier, Key: key, Status: o.status, Decision: d,
+			Limit: limiter.Limit{Algorithm: limiter.Concurrency, Rate: o.d.Limit}}
+		if o.status == limiter.StatusFailOpen || o.status == limiter.StatusFailClosed || o.d.Failure == limiter.FailureLocal {
+			rec.Err = o.err
+		}
+		m.recorder.RecordDecision(ctx, rec)
+		var taken int64
+		if o.lease.ID != "" {
+			taken = 1
+		}
+		m.recordLeases(ctx, rt.pattern, tier, taken, o.d.Expired)
+	}
+	if o.status == limiter.StatusRejected || o.status == limiter.StatusShadowRejected {
+		if m.logger.Enabled(ctx, slog.LevelDebug) {
+			m.logger.LogAttrs(ctx, slog.LevelDebug, "concurrency limited",
+				slog.String("endpoint", rt.pattern), slog.String("class", rt.class.name), slog.String("plan_tier", tier),
+				slog.String("key", key), slog.Bool("shadow", shadow), slog.Int64("in_flight", o.d.InFlight))
+		}
+	}
+	return o
+}
+
+func (m *Middleware) recordLeases(ctx context.Context, endpoint, tier string, inFlight, expired int64) {
+	if lr, ok := m.recorder.(limiter.LeaseRecorder); ok && (inFlight != 0 || expired != 0) {
+		lr.RecordLeases(ctx, endpoint, tier, inFlight, expired)
+	}
+}
+
+// release gives a lease back on a context that outlives the request: a client gone away must
+// still free its slot.
+func (m *Middleware) release(ctx context.Context, endpoint, tier string, ls *limiter.Leases, lease limiter.Lease) error {
+	if lease.ID == "" {
+		return nil
+	}
+	// Whatever the store answers, this instance no longer holds the lease; one the store
+	// failed to drop is counted expired by a later call on its key.
+	expired, err := ls.Release(context.WithoutCancel(ctx), lease)
+	m.recordLeases(ctx, endpoint, tier, -1, expired)
+	if err != nil {
+		m.logger.LogAttrs(ctx, slog.LevelDebug, "lease not released",
+			slog.String("endpoint", endpoint), slog.String("plan_tier", tier), slog.String("error", err.Error()))
+	}
+	return err
+}
+
+// writeLeaseHeaders sets what the enabled header families can honestly say of a concurrency
+// limit: the limit and the slots free now. RateLimit-Policy names the quota unit and has no
+// window, RateLimit has no reset, and the X- and legacy families leave their Reset out.
+func (p *Policy) writeLeaseHeaders(h http.Header, class string, d limiter.LeaseDecision) {
+	limit, remaining := strconv.FormatInt(d.Limit, 10), strconv.FormatInt(d.Remaining(), 10)
+	if !p.headers.OmitXRateLimit {
+		h[decision.HeaderXLimit] = []string{limit}
+		h[decision.HeaderXRemaining] = []string{remaining}
+	}
+	if !p.headers.OmitRateLimit {
+		h[decision.HeaderPolicy] = []string{`"` + class + `";q=` + limit + `;qu="` + QuotaUnitConcurrent + `"`}
+		h[decision.HeaderRateLimit] = []string{`"` + class + `";r=` + remaining}
+	}
+	if p.headers.Legacy {
+		h[decision.HeaderLegacyLimit] = []string{limit}
+		h[decision.HeaderLegacyRemaining] = []string{remaining}
+	}
+	if !d.Allowed {
+		h[decision.HeaderRetryAfter] = []string{strconv.FormatInt(leaseRetrySeconds(d), 10)}
+	}
+}
+
+func leaseRetrySeconds(d limiter.LeaseDecision) int64 {
+	return decision.RetryAfterSeconds(limiter.Decision{RetryAfter: d.RetryAfter})
+}
+
+// respondLease sets the headers answering o and returns the status and a refusal's body, as
+// respond does for a rate limit.
+func (p *Policy) respondLease(h http.Header, rt route, o *leaseOutcome) (int, RejectedBody) {
+	switch o.status {
+	case limiter.StatusCanceled:
+		return 0, RejectedBody{}
+	case limiter.StatusFailOpen:
+		return http.StatusOK, RejectedBody{}
+	case limiter.StatusFailClosed:
+		h.Set(decision.HeaderRetryAfter, "1")
+		h.Set("Cache-Control", "no-store")
+		return http.StatusServiceUnavailable, RejectedBody{
+			Error: "rate_limit_unavailable", Message: "the rate limiter cannot decide right now; retry later", RetryAfter: 1,
+		}
+	case limiter.StatusRejected:
+		p.writeLeaseHeaders(h, rt.class.name, o.d)
+		h.Set("Cache-Control", "no-store")
+		retry := leaseRetrySeconds(o.d)
+		return http.StatusTooManyRequests, RejectedBody{
+			Error:      "concurrency_limit_exceeded",
+			Message:    fmt.Sprintf("%d requests already in flight on %s; retry in %d s", o.d.InFlight, rt.pattern, retry),
+			RetryAfter: retry,
+		}
+	case limiter.StatusAllowed:
+		p.writeLeaseHeaders(h, rt.class.name, o.d)
+	}
+	return http.StatusOK, RejectedBody{}
+}
+
+// serveLeased admits r under a concurrency limit: a lease for as long as next serves it, given
+// back when next returns, which for the proxy is when the response body is done or the client
+// went away (its context cancels the upstream request).
+func (m *Middleware) serveLeased(w http.ResponseWriter, r *http.Request, p *Policy, rt route, tier, client string, ls *limiter.Leases, next http.Handler) {
+	o := m.acquire(r.Context(), rt, tier, client, ls)
+	switch code, body := p.respondLease(w.Header(), rt, &o); code {
+	case 0:
+		return
+	case http.StatusTooManyRequests:
+		p.writeLeaseRejected(w, rt, body)
+		return
+	case http.StatusServiceUnavailable:
+		writeJSON(w, "application/json", code, body)
+		return
+	}
+	defer m.release(r.Context(), rt.pattern, tier, ls, o.lease) //nolint:errcheck // logged and counted
+	next.ServeHTTP(w, r)
+}
+
+// leaseToken is what the decision API hands out for a lease: its id and its key, so that any
+// instance can release it. The id is what makes it unguessable; the key is the caller's own.
+func leaseToken(l limiter.Lease) string {
+	return l.ID + "." + base64.RawURLEncoding.EncodeToString([]byte(l.Key))
+}
+
+// parseLeaseToken is leaseToken's inverse: the lease and the class and tier its key names.
+func parseLeaseToken(tok string) (lease limiter.Lease, class, tier string, err error) {
+	id, enc, ok := strings.Cut(tok, ".")
+	key, derr := base64.RawURLEncoding.DecodeString(enc)
+	if !ok || len(id) != 32 || derr != nil || strings.Trim(id, "0123456789abcdef") != "" {
+		return lease, "", "", errors.New("lease: not a lease from this API")
+	}
+	parts := strings.SplitN(string(key), "|", 3)
+	if len(parts) != 3 {
+		return lease, "", "", errors.New("lease: not a lease from this API")
+	}
+	return limiter.Lease{ID: id, Key: string(key)}, parts[0], parts[1], nil
+}
+
+// writeLeaseRejected writes a concurrency refusal's 429 body in the configured form.
+func (p *Policy) writeLeaseRejected(w http.ResponseWriter, rt route, body RejectedBody) {
+	if !p.headers.ProblemJSON {
+		writeJSON(w, "application/json", http.StatusTooManyRequests, body)
+		return
+	}
+	writeJSON(w, "application/problem+json", http.StatusTooManyRequests, ProblemBody{
+		Type: QuotaExceededType, Title: "Request cannot be satisfied as assigned quota has been exceeded",
+		Status: http.StatusTooManyRequests, Detail: body.Message, ViolatedPolicies: []string{rt.class.name}, RetryAfter: body.RetryAfter,
+	})
+}
+
+// checkLease answers a decision API request on a concurrency limit (ls; nil when the tier is
+// rate limited, which a "lease": true request is told).
+func (m *Middleware) checkLease(w http.ResponseWriter, r *http.Request, p *Policy, rt route, tier string, req CheckRequest, ls *limiter.Leases) {
+	bad := func(status int, code, msg string) {
+		writeJSON(w, "application/json", status, RejectedBody{Error: code, Message: msg})
+	}
+	switch {
+	case ls == nil:
+		bad(http.StatusBadRequest, "bad_request", fmt.Sprintf("lease: class %s tier %s has a rate limit, not a concurrency limit", rt.class.name, tier))
+		return
+	case req.DryRun:
+		bad(http.StatusNotImplemented, "not_implemented", "dry_run: a concurrency limit takes a lease or refuses; it cannot be peeked")
+		return
+	case !req.Lease:
+		bad(http.StatusBadRequest, "bad_request", fmt.Sprintf(`lease: class %s tier %s is a concurrency limit: ask with "lease": true and give the lease back with POST %s`, rt.class.name, tier, ReleasePath))
+		return
+	}
+	o := m.acquire(r.Context(), rt, tier, req.Key, ls)
+	code, body := p.respondLease(w.Header(), rt, &o)
+	if code == 0 {
+		return
+	}
+	resp := &CheckResponse{
+		Allowed: o.passes(), Status: o.status, Endpoint: rt.pattern, Class: rt.class.name, PlanTier: tier,
+		Limit: o.d.Limit, Remaining: o.d.Remaining(), RetryAfter: body.RetryAfter,
+		Degraded: o.d.Failure == limiter.FailureLocal, Error: body.Error, Message: body.Message,
+	}
+	if o.lease.ID != "" {
+		resp.Lease = leaseToken(o.lease)
+	}
+	writeCheckResponse(w, code, resp)
+}
+
+// ReleaseRequest is the body of POST ReleasePath.
+type ReleaseRequest struct {
+	Lease string `json:"lease"` // CheckResponse.Lease
+}
+
+// ReleaseResponse is the answer to a release: 200 when the lease was held, 404 (Error
+// "lease_unknown") when it was released already or expired, 503 when the store failed (the lease
+// then expires at its TTL).
+type ReleaseResponse struct {
+	Released bool   `json:"released"`
+	Error    string `json:"error,omitempty"`
+	Message  string `json:"message,omitempty"`
+}
+
+func (m *Middleware) serveRelease(w http.ResponseWriter, r *http.Request) {
+	var req ReleaseRequest
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, MaxCheckBody))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		writeJSON(w, "application/json", http.StatusBadRequest, RejectedBody{Error: "bad_request", Message: "body is not a JSON release request: " + err.Error()})
+		return
+	}
+	lease, className, tier, err := parseLeaseToken(req.Lease)
+	if err != nil {
+		writeJSON(w, "application/json", http.StatusBadRequest, RejectedBody{Error: "bad_request", Message: err.Error()})
+		return
+	}
+	p := m.policy.Load()
+	var ls *limiter.Leases
+	var endpoint string
+	for _, c := range p.classes {
+		if c.name == className && p.tiers[tier] {
+			ls = c.leasesFor(tier)
+			if len(c.routes) > 0 {
+				endpoint = c.routes[0]
+			}
+		}
+	}
+	if ls == nil {
+		writeJSON(w, "application/json", http.StatusNotFound, ReleaseResponse{Error: "lease_unknown",
+			Message: fmt.Sprintf("class %s tier %s has no concurrency limit in force", className, tier)})
+		return
+	}
+	if ep := leaseEndpoint(lease.Key, p, className); ep != "" {
+		endpoint = ep
+	}
+	err = m.release(r.Context(), endpoint, tier, ls, lease)
+	switch {
+	case errors.Is(err, limiter.ErrLeaseUnknown):
+		writeJSON(w, "application/json", http.StatusNotFound, ReleaseResponse{Error: "lease_unknown", Message: limiter.ErrLeaseUnknown.Error()})
+	case err != nil:
+		w.Header().Set(decision.HeaderRetryAfter, "1")
+		writeJSON(w, "application/json", http.StatusServiceUnavailable, ReleaseResponse{Error: "rate_limit_unavailable",
+			Message: "the store cannot release the lease right now; it expires at its lease_ttl"})
+	default:
+		writeJSON(w, "application/json", http.StatusOK, ReleaseResponse{Released: true})
+	}
+}
+
+// leaseEndpoint is the route a lease's key names (the metric label of its release), "" when
+// the class is shared or the route is gone.
+func leaseEndpoint(key string, p *Policy, className string) string {
+	parts := strings.SplitN(key, "|", 4)
+	if len(parts) != 4 {
+		return ""
+	}
+	for pat, c := range p.routes {
+		if c.name == className && c.keyEndpoints[pat] == parts[2] {
+			return pat
+		}
+	}
+	return ""
+}

@@ -1,0 +1,18 @@
+package server
+
+import (
+	"log/slog"
+
+	"github.com/rl-exporter/rl-exporter/collector"
+	"github.com/rl-exporter/rl-exporter/httplimit"
+)
+
+// setLeaseLabels tells the collector the concurrency limits in force, after setLabels.
+func setLeaseLabels(col *collector.Collector, logger *slog.Logger, leases []httplimit.EndpointLease) {
+	for _, l := range leases {
+		if err := col.SetLeaseLimit(l.Endpoint, l.PlanTier, l.Limit); err != nil {
+			logger.Warn("metrics: concurrency limit in force", slog.String("endpoint", l.Endpoint),
+				slog.String("plan_tier", l.PlanTier), slog.String("error", err.Error()))
+		}
+	}
+}
