@@ -484,8 +484,10 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	c.mu.Lock()
 	limits := make([]prometheus.Metric, 0, 2*len(c.limits))
 	for k, v := range c.limits {
-		limits = append(limits, prometheus.MustNewConstMetric(c.limitDesc, prometheus.GaugeValue, v.quota, k.endpoint, k.tier, v.algorithm),
-			prometheus.MustNewConstMetric(c.quotaDesc, prometheus.GaugeValue, v.quota, k.endpoint, k.tier))
+		limits = append(limits, prometheus.MustNewConstMetric(c.limitDesc, prometheus.GaugeValue, v.quota, k.endpoint, k.tier, v.algorithm))
+		if v.algorithm != string(limiter.Concurrency) { // requests in flight are no quota per window
+			limits = append(limits, prometheus.MustNewConstMetric(c.quotaDesc, prometheus.GaugeValue, v.quota, k.endpoint, k.tier))
+		}
 	}
 	c.mu.Unlock()
 	for _, m := range limits {

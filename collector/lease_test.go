@@ -23,6 +23,11 @@ func TestLeasesInFlightAndExpiredAreCountedPerEndpointAndTier(t *testing.T) {
 	if lim.GetGauge().GetValue() != 5 || labelsOf(lim)["algorithm"] != "concurrency" {
 		t.Fatalf("rate_limit_limit %v", lim)
 	}
+	for _, m := range mfs["rate_limit_quota"].GetMetric() {
+		if labelsOf(m)["endpoint"] == "/jobs" {
+			t.Fatalf("a concurrency limit is exported as a quota per window: %v", m)
+		}
+	}
 	ctx := context.Background()
 	c.RecordLeases(ctx, "/jobs", "free", 1, 0)
 	c.RecordLeases(ctx, "/jobs", "free", 1, 2)
