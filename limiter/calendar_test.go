@@ -251,3 +251,30 @@ func TestCalendarWindowOfAnotherCalendarIsNotCarriedOver(t *testing.T) {
 		t.Fatalf("the day's first request: %+v, %v; want allowed, 1 left, reset at midnight", d, err)
 	}
 }
+
+// A reservation on a calendar limit is refunded into the calendar window
+// it was charged in, and its excess is taken from the window of now.
+func TestCalendarReservationsSettleInTheirWindowOnTheMemoryStore(t *testing.T) {
+	ctx := context.Background()
+	l, err := limiter.New(limiter.Config{Limit: limiter.PerCalendar(100, &limiter.Calendar{Unit: limiter.Month}), Store: limiter.NewMemoryStore(limiter.MemoryConfig{})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, d, err := l.Reserve(ctx, "k", 50)
+	if err != nil || !d.Allowed {
+		t.Fatalf("reserve: %+v, %v", d, err)
+	}
+	if _, err := l.Commit(ctx, r, 10); err != nil {
+		t.Fatal(err)
+	}
+	if p, _ := l.PeekN(ctx, "k", 1); p.Remaining != 90 {
+		t.Fatalf("after a reservation of 50 settled at 10: remaining %d, want 90", p.Remaining)
+	}
+	r, _, _ = l.Reserve(ctx, "k", 10)
+	if _, err := l.Commit(ctx, r, 30); err != nil {
+		t.Fatal(err)
+	}
+	if p, _ := l.PeekN(ctx, "k", 1); p.Remaining != 60 {
+		t.Fatalf("after a reservation of 10 settled at 30: remaining %d, want 60", p.Remaining)
+	}
+}

@@ -170,3 +170,39 @@ func TestCalendarOnTheStore(t *testing.T) {
 		return
 	}
 }
+
+// A reservation on a calendar limit is refunded into the calendar window
+// it was charged in, and its excess is taken from the window of now.
+func TestCalendarReservationsSettleInTheirWindow(t *testing.T) {
+	_, store := singleStore(t)
+	ctx := context.Background()
+	for _, alg := range []struct {
+		name string
+		cal  *limiter.Calendar
+	}{{"day", &limiter.Calendar{Unit: limiter.Day, Location: loadZone(t, "Asia/Tokyo")}}, {"month", &limiter.Calendar{Unit: limiter.Month}}} {
+		t.Run(alg.name, func(t *testing.T) {
+			l, err := limiter.New(limiter.Config{Limit: limiter.PerCalendar(100, alg.cal), Store: store, FailPolicy: limiter.FailClosed})
+			if err != nil {
+				t.Fatal(err)
+			}
+			key := "calendar-reserve:" + alg.name
+			r, d, err := l.Reserve(ctx, key, 50)
+			if err != nil || !d.Allowed {
+				t.Fatalf("reserve: %+v, %v", d, err)
+			}
+			if _, err := l.Commit(ctx, r, 10); err != nil {
+				t.Fatal(err)
+			}
+			if p, err := l.PeekN(ctx, key, 1); err != nil || p.Remaining != 90 {
+				t.Fatalf("after a reservation of 50 settled at 10: remaining %d (%v), want 90", p.Remaining, err)
+			}
+			r, _, _ = l.Reserve(ctx, key, 10)
+			if _, err := l.Commit(ctx, r, 30); err != nil {
+				t.Fatal(err)
+			}
+			if p, _ := l.PeekN(ctx, key, 1); p.Remaining != 60 {
+				t.Fatalf("after a reservation of 10 settled at 30: remaining %d, want 60", p.Remaining)
+			}
+		})
+	}
+}
