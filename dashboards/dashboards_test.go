@@ -216,7 +216,7 @@ type series map[string][]string
 // adds at scrape time.
 func exportedSeries(t *testing.T) series {
 	t.Helper()
-	c, err := collector.New(collector.Config{Endpoints: []string{"GET /x"}, Tiers: []string{"free"}})
+	c, err := collector.New(collector.Config{Endpoints: []string{"GET /x", "GET /jobs"}, Tiers: []string{"free"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -224,7 +224,7 @@ func exportedSeries(t *testing.T) series {
 		t.Fatal(err)
 	}
 	// A concurrency limit's series start when it is set.
-	if err := c.SetLeaseLimit("GET /x", "free", limiter.LeaseLimit{Limit: 5}); err != nil {
+	if err := c.SetLeaseLimit("GET /jobs", "free", limiter.LeaseLimit{Limit: 5}); err != nil {
 		t.Fatal(err)
 	}
 	// The multi-region series come from their own collector, which serve
