@@ -5,6 +5,7 @@
 // Reserved paths on the main listener (never proxied):
 //
 //	POST /v1/check  the decision API, for Config.CheckAPI's peers (proxied when disabled)
+//	/v1/auth[/…]    forward-auth for nginx, Caddy, Traefik and Envoy, for the same peers
 //	/metrics        Prometheus metrics     } on their own listener
 //	/healthz        the process is up      } when MetricsListen is set
 //	/readyz         decisions can be made  }
@@ -26,6 +27,7 @@ import (
 	"net/http/httputil"
 	"net/netip"
 	"net/url"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -261,10 +263,11 @@ func (s *Server) Middleware() *httplimit.Middleware { return s.cfg.Middleware }
 // mainHandler dispatches the reserved paths exactly (no path cleaning, so
 // the upstream sees the path the client sent) and proxies the rest.
 func (s *Server) mainHandler() http.Handler {
-	check := s.checkHandler()
+	check := s.checkHandler(s.cfg.Middleware.CheckHandler())
+	auth := s.checkHandler(s.cfg.Middleware.AuthHandler())
 	notFound := "no upstream is configured"
 	if check != nil {
-		notFound += "; only " + httplimit.CheckPath + " is served"
+		notFound += "; only " + httplimit.CheckPath + " and " + httplimit.AuthPath + " are served"
 	}
 	var rest http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", notFound)
@@ -281,22 +284,31 @@ func (s *Server) mainHandler() http.Handler {
 				check.ServeHTTP(w, r)
 				return
 			}
+		case httplimit.AuthPath:
+			if auth != nil {
+				auth.ServeHTTP(w, r)
+				return
+			}
 		case MetricsPath, HealthPath, ReadyPath:
 			if ops {
 				s.opsHandler().ServeHTTP(w, r)
 				return
 			}
 		}
+		if auth != nil && len(r.URL.Path) > len(httplimit.AuthPath) && strings.HasPrefix(r.URL.Path, httplimit.AuthPath+"/") {
+			auth.ServeHTTP(w, r) // Envoy's ext_authz: the original path under path_prefix
+			return
+		}
 		limited.ServeHTTP(w, r)
 	})
 }
 
-// checkHandler is the decision API behind its peer check; nil when disabled.
-func (s *Server) checkHandler() http.Handler {
+// checkHandler is api, the decision API or forward-auth, behind the decision API's peer
+// check and tokens; nil when disabled.
+func (s *Server) checkHandler(api http.Handler) http.Handler {
 	if s.cfg.CheckAPI.Disabled {
 		return nil
 	}
-	var api http.Handler = s.cfg.Middleware.CheckHandler()
 	if s.checkGuard != nil {
 		api = s.checkGuard.ReadOnly(api)
 	}
@@ -318,7 +330,7 @@ func (s *Server) checkHandler() http.Handler {
 		}
 		s.logger.LogAttrs(r.Context(), slog.LevelDebug, "decision API refused a peer", slog.String("peer", who))
 		writeError(w, http.StatusForbidden, "peer_not_allowed",
-			fmt.Sprintf("%s answers only the peers in server.check_api.allowed_peers; %s is not one of them", httplimit.CheckPath, who))
+			fmt.Sprintf("%s answers only the peers in server.check_api.allowed_peers; %s is not one of them", r.URL.Path, who))
 	})
 }
 
