@@ -240,23 +240,37 @@ func sixRequests(t *testing.T, base string, up *api) {
 	}
 }
 
-func TestNginxAuthRequestLimitsEachClientBehindIt(t *testing.T) {
-	nginx := gateway(t, "nginx")
+// behindGateway starts serve on examples/forward-auth.yaml and the API,
+// writes the gateway's example with their addresses and the gateway's own
+// (listenOld replaced by listenNew of it), runs the gateway with run and
+// waits until it listens; it returns the gateway's URL and the API.
+func behindGateway(t *testing.T, example, listenOld string, listenNew func(addr string) string, run func(dir, conf string)) (string, *api) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	dir := t.TempDir()
 	rl := startForwardAuth(ctx, t, dir)
 	up := newAPI(t)
 	listen := freeAddr(t)
-	site := fromExample(t, "../examples/nginx-auth-request.conf", dir,
-		exampleRL, rl, exampleAPI, strings.TrimPrefix(up.URL, "http://"), "listen 8080;", "listen "+listen+";")
-	// The http {} block around the example, with every path in the test's directory.
-	conf := filepath.Join(dir, "nginx.conf")
-	writeFile(t, conf, fmt.Sprintf(`daemon off;
+	conf := fromExample(t, example, dir, exampleRL, rl, exampleAPI, strings.TrimPrefix(up.URL, "http://"), listenOld, listenNew(listen))
+	run(dir, conf)
+	waitListening(ctx, t, listen)
+	return "http://" + listen, up
+}
+
+func TestNginxAuthRequestLimitsEachClientBehindIt(t *testing.T) {
+	nginx := gateway(t, "nginx")
+	var errLog string
+	base, up := behindGateway(t, "../examples/nginx-auth-request.conf", "listen 8080;", func(a string) string { return "listen " + a + ";" },
+		func(dir, site string) {
+			// The http {} block around the example, with every path in the test's directory.
+			conf := filepath.Join(dir, "nginx.conf")
+			errLog = filepath.Join(dir, "nginx-error.log")
+			writeFile(t, conf, fmt.Sprintf(`daemon off;
 user root;
 worker_processes 1;
 pid %[1]s/nginx.pid;
-error_log %[1]s/nginx-error.log warn;
+error_log %[3]s warn;
 events { worker_connections 64; }
 http {
   access_log off;
@@ -267,11 +281,10 @@ http {
   scgi_temp_path %[1]s/scgi;
   include %[2]s;
 }
-`, dir, site))
-	errLog := filepath.Join(dir, "nginx-error.log")
-	start(t, dir, "nginx", nginx, "-p", dir, "-e", errLog, "-c", conf)
-	waitListening(ctx, t, listen)
-	sixRequests(t, "http://"+listen, up)
+`, dir, site, errLog))
+			start(t, dir, "nginx", nginx, "-p", dir, "-e", errLog, "-c", conf)
+		})
+	sixRequests(t, base, up)
 	if b, _ := os.ReadFile(errLog); strings.Contains(string(b), "auth request unexpected status") {
 		t.Errorf("nginx logged refusals as errors:\n%s", b)
 	}
@@ -279,19 +292,13 @@ http {
 
 func TestCaddyForwardAuthLimitsEachClientBehindIt(t *testing.T) {
 	caddy := gateway(t, "caddy")
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	dir := t.TempDir()
-	rl := startForwardAuth(ctx, t, dir)
-	up := newAPI(t)
-	listen := freeAddr(t)
-	conf := fromExample(t, "../examples/Caddyfile.forward-auth", dir,
-		exampleRL, rl, exampleAPI, strings.TrimPrefix(up.URL, "http://"), "http://:8080", "http://"+listen)
-	// Caddy keeps its state under $HOME and the XDG directories.
-	startEnv(t, dir, "caddy", []string{"HOME=" + dir, "XDG_DATA_HOME=" + dir, "XDG_CONFIG_HOME=" + dir},
-		caddy, "run", "--config", conf, "--adapter", "caddyfile")
-	waitListening(ctx, t, listen)
-	sixRequests(t, "http://"+listen, up)
+	base, up := behindGateway(t, "../examples/Caddyfile.forward-auth", "http://:8080", func(a string) string { return "http://" + a },
+		func(dir, conf string) {
+			// Caddy keeps its state under $HOME and the XDG directories.
+			startEnv(t, dir, "caddy", []string{"HOME=" + dir, "XDG_DATA_HOME=" + dir, "XDG_CONFIG_HOME=" + dir},
+				caddy, "run", "--config", conf, "--adapter", "caddyfile")
+		})
+	sixRequests(t, base, up)
 }
 
 // waitListening waits until something accepts on addr.

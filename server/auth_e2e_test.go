@@ -2,7 +2,6 @@ package server_test
 
 import (
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -11,20 +10,7 @@ import (
 // getAuth sends one forward-auth request from c, as a gateway would.
 func getAuth(t *testing.T, c *http.Client, url string, hdr map[string]string) (int, http.Header, string) {
 	t.Helper()
-	req, err := http.NewRequest("GET", url, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for k, v := range hdr {
-		req.Header.Set(k, v)
-	}
-	resp, err := c.Do(req)
-	if err != nil {
-		t.Fatalf("GET %s: %v", url, err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, resp.Header, string(b)
+	return sendFrom(t, c, "GET", url, "", hdr)
 }
 
 func TestForwardAuthIsServedToTheDecisionAPIsPeersAndNeverProxied(t *testing.T) {
