@@ -154,12 +154,16 @@ func originalRequest(r *http.Request, pr *probe) error {
 		}
 		pr.req.Method = strings.ToUpper(method)
 	}
+	pr.req.URL = &pr.url
+	if path, _, _ := strings.Cut(uri, "?"); plainPath(path) {
+		pr.url = url.URL{Path: path} // most paths: no parse, no allocation
+		return nil
+	}
 	u, err := url.ParseRequestURI(uri)
 	if err != nil || !strings.HasPrefix(u.Path, "/") {
 		return fmt.Errorf("%s %q: want the request's path, such as /orders/42?page=2", uriHeader, uri)
 	}
 	pr.url = url.URL{Path: u.Path, RawPath: u.RawPath}
-	pr.req.URL = &pr.url
 	return nil
 }
 

@@ -115,6 +115,9 @@ func TestForwardAuthMatchesTheOriginalHostAndMethod(t *testing.T) {
 	if got := auth(h, "GET", AuthPath, map[string]string{"X-Original-URI": "/orders/42", "X-Original-Method": "POST"}).Header().Get("X-RateLimit-Limit"); got != "100" {
 		t.Errorf("POST /orders/42: limit %q, want the default class's 100 (the orders route is GET)", got)
 	}
+	if got := auth(h, "GET", AuthPath, map[string]string{"X-Forwarded-Uri": "/orders/4%32?q=%20"}).Header().Get("X-RateLimit-Limit"); got != "2" {
+		t.Errorf("an escaped /orders/4%%32: limit %q, want the orders class's 2", got)
+	}
 	if got := auth(h, "POST", AuthPath+"/orders/42", nil).Header().Get("X-RateLimit-Limit"); got != "100" {
 		t.Errorf("Envoy POST /orders/42: limit %q, want 100", got)
 	}
