@@ -199,8 +199,8 @@ func countdown(t *testing.T, clients []string, do func(client string, i int) ans
 		t.Fatalf("request 6 of %s: status %d %q; want 429 with the JSON body", client, a.code, a.body)
 	}
 	retry, err := strconv.Atoi(a.hdr.Get("Retry-After"))
-	if err != nil || retry < 1 || int64(retry) != body.RetryAfter || a.hdr.Get("RateLimit") == "" || a.hdr.Get("X-RateLimit-Remaining") != "0" {
-		t.Errorf("429 headers %v: want Retry-After ≥ 1 (the body's %d), RateLimit and X-RateLimit-Remaining: 0", a.hdr, body.RetryAfter)
+	if err != nil || retry < 1 || int64(retry) != body.RetryAfter || a.hdr.Get("RateLimit") == "" || a.hdr.Get("X-RateLimit-Remaining") != "0" || a.hdr.Get("Cache-Control") != "no-store" {
+		t.Errorf("429 headers %v: want Retry-After ≥ 1 (the body's %d), RateLimit, X-RateLimit-Remaining: 0 and Cache-Control: no-store", a.hdr, body.RetryAfter)
 	}
 	return client
 }
