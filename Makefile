@@ -4,7 +4,7 @@ BIN      ?= bin/rl-exporter
 VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 REVISION ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 LDFLAGS  := -s -w -X main.version=$(VERSION) -X main.revision=$(REVISION)
-TEST_DEPS := redis-server redis-cli promtool amtool prometheus prometheus-alertmanager
+TEST_DEPS := redis-server redis-cli promtool amtool prometheus prometheus-alertmanager nginx caddy
 
 .PHONY: help build test deps bench lint compare run
 help: ## list the targets
@@ -23,7 +23,7 @@ run: build ## start serve (memory store, examples/demo.yaml) in front of a demo 
 	trap 'kill $$up 2>/dev/null' EXIT INT TERM; \
 	$(BIN) serve --config examples/demo.yaml
 
-deps: ## install the programs the tests run (redis-server, promtool, amtool, prometheus, alertmanager) when missing
+deps: ## install the programs the tests run (redis-server, promtool, amtool, prometheus, alertmanager, nginx, caddy) when missing
 	@./scripts/ensure-deps.sh $(TEST_DEPS)
 
 # The goal tests (files tagged !race) hold latencies and overshoots to

@@ -209,10 +209,12 @@ type UpstreamTransport struct {
 
 // CheckAPI configures the decision API, POST /v1/check. The API believes the
 // key and plan tier in the body, so only the backend services that decide
-// for their clients may reach it, never those clients.
+// for their clients may reach it, never those clients. The forward-auth
+// endpoint, /v1/auth, which believes forwarded headers, answers the same
+// peers with the same tokens.
 type CheckAPI struct {
-	// Enabled serves the decision API on the main listener. False: the
-	// path is proxied to the upstream like any other. Default true.
+	// Enabled serves the decision API and /v1/auth on the main listener.
+	// False: the paths are proxied to the upstream like any other. Default true.
 	Enabled bool `koanf:"enabled"`
 	// AllowedPeers are the CIDRs (or single addresses) of the direct peers
 	// allowed to call it; any other peer gets 403. Forwarded headers are

@@ -4,5 +4,8 @@
 // spec, Alertmanager 0.25 routing with the generated configuration to a
 // webhook sink. The tests assert what on-call would receive. They need the
 // Debian packages redis-server, prometheus and prometheus-alertmanager
-// (`make deps` installs them).
+// (`make deps` installs them). The gateway tests run nginx (auth_request)
+// and Caddy (forward_auth) with the example configurations in front of
+// serve's /v1/auth, and send it the requests Traefik's ForwardAuth and
+// Envoy's ext_authz send; they need the Debian packages nginx and caddy.
 package e2e

@@ -261,6 +261,12 @@ func freeAddr(t *testing.T) string {
 // shown when the test fails.
 func start(t *testing.T, dir, name, bin string, args ...string) {
 	t.Helper()
+	startEnv(t, dir, name, nil, bin, args...)
+}
+
+// startEnv is start with env added to the test's environment.
+func startEnv(t *testing.T, dir, name string, env []string, bin string, args ...string) {
+	t.Helper()
 	logPath := filepath.Join(dir, name+".log")
 	logFile, err := os.Create(logPath)
 	if err != nil {
@@ -268,6 +274,9 @@ func start(t *testing.T, dir, name, bin string, args ...string) {
 	}
 	cmd := exec.Command(bin, args...)
 	cmd.Dir = dir
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.SysProcAttr = sysProcAttr()
 	if err := cmd.Start(); err != nil {

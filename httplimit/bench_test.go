@@ -16,6 +16,7 @@ import (
 const (
 	middlewareAllocBudget = 6
 	checkAllocBudget      = 12
+	authAllocBudget       = 6
 )
 
 // discardWriter is a ResponseWriter that keeps only its header map, cleared
@@ -85,6 +86,37 @@ func BenchmarkMiddleware(b *testing.B) {
 		}
 		checkBudget(b, checkAllocBudget, serve)
 	})
+}
+
+func BenchmarkAuthHandler(b *testing.B) {
+	m := benchPolicy(b)
+	h := m.AuthHandler()
+	w := &discardWriter{h: http.Header{}}
+	for name, r := range map[string]*http.Request{
+		"nginx": func() *http.Request {
+			r, _ := http.NewRequest(http.MethodGet, "http://bench"+AuthPath, nil)
+			r.Header.Set("X-Original-URI", "/api/v1/orders/42?page=2")
+			r.Header.Set("X-Original-Method", "GET")
+			return r
+		}(),
+		"envoy": func() *http.Request {
+			r, _ := http.NewRequest(http.MethodGet, "http://bench"+AuthPath+"/api/v1/orders/42", nil)
+			return r
+		}(),
+	} {
+		r.RemoteAddr = "10.1.2.3:40000"
+		b.Run(name, func(b *testing.B) {
+			serve := func() { clear(w.h); h.ServeHTTP(w, r) }
+			b.ReportAllocs()
+			for b.Loop() {
+				serve()
+			}
+			if w.h.Get("X-RateLimit-Limit") != "100000000" {
+				b.Fatalf("headers %v: not decided on the orders class", w.h)
+			}
+			checkBudget(b, authAllocBudget, serve)
+		})
+	}
 }
 
 type readCloser struct{ *strings.Reader }

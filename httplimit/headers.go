@@ -58,18 +58,23 @@ type ProblemBody struct {
 
 // writeRejected writes the 429 body in the configured form; respond has set the headers.
 func writeRejected(hc HeaderConfig, w http.ResponseWriter, f decision.Fields, body RejectedBody) {
+	writeRejectedStatus(hc, w, http.StatusTooManyRequests, f, body)
+}
+
+// writeRejectedStatus is writeRejected with another status (the forward-auth's 401 or 403).
+func writeRejectedStatus(hc HeaderConfig, w http.ResponseWriter, code int, f decision.Fields, body RejectedBody) {
 	if hc.ProblemJSON {
-		writeJSON(w, "application/problem+json", http.StatusTooManyRequests, ProblemBody{
+		writeJSON(w, "application/problem+json", code, ProblemBody{
 			Type:             QuotaExceededType,
 			Title:            "Request cannot be satisfied as assigned quota has been exceeded",
-			Status:           http.StatusTooManyRequests,
+			Status:           code,
 			Detail:           body.Message,
 			ViolatedPolicies: []string{f.Policy()},
 			RetryAfter:       body.RetryAfter,
 		})
 		return
 	}
-	writeJSON(w, "application/json", http.StatusTooManyRequests, body)
+	writeJSON(w, "application/json", code, body)
 }
 
 func writeJSON(w http.ResponseWriter, contentType string, status int, v any) {

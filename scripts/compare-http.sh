@@ -9,8 +9,10 @@
 # each in interleaved rounds and prints, per path, the median requests/s,
 # p99 and CPU per request of the server (utime + stime from /proc/PID/stat,
 # nginx's workers included, over the run, divided by the requests served),
-# with the ratio to nginx; and POST /v1/check (memory and Redis) against the
-# bare upstream answering the same POST.
+# with the ratio to nginx; nginx with auth_request asking serve's /v1/auth
+# (examples/nginx-auth-request.conf, the CPU of nginx and serve together);
+# and POST /v1/check (memory and Redis) against the bare upstream answering
+# the same POST.
 #
 # Environment: BIN (rl-exporter binary, default bin/rl-exporter),
 # BASELINE_BIN (another rl-exporter binary, such as a previous release,
@@ -117,7 +119,12 @@ if [ -n "${BASELINE_BIN:-}" ]; then
 fi
 
 pick_port nginx_port
+pick_port auth_port
 mkdir -p "$dir/nginx/logs"
+# The documented forward-auth configuration, on this run's ports, asking
+# the memory serve (whose limit no run reaches) about every request.
+sed -e "s/127.0.0.1:8480/127.0.0.1:$mem_port/; s/127.0.0.1:8481/127.0.0.1:$up_port/; s/listen 8080;/listen 127.0.0.1:$auth_port;/" \
+  "$here/../examples/nginx-auth-request.conf" >"$dir/nginx/auth-request.conf"
 cat >"$dir/nginx/nginx.conf" <<EOF
 daemon off;
 worker_processes auto;
@@ -142,12 +149,13 @@ http {
       proxy_set_header Connection "";
     }
   }
+  include $dir/nginx/auth-request.conf;
 }
 EOF
 "$NGINX" -p "$dir/nginx" -e "$dir/nginx/logs/error.log" -c "$dir/nginx/nginx.conf" &
 nginx_pid=$!; pids+=("$nginx_pid")
 
-for p in "$up_port" "$mem_port" "$redis_serve_port" "$nginx_port" ${base_mem_port:-} ${base_redis_port:-}; do wait_port "$p"; done
+for p in "$up_port" "$mem_port" "$redis_serve_port" "$nginx_port" "$auth_port" ${base_mem_port:-} ${base_redis_port:-}; do wait_port "$p"; done
 
 cat >"$dir/check.lua" <<'EOF'
 wrk.method = "POST"
@@ -160,6 +168,7 @@ EOF
 targets=(
   "upstream alone|http://127.0.0.1:$up_port/api/v1/orders/42||$up_pid|"
   "nginx limit_req|http://127.0.0.1:$nginx_port/api/v1/orders/42||$nginx_pid|"
+  "nginx auth_request to serve|http://127.0.0.1:$auth_port/api/v1/orders/42||$nginx_pid $mem_pid|"
   "serve memory|http://127.0.0.1:$mem_port/api/v1/orders/42||$mem_pid|"
   "serve redis|http://127.0.0.1:$redis_serve_port/api/v1/orders/42||$redis_pid|$redis_server_pid"
   "check upstream alone|http://127.0.0.1:$up_port/v1/check|$dir/check.lua|$up_pid|"
@@ -175,11 +184,11 @@ if [ -n "${BASELINE_BIN:-}" ]; then
   )
 fi
 
-# cpu_ticks prints utime + stime of $1 and of its children (nginx's
-# workers), in clock ticks.
+# cpu_ticks prints utime + stime of the processes in $1 (a list) and of
+# their children (nginx's workers), in clock ticks.
 cpu_ticks() {
-  local total=0 p f
-  for p in "$1" $(pgrep -P "$1" || true); do
+  local total=0 p f q
+  for p in $1 $(for q in $1; do pgrep -P "$q" || true; done); do
     [ -r "/proc/$p/stat" ] || continue
     # Fields after the command name, which is in parentheses: utime is
     # field 14 of the line, the 12th after ") ".
@@ -217,7 +226,7 @@ run() { # name url script pid round redis-pid
   cpu_us=$(awk -v t=$((after - before)) -v hz="$hz" -v n="$reqs" 'BEGIN { printf "%.1f", t / hz * 1e6 / n }')
   redis_us=$(awk -v t=$((rafter - rbefore)) -v hz="$hz" -v n="$reqs" 'BEGIN { printf "%.1f", t / hz * 1e6 / n }')
   echo "$1|$5|$rps|$p99|$cpu_us|${non2xx:-0}|$redis_us" >>"$dir/results"
-  printf '  round %s  %-22s %10.0f req/s  p99 %8s ms  CPU %6s µs/req%s%s\n' "$5" "$1" "$rps" "$p99" "$cpu_us" \
+  printf '  round %s  %-28s %10.0f req/s  p99 %8s ms  CPU %6s µs/req%s%s\n' "$5" "$1" "$rps" "$p99" "$cpu_us" \
     "$([ -n "$6" ] && echo " + $redis_us in Redis")" "$([ -n "$non2xx" ] && echo "  (non-2xx: $non2xx)")" >&2
 }
 
@@ -251,7 +260,7 @@ awk -F'|' '
     printf "\n| path | requests/s (median) | p99 | CPU per request in the server | ratio |\n|---|---:|---:|---:|---|\n"
     for (i = 1; i <= k; i++) {
       n = order[i]; ratio = ""
-      if (n ~ /^serve/ && ("nginx limit_req" in R)) ratio = sprintf("%.2f× nginx requests/s, p99 %.2f× nginx", R[n] / R["nginx limit_req"], P[n] / P["nginx limit_req"])
+      if ((n ~ /^serve/ || n ~ /^nginx auth_request/) && ("nginx limit_req" in R)) ratio = sprintf("%.2f× nginx requests/s, p99 %.2f× nginx", R[n] / R["nginx limit_req"], P[n] / P["nginx limit_req"])
       if (n ~ /^check (memory|redis)/ && ("check upstream alone" in R)) ratio = sprintf("%.2f× the bare upstream", R[n] / R["check upstream alone"])
       inredis = (n ~ /redis/) ? sprintf(" + %.1f µs in Redis", D[n]) : ""
       printf "| %s | %.1fk | %.2f ms | %.1f µs%s | %s |\n", n, R[n] / 1000, P[n], C[n], inredis, ratio

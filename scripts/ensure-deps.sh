@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Makes sure the programs the test suite runs are installed: redis-server and
-# redis-cli (Debian package redis-server), promtool (prometheus) and amtool
-# (prometheus-alertmanager). Installs missing ones with apt-get when it can,
+# redis-cli (Debian package redis-server), promtool (prometheus), amtool
+# (prometheus-alertmanager), and nginx and caddy (the gateways the
+# forward-auth tests run). Installs missing ones with apt-get when it can,
 # otherwise stops with one line naming what to install.
 set -euo pipefail
 
@@ -12,11 +13,15 @@ declare -A pkg_of=(
   [prometheus]=prometheus
   [amtool]=prometheus-alertmanager
   [prometheus-alertmanager]=prometheus-alertmanager
+  [nginx]=nginx
+  [caddy]=caddy
 )
 
+# nginx is installed in /usr/sbin, which a user's PATH may lack.
+found() { command -v "$1" >/dev/null 2>&1 || [ -x "/usr/sbin/$1" ]; }
 missing=()
 for bin in "$@"; do
-  command -v "$bin" >/dev/null 2>&1 || missing+=("${pkg_of[$bin]:-$bin}")
+  found "$bin" || missing+=("${pkg_of[$bin]:-$bin}")
 done
 [ ${#missing[@]} -eq 0 ] && exit 0
 
@@ -31,6 +36,13 @@ if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     for svc in prometheus prometheus-alertmanager; do
       if printf '%s\n' "${pkgs[@]}" | grep -qx "$svc"; then
         (service "$svc" stop || pkill -x "$svc" || true) >/dev/null 2>&1
+      fi
+    done
+    # nginx and caddy are stopped through their service only: a test's
+    # own nginx or caddy may be running beside the packaged one.
+    for svc in nginx caddy; do
+      if printf '%s\n' "${pkgs[@]}" | grep -qx "$svc"; then
+        (service "$svc" stop || true) >/dev/null 2>&1
       fi
     done
     exit 0

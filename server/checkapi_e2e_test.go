@@ -23,7 +23,14 @@ func fromAddr(ip string) *http.Client {
 // the headers and the body.
 func postCheck(t *testing.T, c *http.Client, url, body string, hdr map[string]string) (int, http.Header, string) {
 	t.Helper()
-	req, err := http.NewRequest("POST", url, strings.NewReader(body))
+	return sendFrom(t, c, "POST", url, body, hdr)
+}
+
+// sendFrom sends one request from c and returns the status, the headers
+// and the body.
+func sendFrom(t *testing.T, c *http.Client, method, url, body string, hdr map[string]string) (int, http.Header, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,7 +39,7 @@ func postCheck(t *testing.T, c *http.Client, url, body string, hdr map[string]st
 	}
 	resp, err := c.Do(req)
 	if err != nil {
-		t.Fatalf("POST %s: %v", url, err)
+		t.Fatalf("%s %s: %v", method, url, err)
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)

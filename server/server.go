@@ -6,6 +6,7 @@
 //
 //	POST /v1/check  the decision API, for Config.CheckAPI's peers (proxied when disabled)
 //	GET /v1/usage   a key's budgets, for the same peers
+//	/v1/auth[/…]    forward-auth for nginx, Caddy, Traefik and Envoy, for the same peers
 //	/metrics        Prometheus metrics     } on their own listener
 //	/healthz        the process is up      } when MetricsListen is set
 //	/readyz         decisions can be made  }
@@ -27,6 +28,7 @@ import (
 	"net/http/httputil"
 	"net/netip"
 	"net/url"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -274,9 +276,10 @@ func (s *Server) mainHandler() http.Handler {
 	check := s.checkHandler()
 	usage := s.peerGuarded(s.cfg.Middleware.UsageHandler(), httplimit.UsagePath)
 	commit := s.peerGuarded(s.cfg.Middleware.CommitHandler(), httplimit.CommitPath)
+	auth := s.peerGuarded(s.cfg.Middleware.AuthHandler(), httplimit.AuthPath)
 	notFound := "no upstream is configured"
 	if check != nil {
-		notFound += "; only " + httplimit.CheckPath + " is served"
+		notFound += "; only " + httplimit.CheckPath + " and " + httplimit.AuthPath + " are served"
 	}
 	var rest http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", notFound)
@@ -306,11 +309,20 @@ func (s *Server) mainHandler() http.Handler {
 				commit.ServeHTTP(w, r)
 				return
 			}
+		case httplimit.AuthPath:
+			if auth != nil {
+				auth.ServeHTTP(w, r)
+				return
+			}
 		case MetricsPath, HealthPath, ReadyPath:
 			if ops {
 				s.opsHandler().ServeHTTP(w, r)
 				return
 			}
+		}
+		if auth != nil && len(r.URL.Path) > len(httplimit.AuthPath) && strings.HasPrefix(r.URL.Path, httplimit.AuthPath+"/") {
+			auth.ServeHTTP(w, r) // Envoy's ext_authz: the original path under path_prefix
+			return
 		}
 		limited.ServeHTTP(w, r)
 	})

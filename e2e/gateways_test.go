@@ -1,0 +1,508 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	bootstrapv3 "github.com/envoyproxy/go-control-plane/envoy/config/bootstrap/v3"
+	ext_authzv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_authz/v3"
+	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3" // resolves the Router's @type
+	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
+	"go.yaml.in/yaml/v3"
+	"google.golang.org/protobuf/encoding/protojson"
+)
+
+// The example files the gateway tests run, and the addresses in them that
+// the tests replace with free ones.
+const (
+	forwardAuthConfig = "../examples/forward-auth.yaml"
+	exampleRL         = "127.0.0.1:8480" // rl-exporter serve
+	exampleAPI        = "127.0.0.1:8481" // the API behind the gateway
+)
+
+// api is the service behind a gateway: it answers 200 and remembers the
+// paths it was asked for.
+type api struct {
+	*httptest.Server
+	mu   sync.Mutex
+	seen map[string]int
+}
+
+func newAPI(t *testing.T) *api {
+	a := &api{seen: map[string]int{}}
+	a.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		a.mu.Lock()
+		a.seen[r.URL.Path]++
+		a.mu.Unlock()
+		_, _ = io.WriteString(w, "api\n")
+	}))
+	t.Cleanup(a.Close)
+	return a
+}
+
+func (a *api) count(path string) int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.seen[path]
+}
+
+// startForwardAuth runs rl-exporter serve with examples/forward-auth.yaml
+// (5 per minute per client) on a free port and returns its address.
+func startForwardAuth(ctx context.Context, t *testing.T, dir string) string {
+	t.Helper()
+	addr := freeAddr(t)
+	cfg, err := filepath.Abs(forwardAuthConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start(t, dir, "serve", binary, "serve", "--config", cfg, "--listen", addr)
+	waitHTTP(ctx, t, "http://"+addr+"/healthz")
+	return addr
+}
+
+// fromExample writes the example file to dir with each old string replaced
+// by its new one; a string the example lacks fails the test, so that the
+// example cannot drift from what is tested.
+func fromExample(t *testing.T, example, dir string, oldNew ...string) string {
+	t.Helper()
+	b, err := os.ReadFile(example)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(b)
+	for i := 0; i < len(oldNew); i += 2 {
+		if !strings.Contains(s, oldNew[i]) {
+			t.Fatalf("%s no longer contains %q, which the test replaces", example, oldNew[i])
+		}
+		s = strings.ReplaceAll(s, oldNew[i], oldNew[i+1])
+	}
+	out := filepath.Join(dir, filepath.Base(example))
+	writeFile(t, out, s)
+	return out
+}
+
+// gateway finds the gateway's program or fails in one line naming the
+// Debian package.
+func gateway(t *testing.T, name string) string {
+	t.Helper()
+	if p, err := exec.LookPath(name); err == nil {
+		return p
+	}
+	if p := "/usr/sbin/" + name; fileExists(p) {
+		return p
+	}
+	t.Fatalf("%s not found: install the Debian package %s (`make deps` installs it)", name, name)
+	return ""
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}
+
+// clientFrom is an HTTP client whose connections leave from ip, a loopback
+// address other than the gateway's: a client rl-exporter does not trust.
+func clientFrom(ip string) *http.Client {
+	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}, Timeout: 5 * time.Second}
+	return &http.Client{Transport: &http.Transport{DialContext: d.DialContext, DisableKeepAlives: true}, Timeout: 10 * time.Second}
+}
+
+// answer is one response as the client saw it.
+type answer struct {
+	code int
+	hdr  http.Header
+	body string
+}
+
+func send(t *testing.T, c *http.Client, method, url string, hdr map[string]string) answer {
+	t.Helper()
+	req, err := http.NewRequest(method, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, url, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return answer{resp.StatusCode, resp.Header, string(b)}
+}
+
+var secondsLeft = regexp.MustCompile(`;t=(\d+)`)
+
+// windowLeft is the seconds left in the window of a RateLimit header, -1
+// when it has none.
+func windowLeft(h http.Header) int {
+	m := secondsLeft.FindStringSubmatch(h.Get("RateLimit"))
+	if m == nil {
+		return -1
+	}
+	n, _ := strconv.Atoi(m[1])
+	return n
+}
+
+// countdown sends six requests of one client through do on the
+// 5-per-minute limit: five are allowed (allowed checks what else they
+// carry), the sixth is a 429 with Retry-After, the rate-limit headers and
+// the JSON body. A client whose window has under 5 s left after its first
+// request is set aside for the next of clients, so that no window ends
+// mid-test. It returns the client used.
+func countdown(t *testing.T, clients []string, do func(client string, i int) answer, allowed func(i int, a answer)) string {
+	t.Helper()
+	var client string
+	for _, cand := range clients {
+		a := do(cand, 1)
+		if a.code != http.StatusOK {
+			t.Fatalf("request 1 of %s: status %d %q, headers %v; want 200", cand, a.code, a.body, a.hdr)
+		}
+		allowed(1, a)
+		if left := windowLeft(a.hdr); left < 0 || left >= 5 {
+			client = cand
+			break
+		}
+	}
+	if client == "" {
+		t.Fatalf("the window of every client of %v was about to end", clients)
+	}
+	for i := 2; i <= 5; i++ {
+		a := do(client, i)
+		if a.code != http.StatusOK {
+			t.Fatalf("request %d of %s: status %d %q; want 200", i, client, a.code, a.body)
+		}
+		allowed(i, a)
+	}
+	a := do(client, 6)
+	var body struct {
+		Error      string `json:"error"`
+		RetryAfter int64  `json:"retry_after"`
+	}
+	if a.code != http.StatusTooManyRequests || json.Unmarshal([]byte(a.body), &body) != nil || body.Error != "rate_limit_exceeded" {
+		t.Fatalf("request 6 of %s: status %d %q; want 429 with the JSON body", client, a.code, a.body)
+	}
+	retry, err := strconv.Atoi(a.hdr.Get("Retry-After"))
+	if err != nil || retry < 1 || int64(retry) != body.RetryAfter || a.hdr.Get("RateLimit") == "" || a.hdr.Get("X-RateLimit-Remaining") != "0" || a.hdr.Get("Cache-Control") != "no-store" {
+		t.Errorf("429 headers %v: want Retry-After ≥ 1 (the body's %d), RateLimit, X-RateLimit-Remaining: 0 and Cache-Control: no-store", a.hdr, body.RetryAfter)
+	}
+	return client
+}
+
+// sixRequests runs countdown through the gateway at base from untrusted
+// loopback clients, each request with another forged X-Forwarded-For (were
+// it believed, each would be a new client): the five allowed reach the API
+// with the rate-limit headers at the client, the sixth never does, and
+// another client is not refused.
+func sixRequests(t *testing.T, base string, up *api) {
+	t.Helper()
+	forged := func(i int) map[string]string {
+		return map[string]string{"X-Forwarded-For": fmt.Sprintf("203.0.113.%d", i)}
+	}
+	path := func(client string, i int) string { return fmt.Sprintf("/api/%s/%d", client, i) }
+	ip := countdown(t, []string{"127.0.0.2", "127.0.0.3", "127.0.0.4"},
+		func(client string, i int) answer {
+			return send(t, clientFrom(client), "GET", base+path(client, i), forged(i))
+		},
+		func(i int, a answer) {
+			if a.body != "api\n" {
+				t.Errorf("request %d: body %q, want the API's", i, a.body)
+			}
+			if got := a.hdr.Get("X-RateLimit-Remaining"); got != strconv.Itoa(5-i) || a.hdr.Get("RateLimit") == "" {
+				t.Errorf("request %d: X-RateLimit-Remaining %q, RateLimit %q at the client; want %d and a value", i, got, a.hdr.Get("RateLimit"), 5-i)
+			}
+		})
+	if n := up.count(path(ip, 6)); n != 0 {
+		t.Errorf("the API saw the refused request %d times", n)
+	}
+	if n := up.count(path(ip, 5)); n != 1 {
+		t.Errorf("the API saw the fifth request %d times, want 1", n)
+	}
+	other := "127.0.0.10"
+	if a := send(t, clientFrom(other), "GET", base+path(other, 1), forged(6)); a.code != http.StatusOK {
+		t.Errorf("another client %s: status %d %q; want 200 on its own budget", other, a.code, a.body)
+	}
+}
+
+// behindGateway starts serve on examples/forward-auth.yaml and the API,
+// writes the gateway's example with their addresses and the gateway's own
+// (listenOld replaced by listenNew of it), runs the gateway with run and
+// waits until it listens; it returns the gateway's URL and the API.
+func behindGateway(t *testing.T, example, listenOld string, listenNew func(addr string) string, run func(dir, conf string)) (string, *api) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	dir := t.TempDir()
+	rl := startForwardAuth(ctx, t, dir)
+	up := newAPI(t)
+	listen := freeAddr(t)
+	conf := fromExample(t, example, dir, exampleRL, rl, exampleAPI, strings.TrimPrefix(up.URL, "http://"), listenOld, listenNew(listen))
+	run(dir, conf)
+	waitListening(ctx, t, listen)
+	return "http://" + listen, up
+}
+
+func TestNginxAuthRequestLimitsEachClientBehindIt(t *testing.T) {
+	nginx := gateway(t, "nginx")
+	var errLog string
+	base, up := behindGateway(t, "../examples/nginx-auth-request.conf", "listen 8080;", func(a string) string { return "listen " + a + ";" },
+		func(dir, site string) {
+			// The http {} block around the example, with every path in the test's directory.
+			conf := filepath.Join(dir, "nginx.conf")
+			errLog = filepath.Join(dir, "nginx-error.log")
+			writeFile(t, conf, fmt.Sprintf(`daemon off;
+user root;
+worker_processes 1;
+pid %[1]s/nginx.pid;
+error_log %[3]s warn;
+events { worker_connections 64; }
+http {
+  access_log off;
+  client_body_temp_path %[1]s/body;
+  proxy_temp_path %[1]s/proxy;
+  fastcgi_temp_path %[1]s/fastcgi;
+  uwsgi_temp_path %[1]s/uwsgi;
+  scgi_temp_path %[1]s/scgi;
+  include %[2]s;
+}
+`, dir, site, errLog))
+			start(t, dir, "nginx", nginx, "-p", dir, "-e", errLog, "-c", conf)
+		})
+	sixRequests(t, base, up)
+	if b, _ := os.ReadFile(errLog); strings.Contains(string(b), "auth request unexpected status") {
+		t.Errorf("nginx logged refusals as errors:\n%s", b)
+	}
+}
+
+func TestCaddyForwardAuthLimitsEachClientBehindIt(t *testing.T) {
+	caddy := gateway(t, "caddy")
+	base, up := behindGateway(t, "../examples/Caddyfile.forward-auth", "http://:8080", func(a string) string { return "http://" + a },
+		func(dir, conf string) {
+			// Caddy keeps its state under $HOME and the XDG directories.
+			startEnv(t, dir, "caddy", []string{"HOME=" + dir, "XDG_DATA_HOME=" + dir, "XDG_CONFIG_HOME=" + dir},
+				caddy, "run", "--config", conf, "--adapter", "caddyfile")
+		})
+	sixRequests(t, base, up)
+}
+
+// waitListening waits until something accepts on addr.
+func waitListening(ctx context.Context, t *testing.T, addr string) {
+	t.Helper()
+	for {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			c.Close()
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("nothing listens on %s: %v", addr, err)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// traefikForwardAuth is what the test reads of examples/traefik-forward-auth.yaml.
+type traefikForwardAuth struct {
+	HTTP struct {
+		Middlewares map[string]struct {
+			ForwardAuth struct {
+				Address             string   `yaml:"address"`
+				TrustForwardHeader  bool     `yaml:"trustForwardHeader"`
+				AuthRequestHeaders  []string `yaml:"authRequestHeaders"`
+				AuthResponseHeaders []string `yaml:"authResponseHeaders"`
+			} `yaml:"forwardAuth"`
+		} `yaml:"middlewares"`
+	} `yaml:"http"`
+}
+
+// Traefik's ForwardAuth sends GET to its address with the client's headers
+// (only authRequestHeaders, when listed) and X-Forwarded-For (the client's
+// address), -Method, -Proto, -Host and -Uri; on a 2xx it copies
+// authResponseHeaders onto the request to the API, else it returns the
+// answer as it is. The test sends exactly that request for a client whose
+// own headers include a forged X-Original-URI and X-Forwarded-For.
+func TestTraefikForwardAuthRequestIsDecidedOnItsHeaders(t *testing.T) {
+	raw, err := os.ReadFile("../examples/traefik-forward-auth.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg traefikForwardAuth
+	dec := yaml.NewDecoder(strings.NewReader(string(raw)))
+	if err := dec.Decode(&cfg); err != nil {
+		t.Fatal(err)
+	}
+	fa := cfg.HTTP.Middlewares["rate-limit"].ForwardAuth
+	if !strings.HasPrefix(fa.Address, "http://"+exampleRL+"/") || fa.TrustForwardHeader || len(fa.AuthResponseHeaders) == 0 {
+		t.Fatalf("forwardAuth %+v: want an address on %s, trustForwardHeader false and authResponseHeaders", fa, exampleRL)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	rl := startForwardAuth(ctx, t, t.TempDir())
+	address := strings.Replace(fa.Address, exampleRL, rl, 1)
+
+	traefik := clientFrom("127.0.0.1")
+	forward := func(clientIP string, i int) answer {
+		client := http.Header{"X-Original-Uri": {"/cheap"}, "X-Forwarded-For": {"203.0.113.9"}, "User-Agent": {"curl/8"}}
+		hdr := map[string]string{}
+		for _, h := range fa.AuthRequestHeaders {
+			if v := client.Get(h); v != "" {
+				hdr[h] = v
+			}
+		}
+		hdr["X-Forwarded-For"] = clientIP
+		hdr["X-Forwarded-Method"] = "GET"
+		hdr["X-Forwarded-Proto"] = "http"
+		hdr["X-Forwarded-Host"] = "shop.example.com"
+		hdr["X-Forwarded-Uri"] = fmt.Sprintf("/api/orders/%d?page=1", i)
+		return send(t, traefik, "GET", address, hdr)
+	}
+	countdown(t, []string{"192.0.2.10", "192.0.2.11", "192.0.2.12"}, forward, func(i int, a answer) {
+		for _, h := range fa.AuthResponseHeaders {
+			if a.hdr.Get(h) == "" {
+				t.Errorf("request %d: no %s for Traefik to copy to the API: %v", i, h, a.hdr)
+			}
+		}
+	})
+	if a := forward("192.0.2.20", 1); a.code != http.StatusOK {
+		t.Errorf("another client: status %d, want 200", a.code)
+	}
+}
+
+// Envoy's ext_authz HTTP filter sends the original method to path_prefix +
+// the original path, with Host, Authorization, Content-Length: 0 and the
+// allowed_headers (X-Forwarded-For, to which the connection manager with
+// use_remote_address has appended the client's address); on a 200 it gives
+// the client the allowed_client_headers_on_success, else the answer with
+// every header. The test reads the filter from examples/envoy-ext-authz.yaml
+// into go-control-plane's types and sends exactly that request.
+func TestEnvoyExtAuthzRequestIsDecidedOnItsPath(t *testing.T) {
+	authz := envoyExtAuthz(t)
+	svc := authz.GetHttpService()
+	if svc.GetPathPrefix() != "/v1/auth" || !strings.Contains(svc.GetServerUri().GetUri(), exampleRL) {
+		t.Fatalf("http_service %v: want path_prefix /v1/auth on %s", svc, exampleRL)
+	}
+	if authz.GetFailureModeAllow() != true {
+		t.Errorf("failure_mode_allow false: rl-exporter unreachable would refuse every request")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	rl := startForwardAuth(ctx, t, t.TempDir())
+
+	envoy := clientFrom("127.0.0.1")
+	client := map[string]string{"x-forwarded-for": "203.0.113.9, 192.0.2.20", "x-api-key": "", "cookie": "s=1", "user-agent": "curl/8"}
+	check := func(method, path string) answer {
+		req, err := http.NewRequest(method, "http://"+rl+svc.GetPathPrefix()+path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Host = "shop.example.com"
+		for k, v := range client {
+			if v != "" && matchesAny(authz.GetAllowedHeaders().GetPatterns(), k) {
+				req.Header.Set(k, v)
+			}
+		}
+		req.Header.Set("x-envoy-expected-rq-timeout-ms", "250")
+		req.ContentLength = 0
+		resp, err := envoy.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return answer{resp.StatusCode, resp.Header, string(b)}
+	}
+	onSuccess := svc.GetAuthorizationResponse().GetAllowedClientHeadersOnSuccess().GetPatterns()
+	via := func(clientIP string, i int) answer {
+		client["x-forwarded-for"] = "203.0.113.9, " + clientIP
+		return check([]string{"GET", "POST"}[i%2], fmt.Sprintf("/api/orders/%d?x=1", i))
+	}
+	countdown(t, []string{"192.0.2.30", "192.0.2.31", "192.0.2.32"}, via, func(i int, a answer) {
+		var toClient []string
+		for k := range a.hdr {
+			if matchesAny(onSuccess, strings.ToLower(k)) {
+				toClient = append(toClient, strings.ToLower(k))
+			}
+		}
+		if len(toClient) < 3 || a.hdr.Get("X-RateLimit-Remaining") != strconv.Itoa(5-i) {
+			t.Errorf("check %d: the client would get %v (X-RateLimit-Remaining %q); want ratelimit, ratelimit-policy and x-ratelimit-*", i, toClient, a.hdr.Get("X-RateLimit-Remaining"))
+		}
+	})
+	if a := via("192.0.2.40", 1); a.code != http.StatusOK {
+		t.Errorf("another client: status %d, want 200", a.code)
+	}
+}
+
+// envoyExtAuthz decodes examples/envoy-ext-authz.yaml strictly into Envoy's
+// bootstrap and returns its validated ext_authz filter.
+func envoyExtAuthz(t *testing.T) *ext_authzv3.ExtAuthz {
+	t.Helper()
+	raw, err := os.ReadFile("../examples/envoy-ext-authz.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tree any
+	if err := yaml.Unmarshal(raw, &tree); err != nil {
+		t.Fatal(err)
+	}
+	js, err := json.Marshal(tree)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var bs bootstrapv3.Bootstrap
+	if err := protojson.Unmarshal(js, &bs); err != nil {
+		t.Fatalf("examples/envoy-ext-authz.yaml is not an Envoy bootstrap: %v", err)
+	}
+	if err := bs.ValidateAll(); err != nil {
+		t.Fatalf("bootstrap: %v", err)
+	}
+	var hcm hcmv3.HttpConnectionManager
+	if err := bs.GetStaticResources().GetListeners()[0].GetFilterChains()[0].GetFilters()[0].GetTypedConfig().UnmarshalTo(&hcm); err != nil {
+		t.Fatal(err)
+	}
+	if !hcm.GetUseRemoteAddress().GetValue() {
+		t.Error("use_remote_address is not set: X-Forwarded-For would be the client's own")
+	}
+	for _, f := range hcm.GetHttpFilters() {
+		if f.GetName() != "envoy.filters.http.ext_authz" {
+			continue
+		}
+		var authz ext_authzv3.ExtAuthz
+		if err := f.GetTypedConfig().UnmarshalTo(&authz); err != nil {
+			t.Fatal(err)
+		}
+		if err := authz.ValidateAll(); err != nil {
+			t.Fatalf("ext_authz: %v", err)
+		}
+		return &authz
+	}
+	t.Fatal("no envoy.filters.http.ext_authz filter")
+	return nil
+}
+
+// matchesAny is Envoy's header name match against a ListStringMatcher's
+// exact and prefix patterns.
+func matchesAny(patterns []*matcherv3.StringMatcher, name string) bool {
+	for _, p := range patterns {
+		if (p.GetExact() != "" && p.GetExact() == name) || (p.GetPrefix() != "" && strings.HasPrefix(name, p.GetPrefix())) {
+			return true
+		}
+	}
+	return false
+}

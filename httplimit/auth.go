@@ -1,0 +1,183 @@
+package httplimit
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// AuthPath is where serve mounts the forward-auth endpoint. Envoy's ext_authz (HTTP) with
+// path_prefix AuthPath asks about the original path under it: AuthPath + "/orders/42".
+const AuthPath = "/v1/auth"
+
+// DenyStatusHeader, sent by a gateway with the value 401 or 403, makes /v1/auth answer a
+// refusal with that status instead of 429: nginx's auth_request passes on only 401 and 403
+// and turns any other status into a 500 with an error line.
+const DenyStatusHeader = "X-Deny-Status"
+
+// The headers a gateway names the original request in: nginx's auth_request (X-Original-*,
+// by its documented configuration) and Caddy's forward_auth and Traefik's ForwardAuth
+// (X-Forwarded-*).
+const (
+	headerOriginalURI     = "X-Original-Uri"
+	headerOriginalMethod  = "X-Original-Method"
+	headerForwardedURI    = "X-Forwarded-Uri"
+	headerForwardedMethod = "X-Forwarded-Method"
+	headerForwardedHost   = "X-Forwarded-Host"
+)
+
+// AuthHandler returns the forward-auth endpoint for gateways that ask an outside service
+// whether a request may pass. It reads no body and takes any method. The original request is
+// the path under AuthPath (Envoy's ext_authz, with the request's own method and Host), else
+// X-Original-URI and X-Original-Method with the Host (nginx), else X-Forwarded-Uri,
+// X-Forwarded-Method and X-Forwarded-Host (Caddy, Traefik); both families at once are a 400,
+// for one of them is a client's. The client is identified from the request as the middleware
+// identifies it, the gateway being its peer (a trusted proxy). The answer is the middleware's:
+// 200 with the rate-limit headers and no body, 429 (or DenyStatusHeader's 401 or 403) with
+// Retry-After and the JSON body, 503 when fail-closed, after a leaky_bucket delay when there
+// is one. Safe for concurrent use; it believes forwarded headers, so serve answers it only
+// for the decision API's peers.
+func (m *Middleware) AuthHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		deny, err := denyStatus(r.Header)
+		if err == nil {
+			err = m.authorize(w, r, deny)
+		}
+		if err != nil {
+			writeJSON(w, "application/json", http.StatusBadRequest, RejectedBody{Error: "bad_request", Message: err.Error()})
+		}
+	})
+}
+
+// authorize decides the request r names and answers it; an error is the caller's 400.
+func (m *Middleware) authorize(w http.ResponseWriter, r *http.Request, deny int) error {
+	p := m.policy.Load()
+	pr := probes.Get().(*probe)
+	defer func() {
+		pr.req, pr.url = http.Request{}, url.URL{}
+		probes.Put(pr)
+	}()
+	if err := originalRequest(r, pr); err != nil {
+		return err
+	}
+	rt := p.match(&pr.req)
+	c := p.identity.resolve(r)
+	tier := p.tier(c.tier)
+	cost := rt.class.cost
+	if m.cost != nil {
+		orig := r.Clone(r.Context())
+		orig.Method, orig.Host, orig.URL = pr.req.Method, pr.req.Host, &pr.url
+		cost = m.cost(orig)
+	}
+	o := m.decide(r.Context(), rt, tier, c.key, cost, false)
+	code, body := p.respond(w.Header(), &o)
+	switch code {
+	case 0:
+	case http.StatusTooManyRequests:
+		writeRejectedStatus(p.headers, w, deny, o.n, body)
+	case http.StatusServiceUnavailable:
+		writeJSON(w, "application/json", code, body)
+	default:
+		if o.Decision.Delay > 0 && o.Verdict.Limited() {
+			t := time.NewTimer(o.Decision.Delay)
+			defer t.Stop()
+			select {
+			case <-t.C:
+			case <-r.Context().Done():
+				return nil
+			}
+		}
+		w.Header().Set("Content-Length", "0")
+		w.WriteHeader(code)
+	}
+	return nil
+}
+
+// denyStatus is the status a refusal gets: DenyStatusHeader's 401 or 403, else 429.
+func denyStatus(h http.Header) (int, error) {
+	switch v := h.Get(DenyStatusHeader); v {
+	case "", "429":
+		return http.StatusTooManyRequests, nil
+	case "401", "403":
+		n, _ := strconv.Atoi(v)
+		return n, nil
+	default:
+		return 0, fmt.Errorf("%s %q: want 401, 403 or 429", DenyStatusHeader, v)
+	}
+}
+
+// originalRequest sets pr to the method, host and path of the request r asks about.
+func originalRequest(r *http.Request, pr *probe) error {
+	pr.req.Method, pr.req.Host = r.Method, r.Host
+	if rest, ok := strings.CutPrefix(r.URL.Path, AuthPath); ok && strings.HasPrefix(rest, "/") {
+		pr.url = url.URL{Path: rest}
+		if raw, ok := strings.CutPrefix(r.URL.RawPath, AuthPath); ok {
+			pr.url.RawPath = raw
+		}
+		pr.req.URL = &pr.url
+		return nil
+	}
+	uriHeader, methodHeader := headerOriginalURI, headerOriginalMethod
+	uri, err := oneValue(r.Header, headerOriginalURI)
+	if err != nil {
+		return err
+	}
+	fwd, err := oneValue(r.Header, headerForwardedURI)
+	switch {
+	case err != nil:
+		return err
+	case uri != "" && fwd != "":
+		return fmt.Errorf("both X-Original-URI and %s given: a gateway sends one, so the other is a client's; drop it at the gateway", headerForwardedURI)
+	case uri == "" && fwd == "":
+		return fmt.Errorf("no original request: send X-Original-URI (nginx), %s (Caddy, Traefik) or the path under %s/ (Envoy ext_authz path_prefix)", headerForwardedURI, AuthPath)
+	case fwd != "":
+		uri, uriHeader, methodHeader = fwd, headerForwardedURI, headerForwardedMethod
+		host, err := oneValue(r.Header, headerForwardedHost)
+		if err != nil {
+			return err
+		}
+		if host != "" {
+			pr.req.Host = host
+		}
+	}
+	method, err := oneValue(r.Header, methodHeader)
+	if err != nil {
+		return err
+	}
+	if method != "" {
+		if !isToken(method) {
+			return fmt.Errorf("%s %q: not an HTTP method", methodHeader, method)
+		}
+		pr.req.Method = strings.ToUpper(method)
+	}
+	pr.req.URL = &pr.url
+	if path, _, _ := strings.Cut(uri, "?"); plainPath(path) {
+		pr.url = url.URL{Path: path} // most paths: no parse, no allocation
+		return nil
+	}
+	u, err := url.ParseRequestURI(uri)
+	if err != nil || !strings.HasPrefix(u.Path, "/") {
+		return fmt.Errorf("%s %q: want the request's path, such as /orders/42?page=2", uriHeader, uri)
+	}
+	pr.url = url.URL{Path: u.Path, RawPath: u.RawPath}
+	return nil
+}
+
+// errRepeated is a header a gateway sends once given several times.
+var errRepeated = errors.New("given more than once")
+
+// oneValue is the value of header h, "" when absent, an error when repeated.
+func oneValue(hdr http.Header, h string) (string, error) {
+	switch v := hdr[h]; len(v) {
+	case 0:
+		return "", nil
+	case 1:
+		return strings.TrimSpace(v[0]), nil
+	default:
+		return "", fmt.Errorf("%s: %w", h, errRepeated)
+	}
+}
