@@ -4,12 +4,14 @@
 //
 // Reserved paths on the main listener (never proxied):
 //
-//	POST /v1/check  the decision API, for Config.CheckAPI's peers (proxied when disabled)
-//	GET /v1/usage   a key's budgets, for the same peers
-//	/v1/auth[/…]    forward-auth for nginx, Caddy, Traefik and Envoy, for the same peers
-//	/metrics        Prometheus metrics     } on their own listener
-//	/healthz        the process is up      } when MetricsListen is set
-//	/readyz         decisions can be made  }
+//	POST /v1/check    the decision API, for Config.CheckAPI's peers (proxied when disabled)
+//	POST /v1/commit   settles a reservation of /v1/check, for the same peers
+//	POST /v1/release  gives a lease of /v1/check back, for the same peers
+//	GET /v1/usage     a key's budgets, for the same peers
+//	/v1/auth[/…]      forward-auth for nginx, Caddy, Traefik and Envoy, for the same peers
+//	/metrics          Prometheus metrics     } on their own listener
+//	/healthz          the process is up      } when MetricsListen is set
+//	/readyz           decisions can be made  }
 //
 // What shows users' keys is served only on the admin listener (AdminListen).
 // Every listener bounds what a client may hold (Config's timeouts and header
