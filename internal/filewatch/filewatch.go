@@ -29,7 +29,9 @@ type Config struct {
 	// notification watch that ended).
 	OnTick func()
 	// Notify, when set, asks for a check after Debounce, so that a writer
-	// can finish (truncate, then write) before the content is read.
+	// can finish (truncate, then write) before the content is read; with a
+	// Debounce, new content counts only once it reads the same Debounce
+	// later.
 	Notify   <-chan struct{}
 	Debounce time.Duration
 	// Trigger, when set, is a change at each receive whatever the content
@@ -49,10 +51,25 @@ func Run(ctx context.Context, c Config, onChange func()) {
 		last = c.Digest()
 	}
 	check := func() {
-		if h := c.Digest(); h != last && h != ([32]byte{}) {
-			last = h
-			onChange()
+		h := c.Digest()
+		if h == last || h == ([32]byte{}) {
+			return
 		}
+		if c.Debounce > 0 {
+			// A poll can land between a writer's truncate and its write: the
+			// content counts once it holds still for Debounce; the next look
+			// sees where it settled.
+			select {
+			case <-time.After(c.Debounce):
+			case <-ctx.Done():
+				return
+			}
+			if c.Digest() != h {
+				return
+			}
+		}
+		last = h
+		onChange()
 	}
 	var tick <-chan time.Time
 	if c.Interval > 0 {
