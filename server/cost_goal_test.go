@@ -224,8 +224,16 @@ func TestGoalAStreamedAnswersFirstByteIsNotDelayedByReadingItsCost(t *testing.T)
 			t.Errorf("%s: reading the cost delays the first byte by %v (median %v against %v)", method, d, ma, mb)
 		}
 	}
-	eventually.True(t, 5*time.Second, "the usage chunks committed", func() bool {
-		s := parseSamples(t, scrape(t, withCost.metrics, nil))
+	var s map[string]float64
+	if !eventually.Within(5*time.Second, func() bool {
+		s = parseSamples(t, scrape(t, withCost.metrics, nil))
 		return s[series("rate_limit_cost_total", "endpoint", "/stream", "phase", "committed", "plan_tier", "default")] == 2*runs*77
-	})
+	}) {
+		for k, v := range s {
+			if strings.Contains(k, "cost") {
+				t.Logf("%s %g", k, v)
+			}
+		}
+		t.Fatalf("the usage chunks of %d answers of 77 tokens were not all committed within 5s", 2*runs)
+	}
 }
