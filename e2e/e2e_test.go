@@ -34,14 +34,26 @@ func TestMain(m *testing.M) { testbin.Main(m, "../cmd/rl-exporter", &binary) }
 const (
 	abusedEndpoint = "GET /api/v1/orders/{id}"
 	abusedPath     = "GET /api/v1/orders/42"
+	// costPath is charged the X-Usage-Tokens its answer carries (usageTokens
+	// against an estimate of 100); leasePath holds a concurrency lease while
+	// it runs.
+	costPath    = "POST /api/v1/completions"
+	leasePath   = "POST /api/v1/reports"
+	usageTokens = "60"
 )
 
 // serveConfig: free clients get a small token bucket on the orders
 // endpoint, pro clients a large one; Redis decides, and fails open. The
 // traffic generator plays the gateway, so X-User-ID and X-Plan-Tier are
-// trusted from this host.
+// trusted from this host. The completions endpoint is charged what the
+// upstream says each answer cost, the reports endpoint caps requests in
+// flight, and server.overload guards the upstream, so that every row of
+// the Overview dashboard has series: the lease and overload series exist
+// at zero from start-up, the cost series from the first reservation.
 const serveConfig = `
-server: {shutdown_timeout: 2s}
+server:
+  shutdown_timeout: 2s
+  overload: {enabled: true}
 log: {level: warn}
 store:
   type: redis
@@ -59,7 +71,30 @@ classes:
     limits:
       free: {algorithm: token_bucket, rate: 5, period: 1s, burst: 5}
       pro:  {algorithm: gcra, rate: 200, period: 1s, burst: 200}
+  completions:
+    routes: ["POST /api/v1/completions"]
+    cost_from: {header: X-Usage-Tokens}
+    estimate: 100
+    limits:
+      free: {algorithm: fixed_window, rate: 10000, period: 1m}
+      pro: {algorithm: fixed_window, rate: 1000000, period: 1m}
+  reports:
+    routes: ["POST /api/v1/reports"]
+    limits:
+      free: {algorithm: concurrency, limit: 1, lease_ttl: 2s}
+      pro: {algorithm: concurrency, limit: 5, lease_ttl: 2s}
 `
+
+// upstream is the API behind serve: it answers every request with its
+// method and path, and what the request cost in X-Usage-Tokens, as an LLM
+// API reports its tokens.
+func upstream() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("X-Usage-Tokens", usageTokens)
+		_ = json.NewEncoder(w).Encode(map[string]string{"method": r.Method, "path": r.URL.Path})
+	})
+}
 
 // spec is the SLO spec of the test: the production thresholds (5 % of
 // 429s, more than 10 fail-opens within the window) with windows, for:
@@ -129,13 +164,13 @@ func TestAlertsReachOnCall(t *testing.T) {
 	amConfig := filepath.Join(gen, filepath.FromSlash(slo.AlertmanagerPath))
 
 	redis := redistest.Single(t)
-	upstreamAddr := freeAddr(t)
-	start(t, dir, "demo-upstream", binary, "demo-upstream", "--listen", upstreamAddr)
+	upstreamSrv := httptest.NewServer(upstream())
+	t.Cleanup(upstreamSrv.Close)
 	serveAddr := freeAddr(t)
 	servePath := filepath.Join(dir, "serve.yaml")
 	writeFile(t, servePath, serveConfig)
 	start(t, dir, "serve", binary, "serve", "--config", servePath, "--listen", serveAddr,
-		"--redis-url", redis.URL(), "--upstream", "http://"+upstreamAddr)
+		"--redis-url", redis.URL(), "--upstream", upstreamSrv.URL)
 	waitHTTP(ctx, t, "http://"+serveAddr+"/readyz")
 
 	amAddr := freeAddr(t)
@@ -162,6 +197,12 @@ func TestAlertsReachOnCall(t *testing.T) {
 	normal := runTraffic(ctx, t, traffic.Config{
 		Targets: []string{"http://" + serveAddr}, Normal: 3, NormalRate: 5, NoAbusive: true,
 		NormalPaths: []string{abusedPath}, Tiers: []string{"pro"},
+	})
+	// A pro client on the completions and reports endpoints, for the cost
+	// and concurrency rows of the dashboard; stopped before Redis goes down.
+	costAndLeases := runTraffic(ctx, t, traffic.Config{
+		Targets: []string{"http://" + serveAddr}, Normal: 1, NormalRate: 10, NoAbusive: true,
+		NormalPaths: []string{costPath, leasePath}, Tiers: []string{"pro"},
 	})
 
 	t.Run("429s above 5% page with the endpoint and plan tier, then resolve", func(t *testing.T) {
@@ -209,6 +250,9 @@ func TestAlertsReachOnCall(t *testing.T) {
 					t.Errorf("panel %q: %s returned %d series (%v)", title, e, n, err)
 				}
 			}
+		}
+		if snap := costAndLeases.stop(); snap.ByStatus[http.StatusOK] == 0 || snap.ByStatus[http.StatusOK] != snap.Sent {
+			t.Errorf("the completions and reports client saw %s: all its requests should have reached the upstream", snap)
 		}
 	})
 
