@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rl-exporter/rl-exporter/internal/eventually"
 	"github.com/rl-exporter/rl-exporter/internal/redistest"
 )
 
@@ -20,7 +21,7 @@ func TestUnreplicatedWritesAreCountedOnMetricsWhileTheReplicaIsStopped(t *testin
 	in := buildInstance(t, fmt.Sprintf(`
 live: {enabled: false}
 reload: {watch: false}
-store: {type: redis, timeout: 1s, fail_policy: closed, redis: {url: %q, durability: wait, durability_timeout: 50ms}}
+store: {type: redis, timeout: 1s, fail_policy: closed, redis: {url: %q, durability: wait, durability_timeout: 250ms}}
 classes:
   default:
     limits: {default: {algorithm: fixed_window, rate: 1000000, period: 1h}}
@@ -39,6 +40,17 @@ classes:
 		}
 	}
 
+	// The link being up is not enough: the replica must also acknowledge
+	// writes, which it can start doing a moment later.
+	if !eventually.Within(10*time.Second, func() bool {
+		if _, err := sn.Primary.Do("SET", "durability-probe", "1"); err != nil {
+			return false
+		}
+		n, err := sn.Primary.Do("WAIT", "1", "250")
+		return err == nil && n == int64(1)
+	}) {
+		t.Fatal("the replica acknowledges no write")
+	}
 	decide(20)
 	if got := in.metric(t, name, `store="redis"`); got != 0 {
 		t.Fatalf("%s = %v with the replica up, want 0", name, got)
@@ -50,7 +62,7 @@ classes:
 	const stopped = 5
 	start := time.Now()
 	decide(stopped)
-	if took := time.Since(start); took < stopped*50*time.Millisecond {
+	if took := time.Since(start); took < stopped*250*time.Millisecond {
 		t.Fatalf("%d decisions took %s with the replica stopped: they did not wait for it", stopped, took)
 	}
 	if got := in.metric(t, name, `store="redis"`); got != stopped {
