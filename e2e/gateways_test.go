@@ -25,6 +25,8 @@ import (
 	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
 	"go.yaml.in/yaml/v3"
 	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/rl-exporter/rl-exporter/internal/eventually"
 )
 
 // The example files the gateway tests run, and the addresses in them that
@@ -43,12 +45,18 @@ type api struct {
 	seen map[string]int
 }
 
-func newAPI(t *testing.T) *api {
+func newAPI(t *testing.T) *api { return newAPIWith(t, nil) }
+
+// newAPIWith is newAPI answering hdr on every response as well.
+func newAPIWith(t *testing.T, hdr map[string]string) *api {
 	a := &api{seen: map[string]int{}}
 	a.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		a.mu.Lock()
 		a.seen[r.URL.Path]++
 		a.mu.Unlock()
+		for k, v := range hdr {
+			w.Header().Set(k, v)
+		}
 		_, _ = io.WriteString(w, "api\n")
 	}))
 	t.Cleanup(a.Close)
@@ -65,8 +73,14 @@ func (a *api) count(path string) int {
 // (5 per minute per client) on a free port and returns its address.
 func startForwardAuth(ctx context.Context, t *testing.T, dir string) string {
 	t.Helper()
+	return startServe(ctx, t, dir, forwardAuthConfig)
+}
+
+// startServe runs rl-exporter serve with the config file on a free port and returns its address.
+func startServe(ctx context.Context, t *testing.T, dir, config string) string {
+	t.Helper()
 	addr := freeAddr(t)
-	cfg, err := filepath.Abs(forwardAuthConfig)
+	cfg, err := filepath.Abs(config)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -246,27 +260,44 @@ func sixRequests(t *testing.T, base string, up *api) {
 // waits until it listens; it returns the gateway's URL and the API.
 func behindGateway(t *testing.T, example, listenOld string, listenNew func(addr string) string, run func(dir, conf string)) (string, *api) {
 	t.Helper()
+	up := newAPI(t)
+	base, _ := serveBehindGateway(t, forwardAuthConfig, up, example, listenOld, listenNew, run)
+	return base, up
+}
+
+// serveBehindGateway is behindGateway with serve on config and up as the API; it returns the
+// gateway's URL and serve's.
+func serveBehindGateway(t *testing.T, config string, up *api, example, listenOld string, listenNew func(addr string) string, run func(dir, conf string)) (string, string) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	dir := t.TempDir()
-	rl := startForwardAuth(ctx, t, dir)
-	up := newAPI(t)
+	rl := startServe(ctx, t, dir, config)
 	listen := freeAddr(t)
 	conf := fromExample(t, example, dir, exampleRL, rl, exampleAPI, strings.TrimPrefix(up.URL, "http://"), listenOld, listenNew(listen))
 	run(dir, conf)
 	waitListening(ctx, t, listen)
-	return "http://" + listen, up
+	return "http://" + listen, "http://" + rl
 }
 
-func TestNginxAuthRequestLimitsEachClientBehindIt(t *testing.T) {
+// nginxConf is the nginx example the nginx tests run, on examples/forward-auth.yaml or, charging
+// each request the API's usage, forwardAuthCostConfig.
+const (
+	nginxConf             = "../examples/nginx-auth-request.conf"
+	forwardAuthCostConfig = "../examples/forward-auth-cost.yaml"
+)
+
+func nginxListen(a string) string { return "listen " + a + ";" }
+
+// runNginx returns the run of behindGateway for nginx, and the path of its error log.
+func runNginx(t *testing.T) (func(dir, site string), *string) {
 	nginx := gateway(t, "nginx")
-	var errLog string
-	base, up := behindGateway(t, "../examples/nginx-auth-request.conf", "listen 8080;", func(a string) string { return "listen " + a + ";" },
-		func(dir, site string) {
-			// The http {} block around the example, with every path in the test's directory.
-			conf := filepath.Join(dir, "nginx.conf")
-			errLog = filepath.Join(dir, "nginx-error.log")
-			writeFile(t, conf, fmt.Sprintf(`daemon off;
+	errLog := new(string)
+	return func(dir, site string) {
+		// The http {} block around the example, with every path in the test's directory.
+		conf := filepath.Join(dir, "nginx.conf")
+		*errLog = filepath.Join(dir, "nginx-error.log")
+		writeFile(t, conf, fmt.Sprintf(`daemon off;
 user root;
 worker_processes 1;
 pid %[1]s/nginx.pid;
@@ -281,13 +312,120 @@ http {
   scgi_temp_path %[1]s/scgi;
   include %[2]s;
 }
-`, dir, site, errLog))
-			start(t, dir, "nginx", nginx, "-p", dir, "-e", errLog, "-c", conf)
-		})
+`, dir, site, *errLog))
+		start(t, dir, "nginx", nginx, "-p", dir, "-e", *errLog, "-c", conf)
+	}, errLog
+}
+
+func TestNginxAuthRequestLimitsEachClientBehindIt(t *testing.T) {
+	run, errLog := runNginx(t)
+	base, up := behindGateway(t, nginxConf, "listen 8080;", nginxListen, run)
 	sixRequests(t, base, up)
-	if b, _ := os.ReadFile(errLog); strings.Contains(string(b), "auth request unexpected status") {
+	if b, _ := os.ReadFile(*errLog); strings.Contains(string(b), "auth request unexpected status") {
 		t.Errorf("nginx logged refusals as errors:\n%s", b)
 	}
+}
+
+// Behind nginx, a class with cost_from (estimate 100, 1,000 a minute) is charged what the API
+// reports in X-Usage-Tokens (300), not its estimate: post_action settles each reservation once
+// the response is over, so the budget is spent after three requests and a half.
+func TestNginxSettlesEachReservationAtTheAPIsUsage(t *testing.T) {
+	run, errLog := runNginx(t)
+	up := newAPIWith(t, map[string]string{"X-Usage-Tokens": "300"})
+	base, rl := serveBehindGateway(t, forwardAuthCostConfig, up, nginxConf, "listen 8080;", nginxListen, run)
+	used := func(client string) int64 {
+		resp, err := http.Get(rl + "/v1/usage?key=ip:" + client)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var rep struct {
+			Limits []struct {
+				Class string `json:"class"`
+				Used  int64  `json:"used"`
+			} `json:"limits"`
+		}
+		if err := json.NewDecoder(resp.Body).Decode(&rep); err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("usage of %s: status %d, %v", client, resp.StatusCode, err)
+		}
+		for _, l := range rep.Limits {
+			if l.Class == "completions" {
+				return l.Used
+			}
+		}
+		t.Fatalf("usage of %s: no completions budget in %+v", client, rep)
+		return 0
+	}
+	ask := func(client string, i int) answer {
+		return send(t, clientFrom(client), "POST", fmt.Sprintf("%s/v1/completions?i=%d", base, i), nil)
+	}
+	settledAt := func(client string, want int64) {
+		t.Helper()
+		var got int64
+		if !eventually.Within(10*time.Second, func() bool { got = used(client); return got == want }) {
+			t.Fatalf("usage of %s: %d used, want %d", client, got, want)
+		}
+	}
+	var client string
+	for _, cand := range []string{"127.0.0.2", "127.0.0.3", "127.0.0.4"} {
+		if a := ask(cand, 1); a.code != http.StatusOK || a.body != "api\n" {
+			t.Fatalf("request 1 of %s: status %d %q; want the API's 200", cand, a.code, a.body)
+		} else if a.hdr.Get("X-RateLimit-Remaining") != "900" {
+			t.Errorf("request 1 of %s: X-RateLimit-Remaining %q, want 900 (the estimate reserved)", cand, a.hdr.Get("X-RateLimit-Remaining"))
+		} else if left := windowLeft(a.hdr); left < 0 || left >= 10 {
+			client = cand
+		}
+		settledAt(cand, 300)
+		if client != "" {
+			break
+		}
+	}
+	if client == "" {
+		t.Fatal("the window of every client was about to end")
+	}
+	for i, want := range []string{"600", "300"} { // 1000 − 300 per settled request − 100 reserved
+		if a := ask(client, i+2); a.code != http.StatusOK || a.hdr.Get("X-RateLimit-Remaining") != want {
+			t.Fatalf("request %d: status %d, X-RateLimit-Remaining %q; want 200 and %s", i+2, a.code, a.hdr.Get("X-RateLimit-Remaining"), want)
+		}
+		settledAt(client, int64(300*(i+2)))
+	}
+	// The 100 left hold the 4th estimate; settled at 300, it takes 200 past the quota.
+	before := costMetric(t, rl, `phase="committed"`)
+	if a := ask(client, 4); a.code != http.StatusOK || a.hdr.Get("X-RateLimit-Remaining") != "0" {
+		t.Fatalf("request 4: status %d, X-RateLimit-Remaining %q; want 200 and 0", a.code, a.hdr.Get("X-RateLimit-Remaining"))
+	}
+	var committed float64
+	if !eventually.Within(10*time.Second, func() bool { committed = costMetric(t, rl, `phase="committed"`); return committed == before+300 }) {
+		t.Fatalf("rate_limit_cost_total committed %v after request 4, want %v: 300 more", committed, before+300)
+	}
+	if a := ask(client, 5); a.code != http.StatusTooManyRequests {
+		t.Fatalf("request 5: status %d %q; want 429, the budget spent", a.code, a.body)
+	}
+	if n := up.count("/v1/completions"); n < 4 {
+		t.Errorf("the API saw %d requests, want the 4 allowed", n)
+	}
+	if b, _ := os.ReadFile(*errLog); strings.Contains(string(b), "[error]") {
+		t.Errorf("nginx logged errors:\n%s", b)
+	}
+}
+
+// costMetric sums the samples of rate_limit_cost_total on serve's /metrics whose labels hold label.
+func costMetric(t *testing.T, rl, label string) float64 {
+	t.Helper()
+	resp, err := http.Get(rl + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	var sum float64
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, "rate_limit_cost_total{") && strings.Contains(line, label) {
+			v, _ := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
+			sum += v
+		}
+	}
+	return sum
 }
 
 func TestCaddyForwardAuthLimitsEachClientBehindIt(t *testing.T) {

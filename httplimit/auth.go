@@ -19,6 +19,14 @@ const AuthPath = "/v1/auth"
 // and turns any other status into a 500 with an error line.
 const DenyStatusHeader = "X-Deny-Status"
 
+// ReservationHeader carries the token of the reservation /v1/auth opened for a class with
+// CostFrom; the gateway sends it back, with CostHeader, in a POST CommitPath without a body.
+const ReservationHeader = "X-RateLimit-Reservation"
+
+// CostHeader is the real cost of a reservation settled by headers; missing or not a number ≥ 0,
+// the reservation settles at its estimate and counts as a cost unknown.
+const CostHeader = "X-RateLimit-Cost"
+
 // The headers a gateway names the original request in: nginx's auth_request (X-Original-*,
 // by its documented configuration) and Caddy's forward_auth and Traefik's ForwardAuth
 // (X-Forwarded-*).
@@ -67,14 +75,24 @@ func (m *Middleware) authorize(w http.ResponseWriter, r *http.Request, deny int)
 	rt := p.match(&pr.req)
 	c := p.identity.resolve(r)
 	tier := p.tier(c.tier)
-	cost := rt.class.cost
-	if m.cost != nil {
+	cost, reserve := rt.class.cost, !rt.class.costFrom.IsZero()
+	switch {
+	case reserve:
+		// No body reaches forward-auth: a JSON estimate is its default.
+		est := rt.class.estimate
+		est.JSON = ""
+		l, _ := rt.class.pick(tier, c.key)
+		cost = est.of(r, l.Limit().Quota())
+	case m.cost != nil:
 		orig := r.Clone(r.Context())
 		orig.Method, orig.Host, orig.URL = pr.req.Method, pr.req.Host, &pr.url
 		cost = m.cost(orig)
 	}
-	o := m.decide(r.Context(), rt, tier, c.key, cost, false)
+	o := m.decideAsk(r.Context(), rt, tier, c.key, cost, false, reserve)
 	code, body := p.respond(w.Header(), &o)
+	if code == http.StatusOK && o.Reservation.ID != "" {
+		w.Header().Set(ReservationHeader, reservationToken(rt.pattern, tier, c.key, o.Reservation))
+	}
 	switch code {
 	case 0:
 	case http.StatusTooManyRequests:
@@ -88,6 +106,7 @@ func (m *Middleware) authorize(w http.ResponseWriter, r *http.Request, deny int)
 			select {
 			case <-t.C:
 			case <-r.Context().Done():
+				m.cancel(r.Context(), &o)
 				return nil
 			}
 		}

@@ -77,7 +77,10 @@ func parseToken(s string) (parsedToken, error) {
 // CommitHandler returns the settlement of the decision API's reservations: POST a
 // CommitRequest and get a CommitResponse (200); 400 for a bad body or token, 404 for a token
 // whose endpoint or tier the policy in force does not have, 409 for a reservation no longer open
-// (settled, cancelled or expired). Mount it beside CheckHandler, behind the same peer rules.
+// (settled, cancelled or expired). A gateway that cannot write JSON (nginx's post_action) sends
+// no body and ReservationHeader with CostHeader instead; a cost it lacks or cannot read settles at
+// the estimate, counted as a cost unknown, as the proxy does. Mount it beside CheckHandler,
+// behind the same peer rules.
 func (m *Middleware) CommitHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost {
@@ -85,7 +88,7 @@ func (m *Middleware) CommitHandler() http.Handler {
 			writeJSON(w, "application/json", http.StatusMethodNotAllowed, RejectedBody{Error: "method_not_allowed", Message: "use POST"})
 			return
 		}
-		req, tok, status, err := readCommitRequest(w, r)
+		req, tok, unknown, status, err := readCommitRequest(w, r)
 		if err != nil {
 			writeJSON(w, "application/json", status, RejectedBody{Error: "bad_request", Message: err.Error()})
 			return
@@ -98,6 +101,12 @@ func (m *Middleware) CommitHandler() http.Handler {
 			return
 		}
 		rt := route{pattern: tok.endpoint, class: cl}
+		if unknown != "" {
+			req.Cost = &tok.estimate
+			if m.costs != nil {
+				m.costs.CostUnknown(rt.pattern, tok.tier, unknown)
+			}
+		}
 		l, _ := cl.pick(tok.tier, tok.client)
 		o := outcome{route: rt, tier: tok.tier, lim: l}
 		o.Reservation = limiter.Reservation{ID: tok.id, Key: rt.key(tok.tier, tok.client), Estimate: tok.estimate, Expires: tok.expires}
@@ -123,7 +132,7 @@ func (m *Middleware) CommitHandler() http.Handler {
 			return
 		}
 		if m.costs != nil {
-			m.costs.CostSettled(rt.pattern, tok.tier, s, !req.Cancel)
+			m.costs.CostSettled(rt.pattern, tok.tier, s, !req.Cancel && unknown == "")
 		}
 		w.Header().Set("Cache-Control", "no-store")
 		writeJSON(w, "application/json", http.StatusOK, CommitResponse{Endpoint: rt.pattern, PlanTier: tok.tier,
@@ -131,37 +140,68 @@ func (m *Middleware) CommitHandler() http.Handler {
 	})
 }
 
-func readCommitRequest(w http.ResponseWriter, r *http.Request) (CommitRequest, parsedToken, int, error) {
-	var req CommitRequest
+// readCommitRequest reads the JSON body, or the headers of a bodiless commit; unknown is the
+// reason the headers give no cost.
+func readCommitRequest(w http.ResponseWriter, r *http.Request) (req CommitRequest, tok parsedToken, unknown string, status int, err error) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxCheckBody))
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			return req, parsedToken{}, http.StatusRequestEntityTooLarge, fmt.Errorf("body over %d bytes", MaxCheckBody)
+			return req, tok, "", http.StatusRequestEntityTooLarge, fmt.Errorf("body over %d bytes", MaxCheckBody)
 		}
-		return req, parsedToken{}, http.StatusBadRequest, fmt.Errorf("read body: %w", err)
+		return req, tok, "", http.StatusBadRequest, fmt.Errorf("read body: %w", err)
+	}
+	if r.Header.Values(ReservationHeader) != nil || r.Header.Values(CostHeader) != nil {
+		if len(bytes.TrimSpace(body)) > 0 {
+			return req, tok, "", http.StatusBadRequest, fmt.Errorf("a JSON body or the %s and %s headers, not both", ReservationHeader, CostHeader)
+		}
+		return headerCommit(r.Header)
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil {
-		return req, parsedToken{}, http.StatusBadRequest, fmt.Errorf("body is not a JSON commit request: %w", err)
+		return req, tok, "", http.StatusBadRequest, fmt.Errorf("body is not a JSON commit request: %w", err)
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return req, parsedToken{}, http.StatusBadRequest, errors.New("body has data after the JSON object")
+		return req, tok, "", http.StatusBadRequest, errors.New("body has data after the JSON object")
 	}
 	switch {
 	case req.Reservation == "":
-		return req, parsedToken{}, http.StatusBadRequest, errors.New("reservation: required")
+		return req, tok, "", http.StatusBadRequest, errors.New("reservation: required")
 	case req.Cancel && req.Cost != nil:
-		return req, parsedToken{}, http.StatusBadRequest, errors.New("cost: not with cancel")
+		return req, tok, "", http.StatusBadRequest, errors.New("cost: not with cancel")
 	case !req.Cancel && req.Cost == nil:
-		return req, parsedToken{}, http.StatusBadRequest, errors.New("cost: required (or cancel: true)")
+		return req, tok, "", http.StatusBadRequest, errors.New("cost: required (or cancel: true)")
 	case req.Cost != nil && *req.Cost < 0:
-		return req, parsedToken{}, http.StatusBadRequest, fmt.Errorf("cost: must be >= 0, got %d", *req.Cost)
+		return req, tok, "", http.StatusBadRequest, fmt.Errorf("cost: must be >= 0, got %d", *req.Cost)
 	}
-	tok, err := parseToken(req.Reservation)
+	tok, err = parseToken(req.Reservation)
 	if err != nil {
-		return req, tok, http.StatusBadRequest, err
+		return req, tok, "", http.StatusBadRequest, err
 	}
-	return req, tok, 0, nil
+	return req, tok, "", 0, nil
+}
+
+// headerCommit is the commit of ReservationHeader at CostHeader.
+func headerCommit(h http.Header) (req CommitRequest, tok parsedToken, unknown string, status int, err error) {
+	req.Reservation, err = oneValue(h, http.CanonicalHeaderKey(ReservationHeader))
+	if err == nil && req.Reservation == "" {
+		err = fmt.Errorf("%s: required", ReservationHeader)
+	}
+	if err == nil {
+		tok, err = parseToken(req.Reservation)
+	}
+	if err != nil {
+		return req, tok, "", http.StatusBadRequest, err
+	}
+	c := costReader{}
+	v, err := oneValue(h, http.CanonicalHeaderKey(CostHeader))
+	c.number(v, err == nil && v != "")
+	if err != nil {
+		c.reason = CostInvalid
+	}
+	if c.found {
+		req.Cost = &c.cost
+	}
+	return req, tok, c.reason, 0, nil
 }
