@@ -3,22 +3,13 @@ package redisstore
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/rl-exporter/rl-exporter/limiter"
 )
 
-// openScript is lua/open_reservations.lua, read once.
-var openScript = sync.OnceValues(func() (*redis.Script, error) {
-	src, err := luaFiles.ReadFile("lua/open_reservations.lua")
-	if err != nil {
-		return nil, fmt.Errorf("redis store: open reservations script: %w", err)
-	}
-	return redis.NewScript(string(src)), nil
-})
+// openScript is lua/open_reservations.lua.
+var openScript = goRedisScript("open_reservations")
 
 // OpenReservations implements limiter.ReservationCounter: one read-only
 // script call counting the key's open set from Redis's clock. Safe for
