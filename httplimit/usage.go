@@ -39,8 +39,8 @@ type UsageLimit struct {
 	// in seconds from At, rounded up as Retry-After is.
 	Reset        time.Time `json:"reset"`
 	ResetSeconds int64     `json:"reset_seconds"`
-	// OpenReservations counts the units reserved on the budget and not yet settled; 0 while the
-	// stores keep no count of them.
+	// OpenReservations counts the reservations on the budget neither settled nor past their
+	// hold, for a class with cost_from; 0 for another class and on a store that keeps no count.
 	OpenReservations int64 `json:"open_reservations"`
 	// ExhaustedAt is when Remaining reaches 0 at the rate the current fixed window was used at,
 	// if that is before Reset; nil otherwise and for algorithms without a current window.
@@ -115,6 +115,16 @@ func (c *class) usage(ctx context.Context, tier, client, key string, now time.Ti
 		u.Live = lv.Source
 	}
 	u.ExhaustedAt = forecast(lim, u.Used, u.Remaining, d.ResetAfter, now)
+	if !c.costFrom.IsZero() {
+		n, err := l.OpenReservations(ctx, key)
+		switch {
+		case errors.Is(err, limiter.ErrOpenReservationsNotSupported): // a Reserver that keeps no count: 0
+		case err != nil:
+			return UsageLimit{}, fmt.Errorf("%w: open reservations: %v", errUnreadable, err)
+		default:
+			u.OpenReservations = n
+		}
+	}
 	if c.penalties != nil {
 		left, err := c.penalties.Penalized(ctx, c.penaltyKey(client), c.timeout)
 		if err != nil {

@@ -73,6 +73,7 @@ type Limiter struct {
 	resv     reserveBinding
 	hold     time.Duration
 	onExpiry ExpiryPolicy
+	count    counterFunc // nil when the store keeps no count of reservations
 }
 
 // New validates cfg and returns a Limiter.
@@ -110,6 +111,7 @@ func New(cfg Config) (*Limiter, error) {
 		onExpiry:   cfg.OnExpiry,
 	}
 	l.resv = bindReserver(cfg.Store, l.store, cfg.Limit)
+	l.count = bindCounter(cfg.Store, l.store, cfg.Limit)
 	if cfg.Guard != nil {
 		l.breaker, l.local, l.log = cfg.Guard.breaker, cfg.Guard.local, cfg.Guard.log
 		if sh, ok := cfg.Store.(ShardedStore); ok {

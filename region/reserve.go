@@ -11,11 +11,12 @@ import (
 
 // Strict mode holds reservations on the key's home region, record and
 // state in one script there, so a reservation taken in one region settles
-// from any. ModeLocal's store is the Redis store, a Reserver itself. Async
-// and hybrid hold none: their counts are per-region slots merged by max(),
-// and a settle's adjustment to another region's slot would be overwritten
-// by the next merge; a Limiter on them reports Reserves() false.
-var _ limiter.Reserver = (*strictStore)(nil)
+// from any and is counted there. ModeLocal's store is the Redis store, a
+// ReservationCounter itself. Async and hybrid hold none: their counts are
+// per-region slots merged by max(), and a settle's adjustment to another
+// region's slot would be overwritten by the next merge; a Limiter on them
+// reports Reserves() false.
+var _ limiter.ReservationCounter = (*strictStore)(nil)
 
 // Reserve implements limiter.Reserver on key's home region.
 func (s *strictStore) Reserve(ctx context.Context, key string, lim limiter.Limit, r limiter.ReserveRequest, timeout time.Duration) (limiter.Decision, error) {
@@ -42,4 +43,19 @@ func (s *strictStore) Settle(ctx context.Context, key string, lim limiter.Limit,
 		return st, fmt.Errorf("region %s: %w", home, err)
 	}
 	return st, nil
+}
+
+// OpenReservations implements limiter.ReservationCounter on key's home region.
+func (s *strictStore) OpenReservations(ctx context.Context, key string, lim limiter.Limit, timeout time.Duration) (int64, error) {
+	home := s.homeOf(key)
+	var n int64
+	_, err := s.call(home, func(rs *redisstore.Store) (limiter.Decision, error) {
+		var err error
+		n, err = rs.OpenReservations(ctx, key, lim, timeout)
+		return limiter.Decision{}, err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("region %s: %w", home, err)
+	}
+	return n, nil
 }

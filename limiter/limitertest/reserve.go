@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rl-exporter/rl-exporter/internal/eventually"
 	"github.com/rl-exporter/rl-exporter/limiter"
 )
 
@@ -37,6 +38,9 @@ func (c *suite) reservations(t *testing.T) {
 	t.Run("a cancel gives everything back, never more than a fresh key has", c.reserveCancel)
 	t.Run("a reservation settles once, on its own key", c.reserveOnce)
 	t.Run("an expired reservation is charged or refunded by its policy", c.reserveExpiry)
+	if _, ok := c.store.(limiter.ReservationCounter); ok {
+		t.Run("open reservations are counted until settled or past their hold, changing nothing", c.reserveCount)
+	}
 }
 
 // dayLimit refills or windows so slowly that nothing changes in a test.
@@ -261,4 +265,42 @@ func ReserveContention(t *testing.T, stores []limiter.Store, perClient int) []Re
 		results = append(results, ReserveContentionResult{Algorithm: a, Settled: n, Quota: quota, Bound: bound})
 	}
 	return results
+}
+
+func (c *suite) reserveCount(t *testing.T) {
+	ctx := context.Background()
+	lim := c.dayLimit(100)
+	long := c.reserver(t, lim, time.Minute, limiter.ExpireRefund)
+	short := c.reserver(t, lim, 150*time.Millisecond, limiter.ExpireRefund)
+	key := c.key(t, "k")
+	count := func(key string) int64 {
+		t.Helper()
+		n, err := long.OpenReservations(ctx, key)
+		if err != nil {
+			t.Fatalf("OpenReservations(%q): %v", key, err)
+		}
+		return n
+	}
+	if n := count(key); n != 0 {
+		t.Fatalf("a fresh key: %d open, want 0", n)
+	}
+	first := mustReserve(t, long, key, 10)
+	mustReserve(t, long, key, 20)
+	if n := count(key); n != 2 {
+		t.Fatalf("after two reservations: %d open, want 2", n)
+	}
+	mustSettle(t, "Commit(10)", limiter.Settlement{Estimate: 10, Actual: 10})(long.Commit(ctx, first, 10))
+	if n := count(key); n != 1 {
+		t.Fatalf("after committing one: %d open, want 1", n)
+	}
+	if n := count(c.key(t, "other")); n != 0 {
+		t.Fatalf("another key: %d open, want 0", n)
+	}
+	mustReserve(t, short, key, 5)
+	eventually.True(t, 5*time.Second, "the reservation past its short hold no longer counted", func() bool {
+		n, err := long.OpenReservations(ctx, key)
+		return err == nil && n == 1
+	})
+	// Only a write settles the expired one by its refund policy: counting did not.
+	wantRemaining(t, long, key, 65, "after counting (10 committed, 20 and 5 reserved)")
 }

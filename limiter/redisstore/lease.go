@@ -11,15 +11,20 @@ import (
 	"github.com/rl-exporter/rl-exporter/limiter"
 )
 
-// leaseScript is lua/concurrency.lua, read once; go-redis's Script sends
-// EVALSHA and falls back to EVAL on NOSCRIPT.
-var leaseScript = sync.OnceValues(func() (*redis.Script, error) {
-	src, err := luaFiles.ReadFile("lua/concurrency.lua")
-	if err != nil {
-		return nil, fmt.Errorf("redis store: concurrency script: %w", err)
-	}
-	return redis.NewScript(string(src)), nil
-})
+// leaseScript is lua/concurrency.lua.
+var leaseScript = goRedisScript("concurrency")
+
+// goRedisScript reads lua/<name>.lua once; go-redis's Script sends EVALSHA
+// and falls back to EVAL on NOSCRIPT.
+func goRedisScript(name string) func() (*redis.Script, error) {
+	return sync.OnceValues(func() (*redis.Script, error) {
+		src, err := luaFiles.ReadFile("lua/" + name + ".lua")
+		if err != nil {
+			return nil, fmt.Errorf("redis store: %s script: %w", name, err)
+		}
+		return redis.NewScript(string(src)), nil
+	})
+}
 
 // LeaseKey is the sorted set holding key's leases: <prefix>:{<key>}:concurrency, one Cluster slot.
 func (s *Store) LeaseKey(key string) string { return s.baseKey(key, limiter.Concurrency) }
