@@ -109,14 +109,14 @@ func fetchUsage(ctx context.Context, url, token string, timeout time.Duration) (
 func printUsage(w io.Writer, rep httplimit.UsageReport) {
 	fmt.Fprintf(w, "key %s, plan tier %s, at %s\n", rep.Key, rep.PlanTier, rep.At.UTC().Format(time.RFC3339))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "CLASS\tENDPOINT\tALGORITHM\tQUOTA\tUSED\tREMAINING\tRESET\tEXHAUSTED AT")
+	fmt.Fprintln(tw, "CLASS\tENDPOINT\tALGORITHM\tQUOTA\tUSED\tREMAINING\tOPEN RESERVATIONS\tRESET\tEXHAUSTED AT")
 	for _, l := range rep.Limits {
 		exhausted := "-"
 		if l.ExhaustedAt != nil {
 			exhausted = l.ExhaustedAt.UTC().Format(time.RFC3339)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\n", l.Class, l.Endpoint, l.Algorithm,
-			l.Quota, l.Used, l.Remaining, l.Reset.UTC().Format(time.RFC3339), exhausted)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%s\t%s\n", l.Class, l.Endpoint, l.Algorithm,
+			l.Quota, l.Used, l.Remaining, l.OpenReservations, l.Reset.UTC().Format(time.RFC3339), exhausted)
 	}
 	_ = tw.Flush()
 }

@@ -67,7 +67,7 @@ func TestUsagePrintsATableOfEveryLimit(t *testing.T) {
 			t.Errorf("%s: first line %q, want the key and its tier", tc.name, lines[0])
 		}
 		header := strings.Fields(lines[1])
-		if strings.Join(header, " ") != "CLASS ENDPOINT ALGORITHM QUOTA USED REMAINING RESET EXHAUSTED AT" {
+		if strings.Join(header, " ") != "CLASS ENDPOINT ALGORITHM QUOTA USED REMAINING OPEN RESERVATIONS RESET EXHAUSTED AT" {
 			t.Errorf("%s: header %q", tc.name, lines[1])
 		}
 		var orders []string
@@ -79,8 +79,8 @@ func TestUsagePrintsATableOfEveryLimit(t *testing.T) {
 		if len(orders) < 6 || orders[1] != "GET /orders/{id}" && orders[2] != "/orders/{id}" {
 			t.Fatalf("%s: no orders row in\n%s", tc.name, out.String())
 		}
-		if got := strings.Join(orders[4:7], " "); got != "10 2 8" {
-			t.Errorf("%s: orders quota/used/remaining %q, want \"10 2 8\"\n%s", tc.name, got, out.String())
+		if got := strings.Join(orders[4:8], " "); got != "10 2 8 0" {
+			t.Errorf("%s: orders quota/used/remaining/open reservations %q, want \"10 2 8 0\"\n%s", tc.name, got, out.String())
 		}
 	}
 }
