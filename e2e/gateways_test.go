@@ -409,8 +409,115 @@ func TestNginxSettlesEachReservationAtTheAPIsUsage(t *testing.T) {
 	}
 }
 
+// leaseConfig is serve for nginx with one class, jobs on /v1/jobs, under a concurrency limit of 2
+// per client; a lease lives a minute, longer than the test, so that none expires on its own.
+const leaseConfig = `server:
+  check_api:
+    allowed_peers: [127.0.0.1/32]
+identity:
+  trusted_proxies: [127.0.0.1/32]
+classes:
+  jobs:
+    routes: ["/v1/jobs"]
+    limits:
+      default: {algorithm: concurrency, limit: 2, lease_ttl: 1m}
+  default:
+    limits:
+      default: {algorithm: fixed_window, rate: 1000, period: 1m}
+`
+
+// Behind nginx, each request on a concurrency limit holds a lease /v1/auth took, and post_action
+// gives it back once the response is over: two requests the API holds pass, a third at the same
+// time is refused with 429, and once the two are answered requests pass again.
+func TestNginxHoldsALeaseForEachRequestInFlight(t *testing.T) {
+	run, errLog := runNginx(t)
+	entered, release := make(chan struct{}, 10), make(chan struct{})
+	var once sync.Once
+	done := func() { once.Do(func() { close(release) }) }
+	defer done()
+	up := &api{seen: map[string]int{}}
+	up.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		up.mu.Lock()
+		up.seen[r.URL.Path]++
+		up.mu.Unlock()
+		entered <- struct{}{}
+		select {
+		case <-release:
+		case <-r.Context().Done():
+			return
+		}
+		_, _ = io.WriteString(w, "api\n")
+	}))
+	t.Cleanup(up.Close)
+	cfg := filepath.Join(t.TempDir(), "lease.yaml")
+	writeFile(t, cfg, leaseConfig)
+	base, rl := serveBehindGateway(t, cfg, up, nginxConf, "listen 8080;", nginxListen, run)
+	c := clientFrom("127.0.0.2")
+	inFlight := func() float64 { return metricSum(t, rl, "rate_limit_in_flight", `endpoint="/v1/jobs"`) }
+	drained := func(when string) {
+		t.Helper()
+		var n float64
+		if !eventually.Within(10*time.Second, func() bool { n = inFlight(); return n == 0 }) {
+			t.Fatalf("%s: rate_limit_in_flight %v, want 0: post_action released every lease", when, n)
+		}
+	}
+
+	held := make(chan answer, 2)
+	for i := range 2 {
+		go func() {
+			resp, err := c.Get(fmt.Sprintf("%s/v1/jobs?held=%d", base, i))
+			if err != nil {
+				held <- answer{body: err.Error()}
+				return
+			}
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			held <- answer{resp.StatusCode, resp.Header, string(b)}
+		}()
+		select {
+		case <-entered:
+		case a := <-held:
+			t.Fatalf("held request %d answered before reaching the API: %d %q", i+1, a.code, a.body)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("held request %d never reached the API", i+1)
+		}
+	}
+	if n := inFlight(); n != 2 {
+		t.Errorf("rate_limit_in_flight %v with two requests held, want 2", n)
+	}
+	a := send(t, c, "GET", base+"/v1/jobs?third", nil)
+	if a.code != http.StatusTooManyRequests || a.hdr.Get("Retry-After") == "" {
+		t.Fatalf("third request while two are held: status %d %q, Retry-After %q; want 429 with Retry-After", a.code, a.body, a.hdr.Get("Retry-After"))
+	}
+	if n := up.count("/v1/jobs"); n != 2 {
+		t.Errorf("the API saw %d requests, want the 2 held", n)
+	}
+	done()
+	for i := range 2 {
+		if a := <-held; a.code != http.StatusOK || a.body != "api\n" {
+			t.Fatalf("held request %d: status %d %q; want the API's 200", i+1, a.code, a.body)
+		}
+	}
+	drained("after the held requests")
+	for i := range 3 {
+		if a := send(t, c, "GET", fmt.Sprintf("%s/v1/jobs?after=%d", base, i), nil); a.code != http.StatusOK || a.hdr.Get("X-RateLimit-Limit") != "2" {
+			t.Fatalf("request %d after the release: status %d %q, X-RateLimit-Limit %q; want 200 and 2", i+1, a.code, a.body, a.hdr.Get("X-RateLimit-Limit"))
+		}
+		drained(fmt.Sprintf("after request %d", i+1))
+	}
+	if b, _ := os.ReadFile(*errLog); strings.Contains(string(b), "[error]") {
+		t.Errorf("nginx logged errors:\n%s", b)
+	}
+}
+
 // costMetric sums the samples of rate_limit_cost_total on serve's /metrics whose labels hold label.
 func costMetric(t *testing.T, rl, label string) float64 {
+	t.Helper()
+	return metricSum(t, rl, "rate_limit_cost_total", label)
+}
+
+// metricSum sums the samples of the metric name on serve's /metrics whose labels hold label.
+func metricSum(t *testing.T, rl, name, label string) float64 {
 	t.Helper()
 	resp, err := http.Get(rl + "/metrics")
 	if err != nil {
@@ -420,7 +527,7 @@ func costMetric(t *testing.T, rl, label string) float64 {
 	b, _ := io.ReadAll(resp.Body)
 	var sum float64
 	for _, line := range strings.Split(string(b), "\n") {
-		if strings.HasPrefix(line, "rate_limit_cost_total{") && strings.Contains(line, label) {
+		if strings.HasPrefix(line, name+"{") && strings.Contains(line, label) {
 			v, _ := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
 			sum += v
 		}

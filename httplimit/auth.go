@@ -27,6 +27,10 @@ const ReservationHeader = "X-RateLimit-Reservation"
 // the reservation settles at its estimate and counts as a cost unknown.
 const CostHeader = "X-RateLimit-Cost"
 
+// LeaseHeader carries the token of the lease /v1/auth took for a tier under a concurrency
+// limit; the gateway sends it back in a POST ReleasePath without a body once the response is over.
+const LeaseHeader = "X-RateLimit-Lease"
+
 // The headers a gateway names the original request in: nginx's auth_request (X-Original-*,
 // by its documented configuration) and Caddy's forward_auth and Traefik's ForwardAuth
 // (X-Forwarded-*).
@@ -45,7 +49,7 @@ const (
 // X-Forwarded-Method and X-Forwarded-Host (Caddy, Traefik); both families at once are a 400,
 // for one of them is a client's. The client is identified from the request as the middleware
 // identifies it, the gateway being its peer (a trusted proxy). The answer is the middleware's:
-// 200 with the rate-limit headers and no body, 429 (or DenyStatusHeader's 401 or 403) with
+// 200 with the rate-limit headers and no body (and LeaseHeader on a concurrency limit), 429 (or DenyStatusHeader's 401 or 403) with
 // Retry-After and the JSON body, 503 when fail-closed, after a leaky_bucket delay when there
 // is one. Safe for concurrent use; it believes forwarded headers, so serve answers it only
 // for the decision API's peers.
@@ -75,6 +79,10 @@ func (m *Middleware) authorize(w http.ResponseWriter, r *http.Request, deny int)
 	rt := p.match(&pr.req)
 	c := p.identity.resolve(r)
 	tier := p.tier(c.tier)
+	if ls := rt.class.leasesFor(tier); ls != nil {
+		m.authorizeLease(w, r, p, rt, tier, c.key, ls, deny)
+		return nil
+	}
 	cost, reserve := rt.class.cost, !rt.class.costFrom.IsZero()
 	switch {
 	case reserve:

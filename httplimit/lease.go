@@ -1,11 +1,13 @@
 package httplimit
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -228,7 +230,7 @@ func (m *Middleware) serveLeased(w http.ResponseWriter, r *http.Request, p *Poli
 	case 0:
 		return
 	case http.StatusTooManyRequests:
-		p.writeLeaseRejected(w, rt, body)
+		p.writeLeaseRejected(w, rt, code, body)
 		return
 	case http.StatusServiceUnavailable:
 		writeJSON(w, "application/json", code, body)
@@ -258,16 +260,36 @@ func parseLeaseToken(tok string) (lease limiter.Lease, class, tier string, err e
 	return limiter.Lease{ID: id, Key: string(key)}, parts[0], parts[1], nil
 }
 
-// writeLeaseRejected writes a concurrency refusal's 429 body in the configured form.
-func (p *Policy) writeLeaseRejected(w http.ResponseWriter, rt route, body RejectedBody) {
+// writeLeaseRejected writes a concurrency refusal's body with status code (429, or forward-auth's
+// DenyStatusHeader) in the configured form.
+func (p *Policy) writeLeaseRejected(w http.ResponseWriter, rt route, code int, body RejectedBody) {
 	if !p.headers.ProblemJSON {
-		writeJSON(w, "application/json", http.StatusTooManyRequests, body)
+		writeJSON(w, "application/json", code, body)
 		return
 	}
-	writeJSON(w, "application/problem+json", http.StatusTooManyRequests, ProblemBody{
+	writeJSON(w, "application/problem+json", code, ProblemBody{
 		Type: QuotaExceededType, Title: "Request cannot be satisfied as assigned quota has been exceeded",
-		Status: http.StatusTooManyRequests, Detail: body.Message, ViolatedPolicies: []string{rt.class.name}, RetryAfter: body.RetryAfter,
+		Status: code, Detail: body.Message, ViolatedPolicies: []string{rt.class.name}, RetryAfter: body.RetryAfter,
 	})
+}
+
+// authorizeLease answers forward-auth on a concurrency limit: a lease, its token in LeaseHeader
+// for the gateway to give back, or the refusal with deny's status.
+func (m *Middleware) authorizeLease(w http.ResponseWriter, r *http.Request, p *Policy, rt route, tier, client string, ls *limiter.Leases, deny int) {
+	o := m.acquire(r.Context(), rt, tier, client, ls)
+	switch code, body := p.respondLease(w.Header(), rt, &o); code {
+	case 0:
+	case http.StatusTooManyRequests:
+		p.writeLeaseRejected(w, rt, deny, body)
+	case http.StatusServiceUnavailable:
+		writeJSON(w, "application/json", code, body)
+	default:
+		if o.lease.ID != "" {
+			w.Header().Set(LeaseHeader, leaseToken(o.lease))
+		}
+		w.Header().Set("Content-Length", "0")
+		w.WriteHeader(code)
+	}
 }
 
 // checkLease answers a decision API request on a concurrency limit (ls; nil when the tier is
@@ -303,7 +325,8 @@ func (m *Middleware) checkLease(w http.ResponseWriter, r *http.Request, p *Polic
 	writeCheckResponse(w, code, resp)
 }
 
-// ReleaseRequest is the body of POST ReleasePath.
+// ReleaseRequest is the body of POST ReleasePath; a gateway that cannot write JSON sends no body
+// and the lease in LeaseHeader instead.
 type ReleaseRequest struct {
 	Lease string `json:"lease"` // CheckResponse.Lease
 }
@@ -318,11 +341,9 @@ type ReleaseResponse struct {
 }
 
 func (m *Middleware) serveRelease(w http.ResponseWriter, r *http.Request) {
-	var req ReleaseRequest
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, MaxCheckBody))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
-		writeJSON(w, "application/json", http.StatusBadRequest, RejectedBody{Error: "bad_request", Message: "body is not a JSON release request: " + err.Error()})
+	req, err := readReleaseRequest(w, r)
+	if err != nil {
+		writeJSON(w, "application/json", http.StatusBadRequest, RejectedBody{Error: "bad_request", Message: err.Error()})
 		return
 	}
 	lease, className, tier, err := parseLeaseToken(req.Lease)
@@ -360,6 +381,32 @@ func (m *Middleware) serveRelease(w http.ResponseWriter, r *http.Request) {
 	default:
 		writeJSON(w, "application/json", http.StatusOK, ReleaseResponse{Released: true})
 	}
+}
+
+// readReleaseRequest reads the JSON body, or the LeaseHeader of a body-less release (nginx's
+// post_action cannot write JSON).
+func readReleaseRequest(w http.ResponseWriter, r *http.Request) (ReleaseRequest, error) {
+	var req ReleaseRequest
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxCheckBody))
+	if err != nil {
+		return req, fmt.Errorf("read body: %w", err)
+	}
+	if r.Header.Values(LeaseHeader) != nil {
+		if len(bytes.TrimSpace(body)) > 0 {
+			return req, fmt.Errorf("a JSON body or the %s header, not both", LeaseHeader)
+		}
+		req.Lease, err = oneValue(r.Header, http.CanonicalHeaderKey(LeaseHeader))
+		if err == nil && req.Lease == "" {
+			err = fmt.Errorf("%s: empty", LeaseHeader)
+		}
+		return req, err
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		return req, fmt.Errorf("body is not a JSON release request (or send the %s header without a body): %w", LeaseHeader, err)
+	}
+	return req, nil
 }
 
 // leaseEndpoint is the route a lease's key names (the metric label of its release), "" when

@@ -229,10 +229,13 @@ func checkCall(t *testing.T, h http.Handler, path, body string) (int, map[string
 	return w.Code, out, w.Header()
 }
 
-func TestTheDecisionAPIHandsOutLeasesAndReleasesThem(t *testing.T) {
+// jobsLeases is a middleware with class api on /jobs/ under a concurrency limit of n, the rest
+// 10 a minute, and the records counting its leases.
+func jobsLeases(t *testing.T, n int64) (*Middleware, *leaseRecords) {
+	t.Helper()
 	st := limiter.NewMemoryStore(limiter.MemoryConfig{})
 	p, err := NewPolicy(PolicyConfig{Store: st, Classes: []Class{
-		{Name: "api", Routes: []string{"/jobs/"}, Leases: map[string]limiter.LeaseLimit{"default": {Limit: 1, TTL: time.Minute}}},
+		{Name: "api", Routes: []string{"/jobs/"}, Leases: map[string]limiter.LeaseLimit{"default": {Limit: n, TTL: time.Minute}}},
 		{Name: "other", Limits: map[string]limiter.Limit{"default": limiter.PerMinute(limiter.GCRA, 10)}},
 	}, DefaultClass: "other"})
 	if err != nil {
@@ -243,6 +246,11 @@ func TestTheDecisionAPIHandsOutLeasesAndReleasesThem(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return m, rec
+}
+
+func TestTheDecisionAPIHandsOutLeasesAndReleasesThem(t *testing.T) {
+	m, rec := jobsLeases(t, 1)
 	h := m.CheckHandler()
 	ask := `{"key":"user:1","endpoint":"POST /jobs/run","lease":true}`
 	code, out, hdr := checkCall(t, h, CheckPath, ask)
