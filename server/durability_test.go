@@ -21,7 +21,7 @@ func TestUnreplicatedWritesAreCountedOnMetricsWhileTheReplicaIsStopped(t *testin
 	in := buildInstance(t, fmt.Sprintf(`
 live: {enabled: false}
 reload: {watch: false}
-store: {type: redis, timeout: 1s, fail_policy: closed, redis: {url: %q, durability: wait, durability_timeout: 250ms}}
+store: {type: redis, timeout: 1s, fail_policy: closed, redis: {url: %q, durability: wait, durability_timeout: 400ms}}
 classes:
   default:
     limits: {default: {algorithm: fixed_window, rate: 1000000, period: 1h}}
@@ -46,7 +46,7 @@ classes:
 		if _, err := sn.Primary.Do("SET", "durability-probe", "1"); err != nil {
 			return false
 		}
-		n, err := sn.Primary.Do("WAIT", "1", "250")
+		n, err := sn.Primary.Do("WAIT", "1", "400")
 		return err == nil && n == int64(1)
 	}) {
 		t.Fatal("the replica acknowledges no write")
@@ -62,7 +62,7 @@ classes:
 	const stopped = 5
 	start := time.Now()
 	decide(stopped)
-	if took := time.Since(start); took < stopped*250*time.Millisecond {
+	if took := time.Since(start); took < stopped*400*time.Millisecond {
 		t.Fatalf("%d decisions took %s with the replica stopped: they did not wait for it", stopped, took)
 	}
 	if got := in.metric(t, name, `store="redis"`); got != stopped {
