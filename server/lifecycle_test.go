@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"runtime"
 	"testing"
 	"time"
 
@@ -42,13 +41,16 @@ reload: {watch: true, interval: 100ms}
 	if err != nil {
 		t.Fatal(err)
 	}
-	before := runtime.NumGoroutine()
+	ours := newFamily(currentGoroutine())
+	if gs := ours.alive(); len(gs) > 0 {
+		t.Fatalf("goroutines of this test running before Build:%s", stacks(gs))
+	}
 	srv, err := server.Build(cfg, server.Deps{Sources: sources, Reloads: make(chan struct{})})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := runtime.NumGoroutine(); n > before {
-		t.Errorf("Build left %d goroutines running, want none: it starts nothing", n-before)
+	if gs := ours.alive(); len(gs) > 0 {
+		t.Errorf("Build left %d goroutines running, want none: it starts nothing%s", len(gs), stacks(gs))
 	}
 	select {
 	case <-srv.Ready():
@@ -65,6 +67,9 @@ reload: {watch: true, interval: 100ms}
 		t.Fatalf("Serve ended before it was ready: %v", err)
 	case <-time.After(10 * time.Second):
 		t.Fatal("not ready within 10s")
+	}
+	if len(ours.alive()) == 0 {
+		t.Fatal("Serve is ready but runs no goroutine")
 	}
 	resp, err := http.Get("http://" + srv.Addr("main") + server.HealthPath)
 	if err != nil || resp.StatusCode != http.StatusOK {
@@ -90,7 +95,9 @@ reload: {watch: true, interval: 100ms}
 	if err := srv.Shutdown(); err != nil {
 		t.Errorf("Shutdown after Serve: %v", err)
 	}
-	eventually.True(t, 5*time.Second, "every goroutine of Serve ended", func() bool { return runtime.NumGoroutine() <= before })
+	if !eventually.Within(5*time.Second, func() bool { return len(ours.alive()) == 0 }) {
+		t.Errorf("goroutines Serve started still run 5s after it ended:%s", stacks(ours.alive()))
+	}
 }
 
 // TestShutdownOfABuiltNeverServedReleasesItsListeners checks that a Built
