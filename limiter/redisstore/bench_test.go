@@ -90,13 +90,31 @@ func BenchmarkDecideConcurrent(b *testing.B) {
 	for _, a := range []limiter.Algorithm{limiter.GCRA, limiter.TokenBucket, limiter.FixedWindow} {
 		for _, nkeys := range []int{1, 1000} {
 			b.Run(fmt.Sprintf("%s/keys=%d", a, nkeys), func(b *testing.B) {
-				benchConcurrent(b, srv, store, a, nkeys)
+				benchConcurrent(b, srv, store, a, nkeys, 64)
 			})
 		}
 	}
 }
 
-func benchConcurrent(b *testing.B, srv *redistest.Server, store *redisstore.Store, a limiter.Algorithm, nkeys int) {
+// BenchmarkDecideCallers is BenchmarkDecideConcurrent's GCRA on 1000 keys
+// from fewer callers than 64 too: the fewer they are, the smaller the
+// batches, and the more of our CPU per decision (cpu-µs/op) goes to what
+// each batch costs (the hand-offs between callers and senders, the
+// system calls) rather than to what each decision costs.
+func BenchmarkDecideCallers(b *testing.B) {
+	srv := redistest.Single(b)
+	store := newStore(b, redisstore.ClientConfig{URL: srv.URL()})
+	for _, callers := range []int{2, 8, 64} {
+		b.Run(fmt.Sprintf("callers=%d", callers), func(b *testing.B) {
+			benchConcurrent(b, srv, store, limiter.GCRA, 1000, callers)
+		})
+	}
+}
+
+// benchConcurrent runs b.N decisions of a on nkeys keys from callers
+// goroutines (a multiple of GOMAXPROCS, at least callers) and reports the
+// costs BenchmarkDecideConcurrent describes.
+func benchConcurrent(b *testing.B, srv *redistest.Server, store *redisstore.Store, a limiter.Algorithm, nkeys, callers int) {
 	lim := limiter.Limit{Algorithm: a, Rate: 100_000_000, Period: time.Second}
 	ctx := context.Background()
 	keys := make([]string, nkeys)
@@ -110,7 +128,7 @@ func benchConcurrent(b *testing.B, srv *redistest.Server, store *redisstore.Stor
 	redisCPU0, calls0, usec0 := redisCPU(b, srv)
 	cpu0 := processCPU()
 	b.ReportAllocs()
-	b.SetParallelism((64 + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0))
+	b.SetParallelism((callers + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0))
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
