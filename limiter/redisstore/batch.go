@@ -314,6 +314,33 @@ func (ln *lane) hold(timer *time.Timer) {
 	}
 }
 
+// claim reports whether a decision may be sent alone by its caller, as
+// one of the lane's calls on their way (flying, which land ends): when
+// fewer than the senders are, no sender is gathering a batch (the turn is
+// free) and nothing is queued, nothing would join it.
+func (ln *lane) claim() bool {
+	if ln.flying.Load() >= ln.b.senders || len(ln.queue) > 0 {
+		return false
+	}
+	select {
+	case <-ln.turn:
+	default:
+		return false
+	}
+	ok := ln.flying.Add(1) <= ln.b.senders && len(ln.queue) == 0
+	ln.turn <- struct{}{}
+	if !ok {
+		ln.land()
+	}
+	return ok
+}
+
+// land ends a call that claim let through.
+func (ln *lane) land() {
+	ln.flying.Add(-1)
+	ln.signal()
+}
+
 // signal wakes a sender waiting in hold, if any.
 func (ln *lane) signal() {
 	select {

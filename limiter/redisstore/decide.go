@@ -77,7 +77,10 @@ func (s *Store) fill(r *request, sc *algScripts, key string, lim limiter.Limit, 
 	}
 }
 
-// send makes r's decision: alone when no other is in progress, else batched.
+// send makes r's decision: alone when no other is in progress, or when
+// the others leave room for one more call on its way and none to gather
+// (lane.claim): handed to a sender it would go alone all the same, a
+// goroutine switch later; else batched.
 func (s *Store) send(ctx context.Context, r *request, timeout time.Duration) (limiter.Decision, error) {
 	if s.batch == nil {
 		defer s.recycle(r)
@@ -85,6 +88,11 @@ func (s *Store) send(ctx context.Context, r *request, timeout time.Duration) (li
 	}
 	defer s.batch.inFlight.Add(-1)
 	if s.batch.inFlight.Add(1) == 1 {
+		defer s.recycle(r)
+		return s.direct(ctx, r, timeout)
+	}
+	if ln := s.batch.one; ln != nil && ln.claim() {
+		defer ln.land()
 		defer s.recycle(r)
 		return s.direct(ctx, r, timeout)
 	}
@@ -102,31 +110,64 @@ func (s *Store) recycle(r *request) {
 
 // direct sends r alone on the caller's goroutine.
 func (s *Store) direct(ctx context.Context, r *request, timeout time.Duration) (limiter.Decision, error) {
-	if timeout > 0 {
-		if dl, ok := ctx.Deadline(); !ok || time.Until(dl) > timeout {
-			var cancel context.CancelFunc
-			ctx, cancel = context.WithTimeout(ctx, timeout)
-			defer cancel()
-		}
-	}
-	sc := &s.algs[r.alg]
 	var via processor = s.client
-	conn, _ := s.direct1.take()
+	own, conn, warm := s.takeDirect()
 	if conn != nil {
 		via = conn
 	}
+	if timeout > 0 {
+		if dl, ok := ctx.Deadline(); !ok || time.Until(dl) > timeout {
+			ctx = r.bound(ctx, timeout, warm)
+			defer r.unbind()
+		}
+	}
+	sc := &s.algs[r.alg]
 	ints, err := s.run(ctx, via, &sc.single, r.cmdArgs(), &r.raw, r.ints[:0])
 	// TRYAGAIN: a migrating slot splits the keys and Redis ran nothing.
 	for backoff := tryAgainFirst; isTryAgain(err) && retryWait(ctx, backoff); backoff = min(2*backoff, tryAgainMax) {
 		ints, err = s.run(ctx, via, &sc.single, r.cmdArgs(), &r.raw, ints)
 	}
 	r.ints = ints
-	s.direct1.give(conn, err)
+	if own != nil {
+		own.give(conn, err)
+	}
 	if err != nil {
 		s.noteError(err)
 		return limiter.Decision{}, err
 	}
 	return r.answer(decodeInts(ints))
+}
+
+// takeDirect takes the first free connection of s.alone (nil: none).
+func (s *Store) takeDirect() (own *ownConn, c *redis.Conn, warm bool) {
+	for i := range s.alone {
+		if c, warm = s.alone[i].take(); c != nil {
+			return &s.alone[i], c, warm
+		}
+	}
+	return nil, nil, false
+}
+
+// bound returns ctx bounded by timeout from now: on a warm connection,
+// where the deadline bounds the socket's I/O and no pool or dial waits on
+// Done, r's own deadlineCtx (no timer, nothing allocated); else a context
+// with a timeout, which unbind cancels.
+func (r *request) bound(ctx context.Context, timeout time.Duration, warm bool) context.Context {
+	if warm {
+		r.dctx = deadlineCtx{Context: ctx, deadline: time.Now().Add(timeout)}
+		return &r.dctx
+	}
+	ctx, r.cancel = context.WithTimeout(ctx, timeout)
+	return ctx
+}
+
+// unbind ends what bound started.
+func (r *request) unbind() {
+	if r.cancel != nil {
+		r.cancel()
+		r.cancel = nil
+	}
+	r.dctx = deadlineCtx{}
 }
 
 // request is one decision on its way and, once made, its answer. Requests
@@ -153,6 +194,9 @@ type request struct {
 	d        limiter.Decision
 	err      error
 
+	// dctx or cancel bound a decision sent alone (request.bound).
+	dctx   deadlineCtx
+	cancel context.CancelFunc
 	// argv, raw and ints are reused buffers of the direct path.
 	argv [4 + maxKeys + maxArgs]any
 	raw  bytes.Buffer

@@ -102,8 +102,9 @@ type Store struct {
 	prefix      string
 	algs        [limiter.NumAlgorithms]algScripts // by AlgorithmSpec.Index
 	batch       *batcher                          // nil without batching
-	// direct1 is the connection of decisions made alone.
-	direct1  ownConn
+	// alone are the connections of decisions made alone, one per such
+	// call that may be on its way at once (Store.send).
+	alone    []ownConn
 	requests sync.Pool
 	// wait is the WAIT of DurabilityWait, else nil.
 	wait         []any
@@ -154,11 +155,17 @@ func New(client redis.UniversalClient, cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("redisstore: unknown durability %d", cfg.Durability)
 	}
 	c, single := client.(*redis.Client)
-	if single {
-		s.direct1.client = c
-	}
 	if !cfg.Batch.Disabled && (s.cluster || single) {
 		s.batch = newBatcher(s, cfg.Batch, cfg.BatchTracer)
+	}
+	s.alone = make([]ownConn, 1)
+	if s.batch != nil && s.batch.one != nil {
+		s.alone = make([]ownConn, 1+s.batch.senders)
+	}
+	if single {
+		for i := range s.alone {
+			s.alone[i].client = c
+		}
 	}
 	return s, nil
 }
