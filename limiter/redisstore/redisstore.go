@@ -159,8 +159,12 @@ func New(client redis.UniversalClient, cfg Config) (*Store, error) {
 		s.batch = newBatcher(s, cfg.Batch, cfg.BatchTracer)
 	}
 	s.alone = make([]ownConn, 1)
-	if s.batch != nil && s.batch.one != nil {
-		s.alone = make([]ownConn, 1+s.batch.senders)
+	if single && s.batch != nil {
+		// One more per sender, for decisions that go alone beside batches
+		// (lane.claim), when the pool keeps as many again for its other users.
+		if held := 1 + 2*int(s.batch.senders); c.Options().PoolSize >= 2*held {
+			s.alone = make([]ownConn, 1+s.batch.senders)
+		}
 	}
 	if single {
 		for i := range s.alone {
