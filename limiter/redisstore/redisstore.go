@@ -181,7 +181,7 @@ func (s *Store) Name() string { return "redis" }
 // hold at once, so that a first decision on a distant Redis does not spend
 // its timeout dialling. Optional; safe for concurrent use.
 func (s *Store) Warm(ctx context.Context) error {
-	conns := 1
+	conns := len(s.alone)
 	if s.batch != nil {
 		conns += int(s.batch.senders)
 	}
