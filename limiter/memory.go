@@ -11,7 +11,7 @@ import (
 // Defaults of MemoryConfig.
 const (
 	DefaultMemoryShards  = 64
-	DefaultMemoryMaxKeys = 1 << 20 // at most 256 MiB of tables when full
+	DefaultMemoryMaxKeys = 1 << 20 // at most 258 MiB of tables when full
 )
 
 const evictionSamples = 5 // entries an insertion looks at (memShard.insert)
@@ -35,9 +35,10 @@ type MemoryConfig struct {
 //
 // A key whose state is as good as fresh is dropped by Sweep, or when an
 // insertion finds it idle. A shard is a hash table of 128-byte slots with
-// keys of up to 62 bytes inline, at most 3/4 full and at least 3/8 after
-// growing: 170 to 340 B a key, 256 MiB at worst for the default MaxKeys,
-// within 1.5× in resident memory (TestGoalMemoryStoreRSSStaysNearTheLiveHeap).
+// keys of up to 62 bytes inline, and a control byte per slot, at most 3/4
+// full and at least 3/8 after growing: 172 to 344 B a key, 258 MiB at worst
+// for the default MaxKeys, within 1.5× in resident memory
+// (TestGoalMemoryStoreRSSStaysNearTheLiveHeap).
 type MemoryStore struct {
 	now      func() time.Time // nil: the monotonic clock below
 	start    time.Time        // when the store was made, with a monotonic reading
