@@ -195,17 +195,20 @@ func (b *memoryBinding) decide(_ context.Context, key string, cost int64, mode M
 }
 
 // consume reads the clock under the lock, so that decisions on a key see
-// it in order. The algorithms write *d field by field, not return it:
-// copying in 16-byte words a struct just written field by field stalls on
-// store forwarding, and costs more than gcra's arithmetic.
+// it in order, and before the lookup: the clock's counter read waits for
+// the loads before it, so read after the lookup it would wait for the
+// slot's cache miss, where read before it the rest of the clock's work
+// overlaps that miss. The algorithms write *d field by field, not return
+// it: copying in 16-byte words a struct just written field by field stalls
+// on store forwarding, and costs more than gcra's arithmetic.
 func (b *memoryBinding) consume(d *Decision, key string, cost int64) {
 	s, cl := b.store, &b.limit
 	h := s.hash(cl.alg, key)
 	sh := &s.shards[h&s.mask]
 	sh.mu.Lock()
+	now := s.nowUS()
 	var e *memSlot
 	i := sh.find(h, cl.alg, key)
-	now := s.nowUS()
 	fresh := i < 0
 	if fresh {
 		e = sh.insert(h, cl.alg, key, now, s.perShard)
@@ -236,8 +239,8 @@ func (b *memoryBinding) decideMode(key string, cost int64, mode Mode) Decision {
 	sh := &s.shards[h&s.mask]
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
+	now := s.nowUS() // before the lookup, as in consume
 	i := sh.find(h, cl.alg, key)
-	now := s.nowUS()
 	fresh := i < 0
 	var e *memSlot
 	switch {
