@@ -23,7 +23,8 @@ import (
 // GOMAXPROCS goroutines. Unlike the load generator it reads no clock and
 // records nothing per decision, so ns/op is the limiter's own cost.
 type memoryBenchmark struct {
-	// name is "<limiter>/<serial|parallel>", usable as a sub-benchmark name.
+	// name is "<limiter>/<serial|parallel|parallel_own_keys>", usable as a
+	// sub-benchmark name.
 	name string
 	// limiter is the contender's name (rl-exporter's algorithm or xrate).
 	limiter string
@@ -38,8 +39,10 @@ const xrateLimiterName = "xrate_mutex_map"
 // memoryBenchmarks returns the benchmarks over keys distinct keys: for each
 // of rl-exporter's Limiter on a MemoryStore (gcra, token_bucket,
 // fixed_window) and for x/time/rate behind a mutex-guarded map of keys, a
-// serial and a parallel benchmark. Every key exists before the timer starts
-// and every decision is allowed. Each benchmark makes its own limiter.
+// serial benchmark and two parallel ones, on keys every goroutine decides on
+// in turn and on keys of each goroutine's own. Every key exists before the
+// timer starts and every decision is allowed. Each benchmark makes its own
+// limiter.
 func memoryBenchmarks(keys int) ([]memoryBenchmark, error) {
 	names := make([]string, keys)
 	for i := range names {
@@ -75,7 +78,8 @@ func memoryBenchmarks(keys int) ([]memoryBenchmark, error) {
 		}
 		out = append(out,
 			memoryBenchmark{name: m.name + "/serial", limiter: m.name, baseline: m.baseline, fn: serialBenchmark(names, m.make)},
-			memoryBenchmark{name: m.name + "/parallel", limiter: m.name, baseline: m.baseline, fn: parallelBenchmark(names, m.make)},
+			memoryBenchmark{name: m.name + "/parallel", limiter: m.name, baseline: m.baseline, fn: parallelBenchmark(names, m.make, false)},
+			memoryBenchmark{name: m.name + "/parallel_own_keys", limiter: m.name, baseline: m.baseline, fn: parallelBenchmark(names, m.make, true)},
 		)
 	}
 	return out, nil
@@ -121,9 +125,12 @@ func serialBenchmark(names []string, newDecider func() (decider, error)) func(*t
 	}
 }
 
-// parallelBenchmark is serialBenchmark with b.RunParallel, each goroutine
-// starting elsewhere in names.
-func parallelBenchmark(names []string, newDecider func() (decider, error)) func(*testing.B) {
+// parallelBenchmark is serialBenchmark with b.RunParallel. Each goroutine
+// starts elsewhere in names and, with own, decides only on the keys of its
+// own: those whose index is its number modulo GOMAXPROCS. Without own, every
+// key's state is written by each goroutine in turn, as a server's requests
+// for one client land on any core, and moves between the cores' caches.
+func parallelBenchmark(names []string, newDecider func() (decider, error), own bool) func(*testing.B) {
 	return func(b *testing.B) {
 		decide, _ := newDecider()
 		for _, k := range names {
@@ -131,16 +138,24 @@ func parallelBenchmark(names []string, newDecider func() (decider, error)) func(
 		}
 		var refused atomic.Int64
 		var start atomic.Int64
+		procs := runtime.GOMAXPROCS(0)
 		b.ReportAllocs()
 		b.ResetTimer()
 		b.RunParallel(func(pb *testing.PB) {
-			i := int(start.Add(1009)) % len(names)
+			g := int(start.Add(1))
+			keys, mine, step := len(names), 0, 1
+			if own {
+				// The goroutine's keys are names[mine + step·j]; with
+				// fewer keys than goroutines, some share one.
+				keys, mine, step = max(len(names)/procs, 1), g%min(procs, len(names)), procs
+			}
+			i := g * 1009 % keys
 			n := 0
 			for pb.Next() {
-				if i += stride; i >= len(names) {
-					i %= len(names)
+				if i += stride; i >= keys {
+					i %= keys
 				}
-				if !decide(names[i]) {
+				if !decide(names[mine+step*i]) {
 					n++
 				}
 			}
@@ -270,29 +285,40 @@ func writeGoBenchTable(w io.Writer, results []goBenchResult, run goBenchRun) {
 			summary[m+" cpu"] = append(summary[m+" cpu"], fmt.Sprintf("%s %.2f×", r.bench.name, cpuRatio))
 		}
 	}
-	var scaling, cpuScaling []string
+	shared, sharedCPU := scaling(results, "parallel", run.procs)
+	own, ownCPU := scaling(results, "parallel_own_keys", run.procs)
+	fmt.Fprintf(w, "\nratio to x/time/rate + mutex map (goal ≥ 1.50×): %s\n", strings.Join(summary["serial"], ", "))
+	fmt.Fprintf(w, "by CPU time, steadier on a shared machine: %s\n", strings.Join(summary["serial cpu"], ", "))
+	fmt.Fprintf(w, "parallel ratio to x/time/rate + mutex map: %s\n", strings.Join(summary["parallel"], ", "))
+	fmt.Fprintf(w, "parallel ÷ serial throughput, keys shared by the goroutines: %s\n", shared)
+	fmt.Fprintf(w, "parallel ÷ serial throughput, distinct keys per goroutine (goal ≥ 1.80×): %s\n", own)
+	// CPU time per decision does not grow while a benchmark waits for a
+	// CPU, so this ratio still shows what the store shares between cores
+	// when other work holds them; it is what idle cores would give.
+	fmt.Fprintf(w, "parallel ÷ serial by CPU time (GOMAXPROCS %d × serial CPU/op ÷ parallel CPU/op, what idle cores would give), shared keys: %s; distinct keys: %s\n",
+		run.procs, sharedCPU, ownCPU)
+}
+
+// scaling lists, for each limiter, the parallel benchmark of mode's
+// throughput over the serial one's, by wall time and by CPU time: the
+// medians of per-round ratios.
+func scaling(results []goBenchResult, parallel string, procs int) (wall, cpu string) {
+	var byWall, byCPU []string
 	for _, s := range results {
 		if mode(s.bench.name) != "serial" {
 			continue
 		}
 		p := find(results, func(b goBenchResult) bool {
-			return b.bench.limiter == s.bench.limiter && mode(b.bench.name) == "parallel"
+			return b.bench.limiter == s.bench.limiter && mode(b.bench.name) == parallel
 		})
 		if p == nil {
 			continue
 		}
 		// Throughput is 1/ns per op, so parallel ÷ serial is serial ns ÷ parallel ns.
-		scaling = append(scaling, fmt.Sprintf("%s %.2f×", s.bench.limiter, medianRatio(s.nsOp, p.nsOp, 1)))
-		cpuScaling = append(cpuScaling, fmt.Sprintf("%s %.2f×", s.bench.limiter, medianRatio(s.cpuOp, p.cpuOp, float64(run.procs))))
+		byWall = append(byWall, fmt.Sprintf("%s %.2f×", s.bench.limiter, medianRatio(s.nsOp, p.nsOp, 1)))
+		byCPU = append(byCPU, fmt.Sprintf("%s %.2f×", s.bench.limiter, medianRatio(s.cpuOp, p.cpuOp, float64(procs))))
 	}
-	fmt.Fprintf(w, "\nratio to x/time/rate + mutex map (goal ≥ 1.50×): %s\n", strings.Join(summary["serial"], ", "))
-	fmt.Fprintf(w, "by CPU time, steadier on a shared machine: %s\n", strings.Join(summary["serial cpu"], ", "))
-	fmt.Fprintf(w, "parallel ratio to x/time/rate + mutex map: %s\n", strings.Join(summary["parallel"], ", "))
-	fmt.Fprintf(w, "parallel ÷ serial throughput (goal ≥ 1.80×): %s\n", strings.Join(scaling, ", "))
-	// CPU time per decision does not grow while a benchmark waits for a
-	// CPU, so this ratio still shows what the store shares between cores
-	// when other work holds them; it is what idle cores would give.
-	fmt.Fprintf(w, "parallel ÷ serial by CPU time (GOMAXPROCS %d × serial CPU/op ÷ parallel CPU/op, what idle cores would give): %s\n", run.procs, strings.Join(cpuScaling, ", "))
+	return strings.Join(byWall, ", "), strings.Join(byCPU, ", ")
 }
 
 // find returns the first result that matches, or nil.
