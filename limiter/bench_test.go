@@ -2,6 +2,7 @@ package limiter_test
 
 import (
 	"context"
+	"runtime"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -15,8 +16,8 @@ import (
 func benchLimit(a limiter.Algorithm) limiter.Limit { return limiter.PerSecond(a, 10_000) }
 
 // BenchmarkMemoryStore measures one decision on the memory store with the
-// real clock: on one existing key from one goroutine, and from all
-// goroutines over 100,000 keys.
+// real clock: on one existing key from one goroutine, and over 100,000
+// keys from one goroutine and from all.
 func BenchmarkMemoryStore(b *testing.B) {
 	ctx := context.Background()
 	keys := make([]string, 100_000)
@@ -32,6 +33,23 @@ func BenchmarkMemoryStore(b *testing.B) {
 			b.ResetTimer()
 			for b.Loop() {
 				store.Decide(ctx, "client-42", lim, 1)
+			}
+		})
+		b.Run(string(a)+"/serial_100k_keys", func(b *testing.B) {
+			store := limiter.NewMemoryStore(limiter.MemoryConfig{})
+			for _, k := range keys {
+				store.Decide(ctx, k, lim, 1)
+			}
+			i := 0
+			b.ReportAllocs()
+			b.ResetTimer()
+			for b.Loop() {
+				// A stride prime to len(keys): each decision's slot is
+				// out of the cache, as with many clients.
+				if i += 7919; i >= len(keys) {
+					i -= len(keys)
+				}
+				store.Decide(ctx, keys[i], lim, 1)
 			}
 		})
 		b.Run(string(a)+"/parallel_100k_keys", func(b *testing.B) {
@@ -132,6 +150,59 @@ func BenchmarkCalendarWindow(b *testing.B) {
 				l.Allow(ctx, keys[i&(len(keys)-1)])
 				i++
 			}
+		})
+	}
+}
+
+// BenchmarkMemoryStoreParallelKeys tells what the store shares between
+// cores from what the keys do: GOMAXPROCS goroutines decide on 10,000
+// existing gcra keys, either all of them, each goroutine elsewhere in the
+// same walk (shared_keys: a key's slot is written by every core in turn,
+// as a server's requests for one client land on any core), or each
+// goroutine on its own keys only (own_keys). Run it with -cpu 1,2: with
+// own keys a store that shares nothing scales with the cores.
+func BenchmarkMemoryStoreParallelKeys(b *testing.B) {
+	ctx := context.Background()
+	lim := limiter.PerMinute(limiter.GCRA, 10_000_000) // never refuses here
+	keys := make([]string, 10_000)
+	for i := range keys {
+		keys[i] = "client-" + strconv.Itoa(i)
+	}
+	for _, own := range []bool{false, true} {
+		name := "shared_keys"
+		if own {
+			name = "own_keys"
+		}
+		b.Run(name, func(b *testing.B) {
+			store := limiter.NewMemoryStore(limiter.MemoryConfig{})
+			for _, k := range keys {
+				store.Decide(ctx, k, lim, 1)
+			}
+			procs := runtime.GOMAXPROCS(0)
+			var next atomic.Int64
+			b.ReportAllocs()
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				g := int(next.Add(1)) - 1
+				// Goroutine g visits the keys i with i % procs == g, or
+				// all of them from its own start; stride 7919 is prime to
+				// 10,000, so consecutive decisions touch unrelated keys.
+				first, step, n := g*1009%len(keys), 7919, len(keys)
+				if own {
+					first, n = 0, len(keys)/procs
+				}
+				i := first
+				for pb.Next() {
+					if i += step; i >= n {
+						i %= n
+					}
+					k := i
+					if own {
+						k = i*procs + g%procs
+					}
+					store.Decide(ctx, keys[k], lim, 1)
+				}
+			})
 		})
 	}
 }

@@ -43,13 +43,13 @@
 //	leaky_bucket    a uniform rate for a fragile backend exact queue of Burst, with a Delay
 //
 //	algorithm       state per key            MemoryStore                   Redis
-//	fixed_window    window start, count      170–340 B                     one hash, 2 fields
-//	sliding_window  window start, 2 counts   170–340 B                     one hash, 3 fields
-//	sliding_log     one entry per admitted   170–340 B + 48 B, + 16 B per  one sorted-set member per
+//	fixed_window    window start, count      172–344 B                     one hash, 2 fields
+//	sliding_window  window start, 2 counts   172–344 B                     one hash, 3 fields
+//	sliding_log     one entry per admitted   172–344 B + 48 B, + 16 B per  one sorted-set member per
 //	                unit: grows with Rate    distinct µs in the window     unit in the window, a counter
-//	token_bucket    level, time              170–340 B                     one hash, 2 fields
-//	gcra            one timestamp (TAT)      170–340 B                     one string
-//	leaky_bucket    level, time              170–340 B                     one hash, 2 fields
+//	token_bucket    level, time              172–344 B                     one hash, 2 fields
+//	gcra            one timestamp (TAT)      172–344 B                     one string
+//	leaky_bucket    level, time              172–344 B                     one hash, 2 fields
 //
 // The state and Redis columns are AlgorithmSpec.State and RedisState (a test
 // holds them equal); see MemoryStore for its column.

@@ -11,7 +11,7 @@ import (
 // Defaults of MemoryConfig.
 const (
 	DefaultMemoryShards  = 64
-	DefaultMemoryMaxKeys = 1 << 20 // at most 256 MiB of tables when full
+	DefaultMemoryMaxKeys = 1 << 20 // at most 258 MiB of tables when full
 )
 
 const evictionSamples = 5 // entries an insertion looks at (memShard.insert)
@@ -35,9 +35,10 @@ type MemoryConfig struct {
 //
 // A key whose state is as good as fresh is dropped by Sweep, or when an
 // insertion finds it idle. A shard is a hash table of 128-byte slots with
-// keys of up to 62 bytes inline, at most 3/4 full and at least 3/8 after
-// growing: 170 to 340 B a key, 256 MiB at worst for the default MaxKeys,
-// within 1.5× in resident memory (TestGoalMemoryStoreRSSStaysNearTheLiveHeap).
+// keys of up to 62 bytes inline, and a control byte per slot, at most 3/4
+// full and at least 3/8 after growing: 172 to 344 B a key, 258 MiB at worst
+// for the default MaxKeys, within 1.5× in resident memory
+// (TestGoalMemoryStoreRSSStaysNearTheLiveHeap).
 type MemoryStore struct {
 	now      func() time.Time // nil: the monotonic clock below
 	start    time.Time        // when the store was made, with a monotonic reading
@@ -194,17 +195,20 @@ func (b *memoryBinding) decide(_ context.Context, key string, cost int64, mode M
 }
 
 // consume reads the clock under the lock, so that decisions on a key see
-// it in order. The algorithms write *d field by field, not return it:
-// copying in 16-byte words a struct just written field by field stalls on
-// store forwarding, and costs more than gcra's arithmetic.
+// it in order, and before the lookup: the clock's counter read waits for
+// the loads before it, so read after the lookup it would wait for the
+// slot's cache miss, where read before it the rest of the clock's work
+// overlaps that miss. The algorithms write *d field by field, not return
+// it: copying in 16-byte words a struct just written field by field stalls
+// on store forwarding, and costs more than gcra's arithmetic.
 func (b *memoryBinding) consume(d *Decision, key string, cost int64) {
 	s, cl := b.store, &b.limit
 	h := s.hash(cl.alg, key)
 	sh := &s.shards[h&s.mask]
 	sh.mu.Lock()
+	now := s.nowUS()
 	var e *memSlot
 	i := sh.find(h, cl.alg, key)
-	now := s.nowUS()
 	fresh := i < 0
 	if fresh {
 		e = sh.insert(h, cl.alg, key, now, s.perShard)
@@ -235,8 +239,8 @@ func (b *memoryBinding) decideMode(key string, cost int64, mode Mode) Decision {
 	sh := &s.shards[h&s.mask]
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
+	now := s.nowUS() // before the lookup, as in consume
 	i := sh.find(h, cl.alg, key)
-	now := s.nowUS()
 	fresh := i < 0
 	var e *memSlot
 	switch {

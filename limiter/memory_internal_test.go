@@ -23,6 +23,7 @@ func TestMemoryShardKeepsCollidingKeysApart(t *testing.T) {
 	if sh.n != len(keys) {
 		t.Fatalf("%d entries, want %d", sh.n, len(keys))
 	}
+	checkControlBytes(t, &sh)
 	get := func(alg algorithmIndex, k string) *memSlot {
 		if i := sh.find(h, alg, k); i >= 0 {
 			return sh.slot(i)
@@ -45,6 +46,7 @@ func TestMemoryShardKeepsCollidingKeysApart(t *testing.T) {
 		if get(indexOf(GCRA), k) != nil {
 			t.Fatalf("key %q still found after removal", k)
 		}
+		checkControlBytes(t, &sh)
 	}
 	if e := get(indexOf(GCRA), long[1:]); e == nil || e.units != 7 {
 		t.Fatalf("a remaining long key: %+v", e)
@@ -54,6 +56,24 @@ func TestMemoryShardKeepsCollidingKeysApart(t *testing.T) {
 	}
 	if e := get(indexOf(GCRA), "d"); e == nil || e.units != 4 {
 		t.Fatalf("a remaining key: %+v", e)
+	}
+}
+
+// checkControlBytes fails unless each slot's control byte says what the
+// slot holds: 0 for an empty slot, else the byte of the slot's hash.
+func checkControlBytes(t *testing.T, sh *memShard) {
+	t.Helper()
+	if len(sh.ctrl) != sh.size {
+		t.Fatalf("%d control bytes for %d slots", len(sh.ctrl), sh.size)
+	}
+	for i := 0; i < sh.size; i++ {
+		want := uint8(0)
+		if s := sh.slot(i); s.tag != 0 {
+			want = ctrlOf(s.hash)
+		}
+		if sh.ctrl[i] != want {
+			t.Fatalf("slot %d: control byte %#x, want %#x", i, sh.ctrl[i], want)
+		}
 	}
 }
 
@@ -112,6 +132,7 @@ func TestMemoryShardAgreesWithAMap(t *testing.T) {
 		if sh.n != len(want) {
 			t.Fatalf("step %d: %d entries, the map has %d", step, sh.n, len(want))
 		}
+		checkControlBytes(t, &sh)
 		for k, v := range want {
 			i := sh.find(hashOf(k), indexOf(FixedWindow), k)
 			if i < 0 || sh.slot(i).units != v {
@@ -191,4 +212,50 @@ func TestTablesBuiltFromReusedChunksKeepEveryKeyApart(t *testing.T) {
 	}
 	decideAll(4)
 	decideAll(3)
+	for i := range s.shards {
+		checkControlBytes(t, &s.shards[i])
+	}
+}
+
+// slotsRead is how many slots a lookup of the key in slot i reads: those
+// of its probe run, from its home to i, whose control byte matches.
+func slotsRead(sh *memShard, i int) (read, run int) {
+	h := sh.slot(i).hash
+	for j := sh.home(h); ; j = (j + 1) & (sh.size - 1) {
+		run++
+		if sh.ctrl[j] == ctrlOf(h) {
+			read++
+		}
+		if j == i {
+			return read, run
+		}
+	}
+}
+
+// A lookup of an existing key reads its own slot and almost never another,
+// whatever the length of its probe run: a slot is a cache miss when there
+// are many keys, and a cache line moved from another core when cores take
+// turns on the keys.
+func TestALookupReadsOneSlotPerKey(t *testing.T) {
+	s := NewMemoryStore(MemoryConfig{})
+	b := &memoryBinding{store: s, limit: compileLimit(PerMinute(GCRA, 10))}
+	const keys = 10_000
+	for i := range keys {
+		b.decide(context.Background(), "client-"+strconv.Itoa(i), 1, ModeConsume, 0)
+	}
+	read, run := 0, 0
+	for k := range s.shards {
+		sh := &s.shards[k]
+		for i := 0; i < sh.size; i++ {
+			if sh.ctrl[i] != 0 {
+				r, n := slotsRead(sh, i)
+				read, run = read+r, run+n
+			}
+		}
+	}
+	perKey := float64(read) / keys
+	t.Logf("%d keys: %.3f slots read per lookup, over probe runs of %.3f slots", keys, perKey, float64(run)/keys)
+	if perKey > 1.05 {
+		t.Errorf("a lookup reads %.3f slots on average, want at most 1.05", perKey)
+	}
 }

@@ -8,13 +8,19 @@ import (
 
 // memShard is an open-addressing hash table (linear probing, backward-shift
 // deletion) whose slots hold the entries, so that a lookup reads one slot.
-// Large tables are made of chunks that a growing shard gives up to the next,
-// not to the GC, which would let garbage grow to the live heap again.
-// All methods need mu held.
+// A control byte per slot, apart from the slots, says whether it is empty
+// and else holds 7 bits of its hash: a lookup walks the probe run in the
+// control bytes, a few cache lines that stay cached, and reads only the
+// slots whose byte matches, so that it misses the cache once, not once per
+// slot of the run (and, when cores take turns on keys, moves fewer lines
+// between them). Large tables are made of chunks that a growing shard gives
+// up to the next, not to the GC, which would let garbage grow to the live
+// heap again. All methods need mu held.
 type memShard struct {
 	mu     sync.Mutex
 	chunks [][]memSlot // nil when empty
 	first  []memSlot   // chunks[0], the whole table of most shards
+	ctrl   []uint8     // per slot: 0 when empty, else ctrlOf(its hash)
 	size   int         // a power of two, or 0
 	shift  uint8       // 64 − log2(size)
 	n      int         // slots in use
@@ -22,8 +28,13 @@ type memShard struct {
 	// books are the open reservations (reserve_memory.go).
 	books map[bookKey]*reserveBook
 	// Pad to 128 bytes: neighbouring shards share no pair of cache lines.
-	_ [32]byte
+	_ [8]byte
 }
+
+// ctrlOf is a full slot's control byte: the high bit set, and the hash's
+// top 7 bits, which neither the shard (the low bits) nor the home slot
+// (Fibonacci hashing of all of them) is chosen by alone.
+func ctrlOf(h uint64) uint8 { return uint8(h>>57) | 0x80 }
 
 // A table chunk is 512 slots, 64 KiB.
 const (
@@ -134,14 +145,15 @@ func (sh *memShard) find(h uint64, alg algorithmIndex, key string) int {
 		return -1
 	}
 	mask := sh.size - 1
-	tag := uint8(alg) + 1
+	tag, c, ctrl := uint8(alg)+1, ctrlOf(h), sh.ctrl
 	for i := sh.home(h); ; i = (i + 1) & mask {
-		s := sh.slot(i)
-		if s.tag == 0 {
+		switch ctrl[i] {
+		case 0:
 			return -1
-		}
-		if s.hash == h && s.tag == tag && s.keyIs(key) {
-			return i
+		case c:
+			if s := sh.slot(i); s.hash == h && s.tag == tag && s.keyIs(key) {
+				return i
+			}
 		}
 	}
 }
@@ -153,6 +165,7 @@ func (sh *memShard) add(h uint64, alg algorithmIndex, key string) int {
 	i := sh.place(h)
 	s := sh.slot(i)
 	*s = memSlot{hash: h, tag: uint8(alg) + 1}
+	sh.ctrl[i] = ctrlOf(h)
 	if len(key) <= inlineKeyMax {
 		s.klen = uint8(copy(s.kin[:], key))
 	} else {
@@ -165,7 +178,7 @@ func (sh *memShard) add(h uint64, alg algorithmIndex, key string) int {
 func (sh *memShard) place(h uint64) int {
 	mask := sh.size - 1
 	i := sh.home(h)
-	for sh.slot(i).tag != 0 {
+	for sh.ctrl[i] != 0 {
 		i = (i + 1) & mask
 	}
 	return i
@@ -177,6 +190,7 @@ func (sh *memShard) resize(size int, keep func(*memSlot) bool) {
 	old := sh.chunks
 	sh.chunks = sh.pool.table(size)
 	sh.first = sh.chunks[0]
+	sh.ctrl = make([]uint8, size)
 	sh.size = size
 	sh.shift = uint8(64 - bitsLen(size-1))
 	sh.n = 0
@@ -186,7 +200,9 @@ func (sh *memShard) resize(size int, keep func(*memSlot) bool) {
 			if s.tag == 0 || (keep != nil && !keep(s)) {
 				continue
 			}
-			*sh.slot(sh.place(s.hash)) = *s
+			j := sh.place(s.hash)
+			*sh.slot(j) = *s
+			sh.ctrl[j] = ctrlOf(s.hash)
 			sh.n++
 		}
 	}
@@ -205,16 +221,18 @@ func bitsLen(x int) int {
 // run so that each stays reachable from its home.
 func (sh *memShard) remove(i int) {
 	mask := sh.size - 1
-	for j := (i + 1) & mask; sh.slot(j).tag != 0; j = (j + 1) & mask {
+	for j := (i + 1) & mask; sh.ctrl[j] != 0; j = (j + 1) & mask {
 		k := sh.home(sh.slot(j).hash)
 		// j stays when its home k lies cyclically in (i, j].
 		if (i <= j && i < k && k <= j) || (i > j && (i < k || k <= j)) {
 			continue
 		}
 		*sh.slot(i) = *sh.slot(j)
+		sh.ctrl[i] = sh.ctrl[j]
 		i = j
 	}
 	*sh.slot(i) = memSlot{}
+	sh.ctrl[i] = 0
 	sh.n--
 }
 
@@ -238,7 +256,7 @@ func (sh *memShard) sweep(now int64) int {
 	}
 	if live == 0 {
 		sh.pool.release(sh.chunks)
-		sh.chunks, sh.first, sh.size, sh.shift, sh.n = nil, nil, 0, 0, 0
+		sh.chunks, sh.first, sh.ctrl, sh.size, sh.shift, sh.n = nil, nil, nil, 0, 0, 0
 		return before
 	}
 	sh.resize(size, func(e *memSlot) bool { return e.idleAt > now })
@@ -268,10 +286,11 @@ func (sh *memShard) evict(h uint64, now int64, max int) {
 	mask := sh.size - 1
 	start := int(h>>7) & mask
 	for k := 0; k <= mask && seen < evictionSamples; k++ {
-		s := sh.slot((start + k) & mask)
-		if s.tag == 0 {
+		j := (start + k) & mask
+		if sh.ctrl[j] == 0 {
 			continue
 		}
+		s := sh.slot(j)
 		seen++
 		if s.idleAt+idleGrace <= now {
 			idle[nIdle] = sampled{s.hash, s.tag, s.keyString()}

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"runtime"
 	"slices"
 	"strconv"
@@ -22,7 +23,8 @@ import (
 // GOMAXPROCS goroutines. Unlike the load generator it reads no clock and
 // records nothing per decision, so ns/op is the limiter's own cost.
 type memoryBenchmark struct {
-	// name is "<limiter>/<serial|parallel>", usable as a sub-benchmark name.
+	// name is "<limiter>/<serial|parallel|parallel_own_keys>", usable as a
+	// sub-benchmark name.
 	name string
 	// limiter is the contender's name (rl-exporter's algorithm or xrate).
 	limiter string
@@ -37,8 +39,10 @@ const xrateLimiterName = "xrate_mutex_map"
 // memoryBenchmarks returns the benchmarks over keys distinct keys: for each
 // of rl-exporter's Limiter on a MemoryStore (gcra, token_bucket,
 // fixed_window) and for x/time/rate behind a mutex-guarded map of keys, a
-// serial and a parallel benchmark. Every key exists before the timer starts
-// and every decision is allowed. Each benchmark makes its own limiter.
+// serial benchmark and two parallel ones, on keys every goroutine decides on
+// in turn and on keys of each goroutine's own. Every key exists before the
+// timer starts and every decision is allowed. Each benchmark makes its own
+// limiter.
 func memoryBenchmarks(keys int) ([]memoryBenchmark, error) {
 	names := make([]string, keys)
 	for i := range names {
@@ -74,7 +78,8 @@ func memoryBenchmarks(keys int) ([]memoryBenchmark, error) {
 		}
 		out = append(out,
 			memoryBenchmark{name: m.name + "/serial", limiter: m.name, baseline: m.baseline, fn: serialBenchmark(names, m.make)},
-			memoryBenchmark{name: m.name + "/parallel", limiter: m.name, baseline: m.baseline, fn: parallelBenchmark(names, m.make)},
+			memoryBenchmark{name: m.name + "/parallel", limiter: m.name, baseline: m.baseline, fn: parallelBenchmark(names, m.make, false)},
+			memoryBenchmark{name: m.name + "/parallel_own_keys", limiter: m.name, baseline: m.baseline, fn: parallelBenchmark(names, m.make, true)},
 		)
 	}
 	return out, nil
@@ -120,9 +125,12 @@ func serialBenchmark(names []string, newDecider func() (decider, error)) func(*t
 	}
 }
 
-// parallelBenchmark is serialBenchmark with b.RunParallel, each goroutine
-// starting elsewhere in names.
-func parallelBenchmark(names []string, newDecider func() (decider, error)) func(*testing.B) {
+// parallelBenchmark is serialBenchmark with b.RunParallel. Each goroutine
+// starts elsewhere in names and, with own, decides only on the keys of its
+// own: those whose index is its number modulo GOMAXPROCS. Without own, every
+// key's state is written by each goroutine in turn, as a server's requests
+// for one client land on any core, and moves between the cores' caches.
+func parallelBenchmark(names []string, newDecider func() (decider, error), own bool) func(*testing.B) {
 	return func(b *testing.B) {
 		decide, _ := newDecider()
 		for _, k := range names {
@@ -130,16 +138,24 @@ func parallelBenchmark(names []string, newDecider func() (decider, error)) func(
 		}
 		var refused atomic.Int64
 		var start atomic.Int64
+		procs := runtime.GOMAXPROCS(0)
 		b.ReportAllocs()
 		b.ResetTimer()
 		b.RunParallel(func(pb *testing.PB) {
-			i := int(start.Add(1009)) % len(names)
+			g := int(start.Add(1))
+			keys, mine, step := len(names), 0, 1
+			if own {
+				// The goroutine's keys are names[mine + step·j]; with
+				// fewer keys than goroutines, some share one.
+				keys, mine, step = max(len(names)/procs, 1), g%min(procs, len(names)), procs
+			}
+			i := g * 1009 % keys
 			n := 0
 			for pb.Next() {
-				if i += stride; i >= len(names) {
-					i %= len(names)
+				if i += stride; i >= keys {
+					i %= keys
 				}
-				if !decide(names[i]) {
+				if !decide(names[mine+step*i]) {
 					n++
 				}
 			}
@@ -181,6 +197,16 @@ func withCPU(fn func(*testing.B), cpu *time.Duration, n *int) func(*testing.B) {
 	}
 }
 
+// goBenchRun describes one run of the memory benchmarks, for the table's
+// heading and the CPU-time ratios.
+type goBenchRun struct {
+	keys, rounds int
+	benchtime    time.Duration
+	started      time.Time
+	procs        int    // GOMAXPROCS: the goroutines of a parallel benchmark
+	load         string // the machine's load average when the run started
+}
+
 // runGoBenchmarks runs every memory benchmark rounds times, interleaved (one
 // round runs each benchmark once, back to back, so a change in the
 // machine's load affects the contenders of a round alike), each for about
@@ -203,7 +229,7 @@ func runGoBenchmarks(w, progress io.Writer, keys, rounds int, benchtime time.Dur
 	for i, b := range benches {
 		results[i].bench = b
 	}
-	started := time.Now()
+	run := goBenchRun{keys: keys, rounds: rounds, benchtime: benchtime, started: time.Now(), procs: runtime.GOMAXPROCS(0), load: loadAverage()}
 	for r := 0; r < rounds; r++ {
 		for i := range results {
 			var cpu time.Duration
@@ -220,50 +246,99 @@ func runGoBenchmarks(w, progress io.Writer, keys, rounds int, benchtime time.Dur
 			fmt.Fprintf(progress, "round %d  %-28s %8.1f ns/op  %8.1f CPU ns/op  %d allocs/op\n", r+1, results[i].bench.name, ns, cpuNs, res.AllocsPerOp())
 		}
 	}
-	writeGoBenchTable(w, results, keys, rounds, benchtime, started)
+	writeGoBenchTable(w, results, run)
 	return nil
 }
 
-func writeGoBenchTable(w io.Writer, results []goBenchResult, keys, rounds int, benchtime time.Duration, started time.Time) {
-	fmt.Fprintf(w, "Go benchmarks measured %s on %s, %d CPUs (GOMAXPROCS %d), %s; %d keys, every decision allowed; %d interleaved rounds of about %s per benchmark, medians.\n\n",
-		started.UTC().Format("2006-01-02 15:04 MST"), cpuModel(), runtime.NumCPU(), runtime.GOMAXPROCS(0), runtime.Version(), keys, rounds, benchtime)
+// loadAverage is /proc/loadavg's three load averages, or "unknown": a
+// parallel figure means little when other work holds the CPUs.
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(b)); err == nil && len(f) >= 3 {
+		return strings.Join(f[:3], " ")
+	}
+	return "unknown"
+}
+
+func writeGoBenchTable(w io.Writer, results []goBenchResult, run goBenchRun) {
+	fmt.Fprintf(w, "Go benchmarks measured %s on %s, %d CPUs (GOMAXPROCS %d), %s, load average %s; %d keys, every decision allowed; %d interleaved rounds of about %s per benchmark, medians.\n\n",
+		run.started.UTC().Format("2006-01-02 15:04 MST"), cpuModel(), runtime.NumCPU(), run.procs, runtime.Version(), run.load, run.keys, run.rounds, run.benchtime)
 	fmt.Fprintln(w, "| benchmark | ns/op (median) | ns/op per round | allocs/op | B/op | × x/time/rate speed (median of rounds) | CPU ns/op (median) | × x/time/rate by CPU time |")
 	fmt.Fprintln(w, "|---|---:|---|---:|---:|---:|---:|---:|")
-	var summary, cpuSummary []string
+	summary := map[string][]string{}
 	for _, r := range results {
-		var base *goBenchResult
-		for i := range results {
-			b := &results[i]
-			if b.bench.baseline && mode(b.bench.name) == mode(r.bench.name) {
-				base = b
-			}
-		}
-		ratios := make([]float64, len(r.nsOp))
-		cpuRatios := make([]float64, len(r.cpuOp))
-		for i := range r.nsOp {
-			ratios[i] = base.nsOp[i] / r.nsOp[i]
-			cpuRatios[i] = base.cpuOp[i] / r.cpuOp[i]
-		}
-		perRound := ""
+		base := find(results, func(b goBenchResult) bool { return b.bench.baseline && mode(b.bench.name) == mode(r.bench.name) })
+		ratio := medianRatio(base.nsOp, r.nsOp, 1)
+		cpuRatio := medianRatio(base.cpuOp, r.cpuOp, 1)
+		perRound := make([]string, len(r.nsOp))
 		for i, ns := range r.nsOp {
-			if i > 0 {
-				perRound += ", "
-			}
-			perRound += fmt.Sprintf("%.0f", ns)
+			perRound[i] = fmt.Sprintf("%.0f", ns)
 		}
 		name := r.bench.name
 		if r.bench.baseline {
 			name += " (baseline)"
 		}
-		ratio, cpuRatio := median(ratios), median(cpuRatios)
-		fmt.Fprintf(w, "| %s | %.1f | %s | %d | %d | %.2f× | %.1f | %.2f× |\n", name, median(r.nsOp), perRound, r.allocs, r.bytes, ratio, median(r.cpuOp), cpuRatio)
+		fmt.Fprintf(w, "| %s | %.1f | %s | %d | %d | %.2f× | %.1f | %.2f× |\n", name, median(r.nsOp), strings.Join(perRound, ", "), r.allocs, r.bytes, ratio, median(r.cpuOp), cpuRatio)
 		if !r.bench.baseline {
-			summary = append(summary, fmt.Sprintf("%s %.2f×", r.bench.name, ratio))
-			cpuSummary = append(cpuSummary, fmt.Sprintf("%s %.2f×", r.bench.name, cpuRatio))
+			m := mode(r.bench.name)
+			summary[m] = append(summary[m], fmt.Sprintf("%s %.2f×", r.bench.name, ratio))
+			summary[m+" cpu"] = append(summary[m+" cpu"], fmt.Sprintf("%s %.2f×", r.bench.name, cpuRatio))
 		}
 	}
-	fmt.Fprintf(w, "\nratio to x/time/rate + mutex map (goal ≥ 1.50×): %s\n", strings.Join(summary, ", "))
-	fmt.Fprintf(w, "by CPU time, steadier on a shared machine: %s\n", strings.Join(cpuSummary, ", "))
+	shared, sharedCPU := scaling(results, "parallel", run.procs)
+	own, ownCPU := scaling(results, "parallel_own_keys", run.procs)
+	fmt.Fprintf(w, "\nratio to x/time/rate + mutex map (goal ≥ 1.50×): %s\n", strings.Join(summary["serial"], ", "))
+	fmt.Fprintf(w, "by CPU time, steadier on a shared machine: %s\n", strings.Join(summary["serial cpu"], ", "))
+	fmt.Fprintf(w, "parallel ratio to x/time/rate + mutex map: %s\n", strings.Join(summary["parallel"], ", "))
+	fmt.Fprintf(w, "parallel ÷ serial throughput, keys shared by the goroutines: %s\n", shared)
+	fmt.Fprintf(w, "parallel ÷ serial throughput, distinct keys per goroutine (goal ≥ 1.80×): %s\n", own)
+	// CPU time per decision does not grow while a benchmark waits for a
+	// CPU, so this ratio still shows what the store shares between cores
+	// when other work holds them; it is what idle cores would give.
+	fmt.Fprintf(w, "parallel ÷ serial by CPU time (GOMAXPROCS %d × serial CPU/op ÷ parallel CPU/op, what idle cores would give), shared keys: %s; distinct keys: %s\n",
+		run.procs, sharedCPU, ownCPU)
+}
+
+// scaling lists, for each limiter, the parallel benchmark of mode's
+// throughput over the serial one's, by wall time and by CPU time: the
+// medians of per-round ratios.
+func scaling(results []goBenchResult, parallel string, procs int) (wall, cpu string) {
+	var byWall, byCPU []string
+	for _, s := range results {
+		if mode(s.bench.name) != "serial" {
+			continue
+		}
+		p := find(results, func(b goBenchResult) bool {
+			return b.bench.limiter == s.bench.limiter && mode(b.bench.name) == parallel
+		})
+		if p == nil {
+			continue
+		}
+		// Throughput is 1/ns per op, so parallel ÷ serial is serial ns ÷ parallel ns.
+		byWall = append(byWall, fmt.Sprintf("%s %.2f×", s.bench.limiter, medianRatio(s.nsOp, p.nsOp, 1)))
+		byCPU = append(byCPU, fmt.Sprintf("%s %.2f×", s.bench.limiter, medianRatio(s.cpuOp, p.cpuOp, float64(procs))))
+	}
+	return strings.Join(byWall, ", "), strings.Join(byCPU, ", ")
+}
+
+// find returns the first result that matches, or nil.
+func find(results []goBenchResult, match func(goBenchResult) bool) *goBenchResult {
+	for i := range results {
+		if match(results[i]) {
+			return &results[i]
+		}
+	}
+	return nil
+}
+
+// medianRatio is the median over rounds of scale × num[i] / den[i]: each
+// ratio compares two benchmarks of one round, under one load.
+func medianRatio(num, den []float64, scale float64) float64 {
+	ratios := make([]float64, min(len(num), len(den)))
+	for i := range ratios {
+		ratios[i] = scale * num[i] / den[i]
+	}
+	return median(ratios)
 }
 
 // mode is "serial" or "parallel" from a benchmark name.

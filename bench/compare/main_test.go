@@ -80,9 +80,10 @@ func TestGoBenchmarksCompareTheMemoryStoreWithXTimeRateAndPrintTheRatios(t *test
 			t.Errorf("baseline row is not 1.00× of itself: %s", line)
 		}
 	}
-	// gcra, token_bucket, fixed_window and the baseline, serial and parallel.
-	if rows != 8 {
-		t.Fatalf("%d table rows, want 8:\n%s", rows, out)
+	// gcra, token_bucket, fixed_window and the baseline, serial and in
+	// parallel on shared and on distinct keys.
+	if rows != 12 {
+		t.Fatalf("%d table rows, want 12:\n%s", rows, out)
 	}
 	for _, want := range []string{"gcra/serial", "token_bucket/parallel", "fixed_window/serial", "xrate_mutex_map/parallel (baseline)",
 		"ratio to x/time/rate + mutex map (goal ≥ 1.50×): gcra/serial "} {

@@ -4,7 +4,9 @@ import "testing"
 
 // BenchmarkMemory compares, in one run, rl-exporter's Limiter on a
 // MemoryStore (gcra, token_bucket, fixed_window) with x/time/rate behind a
-// mutex-guarded map, over 10,000 existing keys, serially and in parallel:
+// mutex-guarded map, over 10,000 existing keys, serially and in parallel,
+// on keys every goroutine decides on in turn and on keys of each
+// goroutine's own:
 //
 //	cd bench && go test -run '^$' -bench Memory -benchmem -count 5 ./compare
 //

@@ -1,0 +1,47 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+)
+
+// fakeResult is a finished benchmark with the given ns/op and CPU ns/op per
+// round, as runGoBenchmarks would have measured them.
+func fakeResult(name string, baseline bool, nsOp, cpuOp []float64) goBenchResult {
+	limiter, _, _ := strings.Cut(name, "/")
+	return goBenchResult{bench: memoryBenchmark{name: name, limiter: limiter, baseline: baseline}, nsOp: nsOp, cpuOp: cpuOp}
+}
+
+// Each goal is one printed number: the serial ratio to x/time/rate, and
+// the parallel over serial throughput, by wall time and by CPU time, each a
+// median of per-round ratios.
+func TestGoBenchTablePrintsEachGoalAsOneNumber(t *testing.T) {
+	results := []goBenchResult{
+		// Round ratios of serial/parallel ns: 2, 1.5, 1.9 (median 1.9).
+		fakeResult("gcra/serial", false, []float64{60, 60, 57}, []float64{60, 60, 57}),
+		// CPU: 2 × 60/60, 2 × 60/80, 2 × 57/57 → 2, 1.5, 2 (median 2).
+		fakeResult("gcra/parallel", false, []float64{30, 40, 30}, []float64{60, 80, 57}),
+		// Own keys: 60/40, 60/31.6, 57/30 → 1.5, 1.9, 1.9 (median 1.9).
+		fakeResult("gcra/parallel_own_keys", false, []float64{40, 31.6, 30}, []float64{60, 60, 57}),
+		fakeResult(xrateLimiterName+"/serial", true, []float64{90, 90, 90}, []float64{90, 90, 90}),
+		fakeResult(xrateLimiterName+"/parallel_own_keys", true, []float64{90, 90, 90}, []float64{180, 180, 180}),
+		fakeResult(xrateLimiterName+"/parallel", true, []float64{180, 180, 180}, []float64{360, 360, 360}),
+	}
+	var out bytes.Buffer
+	writeGoBenchTable(&out, results, goBenchRun{keys: 100, rounds: 3, benchtime: 10 * time.Millisecond, started: time.Now(), procs: 2, load: "0.50 0.40 0.30"})
+	got := out.String()
+	for _, want := range []string{
+		"load average 0.50 0.40 0.30",
+		"ratio to x/time/rate + mutex map (goal ≥ 1.50×): gcra/serial 1.50×\n",
+		"parallel ratio to x/time/rate + mutex map: gcra/parallel 6.00×\n",
+		"parallel ÷ serial throughput, keys shared by the goroutines: gcra 1.90×, " + xrateLimiterName + " 0.50×\n",
+		"parallel ÷ serial throughput, distinct keys per goroutine (goal ≥ 1.80×): gcra 1.90×, " + xrateLimiterName + " 1.00×\n",
+		"parallel ÷ serial by CPU time (GOMAXPROCS 2 × serial CPU/op ÷ parallel CPU/op, what idle cores would give), shared keys: gcra 2.00×, " + xrateLimiterName + " 0.50×; distinct keys: gcra 2.00×, " + xrateLimiterName + " 1.00×\n",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("output lacks %q:\n%s", want, got)
+		}
+	}
+}
