@@ -31,21 +31,28 @@ var leaseScripts = sync.OnceValues(func() (*opScripts, error) {
 
 // leaseSources assembles the acquire, release and batch scripts from
 // lua/concurrency.lua's lease function, reading the clock once. A batch
-// takes each call's key in KEYS and ARGV = n, then per call: kind, its
-// number of arguments (3), id, limit, TTL (µs); it answers five integers
-// a call (lease's four and 0).
+// takes each call's key in KEYS and ARGV as setEncoder writes them, a set
+// being limit and TTL (µs); it answers five integers a call (lease's four
+// and 0).
 func leaseSources(body, clock string) (acquire, release, batch string) {
 	head := "-- Code generated from lua/concurrency.lua by rl-exporter. DO NOT EDIT.\n" +
 		"local clock = " + clock + "\n" +
 		"local now = tonumber(clock[1]) * 1000000 + tonumber(clock[2])\n" + body
 	acquire = head + "return lease(KEYS[1], 0, ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]))\n"
 	release = head + "return lease(KEYS[1], 1, ARGV[1], 0, 0)\n"
-	batch = head + `local out, a = {}, 2
-for i = 1, tonumber(ARGV[1]) do
-  local r = lease(KEYS[i], tonumber(ARGV[a]), ARGV[a + 2], tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]))
-  local o = #out
+	batch = head + `local n, nsets = tonumber(ARGV[1]), tonumber(ARGV[2])
+local sets, a = {}, 3
+for s = 1, nsets do
+  sets[s] = {tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])}
+  a = a + 1 + tonumber(ARGV[a])
+end
+local out = {}
+for i = 1, n do
+  local set = sets[tonumber(ARGV[a + 1]) + 1]
+  local r = lease(KEYS[i], tonumber(ARGV[a]), ARGV[a + 3], set[1], set[2])
+  local o = (i - 1) * 5
   out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5] = r[1], r[2], r[3], r[4], 0
-  a = a + 2 + tonumber(ARGV[a + 1])
+  a = a + 4
 end
 return out
 `
@@ -108,11 +115,8 @@ func (s *Store) runLease(ctx context.Context, timeout time.Duration, key string,
 	op.kind = kind
 	op.addKey(lk)
 	op.idAt, op.id = 0, id
-	if kind == kindAcquire {
-		op.addNums(limit, ttl)
-	} else {
-		op.addNums(0, 0)
-	}
+	op.addNums(limit, ttl)
+	op.addSet(limit, ttl)
 	var vals []int64
 	if s.batch != nil && !s.cluster {
 		vals, err = s.leaseBatch.do(ctx, s, sc, op, timeout)

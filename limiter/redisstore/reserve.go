@@ -168,6 +168,15 @@ func (s *Store) reservationCall(ctx context.Context, spec *limiter.AlgorithmSpec
 	op.nnums = len(argsInto(op.nums[:0], spec, key, lim, cost, limiter.ModeConsume))
 	op.idAt, op.id = op.nnums, id
 	op.addNums(extra...)
+	// In a batch: the parameters and a reserve's hold, policy and keep
+	// shared, the estimate or the actual cost its own (lua/reservations_batch.lua).
+	op.addSet(op.nums[:spec.NumParams()]...)
+	if kind == kindReserve {
+		op.addSet(extra...)
+		op.value = cost
+	} else {
+		op.value = extra[0]
+	}
 	sc := &all[spec.Index()]
 	var ints []int64
 	if s.batch != nil && !s.cluster {
@@ -196,7 +205,7 @@ func (s *Store) aloneOp(ctx context.Context, sc *opScripts, op *scriptOp, timeou
 	}
 	op.ctx = ctx
 	var raw bytes.Buffer
-	s.runOps(ctx, sc, []*scriptOp{op}, nil, &raw, nil)
+	s.runOps(ctx, sc, []*scriptOp{op}, nil, nil, &raw, nil)
 	<-op.done
 	var answer [opWidth]int64
 	n, err := copy(answer[:], op.out[:op.nout]), op.err

@@ -28,18 +28,24 @@ const (
 	maxOpNums = maxArgs + 3
 )
 
-// scriptOp is one call on its way: its keys and arguments (nums[:idAt],
-// id, nums[idAt:]), then its answer. Ops are pooled and send their fields
-// by pointer, so that a call allocates little more than its keys.
+// scriptOp is one call on its way: its keys, its arguments alone
+// (nums[:idAt], id, nums[idAt:]) and in a batch (the numbers it shares
+// with others, set, then value and id), then its answer. Ops are pooled
+// and send their fields by pointer, so that a call allocates little more
+// than its keys.
 type scriptOp struct {
-	kind  int64 // the batch script's kind of call: 0 or 1
+	kind  int64 // the script's kind of call: 0 or 1
 	keys  [maxOpKeys]string
 	nkeys int
 	nums  [maxOpNums]int64
 	nnums int
 	id    string
 	idAt  int
-	nargs int64 // boxed by pointer in a batch
+	set   [maxOpNums]int64
+	nset  int
+	value int64
+	// setIndex is the index of op's set in its batch, boxed by pointer.
+	setIndex int64
 
 	ctx      context.Context
 	deadline time.Time // zero: ctx's alone
@@ -57,7 +63,8 @@ func newScriptOp() *scriptOp { return scriptOps.Get().(*scriptOp) }
 // release puts op back in the pool; only once no sender can hold it.
 func (op *scriptOp) release() {
 	clear(op.keys[:op.nkeys])
-	op.nkeys, op.nnums, op.id, op.ctx, op.err, op.nout = 0, 0, "", nil, nil, 0
+	op.nkeys, op.nnums, op.nset, op.id, op.ctx, op.err, op.nout = 0, 0, 0, "", nil, nil, 0
+	op.set = [maxOpNums]int64{}
 	op.deadline = time.Time{}
 	scriptOps.Put(op)
 }
@@ -67,6 +74,14 @@ func (op *scriptOp) addKey(k string) { op.keys[op.nkeys] = k; op.nkeys++ }
 
 func (op *scriptOp) addNums(vs ...int64) {
 	op.nnums += copy(op.nums[op.nnums:], vs)
+}
+
+func (op *scriptOp) addSet(vs ...int64) {
+	op.nset += copy(op.set[op.nset:], vs)
+}
+
+func (op *scriptOp) sameSet(o *scriptOp) bool {
+	return op.nset == o.nset && op.set == o.set
 }
 
 // appendKeys and appendArgs append pointers to op's keys and arguments.
@@ -99,10 +114,67 @@ type opBatcher struct {
 	mu      sync.Mutex
 	queue   []*scriptOp
 	sending bool
-	// args, raw and ints are the buffers of the one sender at a time.
+	// args, raw, ints and enc are the buffers of the one sender at a time.
 	args []any
 	raw  bytes.Buffer
 	ints []int64
+	enc  setEncoder
+}
+
+// setEncoder writes a batch of ops, each distinct set of shared numbers
+// once:
+//
+//	EVALSHA sha numkeys <each op's keys> n nsets <per set: its length, its numbers>
+//	    <per op: kind, set index (from 0), value, id>
+//
+// The zero value is ready; one sender uses it.
+type setEncoder struct {
+	sets  []*scriptOp // the first op of each distinct set
+	nums  []int64     // n, nsets and the sets' lengths, pointed to by args
+	nkeys int64
+}
+
+func (e *setEncoder) encode(args []any, ops []*scriptOp) []any {
+	e.sets = e.sets[:0]
+	e.nkeys = 0
+	for i, op := range ops {
+		e.nkeys += int64(op.nkeys)
+		if i > 0 && op.sameSet(ops[i-1]) {
+			op.setIndex = ops[i-1].setIndex
+			continue
+		}
+		op.setIndex = -1
+		for si, first := range e.sets {
+			if op.sameSet(first) {
+				op.setIndex = int64(si)
+				break
+			}
+		}
+		if op.setIndex < 0 {
+			op.setIndex = int64(len(e.sets))
+			e.sets = append(e.sets, op)
+		}
+	}
+	args = append(args, nil, nil, &e.nkeys)
+	for _, op := range ops {
+		args = op.appendKeys(args)
+	}
+	e.nums = append(e.nums[:0], int64(len(ops)), int64(len(e.sets)))
+	for _, first := range e.sets {
+		e.nums = append(e.nums, int64(first.nset))
+	}
+	args = append(args, &e.nums[0], &e.nums[1])
+	for si, first := range e.sets {
+		args = append(args, &e.nums[2+si])
+		for j := 0; j < first.nset; j++ {
+			args = append(args, &first.set[j])
+		}
+	}
+	for _, op := range ops {
+		args = append(args, &op.kind, &op.setIndex, &op.value, &op.id)
+	}
+	clear(e.sets)
+	return args
 }
 
 // do queues op and waits for its answer, ctx or timeout (> 0). A call
@@ -165,7 +237,7 @@ func (b *opBatcher) send(s *Store, sc *opScripts) {
 		b.mu.Unlock()
 		ops, ctx, cancel := liveOps(ops)
 		if len(ops) > 0 {
-			b.args, b.ints = s.runOps(ctx, sc, ops, b.args[:0], &b.raw, b.ints[:0])
+			b.args, b.ints = s.runOps(ctx, sc, ops, &b.enc, b.args[:0], &b.raw, b.ints[:0])
 			clear(b.args)
 		}
 		cancel()
@@ -212,26 +284,14 @@ func (op *scriptOp) answer(ints []int64, err error) {
 
 // runOps runs one op with its own script, or many with the batch script,
 // retrying TRYAGAIN, and answers each; it returns its buffers for reuse.
-func (s *Store) runOps(ctx context.Context, sc *opScripts, ops []*scriptOp, args []any, raw *bytes.Buffer, ints []int64) ([]any, []int64) {
+func (s *Store) runOps(ctx context.Context, sc *opScripts, ops []*scriptOp, enc *setEncoder, args []any, raw *bytes.Buffer, ints []int64) ([]any, []int64) {
 	script := sc.batch
 	if len(ops) == 1 {
 		op := ops[0]
 		script = sc.single[op.kind]
 		args = op.appendArgs(op.appendKeys(append(args, nil, nil, int64(op.nkeys))))
 	} else {
-		nkeys := 0
-		for _, op := range ops {
-			nkeys += op.nkeys
-		}
-		args = append(args, nil, nil, int64(nkeys))
-		for _, op := range ops {
-			args = op.appendKeys(args)
-		}
-		args = append(args, int64(len(ops)))
-		for _, op := range ops {
-			op.nargs = int64(op.nnums + 1)
-			args = op.appendArgs(append(args, &op.kind, &op.nargs))
-		}
+		args = enc.encode(args, ops)
 	}
 	var err error
 	ints, err = s.run(ctx, s.client, script, args, raw, ints[:0])

@@ -72,12 +72,18 @@ local function reserve(keys, argv)
   if r[1] > 0 then
     local id, hold, policy, keep = argv[np + 3], tonumber(argv[np + 4]), tonumber(argv[np + 5]), tonumber(argv[np + 6])
     local exp = now + hold
-    if next < 0 or exp < next then next = exp end
+    local rec = string.format('%d:%d:%d:%d', r[1], mark(argv, now), policy, exp)
     -- Extended to twice what the record needs, so that most calls only read it.
     local ttl = math.ceil(hold / 1000) + keep
     local extend = till < now + ttl * 1000
     if extend then till = now + 2 * ttl * 1000 end
-    redis.call('HSET', book, id, string.format('%d:%d:%d:%d', r[1], mark(argv, now), policy, exp), '', writeMeta(next, till))
+    if swept or extend or next < 0 or exp < next then
+      -- The book's own field changes only when next or until moves.
+      if next < 0 or exp < next then next = exp end
+      redis.call('HSET', book, id, rec, '', writeMeta(next, till))
+    else
+      redis.call('HSET', book, id, rec)
+    end
     if extend then redis.call('PEXPIRE', book, 2 * ttl) end
   elseif swept then
     redis.call('HSET', book, '', writeMeta(next, till))
