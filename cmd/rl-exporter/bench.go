@@ -36,7 +36,8 @@ type benchOptions struct {
 	// redisClient and redisAddr are set for --store redis.
 	redisClient redisstore.ClientConfig
 	redisAddr   string
-	// mode is "decide" or "reserve" (bench_reserve.go), with its estimate.
+	// mode is "decide", "reserve" or "lease" (bench_reserve.go), with the
+	// estimate of reserve.
 	mode     string
 	estimate int64
 }
@@ -68,7 +69,7 @@ func parseBenchFlags(args []string, stderr io.Writer) (benchOptions, error) {
 	fs.IntVar(&poolSize, "pool-size", 0, "connections per Redis node (0 = 10 per CPU)")
 	fs.DurationVar(&o.timeout, "timeout", limiter.DefaultTimeout, "deadline of one store call; a call past it counts as an error")
 	fs.BoolVar(&o.json, "json", false, "print the result as one JSON object on the last line of standard output")
-	fs.StringVar(&o.mode, "mode", "decide", "decide: plain decisions; reserve: plain decisions, then reserve+commit pairs for as long, and their ratio")
+	fs.StringVar(&o.mode, "mode", "decide", "decide: plain decisions; reserve (lease): plain decisions and, in turns with them for as long, reserve+commit (lease acquire+release) pairs, their ratio and CPU time")
 	fs.Int64Var(&o.estimate, "estimate", 1, "--mode reserve: units each reservation takes; it commits a random 0 to twice that")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), "usage: rl-exporter bench [flags]\n\n"+
@@ -216,11 +217,19 @@ type benchReport struct {
 	P99Seconds         float64 `json:"p99_seconds"`
 	P999Seconds        float64 `json:"p999_seconds"`
 	MaxSeconds         float64 `json:"max_seconds"`
-	// Mode is "reserve" for --mode reserve: the report is the pairs', with
-	// the plain decisions' rate of the same run and the ratio.
-	Mode                    string  `json:"mode,omitempty"`
-	PlainDecisionsPerSecond float64 `json:"plain_decisions_per_second,omitempty"`
-	ReserveRatio            float64 `json:"reserve_ratio,omitempty"`
+	// Mode is "reserve" or "lease" for those modes: the report is the
+	// pairs', with the plain decisions' rate of the same run, the ratio
+	// (ReserveRatio too for reserve) and the CPU time of one pair and of
+	// one plain decision in Redis (INFO cpu; --store redis) and in this
+	// process.
+	Mode                     string  `json:"mode,omitempty"`
+	PlainDecisionsPerSecond  float64 `json:"plain_decisions_per_second,omitempty"`
+	ReserveRatio             float64 `json:"reserve_ratio,omitempty"`
+	PairRatio                float64 `json:"pair_ratio,omitempty"`
+	RedisCPUPerPairSeconds   float64 `json:"redis_cpu_per_pair_seconds,omitempty"`
+	RedisCPUPerPlainSeconds  float64 `json:"redis_cpu_per_plain_seconds,omitempty"`
+	ClientCPUPerPairSeconds  float64 `json:"client_cpu_per_pair_seconds,omitempty"`
+	ClientCPUPerPlainSeconds float64 `json:"client_cpu_per_plain_seconds,omitempty"`
 }
 
 // newBenchReport is the result of a run as --json prints it.
@@ -268,8 +277,8 @@ func runBench(ctx context.Context, args []string, _ environ, stdout, stderr io.W
 		fmt.Fprintf(stderr, "rl-exporter bench: %v\n", err)
 		return exitFailure
 	}
-	if o.mode == "reserve" {
-		return runBenchReserve(ctx, o, lim, storeName, stdout, stderr)
+	if o.mode != "decide" {
+		return runBenchPairs(ctx, o, lim, store, storeName, stdout, stderr)
 	}
 	decide := func(ctx context.Context, key string) (bool, error) {
 		d, err := lim.Allow(ctx, key)

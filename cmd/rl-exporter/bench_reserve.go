@@ -5,6 +5,12 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/rl-exporter/rl-exporter/limiter"
 	"github.com/rl-exporter/rl-exporter/loadgen"
@@ -13,11 +19,11 @@ import (
 // resolveMode checks --mode and --estimate.
 func (o *benchOptions) resolveMode() error {
 	switch o.mode {
-	case "decide":
+	case "decide", "lease":
 		return nil
 	case "reserve":
 	default:
-		return usagef("--mode: unknown mode %q (want decide or reserve)", o.mode)
+		return usagef("--mode: unknown mode %q (want decide, reserve or lease)", o.mode)
 	}
 	if err := o.limit.CheckCost(o.estimate); err != nil {
 		return usagef("--estimate: %v", err)
@@ -25,19 +31,105 @@ func (o *benchOptions) resolveMode() error {
 	return nil
 }
 
-// runBenchReserve measures plain decisions and then, for as long, reserve
-// and commit pairs on other keys, in the same process and on the same
-// store, and prints the pairs' report with both rates and their ratio.
-func runBenchReserve(ctx context.Context, o benchOptions, lim *limiter.Limiter, storeName string, stdout, stderr io.Writer) int {
-	if !lim.Reserves() {
-		fmt.Fprintf(stderr, "rl-exporter bench: --mode reserve: the %s store cannot hold reservations under %s\n", storeName, o.limit.Algorithm)
-		return exitFailure
-	}
-	plain := func(ctx context.Context, key string) (bool, error) {
+// benchRounds is how many times each contender of a pair mode runs, in
+// turns, so that a change of load on the machine falls on both alike.
+const benchRounds = 6
+
+// minBenchRound is the shortest turn: shorter ones measure mostly the
+// ramp-up of the callers.
+const minBenchRound = 100 * time.Millisecond
+
+// pairContender is one side of a pair-mode run: what a caller does, and
+// what it measured over its turns.
+type pairContender struct {
+	prefix string
+	op     loadgen.DecideFunc
+	res    loadgen.Result
+	// redisCPU and clientCPU are the CPU time Redis and this process spent
+	// during the contender's turns.
+	redisCPU, clientCPU time.Duration
+}
+
+// runBenchPairs measures plain decisions and, in turns with them for as
+// long, reserve+commit pairs (--mode reserve) or lease acquire+release
+// pairs (--mode lease) on other keys, in the same process and on the same
+// store, and prints the pairs' report with both rates, their ratio and the
+// CPU time each costs Redis and this process.
+func runBenchPairs(ctx context.Context, o benchOptions, lim *limiter.Limiter, store limiter.Store, storeName string, stdout, stderr io.Writer) int {
+	plain := &pairContender{prefix: "k", op: func(ctx context.Context, key string) (bool, error) {
 		d, err := lim.AllowN(ctx, key, o.estimate)
 		return d.Allowed, err
+	}}
+	pair, what, err := pairOp(o, lim, store, storeName)
+	if err != nil {
+		fmt.Fprintf(stderr, "rl-exporter bench: %v\n", err)
+		return exitFailure
 	}
-	pair := func(ctx context.Context, key string) (bool, error) {
+	info, closeInfo, err := openRedisCPU(o)
+	if err != nil {
+		fmt.Fprintf(stderr, "rl-exporter bench: %v\n", err)
+		return exitFailure
+	}
+	defer closeInfo()
+	rounds := max(1, min(benchRounds, int(o.duration/minBenchRound)))
+	fmt.Fprintf(stderr, "rl-exporter bench: %s, %s %s, %d callers, %d keys (%s): plain decisions and %s, in %d turns each, %s in all each\n",
+		storeName, o.limit.Algorithm, o.limitText, o.concurrency, o.keys, keyDistribution(o.zipf), what, rounds, o.duration)
+	turn := o.duration / time.Duration(rounds)
+	for i := range rounds {
+		order := []*pairContender{plain, pair}
+		if i%2 == 1 {
+			order[0], order[1] = pair, plain
+		}
+		for _, c := range order {
+			cfg := loadgen.Config{Duration: turn, Concurrency: o.concurrency, Keys: o.keys, Zipf: o.zipf, KeyPrefix: c.prefix}
+			if err := c.runTurn(ctx, cfg, info); err != nil {
+				fmt.Fprintf(stderr, "rl-exporter bench: %v\n", err)
+				return exitFailure
+			}
+		}
+	}
+	rep := newBenchReport(storeName, o, pair.res)
+	rep.Mode, rep.PlainDecisionsPerSecond = o.mode, plain.res.DecisionsPerSecond()
+	if rep.PlainDecisionsPerSecond > 0 {
+		rep.PairRatio = rep.DecisionsPerSecond / rep.PlainDecisionsPerSecond
+	}
+	if o.mode == "reserve" {
+		rep.ReserveRatio = rep.PairRatio
+	}
+	rep.ClientCPUPerPlainSeconds, rep.ClientCPUPerPairSeconds = plain.cpuPerOp(plain.clientCPU), pair.cpuPerOp(pair.clientCPU)
+	if info != nil {
+		rep.RedisCPUPerPlainSeconds, rep.RedisCPUPerPairSeconds = plain.cpuPerOp(plain.redisCPU), pair.cpuPerOp(pair.redisCPU)
+	}
+	if o.json {
+		return printBenchJSON(stdout, stderr, rep)
+	}
+	printPairReport(stdout, o, rep, what, info != nil)
+	printBenchReport(stdout, rep, pair.res)
+	return exitOK
+}
+
+// pairOp is the pair --mode names, with a sentence for what it does.
+func pairOp(o benchOptions, lim *limiter.Limiter, store limiter.Store, storeName string) (*pairContender, string, error) {
+	if o.mode == "lease" {
+		leases, err := limiter.NewLeases(limiter.LeasesConfig{
+			Limit: limiter.LeaseLimit{Limit: o.limit.Quota()}, Store: store, Timeout: o.timeout})
+		if err != nil {
+			return nil, "", fmt.Errorf("--mode lease: %w", err)
+		}
+		op := func(ctx context.Context, key string) (bool, error) {
+			l, d, err := leases.Acquire(ctx, key)
+			if err != nil || !d.Allowed {
+				return false, err
+			}
+			_, err = leases.Release(ctx, l)
+			return err == nil, err
+		}
+		return &pairContender{prefix: "l", op: op}, "lease acquire+release pairs", nil
+	}
+	if !lim.Reserves() {
+		return nil, "", fmt.Errorf("--mode reserve: the %s store cannot hold reservations under %s", storeName, o.limit.Algorithm)
+	}
+	op := func(ctx context.Context, key string) (bool, error) {
 		r, d, err := lim.Reserve(ctx, key, o.estimate)
 		if err != nil || !d.Allowed {
 			return false, err
@@ -45,31 +137,149 @@ func runBenchReserve(ctx context.Context, o benchOptions, lim *limiter.Limiter, 
 		_, err = lim.Commit(ctx, r, rand.Int64N(2*o.estimate+1))
 		return err == nil, err
 	}
-	fmt.Fprintf(stderr, "rl-exporter bench: %s, %s %s, %d callers, %d keys (%s): plain decisions for %s, then reserve+commit pairs of %d for %s\n",
-		storeName, o.limit.Algorithm, o.limitText, o.concurrency, o.keys, keyDistribution(o.zipf), o.duration, o.estimate, o.duration)
-	var results [2]loadgen.Result
-	for i, phase := range []struct {
-		prefix string
-		decide loadgen.DecideFunc
-	}{{"k", plain}, {"r", pair}} {
-		cfg := loadgen.Config{Duration: o.duration, Concurrency: o.concurrency, Keys: o.keys, Zipf: o.zipf, KeyPrefix: phase.prefix}
-		res, err := loadgen.Run(ctx, cfg, phase.decide)
-		if err != nil {
-			fmt.Fprintf(stderr, "rl-exporter bench: %v\n", err)
-			return exitFailure
+	return &pairContender{prefix: "r", op: op}, fmt.Sprintf("reserve+commit pairs of %d", o.estimate), nil
+}
+
+// runTurn runs c for one turn and adds what it measured to c's totals.
+func (c *pairContender) runTurn(ctx context.Context, cfg loadgen.Config, info *redisCPU) error {
+	redisBefore, err := info.read(ctx)
+	if err != nil {
+		return err
+	}
+	clientBefore := processCPU()
+	res, err := loadgen.Run(ctx, cfg, c.op)
+	if err != nil {
+		return err
+	}
+	c.clientCPU += processCPU() - clientBefore
+	redisAfter, err := info.read(ctx)
+	if err != nil {
+		return err
+	}
+	c.redisCPU += redisAfter - redisBefore
+	c.res = mergeResults(c.res, res)
+	return nil
+}
+
+// cpuPerOp is cpu per operation of c, in seconds.
+func (c *pairContender) cpuPerOp(cpu time.Duration) float64 {
+	if c.res.Decisions == 0 {
+		return 0
+	}
+	return cpu.Seconds() / float64(c.res.Decisions)
+}
+
+// mergeResults adds b's counts, time and latencies to a's.
+func mergeResults(a, b loadgen.Result) loadgen.Result {
+	if a.Latency == nil {
+		a.Latency = loadgen.NewHistogram()
+	}
+	a.Elapsed += b.Elapsed
+	a.Decisions += b.Decisions
+	a.Allowed += b.Allowed
+	a.Rejected += b.Rejected
+	a.Errors += b.Errors
+	if a.FirstError == nil {
+		a.FirstError = b.FirstError
+	}
+	if b.Latency != nil {
+		a.Latency.Merge(b.Latency)
+	}
+	return a
+}
+
+// printPairReport prints the head of a pair mode's report: both rates,
+// their ratio and the CPU time of one operation of each.
+func printPairReport(w io.Writer, o benchOptions, rep benchReport, what string, redisCPU bool) {
+	fmt.Fprintf(w, "plain        %.0f decisions/s (AllowN of %d)\n", rep.PlainDecisionsPerSecond, o.estimate)
+	noun := "reserve+commit pairs/s"
+	if o.mode == "lease" {
+		noun = "lease acquire+release pairs/s"
+	}
+	fmt.Fprintf(w, "%-12s %.0f %s, %.2f× the plain decisions\n", o.mode, rep.DecisionsPerSecond, noun, rep.PairRatio)
+	us := func(s float64) string { return strconv.FormatFloat(s*1e6, 'f', 1, 64) + "µs" }
+	if redisCPU {
+		fmt.Fprintf(w, "redis cpu    %s a pair, %s a plain decision (%.2f×)\n",
+			us(rep.RedisCPUPerPairSeconds), us(rep.RedisCPUPerPlainSeconds), ratio(rep.RedisCPUPerPairSeconds, rep.RedisCPUPerPlainSeconds))
+	}
+	fmt.Fprintf(w, "client cpu   %s a pair, %s a plain decision (%.2f×)\n\n",
+		us(rep.ClientCPUPerPairSeconds), us(rep.ClientCPUPerPlainSeconds), ratio(rep.ClientCPUPerPairSeconds, rep.ClientCPUPerPlainSeconds))
+}
+
+func ratio(a, b float64) float64 {
+	if b <= 0 {
+		return 0
+	}
+	return a / b
+}
+
+// redisCPU reads the CPU time Redis has spent (INFO cpu: used_cpu_sys +
+// used_cpu_user), summed over a Cluster's masters. A nil *redisCPU (the
+// memory store) reads 0.
+type redisCPU struct {
+	client redis.UniversalClient
+}
+
+// openRedisCPU opens a client of its own for --store redis, so that its
+// INFO calls take no connection from the store's pool; nil otherwise.
+func openRedisCPU(o benchOptions) (*redisCPU, func(), error) {
+	if o.store != "redis" {
+		return nil, func() {}, nil
+	}
+	c, err := o.redisClient.NewClient()
+	if err != nil {
+		return nil, nil, err
+	}
+	return &redisCPU{client: c}, func() { c.Close() }, nil
+}
+
+func (r *redisCPU) read(ctx context.Context) (time.Duration, error) {
+	if r == nil {
+		return 0, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if cc, ok := r.client.(*redis.ClusterClient); ok {
+		var total time.Duration
+		var mu sync.Mutex
+		err := cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
+			d, err := infoCPU(ctx, c)
+			mu.Lock()
+			total += d
+			mu.Unlock()
+			return err
+		})
+		return total, err
+	}
+	return infoCPU(ctx, r.client)
+}
+
+func infoCPU(ctx context.Context, c redis.Cmdable) (time.Duration, error) {
+	text, err := c.Info(ctx, "cpu").Result()
+	if err != nil {
+		return 0, fmt.Errorf("redis INFO cpu: %w", err)
+	}
+	return parseInfoCPU(text)
+}
+
+// parseInfoCPU adds used_cpu_sys and used_cpu_user of an INFO cpu reply.
+func parseInfoCPU(text string) (time.Duration, error) {
+	var total float64
+	found := 0
+	for _, line := range strings.Split(text, "\n") {
+		name, value, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok || (name != "used_cpu_sys" && name != "used_cpu_user") {
+			continue
 		}
-		results[i] = res
+		v, err := strconv.ParseFloat(value, 64)
+		if err != nil {
+			return 0, fmt.Errorf("redis INFO cpu: %s: %w", name, err)
+		}
+		total += v
+		found++
 	}
-	rep := newBenchReport(storeName, o, results[1])
-	rep.Mode, rep.PlainDecisionsPerSecond = "reserve", results[0].DecisionsPerSecond()
-	if rep.PlainDecisionsPerSecond > 0 {
-		rep.ReserveRatio = rep.DecisionsPerSecond / rep.PlainDecisionsPerSecond
+	if found != 2 {
+		return 0, fmt.Errorf("redis INFO cpu: no used_cpu_sys and used_cpu_user in %q", text)
 	}
-	if o.json {
-		return printBenchJSON(stdout, stderr, rep)
-	}
-	fmt.Fprintf(stdout, "plain        %.0f decisions/s (AllowN of %d)\n", rep.PlainDecisionsPerSecond, o.estimate)
-	fmt.Fprintf(stdout, "reserve      %.0f reserve+commit pairs/s, %.2f× the plain decisions\n\n", rep.DecisionsPerSecond, rep.ReserveRatio)
-	printBenchReport(stdout, rep, results[1])
-	return exitOK
+	return time.Duration(total * float64(time.Second)), nil
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rl-exporter/rl-exporter/internal/redistest"
 )
@@ -21,7 +22,13 @@ func TestBenchReserveModeReportsPairsBesidePlainDecisions(t *testing.T) {
 		if r := rep.DecisionsPerSecond / rep.PlainDecisionsPerSecond; r != rep.ReserveRatio {
 			t.Fatalf("%v: ratio %g, want %g", store, rep.ReserveRatio, r)
 		}
-		if !strings.Contains(stderr, "reserve+commit pairs of 5") {
+		if rep.PairRatio != rep.ReserveRatio || rep.ClientCPUPerPairSeconds <= 0 || rep.ClientCPUPerPlainSeconds <= 0 {
+			t.Fatalf("%v: pair ratio %g, client CPU a pair %g and a plain decision %g", store, rep.PairRatio, rep.ClientCPUPerPairSeconds, rep.ClientCPUPerPlainSeconds)
+		}
+		if redis := store[1] == "redis"; redis != (rep.RedisCPUPerPairSeconds > 0 && rep.RedisCPUPerPlainSeconds > 0) {
+			t.Fatalf("%v: Redis CPU a pair %g, a plain decision %g", store, rep.RedisCPUPerPairSeconds, rep.RedisCPUPerPlainSeconds)
+		}
+		if !strings.Contains(stderr, "reserve+commit pairs of 5") || !strings.Contains(stderr, "in 3 turns each") {
 			t.Fatalf("stderr does not say what runs:\n%s", stderr)
 		}
 	}
@@ -29,10 +36,51 @@ func TestBenchReserveModeReportsPairsBesidePlainDecisions(t *testing.T) {
 	if code := run(context.Background(), []string{"bench", "--mode", "reserve", "--duration", "300ms", "--concurrency", "2"}, nil, &stdout, &stderr); code != exitOK {
 		t.Fatalf("exit %d: %s", code, stderr.String())
 	}
-	for _, want := range []string{"plain ", "decisions/s", "reserve+commit pairs/s", "× the plain decisions", "p99"} {
+	for _, want := range []string{"plain ", "decisions/s", "reserve+commit pairs/s", "× the plain decisions", "client cpu", "p99"} {
 		if !strings.Contains(stdout.String(), want) {
 			t.Errorf("report lacks %q:\n%s", want, stdout.String())
 		}
+	}
+}
+
+func TestBenchLeaseModeReportsPairsBesideInterleavedPlainDecisionsWithRedisCPU(t *testing.T) {
+	srv := redistest.Single(t)
+	for _, store := range [][]string{{"--store", "memory"}, {"--store", "redis", "--redis-url", srv.URL()}} {
+		rep, stderr := benchJSON(t, append(store, "--mode", "lease", "--duration", "300ms", "--concurrency", "8",
+			"--keys", "100", "--timeout", "2s")...)
+		checkReport(t, rep)
+		if rep.Mode != "lease" || rep.PlainDecisionsPerSecond <= 0 || rep.Errors != 0 || rep.Rejected != 0 || rep.ReserveRatio != 0 {
+			t.Fatalf("%v: %+v", store, rep)
+		}
+		if r := rep.DecisionsPerSecond / rep.PlainDecisionsPerSecond; r != rep.PairRatio {
+			t.Fatalf("%v: ratio %g, want %g", store, rep.PairRatio, r)
+		}
+		if redis := store[1] == "redis"; redis != (rep.RedisCPUPerPairSeconds > 0 && rep.RedisCPUPerPlainSeconds > 0) {
+			t.Fatalf("%v: Redis CPU a pair %g, a plain decision %g", store, rep.RedisCPUPerPairSeconds, rep.RedisCPUPerPlainSeconds)
+		}
+		if !strings.Contains(stderr, "lease acquire+release pairs, in 3 turns each") {
+			t.Fatalf("stderr does not say what runs:\n%s", stderr)
+		}
+	}
+	var stdout, stderr bytes.Buffer
+	args := []string{"bench", "--mode", "lease", "--store", "redis", "--redis-url", srv.URL(), "--duration", "200ms", "--concurrency", "2"}
+	if code := run(context.Background(), args, nil, &stdout, &stderr); code != exitOK {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	for _, want := range []string{"plain ", "lease acquire+release pairs/s", "× the plain decisions", "redis cpu ", "a plain decision", "p99"} {
+		if !strings.Contains(stdout.String(), want) {
+			t.Errorf("report lacks %q:\n%s", want, stdout.String())
+		}
+	}
+}
+
+func TestParseInfoCPUAddsSystemAndUserTime(t *testing.T) {
+	got, err := parseInfoCPU("# CPU\r\nused_cpu_sys:1.250000\r\nused_cpu_user:0.750000\r\nused_cpu_sys_children:9.0\r\n")
+	if err != nil || got != 2*time.Second {
+		t.Fatalf("got %s, %v; want 2s", got, err)
+	}
+	if _, err := parseInfoCPU("# CPU\r\nused_cpu_sys:1.0\r\n"); err == nil {
+		t.Fatal("a reply without used_cpu_user parsed")
 	}
 }
 

@@ -110,8 +110,10 @@ type Store struct {
 	wait         []any
 	replObs      ReplicationObserver
 	unreplicated atomic.Int64
-	// reserveBatches batch reservation calls, by AlgorithmSpec.Index.
-	reserveBatches [limiter.NumAlgorithms]reserveBatcher
+	// reserveBatches batch reservation calls, by AlgorithmSpec.Index;
+	// leaseBatch lease calls (reserve_batch.go).
+	reserveBatches [limiter.NumAlgorithms]opBatcher
+	leaseBatch     opBatcher
 }
 
 // New returns a Store on client (only a *redis.Client, Sentinel's

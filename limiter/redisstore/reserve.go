@@ -1,6 +1,7 @@
 package redisstore
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"slices"
@@ -12,26 +13,35 @@ import (
 	"github.com/rl-exporter/rl-exporter/limiter"
 )
 
-// reserveScripts are an algorithm's reservation scripts, one atomic call
-// each, and the batch of many calls in one (reserve_batch.go).
+// reserveScripts are an algorithm's reservation scripts: reserve and
+// settle, one atomic call each, and the batch of many calls in one
+// (reserve_batch.go).
 type reserveScripts struct {
 	reserve, settle, batch script
+	ops                    opScripts
 }
 
-// Key suffixes of a key's reservation records, after its base key.
+// bookSuffix follows a key's base key in the key of its reservation book.
+const bookSuffix = ":resv"
+
+// Kinds of reservation call in a batch (lua/reservations_batch.lua).
 const (
-	bookSuffix = ":resv"
-	openSuffix = ":resv:open"
+	kindReserve = 0
+	kindSettle  = 1
 )
 
-var loadReserveScripts = sync.OnceValues(func() ([limiter.NumAlgorithms]reserveScripts, error) {
-	var all [limiter.NumAlgorithms]reserveScripts
+// loadReserveScripts builds every algorithm's reservation scripts once,
+// indexed by AlgorithmSpec.Index; a pointer, so that a call copies nothing.
+var loadReserveScripts = sync.OnceValues(func() (*[limiter.NumAlgorithms]reserveScripts, error) {
+	all := new([limiter.NumAlgorithms]reserveScripts)
 	for _, spec := range limiter.AlgorithmSpecs() {
 		reserve, settle, batch, err := reservationSources(spec, redisClock)
 		if err != nil {
-			return all, err
+			return nil, err
 		}
-		all[spec.Index()] = reserveScripts{reserve: newScript(reserve), settle: newScript(settle), batch: newScript(batch)}
+		sc := &all[spec.Index()]
+		sc.reserve, sc.settle, sc.batch = newScript(reserve), newScript(settle), newScript(batch)
+		sc.ops = opScripts{single: [2]*script{kindReserve: &sc.reserve, kindSettle: &sc.settle}, batch: &sc.batch}
 	}
 	return all, nil
 })
@@ -85,6 +95,7 @@ func (s *Store) Reserve(ctx context.Context, key string, lim limiter.Limit, r li
 		return limiter.Decision{}, err
 	}
 	if r.ID == "" {
+		// The book's own field is "": no record has that id.
 		return limiter.Decision{}, fmt.Errorf("redis store: reservation id is empty")
 	}
 	hold := r.Hold
@@ -92,10 +103,13 @@ func (s *Store) Reserve(ctx context.Context, key string, lim limiter.Limit, r li
 		hold = limiter.DefaultHold
 	}
 	keep := 2 * lim.Window().Milliseconds()
-	ints, err := s.reservationCall(ctx, spec, key, lim, timeout, true, r.Estimate, r.ID,
+	ints, err := s.reservationCall(ctx, spec, key, lim, timeout, kindReserve, r.Estimate, r.ID,
 		hold.Microseconds(), int64(r.OnExpiry), keep)
 	if err != nil {
 		return limiter.Decision{}, err
+	}
+	if len(ints) != 5 {
+		return limiter.Decision{}, fmt.Errorf("redis %s reserve script: unexpected reply %v", lim.Algorithm, ints)
 	}
 	d, err := decodeInts(ints)
 	if err != nil {
@@ -116,11 +130,14 @@ func (s *Store) Settle(ctx context.Context, key string, lim limiter.Limit, id st
 	if err := checkCall(spec, lim, 1); err != nil {
 		return limiter.Settlement{}, err
 	}
-	ints, err := s.reservationCall(ctx, spec, key, lim, timeout, false, 0, id, actual)
+	if id == "" {
+		return limiter.Settlement{}, fmt.Errorf("redis store: reservation %q of %s: %w", id, key, limiter.ErrReservationUnknown)
+	}
+	ints, err := s.reservationCall(ctx, spec, key, lim, timeout, kindSettle, 1, id, actual)
 	if err != nil {
 		return limiter.Settlement{}, err
 	}
-	if len(ints) != 3 || ints[1] < 0 || ints[2] < 0 {
+	if len(ints) < 3 || ints[1] < 0 || ints[2] < 0 {
 		return limiter.Settlement{}, fmt.Errorf("redis %s settle script: unexpected reply %v", lim.Algorithm, ints)
 	}
 	st := limiter.Settlement{Expired: ints[2]}
@@ -134,12 +151,51 @@ func (s *Store) Settle(ctx context.Context, key string, lim limiter.Limit, id st
 
 // reservationCall runs the reserve or settle script of spec on key with the
 // algorithm's parameters, cost, mode 0, the id and extra, bounded by
-// timeout: batched with others in progress on a single server (reserve_batch.go).
-func (s *Store) reservationCall(ctx context.Context, spec *limiter.AlgorithmSpec, key string, lim limiter.Limit, timeout time.Duration, reserve bool, cost int64, id string, extra ...int64) ([]int64, error) {
+// timeout: batched with others in progress on a single server
+// (reserve_batch.go), alone on a Cluster.
+func (s *Store) reservationCall(ctx context.Context, spec *limiter.AlgorithmSpec, key string, lim limiter.Limit, timeout time.Duration, kind int64, cost int64, id string, extra ...int64) ([]int64, error) {
 	all, err := loadReserveScripts()
 	if err != nil {
 		return nil, err
 	}
+	base := s.baseKey(key, lim.Algorithm)
+	op := newScriptOp()
+	op.kind = kind
+	for _, suffix := range s.algs[spec.Index()].keySuffixes {
+		op.addKey(base + suffix)
+	}
+	op.addKey(base + bookSuffix)
+	op.nnums = len(argsInto(op.nums[:0], spec, key, lim, cost, limiter.ModeConsume))
+	op.idAt, op.id = op.nnums, id
+	op.addNums(extra...)
+	// In a batch: the parameters and a reserve's hold, policy and keep
+	// shared, the estimate or the actual cost its own (lua/reservations_batch.lua).
+	op.addSet(op.nums[:spec.NumParams()]...)
+	if kind == kindReserve {
+		op.addSet(extra...)
+		op.value = cost
+	} else {
+		op.value = extra[0]
+	}
+	sc := &all[spec.Index()]
+	var ints []int64
+	if s.batch != nil && !s.cluster {
+		ints, err = s.reserveBatches[spec.Index()].do(ctx, s, &sc.ops, op, timeout)
+	} else {
+		ints, err = s.aloneOp(ctx, &sc.ops, op, timeout)
+	}
+	if err != nil {
+		name := "settle"
+		if kind == kindReserve {
+			name = "reserve"
+		}
+		return nil, fmt.Errorf("redis %s %s script for %s: %w", lim.Algorithm, name, base, err)
+	}
+	return ints, nil
+}
+
+// aloneOp runs op as its own script call on the caller's goroutine.
+func (s *Store) aloneOp(ctx context.Context, sc *opScripts, op *scriptOp, timeout time.Duration) ([]int64, error) {
 	if timeout > 0 {
 		if dl, ok := ctx.Deadline(); !ok || time.Until(dl) > timeout {
 			var cancel context.CancelFunc
@@ -147,35 +203,12 @@ func (s *Store) reservationCall(ctx context.Context, spec *limiter.AlgorithmSpec
 			defer cancel()
 		}
 	}
-	base := s.baseKey(key, lim.Algorithm)
-	op := &reserveOp{reserve: reserve, done: make(chan struct{})}
-	for _, suffix := range spec.KeySuffixes() {
-		op.keys = append(op.keys, base+suffix)
-	}
-	op.keys = append(op.keys, base+bookSuffix, base+openSuffix)
-	for _, v := range argsInto(nil, spec, key, lim, cost, limiter.ModeConsume) {
-		op.argv = append(op.argv, v)
-	}
-	op.argv = append(op.argv, id)
-	for _, v := range extra {
-		op.argv = append(op.argv, v)
-	}
-	sc := &all[spec.Index()]
-	var ints []int64
-	if s.batch != nil && !s.cluster {
-		ints, err = s.reserveBatches[spec.Index()].do(ctx, s, sc, op)
-	} else {
-		ints, err = s.runReserveOps(ctx, sc, []*reserveOp{op})
-	}
-	if err != nil {
-		name := "settle"
-		if reserve {
-			name = "reserve"
-		}
-		return nil, fmt.Errorf("redis %s %s script for %s: %w", lim.Algorithm, name, base, err)
-	}
-	if !reserve {
-		ints = ints[:3]
-	}
-	return ints, nil
+	op.ctx = ctx
+	var raw bytes.Buffer
+	s.runOps(ctx, sc, []*scriptOp{op}, nil, nil, &raw, nil)
+	<-op.done
+	var answer [opWidth]int64
+	n, err := copy(answer[:], op.out[:op.nout]), op.err
+	op.release()
+	return answer[:n], err
 }

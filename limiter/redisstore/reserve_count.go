@@ -12,8 +12,8 @@ import (
 var openScript = goRedisScript("open_reservations")
 
 // OpenReservations implements limiter.ReservationCounter: one read-only
-// script call counting the key's open set from Redis's clock. Safe for
-// concurrent use.
+// script call counting the records of the key's book not past their hold
+// on Redis's clock. Safe for concurrent use.
 func (s *Store) OpenReservations(ctx context.Context, key string, lim limiter.Limit, timeout time.Duration) (int64, error) {
 	if err := checkCall(limiter.SpecOf(lim.Algorithm), lim, 1); err != nil {
 		return 0, err
@@ -27,7 +27,7 @@ func (s *Store) OpenReservations(ctx context.Context, key string, lim limiter.Li
 		ctx, cancel = context.WithTimeout(ctx, timeout)
 		defer cancel()
 	}
-	open := s.baseKey(key, lim.Algorithm) + openSuffix
+	open := s.baseKey(key, lim.Algorithm) + bookSuffix
 	n, err := sc.Run(ctx, s.client, []string{open}).Int64()
 	if err != nil {
 		s.noteError(err)

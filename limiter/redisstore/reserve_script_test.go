@@ -43,12 +43,21 @@ func reservationScriptsAt(t *testing.T, a limiter.Algorithm) (reserve, settle, b
 
 // runReservation runs one reserve (kind 0) or settle (kind 1) alone or,
 // when batched, as a batch of one, and returns its integers (five, or
-// three for a settle alone).
-func runReservation(ctx context.Context, client redis.Scripter, single, batch *redis.Script, batched bool, kind int, keys []string, args, clock []any) ([]int64, error) {
+// three for a settle alone). args are those of the call alone: np
+// parameters, cost, mode, id, then hold, policy and keep or the actual.
+func runReservation(ctx context.Context, client redis.Scripter, single, batch *redis.Script, batched bool, kind, np int, keys []string, args, clock []any) ([]int64, error) {
 	if !batched {
 		return single.Run(ctx, client, keys, append(args, clock...)...).Int64Slice()
 	}
-	argv := append([]any{1, kind, len(args)}, args...)
+	set := append([]any{}, args[:np]...)
+	value := args[np]
+	if kind == 0 {
+		set = append(set, args[np+3:]...)
+	} else {
+		value = args[np+3]
+	}
+	argv := append([]any{1, 1, len(set)}, set...)
+	argv = append(argv, kind, 0, value, args[np+2])
 	ints, err := batch.Run(ctx, client, keys, append(argv, clock...)...).Int64Slice()
 	if err == nil && kind == 1 {
 		ints = ints[:3]
@@ -78,6 +87,7 @@ func TestReservationScriptsMatchTheMemoryStore(t *testing.T) {
 				mem := clock.memoryStore()
 				period := int64(lim.Period / time.Microsecond)
 				keep := 2 * lim.Window().Milliseconds()
+				np := limiter.SpecOf(a).NumParams()
 				var open []string
 				counts := map[string]int{}
 				for step := 0; step < 300; step++ {
@@ -97,7 +107,7 @@ func TestReservationScriptsMatchTheMemoryStore(t *testing.T) {
 							t.Fatal(err)
 						}
 						args := append(scriptArgs(key, lim, est, limiter.ModeConsume), id, req.Hold.Microseconds(), int64(req.OnExpiry), keep)
-						ints, err := runReservation(ctx, store.client, reserveScript, batchScript, step%2 == 0, 0, keys, args, clock.clockArgs())
+						ints, err := runReservation(ctx, store.client, reserveScript, batchScript, step%2 == 0, 0, np, keys, args, clock.clockArgs())
 						if err != nil {
 							t.Fatalf("step %d: reserve script: %v", step, err)
 						}
@@ -122,7 +132,7 @@ func TestReservationScriptsMatchTheMemoryStore(t *testing.T) {
 						actual := rng.Int64N(lim.Quota()) - 1 // -1 cancels
 						want, werr := mem.Settle(ctx, key, lim, id, actual, 0)
 						args := append(scriptArgs(key, lim, 1, limiter.ModeConsume), id, actual)
-						reply, err := runReservation(ctx, store.client, settleScript, batchScript, step%2 == 1, 1, keys, args, clock.clockArgs())
+						reply, err := runReservation(ctx, store.client, settleScript, batchScript, step%2 == 1, 1, np, keys, args, clock.clockArgs())
 						if err != nil || len(reply) != 3 {
 							t.Fatalf("step %d: settle script: %v, %v", step, reply, err)
 						}

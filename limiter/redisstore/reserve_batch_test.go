@@ -1,0 +1,130 @@
+package redisstore
+
+import (
+	"bytes"
+	"context"
+	"testing"
+	"time"
+
+	"github.com/rl-exporter/rl-exporter/limiter"
+)
+
+// TestOneBatchOfReservationCallsAnswersAsTheCallsOneByOne sends reserves
+// and settles on two keys under two limits (so two sets of shared
+// numbers for reserves and two for settles), a settle of an unknown id and
+// a second settle of the same id, in one batch script call, and requires
+// each answer to be what the calls would have answered one after another.
+func TestOneBatchOfReservationCallsAnswersAsTheCallsOneByOne(t *testing.T) {
+	_, store := singleStore(t)
+	ctx := context.Background()
+	all, err := loadReserveScripts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := limiter.FixedWindow
+	spec := limiter.SpecOf(a)
+	sc := &all[spec.Index()]
+	lims := []limiter.Limit{{Algorithm: a, Rate: 10, Period: time.Hour}, {Algorithm: a, Rate: 7, Period: time.Hour}}
+	keep := 2 * time.Hour.Milliseconds()
+	op := func(kind int64, key string, lim limiter.Limit, cost int64, id string, extra ...int64) *scriptOp {
+		o := newScriptOp()
+		o.kind = kind
+		base := store.baseKey(key, a)
+		for _, suffix := range spec.KeySuffixes() {
+			o.addKey(base + suffix)
+		}
+		o.addKey(base + bookSuffix)
+		o.nnums = len(argsInto(o.nums[:0], spec, key, lim, cost, limiter.ModeConsume))
+		o.idAt, o.id = o.nnums, id
+		o.addNums(extra...)
+		o.addSet(o.nums[:spec.NumParams()]...)
+		if kind == kindReserve {
+			o.addSet(extra...)
+			o.value = cost
+		} else {
+			o.value = extra[0]
+		}
+		return o
+	}
+	hold := time.Minute.Microseconds()
+	ops := []*scriptOp{
+		op(kindReserve, "a", lims[0], 6, "a1", hold, 0, keep),
+		op(kindReserve, "b", lims[1], 5, "b1", hold, 1, keep),
+		op(kindReserve, "a", lims[0], 5, "a2", hold, 0, keep), // 6 + 5 > 10: refused
+		op(kindSettle, "a", lims[0], 1, "a1", 2),              // gives 4 back
+		op(kindReserve, "a", lims[0], 5, "a3", hold, 0, keep), // 2 + 5 fits
+		op(kindSettle, "b", lims[1], 1, "b1", 7),              // takes 2 more
+		op(kindSettle, "b", lims[1], 1, "b1", 7),              // settled already
+		op(kindSettle, "a", lims[0], 1, "nobody", 0),
+	}
+	for _, o := range ops {
+		o.ctx = ctx
+	}
+	var enc setEncoder
+	var raw bytes.Buffer
+	store.runOps(ctx, &sc.ops, ops, &enc, nil, &raw, nil)
+	if n := len(enc.nums) - 2; n != 4 {
+		t.Errorf("%d sets of shared numbers, want 4", n)
+	}
+	want := [][]int64{
+		{6, 4}, {5, 2}, {0, 4}, {1, 6}, {5, 3}, {1, 5}, {0, 0}, {0, 0},
+	}
+	for i, o := range ops {
+		<-o.done
+		if o.err != nil {
+			t.Fatalf("call %d: %v", i, o.err)
+		}
+		if got := o.out[:2]; got[0] != want[i][0] || got[1] != want[i][1] {
+			t.Errorf("call %d (kind %d, id %s): %v, want %v", i, o.kind, o.id, o.out, want[i])
+		}
+	}
+	if d, err := store.DecideMode(ctx, "b", lims[1], 1, limiter.ModePeek, time.Second); err != nil || d.Allowed {
+		t.Fatalf("b after 5 reserved and 7 committed of 7: %+v, %v; want refused", d, err)
+	}
+	if d, err := store.DecideMode(ctx, "a", lims[0], 3, limiter.ModePeek, time.Second); err != nil || !d.Allowed || d.Remaining != 3 {
+		t.Fatalf("a after 2 committed and 5 reserved of 10: %+v, %v; want 3 remaining", d, err)
+	}
+}
+
+// TestOneBatchOfLeaseCallsAnswersAsTheCallsOneByOne sends acquires and
+// releases on two keys under two limits in one batch script call.
+func TestOneBatchOfLeaseCallsAnswersAsTheCallsOneByOne(t *testing.T) {
+	_, store := singleStore(t)
+	ctx := context.Background()
+	sc, err := leaseScripts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ttl := time.Minute.Microseconds()
+	op := func(kind int64, key, id string, limit int64) *scriptOp {
+		o := newScriptOp()
+		o.kind, o.ctx = kind, ctx
+		o.addKey(store.LeaseKey(key))
+		o.idAt, o.id = 0, id
+		o.addNums(limit, ttl)
+		o.addSet(limit, ttl)
+		return o
+	}
+	ops := []*scriptOp{
+		op(kindAcquire, "a", "a1", 1),
+		op(kindAcquire, "b", "b1", 2),
+		op(kindAcquire, "a", "a2", 1), // a holds its one lease: refused
+		op(kindAcquire, "b", "b2", 2),
+		op(kindRelease, "a", "a1", 0),
+		op(kindRelease, "a", "a1", 0), // released already
+		op(kindAcquire, "a", "a3", 1),
+	}
+	var enc setEncoder
+	var raw bytes.Buffer
+	store.runOps(ctx, sc, ops, &enc, nil, &raw, nil)
+	want := [][2]int64{{1, 1}, {1, 1}, {0, 1}, {1, 2}, {1, 0}, {0, 0}, {1, 1}}
+	for i, o := range ops {
+		<-o.done
+		if o.err != nil {
+			t.Fatalf("call %d: %v", i, o.err)
+		}
+		if o.out[0] != want[i][0] || o.out[1] != want[i][1] {
+			t.Errorf("call %d (kind %d, id %s): %v, want %v", i, o.kind, o.id, o.out, want[i])
+		}
+	}
+}
