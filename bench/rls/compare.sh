@@ -11,8 +11,9 @@
 # so that neither always has the machine's quieter half. Each run prints its
 # calls per second, the service's and redis-server's CPU time per call (from
 # /proc and INFO cpu: on a busy machine a steadier figure than wall-clock
-# throughput) and the load generator's own allocations per call; each round
-# prints the ratio of the two throughputs, and the end their median.
+# throughput), its allocations per call (go_memstats_mallocs_total) and the
+# load generator's own; each round prints the ratio of the two throughputs,
+# and the end their median.
 #
 # Ports 16399 (redis-server) and 18080-18089 must be free; WORK (default
 # a new temporary directory) holds the configs and the logs.
@@ -45,11 +46,11 @@ trap 'kill $REDIS 2>/dev/null' EXIT
 sleep 0.5
 
 
-# measure NAME ADDR PID: runs the load on ADDR, prints its line with the CPU
-# per call of PID and of redis-server over the measured part, and leaves the
+# measure NAME ADDR PID METRICS: runs the load on ADDR, prints its line with the CPU
+# and allocations per call of PID and of redis-server over the measured part, and leaves the
 # calls per second in $WORK/NAME.rate.
 measure() {
-	"$LOAD" -addr "$2" -streams 64 -duration "$DURATION" -warmup 2s -pid "$3" -redis 127.0.0.1:16399 > "$WORK/$1.out"
+	"$LOAD" -addr "$2" -streams 64 -duration "$DURATION" -warmup 2s -pid "$3" -redis 127.0.0.1:16399 -metrics "$4" > "$WORK/$1.out"
 	sed "s/^/  $1: /" "$WORK/$1.out"
 	sed -n 's/.* calls\/s=\([0-9]*\) .*/\1/p' "$WORK/$1.out" > "$WORK/$1.rate"
 }
@@ -59,7 +60,7 @@ run_rl() {
 	"$RL" serve --config "$WORK/rl.yaml" --redis-url redis://127.0.0.1:16399 --log-level warn > "$WORK/rl.log" 2>&1 &
 	PID=$!
 	sleep 1.5
-	measure rl-exporter 127.0.0.1:18081 $PID
+	measure rl-exporter 127.0.0.1:18081 $PID http://127.0.0.1:18080/metrics
 	curl -s 127.0.0.1:18080/metrics | grep '^rate_limit_requests_total{endpoint="bench.user"' | sed 's/^/    /'
 	kill $PID; wait $PID 2> /dev/null || true
 }
@@ -73,7 +74,7 @@ run_ratelimit() {
 		"$RATELIMIT" > "$WORK/ratelimit.log" 2>&1 &
 	PID=$!
 	sleep 1.5
-	measure envoyproxy-ratelimit 127.0.0.1:18082 $PID
+	measure envoyproxy-ratelimit 127.0.0.1:18082 $PID http://127.0.0.1:18085/metrics
 	kill $PID; wait $PID 2> /dev/null || true
 }
 

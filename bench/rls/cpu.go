@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"runtime"
 	"strconv"
@@ -17,16 +18,19 @@ import (
 const clockTick = 100
 
 // usage is a sample of the CPU time used so far by the service and redis-server, and of the
-// load generator's own allocations.
+// allocations of the load generator and of the service.
 type usage struct {
-	service, redis time.Duration
-	mallocs        uint64
+	service, redis       time.Duration
+	mallocs              uint64
+	serviceMallocs       float64
+	hasService, hasRedis bool
+	hasServiceMallocs    bool
 }
 
 // sample reads the CPU time of process pid (0: none) and of the redis-server at redisAddr
-// ("": none), and this process's allocations.
-func sample(pid int, redisAddr string) (usage, error) {
-	var u usage
+// ("": none), this process's allocations and those metricsURL reports ("": none).
+func sample(pid int, redisAddr, metricsURL string) (usage, error) {
+	u := usage{hasService: pid > 0, hasRedis: redisAddr != "", hasServiceMallocs: metricsURL != ""}
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	u.mallocs = ms.Mallocs
@@ -44,20 +48,30 @@ func sample(pid int, redisAddr string) (usage, error) {
 		}
 		u.redis = t
 	}
+	if metricsURL != "" {
+		n, err := mallocsOf(metricsURL)
+		if err != nil {
+			return u, err
+		}
+		u.serviceMallocs = n
+	}
 	return u, nil
 }
 
 // perCall renders what happened between before and u per call.
-func (u usage) perCall(before usage, pid int, redisAddr string, calls int64) string {
+func (u usage) perCall(before usage, calls int64) string {
 	if calls == 0 {
 		return ""
 	}
 	n := float64(calls)
 	s := fmt.Sprintf(" client_allocs/call=%.1f", float64(u.mallocs-before.mallocs)/n)
-	if pid > 0 {
+	if u.hasServiceMallocs {
+		s += fmt.Sprintf(" service_allocs/call=%.1f", (u.serviceMallocs-before.serviceMallocs)/n)
+	}
+	if u.hasService {
 		s += fmt.Sprintf(" service_cpu/call=%.1fµs", float64((u.service-before.service).Microseconds())/n)
 	}
-	if redisAddr != "" {
+	if u.hasRedis {
 		s += fmt.Sprintf(" redis_cpu/call=%.1fµs", float64((u.redis-before.redis).Microseconds())/n)
 	}
 	return s
@@ -122,4 +136,29 @@ func redisCPU(addr string) (time.Duration, error) {
 		}
 	}
 	return time.Duration(secs * float64(time.Second)), nil
+}
+
+// mallocsOf reads go_memstats_mallocs_total from the Prometheus text at url.
+func mallocsOf(url string) (float64, error) {
+	c := http.Client{Timeout: 5 * time.Second}
+	resp, err := c.Get(url)
+	if err != nil {
+		return 0, fmt.Errorf("service mallocs: %w", err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "go_memstats_mallocs_total "); ok {
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			if err != nil {
+				return 0, fmt.Errorf("service mallocs: %w", err)
+			}
+			return f, nil
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return 0, fmt.Errorf("service mallocs: %w", err)
+	}
+	return 0, fmt.Errorf("service mallocs: %s has no go_memstats_mallocs_total", url)
 }

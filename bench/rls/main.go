@@ -67,6 +67,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	warmup := fs.Duration("warmup", 2*time.Second, "load before measuring, not counted")
 	pid := fs.Int("pid", 0, "the service's process, whose CPU time per call is reported (Linux)")
 	redisAddr := fs.String("redis", "", "host:port of the redis-server whose CPU time per call is reported")
+	metricsURL := fs.String("metrics", "", "the service's Prometheus metrics, whose go_memstats_mallocs_total gives its allocations per call")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -95,22 +96,23 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	if *warmup > 0 {
 		load(ctx, client, reqs, *streams, *warmup)
 	}
-	before, err := sample(*pid, *redisAddr)
+	before, err := sample(*pid, *redisAddr, *metricsURL)
 	if err != nil {
 		return err
 	}
 	res := load(ctx, client, reqs, *streams, *duration)
-	after, err := sample(*pid, *redisAddr)
+	after, err := sample(*pid, *redisAddr, *metricsURL)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "addr=%s streams=%d users=%d %s%s\n", *addr, *streams, *users, res, after.perCall(before, *pid, *redisAddr, res.calls))
+	fmt.Fprintf(stdout, "addr=%s streams=%d users=%d %s%s\n", *addr, *streams, *users, res, after.perCall(before, res.calls))
 	return nil
 }
 
 // load keeps streams calls in flight for d and counts them.
 func load(ctx context.Context, client rlsv3.RateLimitServiceClient, reqs []*rlsv3.RateLimitRequest, streams int, d time.Duration) result {
-	ctx, cancel := context.WithTimeout(ctx, d)
+	deadline := time.Now().Add(d)
+	ctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
 	var next, calls, failed, over atomic.Int64
 	var firstErr atomic.Pointer[error]
@@ -123,8 +125,10 @@ func load(ctx context.Context, client rlsv3.RateLimitServiceClient, reqs []*rlsv
 			for ctx.Err() == nil {
 				resp, err := client.ShouldRateLimit(ctx, reqs[next.Add(1)%int64(len(reqs))])
 				switch {
-				case ctx.Err() != nil:
-					return // the end of the run cut this call short: not counted
+				case ctx.Err() != nil || !time.Now().Before(deadline):
+					// The end of the run cut this call short (gRPC may see the deadline
+					// before the context's timer fires): not counted.
+					return
 				case err != nil:
 					failed.Add(1)
 					firstErr.CompareAndSwap(nil, &err)
