@@ -2,6 +2,7 @@ package rls_test
 
 import (
 	"context"
+	"net"
 	"runtime"
 	"strconv"
 	"sync/atomic"
@@ -9,6 +10,8 @@ import (
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/rl-exporter/rl-exporter/internal/redistest"
 	"github.com/rl-exporter/rl-exporter/limiter"
@@ -55,6 +58,7 @@ descriptors:
 			}
 			var next, over atomic.Int64
 			b.SetParallelism((benchStreams + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0))
+			b.ReportAllocs()
 			b.ResetTimer()
 			b.RunParallel(func(pb *testing.PB) {
 				ctx := context.Background()
@@ -75,4 +79,57 @@ descriptors:
 			}
 		})
 	}
+}
+
+// stubService answers every call with one response of the shape a Service gives one admitted
+// descriptor (its status, limit, reset and headers), doing nothing else.
+type stubService struct {
+	rlsv3.UnimplementedRateLimitServiceServer
+	resp *rlsv3.RateLimitResponse
+}
+
+func (s stubService) ShouldRateLimit(context.Context, *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
+	return s.resp, nil
+}
+
+// BenchmarkGRPCOnly measures what gRPC itself costs a ShouldRateLimit call, client and server
+// (-benchmem's allocations are both sides'), as BenchmarkShouldRateLimit drives it, with a
+// handler that returns a response made once: the difference between the two is the handler's.
+//
+//	go test -run '^$' -bench 'GRPCOnly|ShouldRateLimit/memory' -benchmem ./rls/
+func BenchmarkGRPCOnly(b *testing.B) {
+	svc := handlerService(b, limiter.NewMemoryStore(limiter.MemoryConfig{}))
+	reqs := allocRequests(1000)
+	resp, err := svc.ShouldRateLimit(context.Background(), reqs[0])
+	if err != nil {
+		b.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	gs := grpc.NewServer()
+	rlsv3.RegisterRateLimitServiceServer(gs, stubService{resp: resp})
+	go func() { _ = gs.Serve(ln) }()
+	b.Cleanup(gs.Stop)
+	conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = conn.Close() })
+	client := rlsv3.NewRateLimitServiceClient(conn)
+	var next atomic.Int64
+	b.SetParallelism((benchStreams + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0))
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		ctx := context.Background()
+		for pb.Next() {
+			if _, err := client.ShouldRateLimit(ctx, reqs[next.Add(1)%int64(len(reqs))]); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "calls/s")
 }
