@@ -12,8 +12,8 @@
 # calls per second, the service's and redis-server's CPU time per call (from
 # /proc and INFO cpu: on a busy machine a steadier figure than wall-clock
 # throughput), its allocations per call (go_memstats_mallocs_total) and the
-# load generator's own; each round prints the ratio of the two throughputs,
-# and the end their median.
+# load generator's own; each round prints the ratio of the two throughputs
+# and of the two services' CPU per call, and the end their medians.
 #
 # Ports 16399 (redis-server) and 18080-18089 must be free; WORK (default
 # a new temporary directory) holds the configs and the logs.
@@ -53,6 +53,7 @@ measure() {
 	"$LOAD" -addr "$2" -streams 64 -duration "$DURATION" -warmup 2s -pid "$3" -redis 127.0.0.1:16399 -metrics "$4" > "$WORK/$1.out"
 	sed "s/^/  $1: /" "$WORK/$1.out"
 	sed -n 's/.* calls\/s=\([0-9]*\) .*/\1/p' "$WORK/$1.out" > "$WORK/$1.rate"
+	sed -n 's/.* service_cpu\/call=\([0-9.]*\)µs.*/\1/p' "$WORK/$1.out" > "$WORK/$1.cpu"
 }
 
 run_rl() {
@@ -79,6 +80,7 @@ run_ratelimit() {
 }
 
 : > "$WORK/ratios"
+: > "$WORK/cpu_ratios"
 for round in $(seq "$ROUNDS"); do
 	echo "round $round, load average $(cut -d' ' -f1-3 /proc/loadavg)"
 	if [ $((round % 2)) -eq 1 ]; then
@@ -91,5 +93,13 @@ for round in $(seq "$ROUNDS"); do
 	ratio=$(awk -v a="$(cat "$WORK/rl-exporter.rate")" -v b="$(cat "$WORK/envoyproxy-ratelimit.rate")" 'BEGIN {printf "%.2f", a / b}')
 	echo "$ratio" >> "$WORK/ratios"
 	echo "  round $round ratio (rl-exporter / envoyproxy-ratelimit calls/s): $ratio"
+	cpu_ratio=$(awk -v a="$(cat "$WORK/rl-exporter.cpu")" -v b="$(cat "$WORK/envoyproxy-ratelimit.cpu")" 'BEGIN {printf "%.2f", b / a}')
+	echo "$cpu_ratio" >> "$WORK/cpu_ratios"
+	echo "  round $round CPU ratio (envoyproxy-ratelimit / rl-exporter service CPU per call): $cpu_ratio"
 done
-sort -n "$WORK/ratios" | awk '{r[NR] = $1} END {m = (NR % 2) ? r[(NR + 1) / 2] : (r[NR / 2] + r[NR / 2 + 1]) / 2; printf "median ratio of %d rounds: %.2f\n", NR, m}'
+# median FILE WHAT: prints the median of FILE's numbers.
+median() {
+	sort -n "$1" | awk -v what="$2" '{r[NR] = $1} END {m = (NR % 2) ? r[(NR + 1) / 2] : (r[NR / 2] + r[NR / 2 + 1]) / 2; printf "median %s of %d rounds: %.2f\n", what, NR, m}'
+}
+median "$WORK/ratios" "ratio"
+median "$WORK/cpu_ratios" "CPU ratio"
