@@ -75,9 +75,11 @@ func (a *answer) setHeaders(hc decision.HeaderConfig, o *outcome, now time.Time)
 		if len(v) == 0 {
 			continue
 		}
-		hv := &corev3.HeaderValue{}
+		var hv *corev3.HeaderValue
 		if n := len(out); n < maxHeaders {
 			hv = &a.headers[n]
+		} else {
+			hv = &corev3.HeaderValue{}
 		}
 		hv.Key, hv.Value = name, v[0]
 		out = append(out, hv)
