@@ -103,6 +103,12 @@ func writeDir(t testing.TB, files map[string]string) string {
 // collector whose labels are the rules' endpoints.
 func start(t testing.TB, store limiter.Store, dir string, mod func(*rls.Config)) *harness {
 	t.Helper()
+	return startOpts(t, store, dir, mod)
+}
+
+// startOpts is start on a gRPC server of the options opts.
+func startOpts(t testing.TB, store limiter.Store, dir string, mod func(*rls.Config), opts ...grpc.ServerOption) *harness {
+	t.Helper()
 	rules, err := rls.LoadDir(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -126,7 +132,7 @@ func start(t testing.TB, store limiter.Store, dir string, mod func(*rls.Config))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return serve(t, svc, col)
+	return serve(t, svc, col, opts...)
 }
 
 // serve puts svc on a gRPC server of the options opts.

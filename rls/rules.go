@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"go.yaml.in/yaml/v3"
 
 	"github.com/rl-exporter/rl-exporter/decision"
@@ -68,6 +69,18 @@ type unitSpec struct {
 	name   string
 	period time.Duration
 }
+
+// unitCodes are the RateLimitUnit codes of the units' names.
+var unitCodes = func() map[string]rlsv3.RateLimitResponse_RateLimit_Unit {
+	out := make(map[string]rlsv3.RateLimitResponse_RateLimit_Unit, len(units))
+	for name := range units {
+		out[name] = rlsv3.RateLimitResponse_RateLimit_Unit(rlsv3.RateLimitResponse_RateLimit_Unit_value[strings.ToUpper(name)])
+	}
+	return out
+}()
+
+// unitCode is the RateLimitUnit of a unit's name; UNKNOWN for "" and any other.
+func unitCode(name string) rlsv3.RateLimitResponse_RateLimit_Unit { return unitCodes[name] }
 
 // units are Envoy's RateLimitUnit values with the lengths envoyproxy/ratelimit gives them.
 var units = map[string]unitSpec{

@@ -44,6 +44,10 @@ const (
 	// DefaultMaxConnectionIdle: an Envoy in use never idles that long (any call resets it) and
 	// reconnects transparently after; a connection opened and left holds its buffers no longer.
 	DefaultMaxConnectionIdle = 5 * time.Minute
+	// DefaultStreamWorkers covers the calls a busy server has in flight at once: a call a worker
+	// runs starts on a stack already grown to the decision path's depth, where a goroutine of
+	// its own would grow one (a tenth of a call's CPU time on the Redis store).
+	DefaultStreamWorkers = 128
 )
 
 // ServerConfig bounds what one client connection can hold on the server; zero fields: defaults.
@@ -59,6 +63,9 @@ type ServerConfig struct {
 	KeepalivePermitWithoutStream bool
 	// MaxConnectionIdle is how long a connection without a call in flight stays open before GOAWAY.
 	MaxConnectionIdle time.Duration
+	// StreamWorkers is the goroutines kept, across connections, to run calls; a call finding
+	// them all busy gets a goroutine of its own. Negative: none, every call gets its own.
+	StreamWorkers int
 }
 
 // Options returns the server options that enforce c, for NewServer.
@@ -72,7 +79,11 @@ func (c ServerConfig) Options() []grpc.ServerOption {
 	if c.MaxConnectionIdle <= 0 {
 		c.MaxConnectionIdle = DefaultMaxConnectionIdle
 	}
+	if c.StreamWorkers == 0 {
+		c.StreamWorkers = DefaultStreamWorkers
+	}
 	return []grpc.ServerOption{
+		grpc.NumStreamWorkers(uint32(max(c.StreamWorkers, 0))),
 		grpc.MaxConcurrentStreams(c.MaxConcurrentStreams),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{
 			MinTime: c.KeepaliveMinTime, PermitWithoutStream: c.KeepalivePermitWithoutStream,

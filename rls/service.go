@@ -16,13 +16,11 @@ import (
 	"sync/atomic"
 	"time"
 
-	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	lru "github.com/hashicorp/golang-lru/v2"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/rl-exporter/rl-exporter/decision"
 	"github.com/rl-exporter/rl-exporter/internal/summarylog"
@@ -319,9 +317,16 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 	}
 	c := s.current.Load()
 	descs := req.GetDescriptors()
-	rules := make([]*rule, len(descs))
-	lims := make([]*limiter.Limiter, len(descs))
-	unlimited := make([]bool, len(descs))
+	// Most requests carry a few descriptors: their matches stay on the stack.
+	var rulesBuf [4]*rule
+	var limsBuf [4]*limiter.Limiter
+	var unlimitedBuf [4]bool
+	rules, lims, unlimited := rulesBuf[:0], limsBuf[:0], unlimitedBuf[:0]
+	if len(descs) <= len(rulesBuf) {
+		rules, lims, unlimited = rulesBuf[:len(descs)], limsBuf[:len(descs)], unlimitedBuf[:len(descs)]
+	} else {
+		rules, lims, unlimited = make([]*rule, len(descs)), make([]*limiter.Limiter, len(descs)), make([]bool, len(descs))
+	}
 	var replaced map[string]bool
 	for i, d := range descs {
 		var r *rule
@@ -352,42 +357,39 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 			replaced[name] = true
 		}
 	}
-	resp := &rlsv3.RateLimitResponse{
-		OverallCode: rlsv3.RateLimitResponse_OK,
-		Statuses:    make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(descs)),
-	}
-	var headerFrom *outcome
-	costRejected := false
+	ans := newAnswer(len(descs))
+	resp := &ans.resp
+	var headerFrom outcome
+	haveHeader, costRejected := false, false
 	for i, d := range descs {
 		r := rules[i]
 		if r != nil && r.name != "" && replaced[r.name] {
 			r = nil
 		}
+		st := resp.Statuses[i]
 		if r == nil {
-			st := &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK}
+			st.Code = rlsv3.RateLimitResponse_OK
 			if unlimited[i] {
 				// As envoyproxy/ratelimit answers an unlimited descriptor.
 				st.LimitRemaining = math.MaxUint32
 			}
-			resp.Statuses[i] = st
 			continue
 		}
 		o := s.decide(ctx, c, lims[i], r, req, d)
 		costRejected = costRejected || (o.Err != nil && o.Verdict == decision.VerdictRejected)
-		resp.Statuses[i] = o.descriptorStatus()
+		o.fillStatus(ans.block(i))
 		if o.Verdict.Refuses() {
 			resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
 		}
-		if headerFrom == nil || o.tighter(headerFrom) {
-			oc := o
-			headerFrom = &oc
+		if !haveHeader || o.tighter(&headerFrom) {
+			headerFrom, haveHeader = o, true
 		}
 	}
 	if costRejected {
 		s.countInvalid(InvalidCostExceedsLimit)
 	}
-	if s.cfg.ResponseHeaders && headerFrom != nil {
-		resp.ResponseHeadersToAdd = headerValues(*s.headers.Load(), headerFrom, s.cfg.Now())
+	if s.cfg.ResponseHeaders && haveHeader {
+		ans.setHeaders(*s.headers.Load(), &headerFrom, s.cfg.Now())
 	}
 	return resp, nil
 }
@@ -505,16 +507,15 @@ func (o outcome) tighter(other *outcome) bool {
 	return o.Decision.Remaining < other.Decision.Remaining
 }
 
-func (o outcome) descriptorStatus() *rlsv3.RateLimitResponse_DescriptorStatus {
-	unit := rlsv3.RateLimitResponse_RateLimit_Unit(rlsv3.RateLimitResponse_RateLimit_Unit_value[strings.ToUpper(o.unit)])
-	return &rlsv3.RateLimitResponse_DescriptorStatus{
-		Code: o.code(),
-		CurrentLimit: &rlsv3.RateLimitResponse_RateLimit{
-			Name: o.rule.name, RequestsPerUnit: o.perUnit, Unit: unit,
-		},
-		LimitRemaining:     uint32(min(max(o.Decision.Remaining, 0), math.MaxUint32)),
-		DurationUntilReset: durationpb.New(max(o.Decision.ResetAfter, 0)),
-	}
+// fillStatus sets o's answer on b's status, pointing at b's limit and reset.
+func (o outcome) fillStatus(b *statusBlock) {
+	b.limit.Name, b.limit.RequestsPerUnit, b.limit.Unit = o.rule.name, o.perUnit, unitCode(o.unit)
+	reset := max(o.Decision.ResetAfter, 0)
+	b.reset.Seconds, b.reset.Nanos = int64(reset/time.Second), int32(reset%time.Second)
+	b.status.Code = o.code()
+	b.status.CurrentLimit = &b.limit
+	b.status.LimitRemaining = uint32(min(max(o.Decision.Remaining, 0), math.MaxUint32))
+	b.status.DurationUntilReset = &b.reset
 }
 
 // descriptorCost is the descriptor's hits_addend, else the request's; 0 is 1.
@@ -533,7 +534,7 @@ func descriptorCost(req *rlsv3.RateLimitRequest, d *ratelimitv3.RateLimitDescrip
 // rule's tier included.
 func (s *Service) decide(ctx context.Context, c *compiled, l *limiter.Limiter, r *rule, req *rlsv3.RateLimitRequest, d *ratelimitv3.RateLimitDescriptor) outcome {
 	cost := descriptorCost(req, d)
-	key := storeKey(req.Domain, d.GetEntries()) + r.keySuffix
+	key := storeKey(req.Domain, d.GetEntries(), r.keySuffix)
 	ep, tier := s.endpoint(r, req.Domain, d.GetEntries()), s.tier(req, d)
 	o := outcome{rule: r, limit: r.limit, rendered: r.rendered, unit: r.unit, perUnit: r.perUnit}
 	a := decision.Ask{Limiter: l, Shadow: r.shadow, Key: key, Cost: cost}
@@ -694,39 +695,75 @@ func (s *Service) DetailedEndpoints() []string {
 }
 
 // storeKey is a descriptor's limiter key: its domain and entries, each part escaped so that
-// distinct descriptors never share a key. One over decision.MaxKey bytes (the values are the
-// client's: a header, a path) becomes "=sha256:" and its hash (no escaped domain holds a bare
-// '='), so that huge values neither make huge store keys nor escape the limit by making the
-// request invalid.
-func storeKey(domain string, entries []*ratelimitv3.RateLimitDescriptor_Entry) string {
-	var b strings.Builder
-	b.WriteString(keyPrefix)
-	writeKeyPart(&b, domain)
+// distinct descriptors never share a key, then suffix. One over decision.MaxKey bytes before the
+// suffix (the values are the client's: a header, a path) becomes "=sha256:" and its hash (no
+// escaped domain holds a bare '='), so that huge values neither make huge store keys nor escape
+// the limit by making the request invalid.
+func storeKey(domain string, entries []*ratelimitv3.RateLimitDescriptor_Entry, suffix string) string {
+	size := len(keyPrefix) + escapedLen(domain)
 	for _, e := range entries {
-		b.WriteByte('|')
-		writeKeyPart(&b, e.GetKey())
-		b.WriteByte('=')
-		writeKeyPart(&b, e.GetValue())
+		size += 2 + escapedLen(e.GetKey()) + escapedLen(e.GetValue())
 	}
-	if b.Len() <= decision.MaxKey {
-		return b.String()
+	if size > decision.MaxKey {
+		return hashedKey(domain, entries, size) + suffix
 	}
+	var b strings.Builder
+	b.Grow(size + len(suffix))
+	writeKey(&b, domain, entries)
+	b.WriteString(suffix)
+	return b.String()
+}
+
+// hashedKey is storeKey's form of a key of size bytes over decision.MaxKey.
+func hashedKey(domain string, entries []*ratelimitv3.RateLimitDescriptor_Entry, size int) string {
+	var b strings.Builder
+	b.Grow(size)
+	writeKey(&b, domain, entries)
 	sum := sha256.Sum256([]byte(b.String()))
 	return keyPrefix + "=sha256:" + hex.EncodeToString(sum[:16])
 }
 
+// writeKey writes the escaped key of domain and entries to b.
+func writeKey(b *strings.Builder, domain string, entries []*ratelimitv3.RateLimitDescriptor_Entry) {
+	b.WriteString(keyPrefix)
+	writeKeyPart(b, domain)
+	for _, e := range entries {
+		b.WriteByte('|')
+		writeKeyPart(b, e.GetKey())
+		b.WriteByte('=')
+		writeKeyPart(b, e.GetValue())
+	}
+}
+
+// escapes reports the bytes a key part escapes as %XX.
+func escapes(c byte) bool { return c == '|' || c == '=' || c == '%' }
+
+// escapedLen is the length of s escaped by appendKeyPart.
+func escapedLen(s string) int {
+	n := len(s)
+	for i := 0; i < len(s); i++ {
+		if escapes(s[i]) {
+			n += 2
+		}
+	}
+	return n
+}
+
 func writeKeyPart(b *strings.Builder, s string) {
-	if !strings.ContainsAny(s, "|=%") {
+	const hexDigits = "0123456789ABCDEF"
+	if escapedLen(s) == len(s) {
 		b.WriteString(s)
 		return
 	}
 	for i := 0; i < len(s); i++ {
-		switch c := s[i]; c {
-		case '|', '=', '%':
-			fmt.Fprintf(b, "%%%02X", c)
-		default:
+		c := s[i]
+		if !escapes(c) {
 			b.WriteByte(c)
+			continue
 		}
+		b.WriteByte('%')
+		b.WriteByte(hexDigits[c>>4])
+		b.WriteByte(hexDigits[c&0xf])
 	}
 }
 
@@ -739,20 +776,6 @@ func (r *Rules) matchDescriptor(domain string, d *ratelimitv3.RateLimitDescripto
 		entries = append(entries, entry{key: e.GetKey(), value: e.GetValue()})
 	}
 	return r.match(domain, entries)
-}
-
-// headerValues renders the header families hc enables for o, as serve's
-// HTTP path writes them, in decision.HeaderNames order.
-func headerValues(hc decision.HeaderConfig, o *outcome, now time.Time) []*corev3.HeaderValue {
-	h := make(map[string][]string, len(decision.HeaderNames))
-	hc.WriteHeaders(h, o.rendered, o.Decision, now)
-	out := make([]*corev3.HeaderValue, 0, len(h))
-	for _, name := range decision.HeaderNames {
-		if v := h[name]; len(v) > 0 {
-			out = append(out, &corev3.HeaderValue{Key: name, Value: v[0]})
-		}
-	}
-	return out
 }
 
 // charge settles the one-unit reservation a charging rule's call opened at the cost it reports,
