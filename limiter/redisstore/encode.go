@@ -3,20 +3,21 @@ package redisstore
 import "slices"
 
 // encoder writes a group's batch-script call, each distinct key and each
-// distinct set of limit parameters once:
+// distinct set of arguments (limit parameters, cost and mode) once:
 //
 //	EVALSHA sha numkeys <the distinct keys, nkeys each>
-//	    n sets shared <the sets' parameters, one set after another>
-//	    <per decision, in the members' order: code, cost>
+//	    n sets shared <the sets' arguments, one set after another>
+//	    <per decision, in the members' order: code>
 //
-// where code = (key index × sets + set index) × 3 + mode (from 0). The
-// keys more than one decision uses come first and run with the script's
-// cache (lua/batch.lua). Pointers into the requests and nums box without
+// where code = key index × sets + set index (from 0): one argument per
+// decision, and a set the script converts to numbers once. The keys more
+// than one decision uses come first and run with the script's cache
+// (lua/batch.lua). Pointers into the requests and nums box without
 // allocating. The zero value is ready; one sender uses it.
 type encoder struct {
 	nums  []int64                // n, sets, shared and the codes, pointed to by args
 	byKey map[string]int         // distinct key index by first key
-	bySet map[[maxArgs]int64]int // set index by parameters (zero beyond the algorithm's)
+	bySet map[[maxArgs]int64]int // set index by arguments (zero beyond the algorithm's)
 	first []int                  // member index of each distinct key's first decision
 	count []int                  // decisions per distinct key
 	rank  []int                  // distinct key index → position in KEYS
@@ -36,7 +37,7 @@ func (e *encoder) reserve(groups []group) {
 
 // encode appends g's command to dst.
 func (e *encoder) encode(dst []any, sc *algScripts, g *group) []any {
-	np := sc.spec.NumParams()
+	na := sc.nargs
 	e.first, e.count, e.sets = e.first[:0], e.count[:0], e.sets[:0]
 	e.key, e.set = e.key[:0], e.set[:0]
 	if e.byKey == nil {
@@ -60,11 +61,11 @@ func (e *encoder) encode(dst []any, sc *algScripts, g *group) []any {
 		e.count[k]++
 		e.key = append(e.key, k)
 		var p int
-		if i > 0 && slices.Equal(r.args[:np], g.members[i-1].args[:np]) {
+		if i > 0 && slices.Equal(r.args[:na], g.members[i-1].args[:na]) {
 			p = e.set[i-1]
 		} else {
 			var params [maxArgs]int64
-			copy(params[:np], r.args[:np])
+			copy(params[:na], r.args[:na])
 			si, ok := e.bySet[params]
 			if !ok {
 				si = len(e.sets)
@@ -106,15 +107,14 @@ func (e *encoder) encode(dst []any, sc *algScripts, g *group) []any {
 	dst = append(dst, &e.nums[head], &e.nums[head+1], &e.nums[head+2])
 	for _, m := range e.sets {
 		r := g.members[m]
-		for j := 0; j < np; j++ {
+		for j := 0; j < na; j++ {
 			dst = append(dst, &r.args[j])
 		}
 	}
 	nsets := int64(len(e.sets))
-	for i, r := range g.members {
-		code := (int64(e.rank[e.key[i]])*nsets+int64(e.set[i]))*3 + int64(r.mode)
-		e.nums = append(e.nums, code)
-		dst = append(dst, &e.nums[len(e.nums)-1], &r.args[np])
+	for i := range g.members {
+		e.nums = append(e.nums, int64(e.rank[e.key[i]])*nsets+int64(e.set[i]))
+		dst = append(dst, &e.nums[len(e.nums)-1])
 	}
 	return dst
 }
