@@ -160,8 +160,8 @@ local fetched = {call = fetchedCall}
 
 -- fetch reads KEYS[from..#KEYS] into got, in MGETs of at most 1000 keys.
 -- MGET answers false both for a missing key and for one of another type,
--- which GET refuses: when EXISTS counts more keys than MGET found values,
--- the keys without one are left to GET.
+-- which GET refuses: unless MGET found them all, when EXISTS counts more
+-- keys than MGET found values, the keys without one are left to GET.
 local function fetch(from)
   local found, values = 0, {}
   for s = from, #KEYS, 1000 do
@@ -173,9 +173,12 @@ local function fetch(from)
       if v then found = found + 1 end
     end
   end
-  local exists = 0
-  for s = from, #KEYS, 1000 do
-    exists = exists + rcall('EXISTS', unpack(KEYS, s, math.min(s + 999, #KEYS)))
+  local exists = #KEYS - from + 1
+  if found < exists then
+    exists = 0
+    for s = from, #KEYS, 1000 do
+      exists = exists + rcall('EXISTS', unpack(KEYS, s, math.min(s + 999, #KEYS)))
+    end
   end
   local all = exists == found
   for i = from, #KEYS do
