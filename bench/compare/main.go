@@ -45,6 +45,8 @@ type contender struct {
 	baseline bool
 	// decide makes one decision for key.
 	decide loadgen.DecideFunc
+	// redisCPU, on Redis, reads the CPU the server has used (INFO cpu).
+	redisCPU func(context.Context) (time.Duration, error)
 }
 
 // options are the flags.
@@ -247,6 +249,9 @@ type row struct {
 	c       contender
 	callers int
 	res     loadgen.Result
+	// redisUS is Redis's own CPU per decision (µs) of the measured run;
+	// 0 off Redis.
+	redisUS float64
 }
 
 func measure(ctx context.Context, c contender, callers int, o options) (row, error) {
@@ -259,6 +264,13 @@ func measure(ctx context.Context, c contender, callers int, o options) (row, err
 	}
 	runtime.GC()
 	cfg.Duration = o.duration
+	var cpu0 time.Duration
+	if c.redisCPU != nil {
+		var err error
+		if cpu0, err = c.redisCPU(ctx); err != nil {
+			return row{}, err
+		}
+	}
 	res, err := loadgen.Run(ctx, cfg, c.decide)
 	if err != nil {
 		return row{}, err
@@ -266,7 +278,15 @@ func measure(ctx context.Context, c contender, callers int, o options) (row, err
 	if res.Errors > 0 && res.Errors == res.Decisions {
 		return row{}, fmt.Errorf("all %d decisions failed, first: %w", res.Errors, res.FirstError)
 	}
-	return row{c: c, callers: callers, res: res}, nil
+	r := row{c: c, callers: callers, res: res}
+	if c.redisCPU != nil && res.Decisions > 0 {
+		cpu1, err := c.redisCPU(ctx)
+		if err != nil {
+			return row{}, err
+		}
+		r.redisUS = float64((cpu1 - cpu0).Microseconds()) / float64(res.Decisions)
+	}
+	return r, nil
 }
 
 func writeTable(w io.Writer, rows []row, o options, started time.Time, redisDesc string) {
@@ -307,6 +327,34 @@ func writeTable(w io.Writer, rows []row, o options, started time.Time, redisDesc
 		fmt.Fprintf(w, "| %s | %d | %s | %s%s | %s | %s | %s | %s |\n", r.c.store, r.callers, name,
 			humanRate(r.res.DecisionsPerSecond()), rejected, humanDuration(r.res.Latency.Quantile(0.5)),
 			humanDuration(r.res.Latency.Quantile(0.99)), ratio, p99Ratio)
+	}
+	writeRedisCPU(w, rows)
+}
+
+// writeRedisCPU prints the Redis rows' cost to Redis itself: its own CPU
+// (INFO cpu used_cpu_sys + used_cpu_user over the run) per decision, and
+// the baseline's over each, the Redis-side ratio.
+func writeRedisCPU(w io.Writer, rows []row) {
+	header := false
+	for _, r := range rows {
+		if r.redisUS <= 0 {
+			continue
+		}
+		if !header {
+			fmt.Fprintln(w)
+			fmt.Fprintln(w, "Redis's own CPU per decision (INFO cpu over each run; the server serves that limiter alone):")
+			fmt.Fprintln(w)
+			fmt.Fprintln(w, "| callers | limiter | Redis CPU µs/decision | baseline's ÷ this |")
+			fmt.Fprintln(w, "|---:|---|---:|---:|")
+			header = true
+		}
+		ratio := "–"
+		for _, b := range rows {
+			if b.c.baseline && b.c.store == r.c.store && b.callers == r.callers && b.redisUS > 0 {
+				ratio = fmt.Sprintf("%.2f×", b.redisUS/r.redisUS)
+			}
+		}
+		fmt.Fprintf(w, "| %d | %s | %.2f | %s |\n", r.callers, r.c.name, r.redisUS, ratio)
 	}
 }
 

@@ -92,3 +92,24 @@ func TestGoBenchmarksCompareTheMemoryStoreWithXTimeRateAndPrintTheRatios(t *test
 		}
 	}
 }
+
+func TestCompareOnRedisPrintsRedisCPUPerDecisionOfEveryRedisLimiter(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), []string{"--stores", "redis", "--duration", "150ms", "--warmup", "50ms", "--callers", "4", "--keys", "100"}, &stdout, &stderr)
+	if code != 0 {
+		t.Fatalf("exit %d; stderr:\n%s", code, stderr.String())
+	}
+	out := stdout.String()
+	_, cpuTable, ok := strings.Cut(out, "Redis's own CPU per decision")
+	if !ok {
+		t.Fatalf("no Redis CPU table:\n%s", out)
+	}
+	for _, name := range []string{"rl-exporter gcra", "rl-exporter fixed_window", "redis_rate v10 (GCRA)", "ulule/limiter v3 (fixed window)"} {
+		if !strings.Contains(cpuTable, "| 4 | "+name+" | ") {
+			t.Errorf("no Redis CPU row for %s:\n%s", name, cpuTable)
+		}
+	}
+	if !strings.Contains(cpuTable, "| 4 | redis_rate v10 (GCRA) | ") || !strings.Contains(cpuTable, " | 1.00× |") {
+		t.Errorf("the baseline's row is not 1.00× of itself:\n%s", cpuTable)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/go-redis/redis_rate/v10"
@@ -159,14 +160,42 @@ func redisContenders(ctx context.Context, url string) (*redisSet, string, error)
 		return !c.Reached, nil
 	}
 
+	cpu := func(ctx context.Context) (time.Duration, error) { return redisCPU(ctx, rateClient) }
 	s.contenders = []contender{
-		{store: "redis", name: "rl-exporter gcra", decide: rlGCRA},
-		{store: "redis", name: "rl-exporter fixed_window", decide: rlFixed},
-		{store: "redis", name: "rl-exporter gcra, batching off", decide: rlGCRAUnbatched},
-		{store: "redis", name: "redis_rate v10 (GCRA)", baseline: true, decide: redisRateDecide},
-		{store: "redis", name: "ulule/limiter v3 (fixed window)", decide: ululeDecide},
+		{store: "redis", name: "rl-exporter gcra", decide: rlGCRA, redisCPU: cpu},
+		{store: "redis", name: "rl-exporter fixed_window", decide: rlFixed, redisCPU: cpu},
+		{store: "redis", name: "rl-exporter gcra, batching off", decide: rlGCRAUnbatched, redisCPU: cpu},
+		{store: "redis", name: "redis_rate v10 (GCRA)", baseline: true, decide: redisRateDecide, redisCPU: cpu},
+		{store: "redis", name: "ulule/limiter v3 (fixed window)", decide: ululeDecide, redisCPU: cpu},
 	}
 	desc := redisInfo(ctx, rateClient) + "; " + rlDesc
 	ok = true
 	return s, desc, nil
+}
+
+// redisCPU is the CPU the server has used (used_cpu_sys + used_cpu_user
+// of INFO cpu).
+func redisCPU(ctx context.Context, c *redis.Client) (time.Duration, error) {
+	info, err := c.Info(ctx, "cpu").Result()
+	if err != nil {
+		return 0, fmt.Errorf("INFO cpu: %w", err)
+	}
+	var sec float64
+	found := 0
+	for _, line := range strings.Split(info, "\n") {
+		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok || (k != "used_cpu_sys" && k != "used_cpu_user") {
+			continue
+		}
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			return 0, fmt.Errorf("INFO cpu %s: %w", k, err)
+		}
+		sec += f
+		found++
+	}
+	if found != 2 {
+		return 0, errors.New("INFO cpu: no used_cpu_sys and used_cpu_user")
+	}
+	return time.Duration(sec * float64(time.Second)), nil
 }

@@ -230,6 +230,16 @@ type benchReport struct {
 	RedisCPUPerPlainSeconds  float64 `json:"redis_cpu_per_plain_seconds,omitempty"`
 	ClientCPUPerPairSeconds  float64 `json:"client_cpu_per_pair_seconds,omitempty"`
 	ClientCPUPerPlainSeconds float64 `json:"client_cpu_per_plain_seconds,omitempty"`
+	// On Redis: Redis's own CPU (INFO cpu) and this process's per
+	// decision, and the ceiling: the decisions per second and Redis CPU
+	// per decision of full batches (of CeilingBatch) sent by one
+	// connection with no limiter code (on a single Redis only).
+	RedisCPUMicrosPerDecision        float64 `json:"redis_cpu_us_per_decision,omitempty"`
+	OwnCPUMicrosPerDecision          float64 `json:"own_cpu_us_per_decision,omitempty"`
+	CeilingDecisionsPerSecond        float64 `json:"ceiling_decisions_per_second,omitempty"`
+	CeilingRedisCPUMicrosPerDecision float64 `json:"ceiling_redis_cpu_us_per_decision,omitempty"`
+	CeilingBatch                     int     `json:"ceiling_batch,omitempty"`
+	CeilingError                     string  `json:"ceiling_error,omitempty"`
 }
 
 // newBenchReport is the result of a run as --json prints it.
@@ -266,7 +276,7 @@ func runBench(ctx context.Context, args []string, _ environ, stdout, stderr io.W
 		return exitUsage
 	}
 
-	store, storeName, closeStore, err := openBenchStore(ctx, o)
+	store, storeName, rb, closeStore, err := openBenchStore(ctx, o)
 	if err != nil {
 		fmt.Fprintf(stderr, "rl-exporter bench: %v\n", err)
 		return exitFailure
@@ -301,6 +311,10 @@ func runBench(ctx context.Context, args []string, _ environ, stdout, stderr io.W
 	if bar != nil {
 		cfg.Progress = bar.update
 	}
+	var cost *benchCost
+	if rb != nil {
+		cost = startCost(ctx, rb)
+	}
 	res, runErr := loadgen.Run(ctx, cfg, decide)
 	if bar != nil {
 		bar.finish()
@@ -314,6 +328,9 @@ func runBench(ctx context.Context, args []string, _ environ, stdout, stderr io.W
 	}
 
 	rep := newBenchReport(storeName, o, res)
+	if cost != nil {
+		rep.addRedisCost(ctx, cost, rb, o, res.Decisions)
+	}
 	if o.json {
 		if code := printBenchJSON(stdout, stderr, rep); code != exitOK {
 			return code
@@ -325,6 +342,22 @@ func runBench(ctx context.Context, args []string, _ environ, stdout, stderr io.W
 		return exitFailure
 	}
 	return exitOK
+}
+
+// addRedisCost adds Redis's CPU and ours per decision of the run, then
+// measures and adds the ceiling (on a single Redis).
+func (rep *benchReport) addRedisCost(ctx context.Context, cost *benchCost, rb *benchRedis, o benchOptions, decisions uint64) {
+	rep.RedisCPUMicrosPerDecision, rep.OwnCPUMicrosPerDecision = cost.perDecision(ctx, decisions)
+	if len(o.clusterAddrs) > 0 {
+		return
+	}
+	c, err := runCeiling(ctx, rb, o.limit, o.keys, o.duration)
+	if err != nil {
+		rep.CeilingError = err.Error()
+		return
+	}
+	rep.CeilingDecisionsPerSecond, rep.CeilingRedisCPUMicrosPerDecision = c.perSecond(), c.redisCPUPerDec
+	rep.CeilingBatch = c.batch
 }
 
 // printBenchJSON prints rep as one JSON line and returns the exit code.
@@ -367,6 +400,23 @@ func printBenchReport(w io.Writer, r benchReport, res loadgen.Result) {
 	fmt.Fprintf(w, "latency      p50 %s  p90 %s  p99 %s  p99.9 %s  max %s\n",
 		roundLatency(h.Quantile(0.5)), roundLatency(h.Quantile(0.9)), roundLatency(h.Quantile(0.99)),
 		roundLatency(h.Quantile(0.999)), roundLatency(h.Max()))
+	printRedisCost(w, r)
+}
+
+// printRedisCost prints the CPU lines of a run on Redis.
+func printRedisCost(w io.Writer, r benchReport) {
+	if r.RedisCPUMicrosPerDecision == 0 && r.OwnCPUMicrosPerDecision == 0 {
+		return
+	}
+	fmt.Fprintf(w, "redis cpu    %.2f µs per decision (Redis's own, INFO cpu), ours %.2f µs per decision (this process)\n",
+		r.RedisCPUMicrosPerDecision, r.OwnCPUMicrosPerDecision)
+	switch {
+	case r.CeilingError != "":
+		fmt.Fprintf(w, "ceiling      not measured: %s\n", r.CeilingError)
+	case r.CeilingBatch > 0:
+		fmt.Fprintf(w, "ceiling      %.0f decisions/s at %.2f µs of Redis CPU per decision (batches of %d pipelined on one connection, no limiter code)\n",
+			r.CeilingDecisionsPerSecond, r.CeilingRedisCPUMicrosPerDecision, r.CeilingBatch)
+	}
 }
 
 // roundLatency keeps three significant digits or so.
@@ -417,19 +467,24 @@ func (p *benchProgress) finish() {
 	_ = p.bar.Clear()
 }
 
-// openBenchStore builds the store the flags name and checks that it answers.
-func openBenchStore(ctx context.Context, o benchOptions) (limiter.Store, string, func(), error) {
+// openBenchStore builds the store the flags name and checks that it
+// answers; on Redis also its client and store (nil on the memory store).
+func openBenchStore(ctx context.Context, o benchOptions) (limiter.Store, string, *benchRedis, func(), error) {
 	switch o.store {
 	case "memory":
 		maxKeys := max(limiter.DefaultMemoryMaxKeys, o.keys)
-		return limiter.NewMemoryStore(limiter.MemoryConfig{MaxKeys: maxKeys}), "memory", func() {}, nil
+		return limiter.NewMemoryStore(limiter.MemoryConfig{MaxKeys: maxKeys}), "memory", nil, func() {}, nil
 	}
-	return openBenchRedis(ctx, o)
+	rb, name, closeStore, err := openBenchRedis(ctx, o)
+	if err != nil {
+		return nil, "", nil, nil, err
+	}
+	return rb.store, name, rb, closeStore, nil
 }
 
 // openBenchRedis connects as rl-exporter serve does (redisstore.ClientConfig)
 // and checks that Redis answers before the run starts.
-func openBenchRedis(ctx context.Context, o benchOptions) (limiter.Store, string, func(), error) {
+func openBenchRedis(ctx context.Context, o benchOptions) (*benchRedis, string, func(), error) {
 	client, err := o.redisClient.NewClient()
 	if err != nil {
 		return nil, "", nil, err
@@ -449,5 +504,5 @@ func openBenchRedis(ctx context.Context, o benchOptions) (limiter.Store, string,
 		client.Close()
 		return nil, "", nil, err
 	}
-	return store, name, func() { client.Close() }, nil
+	return &benchRedis{client: client, store: store}, name, func() { client.Close() }, nil
 }

@@ -6,8 +6,6 @@ import (
 	"io"
 	"math/rand/v2"
 	"strconv"
-	"strings"
-	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -141,7 +139,7 @@ func pairOp(o benchOptions, lim *limiter.Limiter, store limiter.Store, storeName
 }
 
 // runTurn runs c for one turn and adds what it measured to c's totals.
-func (c *pairContender) runTurn(ctx context.Context, cfg loadgen.Config, info *redisCPU) error {
+func (c *pairContender) runTurn(ctx context.Context, cfg loadgen.Config, info *redisCPUReader) error {
 	redisBefore, err := info.read(ctx)
 	if err != nil {
 		return err
@@ -213,16 +211,15 @@ func ratio(a, b float64) float64 {
 	return a / b
 }
 
-// redisCPU reads the CPU time Redis has spent (INFO cpu: used_cpu_sys +
-// used_cpu_user), summed over a Cluster's masters. A nil *redisCPU (the
-// memory store) reads 0.
-type redisCPU struct {
+// redisCPUReader reads the CPU time Redis has spent (redisCPU), with a
+// client of its own. A nil *redisCPUReader (the memory store) reads 0.
+type redisCPUReader struct {
 	client redis.UniversalClient
 }
 
 // openRedisCPU opens a client of its own for --store redis, so that its
 // INFO calls take no connection from the store's pool; nil otherwise.
-func openRedisCPU(o benchOptions) (*redisCPU, func(), error) {
+func openRedisCPU(o benchOptions) (*redisCPUReader, func(), error) {
 	if o.store != "redis" {
 		return nil, func() {}, nil
 	}
@@ -230,56 +227,14 @@ func openRedisCPU(o benchOptions) (*redisCPU, func(), error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	return &redisCPU{client: c}, func() { c.Close() }, nil
+	return &redisCPUReader{client: c}, func() { c.Close() }, nil
 }
 
-func (r *redisCPU) read(ctx context.Context) (time.Duration, error) {
+func (r *redisCPUReader) read(ctx context.Context) (time.Duration, error) {
 	if r == nil {
 		return 0, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	if cc, ok := r.client.(*redis.ClusterClient); ok {
-		var total time.Duration
-		var mu sync.Mutex
-		err := cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
-			d, err := infoCPU(ctx, c)
-			mu.Lock()
-			total += d
-			mu.Unlock()
-			return err
-		})
-		return total, err
-	}
-	return infoCPU(ctx, r.client)
-}
-
-func infoCPU(ctx context.Context, c redis.Cmdable) (time.Duration, error) {
-	text, err := c.Info(ctx, "cpu").Result()
-	if err != nil {
-		return 0, fmt.Errorf("redis INFO cpu: %w", err)
-	}
-	return parseInfoCPU(text)
-}
-
-// parseInfoCPU adds used_cpu_sys and used_cpu_user of an INFO cpu reply.
-func parseInfoCPU(text string) (time.Duration, error) {
-	var total float64
-	found := 0
-	for _, line := range strings.Split(text, "\n") {
-		name, value, ok := strings.Cut(strings.TrimSpace(line), ":")
-		if !ok || (name != "used_cpu_sys" && name != "used_cpu_user") {
-			continue
-		}
-		v, err := strconv.ParseFloat(value, 64)
-		if err != nil {
-			return 0, fmt.Errorf("redis INFO cpu: %s: %w", name, err)
-		}
-		total += v
-		found++
-	}
-	if found != 2 {
-		return 0, fmt.Errorf("redis INFO cpu: no used_cpu_sys and used_cpu_user in %q", text)
-	}
-	return time.Duration(total * float64(time.Second)), nil
+	return redisCPU(ctx, r.client)
 }

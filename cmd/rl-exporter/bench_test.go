@@ -199,3 +199,27 @@ func TestBenchAgainstARedisThatIsNotThereFailsBeforeRunning(t *testing.T) {
 		t.Fatalf("error does not name the address %s:\n%s", srv.Addr(), stderr.String())
 	}
 }
+
+func TestBenchOnRedisReportsRedisCPUBesideOursAndTheCeiling(t *testing.T) {
+	srv := redistest.Single(t)
+	rep, _ := benchJSON(t, "--store", "redis", "--redis-url", srv.URL(), "--algorithm", "gcra",
+		"--duration", "300ms", "--concurrency", "8", "--keys", "1000", "--timeout", "2s")
+	checkReport(t, rep)
+	if !(rep.RedisCPUMicrosPerDecision > 0 && rep.OwnCPUMicrosPerDecision > 0) {
+		t.Fatalf("want Redis's and our CPU per decision: %+v", rep)
+	}
+	if !(rep.CeilingDecisionsPerSecond > 0 && rep.CeilingRedisCPUMicrosPerDecision > 0 && rep.CeilingBatch > 1) {
+		t.Fatalf("want the ceiling's decisions per second and Redis CPU per decision: %+v", rep)
+	}
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), []string{"bench", "--store", "redis", "--redis-url", srv.URL(),
+		"--duration", "300ms", "--concurrency", "8", "--keys", "100", "--timeout", "2s"}, nil, &stdout, &stderr)
+	if code != exitOK {
+		t.Fatalf("exit %d, stderr:\n%s", code, stderr.String())
+	}
+	for _, want := range []string{"redis cpu ", "ours ", "ceiling "} {
+		if !strings.Contains(stdout.String(), want) {
+			t.Errorf("report lacks %q:\n%s", want, stdout.String())
+		}
+	}
+}

@@ -19,13 +19,26 @@ func Preamble() string { return preamble }
 // DecideFunction is the Lua function decide(KEYS, ARGV, now, cost, peek)
 // of algorithm a, lua/<a>.lua: the one copy of its arithmetic in Lua,
 // which reads and writes one region's keys, or, once regions is set,
-// per-region slots. Safe for concurrent use.
+// per-region slots, and answers a table. Safe for concurrent use.
 func DecideFunction(a limiter.Algorithm) (string, error) {
+	values, err := decideValues(a)
+	if err != nil {
+		return "", err
+	}
+	return values + "local function decide(KEYS, ARGV, now, cost, peek)\n" +
+		"  return {decide_values(KEYS, ARGV, now, cost, peek)}\nend\n", nil
+}
+
+// decideValues is the Lua function decide_values(KEYS, ARGV, now, cost,
+// peek) of algorithm a, lua/<a>.lua, which answers decide's table as
+// values: the batch script writes them into its reply without a table per
+// decision.
+func decideValues(a limiter.Algorithm) (string, error) {
 	body, err := luaFiles.ReadFile("lua/" + string(a) + ".lua")
 	if err != nil {
 		return "", fmt.Errorf("script for %s: %w", a, err)
 	}
-	return "local function decide(KEYS, ARGV, now, cost, peek)\n" + string(body) + "end\n", nil
+	return "local function decide_values(KEYS, ARGV, now, cost, peek)\n" + string(body) + "end\n", nil
 }
 
 //go:embed lua/preamble.lua
@@ -67,9 +80,10 @@ const (
 
 // scriptSources assembles spec's two scripts from the preamble, its
 // DecideFunction, lua/run.lua and a main part that reads the clock once
-// (clock: redisClock, or arguments in tests): single makes one decision,
-// batch many in order (see encoder), with decide twice: plain, and with
-// lua/batch.lua's cache as redis for the decisions sharing a key.
+// (clock: redisClock, or arguments in tests): single makes one decision;
+// batch, from its decideValues and lua/batch_run.lua, many in order (see
+// encoder), with decide_values twice: plain, and with lua/batch.lua's
+// cache as redis for the decisions sharing a key.
 func scriptSources(spec *limiter.AlgorithmSpec, clock string) (single, batch string, err error) {
 	a := spec.Algorithm()
 	read := func(name string) (string, error) {
@@ -83,47 +97,57 @@ func scriptSources(spec *limiter.AlgorithmSpec, clock string) (single, batch str
 	if err != nil {
 		return "", "", err
 	}
-	run, err := read("run")
+	values, err := decideValues(a)
 	if err != nil {
 		return "", "", err
 	}
-	helpers, err := read("batch")
-	if err != nil {
-		return "", "", err
+	var run, batchRun, helpers string
+	for name, dst := range map[string]*string{"run": &run, "batch_run": &batchRun, "batch": &helpers} {
+		if *dst, err = read(name); err != nil {
+			return "", "", err
+		}
 	}
 	if strings.Contains(decide, redisClock) {
 		return "", "", fmt.Errorf("script for %s reads the clock itself; decide is given now", a)
 	}
-	nk, na := spec.NumKeys(), spec.NumParams()+2
+	na := spec.NumParams() + 2
 	header := "-- Code generated from lua/preamble.lua, lua/" + string(a) + ".lua and lua/run.lua by rl-exporter. DO NOT EDIT.\n"
-	decide += run
 	readClock := "local clock = " + clock + "\n" +
 		"local now = tonumber(clock[1]) * 1000000 + tonumber(clock[2])\n"
-	single = header + preamble + decide + readClock + "return run(KEYS, ARGV, " + strconv.Itoa(na) + ", now)\n"
+	single = header + preamble + decide + run + readClock + "return run(KEYS, ARGV, " + strconv.Itoa(na) + ", now)\n"
 
 	var b strings.Builder
-	b.WriteString("-- Code generated from lua/preamble.lua, lua/" + string(a) + ".lua, lua/run.lua and lua/batch.lua by rl-exporter. DO NOT EDIT.\n")
+	b.WriteString("-- Code generated from lua/preamble.lua, lua/" + string(a) + ".lua, lua/batch_run.lua and lua/batch.lua by rl-exporter. DO NOT EDIT.\n")
 	b.WriteString(preamble)
 	b.WriteString(readClock)
 	b.WriteString(helpers)
+	cache, fetch := !uncached[a], prefetched[a]
+	if fetch && spec.NumKeys() != 1 {
+		return "", "", fmt.Errorf("script for %s: prefetching needs one key per decision, not %d", a, spec.NumKeys())
+	}
 	b.WriteString("local runPlain, runCached\ndo\n")
-	b.WriteString(decide)
+	if fetch {
+		b.WriteString("local redis = fetched\n")
+	}
+	b.WriteString(values + batchRun)
 	b.WriteString("runPlain = run\nend\n")
-	cache := !uncached[a]
 	if cache {
 		b.WriteString("do\nlocal redis = cached\n")
-		b.WriteString(decide)
+		b.WriteString(values + batchRun)
 		b.WriteString("runCached = run\nend\n")
 	}
-	writeBatchLoop(&b, nk, spec.NumParams(), cache)
+	writeBatchLoop(&b, spec.NumKeys(), spec.NumParams(), cache, fetch)
 	return single, b.String(), nil
 }
 
 // writeBatchLoop writes the batch script's main loop, which reads what
-// encoder writes and runs each decision with its key's and parameter set's
-// tables (with the cache when its key is shared), unrolled for nk keys and
-// np parameters, appending its five integers to the reply.
-func writeBatchLoop(b *strings.Builder, nk, np int, cache bool) {
+// encoder writes: it converts each parameter set (parameters, cost, mode)
+// to numbers once, then runs each decision on its key and set (with the
+// cache when its key is shared), unrolled for nk keys and np parameters,
+// writing its five integers into the reply. One keys table serves every
+// decision: decide_values keeps no reference to it. With fetch it first
+// reads the keys that come once (see fetched in lua/batch.lua).
+func writeBatchLoop(b *strings.Builder, nk, np int, cache, fetch bool) {
 	list := func(format string, n int) string {
 		parts := make([]string, n)
 		for i := range parts {
@@ -131,31 +155,31 @@ func writeBatchLoop(b *strings.Builder, nk, np int, cache bool) {
 		}
 		return strings.Join(parts, ", ")
 	}
-	na := np + 2
-	fmt.Fprintf(b, "local nk, na = %d, %d\n", nk, na)
-	b.WriteString("local n, nsets, shared = rtonumber(ARGV[1]), rtonumber(ARGV[2]), rtonumber(ARGV[3])\n")
-	b.WriteString("local sets, a = {}, 3\nfor p = 1, nsets do\n")
-	fmt.Fprintf(b, "  sets[p] = {%s}\n  a = a + %d\nend\n", list("ARGV[a + %d]", np), np)
-	b.WriteString("local keys = {}\nfor k = 1, #KEYS / nk do\n  local o = (k - 1) * nk\n")
-	fmt.Fprintf(b, "  keys[k] = {%s}\nend\n", list("KEYS[o + %d]", nk))
-	b.WriteString(`local out = {}
+	fmt.Fprintf(b, "local nk = %d\n", nk)
+	b.WriteString("local n, nsets, shared = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])\n")
+	b.WriteString("local sets, costs, modes, a = {}, {}, {}, 3\nfor p = 1, nsets do\n")
+	fmt.Fprintf(b, "  sets[p] = {%s}\n", list("tonumber(ARGV[a + %d])", np))
+	fmt.Fprintf(b, "  costs[p], modes[p] = tonumber(ARGV[a + %d]), tonumber(ARGV[a + %d])\n  a = a + %d\nend\n", np+1, np+2, np+2)
+	if fetch {
+		b.WriteString("if #KEYS > shared then fetch(shared + 1) end\n")
+	}
+	b.WriteString(`local kt, out = {}, {}
 for o = 0, (n - 1) * 5, 5 do
-  local code = rtonumber(ARGV[a + 1])
-  local mode = code % 3
-  local kp = (code - mode) / 3
-  local p = kp % nsets
-  local k = (kp - p) / nsets
-  local argv = sets[p + 1]
-  argv[na - 1], argv[na] = ARGV[a + 2], mode
+  a = a + 1
+  local code = tonumber(ARGV[a])
+  local p = code % nsets
+  local k = (code - p) / nsets
+  local ko = k * nk
 `)
+	fmt.Fprintf(b, "  %s = %s\n", list("kt[%d]", nk), list("KEYS[ko + %d]", nk))
+	b.WriteString("  p = p + 1\n")
 	if cache {
 		b.WriteString("  local run = runPlain\n  if k < shared then run = runCached end\n")
-		b.WriteString("  local r = run(keys[k + 1], argv, na, now)\n")
 	} else {
-		b.WriteString("  local r = runPlain(keys[k + 1], argv, na, now)\n")
+		b.WriteString("  local run = runPlain\n")
 	}
-	fmt.Fprintf(b, "  %s = %s\n", list("out[o + %d]", replyLen), list("r[%d]", replyLen))
-	b.WriteString("  a = a + 2\nend\n")
+	fmt.Fprintf(b, "  %s = run(kt, sets[p], now, costs[p], modes[p])\n", list("out[o + %d]", replyLen))
+	b.WriteString("end\n")
 	if cache {
 		b.WriteString("flushAll()\n")
 	}
@@ -166,6 +190,11 @@ for o = 0, (n - 1) * 5, 5 do
 // answer (sliding_log's sorted set; held to the scripts by a test). The cache
 // reads and writes a hot key once per call (BenchmarkDecideConcurrent keys=1).
 var uncached = map[limiter.Algorithm]bool{limiter.SlidingLog: true}
+
+// prefetched are the algorithms whose decide reads its one key with one
+// GET (gcra's TAT), which the batch script reads for all the keys that
+// come once in a call with one MGET (fetched in lua/batch.lua).
+var prefetched = map[limiter.Algorithm]bool{limiter.GCRA: true}
 
 // loadScripts builds every algorithm's scripts from lua/*.lua, indexed
 // by AlgorithmSpec.Index.

@@ -1,4 +1,4 @@
--- fixed_window: the body of decide(KEYS, ARGV, now, cost, peek), one
+-- fixed_window: the body of decide_values(KEYS, ARGV, now, cost, peek), one
 -- decision made atomically at now (µs, Redis's clock); with peek it writes
 -- nothing and answers with the state as it is.
 -- KEYS[1]  hash {w = window start (µs), n = units admitted in that window};
@@ -7,8 +7,8 @@
 -- ARGV     rate, period (µs), window offset (µs), calendar window starts
 --          (µs: before the caller's, the caller's, next, after; 0 without
 --          a calendar), cost, mode
--- returns  {units admitted (the cost; 0 = rejected), remaining, reset after (µs), retry after (µs), delay (µs)};
---          across regions then {over the hybrid threshold (1/0), strict for (µs), the written slot}
+-- returns  units admitted (the cost; 0 = rejected), remaining, reset after (µs), retry after (µs), delay (µs);
+--          across regions then over the hybrid threshold (1/0), strict for (µs), the written slot
 local rate = tonumber(ARGV[1])
 local period = tonumber(ARGV[2])
 local offset = tonumber(ARGV[3])
@@ -49,7 +49,7 @@ if regions then
     end
   end
   if regions.threshold >= 0 and count + cost > regions.threshold then
-    return {0, math.max(rate - count, 0), reset, 0, 0, 1, reset, ''}
+    return 0, math.max(rate - count, 0), reset, 0, 0, 1, reset, ''
   end
 else
   local state = redis.call('HMGET', KEYS[1], 'w', 'n')
@@ -59,18 +59,18 @@ else
 end
 
 if count + cost > rate then
-  return {0, math.max(rate - count, 0), reset, reset, 0, regions and 0, reset, ''}
+  return 0, math.max(rate - count, 0), reset, reset, 0, regions and 0, reset, ''
 end
 if peek then
-  return {cost, rate - count, reset, 0, 0, regions and 0, reset, ''}
+  return cost, rate - count, reset, 0, 0, regions and 0, reset, ''
 end
 count = count + cost
 -- Once the window has passed the state is that of a fresh key.
 if regions then
   local slot = regions.int(ws) .. ':' .. regions.int(mine + cost)
   regions.save_slot(KEYS[1], slot, math.ceil(reset / 1000))
-  return {cost, rate - count, reset, 0, 0, 0, reset, slot}
+  return cost, rate - count, reset, 0, 0, 0, reset, slot
 end
 redis.call('HSET', KEYS[1], 'w', ws, 'n', count)
 redis.call('PEXPIRE', KEYS[1], math.ceil(reset / 1000))
-return {cost, rate - count, reset, 0, 0}
+return cost, rate - count, reset, 0, 0

@@ -1,4 +1,4 @@
--- gcra: the body of decide(KEYS, ARGV, now, cost, peek), one decision made
+-- gcra: the body of decide_values(KEYS, ARGV, now, cost, peek), one decision made
 -- atomically at now (µs, Redis's clock); with peek it writes nothing and
 -- answers with the state as it is.
 -- KEYS[1]  string: the theoretical arrival time TAT (µs, a float); missing = now.
@@ -8,8 +8,8 @@
 --          seen (regions.unseen), as if it arrived now; ahead is capped at
 --          two tolerances (more can only be a slot counted twice)
 -- ARGV     burst, rate, period (µs), cost, mode
--- returns  {units admitted (the cost; 0 = rejected), remaining, reset after (µs), retry after (µs), delay (µs)};
---          across regions then {over the hybrid threshold (1/0), strict for (µs: until the TAT), the written slot}
+-- returns  units admitted (the cost; 0 = rejected), remaining, reset after (µs), retry after (µs), delay (µs);
+--          across regions then over the hybrid threshold (1/0), strict for (µs: until the TAT), the written slot
 --
 -- Works relative to now (ahead = TAT − now) so that every later step
 -- handles small numbers; epsilon absorbs float rounding where a quantity
@@ -48,27 +48,27 @@ local newAhead = ahead + cost * interval
 if regions and regions.threshold >= 0 and newAhead / interval - regions.threshold > epsilon then
   if not peek and #learnt > 0 then save(0) end
   local reset = math.ceil(ahead - epsilon * interval)
-  return {0, math.max(math.floor((tolerance - ahead) / interval + epsilon), 0), reset, 0, 0, 1, reset, ''}
+  return 0, math.max(math.floor((tolerance - ahead) / interval + epsilon), 0), reset, 0, 0, 1, reset, ''
 end
 local wait = newAhead - tolerance
 if wait / interval > epsilon then
   if regions and not peek and #learnt > 0 then save(0) end
   local remaining = math.max(math.floor((tolerance - ahead) / interval + epsilon), 0)
   local reset = math.ceil(ahead - epsilon * interval)
-  return {0, remaining, reset, math.ceil(wait - epsilon * interval), 0, regions and 0, reset, ''}
+  return 0, remaining, reset, math.ceil(wait - epsilon * interval), 0, regions and 0, reset, ''
 end
 if peek then
   local remaining = math.max(math.floor((tolerance - ahead) / interval + epsilon), 0)
   local reset = math.ceil(ahead - epsilon * interval)
-  return {cost, remaining, reset, 0, 0, regions and 0, reset, ''}
+  return cost, remaining, reset, 0, 0, regions and 0, reset, ''
 end
 
 local remaining = math.max(math.floor((tolerance - newAhead) / interval + epsilon), 0)
 local reset = math.ceil(newAhead - epsilon * interval)
 if regions then
   ahead = newAhead
-  return {cost, remaining, reset, 0, 0, 0, reset, save(cost)}
+  return cost, remaining, reset, 0, 0, 0, reset, save(cost)
 end
 -- Once TAT has passed the state is that of a fresh key.
 redis.call('SET', KEYS[1], now + newAhead, 'PX', math.ceil(newAhead / 1000))
-return {cost, remaining, reset, 0, 0}
+return cost, remaining, reset, 0, 0

@@ -1,11 +1,11 @@
 -- leaky_bucket (a queue, like NGINX limit_req with a burst): the body of
--- decide(KEYS, ARGV, now, cost, peek), one decision made atomically at now
+-- decide_values(KEYS, ARGV, now, cost, peek), one decision made atomically at now
 -- (µs, Redis's clock); with peek it writes nothing and answers with the
 -- state as it is.
 -- KEYS[1]  hash {l = queued work in units of 1/period request (0..burst·period),
 --                t = time of l (µs)}; a missing key is an empty bucket
 -- ARGV     burst, rate, period (µs), nodelay (0/1), cost, mode
--- returns  {units admitted (the cost; 0 = rejected), remaining, reset after (µs), retry after (µs), delay (µs)}
+-- returns  units admitted (the cost; 0 = rejected), remaining, reset after (µs), retry after (µs), delay (µs)
 local burst = tonumber(ARGV[1])
 local rate = tonumber(ARGV[2])
 local period = tonumber(ARGV[3])
@@ -29,13 +29,13 @@ if level + cost * period <= full then
     delay = ceildiv(level, rate)
   end
   if peek then
-    return {cost, floordiv(full - level, period), ceildiv(level, rate), 0, delay}
+    return cost, floordiv(full - level, period), ceildiv(level, rate), 0, delay
   end
   level = level + cost * period
   local drain = ceildiv(level, rate)
   redis.call('HSET', KEYS[1], 'l', level, 't', now)
   -- Once drained the state is that of a fresh key.
   redis.call('PEXPIRE', KEYS[1], math.ceil(drain / 1000))
-  return {cost, floordiv(full - level, period), drain, 0, delay}
+  return cost, floordiv(full - level, period), drain, 0, delay
 end
-return {0, math.max(floordiv(full - level, period), 0), ceildiv(level, rate), ceildiv(level + cost * period - full, rate), 0}
+return 0, math.max(floordiv(full - level, period), 0), ceildiv(level, rate), ceildiv(level + cost * period - full, rate), 0

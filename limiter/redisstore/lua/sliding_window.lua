@@ -1,4 +1,4 @@
--- sliding_window (counter): the body of decide(KEYS, ARGV, now, cost,
+-- sliding_window (counter): the body of decide_values(KEYS, ARGV, now, cost,
 -- peek), one decision made atomically at now (µs, Redis's clock); with peek
 -- it writes nothing and answers with the state as it is.
 -- KEYS[1]  hash {w = current window start (µs), c = units admitted in it,
@@ -7,8 +7,8 @@
 --          one per writer: the current and previous counts are the sums
 --          over the slots of this window (c and p) and of the one before (c)
 -- ARGV     rate, period (µs), window offset (µs), cost, mode
--- returns  {units admitted (the cost; 0 = rejected), remaining, reset after (µs), retry after (µs), delay (µs)};
---          across regions then {over the hybrid threshold (1/0), strict for (µs: the window's end), the written slot}
+-- returns  units admitted (the cost; 0 = rejected), remaining, reset after (µs), retry after (µs), delay (µs);
+--          across regions then over the hybrid threshold (1/0), strict for (µs: the window's end), the written slot
 --
 -- The weighted previous count prev·(P−e)/P is compared scaled by P, in
 -- integers below 2^53, so the comparison is exact.
@@ -46,7 +46,7 @@ end
 local weighted = prev * (period - elapsed) -- weighted previous count × P
 if regions and regions.threshold >= 0 and (cur + cost) * period + weighted > regions.threshold * period then
   local remaining = math.max(floordiv(rate * period - cur * period - weighted, period), 0)
-  return {0, remaining, windowEnd, 0, 0, 1, windowEnd, ''}
+  return 0, remaining, windowEnd, 0, 0, 1, windowEnd, ''
 end
 local allowed = (cur + cost) * period + weighted <= rate * period
 local newcur = cur
@@ -63,17 +63,17 @@ end
 
 if allowed then
   if peek then
-    return {cost, remaining, reset, 0, 0, regions and 0, windowEnd, ''}
+    return cost, remaining, reset, 0, 0, regions and 0, windowEnd, ''
   end
   -- After two windows without traffic the state is that of a fresh key.
   if regions then
     local slot = regions.int(ws) .. ':' .. regions.int(mycur + cost) .. ':' .. regions.int(myprev)
     regions.save_slot(KEYS[1], slot, math.ceil(reset / 1000))
-    return {cost, remaining, reset, 0, 0, 0, windowEnd, slot}
+    return cost, remaining, reset, 0, 0, 0, windowEnd, slot
   end
   redis.call('HSET', KEYS[1], 'w', ws, 'c', newcur, 'p', prev)
   redis.call('PEXPIRE', KEYS[1], math.ceil(reset / 1000))
-  return {cost, remaining, reset, 0, 0}
+  return cost, remaining, reset, 0, 0
 end
 
 local retry
@@ -85,6 +85,6 @@ else
   retry = windowEnd + period - floordiv((rate - cost) * period, math.max(cur, 1))
 end
 if regions then
-  return {0, remaining, reset, math.max(retry, 1), 0, 0, windowEnd, ''}
+  return 0, remaining, reset, math.max(retry, 1), 0, 0, windowEnd, ''
 end
-return {0, remaining, reset, retry, 0}
+return 0, remaining, reset, retry, 0

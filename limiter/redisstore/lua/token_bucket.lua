@@ -1,4 +1,4 @@
--- token_bucket: the body of decide(KEYS, ARGV, now, cost, peek), one
+-- token_bucket: the body of decide_values(KEYS, ARGV, now, cost, peek), one
 -- decision made atomically at now (µs, Redis's clock); with peek it writes
 -- nothing and answers with the state as it is.
 -- KEYS[1]  hash {l = tokens in units of 1/period token (0..burst·period),
@@ -9,8 +9,8 @@
 --          first seen (regions.unseen), so the level may fall below 0, a
 --          debt, floored at −burst (more can only be a slot counted twice)
 -- ARGV     burst, rate, period (µs), cost, mode
--- returns  {units admitted (the cost; 0 = rejected), remaining, reset after (µs), retry after (µs), delay (µs)};
---          across regions then {over the hybrid threshold (1/0), strict for (µs: until full again), the written slot}
+-- returns  units admitted (the cost; 0 = rejected), remaining, reset after (µs), retry after (µs), delay (µs);
+--          across regions then over the hybrid threshold (1/0), strict for (µs: until full again), the written slot
 local burst = tonumber(ARGV[1])
 local rate = tonumber(ARGV[2])
 local period = tonumber(ARGV[3])
@@ -47,25 +47,25 @@ if regions then
   if regions.threshold >= 0 and (full - level) + cost * period > regions.threshold * period then
     if not peek and #learnt > 0 then save(0) end
     local refill = ceildiv(full - level, rate)
-    return {0, math.max(floordiv(level, period), 0), refill, 0, 0, 1, refill, ''}
+    return 0, math.max(floordiv(level, period), 0), refill, 0, 0, 1, refill, ''
   end
 end
 
 if level >= cost * period then
   if peek then
     local refill = ceildiv(full - level, rate)
-    return {cost, floordiv(level, period), refill, 0, 0, regions and 0, refill, ''}
+    return cost, floordiv(level, period), refill, 0, 0, regions and 0, refill, ''
   end
   level = level - cost * period
   local refill = ceildiv(full - level, rate)
   if regions then
-    return {cost, floordiv(level, period), refill, 0, 0, 0, refill, save(cost)}
+    return cost, floordiv(level, period), refill, 0, 0, 0, refill, save(cost)
   end
   redis.call('HSET', KEYS[1], 'l', level, 't', now)
   -- Once full again the state is that of a fresh key.
   redis.call('PEXPIRE', KEYS[1], math.ceil(refill / 1000))
-  return {cost, floordiv(level, period), refill, 0, 0}
+  return cost, floordiv(level, period), refill, 0, 0
 end
 if regions and not peek and #learnt > 0 then save(0) end
 local refill = ceildiv(full - level, rate)
-return {0, math.max(floordiv(level, period), 0), refill, ceildiv(cost * period - level, rate), 0, regions and 0, refill, ''}
+return 0, math.max(floordiv(level, period), 0), refill, ceildiv(cost * period - level, rate), 0, regions and 0, refill, ''

@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// processCPU is the CPU time (user + system) this process has spent.
+// processCPU is the user and system CPU time this process has used.
 func processCPU() time.Duration {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {

@@ -1,0 +1,133 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/rl-exporter/rl-exporter/internal/redistest"
+	"github.com/rl-exporter/rl-exporter/limiter"
+)
+
+// BenchmarkBatchScript measures what Redis spends per decision inside the
+// batch scripts, with no batching layer around them: one connection sends
+// EVALSHA of full batches (DefaultBatchMaxSize decisions) over 10,000 keys
+// (keys=distinct: no key twice in a batch) or one key (keys=1: every
+// decision through the script's cache). redis-µs/op is the redis-server's
+// CPU (INFO used_cpu_sys + used_cpu_user) per decision, robust under load.
+func BenchmarkBatchScript(b *testing.B) {
+	srv := redistest.Single(b)
+	// A busy machine may hold a call for seconds: the figure is CPU.
+	store := NewTestStore(b, ClientConfig{URL: srv.URL(), ReadTimeout: time.Minute, WriteTimeout: time.Minute}, Config{})
+	for _, a := range limiter.AllAlgorithms() {
+		for _, nkeys := range []int{10000, 1} {
+			name := "keys=distinct"
+			if nkeys == 1 {
+				name = "keys=1"
+			}
+			b.Run(fmt.Sprintf("%s/%s", a, name), func(b *testing.B) {
+				benchBatchScript(b, srv, store, a, nkeys)
+			})
+		}
+	}
+	// The floor: what a decision's one GET and one SET PX and its reply of
+	// five integers cost in a script, to compare gcra with on the same
+	// machine at the same time.
+	b.Run("floor/keys=distinct", func(b *testing.B) {
+		keys, _ := batchCalls(store, limiter.GCRA, 10000, DefaultBatchMaxSize)
+		args := make([][]any, len(keys))
+		benchCalls(b, srv, store, floorScript, keys, args)
+	})
+}
+
+const floorScript = `local out, now = {}, 1750000000123457
+for i = 1, #KEYS do
+  local tat = tonumber(redis.call('GET', KEYS[i])) or now
+  redis.call('SET', KEYS[i], tat + 0.5, 'PX', 1000)
+  local o = (i - 1) * 5
+  out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5] = 1, 999, 10, 0, 0
+end
+return out
+`
+
+// costLimit is a's limit in BenchmarkBatchScript: every decision
+// allowed, and a key's state lives on between its decisions (a bucket
+// refills or drains at one unit a second; a window lasts a minute), as
+// with real traffic, where Redis reads and writes a key that exists.
+func costLimit(a limiter.Algorithm) limiter.Limit {
+	if limiter.SpecOf(a).Bucket() {
+		return limiter.Limit{Algorithm: a, Rate: 1, Period: time.Second, Burst: 1_000_000_000}
+	}
+	return limiter.Limit{Algorithm: a, Rate: 1_000_000_000, Period: time.Minute}
+}
+
+// batchCalls builds the batch-script calls of n decisions per call on
+// keys taken in turn from nkeys, enough calls to cycle through them.
+func batchCalls(s *Store, a limiter.Algorithm, nkeys, n int) (keys [][]string, args [][]any) {
+	lim := costLimit(a)
+	calls := max(nkeys/n, 1)
+	for c := 0; c < calls; c++ {
+		reqs := make([]*request, n)
+		for i := range reqs {
+			key := "user:batch" + strconv.Itoa((c*n+i)%nkeys)
+			reqs[i] = newRequest(s, key, lim, 1, limiter.ModeConsume)
+		}
+		k, a := batchCall(s, reqs)
+		keys, args = append(keys, k), append(args, a)
+	}
+	return keys, args
+}
+
+func benchBatchScript(b *testing.B, srv *redistest.Server, s *Store, a limiter.Algorithm, nkeys int) {
+	keys, args := batchCalls(s, a, nkeys, DefaultBatchMaxSize)
+	benchCalls(b, srv, s, s.scriptsOf(a).batch.src, keys, args)
+}
+
+// benchCalls runs src with keys[i] and args[i] in turn, b.N decisions of
+// DefaultBatchMaxSize per call, and reports Redis's CPU per decision.
+func benchCalls(b *testing.B, srv *redistest.Server, s *Store, src string, keys [][]string, args [][]any) {
+	ctx := context.Background()
+	n := DefaultBatchMaxSize
+	sc := newScript(src)
+	call := func(i int) {
+		err := s.client.EvalSha(ctx, sc.sha, keys[i%len(keys)], args[i%len(keys)]...).Err()
+		if isNoScript(err) {
+			err = s.client.Eval(ctx, sc.src, keys[i%len(keys)], args[i%len(keys)]...).Err()
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	for i := range keys { // every key exists: the steady state
+		call(i)
+	}
+	calls := max(b.N/n, 1)
+	cpu0 := redisCPUOf(b, srv)
+	b.ResetTimer()
+	for i := 0; i < calls; i++ {
+		call(i)
+	}
+	b.StopTimer()
+	cpu := redisCPUOf(b, srv) - cpu0
+	b.ReportMetric(cpu*1e6/float64(calls*n), "redis-µs/op")
+}
+
+// redisCPUOf is the CPU time (s) srv has used, from INFO cpu.
+func redisCPUOf(b *testing.B, srv *redistest.Server) float64 {
+	b.Helper()
+	info, err := srv.Info("cpu")
+	if err != nil {
+		b.Fatalf("INFO: %v", err)
+	}
+	var cpu float64
+	for _, k := range []string{"used_cpu_sys", "used_cpu_user"} {
+		f, err := strconv.ParseFloat(info[k], 64)
+		if err != nil {
+			b.Fatalf("INFO %s: %v", k, err)
+		}
+		cpu += f
+	}
+	return cpu
+}
