@@ -78,9 +78,8 @@ type CheckResponse struct {
 // Content-Type) and get a CheckResponse with the headers the middleware would send: 200 when
 // allowed, 429 when rejected, 503 when fail-closed, 400 for a bad body or for a reserve the
 // class's limit cannot hold, 413 for one over MaxCheckBody, 501 for a dry run the store cannot
-// peek. It believes the key and plan tier in
-// the body, so mount it only where the clients it decides for cannot reach it (serve answers
-// only the peers in server.check_api.allowed_peers).
+// peek. It believes the key and plan tier in the body, so mount it only where the clients it
+// decides for cannot reach it (serve answers only the peers in server.check_api.allowed_peers).
 func (m *Middleware) CheckHandler() http.Handler {
 	var routes endpointRoutes
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
