@@ -24,8 +24,9 @@ func TestAReservingCheckWorksOnAClassWithoutCostFrom(t *testing.T) {
 	for _, a := range limiter.AllAlgorithms() {
 		t.Run(string(a), func(t *testing.T) {
 			lim := limiter.Limit{Algorithm: a, Rate: 100, Period: time.Hour, Burst: 100}
+			clk := newClock()
 			p, err := NewPolicy(PolicyConfig{Classes: []Class{oneClass("plain", lim, "POST /v1/search")},
-				Store: limiter.NewMemoryStore(limiter.MemoryConfig{Now: newClock().Now})})
+				Store: limiter.NewMemoryStore(limiter.MemoryConfig{Now: clk.Now})})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -37,6 +38,9 @@ func TestAReservingCheckWorksOnAClassWithoutCostFrom(t *testing.T) {
 			tok, _ := got["reservation"].(string)
 			if code != 200 || tok == "" || got["remaining"] != float64(70) {
 				t.Fatalf("reserving check: %d %v, want 200 with a reservation and 70 remaining", code, got)
+			}
+			if tk, err := parseToken(tok); err != nil || !tk.expires.Equal(clk.Now().Add(limiter.DefaultHold)) {
+				t.Fatalf("token %+v, %v: want it held for the default hold, %s", tk, err, limiter.DefaultHold)
 			}
 			code, got, _ = checkCall(t, m.CommitHandler(), CommitPath, `{"reservation":"`+tok+`","cost":10}`)
 			if code != 200 || got["refunded"] != float64(20) {
