@@ -215,6 +215,7 @@ func (c *Config) validateStore(e *errs) {
 		if r.DurabilityTimeout < time.Millisecond || r.DurabilityTimeout >= s.Timeout {
 			e.add("store.redis.durability_timeout", "must be at least 1ms and below store.timeout (%s), got %s", s.Timeout, r.DurabilityTimeout)
 		}
+		c.validateDurabilityReadTimeout(e)
 	default:
 		e.add("store.redis.durability", "must be none or wait, got %q", r.Durability)
 	}

@@ -76,10 +76,10 @@ type CheckResponse struct {
 
 // CheckHandler returns the decision API: POST a CheckRequest as JSON (whatever the
 // Content-Type) and get a CheckResponse with the headers the middleware would send: 200 when
-// allowed, 429 when rejected, 503 when fail-closed, 400 for a bad body, 413 for one over
-// MaxCheckBody, 501 for a dry run the store cannot peek. It believes the key and plan tier in
-// the body, so mount it only where the clients it decides for cannot reach it (serve answers
-// only the peers in server.check_api.allowed_peers).
+// allowed, 429 when rejected, 503 when fail-closed, 400 for a bad body or for a reserve the
+// class's limit cannot hold, 413 for one over MaxCheckBody, 501 for a dry run the store cannot
+// peek. It believes the key and plan tier in the body, so mount it only where the clients it
+// decides for cannot reach it (serve answers only the peers in server.check_api.allowed_peers).
 func (m *Middleware) CheckHandler() http.Handler {
 	var routes endpointRoutes
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -119,6 +119,10 @@ func (m *Middleware) CheckHandler() http.Handler {
 			tier = p.tier(p.identity.tierOf("", strings.TrimPrefix(req.Key, "user:"), ""))
 		}
 		if ls := rt.class.leasesFor(tier); ls != nil || req.Lease {
+			if req.Reserve && ls != nil {
+				writeJSON(w, "application/json", http.StatusBadRequest, RejectedBody{Error: "bad_request", Message: leaseNotReservation(rt.class.name, tier)})
+				return
+			}
 			m.checkLease(w, r, p, rt, tier, req, ls)
 			return
 		}
@@ -132,8 +136,7 @@ func (m *Middleware) CheckHandler() http.Handler {
 			return
 		}
 		if l, _ := rt.class.pick(tier, req.Key); req.Reserve && !l.Reserves() {
-			writeJSON(w, "application/json", http.StatusNotImplemented, RejectedBody{Error: "not_implemented",
-				Message: fmt.Sprintf("reserve: the %s algorithm on this store cannot hold reservations", l.Limit().Algorithm)})
+			writeJSON(w, "application/json", http.StatusBadRequest, RejectedBody{Error: "bad_request", Message: cannotReserve(rt.class.name, tier, l.Limit())})
 			return
 		}
 		o := m.decideAsk(r.Context(), rt, tier, req.Key, cost, req.DryRun, req.Reserve)

@@ -52,14 +52,30 @@ type Class struct {
 
 // newLimiter is the class's limiter of lim on tier's store; with CostFrom it must hold reservations.
 func (c Class) newLimiter(cfg PolicyConfig, tier string, lim limiter.Limit) (*limiter.Limiter, error) {
-	engine := cfg.Engine()
-	engine.Limit, engine.Store = lim, c.storeFor(tier, cfg.Store)
-	engine.Hold, engine.OnExpiry = c.Hold, c.OnExpiry
+	engine := c.engine(cfg, tier)
+	engine.Limit = lim
 	l, err := limiter.New(engine)
-	if err == nil && !c.CostFrom.IsZero() && !l.Reserves() {
-		return nil, fmt.Errorf("cost_from: the %s algorithm on this store cannot hold reservations", lim.Algorithm)
+	if err != nil {
+		return nil, err
 	}
-	return l, err
+	return l, c.checkReserves(l)
+}
+
+// engine is every setting of the class's limiters on tier but the Limit, so that a live change
+// replaces the limit alone and keeps the store and the reservations' hold and expiry policy.
+func (c Class) engine(cfg PolicyConfig, tier string) limiter.Config {
+	engine := cfg.Engine()
+	engine.Store = c.storeFor(tier, cfg.Store)
+	engine.Hold, engine.OnExpiry = c.Hold, c.OnExpiry
+	return engine
+}
+
+// checkReserves refuses, for a class with CostFrom, a limiter that cannot hold reservations.
+func (c Class) checkReserves(l *limiter.Limiter) error {
+	if !c.CostFrom.IsZero() && !l.Reserves() {
+		return fmt.Errorf("cost_from: the %s algorithm on this store cannot hold reservations", l.Limit().Algorithm)
+	}
+	return nil
 }
 
 // checkEstimate defaults and checks the estimate of a class with CostFrom.
@@ -302,9 +318,10 @@ func (p *Policy) compileClass(cfg PolicyConfig, c Class) (*class, error) {
 		if cl.leasesFor(tier) != nil {
 			return nil, fmt.Errorf("policy: class %q tier %q: a live limit cannot change a concurrency limit", c.Name, tier)
 		}
-		engine := cfg.Engine()
-		engine.Store = c.storeFor(tier, cfg.Store)
-		l, err := decision.NewLive(lv, engine)
+		l, err := decision.NewLive(lv, c.engine(cfg, tier))
+		if err == nil {
+			err = c.checkReserves(l.Limiter)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("policy: class %q tier %q: %w", c.Name, tier, err)
 		}

@@ -3,6 +3,7 @@ package httplimit
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 
@@ -95,4 +96,21 @@ func (m *Middleware) settled(ctx context.Context, o *outcome, s limiter.Settleme
 		m.logger.LogAttrs(ctx, slog.LevelWarn, "reservation not settled: it expires by its policy",
 			slog.String("endpoint", o.route.pattern), slog.String("error", err.Error()))
 	}
+}
+
+// cannotReserve says why a reserving check of class on tier is refused: lim's limiter cannot hold
+// a reservation, which takes, for every algorithm that can settle one, a store that keeps them.
+func cannotReserve(class, tier string, lim limiter.Limit) string {
+	why := "its store keeps none (in serve, a region_mode of async or hybrid, which decides on a local copy: use local or strict)"
+	if !limiter.SupportsReservations(lim.Algorithm) {
+		why = fmt.Sprintf("the %s algorithm cannot settle one", lim.Algorithm)
+	}
+	return fmt.Sprintf("reserve: class %q tier %q cannot hold reservations on its %s limit: %s; check without reserve to take the cost at admission",
+		class, tier, lim.Algorithm, why)
+}
+
+// leaseNotReservation says why a reserving check of a concurrency limit is refused.
+func leaseNotReservation(class, tier string) string {
+	return fmt.Sprintf(`reserve: class %q tier %q is a concurrency limit, which holds leases, not reservations: ask with "lease": true alone`,
+		class, tier)
 }
