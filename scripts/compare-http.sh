@@ -9,7 +9,9 @@
 # each in interleaved rounds and prints, per path, the median requests/s,
 # p99 and CPU per request of the server (utime + stime from /proc/PID/stat,
 # nginx's workers included, over the run, divided by the requests served),
-# with the ratio to nginx; nginx with auth_request asking serve's /v1/auth
+# with the ratio to nginx and the CPU per request over the bare upstream's
+# (a proxied request is two HTTP exchanges, the upstream's one), ending with
+# one line per serve path giving both goal ratios; nginx with auth_request asking serve's /v1/auth
 # (examples/nginx-auth-request.conf, the CPU of nginx and serve together);
 # and POST /v1/check (memory and Redis) against the bare upstream answering
 # the same POST.
@@ -261,10 +263,21 @@ awk -F'|' '
     for (i = 1; i <= k; i++) {
       n = order[i]; ratio = ""
       if ((n ~ /^serve/ || n ~ /^nginx auth_request/) && ("nginx limit_req" in R)) ratio = sprintf("%.2f× nginx requests/s, p99 %.2f× nginx", R[n] / R["nginx limit_req"], P[n] / P["nginx limit_req"])
+      if ((n ~ /^serve/ || n ~ /^nginx/) && ("upstream alone" in C) && C["upstream alone"] > 0) ratio = ratio sprintf("%sCPU %.2f× the bare upstream", ratio == "" ? "" : ", ", C[n] / C["upstream alone"])
       if (n ~ /^check (memory|redis)/ && ("check upstream alone" in R)) ratio = sprintf("%.2f× the bare upstream", R[n] / R["check upstream alone"])
       inredis = (n ~ /redis/) ? sprintf(" + %.1f µs in Redis", D[n]) : ""
       printf "| %s | %.1fk | %.2f ms | %.1f µs%s | %s |\n", n, R[n] / 1000, P[n], C[n], inredis, ratio
       if (bad[n] > 0) printf "|  (%s: %d non-2xx answers over the runs) | | | | |\n", n, bad[n]
+    }
+    # The proxy'"'"'s goals as one line each: CPU per proxied request over the bare
+    # upstream'"'"'s CPU per request (two HTTP exchanges against one), and p99 over nginx'"'"'s.
+    for (i = 1; i <= k; i++) {
+      n = order[i]
+      if (n !~ /^serve (memory|redis)/) continue
+      line = ""
+      if (("upstream alone" in C) && C["upstream alone"] > 0) line = sprintf("proxy CPU per request / upstream CPU per request = %.2f (goal <= 2.0)", C[n] / C["upstream alone"])
+      if (("nginx limit_req" in P) && P["nginx limit_req"] > 0) line = line sprintf("%sp99 / nginx p99 = %.2f (goal <= 1.5)", line == "" ? "" : "; ", P[n] / P["nginx limit_req"])
+      if (line != "") printf "%s: %s\n", n, line
     }
   }' "$dir/results"
 echo "load average at the end: $(cut -d" " -f1-3 /proc/loadavg)" >&2

@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -248,6 +249,13 @@ type upstreamConn struct {
 	probe     *idleProbe
 	idleSince time.Time
 	reused    bool // it served a request before this one
+
+	// Who stops the exchange when its client goes away (clientwatch.go): the
+	// client's connection, else a context.AfterFunc on the request's context.
+	client    *slowClientConn
+	stopAfter func() bool
+	abortFunc func() // pc.abort, made once
+	aborted   atomic.Bool
 }
 
 // roundTrip writes a request with write and reads its response, writing 1xx answers to
@@ -304,7 +312,9 @@ func (p *upstreamPool) get(ctx context.Context) (*upstreamConn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dial upstream %s: %w", p.addr, err)
 	}
-	return &upstreamConn{pool: p, conn: conn, br: bufio.NewReader(conn), bw: bufio.NewWriter(conn), probe: newIdleProbe(conn)}, nil
+	pc := &upstreamConn{pool: p, conn: conn, br: bufio.NewReader(conn), bw: bufio.NewWriter(conn), probe: newIdleProbe(conn)}
+	pc.abortFunc = pc.abort
+	return pc, nil
 }
 
 // put returns pc to the idle connections, or closes it when there are enough.
@@ -359,6 +369,46 @@ func (p *upstreamPool) CloseIdleConnections() {
 
 func (pc *upstreamConn) close() { _ = pc.conn.Close() }
 
+// watch arranges for the exchange to be aborted when ctx, its request's, ends.
+func (pc *upstreamConn) watch(ctx context.Context) {
+	if c := clientConnOf(ctx); c != nil {
+		pc.client = c
+		c.inflight.Store(pc)
+		// The client may have gone before the exchange was registered.
+		if c.gone.Load() && c.inflight.CompareAndSwap(pc, nil) {
+			pc.abort()
+		}
+		return
+	}
+	pc.stopAfter = context.AfterFunc(ctx, pc.abortFunc)
+}
+
+// unwatch ends the watch: false when the exchange was aborted, or is being.
+func (pc *upstreamConn) unwatch() bool {
+	if c := pc.client; c != nil {
+		pc.client = nil
+		return c.inflight.CompareAndSwap(pc, nil)
+	}
+	stop := pc.stopAfter
+	pc.stopAfter = nil
+	return stop()
+}
+
+// abort makes a blocked read or write of the exchange return at once.
+func (pc *upstreamConn) abort() {
+	pc.aborted.Store(true)
+	_ = pc.conn.SetDeadline(aLongTimeAgo)
+}
+
+// setReadDeadline sets the exchange's read deadline unless abort came first: an
+// abort between the two stores would otherwise be undone.
+func (pc *upstreamConn) setReadDeadline(t time.Time) {
+	_ = pc.conn.SetReadDeadline(t)
+	if pc.aborted.Load() {
+		_ = pc.conn.SetDeadline(aLongTimeAgo)
+	}
+}
+
 // aLongTimeAgo is a deadline in the past: a blocked read or write given it returns at once.
 var aLongTimeAgo = time.Unix(1, 0)
 
@@ -370,10 +420,16 @@ var errHeaderTimeout = errors.New("timeout awaiting response headers")
 func (pc *upstreamConn) exchange(r *http.Request, write func(*bufio.Writer), w http.ResponseWriter) (resp *http.Response, err error, unanswered bool) {
 	ctx := r.Context()
 	// The client going away (or serve shutting down) aborts the exchange.
-	stop := context.AfterFunc(ctx, func() { _ = pc.conn.SetDeadline(aLongTimeAgo) })
+	pc.watch(ctx)
 	fail := func(err error, unanswered bool) (*http.Response, error, bool) {
-		stop()
-		if cerr := ctx.Err(); cerr != nil {
+		pc.unwatch()
+		cerr := ctx.Err()
+		if cerr == nil && pc.aborted.Load() {
+			// Aborted by the client's connection failing, just before
+			// net/http cancels the context.
+			cerr = context.Canceled
+		}
+		if cerr != nil {
 			return nil, cerr, false
 		}
 		if isTimeout(err) {
@@ -386,7 +442,7 @@ func (pc *upstreamConn) exchange(r *http.Request, write func(*bufio.Writer), w h
 		return fail(err, true)
 	}
 	if pc.pool.headerTimeout > 0 {
-		_ = pc.conn.SetReadDeadline(time.Now().Add(pc.pool.headerTimeout))
+		pc.setReadDeadline(time.Now().Add(pc.pool.headerTimeout))
 	}
 	for {
 		if _, err := pc.br.Peek(1); err != nil {
@@ -414,22 +470,30 @@ func (pc *upstreamConn) exchange(r *http.Request, write func(*bufio.Writer), w h
 			delete(h, k)
 		}
 	}
-	if pc.pool.headerTimeout > 0 {
-		_ = pc.conn.SetReadDeadline(time.Time{})
+	if pc.pool.headerTimeout > 0 && !bodyBuffered(resp, pc.br) {
+		// The body may take longer than the headers' bound. One already
+		// read needs no clearing: the next exchange sets its own deadline,
+		// and the idle probe disregards deadlines.
+		pc.setReadDeadline(time.Time{})
 	}
 	// A 101 is never reused (upgrades do not take this path).
 	reusable := !resp.Close && resp.StatusCode != http.StatusSwitchingProtocols
 	if resp.Body == http.NoBody {
-		pc.release(stop, reusable)
+		pc.release(reusable)
 		return resp, nil, false
 	}
-	resp.Body = &upstreamBody{pc: pc, body: resp.Body, stop: stop, reusable: reusable}
+	resp.Body = &upstreamBody{pc: pc, body: resp.Body, reusable: reusable}
 	return resp, nil, false
 }
 
+// bodyBuffered says whether all of resp's body is in br already.
+func bodyBuffered(resp *http.Response, br *bufio.Reader) bool {
+	return resp.Body == http.NoBody || (resp.ContentLength >= 0 && int64(br.Buffered()) >= resp.ContentLength)
+}
+
 // release ends an exchange, pooling the connection when it may carry another request.
-func (pc *upstreamConn) release(stop func() bool, reusable bool) {
-	if stop() && reusable && pc.br.Buffered() == 0 {
+func (pc *upstreamConn) release(reusable bool) {
+	if pc.unwatch() && reusable && pc.br.Buffered() == 0 {
 		pc.pool.put(pc)
 		return
 	}
@@ -441,7 +505,6 @@ func (pc *upstreamConn) release(stop func() bool, reusable bool) {
 type upstreamBody struct {
 	pc       *upstreamConn
 	body     io.ReadCloser
-	stop     func() bool
 	reusable bool
 	done     bool
 }
@@ -454,7 +517,7 @@ func (b *upstreamBody) Read(p []byte) (int, error) {
 	n, err := b.body.Read(p)
 	if err == io.EOF {
 		b.done = true
-		b.pc.release(b.stop, b.reusable)
+		b.pc.release(b.reusable)
 	}
 	return n, err
 }
@@ -463,7 +526,7 @@ func (b *upstreamBody) Read(p []byte) (int, error) {
 func (b *upstreamBody) Close() error {
 	if !b.done {
 		b.done = true
-		b.stop()
+		b.pc.unwatch()
 		b.pc.close()
 	}
 	return nil
