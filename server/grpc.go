@@ -35,8 +35,7 @@ type EndpointLabels interface {
 // Build, served by its part of Built.Serve (run), stopped after the HTTP drain.
 type grpcListener struct {
 	ln            net.Listener
-	gs            *grpc.Server
-	health        *health.Server
+	newServer     func() (*grpc.Server, *health.Server)
 	svc           *rls.Service
 	drain         time.Duration
 	logger        *slog.Logger
@@ -91,8 +90,9 @@ func (b *Built) newGRPC(cfg *config.Config, d *Deps) (*grpcListener, error) {
 		KeepalivePermitWithoutStream: cfg.RLS.KeepalivePermitWithoutStream,
 		MaxConnectionIdle:            cfg.RLS.MaxConnectionIdle,
 	}.Options(), grpc.MaxHeaderListSize(uint32(cfg.Server.MaxHeaderBytes)))
-	gs, hs := rls.NewServer(svc, tc, opts...)
-	g := &grpcListener{ln: ln, gs: gs, health: hs, svc: svc, drain: cfg.Server.ShutdownTimeout, logger: logger,
+	// The server is made in run: its stream workers are goroutines, and
+	// Build starts none.
+	g := &grpcListener{ln: ln, newServer: func() (*grpc.Server, *health.Server) { return rls.NewServer(svc, tc, opts...) }, svc: svc, drain: cfg.Server.ShutdownTimeout, logger: logger,
 		watcher: watcher, reloads: make(chan struct{}, 1), relabelNeeded: relabelNeeded}
 	if g.drain <= 0 {
 		g.drain = DefaultShutdownTimeout
@@ -169,8 +169,9 @@ func (b *Built) followPolicy(g *grpcListener, cfg *config.Config, d *Deps, rules
 // NOT_SERVING and lets in-flight calls finish for up to the shutdown timeout.
 func (g *grpcListener) run(ctx context.Context, ready func()) error {
 	var wg sync.WaitGroup
+	gs, hs := g.newServer()
 	served := make(chan error, 1)
-	go func() { served <- g.gs.Serve(g.ln) }()
+	go func() { served <- gs.Serve(g.ln) }()
 	wg.Go(func() { g.watcher.Run(ctx, g.interval, g.reloads, g.reload) })
 	if g.labels != nil {
 		wg.Go(func() {
@@ -190,16 +191,16 @@ func (g *grpcListener) run(ctx context.Context, ready func()) error {
 	case <-ctx.Done():
 	case err = <-served:
 	}
-	g.health.Shutdown()
+	hs.Shutdown()
 	stopped := make(chan struct{})
 	go func() {
-		g.gs.GracefulStop()
+		gs.GracefulStop()
 		close(stopped)
 	}()
 	select {
 	case <-stopped:
 	case <-time.After(g.drain):
-		g.gs.Stop()
+		gs.Stop()
 		<-stopped
 	}
 	wg.Wait()
