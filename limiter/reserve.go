@@ -132,7 +132,7 @@ func (l *Limiter) Charge(ctx context.Context, key string, cost int64) (Settlemen
 	if cost == 0 {
 		return Settlement{}, nil
 	}
-	return l.storeSettle(ctx, key, "charge of "+key, func() (Settlement, error) {
+	return l.storeSettle(ctx, key, "charge of", key, func() (Settlement, error) {
 		return l.resv.charge(ctx, key, cost, l.timeout)
 	})
 }
@@ -149,17 +149,18 @@ func (l *Limiter) settleReservation(ctx context.Context, r Reservation, actual i
 	if l.resv == nil {
 		return Settlement{}, fmt.Errorf("%s store, %s: %w", l.storeName, l.lim.Algorithm, ErrReservationsNotSupported)
 	}
-	return l.storeSettle(ctx, r.Key, "settle "+r.ID, func() (Settlement, error) {
+	return l.storeSettle(ctx, r.Key, "settle", r.ID, func() (Settlement, error) {
 		return l.resv.settle(ctx, r.Key, r.ID, actual, l.timeout)
 	})
 }
 
 // storeSettle makes a settling call on key through its breaker, observed and
-// logged as the store's other calls are; what names the call in errors.
-func (l *Limiter) storeSettle(ctx context.Context, key, what string, call func() (Settlement, error)) (Settlement, error) {
+// logged as the store's other calls are; verb and name say what it was in
+// errors, joined only then so that a call allocates nothing for them.
+func (l *Limiter) storeSettle(ctx context.Context, key, verb, name string, call func() (Settlement, error)) (Settlement, error) {
 	breaker := l.breakerFor(key)
 	if breaker != nil && !breaker.allow() {
-		return Settlement{}, fmt.Errorf("%s store: %s: %w", l.storeName, what, ErrCircuitOpen)
+		return Settlement{}, fmt.Errorf("%s store: %s %s: %w", l.storeName, verb, name, ErrCircuitOpen)
 	}
 	start := l.startCall()
 	s, err := call()
