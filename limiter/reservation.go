@@ -87,6 +87,12 @@ type Reserver interface {
 	// everything is given back. With no such open reservation it returns
 	// ErrReservationUnknown, wrapped, and changes nothing.
 	Settle(ctx context.Context, key string, lim Limit, id string, actual int64, timeout time.Duration) (Settlement, error)
+	// Charge takes cost (≥ 1) units from key unconditionally, as Settle
+	// does a reservation of 0 settled at cost: past the quota too, so that
+	// the next requests wait for the debt, within the bounds Settle keeps.
+	// It opens no record and returns the Settlement of that settle, with
+	// the key's expired reservations it settled on the way.
+	Charge(ctx context.Context, key string, lim Limit, cost int64, timeout time.Duration) (Settlement, error)
 }
 
 // NewReservationID returns 128 random bits in hex, unguessable.

@@ -22,6 +22,7 @@ func SupportsReservations(a Algorithm) bool { return SpecOf(a) != nil }
 type reserveBinding interface {
 	reserve(ctx context.Context, key string, r ReserveRequest, timeout time.Duration) (Decision, error)
 	settle(ctx context.Context, key string, id string, actual int64, timeout time.Duration) (Settlement, error)
+	charge(ctx context.Context, key string, cost int64, timeout time.Duration) (Settlement, error)
 }
 
 func bindReserver(st Store, bound boundStore, lim Limit) reserveBinding {
@@ -48,6 +49,10 @@ func (b reserverBinding) reserve(ctx context.Context, key string, r ReserveReque
 
 func (b reserverBinding) settle(ctx context.Context, key string, id string, actual int64, timeout time.Duration) (Settlement, error) {
 	return b.store.Settle(ctx, key, b.limit, id, actual, timeout)
+}
+
+func (b reserverBinding) charge(ctx context.Context, key string, cost int64, timeout time.Duration) (Settlement, error) {
+	return b.store.Charge(ctx, key, b.limit, cost, timeout)
 }
 
 // Reserves reports whether Reserve can hold reservations: the store is a
@@ -110,6 +115,28 @@ func (l *Limiter) Commit(ctx context.Context, r Reservation, actual int64) (Sett
 	return l.settleReservation(ctx, r, actual)
 }
 
+// Charge takes cost (≥ 0) units from key unconditionally, even past the
+// quota, so that the next admissions wait for the debt: the settle of a
+// reservation of 0 at cost, in one atomic store call that opens none. It
+// suits a cost known only after the request was served, whatever the
+// budget then holds. Its Settlement has Actual and Charged = cost. It needs
+// Reserves(), else ErrReservationsNotSupported, wrapped; a store failure
+// loses the charge and is returned. Safe for concurrent use.
+func (l *Limiter) Charge(ctx context.Context, key string, cost int64) (Settlement, error) {
+	if cost < 0 {
+		return Settlement{}, fmt.Errorf("charge of %s: %w: got %d", key, ErrInvalidActual, cost)
+	}
+	if l.resv == nil {
+		return Settlement{}, fmt.Errorf("%s store, %s: %w", l.storeName, l.lim.Algorithm, ErrReservationsNotSupported)
+	}
+	if cost == 0 {
+		return Settlement{}, nil
+	}
+	return l.storeSettle(ctx, key, "charge of", key, func() (Settlement, error) {
+		return l.resv.charge(ctx, key, cost, l.timeout)
+	})
+}
+
 // Cancel settles r at nothing, as Commit otherwise.
 func (l *Limiter) Cancel(ctx context.Context, r Reservation) (Settlement, error) {
 	return l.settleReservation(ctx, r, -1)
@@ -122,12 +149,21 @@ func (l *Limiter) settleReservation(ctx context.Context, r Reservation, actual i
 	if l.resv == nil {
 		return Settlement{}, fmt.Errorf("%s store, %s: %w", l.storeName, l.lim.Algorithm, ErrReservationsNotSupported)
 	}
-	breaker := l.breakerFor(r.Key)
+	return l.storeSettle(ctx, r.Key, "settle", r.ID, func() (Settlement, error) {
+		return l.resv.settle(ctx, r.Key, r.ID, actual, l.timeout)
+	})
+}
+
+// storeSettle makes a settling call on key through its breaker, observed and
+// logged as the store's other calls are; verb and name say what it was in
+// errors, joined only then so that a call allocates nothing for them.
+func (l *Limiter) storeSettle(ctx context.Context, key, verb, name string, call func() (Settlement, error)) (Settlement, error) {
+	breaker := l.breakerFor(key)
 	if breaker != nil && !breaker.allow() {
-		return Settlement{}, fmt.Errorf("%s store: settle %s: %w", l.storeName, r.ID, ErrCircuitOpen)
+		return Settlement{}, fmt.Errorf("%s store: %s %s: %w", l.storeName, verb, name, ErrCircuitOpen)
 	}
 	start := l.startCall()
-	s, err := l.resv.settle(ctx, r.Key, r.ID, actual, l.timeout)
+	s, err := call()
 	if err != nil && errors.Is(err, ErrReservationUnknown) {
 		l.settle(ctx, breaker, start, nil) // the store answered
 		return s, err
@@ -138,7 +174,7 @@ func (l *Limiter) settleReservation(ctx context.Context, r Reservation, actual i
 	if err != nil {
 		err = fmt.Errorf("%s store: %w", l.storeName, err)
 		if l.log != nil {
-			l.log.failed(ctx, ErrorKind(err), l.shardOf(r.Key), err)
+			l.log.failed(ctx, ErrorKind(err), l.shardOf(key), err)
 		}
 	}
 	return s, err

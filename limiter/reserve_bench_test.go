@@ -10,13 +10,10 @@ import (
 )
 
 // BenchmarkReserveCommit is a reserve and its commit on the memory store,
-// beside BenchmarkAllowN's plain decision of the same cost.
+// beside BenchmarkAllowN's plain decision of the same cost and a charge.
 func BenchmarkReserveCommit(b *testing.B) {
-	for _, plain := range []bool{true, false} {
-		name := "reserve+commit"
-		if plain {
-			name = "allow"
-		}
+	for _, name := range []string{"allow", "reserve+commit", "charge"} {
+		plain := name == "allow"
 		b.Run(name, func(b *testing.B) {
 			l, err := limiter.New(limiter.Config{Limit: limiter.Limit{Algorithm: limiter.GCRA, Rate: 1_000_000, Period: time.Second},
 				Store: limiter.NewMemoryStore(limiter.MemoryConfig{})})
@@ -36,6 +33,12 @@ func BenchmarkReserveCommit(b *testing.B) {
 					i++
 					if plain {
 						if _, err := l.AllowN(ctx, key, 2); err != nil {
+							b.Fatal(err)
+						}
+						continue
+					}
+					if name == "charge" {
+						if _, err := l.Charge(ctx, key, 2); err != nil {
 							b.Fatal(err)
 						}
 						continue

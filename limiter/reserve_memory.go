@@ -50,6 +50,18 @@ func (s *MemoryStore) Settle(ctx context.Context, key string, lim Limit, id stri
 	return b.settle(ctx, key, id, actual, 0)
 }
 
+// Charge implements Reserver. Like Decide it never waits.
+func (s *MemoryStore) Charge(ctx context.Context, key string, lim Limit, cost int64, _ time.Duration) (Settlement, error) {
+	if err := lim.Validate(); err != nil {
+		return Settlement{}, fmt.Errorf("memory store: limit: %w", err)
+	}
+	if cost < 1 {
+		return Settlement{}, fmt.Errorf("memory store: charge of %s: %w: got %d", key, ErrInvalidActual, cost)
+	}
+	b := memoryBinding{store: s, limit: compileLimit(lim)}
+	return b.charge(ctx, key, cost, 0)
+}
+
 // keyCall is a reservation call on one key with its shard locked and the
 // key's expired reservations settled.
 type keyCall struct {
@@ -137,6 +149,17 @@ func (b *memoryBinding) settle(_ context.Context, key string, id string, actual 
 	}
 	st.settled(rec.estimate, actual)
 	c.sh.adjust(c.h, key, &b.limit, c.now, st.Charged-st.Refunded, rec.mark)
+	return st, nil
+}
+
+// charge is the settle of a reservation of 0 opened now: an excess of
+// cost, so the mark (a refund's alone) does not matter.
+func (b *memoryBinding) charge(_ context.Context, key string, cost int64, _ time.Duration) (Settlement, error) {
+	c := b.lock(key)
+	defer c.sh.mu.Unlock()
+	st := Settlement{Expired: c.expired}
+	st.settled(0, cost)
+	c.sh.adjust(c.h, key, &b.limit, c.now, st.Charged, c.now)
 	return st, nil
 }
 

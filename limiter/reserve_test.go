@@ -263,6 +263,13 @@ func (f failingReserver) Settle(ctx context.Context, key string, lim limiter.Lim
 	return f.healthy.Settle(ctx, key, lim, id, actual, timeout)
 }
 
+func (f failingReserver) Charge(ctx context.Context, key string, lim limiter.Limit, cost int64, timeout time.Duration) (limiter.Settlement, error) {
+	if err := f.failing(); err != nil {
+		return limiter.Settlement{}, err
+	}
+	return f.healthy.Charge(ctx, key, lim, cost, timeout)
+}
+
 func TestReserveFollowsTheFailPolicyAndSettlesNothingItDidNotReserve(t *testing.T) {
 	ctx := context.Background()
 	for _, tc := range []struct {

@@ -45,6 +45,22 @@ func (s *strictStore) Settle(ctx context.Context, key string, lim limiter.Limit,
 	return st, nil
 }
 
+// Charge implements limiter.Reserver on key's home region, where the
+// reservations of key settle.
+func (s *strictStore) Charge(ctx context.Context, key string, lim limiter.Limit, cost int64, timeout time.Duration) (limiter.Settlement, error) {
+	home := s.homeOf(key)
+	var st limiter.Settlement
+	_, err := s.call(home, func(rs *redisstore.Store) (limiter.Decision, error) {
+		var err error
+		st, err = rs.Charge(ctx, key, lim, cost, timeout)
+		return limiter.Decision{}, err
+	})
+	if err != nil {
+		return st, fmt.Errorf("region %s: %w", home, err)
+	}
+	return st, nil
+}
+
 // OpenReservations implements limiter.ReservationCounter on key's home region.
 func (s *strictStore) OpenReservations(ctx context.Context, key string, lim limiter.Limit, timeout time.Duration) (int64, error) {
 	home := s.homeOf(key)

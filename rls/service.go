@@ -782,11 +782,8 @@ func (r *Rules) matchDescriptor(domain string, d *ratelimitv3.RateLimitDescripto
 // taking the excess past the limit, so that the next peeks see it.
 func (s *Service) charge(ctx context.Context, o *outcome, l *limiter.Limiter, ep, tier string, cost int64) {
 	if o.Reservation.ID == "" {
-		if o.Verdict == decision.VerdictRejected {
-			// Settling takes the excess past the limit, but nothing opens a reservation on a spent
-			// budget: the report is lost, and the next peeks refuse all the same.
-			s.costLog.Log(ctx, "stream-done charge not taken: the budget was already spent", []slog.Attr{
-				slog.String("endpoint", ep), slog.Int64("cost", cost)})
+		if o.Verdict == decision.VerdictRejected || o.Verdict == decision.VerdictShadowClassOver {
+			s.chargeSpent(ctx, o.Reservation.Key, l, ep, tier, cost)
 		}
 		return
 	}
@@ -803,6 +800,22 @@ func (s *Service) charge(ctx context.Context, o *outcome, l *limiter.Limiter, ep
 		return
 	}
 	if s.cfg.Costs != nil {
+		s.cfg.Costs.CostSettled(ep, tier, settled, false)
+	}
+}
+
+// chargeSpent takes a stream-done cost from a budget too spent to open a reservation: the request
+// was served, so its cost is owed past the limit and the next admissions wait for it.
+func (s *Service) chargeSpent(ctx context.Context, key string, l *limiter.Limiter, ep, tier string, cost int64) {
+	settled, err := l.Charge(context.WithoutCancel(ctx), key, cost)
+	if err != nil {
+		s.costLog.Log(ctx, "stream-done charge not taken on a spent budget", []slog.Attr{
+			slog.String("endpoint", ep), slog.Int64("cost", cost), slog.String("error", err.Error())})
+		return
+	}
+	if s.cfg.Costs != nil {
+		// Counted as a reservation of 0 settled at the cost, which is what it is.
+		s.cfg.Costs.CostReserved(ep, tier, 0)
 		s.cfg.Costs.CostSettled(ep, tier, settled, false)
 	}
 }

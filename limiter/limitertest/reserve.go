@@ -38,6 +38,7 @@ func (c *suite) reservations(t *testing.T) {
 	t.Run("a cancel gives everything back, never more than a fresh key has", c.reserveCancel)
 	t.Run("a reservation settles once, on its own key", c.reserveOnce)
 	t.Run("an expired reservation is charged or refunded by its policy", c.reserveExpiry)
+	t.Run("a charge on a spent budget is taken and waited for", c.chargeSpent)
 	if _, ok := c.store.(limiter.ReservationCounter); ok {
 		t.Run("open reservations are counted until settled or past their hold, changing nothing", c.reserveCount)
 	}
@@ -303,4 +304,50 @@ func (c *suite) reserveCount(t *testing.T) {
 	})
 	// Only a write settles the expired one by its refund policy: counting did not.
 	wantRemaining(t, long, key, 65, "after counting (10 committed, 20 and 5 reserved)")
+}
+
+// chargeSpent charges past the quota: 100 then 50 of 100 leave the key
+// refused, as a commit of 150 on one unit reserved does, the same wait
+// where keys' waits compare (no window offset), and for the algorithms
+// whose wait grows with the debt, a longer one than after 100.
+func (c *suite) chargeSpent(t *testing.T) {
+	ctx := context.Background()
+	l := c.reserver(t, c.dayLimit(100), time.Minute, limiter.ExpireCharge)
+	charged, settled, full := c.key(t, "charged"), c.key(t, "settled"), c.key(t, "full")
+	mustSettle(t, "Charge(100)", limiter.Settlement{Actual: 100, Charged: 100})(l.Charge(ctx, charged, 100))
+	mustSettle(t, "Charge(100)", limiter.Settlement{Actual: 100, Charged: 100})(l.Charge(ctx, full, 100))
+	wantRemaining(t, l, charged, 0, "after charging 100 of 100")
+	mustSettle(t, "Charge(50) past the quota", limiter.Settlement{Actual: 50, Charged: 50})(l.Charge(ctx, charged, 50))
+	mustSettle(t, "Charge(0)", limiter.Settlement{})(l.Charge(ctx, charged, 0))
+	if _, err := l.Charge(ctx, charged, -1); !errors.Is(err, limiter.ErrInvalidActual) {
+		t.Fatalf("Charge(-1) = %v, want ErrInvalidActual", err)
+	}
+	r := mustReserve(t, l, settled, 1)
+	mustSettle(t, "Commit(150)", limiter.Settlement{Estimate: 1, Actual: 150, Charged: 149})(l.Commit(ctx, r, 150))
+	got, want, less := peekRejected(t, l, charged), peekRejected(t, l, settled), peekRejected(t, l, full)
+	if c.alg == limiter.FixedWindow || c.alg == limiter.SlidingWindow {
+		return // each key's window has its own offset: their waits differ
+	}
+	const slack = 5 * time.Second // of a day's period: the calls' clocks differ by that at most
+	if d := got.RetryAfter - want.RetryAfter; d < -slack || d > slack {
+		t.Fatalf("after charges of 100 and 50: retry after %s, want %s as after a commit of 150", got.RetryAfter, want.RetryAfter)
+	}
+	if d := got.ResetAfter - want.ResetAfter; d < -slack || d > slack {
+		t.Fatalf("after charges of 100 and 50: reset after %s, want %s as after a commit of 150", got.ResetAfter, want.ResetAfter)
+	}
+	switch c.alg {
+	case limiter.TokenBucket, limiter.LeakyBucket, limiter.GCRA:
+		if got.RetryAfter <= less.RetryAfter+slack {
+			t.Fatalf("retry after %s with 150 charged, %s with 100: the charge past the quota was not taken", got.RetryAfter, less.RetryAfter)
+		}
+	}
+}
+
+func peekRejected(t *testing.T, l *limiter.Limiter, key string) limiter.Decision {
+	t.Helper()
+	d, err := l.Peek(context.Background(), key)
+	if checked(t, "Peek", d, err); d.Allowed || d.Remaining != 0 || d.RetryAfter <= 0 {
+		t.Fatalf("Peek(%q) = %+v, want a rejection with a retry-after", key, d)
+	}
+	return d
 }

@@ -149,6 +149,28 @@ func (s *Store) Settle(ctx context.Context, key string, lim limiter.Limit, id st
 	return st, nil
 }
 
+// Charge implements limiter.Reserver in one script call: the settle
+// script's charge, a settle of id "" (the book's own field, never a
+// record's), takes cost as the excess of a reservation of 0 opened now,
+// even past the quota. Safe for concurrent use.
+func (s *Store) Charge(ctx context.Context, key string, lim limiter.Limit, cost int64, timeout time.Duration) (limiter.Settlement, error) {
+	spec := limiter.SpecOf(lim.Algorithm)
+	if err := checkCall(spec, lim, 1); err != nil {
+		return limiter.Settlement{}, err
+	}
+	if cost < 1 {
+		return limiter.Settlement{}, fmt.Errorf("redis store: charge of %s: %w: got %d", key, limiter.ErrInvalidActual, cost)
+	}
+	ints, err := s.reservationCall(ctx, spec, key, lim, timeout, kindSettle, 1, "", cost)
+	if err != nil {
+		return limiter.Settlement{}, err
+	}
+	if len(ints) < 3 || ints[0] != 1 || ints[1] != 0 || ints[2] < 0 {
+		return limiter.Settlement{}, fmt.Errorf("redis %s settle script: unexpected reply %v to a charge", lim.Algorithm, ints)
+	}
+	return limiter.Settlement{Actual: cost, Charged: cost, Expired: ints[2]}, nil
+}
+
 // reservationCall runs the reserve or settle script of spec on key with the
 // algorithm's parameters, cost, mode 0, the id and extra, bounded by
 // timeout: batched with others in progress on a single server

@@ -128,3 +128,60 @@ func TestOneBatchOfLeaseCallsAnswersAsTheCallsOneByOne(t *testing.T) {
 		}
 	}
 }
+
+// TestABatchedChargeIsTakenOnASpentBudget sends a charge (the settle of
+// id "") between a reserve that spends the budget and its cancel, in one
+// batch script call: the charge is taken past the limit and stays when the
+// reservation is given back.
+func TestABatchedChargeIsTakenOnASpentBudget(t *testing.T) {
+	_, store := singleStore(t)
+	ctx := context.Background()
+	all, err := loadReserveScripts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := limiter.FixedWindow
+	spec := limiter.SpecOf(a)
+	lim := limiter.Limit{Algorithm: a, Rate: 10, Period: time.Hour}
+	op := func(kind int64, cost int64, id string, extra ...int64) *scriptOp {
+		o := newScriptOp()
+		o.kind, o.ctx = kind, ctx
+		base := store.baseKey("k", a)
+		for _, suffix := range spec.KeySuffixes() {
+			o.addKey(base + suffix)
+		}
+		o.addKey(base + bookSuffix)
+		o.nnums = len(argsInto(o.nums[:0], spec, "k", lim, cost, limiter.ModeConsume))
+		o.idAt, o.id = o.nnums, id
+		o.addNums(extra...)
+		o.addSet(o.nums[:spec.NumParams()]...)
+		if kind == kindReserve {
+			o.addSet(extra...)
+			o.value = cost
+		} else {
+			o.value = extra[0]
+		}
+		return o
+	}
+	ops := []*scriptOp{
+		op(kindReserve, 10, "r1", time.Minute.Microseconds(), 0, 2*time.Hour.Milliseconds()),
+		op(kindSettle, 1, "", 5),    // a charge of 5 on the spent budget
+		op(kindSettle, 1, "r1", -1), // the 10 reserved given back
+	}
+	var enc setEncoder
+	var raw bytes.Buffer
+	store.runOps(ctx, &all[spec.Index()].ops, ops, &enc, nil, &raw, nil)
+	want := [][2]int64{{10, 0}, {1, 0}, {1, 10}}
+	for i, o := range ops {
+		<-o.done
+		if o.err != nil {
+			t.Fatalf("call %d: %v", i, o.err)
+		}
+		if o.out[0] != want[i][0] || o.out[1] != want[i][1] {
+			t.Errorf("call %d (kind %d, id %q): %v, want %v", i, o.kind, o.id, o.out, want[i])
+		}
+	}
+	if d, err := store.DecideMode(ctx, "k", lim, 5, limiter.ModePeek, time.Second); err != nil || !d.Allowed || d.Remaining != 5 {
+		t.Fatalf("after a charge of 5 of 10 in the batch: %+v, %v; want 5 remaining", d, err)
+	}
+}

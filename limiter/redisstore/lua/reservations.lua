@@ -8,7 +8,8 @@
 --          holds none) and its TTL lasts until until (µs)
 -- ARGV     the algorithm's parameters, cost, mode (0), id, then
 --          reserve: hold (µs), policy, keep (ms: how long past the hold the record may matter)
---          settle:  actual (< 0 cancels)
+--          settle:  actual (< 0 cancels); the id "" charges actual (≥ 1)
+--          instead, as a reservation of 0 opened now settled at it would
 -- returns  reserve: the decision's five integers; settle: {found (1/0), estimate, expired}
 -- reserve and settle take the keys and arguments of one call, so that a
 -- batch (lua/reservations_batch.lua) runs many in one. A call reads the
@@ -96,10 +97,16 @@ local function settle(keys, argv)
   local got = redis.call('HMGET', book, '', id)
   local next, till = readMeta(got[1])
   local rec, expired = got[2], 0
+  if id == '' then rec = nil end -- HMGET read the book's own field twice
   if next >= 0 and next <= now then
     expired, next = sweep(keys, argv, book)
     if rec and select(4, record(rec)) <= now then rec = nil end
     redis.call('HSET', book, '', writeMeta(next, till))
+  end
+  if id == '' then
+    -- A charge: the excess of a reservation of 0, taken even past the limit.
+    adjust(keys, argv, now, math.max(tonumber(argv[np + 4]), 0), mark(argv, now))
+    return {1, 0, expired}
   end
   if not rec then
     return {0, 0, expired}
