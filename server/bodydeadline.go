@@ -23,7 +23,6 @@ type readDeadliner interface {
 // within ReadTimeout of its first read, and nothing else is bounded by it.
 func (s *Server) bodyDeadlines(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		noteRequest(r)
 		rd, ok := w.(readDeadliner)
 		if !ok { // not net/http's HTTP/1 writer: leave it to the server
 			next.ServeHTTP(w, r)

@@ -250,9 +250,8 @@ type upstreamConn struct {
 	idleSince time.Time
 	reused    bool // it served a request before this one
 
-	// Who stops the exchange when its client goes away (clientwatch.go): the
-	// client's connection, else a context.AfterFunc on the request's context.
-	client    *slowClientConn
+	// stopAfter stops the context.AfterFunc that aborts the exchange when
+	// its request's context ends (the client going away, serve shutting down).
 	stopAfter func() bool
 	abortFunc func() // pc.abort, made once
 	aborted   atomic.Bool
@@ -371,24 +370,11 @@ func (pc *upstreamConn) close() { _ = pc.conn.Close() }
 
 // watch arranges for the exchange to be aborted when ctx, its request's, ends.
 func (pc *upstreamConn) watch(ctx context.Context) {
-	if c := clientConnOf(ctx); c != nil {
-		pc.client = c
-		c.inflight.Store(pc)
-		// The client may have gone before the exchange was registered.
-		if c.gone.Load() && c.inflight.CompareAndSwap(pc, nil) {
-			pc.abort()
-		}
-		return
-	}
 	pc.stopAfter = context.AfterFunc(ctx, pc.abortFunc)
 }
 
 // unwatch ends the watch: false when the exchange was aborted, or is being.
 func (pc *upstreamConn) unwatch() bool {
-	if c := pc.client; c != nil {
-		pc.client = nil
-		return c.inflight.CompareAndSwap(pc, nil)
-	}
 	stop := pc.stopAfter
 	pc.stopAfter = nil
 	return stop()
@@ -423,13 +409,7 @@ func (pc *upstreamConn) exchange(r *http.Request, write func(*bufio.Writer), w h
 	pc.watch(ctx)
 	fail := func(err error, unanswered bool) (*http.Response, error, bool) {
 		pc.unwatch()
-		cerr := ctx.Err()
-		if cerr == nil && pc.aborted.Load() {
-			// Aborted by the client's connection failing, just before
-			// net/http cancels the context.
-			cerr = context.Canceled
-		}
-		if cerr != nil {
+		if cerr := ctx.Err(); cerr != nil {
 			return nil, cerr, false
 		}
 		if isTimeout(err) {

@@ -248,7 +248,6 @@ func New(cfg Config) (*Server, error) {
 			s.slow[name] = slow
 			ln = &slowClientListener{Listener: ln, slow: slow, oversized: oversized}
 			srv.ConnState = slowClientConnState
-			srv.ConnContext = slowClientConnContext
 		}
 		s.listeners[name] = ln
 		s.servers[name] = srv

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"context"
 	"net"
 	"net/http"
 	"sync/atomic"
@@ -37,12 +36,6 @@ type slowClientConn struct {
 	arriving  atomic.Bool // bytes of a request came since the connection was idle
 	aborting  atomic.Bool // the read deadline in force is in the past when set
 	counted   atomic.Bool
-
-	// What the direct path needs to stop an upstream exchange when the client goes
-	// away, without registering on each request's context (clientwatch.go).
-	gone     atomic.Bool                  // a read or write failed: net/http cancels the connection's requests
-	inflight atomic.Pointer[upstreamConn] // the exchange to abort when gone
-	req      context.Context              // net/http's context of the request being served; its goroutine alone uses it
 }
 
 func (c *slowClientConn) Read(p []byte) (int, error) {
@@ -50,16 +43,8 @@ func (c *slowClientConn) Read(p []byte) (int, error) {
 	if n > 0 && !c.arriving.Load() {
 		c.arriving.Store(true)
 	}
-	if err != nil {
-		aborted := c.aborting.Load() && isTimeout(err)
-		if c.arriving.Load() && !aborted && isTimeout(err) && c.counted.CompareAndSwap(false, true) {
-			c.slow.Add(1)
-		}
-		if !aborted {
-			// net/http cancels the connection's context on any read error but
-			// that of its own aborted background read.
-			c.goneAway()
-		}
+	if err != nil && c.arriving.Load() && !c.aborting.Load() && isTimeout(err) && c.counted.CompareAndSwap(false, true) {
+		c.slow.Add(1)
 	}
 	return n, err
 }
@@ -67,11 +52,7 @@ func (c *slowClientConn) Read(p []byte) (int, error) {
 // Write is net.Conn's, counting net/http's own 431 (which no handler sees).
 func (c *slowClientConn) Write(p []byte) (int, error) {
 	countOversized(p, c.oversized)
-	n, err := c.Conn.Write(p)
-	if err != nil {
-		c.goneAway() // net/http cancels the connection's context on a write error too
-	}
-	return n, err
+	return c.Conn.Write(p)
 }
 
 // SetReadDeadline is net.Conn's, noting a deadline set in the past.
