@@ -826,4 +826,3 @@ func TestTheRegionsRowComesWithTheRegionsBlockOnly(t *testing.T) {
 		})
 	}
 }
-
