@@ -51,6 +51,9 @@ const (
 	metricBuildInfo    = "rl_exporter_build_info"
 )
 
+// refused selects the decisions answered 429 (slo.RefusedStatuses).
+const refused = `status=~"` + slo.RefusedStatuses + `"`
+
 // Units, as Grafana names them.
 const (
 	unitReqPerSec = "reqps"
@@ -327,7 +330,7 @@ func fixedColor(c string) []dashboard.DynamicConfigValue {
 // window: the record aggregates job and instance away, so $job and
 // $instance could not filter it.
 func rejectionRatioPanel(m *slo.Model, q queries, id uint32) *timeseries.PanelBuilder {
-	desc := "Share of decisions rejected with 429, per endpoint and plan tier."
+	desc := "Share of decisions answered 429, per endpoint and plan tier: rejected by the limit, or penalized (a client in its penalty box)."
 	p := timeseriesPanel(id, "429 ratio by endpoint and plan tier", "", unitRatio)
 	window := "$__rate_interval"
 	if o := m.Rejection; o != nil {
@@ -341,7 +344,7 @@ func rejectionRatioPanel(m *slo.Model, q queries, id uint32) *timeseries.PanelBu
 		p.Thresholds(thresholds()).ThresholdsStyle(noThresholdLine())
 	}
 	p.WithTarget(target("A", ratio(
-		fmt.Sprintf("sum by (endpoint, plan_tier) (rate(%s%s[%s]))", metricRequests, q.sel(true, true, `status="rejected"`), window),
+		fmt.Sprintf("sum by (endpoint, plan_tier) (rate(%s%s[%s]))", metricRequests, q.sel(true, true, refused), window),
 		fmt.Sprintf("sum by (endpoint, plan_tier) (rate(%s%s[%s]))", metricRequests, q.sel(true, true), window)),
 		"{{endpoint}} {{plan_tier}}"))
 	return p.Description(desc)
@@ -352,7 +355,7 @@ func limitPanel(q queries, id uint32, rb *runbookLink) *timeseries.PanelBuilder 
 	return timeseriesPanel(id, "Limit in force against usage",
 		"Right axis: the limit in force (rate_limit_limit: requests per window, or the bucket size of token and leaky buckets), "+
 			"which moves when limits change live. Left axis: how close clients come to it: the share of decisions that were allowed "+
-			"but left less than the near-limit share of the quota (the early warning), and the share rejected.",
+			"but left less than the near-limit share of the quota (the early warning), and the share answered 429 (rejected or penalized).",
 		unitRatio).
 		WithTarget(target("A", fmt.Sprintf("max by (endpoint, plan_tier, algorithm) (%s%s)", metricLimit, q.sel(true, true)),
 			"limit {{endpoint}} {{plan_tier}} ({{algorithm}})")).
@@ -360,7 +363,7 @@ func limitPanel(q queries, id uint32, rb *runbookLink) *timeseries.PanelBuilder 
 			fmt.Sprintf("sum by (endpoint, plan_tier) (rate(%s%s[$__rate_interval]))", metricNearLimit, q.sel(true, true)), all),
 			"near the limit {{endpoint}} {{plan_tier}}")).
 		WithTarget(target("C", ratio(
-			fmt.Sprintf("sum by (endpoint, plan_tier) (rate(%s%s[$__rate_interval]))", metricRequests, q.sel(true, true, `status="rejected"`)), all),
+			fmt.Sprintf("sum by (endpoint, plan_tier) (rate(%s%s[$__rate_interval]))", metricRequests, q.sel(true, true, refused)), all),
 			"over the limit {{endpoint}} {{plan_tier}}")).
 		Thresholds(thresholds()).
 		ThresholdsStyle(noThresholdLine()).
@@ -563,7 +566,7 @@ func burnWindows(s *slo.AvailabilitySLO) []time.Duration {
 
 func weeklyRejectionPanel(m *slo.Model, q queries, id uint32) *timeseries.PanelBuilder {
 	p := timeseriesPanel(id, "429 ratio week by week",
-		"Share of all decisions rejected with 429 over each week, for the last twelve weeks: the trend to follow while tuning limits "+
+		"Share of all decisions answered 429 (rejected or penalized) over each week, for the last twelve weeks: the trend to follow while tuning limits "+
 			"(a ratio falling from 8.2 % to 1.7 % over a few weeks means the limits now fit real traffic).",
 		unitRatio).
 		Span(18).
@@ -572,7 +575,7 @@ func weeklyRejectionPanel(m *slo.Model, q queries, id uint32) *timeseries.PanelB
 		DrawStyle(common.GraphDrawStyleBars).
 		FillOpacity(60).
 		WithTarget(target("A", ratio(
-			fmt.Sprintf("sum(increase(%s%s[1w]))", metricRequests, q.sel(true, true, `status="rejected"`)),
+			fmt.Sprintf("sum(increase(%s%s[1w]))", metricRequests, q.sel(true, true, refused)),
 			fmt.Sprintf("sum(increase(%s%s[1w]))", metricRequests, q.sel(true, true))),
 			"429 ratio over the week"))
 	if o := m.Rejection; o != nil {

@@ -28,6 +28,11 @@ const (
 	metricShed         = "rate_limit_shed_total"
 )
 
+// RefusedStatuses matches the statuses of rate_limit_requests_total answered
+// 429: rejected by the limit, and penalized while a client is in its class's
+// penalty box, so that a 429 ratio stays up for a client the box holds.
+const RefusedStatuses = "rejected|penalized"
+
 // Rule group names, one per objective: a group evaluates its recording rules
 // before the alerts that read them, in the same evaluation.
 const (
@@ -136,7 +141,7 @@ func (m *Model) rejectionGroup(o *RejectionObjective) rulefmt.RuleGroup {
 		{Record: rate, Expr: fmt.Sprintf("sum by (endpoint, plan_tier) (rate(%s%s[%s]))", metricRequests, m.sel(""), w)},
 		{Record: ratio, Expr: fmt.Sprintf(
 			"sum by (endpoint, plan_tier) (rate(%s%s[%s]))\n/\n(sum by (endpoint, plan_tier) (rate(%s%s[%s])) > 0)",
-			metricRequests, m.sel(`status="rejected"`), w, metricRequests, m.sel(""), w)},
+			metricRequests, m.sel(`status=~"`+RefusedStatuses+`"`), w, metricRequests, m.sel(""), w)},
 		alertRule(o.Alert,
 			fmt.Sprintf("%s > %s\nand on (endpoint, plan_tier)\n%s >= %s", ratio, formatFloat(o.Threshold), rate, formatFloat(o.MinRate)),
 			nil,

@@ -297,13 +297,14 @@ func (g *testGen) rejection() (RuleTestFile, error) {
 	over := math.Min(o.Threshold*1.2, (o.Threshold+1)/2)
 	under := o.Threshold * 0.8
 	total := int((o.Window + o.For + 10*step) / step)
-	mk := func(endpoint, tier string, rps, ratio float64) []InputSeries {
+	// refused is the status of the 429s: rejected, or penalized for a client in its penalty box.
+	mk := func(endpoint, tier string, rps, ratio float64, refused string) []InputSeries {
 		perStep := rps * step.Seconds()
 		var out []InputSeries
 		for _, st := range []struct {
 			status string
 			share  float64
-		}{{"allowed", 1 - ratio}, {"rejected", ratio}} {
+		}{{"allowed", 1 - ratio}, {refused, ratio}} {
 			out = append(out, InputSeries{
 				Series: series(metricRequests, g.jobLabels(map[string]string{"instance": "rl-exporter-1:9090", "status": st.status, "endpoint": endpoint, "plan_tier": tier})),
 				Values: counterValues(segment{perStep * st.share, total}),
@@ -312,11 +313,12 @@ func (g *testGen) rejection() (RuleTestFile, error) {
 		return out
 	}
 	var in []InputSeries
-	in = append(in, mk("/v1/search", "free", rps, over)...)
-	in = append(in, mk("/v1/search", "pro", rps, under)...)
+	in = append(in, mk("/v1/search", "free", rps, over, "rejected")...)
+	in = append(in, mk("/v1/search", "pro", rps, under, "rejected")...)
+	in = append(in, mk("/v1/export", "free", rps, over, "penalized")...)
 	quietNote := ""
 	if o.MinRate > 0 {
-		in = append(in, mk("/v1/login", "free", o.MinRate/2, math.Max(0.5, over))...)
+		in = append(in, mk("/v1/login", "free", o.MinRate/2, math.Max(0.5, over), "rejected")...)
 		quietNote = fmt.Sprintf("; %s rejected at %s decisions/s (under the traffic floor) stays quiet", percent(math.Max(0.5, over)), formatFloat(o.MinRate/2))
 	}
 	fire := o.Window + o.For + 2*step
@@ -324,16 +326,20 @@ func (g *testGen) rejection() (RuleTestFile, error) {
 	if err != nil {
 		return RuleTestFile{}, err
 	}
+	penalized, err := expect(texts, o.Name, nil, map[string]string{"endpoint": "/v1/export", "plan_tier": "free"}, over)
+	if err != nil {
+		return RuleTestFile{}, err
+	}
 	t := RuleTest{
-		Name: fmt.Sprintf("%s rejected fires %s after %s; %s rejected stays quiet%s",
-			percent(over), o.Name, formatDuration(o.For), percent(under), quietNote),
+		Name: fmt.Sprintf("%s rejected fires %s after %s, as %s penalized (429 from a penalty box) does; %s rejected stays quiet%s",
+			percent(over), o.Name, formatDuration(o.For), percent(over), percent(under), quietNote),
 		Interval:    formatDuration(step),
 		InputSeries: in,
 	}
 	if o.For > step {
 		t.AlertRuleTests = append(t.AlertRuleTests, AlertRuleTest{EvalTime: formatDuration(o.For), Alertname: o.Name})
 	}
-	t.AlertRuleTests = append(t.AlertRuleTests, AlertRuleTest{EvalTime: formatDuration(fire), Alertname: o.Name, ExpAlerts: []ExpAlert{want}})
+	t.AlertRuleTests = append(t.AlertRuleTests, AlertRuleTest{EvalTime: formatDuration(fire), Alertname: o.Name, ExpAlerts: []ExpAlert{want, penalized}})
 	return g.file(step, t), nil
 }
 
