@@ -95,10 +95,10 @@ func TestGoalOverloadKeepsCriticalRequestsWithinTheSLOAtThreeTimesCapacity(t *te
 		workers     = 10
 		serviceTime = 50 * time.Millisecond
 		offered     = 600
-		// Long enough that one stall of this shared machine is not 1 % of the
-		// critical requests; without overload the upstream collapses within a second or two.
-		runOn   = 18 * time.Second
-		runOff  = 6 * time.Second
+		// The goal's 30 s each way: long enough that one stall of a shared machine is
+		// not 1 % of the critical requests, and the run without overload is the same run.
+		runOn   = 30 * time.Second
+		runOff  = 30 * time.Second
 		timeout = 2 * time.Second
 	)
 	capacityPerSecond := float64(workers) / serviceTime.Seconds()
