@@ -97,6 +97,7 @@ func runCheck(_ context.Context, args []string, _ environ, stdout, stderr io.Wri
 	printCalendars(stdout, cfg, time.Now())
 	printOverload(stdout, cfg)
 	printLeases(stdout, cfg)
+	printPenalties(stdout, cfg)
 	return exitOK
 }
 

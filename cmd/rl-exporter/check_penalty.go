@@ -1,0 +1,26 @@
+package main
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/rl-exporter/rl-exporter/config"
+)
+
+// printPenalties writes a line per class with a penalty box: when it
+// closes, for how long, whether the instances share it, and how an
+// operator lifts it.
+func printPenalties(w io.Writer, cfg *config.Config) {
+	scope := "shared by every instance on this Redis"
+	if cfg.Store.Type != "redis" {
+		scope = "per instance: the memory store holds each instance's own box"
+	}
+	for _, class := range cfg.ClassNames() {
+		p := cfg.Classes[class].Penalty
+		if p.After < 1 {
+			continue
+		}
+		fmt.Fprintf(w, "  %s: penalty box, a key refused %d times within %s is refused for %s (429, status penalized), %s; the admin key reset lifts it\n",
+			class, p.After, p.Within, p.For, scope)
+	}
+}
