@@ -129,7 +129,8 @@ func Judge(d limiter.Decision, err error, lim limiter.Limit, shadow bool) Outcom
 // ShadowSuffix ends a shadow live change's store key, apart from the enforced limit's state.
 const ShadowSuffix = "|shadow"
 
-// Mode is what an Ask takes from its limit.
+// Mode is what an Ask takes from its limit, where limiter.Mode is what one store call does: a
+// consume or a dry run is a store call's ModeConsume or ModePeek, a reserve and a lease are not.
 type Mode uint8
 
 // The modes.
