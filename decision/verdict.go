@@ -10,11 +10,9 @@ import (
 	"github.com/rl-exporter/rl-exporter/limiter"
 )
 
-// Verdict is how every way in answers one decision (read by the ways in, through Refuses,
-// Limited and Drops); Status gives the limiter.Status it is recorded under, the label the
-// collector and the decision API show, and Judge derives it from limiter.Failure, which says only
-// how the limiter reached its Decision. VerdictShadowClassOver and VerdictLiveShadowOver share
-// shadow_rejected.
+// Verdict is how a way in answers one decision, read by the ways in (Refuses, Limited, Drops);
+// its Status is the label the decision is recorded under: VerdictShadowClassOver and
+// VerdictLiveShadowOver share shadow_rejected.
 type Verdict uint8
 
 // The verdicts, and how each is answered.
