@@ -100,7 +100,14 @@ func (o Outcome) EndTrace(end func(limiter.Status, limiter.Decision, error)) {
 
 // Judge gives the verdict on what a limiter of lim answered; shadow never refuses, even fail-closed.
 func Judge(d limiter.Decision, err error, lim limiter.Limit, shadow bool) Outcome {
-	o := Outcome{Decision: d, Err: err, Limit: lim}
+	var o Outcome
+	o.judge(d, err, lim, shadow)
+	return o
+}
+
+// judge is Judge in place, so that Decide copies no Outcome.
+func (o *Outcome) judge(d limiter.Decision, err error, lim limiter.Limit, shadow bool) {
+	o.Decision, o.Err, o.Limit = d, err, lim
 	switch {
 	case err != nil && (errors.Is(err, limiter.ErrCostExceedsLimit) || errors.Is(err, limiter.ErrInvalidCost)):
 		o.Decision.Allowed = false
@@ -121,7 +128,6 @@ func Judge(d limiter.Decision, err error, lim limiter.Limit, shadow bool) Outcom
 	default:
 		o.Verdict = VerdictRejected
 	}
-	return o
 }
 
 // ShadowSuffix ends a shadow live change's store key, apart from the enforced limit's state.
@@ -157,28 +163,28 @@ type Ask struct {
 
 // Decide asks for a and judges the answer.
 func Decide(ctx context.Context, a Ask) Outcome {
-	var o Outcome
+	o := Outcome{Ask: a}
 	switch a.Mode {
 	case ModeDryRun:
 		d, err := a.Limiter.PeekN(ctx, a.Key, a.Cost)
-		o = Judge(d, err, a.Limiter.Limit(), a.Shadow)
+		o.judge(d, err, a.Limiter.Limit(), a.Shadow)
 	case ModeLease:
 		lease, ld, err := a.Leases.Acquire(ctx, a.Key)
 		d := limiter.Decision{Allowed: ld.Allowed, Limit: ld.Limit, Remaining: ld.Remaining(), RetryAfter: ld.RetryAfter, Failure: ld.Failure}
 		if ld.Allowed {
 			d.Admitted = 1
 		}
-		o = Judge(d, err, limiter.Limit{Algorithm: limiter.Concurrency, Rate: ld.Limit}, a.Shadow)
+		o.judge(d, err, limiter.Limit{Algorithm: limiter.Concurrency, Rate: ld.Limit}, a.Shadow)
 		o.Lease, o.Leased = lease, ld
 	case ModeReserve:
-		res, d, err := a.Limiter.Reserve(ctx, a.Key, a.Cost)
-		o = Judge(d, err, a.Limiter.Limit(), a.Shadow)
-		o.Reservation = res
+		var d limiter.Decision
+		var err error
+		o.Reservation, d, err = a.Limiter.Reserve(ctx, a.Key, a.Cost)
+		o.judge(d, err, a.Limiter.Limit(), a.Shadow)
 	default:
 		d, err := a.Limiter.AllowN(ctx, a.Key, a.Cost)
-		o = Judge(d, err, a.Limiter.Limit(), a.Shadow)
+		o.judge(d, err, a.Limiter.Limit(), a.Shadow)
 	}
-	o.Ask = a
 	if o.Verdict == VerdictAllowed && a.LiveShadow != nil && !a.Shadow && a.Mode != ModeDryRun {
 		if sd, serr := a.LiveShadow.AllowN(ctx, a.Key+ShadowSuffix, a.Cost); serr == nil && !sd.Allowed {
 			o.Verdict = VerdictLiveShadowOver

@@ -149,7 +149,7 @@ func (m *Middleware) decide(ctx context.Context, rt route, client string, a deci
 	if m.recorder != nil {
 		m.recorder.RecordDecision(ctx, o.Recorded())
 	}
-	m.log(ctx, o)
+	m.log(ctx, &o)
 	if o.Reservation.ID != "" && m.costs != nil {
 		m.costs.CostReserved(o.Endpoint, o.Tier, o.Cost)
 	}
@@ -157,7 +157,7 @@ func (m *Middleware) decide(ctx context.Context, rt route, client string, a deci
 }
 
 // log writes the debug and error lines of one decision.
-func (m *Middleware) log(ctx context.Context, o outcome) {
+func (m *Middleware) log(ctx context.Context, o *outcome) {
 	if o.Err != nil && o.Verdict != decision.VerdictRejected {
 		// The limiter's Guard summarises store failures; a line per decision floods an outage's log.
 		if m.logger.Enabled(ctx, slog.LevelDebug) {
