@@ -61,9 +61,8 @@ func (v Verdict) Limited() bool { return v.known() && verdicts[v].limited }
 // Drops reports that nobody is left to answer.
 func (v Verdict) Drops() bool { return !v.known() || v == VerdictCanceled }
 
-// Outcome is one decision judged: its Ask, its Verdict, the Decision of Limit, the limit that
-// decided (for a cost no window admits, a refusal to retry in one window) and the limiter's Err.
-// It holds all that recording and tracing need. A plain value.
+// Outcome is one decision judged, a plain value holding all recording and tracing need: its Ask,
+// Verdict, Err and the Decision of Limit (for a cost no window admits, a refusal for a window).
 type Outcome struct {
 	Ask
 	Verdict  Verdict
@@ -73,10 +72,8 @@ type Outcome struct {
 	// Reservation is what a ModeReserve ask opened: ID "" when nothing was (refused, shadow over,
 	// the fail policy's), so that settling it does nothing.
 	Reservation limiter.Reservation
-	// Lease and Leased are what a ModeLease ask took (ID "" when refused or failed) and the
-	// concurrency limit's answer.
-	Lease  limiter.Lease
-	Leased limiter.LeaseDecision
+	Lease       limiter.Lease         // what a ModeLease ask took: ID "" when nothing was
+	Leased      limiter.LeaseDecision // the concurrency limit's answer to a ModeLease ask
 }
 
 // Status is the status the outcome is recorded with.
@@ -133,11 +130,9 @@ func (o *Outcome) judge(d limiter.Decision, err error, lim limiter.Limit, shadow
 // ShadowSuffix ends a shadow live change's store key, apart from the enforced limit's state.
 const ShadowSuffix = "|shadow"
 
-// Mode is what an Ask takes from its limit, where limiter.Mode is what one store call does: a
-// consume or a dry run is a store call's ModeConsume or ModePeek, a reserve and a lease are not.
+// Mode is what an Ask takes from its limit (limiter.Mode is what one store call does).
 type Mode uint8
 
-// The modes.
 const (
 	ModeConsume Mode = iota // take Cost now
 	ModeDryRun              // peek: whether Cost would pass now; nothing is taken
@@ -145,10 +140,9 @@ const (
 	ModeLease               // hold one of Leases' slots until it is released; Cost is unused
 )
 
-// Ask is one decision for Decide: Cost units of Key from Limiter, or in ModeLease a slot of
-// Leases, recorded and traced under Endpoint and Tier. LiveShadow, asked on Key+ShadowSuffix when
-// Limiter admits Cost, turns VerdictAllowed into VerdictLiveShadowOver when it would refuse. With
-// Shadow, nothing is refused, even fail-closed. A plain value.
+// Ask is one decision for Decide, a plain value: Cost units of Key from Limiter (ModeLease: a slot
+// of Leases) under Endpoint and Tier. LiveShadow, asked on Key+ShadowSuffix when Limiter admits,
+// makes VerdictAllowed VerdictLiveShadowOver when it would refuse. Shadow refuses nothing.
 type Ask struct {
 	Endpoint   string // the decision's class in metrics and spans: a route pattern, a rule's path
 	Tier       string // the plan tier applied
@@ -197,8 +191,8 @@ func Decide(ctx context.Context, a Ask) Outcome {
 // spans belong to it) and the function ending it with the outcome. Safe for concurrent use.
 type TraceFunc func(ctx context.Context, endpoint, planTier string, algorithm limiter.Algorithm) (context.Context, func(limiter.Status, limiter.Decision, error))
 
-// Start begins the span of a decided on lim (a's Limiter's, for the ways in that judge without
-// one) and returns the function Outcome.EndTrace ends it with; a nil t starts nothing.
+// Start begins a's span on lim (a.Limiter's, unless a way in judges without one) for
+// Outcome.EndTrace to end; a nil t starts nothing.
 func (t TraceFunc) Start(ctx context.Context, a Ask, lim limiter.Limit) (context.Context, func(limiter.Status, limiter.Decision, error)) {
 	if t == nil {
 		return ctx, nil
