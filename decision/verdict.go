@@ -10,8 +10,9 @@ import (
 	"github.com/rl-exporter/rl-exporter/limiter"
 )
 
-// Verdict is what one decision means and how every way in answers it. Its Status is the label
-// it is recorded under: VerdictShadowClassOver and VerdictLiveShadowOver share shadow_rejected.
+// Verdict is how a way in answers one decision, read by the ways in (Refuses, Limited, Drops);
+// its Status is the label the decision is recorded under: VerdictShadowClassOver and
+// VerdictLiveShadowOver share shadow_rejected.
 type Verdict uint8
 
 // The verdicts, and how each is answered.
@@ -60,32 +61,50 @@ func (v Verdict) Limited() bool { return v.known() && verdicts[v].limited }
 // Drops reports that nobody is left to answer.
 func (v Verdict) Drops() bool { return !v.known() || v == VerdictCanceled }
 
-// Outcome is one decision judged: its Verdict, the enforced limit's Decision (for a cost no
-// window admits, a refusal to retry in one window) and the limiter's Err.
+// Outcome is one decision judged, a plain value holding all recording and tracing need: its Ask,
+// Verdict, Err and the Decision of Limit (for a cost no window admits, a refusal for a window).
 type Outcome struct {
+	Ask
 	Verdict  Verdict
 	Decision limiter.Decision
 	Err      error
-	// Reservation is what a Reserve ask opened: ID "" when nothing was (refused, shadow over,
+	Limit    limiter.Limit
+	// Reservation is what a ModeReserve ask opened: ID "" when nothing was (refused, shadow over,
 	// the fail policy's), so that settling it does nothing.
 	Reservation limiter.Reservation
+	Lease       limiter.Lease         // what a ModeLease ask took: ID "" when nothing was
+	Leased      limiter.LeaseDecision // the concurrency limit's answer to a ModeLease ask
 }
 
 // Status is the status the outcome is recorded with.
 func (o Outcome) Status() limiter.Status { return o.Verdict.Status() }
 
-// Record is the outcome for a Recorder; its Err is set for store failures only.
-func (o Outcome) Record(endpoint, planTier, key string, lim limiter.Limit) limiter.Record {
-	rec := limiter.Record{Endpoint: endpoint, PlanTier: planTier, Key: key, Limit: lim, Status: o.Status(), Decision: o.Decision}
+// Recorded is what a Recorder is told of the outcome; its Err is set for store failures only.
+func (o Outcome) Recorded() limiter.Record {
+	rec := limiter.Record{Endpoint: o.Endpoint, PlanTier: o.Tier, Key: o.Key, Limit: o.Limit, Status: o.Status(), Decision: o.Decision}
 	if o.Verdict == VerdictFailOpen || o.Verdict == VerdictFailClosed || o.Decision.Failure == limiter.FailureLocal {
 		rec.Err = o.Err
 	}
 	return rec
 }
 
+// EndTrace ends the span that end (from TraceFunc.Start; nil: none) belongs to with o.
+func (o Outcome) EndTrace(end func(limiter.Status, limiter.Decision, error)) {
+	if end != nil {
+		end(o.Status(), o.Decision, o.Err)
+	}
+}
+
 // Judge gives the verdict on what a limiter of lim answered; shadow never refuses, even fail-closed.
 func Judge(d limiter.Decision, err error, lim limiter.Limit, shadow bool) Outcome {
-	o := Outcome{Decision: d, Err: err}
+	var o Outcome
+	o.judge(d, err, lim, shadow)
+	return o
+}
+
+// judge is Judge in place, so that Decide copies no Outcome.
+func (o *Outcome) judge(d limiter.Decision, err error, lim limiter.Limit, shadow bool) {
+	o.Decision, o.Err, o.Limit = d, err, lim
 	switch {
 	case err != nil && (errors.Is(err, limiter.ErrCostExceedsLimit) || errors.Is(err, limiter.ErrInvalidCost)):
 		o.Decision.Allowed = false
@@ -106,42 +125,61 @@ func Judge(d limiter.Decision, err error, lim limiter.Limit, shadow bool) Outcom
 	default:
 		o.Verdict = VerdictRejected
 	}
-	return o
 }
 
 // ShadowSuffix ends a shadow live change's store key, apart from the enforced limit's state.
 const ShadowSuffix = "|shadow"
 
-// Ask is one decision for Decide: Cost units of Key from Limiter. LiveShadow, asked on
-// Key+ShadowSuffix when Limiter admits, turns VerdictAllowed into VerdictLiveShadowOver when it
-// would refuse. With Shadow, Limiter never refuses; with DryRun, Decide peeks and takes nothing;
-// with Reserve, Cost is an estimate held in a reservation to settle at the real cost.
+// Mode is what an Ask takes from its limit (limiter.Mode is what one store call does).
+type Mode uint8
+
+const (
+	ModeConsume Mode = iota // take Cost now
+	ModeDryRun              // peek: whether Cost would pass now; nothing is taken
+	ModeReserve             // hold Cost, an estimate, in a reservation settled at the real cost
+	ModeLease               // hold one of Leases' slots until it is released; Cost is unused
+)
+
+// Ask is one decision for Decide, a plain value: Cost units of Key from Limiter (ModeLease: a slot
+// of Leases) under Endpoint and Tier. LiveShadow, asked on Key+ShadowSuffix when Limiter admits,
+// makes VerdictAllowed VerdictLiveShadowOver when it would refuse. Shadow refuses nothing.
 type Ask struct {
-	Limiter        *limiter.Limiter
-	LiveShadow     *limiter.Limiter
-	Key            string
-	Cost           int64
-	Shadow, DryRun bool
-	Reserve        bool
+	Endpoint   string // the decision's class in metrics and spans: a route pattern, a rule's path
+	Tier       string // the plan tier applied
+	Key        string // the store key
+	Cost       int64
+	Mode       Mode
+	Shadow     bool
+	Limiter    *limiter.Limiter
+	LiveShadow *limiter.Limiter
+	Leases     *limiter.Leases
 }
 
-// Decide asks a.Limiter for a.Cost units of a.Key and judges the answer.
+// Decide asks for a and judges the answer.
 func Decide(ctx context.Context, a Ask) Outcome {
-	if a.DryRun {
+	o := Outcome{Ask: a}
+	switch a.Mode {
+	case ModeDryRun:
 		d, err := a.Limiter.PeekN(ctx, a.Key, a.Cost)
-		return Judge(d, err, a.Limiter.Limit(), a.Shadow)
+		o.judge(d, err, a.Limiter.Limit(), a.Shadow)
+	case ModeLease:
+		lease, ld, err := a.Leases.Acquire(ctx, a.Key)
+		d := limiter.Decision{Allowed: ld.Allowed, Limit: ld.Limit, Remaining: ld.Remaining(), RetryAfter: ld.RetryAfter, Failure: ld.Failure}
+		if ld.Allowed {
+			d.Admitted = 1
+		}
+		o.judge(d, err, limiter.Limit{Algorithm: limiter.Concurrency, Rate: ld.Limit}, a.Shadow)
+		o.Lease, o.Leased = lease, ld
+	case ModeReserve:
+		var d limiter.Decision
+		var err error
+		o.Reservation, d, err = a.Limiter.Reserve(ctx, a.Key, a.Cost)
+		o.judge(d, err, a.Limiter.Limit(), a.Shadow)
+	default:
+		d, err := a.Limiter.AllowN(ctx, a.Key, a.Cost)
+		o.judge(d, err, a.Limiter.Limit(), a.Shadow)
 	}
-	var res limiter.Reservation
-	var d limiter.Decision
-	var err error
-	if a.Reserve {
-		res, d, err = a.Limiter.Reserve(ctx, a.Key, a.Cost)
-	} else {
-		d, err = a.Limiter.AllowN(ctx, a.Key, a.Cost)
-	}
-	o := Judge(d, err, a.Limiter.Limit(), a.Shadow)
-	o.Reservation = res
-	if o.Verdict == VerdictAllowed && a.LiveShadow != nil && !a.Shadow {
+	if o.Verdict == VerdictAllowed && a.LiveShadow != nil && !a.Shadow && a.Mode != ModeDryRun {
 		if sd, serr := a.LiveShadow.AllowN(ctx, a.Key+ShadowSuffix, a.Cost); serr == nil && !sd.Allowed {
 			o.Verdict = VerdictLiveShadowOver
 		}
@@ -152,3 +190,12 @@ func Decide(ctx context.Context, a Ask) Outcome {
 // TraceFunc starts one decision's span, returning the context to decide with (so that the store's
 // spans belong to it) and the function ending it with the outcome. Safe for concurrent use.
 type TraceFunc func(ctx context.Context, endpoint, planTier string, algorithm limiter.Algorithm) (context.Context, func(limiter.Status, limiter.Decision, error))
+
+// Start begins a's span on lim (a.Limiter's, unless a way in judges without one) for
+// Outcome.EndTrace to end; a nil t starts nothing.
+func (t TraceFunc) Start(ctx context.Context, a Ask, lim limiter.Limit) (context.Context, func(limiter.Status, limiter.Decision, error)) {
+	if t == nil {
+		return ctx, nil
+	}
+	return t(ctx, a.Endpoint, a.Tier, lim.Algorithm)
+}

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/rl-exporter/rl-exporter/decision"
 )
 
 // AuthPath is where serve mounts the forward-auth endpoint. Envoy's ext_authz (HTTP) with
@@ -78,28 +80,25 @@ func (m *Middleware) authorize(w http.ResponseWriter, r *http.Request, deny int)
 	}
 	rt := p.match(&pr.req)
 	c := p.identity.resolve(r)
-	tier := p.tier(c.tier)
-	if ls := rt.class.leasesFor(tier); ls != nil {
-		m.authorizeLease(w, r, p, rt, tier, c.key, ls, deny)
-		return nil
-	}
-	cost, reserve := rt.class.cost, !rt.class.costFrom.IsZero()
+	a := rt.ask(p.tier(c.tier), c.key)
 	switch {
-	case reserve:
+	case a.Mode == decision.ModeLease:
+		m.authorizeLease(w, r, p, rt, a, deny)
+		return nil
+	case !rt.class.costFrom.IsZero():
 		// No body reaches forward-auth: a JSON estimate is its default.
 		est := rt.class.estimate
 		est.JSON = ""
-		l, _ := rt.class.pick(tier, c.key)
-		cost = est.of(r, l.Limit().Quota())
+		a.Mode, a.Cost = decision.ModeReserve, est.of(r, a.Limiter.Limit().Quota())
 	case m.cost != nil:
 		orig := r.Clone(r.Context())
 		orig.Method, orig.Host, orig.URL = pr.req.Method, pr.req.Host, &pr.url
-		cost = m.cost(orig)
+		a.Cost = m.cost(orig)
 	}
-	o := m.decideAsk(r.Context(), rt, tier, c.key, cost, false, reserve)
+	o := m.decide(r.Context(), rt, c.key, a)
 	code, body := p.respond(w.Header(), &o)
 	if code == http.StatusOK && o.Reservation.ID != "" {
-		w.Header().Set(ReservationHeader, reservationToken(rt.pattern, tier, c.key, o.Reservation))
+		w.Header().Set(ReservationHeader, reservationToken(o.Endpoint, o.Tier, c.key, o.Reservation))
 	}
 	switch code {
 	case 0:

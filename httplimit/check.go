@@ -104,49 +104,23 @@ func (m *Middleware) CheckHandler() http.Handler {
 			writeJSON(w, "application/json", http.StatusBadRequest, RejectedBody{Error: "bad_request", Message: err.Error()})
 			return
 		}
-		cost := rt.class.cost
-		if req.Reserve && !rt.class.costFrom.IsZero() {
-			cost = rt.class.estimate.Default
-		}
-		if req.Cost != nil {
-			cost = *req.Cost
-		}
-		if req.Estimate != nil && req.Reserve {
-			cost = *req.Estimate
-		}
-		tier := p.tier(req.PlanTier)
-		if req.PlanTier == "" {
-			tier = p.tier(p.identity.tierOf("", strings.TrimPrefix(req.Key, "user:"), ""))
-		}
-		if ls := rt.class.leasesFor(tier); ls != nil || req.Lease {
-			if req.Reserve && ls != nil {
-				writeJSON(w, "application/json", http.StatusBadRequest, RejectedBody{Error: "bad_request", Message: leaseNotReservation(rt.class.name, tier)})
-				return
-			}
-			m.checkLease(w, r, p, rt, tier, req, ls)
+		a, err := p.checkAsk(rt, &req)
+		if err != nil {
+			writeJSON(w, "application/json", http.StatusBadRequest, RejectedBody{Error: "bad_request", Message: err.Error()})
 			return
 		}
-		if l, _ := rt.class.pick(tier, req.Key); l.Limit().CheckCost(cost) != nil {
-			err := l.Limit().CheckCost(cost) // the limit the client is on, live change included
-			writeJSON(w, "application/json", http.StatusBadRequest, RejectedBody{Error: "bad_request", Message: "cost: " + err.Error()})
+		if a.Mode == decision.ModeLease || req.Lease {
+			m.checkLease(w, r, p, rt, a, req)
 			return
 		}
-		if req.Reserve && req.DryRun {
-			writeJSON(w, "application/json", http.StatusBadRequest, RejectedBody{Error: "bad_request", Message: "reserve: a dry run reserves nothing"})
-			return
-		}
-		if l, _ := rt.class.pick(tier, req.Key); req.Reserve && !l.Reserves() {
-			writeJSON(w, "application/json", http.StatusBadRequest, RejectedBody{Error: "bad_request", Message: cannotReserve(rt.class.name, tier, l.Limit())})
-			return
-		}
-		o := m.decideAsk(r.Context(), rt, tier, req.Key, cost, req.DryRun, req.Reserve)
+		o := m.decide(r.Context(), rt, req.Key, a)
 		if req.DryRun && errors.Is(o.Err, limiter.ErrNotSupported) {
 			writeJSON(w, "application/json", http.StatusNotImplemented, RejectedBody{Error: "not_implemented", Message: "dry_run: " + o.Err.Error()})
 			return
 		}
 		var token string
 		if o.Reservation.ID != "" {
-			token = reservationToken(rt.pattern, tier, req.Key, o.Reservation)
+			token = reservationToken(o.Endpoint, o.Tier, req.Key, o.Reservation)
 		}
 		code, body := p.respond(w.Header(), &o)
 		if code == 0 {
@@ -156,7 +130,7 @@ func (m *Middleware) CheckHandler() http.Handler {
 			DryRun:   req.DryRun,
 			Allowed:  !o.Verdict.Refuses(),
 			Status:   o.Status(),
-			Endpoint: rt.pattern, Class: rt.class.name, PlanTier: tier,
+			Endpoint: o.Endpoint, Class: rt.class.name, PlanTier: o.Tier,
 			Limit: o.n.Quota, Remaining: o.n.Remaining, Reset: o.n.Reset,
 			RetryAfter: body.RetryAfter,
 			DelayMS:    o.Decision.Delay.Milliseconds(),
@@ -165,6 +139,44 @@ func (m *Middleware) CheckHandler() http.Handler {
 			Reservation: token,
 		})
 	})
+}
+
+// checkAsk is the Ask req makes of rt: on the tier it names (else its key's), at the cost and in
+// the mode it asks for. An error is the caller's 400; checkLease answers a lease.
+func (p *Policy) checkAsk(rt route, req *CheckRequest) (decision.Ask, error) {
+	tier := p.tier(req.PlanTier)
+	if req.PlanTier == "" {
+		tier = p.tier(p.identity.tierOf("", strings.TrimPrefix(req.Key, "user:"), ""))
+	}
+	a := rt.ask(tier, req.Key)
+	switch {
+	case a.Mode == decision.ModeLease && req.Reserve:
+		return a, errors.New(leaseNotReservation(rt.class.name, tier))
+	case a.Mode == decision.ModeLease || req.Lease:
+		return a, nil
+	case req.Reserve && !rt.class.costFrom.IsZero():
+		a.Cost = rt.class.estimate.Default
+	}
+	if req.Cost != nil {
+		a.Cost = *req.Cost
+	}
+	if req.Estimate != nil && req.Reserve {
+		a.Cost = *req.Estimate
+	}
+	if err := a.Limiter.Limit().CheckCost(a.Cost); err != nil { // the limit the client is on, live change included
+		return a, fmt.Errorf("cost: %w", err)
+	}
+	switch {
+	case req.Reserve && req.DryRun:
+		return a, errors.New("reserve: a dry run reserves nothing")
+	case req.Reserve && !a.Limiter.Reserves():
+		return a, errors.New(cannotReserve(rt.class.name, tier, a.Limiter.Limit()))
+	case req.Reserve:
+		a.Mode = decision.ModeReserve
+	case req.DryRun:
+		a.Mode = decision.ModeDryRun
+	}
+	return a, nil
 }
 
 func readCheckRequest(w http.ResponseWriter, r *http.Request) (CheckRequest, int, error) {

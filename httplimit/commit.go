@@ -107,14 +107,13 @@ func (m *Middleware) CommitHandler() http.Handler {
 				m.costs.CostUnknown(rt.pattern, tok.tier, unknown)
 			}
 		}
-		l, _ := cl.pick(tok.tier, tok.client)
-		o := outcome{route: rt, tier: tok.tier, lim: l}
-		o.Reservation = limiter.Reservation{ID: tok.id, Key: rt.key(tok.tier, tok.client), Estimate: tok.estimate, Expires: tok.expires}
+		a := rt.ask(tok.tier, tok.client)
+		res := limiter.Reservation{ID: tok.id, Key: a.Key, Estimate: tok.estimate, Expires: tok.expires}
 		var s limiter.Settlement
 		if req.Cancel {
-			s, err = l.Cancel(r.Context(), o.Reservation)
+			s, err = a.Limiter.Cancel(r.Context(), res)
 		} else {
-			s, err = l.Commit(r.Context(), o.Reservation, *req.Cost)
+			s, err = a.Limiter.Commit(r.Context(), res, *req.Cost)
 		}
 		switch {
 		case errors.Is(err, limiter.ErrReservationUnknown):

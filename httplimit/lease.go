@@ -83,61 +83,25 @@ func (p *Policy) LeaseLimits() []EndpointLease {
 	return out
 }
 
-// leaseOutcome is one AcquireLease judged.
-type leaseOutcome struct {
-	lease  limiter.Lease
-	d      limiter.LeaseDecision
-	err    error
-	status limiter.Status
-}
+// passes reports whether a request o decided goes on.
+func passes(o *decision.Outcome) bool { return !o.Verdict.Refuses() && !o.Verdict.Drops() }
 
-// passes reports whether the request goes on.
-func (o *leaseOutcome) passes() bool {
-	return o.status == limiter.StatusAllowed || o.status == limiter.StatusShadowRejected || o.status == limiter.StatusFailOpen
-}
-
-// acquire takes a lease for client on rt and tier and records the decision once.
-func (m *Middleware) acquire(ctx context.Context, rt route, tier, client string, ls *limiter.Leases) leaseOutcome {
-	key := rt.key(tier, client)
-	var o leaseOutcome
-	o.lease, o.d, o.err = ls.Acquire(ctx, key)
-	shadow := rt.class.shadow
-	switch f := o.d.Failure; {
-	case f == limiter.FailureCanceled:
-		o.status = limiter.StatusCanceled
-	case f == limiter.FailureOpen, f == limiter.FailureClosed && shadow:
-		o.status = limiter.StatusFailOpen
-	case f == limiter.FailureClosed:
-		o.status = limiter.StatusFailClosed
-	case o.d.Allowed:
-		o.status = limiter.StatusAllowed
-	case shadow:
-		o.status = limiter.StatusShadowRejected
-	default:
-		o.status = limiter.StatusRejected
-	}
+// acquire takes the lease a asks for and records the decision once.
+func (m *Middleware) acquire(ctx context.Context, rt route, a decision.Ask) decision.Outcome {
+	o := decision.Decide(ctx, a)
 	if m.recorder != nil {
-		d := limiter.Decision{Allowed: o.d.Allowed, Limit: o.d.Limit, Remaining: o.d.Remaining(), RetryAfter: o.d.RetryAfter, Failure: o.d.Failure}
-		if o.d.Allowed {
-			d.Admitted = 1
-		}
-		rec := limiter.Record{Endpoint: rt.pattern, PlanTier: tier, Key: key, Status: o.status, Decision: d,
-			Limit: limiter.Limit{Algorithm: limiter.Concurrency, Rate: o.d.Limit}}
-		if o.status == limiter.StatusFailOpen || o.status == limiter.StatusFailClosed || o.d.Failure == limiter.FailureLocal {
-			rec.Err = o.err
-		}
-		m.recorder.RecordDecision(ctx, rec)
+		m.recorder.RecordDecision(ctx, o.Recorded())
 		var taken int64
-		if o.lease.ID != "" {
+		if o.Lease.ID != "" {
 			taken = 1
 		}
-		m.recordLeases(ctx, rt.pattern, tier, taken, o.d.Expired)
+		m.recordLeases(ctx, o.Endpoint, o.Tier, taken, o.Leased.Expired)
 	}
-	if o.status == limiter.StatusRejected || o.status == limiter.StatusShadowRejected {
+	if o.Verdict == decision.VerdictRejected || o.Verdict == decision.VerdictShadowClassOver {
 		if m.logger.Enabled(ctx, slog.LevelDebug) {
 			m.logger.LogAttrs(ctx, slog.LevelDebug, "concurrency limited",
-				slog.String("endpoint", rt.pattern), slog.String("class", rt.class.name), slog.String("plan_tier", tier),
-				slog.String("key", key), slog.Bool("shadow", shadow), slog.Int64("in_flight", o.d.InFlight))
+				slog.String("endpoint", o.Endpoint), slog.String("class", rt.class.name), slog.String("plan_tier", o.Tier),
+				slog.String("key", o.Key), slog.Bool("shadow", o.Shadow), slog.Int64("in_flight", o.Leased.InFlight))
 		}
 	}
 	return o
@@ -194,29 +158,29 @@ func leaseRetrySeconds(d limiter.LeaseDecision) int64 {
 
 // respondLease sets the headers answering o and returns the status and a refusal's body, as
 // respond does for a rate limit.
-func (p *Policy) respondLease(h http.Header, rt route, o *leaseOutcome) (int, RejectedBody) {
-	switch o.status {
-	case limiter.StatusCanceled:
+func (p *Policy) respondLease(h http.Header, rt route, o *decision.Outcome) (int, RejectedBody) {
+	switch o.Verdict {
+	case decision.VerdictCanceled:
 		return 0, RejectedBody{}
-	case limiter.StatusFailOpen:
+	case decision.VerdictFailOpen:
 		return http.StatusOK, RejectedBody{}
-	case limiter.StatusFailClosed:
+	case decision.VerdictFailClosed:
 		h.Set(decision.HeaderRetryAfter, "1")
 		h.Set("Cache-Control", "no-store")
 		return http.StatusServiceUnavailable, RejectedBody{
 			Error: "rate_limit_unavailable", Message: "the rate limiter cannot decide right now; retry later", RetryAfter: 1,
 		}
-	case limiter.StatusRejected:
-		p.writeLeaseHeaders(h, rt.class.name, o.d)
+	case decision.VerdictRejected:
+		p.writeLeaseHeaders(h, rt.class.name, o.Leased)
 		h.Set("Cache-Control", "no-store")
-		retry := leaseRetrySeconds(o.d)
+		retry := leaseRetrySeconds(o.Leased)
 		return http.StatusTooManyRequests, RejectedBody{
 			Error:      "concurrency_limit_exceeded",
-			Message:    fmt.Sprintf("%d requests already in flight on %s; retry in %d s", o.d.InFlight, rt.pattern, retry),
+			Message:    fmt.Sprintf("%d requests already in flight on %s; retry in %d s", o.Leased.InFlight, o.Endpoint, retry),
 			RetryAfter: retry,
 		}
-	case limiter.StatusAllowed:
-		p.writeLeaseHeaders(h, rt.class.name, o.d)
+	case decision.VerdictAllowed:
+		p.writeLeaseHeaders(h, rt.class.name, o.Leased)
 	}
 	return http.StatusOK, RejectedBody{}
 }
@@ -224,8 +188,8 @@ func (p *Policy) respondLease(h http.Header, rt route, o *leaseOutcome) (int, Re
 // serveLeased admits r under a concurrency limit: a lease for as long as next serves it, given
 // back when next returns, which for the proxy is when the response body is done or the client
 // went away (its context cancels the upstream request).
-func (m *Middleware) serveLeased(w http.ResponseWriter, r *http.Request, p *Policy, rt route, tier, client string, ls *limiter.Leases, next http.Handler) {
-	o := m.acquire(r.Context(), rt, tier, client, ls)
+func (m *Middleware) serveLeased(w http.ResponseWriter, r *http.Request, p *Policy, rt route, a decision.Ask, next http.Handler) {
+	o := m.acquire(r.Context(), rt, a)
 	switch code, body := p.respondLease(w.Header(), rt, &o); code {
 	case 0:
 		return
@@ -236,7 +200,7 @@ func (m *Middleware) serveLeased(w http.ResponseWriter, r *http.Request, p *Poli
 		writeJSON(w, "application/json", code, body)
 		return
 	}
-	defer m.release(r.Context(), rt.pattern, tier, ls, o.lease) //nolint:errcheck // logged and counted
+	defer m.release(r.Context(), o.Endpoint, o.Tier, o.Leases, o.Lease) //nolint:errcheck // logged and counted
 	next.ServeHTTP(w, r)
 }
 
@@ -275,8 +239,8 @@ func (p *Policy) writeLeaseRejected(w http.ResponseWriter, rt route, code int, b
 
 // authorizeLease answers forward-auth on a concurrency limit: a lease, its token in LeaseHeader
 // for the gateway to give back, or the refusal with deny's status.
-func (m *Middleware) authorizeLease(w http.ResponseWriter, r *http.Request, p *Policy, rt route, tier, client string, ls *limiter.Leases, deny int) {
-	o := m.acquire(r.Context(), rt, tier, client, ls)
+func (m *Middleware) authorizeLease(w http.ResponseWriter, r *http.Request, p *Policy, rt route, a decision.Ask, deny int) {
+	o := m.acquire(r.Context(), rt, a)
 	switch code, body := p.respondLease(w.Header(), rt, &o); code {
 	case 0:
 	case http.StatusTooManyRequests:
@@ -284,43 +248,43 @@ func (m *Middleware) authorizeLease(w http.ResponseWriter, r *http.Request, p *P
 	case http.StatusServiceUnavailable:
 		writeJSON(w, "application/json", code, body)
 	default:
-		if o.lease.ID != "" {
-			w.Header().Set(LeaseHeader, leaseToken(o.lease))
+		if o.Lease.ID != "" {
+			w.Header().Set(LeaseHeader, leaseToken(o.Lease))
 		}
 		w.Header().Set("Content-Length", "0")
 		w.WriteHeader(code)
 	}
 }
 
-// checkLease answers a decision API request on a concurrency limit (ls; nil when the tier is
-// rate limited, which a "lease": true request is told).
-func (m *Middleware) checkLease(w http.ResponseWriter, r *http.Request, p *Policy, rt route, tier string, req CheckRequest, ls *limiter.Leases) {
+// checkLease answers a decision API request on a concurrency limit (a.Leases; nil when the tier
+// is rate limited, which a "lease": true request is told).
+func (m *Middleware) checkLease(w http.ResponseWriter, r *http.Request, p *Policy, rt route, a decision.Ask, req CheckRequest) {
 	bad := func(status int, code, msg string) {
 		writeJSON(w, "application/json", status, RejectedBody{Error: code, Message: msg})
 	}
 	switch {
-	case ls == nil:
-		bad(http.StatusBadRequest, "bad_request", fmt.Sprintf("lease: class %s tier %s has a rate limit, not a concurrency limit", rt.class.name, tier))
+	case a.Leases == nil:
+		bad(http.StatusBadRequest, "bad_request", fmt.Sprintf("lease: class %s tier %s has a rate limit, not a concurrency limit", rt.class.name, a.Tier))
 		return
 	case req.DryRun:
 		bad(http.StatusNotImplemented, "not_implemented", "dry_run: a concurrency limit takes a lease or refuses; it cannot be peeked")
 		return
 	case !req.Lease:
-		bad(http.StatusBadRequest, "bad_request", fmt.Sprintf(`lease: class %s tier %s is a concurrency limit: ask with "lease": true and give the lease back with POST %s`, rt.class.name, tier, ReleasePath))
+		bad(http.StatusBadRequest, "bad_request", fmt.Sprintf(`lease: class %s tier %s is a concurrency limit: ask with "lease": true and give the lease back with POST %s`, rt.class.name, a.Tier, ReleasePath))
 		return
 	}
-	o := m.acquire(r.Context(), rt, tier, req.Key, ls)
+	o := m.acquire(r.Context(), rt, a)
 	code, body := p.respondLease(w.Header(), rt, &o)
 	if code == 0 {
 		return
 	}
 	resp := &CheckResponse{
-		Allowed: o.passes(), Status: o.status, Endpoint: rt.pattern, Class: rt.class.name, PlanTier: tier,
-		Limit: o.d.Limit, Remaining: o.d.Remaining(), RetryAfter: body.RetryAfter,
-		Degraded: o.d.Failure == limiter.FailureLocal, Error: body.Error, Message: body.Message,
+		Allowed: passes(&o), Status: o.Status(), Endpoint: o.Endpoint, Class: rt.class.name, PlanTier: o.Tier,
+		Limit: o.Leased.Limit, Remaining: o.Leased.Remaining(), RetryAfter: body.RetryAfter,
+		Degraded: o.Leased.Failure == limiter.FailureLocal, Error: body.Error, Message: body.Message,
 	}
-	if o.lease.ID != "" {
-		resp.Lease = leaseToken(o.lease)
+	if o.Lease.ID != "" {
+		resp.Lease = leaseToken(o.Lease)
 	}
 	writeCheckResponse(w, code, resp)
 }

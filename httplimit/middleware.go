@@ -101,76 +101,81 @@ func (m *Middleware) Swap(p *Policy) {
 	}
 }
 
-// outcome is one decision with everything needed to answer and record it.
+// outcome is one decision with its route and header fields: everything needed to answer it.
 type outcome struct {
 	decision.Outcome
 	route route
-	tier  string
-	key   string
-	limit limiter.Limit
 	n     decision.Fields
-	lim   *limiter.Limiter // the enforced limiter, which settles a reservation
 }
 
-// decide asks the route's limiter (and a live change in shadow beside it) and records the
-// decision once; a dry run peeks and records nothing.
-func (m *Middleware) decide(ctx context.Context, rt route, tier, client string, cost int64, dryRun bool) outcome {
-	return m.decideAsk(ctx, rt, tier, client, cost, dryRun, false)
+// ask is the Ask of client on rt and tier at the class's cost: a lease on a tier under a
+// concurrency limit, else the enforced limiter (a live change's when it covers client) and any
+// live change in shadow beside it.
+func (rt route) ask(tier, client string) decision.Ask {
+	a := decision.Ask{Endpoint: rt.pattern, Tier: tier, Key: rt.key(tier, client), Cost: rt.class.cost, Shadow: rt.class.shadow}
+	if ls := rt.class.leasesFor(tier); ls != nil {
+		a.Mode, a.Leases = decision.ModeLease, ls
+		return a
+	}
+	a.Limiter = rt.class.limiterFor(tier)
+	rt.class.live[tier].Apply(&a, client)
+	return a
 }
 
-// decideAsk is decide, reserving cost when reserve is set.
-func (m *Middleware) decideAsk(ctx context.Context, rt route, tier, client string, cost int64, dryRun, reserve bool) outcome {
-	l, shadow := rt.class.pick(tier, client)
-	o := outcome{route: rt, tier: tier, key: rt.key(tier, client), limit: l.Limit(), lim: l}
+// decide judges a, asked for client on rt (its penalty box first), and records and traces it
+// once; a dry run is neither.
+func (m *Middleware) decide(ctx context.Context, rt route, client string, a decision.Ask) outcome {
+	o := outcome{route: rt}
+	dryRun := a.Mode == decision.ModeDryRun
 	if m.trace != nil && !dryRun {
 		var end func(limiter.Status, limiter.Decision, error)
-		ctx, end = m.trace(ctx, rt.pattern, tier, o.limit.Algorithm)
-		defer func() { end(o.Status(), o.Decision, o.Err) }()
+		ctx, end = m.trace.Start(ctx, a, a.Limiter.Limit())
+		defer func() { o.EndTrace(end) }()
 	}
 	boxed := false
 	if rt.class.penalties != nil {
-		o.Outcome, boxed = m.penalized(ctx, rt.class, client, l.Limit().Quota())
+		o.Outcome, boxed = m.penalized(ctx, rt.class, client, a)
 	}
 	if !boxed {
-		o.Outcome = decision.Decide(ctx, decision.Ask{Limiter: l, LiveShadow: shadow, Key: o.key, Cost: cost, Shadow: rt.class.shadow, DryRun: dryRun, Reserve: reserve})
+		o.Outcome = decision.Decide(ctx, a)
 		if rt.class.penalties != nil && !dryRun && o.Verdict == decision.VerdictRejected && o.Err == nil {
 			m.strike(ctx, rt.class, client)
 		}
 	}
-	o.n = decision.FieldsOf(rt.class.renderedFor(l), o.Decision, m.now())
+	o.n = decision.FieldsOf(rt.class.renderedFor(a.Limiter), o.Decision, m.now())
 	if dryRun {
 		return o
 	}
 	if m.recorder != nil {
-		m.recorder.RecordDecision(ctx, o.Record(rt.pattern, tier, o.key, o.limit))
+		m.recorder.RecordDecision(ctx, o.Recorded())
 	}
-	m.log(ctx, o, cost)
+	m.log(ctx, &o)
 	if o.Reservation.ID != "" && m.costs != nil {
-		m.costs.CostReserved(rt.pattern, tier, cost)
+		m.costs.CostReserved(o.Endpoint, o.Tier, o.Cost)
 	}
 	return o
 }
 
 // log writes the debug and error lines of one decision.
-func (m *Middleware) log(ctx context.Context, o outcome, cost int64) {
+func (m *Middleware) log(ctx context.Context, o *outcome) {
 	if o.Err != nil && o.Verdict != decision.VerdictRejected {
 		// The limiter's Guard summarises store failures; a line per decision floods an outage's log.
 		if m.logger.Enabled(ctx, slog.LevelDebug) {
 			m.logger.LogAttrs(ctx, slog.LevelDebug, "rate limit store failed",
-				slog.String("endpoint", o.route.pattern), slog.String("status", string(o.Status())), slog.String("error", o.Err.Error()))
+				slog.String("endpoint", o.Endpoint), slog.String("status", string(o.Status())), slog.String("error", o.Err.Error()))
 		}
 	} else if o.Err != nil {
 		// A cost no window admits (a Cost fed by the client, a class cost above a quota) is
 		// refused on every request that repeats it: one line per interval.
 		m.costLog.Log(ctx, "request cost cannot be admitted", []slog.Attr{
-			slog.String("endpoint", o.route.pattern), slog.Int64("cost", cost), slog.String("error", o.Err.Error())})
+			slog.String("endpoint", o.Endpoint), slog.Int64("cost", o.Cost), slog.String("error", o.Err.Error())})
 	}
 	switch o.Verdict {
 	case decision.VerdictRejected, decision.VerdictShadowClassOver, decision.VerdictLiveShadowOver:
 		if m.logger.Enabled(ctx, slog.LevelDebug) {
 			m.logger.LogAttrs(ctx, slog.LevelDebug, "rate limited",
-				slog.String("endpoint", o.route.pattern), slog.String("class", o.route.class.name), slog.String("plan_tier", o.tier),
-				slog.String("key", o.key), slog.Bool("shadow", o.Verdict != decision.VerdictRejected),
+				slog.String("endpoint", o.Endpoint), slog.String("class", o.route.class.name), slog.String("plan_tier", o.Tier),
+				slog.String("key", o.Key), slog.Bool("shadow", o.Verdict != decision.VerdictRejected),
 				slog.Bool("live_shadow", o.Verdict == decision.VerdictLiveShadowOver),
 				slog.Int64("retry_after", o.n.Retry))
 		}
@@ -196,7 +201,7 @@ func (p *Policy) respond(h http.Header, o *outcome) (int, RejectedBody) {
 		h.Set("Cache-Control", "no-store")
 		return http.StatusTooManyRequests, RejectedBody{
 			Error:      "rate_limit_penalized",
-			Message:    fmt.Sprintf("penalized on %s for going over its limit again and again; retry in %d s", o.route.pattern, o.n.Retry),
+			Message:    fmt.Sprintf("penalized on %s for going over its limit again and again; retry in %d s", o.Endpoint, o.n.Retry),
 			RetryAfter: o.n.Retry, Status: limiter.StatusPenalized,
 		}
 	case v.Refuses():
@@ -204,7 +209,7 @@ func (p *Policy) respond(h http.Header, o *outcome) (int, RejectedBody) {
 		h.Set("Cache-Control", "no-store")
 		return http.StatusTooManyRequests, RejectedBody{
 			Error:      "rate_limit_exceeded",
-			Message:    fmt.Sprintf("rate limit exceeded on %s; retry in %d s", o.route.pattern, o.n.Retry),
+			Message:    fmt.Sprintf("rate limit exceeded on %s; retry in %d s", o.Endpoint, o.n.Retry),
 			RetryAfter: o.n.Retry,
 		}
 	case v.Limited():
@@ -224,20 +229,17 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 		p := m.policy.Load()
 		rt := p.match(r)
 		c := p.identity.resolve(r)
-		tier := p.tier(c.tier)
-		cost, reserve := rt.class.cost, !rt.class.costFrom.IsZero()
+		a := rt.ask(p.tier(c.tier), c.key)
 		switch {
-		case reserve:
-			l, _ := rt.class.pick(tier, c.key)
-			cost = rt.class.estimate.of(r, l.Limit().Quota())
-		case m.cost != nil:
-			cost = m.cost(r)
-		}
-		if ls := rt.class.leasesFor(tier); ls != nil {
-			m.serveLeased(w, r, p, rt, tier, c.key, ls, next)
+		case a.Mode == decision.ModeLease:
+			m.serveLeased(w, r, p, rt, a, next)
 			return
+		case !rt.class.costFrom.IsZero():
+			a.Mode, a.Cost = decision.ModeReserve, rt.class.estimate.of(r, a.Limiter.Limit().Quota())
+		case m.cost != nil:
+			a.Cost = m.cost(r)
 		}
-		o := m.decideAsk(r.Context(), rt, tier, c.key, cost, false, reserve)
+		o := m.decide(r.Context(), rt, c.key, a)
 		switch code, body := p.respond(w.Header(), &o); code {
 		case 0:
 			return
@@ -259,9 +261,9 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 			}
 		}
 		if m.route {
-			r = r.WithContext(context.WithValue(r.Context(), routeKey{}, Route{Class: rt.class.name, Endpoint: rt.pattern, Tier: tier}))
+			r = r.WithContext(context.WithValue(r.Context(), routeKey{}, Route{Class: rt.class.name, Endpoint: o.Endpoint, Tier: o.Tier}))
 		}
-		if reserve {
+		if o.Mode == decision.ModeReserve {
 			m.serveReserved(w, r, next, &o)
 			return
 		}

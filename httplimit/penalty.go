@@ -33,9 +33,9 @@ func (cl *class) compilePenalty(cfg PolicyConfig, c Class) error {
 // penaltyKey is client's key in c's penalty box: one box per class, whatever the endpoint.
 func (c *class) penaltyKey(client string) string { return c.name + "|" + client }
 
-// penalized returns the outcome of a request of client while it is in c's box. A box that
+// penalized returns the outcome of a, asked for client, while client is in c's box. A box that
 // cannot be read boxes nobody: the limit still decides.
-func (m *Middleware) penalized(ctx context.Context, c *class, client string, quota int64) (decision.Outcome, bool) {
+func (m *Middleware) penalized(ctx context.Context, c *class, client string, a decision.Ask) (decision.Outcome, bool) {
 	left, err := c.penalties.Penalized(ctx, c.penaltyKey(client), c.timeout)
 	if err != nil {
 		m.logger.LogAttrs(ctx, slog.LevelDebug, "penalty box unreadable", slog.String("class", c.name), slog.String("error", err.Error()))
@@ -44,8 +44,9 @@ func (m *Middleware) penalized(ctx context.Context, c *class, client string, quo
 	if left <= 0 {
 		return decision.Outcome{}, false
 	}
-	return decision.Outcome{Verdict: decision.VerdictPenalized,
-		Decision: limiter.Decision{Limit: quota, RetryAfter: left, ResetAfter: left}}, true
+	lim := a.Limiter.Limit()
+	return decision.Outcome{Ask: a, Verdict: decision.VerdictPenalized, Limit: lim,
+		Decision: limiter.Decision{Limit: lim.Quota(), RetryAfter: left, ResetAfter: left}}, true
 }
 
 // strike counts a refusal of client in c's box.

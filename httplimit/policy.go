@@ -395,13 +395,6 @@ func (c *class) limiterFor(tier string) *limiter.Limiter {
 	return c.dflt
 }
 
-// pick returns client's enforced limiter on tier and any live change in shadow.
-func (c *class) pick(tier, client string) (enforced, shadow *limiter.Limiter) {
-	a := decision.Ask{Limiter: c.limiterFor(tier)}
-	c.live[tier].Apply(&a, client)
-	return a.Limiter, a.LiveShadow
-}
-
 // EndpointLimit is the limit in force on an endpoint for a tier: Limit, before any live change
 // Configured; Source is SourceFile or the live change's, RolloutPercent its share (100 without
 // one); LiveShadow says a change runs in shadow beside Limit; Shadow that the class never rejects.

@@ -60,10 +60,10 @@ func (m *Middleware) commit(ctx context.Context, o *outcome, cost int64, reason 
 	if reason != "" {
 		cost = res.Estimate
 		if m.costs != nil {
-			m.costs.CostUnknown(o.route.pattern, o.tier, reason)
+			m.costs.CostUnknown(o.Endpoint, o.Tier, reason)
 		}
 	}
-	s, err := o.lim.Commit(context.WithoutCancel(ctx), res, cost)
+	s, err := o.Limiter.Commit(context.WithoutCancel(ctx), res, cost)
 	m.settled(ctx, o, s, err, reason == "")
 }
 
@@ -72,7 +72,7 @@ func (m *Middleware) cancel(ctx context.Context, o *outcome) {
 	if o.Reservation.ID == "" {
 		return
 	}
-	s, err := o.lim.Cancel(context.WithoutCancel(ctx), o.Reservation)
+	s, err := o.Limiter.Cancel(context.WithoutCancel(ctx), o.Reservation)
 	m.settled(ctx, o, s, err, false)
 }
 
@@ -81,20 +81,20 @@ func (m *Middleware) settled(ctx context.Context, o *outcome, s limiter.Settleme
 	switch {
 	case err == nil:
 		if m.costs != nil {
-			m.costs.CostSettled(o.route.pattern, o.tier, s, measured)
+			m.costs.CostSettled(o.Endpoint, o.Tier, s, measured)
 		}
 	case errors.Is(err, limiter.ErrReservationUnknown):
 		// Its hold ended first: the expiry policy settled it.
 		if m.costs != nil {
-			m.costs.CostExpired(o.route.pattern, o.tier, o.Reservation.Estimate)
+			m.costs.CostExpired(o.Endpoint, o.Tier, o.Reservation.Estimate)
 		}
 	default:
 		// Left open, the store expires it by its policy; the metrics count it then as expired here.
 		if m.costs != nil {
-			m.costs.CostExpired(o.route.pattern, o.tier, o.Reservation.Estimate)
+			m.costs.CostExpired(o.Endpoint, o.Tier, o.Reservation.Estimate)
 		}
 		m.logger.LogAttrs(ctx, slog.LevelWarn, "reservation not settled: it expires by its policy",
-			slog.String("endpoint", o.route.pattern), slog.String("error", err.Error()))
+			slog.String("endpoint", o.Endpoint), slog.String("error", err.Error()))
 	}
 }
 

@@ -71,13 +71,12 @@ func (m *Middleware) Usage(ctx context.Context, client, planTier string) (UsageR
 	seen := map[string]bool{}
 	for _, c := range p.classes {
 		for _, pat := range c.routes {
-			rt := route{pattern: pat, class: c}
-			key := rt.key(tier, client)
-			if seen[key] {
+			a := route{pattern: pat, class: c}.ask(tier, client)
+			if seen[a.Key] {
 				continue
 			}
-			seen[key] = true
-			u, err := c.usage(ctx, tier, client, key, now)
+			seen[a.Key] = true
+			u, err := c.usage(ctx, a, client, now)
 			if err != nil {
 				return r, fmt.Errorf("class %s, endpoint %s: %w", c.name, pat, err)
 			}
@@ -98,8 +97,9 @@ func (m *Middleware) Usage(ctx context.Context, client, planTier string) (UsageR
 // errUnreadable is returned, wrapped, when the fail policy answered a peek.
 var errUnreadable = errors.New("store unavailable")
 
-func (c *class) usage(ctx context.Context, tier, client, key string, now time.Time) (UsageLimit, error) {
-	l, _ := c.pick(tier, client)
+// usage peeks at the budget a names, of class c and client.
+func (c *class) usage(ctx context.Context, a decision.Ask, client string, now time.Time) (UsageLimit, error) {
+	l, key := a.Limiter, a.Key
 	d, err := l.Peek(ctx, key)
 	if err != nil {
 		return UsageLimit{}, err
@@ -111,7 +111,7 @@ func (c *class) usage(ctx context.Context, tier, client, key string, now time.Ti
 	u := UsageLimit{Class: c.name, Algorithm: lim.Algorithm, Shadow: c.shadow,
 		Quota: lim.Quota(), Remaining: d.Remaining, Used: max(lim.Quota()-d.Remaining, 0),
 		Reset: now.Add(d.ResetAfter), ResetSeconds: decision.CeilSeconds(d.ResetAfter)}
-	if lv := c.live[tier]; lv != nil && l != c.limiterFor(tier) {
+	if lv := c.live[a.Tier]; lv != nil && l != c.limiterFor(a.Tier) {
 		u.Live = lv.Source
 	}
 	u.ExhaustedAt = forecast(lim, u.Used, u.Remaining, d.ResetAfter, now)

@@ -480,12 +480,11 @@ func (s *Service) override(c *compiled, domain string, d *ratelimitv3.RateLimitD
 	return o, nil
 }
 
-// outcome is one descriptor's decision and the limit enforced (the rule's or a live change's),
-// with its header values and Envoy unit.
+// outcome is one descriptor's decision, with the header values and Envoy unit of the limit
+// enforced (the rule's or a live change's).
 type outcome struct {
 	decision.Outcome
 	rule     *rule
-	limit    limiter.Limit
 	rendered decision.RenderedLimit
 	unit     string
 	perUnit  uint32
@@ -535,39 +534,44 @@ func descriptorCost(req *rlsv3.RateLimitRequest, d *ratelimitv3.RateLimitDescrip
 func (s *Service) decide(ctx context.Context, c *compiled, l *limiter.Limiter, r *rule, req *rlsv3.RateLimitRequest, d *ratelimitv3.RateLimitDescriptor) outcome {
 	cost := descriptorCost(req, d)
 	key := storeKey(req.Domain, d.GetEntries(), r.keySuffix)
-	ep, tier := s.endpoint(r, req.Domain, d.GetEntries()), s.tier(req, d)
-	o := outcome{rule: r, limit: r.limit, rendered: r.rendered, unit: r.unit, perUnit: r.perUnit}
-	a := decision.Ask{Limiter: l, Shadow: r.shadow, Key: key, Cost: cost}
+	a := decision.Ask{Endpoint: s.endpoint(r, req.Domain, d.GetEntries()), Tier: s.tier(req, d), Key: key, Cost: cost,
+		Shadow: r.shadow, Limiter: l}
+	o := outcome{rule: r, rendered: r.rendered, unit: r.unit, perUnit: r.perUnit}
 	// An explicit hits_addend of 0 asks whether one more would pass, taking nothing
 	// (envoyproxy/ratelimit's reading); a charging rule's other calls report a cost to take.
 	peek := d.GetHitsAddend() != nil && d.GetHitsAddend().GetValue() == 0
 	charge := r.charge && !peek && l.Reserves()
 	if peek {
-		a.DryRun, a.Cost = true, 1
+		a.Mode, a.Cost = decision.ModeDryRun, 1
 	} else if charge {
-		a.Reserve, a.Cost = true, 1
+		a.Mode, a.Cost = decision.ModeReserve, 1
 	}
 	// A descriptor is covered by its store key, as an HTTP client by its key.
-	if lv := c.live[r][tier]; lv != nil && lv.Apply(&a, key) {
-		o.limit, o.rendered, o.unit, o.perUnit = lv.Limit, lv.rendered, lv.unit, lv.perUnit
+	if lv := c.live[r][a.Tier]; lv != nil && lv.Apply(&a, key) {
+		o.rendered, o.unit, o.perUnit = lv.rendered, lv.unit, lv.perUnit
 	}
 	if s.cfg.Trace != nil {
+		lim := r.limit // a blocked rule's, which has no limiter
+		if a.Limiter != nil {
+			lim = a.Limiter.Limit()
+		}
 		var end func(limiter.Status, limiter.Decision, error)
-		ctx, end = s.cfg.Trace(ctx, ep, tier, o.limit.Algorithm)
-		defer func() { end(o.Status(), o.Decision, o.Err) }()
+		ctx, end = s.cfg.Trace.Start(ctx, a, lim)
+		defer func() { o.EndTrace(end) }()
 	}
 	if r.blocked {
 		// requests_per_unit 0: refused without asking the store.
 		o.Outcome = decision.Judge(limiter.Decision{ResetAfter: r.limit.Period, RetryAfter: r.limit.Period}, nil, r.limit, r.shadow)
+		o.Ask = a
 	} else {
 		o.Outcome = decision.Decide(ctx, a)
 	}
 	if charge {
-		s.charge(ctx, &o, a.Limiter, ep, tier, cost)
+		s.charge(ctx, &o, cost)
 	}
 	if s.cfg.Recorder != nil && !charge {
 		// A stream-done charge is no admission: rate_limit_cost_total counts it.
-		s.cfg.Recorder.RecordDecision(ctx, o.Record(ep, tier, key, o.limit))
+		s.cfg.Recorder.RecordDecision(ctx, o.Recorded())
 	}
 	if o.Err != nil {
 		s.logFailure(ctx, o, cost)
@@ -780,42 +784,42 @@ func (r *Rules) matchDescriptor(domain string, d *ratelimitv3.RateLimitDescripto
 
 // charge settles the one-unit reservation a charging rule's call opened at the cost it reports,
 // taking the excess past the limit, so that the next peeks see it.
-func (s *Service) charge(ctx context.Context, o *outcome, l *limiter.Limiter, ep, tier string, cost int64) {
+func (s *Service) charge(ctx context.Context, o *outcome, cost int64) {
 	if o.Reservation.ID == "" {
 		if o.Verdict == decision.VerdictRejected || o.Verdict == decision.VerdictShadowClassOver {
-			s.chargeSpent(ctx, o.Reservation.Key, l, ep, tier, cost)
+			s.chargeSpent(ctx, o, cost)
 		}
 		return
 	}
 	if s.cfg.Costs != nil {
-		s.cfg.Costs.CostReserved(ep, tier, 1)
+		s.cfg.Costs.CostReserved(o.Endpoint, o.Tier, 1)
 	}
-	settled, err := l.Commit(context.WithoutCancel(ctx), o.Reservation, cost)
+	settled, err := o.Limiter.Commit(context.WithoutCancel(ctx), o.Reservation, cost)
 	if err != nil {
 		s.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "stream-done charge not settled: it expires by its policy",
-			slog.String("endpoint", ep), slog.String("error", err.Error()))
+			slog.String("endpoint", o.Endpoint), slog.String("error", err.Error()))
 		if s.cfg.Costs != nil {
-			s.cfg.Costs.CostExpired(ep, tier, 1)
+			s.cfg.Costs.CostExpired(o.Endpoint, o.Tier, 1)
 		}
 		return
 	}
 	if s.cfg.Costs != nil {
-		s.cfg.Costs.CostSettled(ep, tier, settled, false)
+		s.cfg.Costs.CostSettled(o.Endpoint, o.Tier, settled, false)
 	}
 }
 
 // chargeSpent takes a stream-done cost from a budget too spent to open a reservation: the request
 // was served, so its cost is owed past the limit and the next admissions wait for it.
-func (s *Service) chargeSpent(ctx context.Context, key string, l *limiter.Limiter, ep, tier string, cost int64) {
-	settled, err := l.Charge(context.WithoutCancel(ctx), key, cost)
+func (s *Service) chargeSpent(ctx context.Context, o *outcome, cost int64) {
+	settled, err := o.Limiter.Charge(context.WithoutCancel(ctx), o.Key, cost)
 	if err != nil {
 		s.costLog.Log(ctx, "stream-done charge not taken on a spent budget", []slog.Attr{
-			slog.String("endpoint", ep), slog.Int64("cost", cost), slog.String("error", err.Error())})
+			slog.String("endpoint", o.Endpoint), slog.Int64("cost", cost), slog.String("error", err.Error())})
 		return
 	}
 	if s.cfg.Costs != nil {
 		// Counted as a reservation of 0 settled at the cost, which is what it is.
-		s.cfg.Costs.CostReserved(ep, tier, 0)
-		s.cfg.Costs.CostSettled(ep, tier, settled, false)
+		s.cfg.Costs.CostReserved(o.Endpoint, o.Tier, 0)
+		s.cfg.Costs.CostSettled(o.Endpoint, o.Tier, settled, false)
 	}
 }
