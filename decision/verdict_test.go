@@ -94,7 +94,9 @@ func TestTheRecordCarriesTheErrorOnlyOfFailedAndDegradedDecisions(t *testing.T) 
 		{"cancelled", Judge(limiter.Decision{Failure: limiter.FailureCanceled}, storeDown, lim, false), false},
 	}
 	for _, c := range cases {
-		rec := c.o.Record("/x", "free", "ip:1", lim)
+		o := c.o
+		o.Endpoint, o.Tier, o.Key, o.Limit = "/x", "free", "ip:1", lim
+		rec := o.Recorded()
 		if (rec.Err != nil) != c.wantErr || rec.Status != c.o.Status() {
 			t.Errorf("%s: record %+v, want an error: %v", c.name, rec, c.wantErr)
 		}
