@@ -2,8 +2,9 @@ package limiter
 
 import "context"
 
-// Status is how a request fared: the status label of
-// rate_limit_requests_total.
+// Status is how a request fared: the label a decision is recorded under
+// (rate_limit_requests_total's status, the decision API's answer, a span);
+// decision.Verdict.Status gives it.
 type Status string
 
 const (

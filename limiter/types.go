@@ -118,7 +118,9 @@ func (l Limit) CheckCost(cost int64) error {
 	return nil
 }
 
-// Failure says whether, and how, a Decision was made without the store.
+// Failure says whether, and how, a Decision was made without the store;
+// decision.Judge reads it for the verdict, the collector for its degraded
+// and cancelled counts.
 type Failure uint8
 
 const (
