@@ -15,7 +15,7 @@ import (
 // the fail-open and fail-closed counters by reason (limiter.ErrorKind of
 // r.Err), rate_limit_degraded_total for a decision on the local share
 // (Decision.Failure FailureLocal), the leaky-bucket delay, and the key of a
-// rejected or shadow-rejected decision in the top-limited sketch. A
+// rejected, shadow-rejected or penalized decision in the top-limited sketch. A
 // cancelled request (StatusCanceled or FailureCanceled) is counted in
 // rate_limit_canceled_total alone.
 //

@@ -215,7 +215,7 @@ type TopWindow struct {
 	// From and To bound the window covered (To is now for the current window).
 	From time.Time `json:"from"`
 	To   time.Time `json:"to"`
-	// Rejected counts every rejected or shadow-rejected decision with a key
+	// Rejected counts every rejected, shadow-rejected or penalized decision with a key
 	// in the window, tracked keys or not.
 	Rejected uint64 `json:"rejected"`
 	// Keys are the most-rejected keys, most first.

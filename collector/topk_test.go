@@ -58,18 +58,21 @@ func TestTopLimitedFindsTheHeavyHittersInALongTail(t *testing.T) {
 	for _, k := range stream {
 		reject(c, k)
 	}
-	// Shadow rejections count too; allowed decisions do not.
+	// Shadow rejections and refusals from the penalty box count too; allowed decisions do not.
 	r := rec("/v1/search", "free", limiter.StatusShadowRejected)
+	r.Key = "scraper"
+	c.RecordDecision(context.Background(), r)
+	r = rec("/v1/search", "free", limiter.StatusPenalized)
 	r.Key = "scraper"
 	c.RecordDecision(context.Background(), r)
 	r = rec("/v1/search", "free", limiter.StatusAllowed)
 	r.Key = "abuser-1"
 	c.RecordDecision(context.Background(), r)
-	heavy["scraper"]++
+	heavy["scraper"] += 2
 
 	top := c.TopLimited(4)
-	if top.Current.Rejected != uint64(len(stream)+1) {
-		t.Errorf("rejected = %d, want %d", top.Current.Rejected, len(stream)+1)
+	if top.Current.Rejected != uint64(len(stream)+2) {
+		t.Errorf("rejected = %d, want %d", top.Current.Rejected, len(stream)+2)
 	}
 	if len(top.Current.Keys) != 4 {
 		t.Fatalf("%d keys, want 4: %+v", len(top.Current.Keys), top.Current.Keys)
