@@ -95,7 +95,16 @@ type BatchTracer interface {
 type Store struct {
 	client  redis.UniversalClient
 	cluster bool
-	cc      *redis.ClusterClient // the client, on a Cluster
+	// single is the client on a single server (nil on a Cluster), which
+	// the ownConns of s.alone and of the senders hold.
+	single *redis.Client
+	// typedReplies: replies parsed by go-redis, as on a Cluster, where
+	// that lets it follow MOVED and ASK; else read raw (resp.go).
+	typedReplies bool
+	// encode writes a group's batch-script call: (*encoder).encode, or
+	// another layout with its own scripts in BenchmarkSpeedMechanisms.
+	encode func(e *encoder, dst []any, sc *algScripts, g *group) []any
+	cc     *redis.ClusterClient // the client, on a Cluster
 	// refreshMin and lastRefresh (Unix ns) bound noteError's reloads.
 	refreshMin  time.Duration
 	lastRefresh atomic.Int64
@@ -135,6 +144,8 @@ func New(client redis.UniversalClient, cfg Config) (*Store, error) {
 	s := &Store{client: client, prefix: cfg.Prefix, algs: algs}
 	s.requests.New = func() any { return &request{done: make(chan struct{}, 1)} }
 	s.cc, s.cluster = client.(*redis.ClusterClient)
+	s.typedReplies = s.cluster
+	s.encode = (*encoder).encode
 	s.refreshMin = cfg.ClusterRefreshMinInterval
 	if s.refreshMin == 0 {
 		s.refreshMin = DefaultClusterRefreshMinInterval
@@ -169,6 +180,7 @@ func New(client redis.UniversalClient, cfg Config) (*Store, error) {
 		}
 	}
 	if single {
+		s.single = c
 		for i := range s.alone {
 			s.alone[i].client = c
 		}

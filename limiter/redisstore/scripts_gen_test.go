@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -88,7 +89,9 @@ func scriptSources(spec *limiter.AlgorithmSpec, clock string) (single, batch str
 // for BenchmarkSpeedMechanisms.
 type speedOff struct {
 	cache bool // every decision on Redis, none on lua/batch.lua's cache
-	fetch bool // no MGET of the keys that come once
+	// args: each decision's own arguments after its key's index, read
+	// per decision (encodePlain), not parameter sets and one code each.
+	args bool
 }
 
 func assemble(spec *limiter.AlgorithmSpec, clock string, off speedOff) (single, batch string, err error) {
@@ -128,14 +131,8 @@ func assemble(spec *limiter.AlgorithmSpec, clock string, off speedOff) (single, 
 	b.WriteString(preamble)
 	b.WriteString(readClock)
 	b.WriteString(helpers)
-	cache, fetch := !uncached[a] && !off.cache, prefetched[a] && !off.fetch
-	if fetch && spec.NumKeys() != 1 {
-		return "", "", fmt.Errorf("script for %s: prefetching needs one key per decision, not %d", a, spec.NumKeys())
-	}
+	cache := !uncached[a] && !off.cache
 	b.WriteString("local runPlain, runCached\ndo\n")
-	if fetch {
-		b.WriteString("local redis = fetched\n")
-	}
 	b.WriteString(values + batchRun)
 	b.WriteString("runPlain = run\nend\n")
 	if cache {
@@ -143,7 +140,11 @@ func assemble(spec *limiter.AlgorithmSpec, clock string, off speedOff) (single, 
 		b.WriteString(values + batchRun)
 		b.WriteString("runCached = run\nend\n")
 	}
-	writeBatchLoop(&b, spec.NumKeys(), spec.NumParams(), cache, fetch)
+	if off.args {
+		writePlainLoop(&b, spec.NumKeys(), spec.NumParams(), cache)
+	} else {
+		writeBatchLoop(&b, spec.NumKeys(), spec.NumParams(), cache)
+	}
 	return single, b.String(), nil
 }
 
@@ -152,9 +153,8 @@ func assemble(spec *limiter.AlgorithmSpec, clock string, off speedOff) (single, 
 // to numbers once, then runs each decision on its key and set (with the
 // cache when its key is shared), unrolled for nk keys and np parameters,
 // writing its five integers into the reply. One keys table serves every
-// decision: decide_values keeps no reference to it. With fetch it first
-// reads the keys that come once (see fetched in lua/batch.lua).
-func writeBatchLoop(b *strings.Builder, nk, np int, cache, fetch bool) {
+// decision: decide_values keeps no reference to it.
+func writeBatchLoop(b *strings.Builder, nk, np int, cache bool) {
 	list := func(format string, n int) string {
 		parts := make([]string, n)
 		for i := range parts {
@@ -167,9 +167,6 @@ func writeBatchLoop(b *strings.Builder, nk, np int, cache, fetch bool) {
 	b.WriteString("local sets, costs, modes, a = {}, {}, {}, 3\nfor p = 1, nsets do\n")
 	fmt.Fprintf(b, "  sets[p] = {%s}\n", list("tonumber(ARGV[a + %d])", np))
 	fmt.Fprintf(b, "  costs[p], modes[p] = tonumber(ARGV[a + %d]), tonumber(ARGV[a + %d])\n  a = a + %d\nend\n", np+1, np+2, np+2)
-	if fetch {
-		b.WriteString("if #KEYS > shared then fetch(shared + 1) end\n")
-	}
 	b.WriteString(`local kt, out = {}, {}
 for o = 0, (n - 1) * 5, 5 do
   a = a + 1
@@ -198,7 +195,92 @@ for o = 0, (n - 1) * 5, 5 do
 // reads and writes a hot key once per call (BenchmarkDecideConcurrent keys=1).
 var uncached = map[limiter.Algorithm]bool{limiter.SlidingLog: true}
 
-// prefetched are the algorithms whose decide reads its one key with one
-// GET (gcra's TAT), which the batch script reads for all the keys that
-// come once in a call with one MGET (fetched in lua/batch.lua).
-var prefetched = map[limiter.Algorithm]bool{limiter.GCRA: true}
+// writePlainLoop is writeBatchLoop for encodePlain's arguments.
+func writePlainLoop(b *strings.Builder, nk, np int, cache bool) {
+	list := func(format string, n, from int) string {
+		parts := make([]string, n)
+		for i := range parts {
+			parts[i] = fmt.Sprintf(format, i+from)
+		}
+		return strings.Join(parts, ", ")
+	}
+	fmt.Fprintf(b, "local nk = %d\n", nk)
+	b.WriteString("local n, shared = tonumber(ARGV[1]), tonumber(ARGV[2])\n")
+	b.WriteString(`local kt, out, a = {}, {}, 2
+for o = 0, (n - 1) * 5, 5 do
+  local k = tonumber(ARGV[a + 1])
+  local ko = k * nk
+`)
+	fmt.Fprintf(b, "  %s = %s\n", list("kt[%d]", nk, 1), list("KEYS[ko + %d]", nk, 1))
+	fmt.Fprintf(b, "  local argv = {%s}\n", list("tonumber(ARGV[a + %d])", np, 2))
+	fmt.Fprintf(b, "  local cost, mode = tonumber(ARGV[a + %d]), tonumber(ARGV[a + %d])\n  a = a + %d\n", np+2, np+3, np+3)
+	b.WriteString("  local run = runPlain\n")
+	if cache {
+		b.WriteString("  if k < shared then run = runCached end\n")
+	}
+	fmt.Fprintf(b, "  %s = run(kt, argv, now, cost, mode)\n", list("out[o + %d]", replyLen, 1))
+	b.WriteString("end\n")
+	if cache {
+		b.WriteString("flushAll()\n")
+	}
+	b.WriteString("return out\n")
+}
+
+// encodePlain writes g's call for writePlainLoop: the distinct keys as
+// encode does, then n, shared and, per decision, its key's index and its
+// own arguments.
+func encodePlain(e *encoder, dst []any, sc *algScripts, g *group) []any {
+	na := sc.nargs
+	e.first, e.count, e.key = e.first[:0], e.count[:0], e.key[:0]
+	if e.byKey == nil {
+		e.byKey, e.bySet = make(map[string]int), make(map[[maxArgs]int64]int)
+	}
+	clear(e.byKey)
+	for i, r := range g.members {
+		k, ok := e.byKey[r.keys[0]]
+		if !ok {
+			k = len(e.first)
+			e.byKey[r.keys[0]] = k
+			e.first = append(e.first, i)
+			e.count = append(e.count, 0)
+		}
+		e.count[k]++
+		e.key = append(e.key, k)
+	}
+	e.rank = slices.Grow(e.rank[:0], len(e.first))[:len(e.first)]
+	shared := 0
+	for k, c := range e.count {
+		if c > 1 {
+			e.rank[k] = shared
+			shared++
+		}
+	}
+	pos := shared
+	for k, c := range e.count {
+		if c <= 1 {
+			e.rank[k] = pos
+			pos++
+		}
+	}
+	g.numKeys = int64(len(e.first) * sc.nkeys)
+	dst = append(dst, "evalsha", sc.batch.shaArg, &g.numKeys)
+	start := len(dst)
+	dst = slices.Grow(dst, len(e.first)*sc.nkeys)[:start+len(e.first)*sc.nkeys]
+	for k, m := range e.first {
+		r := g.members[m]
+		for j := 0; j < sc.nkeys; j++ {
+			dst[start+e.rank[k]*sc.nkeys+j] = &r.keys[j]
+		}
+	}
+	head := len(e.nums)
+	e.nums = append(e.nums, int64(len(g.members)), int64(shared))
+	dst = append(dst, &e.nums[head], &e.nums[head+1])
+	for i, r := range g.members {
+		e.nums = append(e.nums, int64(e.rank[e.key[i]]))
+		dst = append(dst, &e.nums[len(e.nums)-1])
+		for j := 0; j < na; j++ {
+			dst = append(dst, &r.args[j])
+		}
+	}
+	return dst
+}
