@@ -4,8 +4,8 @@
 //
 // Each decision is one Lua script call, atomic on Redis, on Redis's clock.
 // Each algorithm's decision is one file, lua/<algorithm>.lua, for every
-// mode (lua/run.lua), which package region runs on per-region slots too;
-// the scripts the store sends are generated from it into lua/generated.
+// mode (lua/run.lua; sent as generated into lua/generated), which package
+// region runs on per-region slots too.
 // Decisions made while others are on their way share a call (batch.go).
 // A key k under algorithm a is <prefix>:{<escaped k>}:<a>, one Cluster
 // slot. docs/redis-store.md describes batching, failover and keys in full.
@@ -94,16 +94,11 @@ type BatchTracer interface {
 // Store is a limiter.Store on Redis, safe for concurrent use. The limits'
 // state is on Redis alone, so any number of Stores on one Redis share it.
 type Store struct {
-	client  redis.UniversalClient
-	cluster bool
-	// single is the client on a single server (nil on a Cluster), which
-	// the ownConns of s.alone and of the senders hold.
-	single *redis.Client
-	// typedReplies: replies parsed by go-redis, as on a Cluster, where
-	// that lets it follow MOVED and ASK; else read raw (resp.go).
-	typedReplies bool
-	// encode writes a group's batch-script call: (*encoder).encode, or
-	// another layout with its own scripts in BenchmarkSpeedMechanisms.
+	client       redis.UniversalClient
+	cluster      bool
+	single       *redis.Client // nil on a Cluster; what the ownConns hold
+	typedReplies bool          // go-redis's parser, not resp.go (a Cluster's, to follow MOVED and ASK)
+	// encode is (*encoder).encode; BenchmarkSpeedMechanisms swaps layouts.
 	encode func(e *encoder, dst []any, sc *algScripts, g *group) []any
 	cc     *redis.ClusterClient // the client, on a Cluster
 	// refreshMin and lastRefresh (Unix ns) bound noteError's reloads.

@@ -9,15 +9,13 @@ import (
 	"github.com/rl-exporter/rl-exporter/limiter"
 )
 
-// Preamble is lua/preamble.lua, what every decision script starts with
-// (the store's and package region's): integer helpers and regions, nil
-// until region's scripts set it. Safe for concurrent use.
+// Preamble is lua/preamble.lua, which every decision script (the store's,
+// region's) starts with: integer helpers, and regions. Safe for concurrent use.
 func Preamble() string { return preamble }
 
-// DecideFunction is the Lua function decide(KEYS, ARGV, now, cost, peek)
-// of algorithm a, lua/<a>.lua: the one copy of its arithmetic in Lua,
-// which reads and writes one region's keys, or, once regions is set,
-// per-region slots, and answers a table. Safe for concurrent use.
+// DecideFunction is decide(KEYS, ARGV, now, cost, peek) of algorithm a,
+// lua/<a>.lua, the one copy of its arithmetic in Lua: on one region's keys,
+// or per-region slots once regions is set. Safe for concurrent use.
 func DecideFunction(a limiter.Algorithm) (string, error) {
 	values, err := decideValues(a)
 	if err != nil {
@@ -27,10 +25,8 @@ func DecideFunction(a limiter.Algorithm) (string, error) {
 		"  return {decide_values(KEYS, ARGV, now, cost, peek)}\nend\n", nil
 }
 
-// decideValues is the Lua function decide_values(KEYS, ARGV, now, cost,
-// peek) of algorithm a, lua/<a>.lua, which answers decide's table as
-// values: the batch script writes them into its reply without a table per
-// decision.
+// decideValues is decide_values(KEYS, ARGV, now, cost, peek), lua/<a>.lua:
+// decide's table as values, which the batch script writes into its reply.
 func decideValues(a limiter.Algorithm) (string, error) {
 	body, err := luaFiles.ReadFile("lua/" + string(a) + ".lua")
 	if err != nil {
@@ -76,17 +72,14 @@ const (
 	maxArgs = 9
 )
 
-// generatedFiles are each algorithm's two scripts as they run, written by
-// go generate (scriptSources in scripts_gen_test.go) from lua/*.lua:
-// lua/generated/<algorithm>.single.lua makes one decision,
-// lua/generated/<algorithm>.batch.lua many in one call (see encoder).
-//
 //go:generate go test -run ^TestGeneratedScriptsAreCurrent$ -update .
+
+// generatedFiles are the scripts as sent, written by scripts_gen_test.go.
+//
 //go:embed lua/generated/*.lua
 var generatedFiles embed.FS
 
-// loadScripts reads every algorithm's scripts from lua/generated, indexed
-// by AlgorithmSpec.Index.
+// loadScripts reads every algorithm's scripts, by AlgorithmSpec.Index.
 func loadScripts() ([limiter.NumAlgorithms]algScripts, error) {
 	var all [limiter.NumAlgorithms]algScripts
 	for _, spec := range limiter.AlgorithmSpecs() {
