@@ -73,11 +73,16 @@ func goFiles(root string) ([]sourceFile, error) { return filesEnding(root, ".go"
 
 // filesEnding reads every file under root whose name ends with ext,
 // skipping testdata, vendor and hidden directories, Go tests and
-// generated Go files.
+// generated files.
 func filesEnding(root, ext string) ([]sourceFile, error) {
 	return walkFiles(root, func(name string) bool {
 		return strings.HasSuffix(name, ext) && !strings.HasSuffix(name, "_test.go")
-	}, func(b []byte) bool { return ext != ".go" || !isGenerated(b) })
+	}, func(b []byte) bool {
+		if ext == ".lua" {
+			return !isGeneratedLua(b)
+		}
+		return ext != ".go" || !isGenerated(b)
+	})
 }
 
 // testFiles reads every Go test file under root, skipping testdata,
@@ -139,6 +144,13 @@ func isGenerated(src []byte) bool {
 		}
 	}
 	return false
+}
+
+// isGeneratedLua reports whether a Lua file's first line is "-- Code
+// generated ... DO NOT EDIT.".
+func isGeneratedLua(src []byte) bool {
+	line, _, _ := strings.Cut(string(src), "\n")
+	return strings.HasPrefix(line, "-- Code generated ") && strings.HasSuffix(strings.TrimSpace(line), "DO NOT EDIT.")
 }
 
 func report(w io.Writer, files, lua, tests []sourceFile, maxLines, block int, table string) error {

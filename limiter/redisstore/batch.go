@@ -422,7 +422,7 @@ type group struct {
 
 func newSender(b *batcher) *sender {
 	sd := &sender{b: b, byKey: make(map[int]int)}
-	sd.conn.client, _ = b.s.client.(*redis.Client)
+	sd.conn.client = b.s.single
 	return sd
 }
 
@@ -559,7 +559,7 @@ func (sd *sender) buildCommands() {
 	for gi := range sd.groups {
 		g := &sd.groups[gi]
 		start := len(sd.args)
-		sd.args = sd.enc.encode(sd.args, &sd.b.s.algs[g.alg], g)
+		sd.args = sd.b.s.encode(&sd.enc, sd.args, &sd.b.s.algs[g.alg], g)
 		g.args = sd.args[start:len(sd.args):len(sd.args)]
 	}
 }
@@ -596,7 +596,7 @@ func (sd *sender) exchange(ctx context.Context, conn *redis.Conn) {
 
 // newCmd is g's script command (raw or typed, see Store.call).
 func (sd *sender) newCmd(ctx context.Context, g *group) redis.Cmder {
-	if sd.b.s.cluster {
+	if sd.b.s.typedReplies {
 		c := redis.NewCmd(ctx, g.args...)
 		c.SetFirstKeyPos(3)
 		return scriptCmd{c}

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/rl-exporter/rl-exporter/internal/redistest"
 	"github.com/rl-exporter/rl-exporter/limiter"
 )
@@ -17,14 +19,37 @@ import (
 // Redis at chosen instants, with batches of several decisions on a few keys
 // (the same key several times in one batch too), and the memory store on
 // the same decisions in the same order at the same instants: every answer
-// must be identical, to the microsecond.
+// must be identical, to the microsecond. So must they be with each speed
+// mechanism of the batch scripts switched off (SwitchOff), which
+// BenchmarkSpeedMechanisms measures against the scripts as they run.
 func TestBatchScriptsMatchTheMemoryStore(t *testing.T) {
-	_, store := singleStore(t)
+	srv, _ := singleStore(t)
+	for _, off := range []string{"", "cache", "compact-args"} {
+		store := NewTestStore(t, ClientConfig{URL: srv.URL()}, Config{})
+		name := "as they run"
+		if off != "" {
+			name = off + " off"
+			if err := store.SwitchOff(off); err != nil {
+				t.Fatal(err)
+			}
+		}
+		t.Run(name, func(t *testing.T) { batchScriptsMatchTheMemoryStore(t, store, off) })
+	}
+}
+
+func batchScriptsMatchTheMemoryStore(t *testing.T, store *Store, off string) {
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(3, 4))
 	for _, a := range limiter.AllAlgorithms() {
 		t.Run(string(a), func(t *testing.T) {
 			_, script := scriptsAt(t, a)
+			if off != "" {
+				_, src, err := assemble(limiter.SpecOf(a), testClock, speedOffOf[off])
+				if err != nil {
+					t.Fatal(err)
+				}
+				script = redis.NewScript(src)
+			}
 			// One limit per key: a batch mixes decisions of different limits.
 			lims := []limiter.Limit{
 				{Algorithm: a, Rate: 5, Period: time.Second},
@@ -34,7 +59,7 @@ func TestBatchScriptsMatchTheMemoryStore(t *testing.T) {
 			}
 			keys := make([]string, len(lims))
 			for i := range keys {
-				keys[i] = fmt.Sprintf("batchdiff:%s:%d:{ü}", a, i)
+				keys[i] = fmt.Sprintf("batchdiff:%s:%s:%d:{ü}", off, a, i)
 			}
 			clock := newInstants()
 			mem := clock.memoryStore()
@@ -362,7 +387,7 @@ func batchCall(s *Store, reqs []*request) (keys []string, args []any) {
 	g := group{alg: reqs[0].alg, members: reqs}
 	var e encoder
 	e.reserve([]group{g})
-	cmd := e.encode(nil, &s.algs[g.alg], &g)
+	cmd := s.encode(&e, nil, &s.algs[g.alg], &g)
 	nk := int(g.numKeys)
 	for _, k := range cmd[3 : 3+nk] {
 		keys = append(keys, *k.(*string))

@@ -131,3 +131,38 @@ func redisCPUOf(b *testing.B, srv *redistest.Server) float64 {
 	}
 	return cpu
 }
+
+// BenchmarkBatchScriptSpeed is BenchmarkBatchScript on the loads each of
+// the batch scripts' speed mechanisms is for, with the mechanism on (the
+// scripts as they run) and off (SwitchOff): what it saves Redis per
+// decision, without the batching layer's noise around it.
+func BenchmarkBatchScriptSpeed(b *testing.B) {
+	srv := redistest.Single(b)
+	type load struct {
+		alg   limiter.Algorithm
+		nkeys int
+	}
+	loads := map[string][]load{
+		"cache":        {{limiter.GCRA, 1}, {limiter.FixedWindow, 1}},
+		"compact-args": {{limiter.GCRA, 10000}, {limiter.GCRA, 1}},
+	}
+	for _, m := range []string{"cache", "compact-args"} {
+		for _, l := range loads[m] {
+			name := "keys=distinct"
+			if l.nkeys == 1 {
+				name = "keys=1"
+			}
+			for _, state := range []string{"on", "off"} {
+				b.Run(fmt.Sprintf("%s/%s/%s/%s", m, l.alg, name, state), func(b *testing.B) {
+					store := NewTestStore(b, ClientConfig{URL: srv.URL(), ReadTimeout: time.Minute, WriteTimeout: time.Minute}, Config{})
+					if state == "off" {
+						if err := store.SwitchOff(m); err != nil {
+							b.Fatal(err)
+						}
+					}
+					benchBatchScript(b, srv, store, l.alg, l.nkeys)
+				})
+			}
+		}
+	}
+}

@@ -126,7 +126,7 @@ func benchConcurrent(b *testing.B, srv *redistest.Server, store *redisstore.Stor
 	}
 	var n, failed atomic.Int64
 	redisCPU0, calls0, usec0 := redisCPU(b, srv)
-	cpu0 := processCPU()
+	cpu0 := redisstore.ProcessCPU()
 	b.ReportAllocs()
 	b.SetParallelism((callers + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0))
 	b.ResetTimer()
@@ -143,7 +143,7 @@ func benchConcurrent(b *testing.B, srv *redistest.Server, store *redisstore.Stor
 		}
 	})
 	b.StopTimer()
-	cpu := processCPU() - cpu0
+	cpu := redisstore.ProcessCPU() - cpu0
 	redisCPU1, calls1, usec1 := redisCPU(b, srv)
 	b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "cpu-µs/op")
 	b.ReportMetric((redisCPU1-redisCPU0)*1e6/float64(b.N), "redis-µs/op")

@@ -7,8 +7,8 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// connIdle is how long an ownConn is kept unused: the pool's checkout then
-// catches a connection closed while idle.
+// connIdle is how long an ownConn is kept unused (then the pool's checkout
+// catches a connection closed while idle).
 const connIdle = 50 * time.Millisecond
 
 // ownConn is a single-server connection kept by one user (a sender, or

@@ -1,6 +1,6 @@
 //go:build !unix
 
-package redisstore_test
+package redisstore
 
 import "time"
 

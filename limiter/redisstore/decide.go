@@ -265,7 +265,7 @@ func (s *Store) call(ctx context.Context, via processor, args []any, raw *bytes.
 	if s.wait != nil {
 		return s.callWait(ctx, via, args, raw, dst)
 	}
-	if s.cluster {
+	if s.typedReplies {
 		cmd := redis.NewCmd(ctx, args...)
 		cmd.SetFirstKeyPos(3)
 		_ = via.Process(ctx, scriptCmd{cmd})

@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"fmt"
 	"sync/atomic"
 	"testing"
 
@@ -72,3 +73,47 @@ func decodeReply(reply any) (limiter.Decision, error) {
 	}
 	return decodeInts(ints)
 }
+
+// SpeedMechanisms are the mechanisms SwitchOff knows, in the order
+// BenchmarkSpeedMechanisms measures them.
+var SpeedMechanisms = []string{"cache", "compact-args", "raw-replies", "own-conn"}
+
+// SwitchOff turns one speed mechanism of s off, before its first
+// decision, for BenchmarkSpeedMechanisms: "cache" (lua/batch.lua's cache
+// of the keys a batch shares), "compact-args" (parameter sets sent once,
+// one code per decision: encodePlain instead), "raw-replies" (resp.go:
+// go-redis's parser instead), "own-conn" (the ownConns: the pool's
+// checkout per call instead).
+func (s *Store) SwitchOff(mechanism string) error {
+	off, ok := speedOffOf[mechanism]
+	switch {
+	case ok && off.args:
+		s.encode = encodePlain
+	case ok:
+	case mechanism == "raw-replies":
+		s.typedReplies = true
+		return nil
+	case mechanism == "own-conn":
+		s.single = nil
+		for i := range s.alone {
+			s.alone[i].client = nil
+		}
+		return nil
+	default:
+		return fmt.Errorf("unknown speed mechanism %q", mechanism)
+	}
+	for _, spec := range limiter.AlgorithmSpecs() {
+		_, batch, err := assemble(spec, redisClock, off)
+		if err != nil {
+			return err
+		}
+		s.algs[spec.Index()].batch = newScript(batch)
+	}
+	return nil
+}
+
+// speedOffOf are the batch scripts' mechanisms SwitchOff knows.
+var speedOffOf = map[string]speedOff{"cache": {cache: true}, "compact-args": {args: true}}
+
+// ProcessCPU is processCPU, for the benchmarks that report our CPU.
+var ProcessCPU = processCPU

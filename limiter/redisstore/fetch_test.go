@@ -10,9 +10,8 @@ import (
 )
 
 // TestBatchReadsOfKeysUsedOnceRefuseAKeyOfAnotherTypeAsGETDoes: gcra's
-// batch script reads the keys used once with one MGET, which answers
-// nothing for a key of another type where GET refuses it; the batch must
-// refuse it too, as the single script does, and not overwrite it.
+// batch script must refuse a key of another type, as the single script's
+// GET does, and not overwrite it.
 func TestBatchReadsOfKeysUsedOnceRefuseAKeyOfAnotherTypeAsGETDoes(t *testing.T) {
 	srv, store := singleStore(t)
 	ctx := context.Background()

@@ -3,8 +3,9 @@
 // Cluster) shares every limit exactly.
 //
 // Each decision is one Lua script call, atomic on Redis, on Redis's clock.
-// Each algorithm has one script, lua/<algorithm>.lua, for every mode
-// (lua/run.lua), which package region runs on per-region slots too.
+// Each algorithm's decision is one file, lua/<algorithm>.lua, for every
+// mode (lua/run.lua; sent as generated into lua/generated), which package
+// region runs on per-region slots too.
 // Decisions made while others are on their way share a call (batch.go).
 // A key k under algorithm a is <prefix>:{<escaped k>}:<a>, one Cluster
 // slot. docs/redis-store.md describes batching, failover and keys in full.
@@ -93,9 +94,13 @@ type BatchTracer interface {
 // Store is a limiter.Store on Redis, safe for concurrent use. The limits'
 // state is on Redis alone, so any number of Stores on one Redis share it.
 type Store struct {
-	client  redis.UniversalClient
-	cluster bool
-	cc      *redis.ClusterClient // the client, on a Cluster
+	client       redis.UniversalClient
+	cluster      bool
+	single       *redis.Client // nil on a Cluster; what the ownConns hold
+	typedReplies bool          // go-redis's parser, not resp.go (a Cluster's, to follow MOVED and ASK)
+	// encode is (*encoder).encode; BenchmarkSpeedMechanisms swaps layouts.
+	encode func(e *encoder, dst []any, sc *algScripts, g *group) []any
+	cc     *redis.ClusterClient // the client, on a Cluster
 	// refreshMin and lastRefresh (Unix ns) bound noteError's reloads.
 	refreshMin  time.Duration
 	lastRefresh atomic.Int64
@@ -135,6 +140,8 @@ func New(client redis.UniversalClient, cfg Config) (*Store, error) {
 	s := &Store{client: client, prefix: cfg.Prefix, algs: algs}
 	s.requests.New = func() any { return &request{done: make(chan struct{}, 1)} }
 	s.cc, s.cluster = client.(*redis.ClusterClient)
+	s.typedReplies = s.cluster
+	s.encode = (*encoder).encode
 	s.refreshMin = cfg.ClusterRefreshMinInterval
 	if s.refreshMin == 0 {
 		s.refreshMin = DefaultClusterRefreshMinInterval
@@ -169,6 +176,7 @@ func New(client redis.UniversalClient, cfg Config) (*Store, error) {
 		}
 	}
 	if single {
+		s.single = c
 		for i := range s.alone {
 			s.alone[i].client = c
 		}

@@ -62,7 +62,7 @@ func BenchmarkPairsConcurrent(b *testing.B) {
 			}
 			var n, failed, calls atomic.Int64
 			redisCPU0, scripts0, usec0 := redisCPU(b, srv)
-			cpu0 := processCPU()
+			cpu0 := redisstore.ProcessCPU()
 			b.ReportAllocs()
 			b.SetParallelism((64 + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0))
 			b.ResetTimer()
@@ -76,7 +76,7 @@ func BenchmarkPairsConcurrent(b *testing.B) {
 				}
 			})
 			b.StopTimer()
-			cpu := processCPU() - cpu0
+			cpu := redisstore.ProcessCPU() - cpu0
 			redisCPU1, scripts1, usec1 := redisCPU(b, srv)
 			b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "cpu-µs/op")
 			b.ReportMetric((redisCPU1-redisCPU0)*1e6/float64(b.N), "redis-µs/op")

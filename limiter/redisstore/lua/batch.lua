@@ -1,5 +1,5 @@
 -- The batch script's helpers, before its copies of decide_values (see
--- scriptSources in scripts.go). A batch makes many decisions in one call,
+-- scriptSources in scripts_gen_test.go). A batch makes many decisions in one call,
 -- often several on one key, and a call runs atomically: no other client
 -- sees the state between two of its decisions. So:
 --
@@ -137,52 +137,5 @@ local function flushAll()
     local key = dirty[i]
     local e = entries[key]
     if e and e.pending then flush(key, e) end
-  end
-end
-
--- fetched stands in for redis in the decide_values of the decisions whose
--- key comes once in the batch, for an algorithm whose decide reads that
--- key with one GET (see prefetched in scripts.go): the main loop reads
--- them all with MGET first (fetch), and GET of such a key answers that
--- value, one call for the batch instead of one per decision. Any other
--- command on the key drops its value: a GET after it reads Redis.
-local got = {}
-local function fetchedCall(cmd, key, ...)
-  if cmd == 'GET' then
-    local v = got[key]
-    if v ~= nil then return v end
-  else
-    got[key] = nil
-  end
-  return rcall(cmd, key, ...)
-end
-local fetched = {call = fetchedCall}
-
--- fetch reads KEYS[from..#KEYS] into got, in MGETs of at most 1000 keys.
--- MGET answers false both for a missing key and for one of another type,
--- which GET refuses: unless MGET found them all, when EXISTS counts more
--- keys than MGET found values, the keys without one are left to GET.
-local function fetch(from)
-  local found, values = 0, {}
-  for s = from, #KEYS, 1000 do
-    local last = math.min(s + 999, #KEYS)
-    local vals = rcall('MGET', unpack(KEYS, s, last))
-    for i = 1, last - s + 1 do
-      local v = vals[i]
-      values[s + i - 1] = v
-      if v then found = found + 1 end
-    end
-  end
-  local exists = #KEYS - from + 1
-  if found < exists then
-    exists = 0
-    for s = from, #KEYS, 1000 do
-      exists = exists + rcall('EXISTS', unpack(KEYS, s, math.min(s + 999, #KEYS)))
-    end
-  end
-  local all = exists == found
-  for i = from, #KEYS do
-    local v = values[i]
-    if v or all then got[KEYS[i]] = v end
   end
 end
