@@ -240,9 +240,9 @@ type goBenchRun struct {
 }
 
 // runGoBenchmarks runs every memory benchmark rounds times, interleaved (one
-// round runs each benchmark once, back to back, so a change in the
-// machine's load affects the contenders of a round alike), each for about
-// benchtime, and writes a table of median ns/op, allocations and the
+// round runs each benchmark once, back to back, in roundOrder, so a change
+// in the machine's load affects the contenders of a round alike), each for
+// about benchtime, and writes a table of median ns/op, allocations and the
 // ratio to the baseline: the median over rounds of the baseline's ns/op
 // divided by the limiter's, both from the same round.
 func runGoBenchmarks(w, progress io.Writer, keys, rounds int, benchtime time.Duration) error {
@@ -263,7 +263,7 @@ func runGoBenchmarks(w, progress io.Writer, keys, rounds int, benchtime time.Dur
 	}
 	run := goBenchRun{keys: keys, rounds: rounds, benchtime: benchtime, started: time.Now(), procs: runtime.GOMAXPROCS(0), load: loadAverage()}
 	for r := 0; r < rounds; r++ {
-		for i := range results {
+		for _, i := range roundOrder(benches, r) {
 			var cpu time.Duration
 			var n int
 			res := testing.Benchmark(withCPU(results[i].bench.fn, &cpu, &n))
@@ -280,6 +280,25 @@ func runGoBenchmarks(w, progress io.Writer, keys, rounds int, benchtime time.Dur
 	}
 	writeGoBenchTable(w, results, run)
 	return nil
+}
+
+// roundOrder is the order in which round r runs benches: limiter by
+// limiter, each limiter's benchmarks together and in their order, starting
+// r limiters further each round, so that no limiter always runs first,
+// right after the previous round's last benchmark.
+func roundOrder(benches []memoryBenchmark, r int) []int {
+	var groups [][]int
+	for i, b := range benches {
+		if i == 0 || b.limiter != benches[i-1].limiter {
+			groups = append(groups, nil)
+		}
+		groups[len(groups)-1] = append(groups[len(groups)-1], i)
+	}
+	order := make([]int, 0, len(benches))
+	for k := range groups {
+		order = append(order, groups[(k+r)%len(groups)]...)
+	}
+	return order
 }
 
 // loadAverage is /proc/loadavg's three load averages, or "unknown": a

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -74,6 +75,23 @@ func TestRunParallelMakesEveryCallOnce(t *testing.T) {
 			if sum != int64(total) {
 				t.Errorf("procs %d: %d calls made, want %d", procs, sum, total)
 			}
+		}
+	}
+}
+
+// Each round starts with another limiter, its serial and parallel
+// benchmarks kept together, so that none is always the first of a round.
+func TestRoundOrderRotatesTheLimiters(t *testing.T) {
+	var benches []memoryBenchmark
+	for _, l := range []string{"gcra", "token_bucket", xrateLimiterName} {
+		for _, m := range []string{"serial", "parallel"} {
+			benches = append(benches, memoryBenchmark{name: l + "/" + m, limiter: l})
+		}
+	}
+	want := [][]int{{0, 1, 2, 3, 4, 5}, {2, 3, 4, 5, 0, 1}, {4, 5, 0, 1, 2, 3}, {0, 1, 2, 3, 4, 5}}
+	for r, w := range want {
+		if got := roundOrder(benches, r); !slices.Equal(got, w) {
+			t.Errorf("round %d runs %v, want %v", r, got, w)
 		}
 	}
 }
