@@ -4,6 +4,7 @@ import (
 	"context"
 	"runtime"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -57,17 +58,17 @@ func BenchmarkMemoryStore(b *testing.B) {
 			for _, k := range keys {
 				store.Decide(ctx, k, lim, 1)
 			}
-			var next atomic.Int64
 			b.ReportAllocs()
 			b.ResetTimer()
-			b.RunParallel(func(pb *testing.PB) {
-				i := int(next.Add(7919)) // each goroutine starts elsewhere
-				for pb.Next() {
-					i++
-					if i >= len(keys) {
-						i = 0
+			runParallel(runtime.GOMAXPROCS(0), b.N, func(g int, take func() int) {
+				i := (g + 1) * 7919 % len(keys) // each goroutine starts elsewhere
+				for calls := take(); calls > 0; calls = take() {
+					for range calls {
+						if i++; i >= len(keys) {
+							i = 0
+						}
+						store.Decide(ctx, keys[i], lim, 1)
 					}
-					store.Decide(ctx, keys[i], lim, 1)
 				}
 			})
 		})
@@ -179,11 +180,9 @@ func BenchmarkMemoryStoreParallelKeys(b *testing.B) {
 				store.Decide(ctx, k, lim, 1)
 			}
 			procs := runtime.GOMAXPROCS(0)
-			var next atomic.Int64
 			b.ReportAllocs()
 			b.ResetTimer()
-			b.RunParallel(func(pb *testing.PB) {
-				g := int(next.Add(1)) - 1
+			runParallel(procs, b.N, func(g int, take func() int) {
 				// Goroutine g visits the keys i with i % procs == g, or
 				// all of them from its own start; stride 7919 is prime to
 				// 10,000, so consecutive decisions touch unrelated keys.
@@ -192,17 +191,64 @@ func BenchmarkMemoryStoreParallelKeys(b *testing.B) {
 					first, n = 0, len(keys)/procs
 				}
 				i := first
-				for pb.Next() {
-					if i += step; i >= n {
-						i %= n
+				for calls := take(); calls > 0; calls = take() {
+					for range calls {
+						if i += step; i >= n {
+							i %= n
+						}
+						k := i
+						if own {
+							k = i*procs + g
+						}
+						store.Decide(ctx, keys[k], lim, 1)
 					}
-					k := i
-					if own {
-						k = i*procs + g%procs
-					}
-					store.Decide(ctx, keys[k], lim, 1)
 				}
 			})
 		})
+	}
+}
+
+// runParallel runs worker on procs goroutines, numbered from 0, which take
+// total calls between them, 1024 at a time, from take (0 when none are
+// left). It writes nothing per call but on a worker's stack: b.RunParallel
+// counts down in a small heap object per goroutine, and two goroutines'
+// objects sometimes share a cache line, which then moves between the
+// cores on every call.
+func runParallel(procs, total int, worker func(g int, take func() int)) {
+	const grain = 1024
+	var taken atomic.Int64
+	take := func() int {
+		end := taken.Add(grain)
+		start := end - grain
+		if start >= int64(total) {
+			return 0
+		}
+		return int(min(end, int64(total)) - start)
+	}
+	var wg sync.WaitGroup
+	for g := range procs {
+		wg.Go(func() { worker(g, take) })
+	}
+	wg.Wait()
+}
+
+// BenchmarkClock is the memory store's clock read, the monotonic time
+// since the store was made (time.Since), beside time.Now, which reads the
+// wall clock too.
+func BenchmarkClock(b *testing.B) {
+	start := time.Now()
+	var sink int64
+	b.Run("since_start", func(b *testing.B) {
+		for b.Loop() {
+			sink += int64(time.Since(start))
+		}
+	})
+	b.Run("time.Now", func(b *testing.B) {
+		for b.Loop() {
+			sink += time.Now().UnixMicro()
+		}
+	})
+	if sink == 42 {
+		b.Log(sink)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -19,8 +20,8 @@ import (
 )
 
 // A memory benchmark is one limiter deciding over a fixed set of keys as a
-// Go benchmark: serially on one goroutine, or with b.RunParallel on
-// GOMAXPROCS goroutines. Unlike the load generator it reads no clock and
+// Go benchmark: serially on one goroutine, or on GOMAXPROCS goroutines
+// (runParallel). Unlike the load generator it reads no clock and
 // records nothing per decision, so ns/op is the limiter's own cost.
 type memoryBenchmark struct {
 	// name is "<limiter>/<serial|parallel|parallel_own_keys>", usable as a
@@ -125,11 +126,12 @@ func serialBenchmark(names []string, newDecider func() (decider, error)) func(*t
 	}
 }
 
-// parallelBenchmark is serialBenchmark with b.RunParallel. Each goroutine
-// starts elsewhere in names and, with own, decides only on the keys of its
-// own: those whose index is its number modulo GOMAXPROCS. Without own, every
-// key's state is written by each goroutine in turn, as a server's requests
-// for one client land on any core, and moves between the cores' caches.
+// parallelBenchmark is serialBenchmark on GOMAXPROCS goroutines (see
+// runParallel). Each goroutine starts elsewhere in names and, with own,
+// decides only on the keys of its own: those whose index is its number
+// modulo GOMAXPROCS. Without own, every key's state is written by each
+// goroutine in turn, as a server's requests for one client land on any
+// core, and moves between the cores' caches.
 func parallelBenchmark(names []string, newDecider func() (decider, error), own bool) func(*testing.B) {
 	return func(b *testing.B) {
 		decide, _ := newDecider()
@@ -137,34 +139,64 @@ func parallelBenchmark(names []string, newDecider func() (decider, error), own b
 			decide(k)
 		}
 		var refused atomic.Int64
-		var start atomic.Int64
 		procs := runtime.GOMAXPROCS(0)
 		b.ReportAllocs()
 		b.ResetTimer()
-		b.RunParallel(func(pb *testing.PB) {
-			g := int(start.Add(1))
+		runParallel(procs, b.N, func(g int, take func() int) {
 			keys, mine, step := len(names), 0, 1
 			if own {
 				// The goroutine's keys are names[mine + step·j]; with
 				// fewer keys than goroutines, some share one.
 				keys, mine, step = max(len(names)/procs, 1), g%min(procs, len(names)), procs
 			}
-			i := g * 1009 % keys
+			i := (g + 1) * 1009 % keys
 			n := 0
-			for pb.Next() {
-				if i += stride; i >= keys {
-					i %= keys
-				}
-				if !decide(names[mine+step*i]) {
-					n++
+			for calls := take(); calls > 0; calls = take() {
+				for range calls {
+					if i += stride; i >= keys {
+						i %= keys
+					}
+					if !decide(names[mine+step*i]) {
+						n++
+					}
 				}
 			}
 			refused.Add(int64(n))
 		})
+		b.StopTimer()
 		if n := refused.Load(); n > 0 {
 			b.Fatalf("%d decisions refused; the benchmark measures allowed ones", n)
 		}
 	}
+}
+
+// parallelGrain is how many calls a goroutine of runParallel takes at a
+// time: the shared count is written once a grain, not once a call.
+const parallelGrain = 1024
+
+// runParallel runs worker on procs goroutines, numbered from 0, which take
+// total calls between them, parallelGrain at a time, from take (0 when
+// none are left), and returns when all have returned. Unlike
+// b.RunParallel it writes nothing per call but on the worker's stack:
+// testing.PB counts down in a small heap object per goroutine, written on
+// every call, and two goroutines' objects sometimes share a cache line,
+// which then moves between the cores on every decision and makes a
+// parallel figure depend on the run, not on the limiter.
+func runParallel(procs, total int, worker func(g int, take func() int)) {
+	var taken atomic.Int64
+	take := func() int {
+		end := taken.Add(parallelGrain)
+		start := end - parallelGrain
+		if start >= int64(total) {
+			return 0
+		}
+		return int(min(end, int64(total)) - start)
+	}
+	var wg sync.WaitGroup
+	for g := range procs {
+		wg.Go(func() { worker(g, take) })
+	}
+	wg.Wait()
 }
 
 // goBenchResult is one benchmark's figures over several rounds.
@@ -188,7 +220,7 @@ func processCPU() time.Duration {
 // withCPU wraps a benchmark so that the CPU time of its last run (the one
 // testing.Benchmark reports) and that run's N are kept. CPU time does not
 // count the time the benchmark waits for a CPU, so on a shared machine it
-// is steadier than wall time; with b.RunParallel it sums every CPU's.
+// is steadier than wall time; in parallel it sums every CPU's.
 func withCPU(fn func(*testing.B), cpu *time.Duration, n *int) func(*testing.B) {
 	return func(b *testing.B) {
 		start := processCPU()
@@ -208,9 +240,9 @@ type goBenchRun struct {
 }
 
 // runGoBenchmarks runs every memory benchmark rounds times, interleaved (one
-// round runs each benchmark once, back to back, so a change in the
-// machine's load affects the contenders of a round alike), each for about
-// benchtime, and writes a table of median ns/op, allocations and the
+// round runs each benchmark once, back to back, in roundOrder, so a change
+// in the machine's load affects the contenders of a round alike), each for
+// about benchtime, and writes a table of median ns/op, allocations and the
 // ratio to the baseline: the median over rounds of the baseline's ns/op
 // divided by the limiter's, both from the same round.
 func runGoBenchmarks(w, progress io.Writer, keys, rounds int, benchtime time.Duration) error {
@@ -231,7 +263,7 @@ func runGoBenchmarks(w, progress io.Writer, keys, rounds int, benchtime time.Dur
 	}
 	run := goBenchRun{keys: keys, rounds: rounds, benchtime: benchtime, started: time.Now(), procs: runtime.GOMAXPROCS(0), load: loadAverage()}
 	for r := 0; r < rounds; r++ {
-		for i := range results {
+		for _, i := range roundOrder(benches, r) {
 			var cpu time.Duration
 			var n int
 			res := testing.Benchmark(withCPU(results[i].bench.fn, &cpu, &n))
@@ -248,6 +280,25 @@ func runGoBenchmarks(w, progress io.Writer, keys, rounds int, benchtime time.Dur
 	}
 	writeGoBenchTable(w, results, run)
 	return nil
+}
+
+// roundOrder is the order in which round r runs benches: limiter by
+// limiter, each limiter's benchmarks together and in their order, starting
+// r limiters further each round, so that no limiter always runs first,
+// right after the previous round's last benchmark.
+func roundOrder(benches []memoryBenchmark, r int) []int {
+	var groups [][]int
+	for i, b := range benches {
+		if i == 0 || b.limiter != benches[i-1].limiter {
+			groups = append(groups, nil)
+		}
+		groups[len(groups)-1] = append(groups[len(groups)-1], i)
+	}
+	order := make([]int, 0, len(benches))
+	for k := range groups {
+		order = append(order, groups[(k+r)%len(groups)]...)
+	}
+	return order
 }
 
 // loadAverage is /proc/loadavg's three load averages, or "unknown": a

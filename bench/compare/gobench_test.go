@@ -2,7 +2,9 @@ package main
 
 import (
 	"bytes"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -42,6 +44,54 @@ func TestGoBenchTablePrintsEachGoalAsOneNumber(t *testing.T) {
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("output lacks %q:\n%s", want, got)
+		}
+	}
+}
+
+// The goroutines of a parallel benchmark make b.N calls between them, each
+// once, every goroutine numbered once.
+func TestRunParallelMakesEveryCallOnce(t *testing.T) {
+	for _, procs := range []int{1, 2, 3} {
+		for _, total := range []int{0, 1, parallelGrain - 1, parallelGrain, parallelGrain + 1, 10*parallelGrain + 7} {
+			// One counter per goroutine, 128 bytes apart.
+			counts := make([][16]int64, procs)
+			started := make([]int, procs)
+			var mu sync.Mutex
+			runParallel(procs, total, func(g int, take func() int) {
+				mu.Lock()
+				started[g]++
+				mu.Unlock()
+				for n := take(); n > 0; n = take() {
+					counts[g][0] += int64(n)
+				}
+			})
+			sum := int64(0)
+			for g := range procs {
+				if started[g] != 1 {
+					t.Errorf("procs %d, total %d: goroutine %d started %d times, want once", procs, total, g, started[g])
+				}
+				sum += counts[g][0]
+			}
+			if sum != int64(total) {
+				t.Errorf("procs %d: %d calls made, want %d", procs, sum, total)
+			}
+		}
+	}
+}
+
+// Each round starts with another limiter, its serial and parallel
+// benchmarks kept together, so that none is always the first of a round.
+func TestRoundOrderRotatesTheLimiters(t *testing.T) {
+	var benches []memoryBenchmark
+	for _, l := range []string{"gcra", "token_bucket", xrateLimiterName} {
+		for _, m := range []string{"serial", "parallel"} {
+			benches = append(benches, memoryBenchmark{name: l + "/" + m, limiter: l})
+		}
+	}
+	want := [][]int{{0, 1, 2, 3, 4, 5}, {2, 3, 4, 5, 0, 1}, {4, 5, 0, 1, 2, 3}, {0, 1, 2, 3, 4, 5}}
+	for r, w := range want {
+		if got := roundOrder(benches, r); !slices.Equal(got, w) {
+			t.Errorf("round %d runs %v, want %v", r, got, w)
 		}
 	}
 }
