@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/rl-exporter/rl-exporter/internal/eventually"
 	"github.com/rl-exporter/rl-exporter/internal/redistest"
 	"github.com/rl-exporter/rl-exporter/limiter"
 )
@@ -396,4 +397,59 @@ func batchCall(s *Store, reqs []*request) (keys []string, args []any) {
 		args = append(args, *a.(*int64))
 	}
 	return keys, args
+}
+
+// TestBatchedShortTimeoutBehindLongOnesEndsAtItsOwn queues, on a frozen
+// Redis, a decision with a short timeout behind decisions with a long one:
+// it must end with the timeout error at its own deadline, not at theirs,
+// though no sender is free to look at it; once Redis answers again, every
+// decision is answered, and the requests reused after the timeouts answer
+// their own decisions.
+func TestBatchedShortTimeoutBehindLongOnesEndsAtItsOwn(t *testing.T) {
+	srv, store := singleStore(t)
+	ctx := context.Background()
+	lim := limiter.Limit{Algorithm: limiter.GCRA, Rate: 1_000_000, Period: time.Second}
+	if _, err := store.DecideMode(ctx, "warm", lim, 1, limiter.ModeConsume, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	srv.Freeze()
+	thawed := false
+	defer func() {
+		if !thawed {
+			srv.Thaw()
+		}
+	}()
+	const long, short, margin = 3 * time.Second, 100 * time.Millisecond, time.Second
+	const waiting = 12
+	errs := make(chan error, waiting)
+	for i := range waiting {
+		go func() {
+			_, err := store.DecideMode(ctx, fmt.Sprintf("long%d", i), lim, 1, limiter.ModeConsume, long)
+			errs <- err
+		}()
+	}
+	eventually.True(t, 5*time.Second, "the long decisions in progress",
+		func() bool { return store.batch.inFlight.Load() >= waiting })
+	for i := range 3 {
+		start := time.Now()
+		_, err := store.DecideMode(ctx, fmt.Sprintf("short%d", i), lim, 1, limiter.ModeConsume, short)
+		took := time.Since(start)
+		if limiter.ErrorKind(err) != "timeout" {
+			t.Fatalf("short decision %d: err %v, want the timeout", i, err)
+		}
+		if took < short || took > short+margin {
+			t.Fatalf("short decision %d took %s, want its own %s timeout (+%s), not the others' %s", i, took, short, margin, long)
+		}
+	}
+	srv.Thaw()
+	thawed = true
+	for range waiting {
+		<-errs // answered or timed out: what matters is that each returns
+	}
+	for i := range 200 {
+		d, err := store.DecideMode(ctx, "after", lim, 1, limiter.ModeConsume, time.Second)
+		if err != nil || !d.Allowed || d.Limit != lim.Quota() {
+			t.Fatalf("decision %d after the thaw: %+v, %v", i, d, err)
+		}
+	}
 }
