@@ -38,9 +38,6 @@ func decideValues(a limiter.Algorithm) (string, error) {
 //go:embed lua/preamble.lua
 var preamble string
 
-// redisClock is how the scripts read the clock.
-const redisClock = "redis.call('TIME')"
-
 // script is one Lua script and its SHA1.
 type script struct {
 	src string
@@ -74,7 +71,8 @@ const (
 
 //go:generate go test -run ^TestGeneratedScriptsAreCurrent$ -update .
 
-// generatedFiles are the scripts as sent, written by scripts_gen_test.go.
+// generatedFiles are the scripts as sent (decisions, reservations,
+// leases), written by scripts_gen_test.go.
 //
 //go:embed lua/generated/*.lua
 var generatedFiles embed.FS
@@ -83,22 +81,32 @@ var generatedFiles embed.FS
 func loadScripts() ([limiter.NumAlgorithms]algScripts, error) {
 	var all [limiter.NumAlgorithms]algScripts
 	for _, spec := range limiter.AlgorithmSpecs() {
-		var src [2]string
-		for i, kind := range []string{"single", "batch"} {
-			b, err := generatedFiles.ReadFile(generatedPath(spec.Algorithm(), kind))
-			if err != nil {
-				return all, fmt.Errorf("script for %s: %w", spec, err)
-			}
-			src[i] = string(b)
+		sc := algScripts{spec: spec, keySuffixes: spec.KeySuffixes(), nkeys: spec.NumKeys(), nargs: spec.NumParams() + 2}
+		if err := readGenerated(spec.Algorithm(), decideKinds[:], &sc.single, &sc.batch); err != nil {
+			return all, err
 		}
-		sc := algScripts{spec: spec, single: newScript(src[0]), batch: newScript(src[1]),
-			keySuffixes: spec.KeySuffixes(), nkeys: spec.NumKeys(), nargs: spec.NumParams() + 2}
 		if sc.nkeys > maxKeys || sc.nargs > maxArgs {
 			return all, fmt.Errorf("script for %s: %d keys and %d arguments, more than the %d and %d a request holds", spec, sc.nkeys, sc.nargs, maxKeys, maxArgs)
 		}
 		all[spec.Index()] = sc
 	}
 	return all, nil
+}
+
+// decideKinds name an algorithm's decision scripts in lua/generated: one
+// decision, and a batch of them.
+var decideKinds = [2]string{"single", "batch"}
+
+// readGenerated reads algorithm a's scripts of kinds into dst, in order.
+func readGenerated(a limiter.Algorithm, kinds []string, dst ...*script) error {
+	for i, kind := range kinds {
+		b, err := generatedFiles.ReadFile(generatedPath(a, kind))
+		if err != nil {
+			return fmt.Errorf("script for %s: %w", a, err)
+		}
+		*dst[i] = newScript(string(b))
+	}
+	return nil
 }
 
 // generatedPath is the file of algorithm a's script of kind (single or batch).
