@@ -17,10 +17,6 @@ const (
 	kindRelease = 1
 )
 
-// leaseKinds name the lease scripts in lua/generated, under
-// limiter.Concurrency: acquire, release, and a batch of both.
-var leaseKinds = [3]string{"acquire", "release", "batch"}
-
 // leaseScripts are lua/concurrency.lua's calls: acquire and release alone,
 // and the batch of many calls in one (reserve_batch.go).
 var leaseScripts = sync.OnceValues(func() (*opScripts, error) {
@@ -31,8 +27,7 @@ var leaseScripts = sync.OnceValues(func() (*opScripts, error) {
 	return &opScripts{single: [2]*script{kindAcquire: &a, kindRelease: &r}, batch: &b}, nil
 })
 
-// goRedisScript reads lua/<name>.lua once; go-redis's Script sends EVALSHA
-// and falls back to EVAL on NOSCRIPT.
+// goRedisScript is lua/<name>.lua, read once, as a go-redis Script (EVALSHA, EVAL on NOSCRIPT).
 func goRedisScript(name string) func() (*redis.Script, error) {
 	return sync.OnceValues(func() (*redis.Script, error) {
 		src, err := luaFiles.ReadFile("lua/" + name + ".lua")

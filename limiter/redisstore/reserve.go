@@ -10,9 +10,8 @@ import (
 	"github.com/rl-exporter/rl-exporter/limiter"
 )
 
-// reserveScripts are an algorithm's reservation scripts: reserve and
-// settle, one atomic call each, and the batch of many calls in one
-// (reserve_batch.go).
+// reserveScripts are an algorithm's reserve and settle scripts, one atomic
+// call each, and their batch of many calls in one (reserve_batch.go).
 type reserveScripts struct {
 	reserve, settle, batch script
 	ops                    opScripts
@@ -26,10 +25,6 @@ const (
 	kindReserve = 0
 	kindSettle  = 1
 )
-
-// reserveKinds name an algorithm's reservation scripts in lua/generated:
-// reserve, settle, and a batch of both.
-var reserveKinds = [3]string{"reserve", "settle", "reserve_batch"}
 
 // loadReserveScripts reads every algorithm's reservation scripts once,
 // indexed by AlgorithmSpec.Index; a pointer, so that a call copies nothing.

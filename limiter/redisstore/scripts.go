@@ -71,8 +71,7 @@ const (
 
 //go:generate go test -run ^TestGeneratedScriptsAreCurrent$ -update .
 
-// generatedFiles are the scripts as sent (decisions, reservations,
-// leases), written by scripts_gen_test.go.
+// generatedFiles are the scripts as sent, written by scripts_gen_test.go.
 //
 //go:embed lua/generated/*.lua
 var generatedFiles embed.FS
@@ -93,9 +92,12 @@ func loadScripts() ([limiter.NumAlgorithms]algScripts, error) {
 	return all, nil
 }
 
-// decideKinds name an algorithm's decision scripts in lua/generated: one
-// decision, and a batch of them.
-var decideKinds = [2]string{"single", "batch"}
+// Kinds of script in lua/generated: decisions, reservations, leases (limiter.Concurrency's).
+var (
+	decideKinds  = [2]string{"single", "batch"}
+	reserveKinds = [3]string{"reserve", "settle", "reserve_batch"}
+	leaseKinds   = [3]string{"acquire", "release", "batch"}
+)
 
 // readGenerated reads algorithm a's scripts of kinds into dst, in order.
 func readGenerated(a limiter.Algorithm, kinds []string, dst ...*script) error {
@@ -109,7 +111,7 @@ func readGenerated(a limiter.Algorithm, kinds []string, dst ...*script) error {
 	return nil
 }
 
-// generatedPath is the file of algorithm a's script of kind (single or batch).
+// generatedPath is the file of algorithm a's script of kind.
 func generatedPath(a limiter.Algorithm, kind string) string {
 	return "lua/generated/" + string(a) + "." + kind + ".lua"
 }
