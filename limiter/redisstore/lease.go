@@ -20,47 +20,14 @@ const (
 // leaseScripts are lua/concurrency.lua's calls: acquire and release alone,
 // and the batch of many calls in one (reserve_batch.go).
 var leaseScripts = sync.OnceValues(func() (*opScripts, error) {
-	src, err := luaFiles.ReadFile("lua/concurrency.lua")
-	if err != nil {
-		return nil, fmt.Errorf("redis store: concurrency script: %w", err)
+	var a, r, b script
+	if err := readGenerated(limiter.Concurrency, leaseKinds[:], &a, &r, &b); err != nil {
+		return nil, fmt.Errorf("redis store: %w", err)
 	}
-	acquire, release, batch := leaseSources(string(src), redisClock)
-	a, r, b := newScript(acquire), newScript(release), newScript(batch)
 	return &opScripts{single: [2]*script{kindAcquire: &a, kindRelease: &r}, batch: &b}, nil
 })
 
-// leaseSources assembles the acquire, release and batch scripts from
-// lua/concurrency.lua's lease function, reading the clock once. A batch
-// takes each call's key in KEYS and ARGV as setEncoder writes them, a set
-// being limit and TTL (µs); it answers five integers a call (lease's four
-// and 0).
-func leaseSources(body, clock string) (acquire, release, batch string) {
-	head := "-- Code generated from lua/concurrency.lua by rl-exporter. DO NOT EDIT.\n" +
-		"local clock = " + clock + "\n" +
-		"local now = tonumber(clock[1]) * 1000000 + tonumber(clock[2])\n" + body
-	acquire = head + "return lease(KEYS[1], 0, ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]))\n"
-	release = head + "return lease(KEYS[1], 1, ARGV[1], 0, 0)\n"
-	batch = head + `local n, nsets = tonumber(ARGV[1]), tonumber(ARGV[2])
-local sets, a = {}, 3
-for s = 1, nsets do
-  sets[s] = {tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])}
-  a = a + 1 + tonumber(ARGV[a])
-end
-local out = {}
-for i = 1, n do
-  local set = sets[tonumber(ARGV[a + 1]) + 1]
-  local r = lease(KEYS[i], tonumber(ARGV[a]), ARGV[a + 3], set[1], set[2])
-  local o = (i - 1) * 5
-  out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5] = r[1], r[2], r[3], r[4], 0
-  a = a + 4
-end
-return out
-`
-	return acquire, release, batch
-}
-
-// goRedisScript reads lua/<name>.lua once; go-redis's Script sends EVALSHA
-// and falls back to EVAL on NOSCRIPT.
+// goRedisScript is lua/<name>.lua, read once, as a go-redis Script (EVALSHA, EVAL on NOSCRIPT).
 func goRedisScript(name string) func() (*redis.Script, error) {
 	return sync.OnceValues(func() (*redis.Script, error) {
 		src, err := luaFiles.ReadFile("lua/" + name + ".lua")

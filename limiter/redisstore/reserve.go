@@ -4,18 +4,14 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/rl-exporter/rl-exporter/limiter"
 )
 
-// reserveScripts are an algorithm's reservation scripts: reserve and
-// settle, one atomic call each, and the batch of many calls in one
-// (reserve_batch.go).
+// reserveScripts are an algorithm's reserve and settle scripts, one atomic
+// call each, and their batch of many calls in one (reserve_batch.go).
 type reserveScripts struct {
 	reserve, settle, batch script
 	ops                    opScripts
@@ -30,61 +26,19 @@ const (
 	kindSettle  = 1
 )
 
-// loadReserveScripts builds every algorithm's reservation scripts once,
+// loadReserveScripts reads every algorithm's reservation scripts once,
 // indexed by AlgorithmSpec.Index; a pointer, so that a call copies nothing.
 var loadReserveScripts = sync.OnceValues(func() (*[limiter.NumAlgorithms]reserveScripts, error) {
 	all := new([limiter.NumAlgorithms]reserveScripts)
 	for _, spec := range limiter.AlgorithmSpecs() {
-		reserve, settle, batch, err := reservationSources(spec, redisClock)
-		if err != nil {
-			return nil, err
-		}
 		sc := &all[spec.Index()]
-		sc.reserve, sc.settle, sc.batch = newScript(reserve), newScript(settle), newScript(batch)
+		if err := readGenerated(spec.Algorithm(), reserveKinds[:], &sc.reserve, &sc.settle, &sc.batch); err != nil {
+			return nil, fmt.Errorf("reservation %w", err)
+		}
 		sc.ops = opScripts{single: [2]*script{kindReserve: &sc.reserve, kindSettle: &sc.settle}, batch: &sc.batch}
 	}
 	return all, nil
 })
-
-// reservationSources assembles spec's reserve, settle and batch scripts:
-// the preamble, its decide function, lua/run.lua, lua/<a>_settle.lua (after
-// lua/bucket_settle.lua for the two buckets of one state layout),
-// lua/reservations.lua and, for the batch, lua/reservations_batch.lua,
-// reading the clock once.
-func reservationSources(spec *limiter.AlgorithmSpec, clock string) (reserve, settle, batch string, err error) {
-	a := spec.Algorithm()
-	decide, err := DecideFunction(a)
-	if err != nil {
-		return "", "", "", err
-	}
-	names := []string{"run", string(a) + "_settle", "reservations", "reservations_batch"}
-	if a == limiter.TokenBucket || a == limiter.LeakyBucket {
-		names = slices.Insert(names, 1, "bucket_settle")
-	}
-	var body, main strings.Builder
-	body.WriteString(preamble + decide)
-	for i, name := range names {
-		b, err := luaFiles.ReadFile("lua/" + name + ".lua")
-		if err != nil {
-			return "", "", "", fmt.Errorf("reservation script for %s: %w", a, err)
-		}
-		if i == len(names)-2 {
-			body.WriteString("local clock = " + clock + "\n" +
-				"local now = tonumber(clock[1]) * 1000000 + tonumber(clock[2])\n" +
-				"local nk, np = " + strconv.Itoa(spec.NumKeys()) + ", " + strconv.Itoa(spec.NumParams()) + "\n")
-		}
-		if i == len(names)-1 {
-			main.Write(b)
-		} else {
-			body.Write(b)
-		}
-	}
-	files := "lua/preamble.lua, lua/" + string(a) + ".lua, lua/" + strings.Join(names[:len(names)-1], ".lua, lua/") + ".lua"
-	header := "-- Code generated from " + files + " by rl-exporter. DO NOT EDIT.\n"
-	batchHeader := "-- Code generated from " + files + ", lua/reservations_batch.lua by rl-exporter. DO NOT EDIT.\n"
-	return header + body.String() + "return reserve(KEYS, ARGV)\n", header + body.String() + "return settle(KEYS, ARGV)\n",
-		batchHeader + body.String() + main.String(), nil
-}
 
 // Reserve implements limiter.Reserver: the decision of r.Estimate and, when
 // admitted, the reservation's record, in one script call on Redis's clock,

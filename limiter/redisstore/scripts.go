@@ -38,9 +38,6 @@ func decideValues(a limiter.Algorithm) (string, error) {
 //go:embed lua/preamble.lua
 var preamble string
 
-// redisClock is how the scripts read the clock.
-const redisClock = "redis.call('TIME')"
-
 // script is one Lua script and its SHA1.
 type script struct {
 	src string
@@ -83,16 +80,10 @@ var generatedFiles embed.FS
 func loadScripts() ([limiter.NumAlgorithms]algScripts, error) {
 	var all [limiter.NumAlgorithms]algScripts
 	for _, spec := range limiter.AlgorithmSpecs() {
-		var src [2]string
-		for i, kind := range []string{"single", "batch"} {
-			b, err := generatedFiles.ReadFile(generatedPath(spec.Algorithm(), kind))
-			if err != nil {
-				return all, fmt.Errorf("script for %s: %w", spec, err)
-			}
-			src[i] = string(b)
+		sc := algScripts{spec: spec, keySuffixes: spec.KeySuffixes(), nkeys: spec.NumKeys(), nargs: spec.NumParams() + 2}
+		if err := readGenerated(spec.Algorithm(), decideKinds[:], &sc.single, &sc.batch); err != nil {
+			return all, err
 		}
-		sc := algScripts{spec: spec, single: newScript(src[0]), batch: newScript(src[1]),
-			keySuffixes: spec.KeySuffixes(), nkeys: spec.NumKeys(), nargs: spec.NumParams() + 2}
 		if sc.nkeys > maxKeys || sc.nargs > maxArgs {
 			return all, fmt.Errorf("script for %s: %d keys and %d arguments, more than the %d and %d a request holds", spec, sc.nkeys, sc.nargs, maxKeys, maxArgs)
 		}
@@ -101,7 +92,26 @@ func loadScripts() ([limiter.NumAlgorithms]algScripts, error) {
 	return all, nil
 }
 
-// generatedPath is the file of algorithm a's script of kind (single or batch).
+// Kinds of script in lua/generated: decisions, reservations, leases (limiter.Concurrency's).
+var (
+	decideKinds  = [2]string{"single", "batch"}
+	reserveKinds = [3]string{"reserve", "settle", "reserve_batch"}
+	leaseKinds   = [3]string{"acquire", "release", "batch"}
+)
+
+// readGenerated reads algorithm a's scripts of kinds into dst, in order.
+func readGenerated(a limiter.Algorithm, kinds []string, dst ...*script) error {
+	for i, kind := range kinds {
+		b, err := generatedFiles.ReadFile(generatedPath(a, kind))
+		if err != nil {
+			return fmt.Errorf("script for %s: %w", a, err)
+		}
+		*dst[i] = newScript(string(b))
+	}
+	return nil
+}
+
+// generatedPath is the file of algorithm a's script of kind.
 func generatedPath(a limiter.Algorithm, kind string) string {
 	return "lua/generated/" + string(a) + "." + kind + ".lua"
 }

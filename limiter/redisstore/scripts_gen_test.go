@@ -19,19 +19,17 @@ var update = flag.Bool("update", false, "write lua/generated from lua/*.lua")
 
 const regenerate = "go generate ./limiter/redisstore/"
 
+// redisClock is how the scripts read the clock.
+const redisClock = "redis.call('TIME')"
+
 // TestGeneratedScriptsAreCurrent holds lua/generated to what
-// scriptSources makes of lua/*.lua now: the store runs those files as
+// wantGenerated makes of lua/*.lua now: the store runs those files as
 // they are, so a change to a source part shows here until they are
 // written again.
 func TestGeneratedScriptsAreCurrent(t *testing.T) {
-	want := map[string]string{}
-	for _, spec := range limiter.AlgorithmSpecs() {
-		single, batch, err := scriptSources(spec, redisClock)
-		if err != nil {
-			t.Fatal(err)
-		}
-		want[generatedPath(spec.Algorithm(), "single")] = single
-		want[generatedPath(spec.Algorithm(), "batch")] = batch
+	want, err := wantGenerated()
+	if err != nil {
+		t.Fatal(err)
 	}
 	if *update {
 		if err := writeGenerated(want); err != nil {
@@ -54,9 +52,83 @@ func TestGeneratedScriptsAreCurrent(t *testing.T) {
 	}
 	for _, f := range files {
 		if _, ok := want[filepath.ToSlash(f)]; !ok {
-			t.Errorf("%s is no algorithm's script: run %s", f, regenerate)
+			t.Errorf("%s is no script of the store: run %s", f, regenerate)
 		}
 	}
+}
+
+// wantGenerated is every file of lua/generated, by path: each
+// algorithm's decision, reservation and settle scripts and their batches,
+// and the lease scripts.
+func wantGenerated() (map[string]string, error) {
+	want := map[string]string{}
+	for _, spec := range limiter.AlgorithmSpecs() {
+		a := spec.Algorithm()
+		single, batch, err := scriptSources(spec, redisClock)
+		if err != nil {
+			return nil, err
+		}
+		reserve, settle, reserveBatch, err := reservationSources(spec, redisClock)
+		if err != nil {
+			return nil, err
+		}
+		for i, src := range []string{single, batch} {
+			want[generatedPath(a, decideKinds[i])] = src
+		}
+		for i, src := range []string{reserve, settle, reserveBatch} {
+			want[generatedPath(a, reserveKinds[i])] = src
+		}
+	}
+	body, err := luaFiles.ReadFile("lua/concurrency.lua")
+	if err != nil {
+		return nil, err
+	}
+	acquire, release, batch := leaseSources(string(body), redisClock)
+	for i, src := range []string{acquire, release, batch} {
+		want[generatedPath(limiter.Concurrency, leaseKinds[i])] = src
+	}
+	return want, nil
+}
+
+// TestStoreSendsTheGeneratedScripts holds the scripts the store sends to
+// the files of lua/generated, byte for byte.
+func TestStoreSendsTheGeneratedScripts(t *testing.T) {
+	file := func(a limiter.Algorithm, kind string) string {
+		b, err := os.ReadFile(generatedPath(a, kind))
+		if err != nil {
+			t.Fatalf("%v: run %s", err, regenerate)
+		}
+		return string(b)
+	}
+	check := func(a limiter.Algorithm, kind string, sc *script) {
+		t.Helper()
+		if want := file(a, kind); sc.src != want || sc.sha != newScript(want).sha {
+			t.Errorf("the store's %s %s script is not %s", a, kind, generatedPath(a, kind))
+		}
+	}
+	decide, err := loadScripts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	reserve, err := loadReserveScripts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	lease, err := leaseScripts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, spec := range limiter.AlgorithmSpecs() {
+		a, i := spec.Algorithm(), spec.Index()
+		check(a, decideKinds[0], &decide[i].single)
+		check(a, decideKinds[1], &decide[i].batch)
+		check(a, reserveKinds[0], &reserve[i].reserve)
+		check(a, reserveKinds[1], &reserve[i].settle)
+		check(a, reserveKinds[2], &reserve[i].batch)
+	}
+	check(limiter.Concurrency, leaseKinds[0], lease.single[kindAcquire])
+	check(limiter.Concurrency, leaseKinds[1], lease.single[kindRelease])
+	check(limiter.Concurrency, leaseKinds[2], lease.batch)
 }
 
 // writeGenerated replaces lua/generated with want's files.
@@ -283,4 +355,74 @@ func encodePlain(e *encoder, dst []any, sc *algScripts, g *group) []any {
 		}
 	}
 	return dst
+}
+
+// reservationSources assembles spec's reserve, settle and batch scripts:
+// the preamble, its decide function, lua/run.lua, lua/<a>_settle.lua (after
+// lua/bucket_settle.lua for the two buckets of one state layout),
+// lua/reservations.lua and, for the batch, lua/reservations_batch.lua,
+// reading the clock once.
+func reservationSources(spec *limiter.AlgorithmSpec, clock string) (reserve, settle, batch string, err error) {
+	a := spec.Algorithm()
+	decide, err := DecideFunction(a)
+	if err != nil {
+		return "", "", "", err
+	}
+	names := []string{"run", string(a) + "_settle", "reservations", "reservations_batch"}
+	if a == limiter.TokenBucket || a == limiter.LeakyBucket {
+		names = slices.Insert(names, 1, "bucket_settle")
+	}
+	var body, main strings.Builder
+	body.WriteString(preamble + decide)
+	for i, name := range names {
+		b, err := luaFiles.ReadFile("lua/" + name + ".lua")
+		if err != nil {
+			return "", "", "", fmt.Errorf("reservation script for %s: %w", a, err)
+		}
+		if i == len(names)-2 {
+			body.WriteString("local clock = " + clock + "\n" +
+				"local now = tonumber(clock[1]) * 1000000 + tonumber(clock[2])\n" +
+				"local nk, np = " + strconv.Itoa(spec.NumKeys()) + ", " + strconv.Itoa(spec.NumParams()) + "\n")
+		}
+		if i == len(names)-1 {
+			main.Write(b)
+		} else {
+			body.Write(b)
+		}
+	}
+	files := "lua/preamble.lua, lua/" + string(a) + ".lua, lua/" + strings.Join(names[:len(names)-1], ".lua, lua/") + ".lua"
+	header := "-- Code generated by " + regenerate + " from " + files + ". DO NOT EDIT.\n"
+	batchHeader := "-- Code generated by " + regenerate + " from " + files + " and lua/reservations_batch.lua. DO NOT EDIT.\n"
+	return header + body.String() + "return reserve(KEYS, ARGV)\n", header + body.String() + "return settle(KEYS, ARGV)\n",
+		batchHeader + body.String() + main.String(), nil
+}
+
+// leaseSources assembles the acquire, release and batch scripts from
+// lua/concurrency.lua's lease function, reading the clock once. A batch
+// takes each call's key in KEYS and ARGV as setEncoder writes them, a set
+// being limit and TTL (µs); it answers five integers a call (lease's four
+// and 0).
+func leaseSources(body, clock string) (acquire, release, batch string) {
+	head := "-- Code generated by " + regenerate + " from lua/concurrency.lua. DO NOT EDIT.\n" +
+		"local clock = " + clock + "\n" +
+		"local now = tonumber(clock[1]) * 1000000 + tonumber(clock[2])\n" + body
+	acquire = head + "return lease(KEYS[1], 0, ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]))\n"
+	release = head + "return lease(KEYS[1], 1, ARGV[1], 0, 0)\n"
+	batch = head + `local n, nsets = tonumber(ARGV[1]), tonumber(ARGV[2])
+local sets, a = {}, 3
+for s = 1, nsets do
+  sets[s] = {tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])}
+  a = a + 1 + tonumber(ARGV[a])
+end
+local out = {}
+for i = 1, n do
+  local set = sets[tonumber(ARGV[a + 1]) + 1]
+  local r = lease(KEYS[i], tonumber(ARGV[a]), ARGV[a + 3], set[1], set[2])
+  local o = (i - 1) * 5
+  out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5] = r[1], r[2], r[3], r[4], 0
+  a = a + 4
+end
+return out
+`
+	return acquire, release, batch
 }
