@@ -424,9 +424,14 @@ func (pc *upstreamConn) exchange(r *http.Request, write func(*bufio.Writer), w h
 	if pc.pool.headerTimeout > 0 {
 		pc.setReadDeadline(time.Now().Add(pc.pool.headerTimeout))
 	}
+	var body *upstreamBody
 	for {
 		if _, err := pc.br.Peek(1); err != nil {
 			return fail(err, !isTimeout(err))
+		}
+		if sr, ok := readSimpleResponse(pc.br, r); ok {
+			resp, body = &sr.resp, &sr.body
+			break
 		}
 		resp, err = http.ReadResponse(pc.br, r)
 		if err != nil {
@@ -462,7 +467,11 @@ func (pc *upstreamConn) exchange(r *http.Request, write func(*bufio.Writer), w h
 		pc.release(reusable)
 		return resp, nil, false
 	}
-	resp.Body = &upstreamBody{pc: pc, body: resp.Body, reusable: reusable}
+	if body == nil {
+		body = &upstreamBody{body: resp.Body}
+		resp.Body = body
+	}
+	body.pc, body.reusable = pc, reusable
 	return resp, nil, false
 }
 
@@ -483,10 +492,11 @@ func (pc *upstreamConn) release(reusable bool) {
 // upstreamBody is a response body of an upstreamConn: read to its end it gives the
 // connection back; closed early it closes the connection. Used by one goroutine.
 type upstreamBody struct {
-	pc       *upstreamConn
-	body     io.ReadCloser
-	reusable bool
-	done     bool
+	pc        *upstreamConn
+	body      io.ReadCloser // http.ReadResponse's; nil: remaining bytes of pc.br
+	remaining int64
+	reusable  bool
+	done      bool
 }
 
 // Read implements io.Reader.
@@ -494,10 +504,33 @@ func (b *upstreamBody) Read(p []byte) (int, error) {
 	if b.done {
 		return 0, io.EOF
 	}
-	n, err := b.body.Read(p)
+	var n int
+	var err error
+	if b.body != nil {
+		n, err = b.body.Read(p)
+	} else {
+		n, err = b.readLength(p)
+	}
 	if err == io.EOF {
 		b.done = true
 		b.pc.release(b.reusable)
+	}
+	return n, err
+}
+
+// readLength reads a body of known length as net/http's body does: io.EOF with
+// its last bytes, io.ErrUnexpectedEOF when the upstream closes before them.
+func (b *upstreamBody) readLength(p []byte) (int, error) {
+	if int64(len(p)) > b.remaining {
+		p = p[:b.remaining]
+	}
+	n, err := b.pc.br.Read(p)
+	b.remaining -= int64(n)
+	if b.remaining == 0 {
+		return n, io.EOF
+	}
+	if err == io.EOF {
+		err = io.ErrUnexpectedEOF
 	}
 	return n, err
 }
