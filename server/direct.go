@@ -50,7 +50,7 @@ func (p *directProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		p.fallback.ServeHTTP(w, r)
 		return
 	}
-	resp, err := p.pool.roundTrip(r, func(bw *bufio.Writer) { writeProxied(bw, r, p.pool.host) }, w)
+	resp, err := p.pool.roundTrip(r, w)
 	if err != nil {
 		p.onError(w, r, err)
 		return
@@ -153,20 +153,20 @@ func hasToken(vs []string, k string) bool {
 	return false
 }
 
-// writeProxied writes r as ReverseProxy with SetXForwarded would send it: without
-// hop-by-hop headers, the client appended to X-Forwarded-For. net/http checked the
-// incoming header names and values when it read them.
-func writeProxied(bw *bufio.Writer, r *http.Request, upstreamHost string) {
-	bw.WriteString(r.Method)
-	bw.WriteByte(' ')
-	bw.WriteString(r.URL.RequestURI())
-	bw.WriteString(" HTTP/1.1\r\nHost: ")
+// appendProxied appends r to b as ReverseProxy with SetXForwarded would send it:
+// without hop-by-hop headers, the client appended to X-Forwarded-For. net/http
+// checked the incoming header names and values when it read them.
+func appendProxied(b []byte, r *http.Request, upstreamHost string) []byte {
+	b = append(b, r.Method...)
+	b = append(b, ' ')
+	b = append(b, r.URL.RequestURI()...)
+	b = append(b, " HTTP/1.1\r\nHost: "...)
 	host := r.Host
 	if host == "" {
 		host = upstreamHost
 	}
-	bw.WriteString(host)
-	bw.WriteString("\r\n")
+	b = append(b, host...)
+	b = append(b, "\r\n"...)
 	dropped := connectionTokens(r.Header)
 	for k, vv := range r.Header {
 		switch k {
@@ -174,7 +174,7 @@ func writeProxied(bw *bufio.Writer, r *http.Request, upstreamHost string) {
 			continue
 		case "Te":
 			if hasToken(vv, "trailers") {
-				bw.WriteString("Te: trailers\r\n")
+				b = append(b, "Te: trailers\r\n"...)
 			}
 			continue
 		}
@@ -182,32 +182,31 @@ func writeProxied(bw *bufio.Writer, r *http.Request, upstreamHost string) {
 			continue
 		}
 		for _, v := range vv {
-			bw.WriteString(k)
-			bw.WriteString(": ")
-			bw.WriteString(v)
-			bw.WriteString("\r\n")
+			b = append(b, k...)
+			b = append(b, ": "...)
+			b = append(b, v...)
+			b = append(b, "\r\n"...)
 		}
 	}
 	switch r.Method {
 	case http.MethodPost, http.MethodPut, http.MethodPatch:
-		bw.WriteString("Content-Length: 0\r\n")
+		b = append(b, "Content-Length: 0\r\n"...)
 	}
 	if client, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
-		bw.WriteString("X-Forwarded-For: ")
+		b = append(b, "X-Forwarded-For: "...)
 		for _, v := range r.Header["X-Forwarded-For"] {
-			bw.WriteString(v)
-			bw.WriteString(", ")
+			b = append(b, v...)
+			b = append(b, ", "...)
 		}
-		bw.WriteString(client)
-		bw.WriteString("\r\n")
+		b = append(b, client...)
+		b = append(b, "\r\n"...)
 	}
-	bw.WriteString("X-Forwarded-Host: ")
-	bw.WriteString(r.Host)
+	b = append(b, "X-Forwarded-Host: "...)
+	b = append(b, r.Host...)
 	if r.TLS == nil {
-		bw.WriteString("\r\nX-Forwarded-Proto: http\r\n\r\n")
-	} else {
-		bw.WriteString("\r\nX-Forwarded-Proto: https\r\n\r\n")
+		return append(b, "\r\nX-Forwarded-Proto: http\r\n\r\n"...)
 	}
+	return append(b, "\r\nX-Forwarded-Proto: https\r\n\r\n"...)
 }
 
 // upstreamPool keeps idle HTTP/1.1 connections to one upstream and exchanges a
@@ -245,7 +244,7 @@ type upstreamConn struct {
 	pool      *upstreamPool
 	conn      net.Conn
 	br        *bufio.Reader
-	bw        *bufio.Writer
+	wbuf      []byte // the request being sent
 	probe     *idleProbe
 	idleSince time.Time
 	reused    bool // it served a request before this one
@@ -257,16 +256,16 @@ type upstreamConn struct {
 	aborted   atomic.Bool
 }
 
-// roundTrip writes a request with write and reads its response, writing 1xx answers to
+// roundTrip sends r (appendProxied) and reads its response, writing 1xx answers to
 // w as they come. A replayable request whose reused connection failed before any byte
 // of an answer is retried once, as http.Transport does. Read the body to its end or close it.
-func (p *upstreamPool) roundTrip(r *http.Request, write func(*bufio.Writer), w http.ResponseWriter) (*http.Response, error) {
+func (p *upstreamPool) roundTrip(r *http.Request, w http.ResponseWriter) (*http.Response, error) {
 	for retried := false; ; retried = true {
 		pc, err := p.get(r.Context())
 		if err != nil {
 			return nil, err
 		}
-		resp, err, unanswered := pc.exchange(r, write, w)
+		resp, err, unanswered := pc.exchange(r, w)
 		if err == nil {
 			return resp, nil
 		}
@@ -311,7 +310,7 @@ func (p *upstreamPool) get(ctx context.Context) (*upstreamConn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dial upstream %s: %w", p.addr, err)
 	}
-	pc := &upstreamConn{pool: p, conn: conn, br: bufio.NewReader(conn), bw: bufio.NewWriter(conn), probe: newIdleProbe(conn)}
+	pc := &upstreamConn{pool: p, conn: conn, br: bufio.NewReader(conn), probe: newIdleProbe(conn)}
 	pc.abortFunc = pc.abort
 	return pc, nil
 }
@@ -401,9 +400,9 @@ var aLongTimeAgo = time.Unix(1, 0)
 // errHeaderTimeout is the upstream not answering within ResponseHeaderTimeout.
 var errHeaderTimeout = errors.New("timeout awaiting response headers")
 
-// exchange writes a request and reads its response. unanswered is true
+// exchange sends a request and reads its response. unanswered is true
 // when the error came before any byte of the response.
-func (pc *upstreamConn) exchange(r *http.Request, write func(*bufio.Writer), w http.ResponseWriter) (resp *http.Response, err error, unanswered bool) {
+func (pc *upstreamConn) exchange(r *http.Request, w http.ResponseWriter) (resp *http.Response, err error, unanswered bool) {
 	ctx := r.Context()
 	// The client going away (or serve shutting down) aborts the exchange.
 	pc.watch(ctx)
@@ -417,16 +416,20 @@ func (pc *upstreamConn) exchange(r *http.Request, write func(*bufio.Writer), w h
 		}
 		return nil, err, unanswered
 	}
-	write(pc.bw)
-	if err := pc.bw.Flush(); err != nil {
-		return fail(err, true)
-	}
 	if pc.pool.headerTimeout > 0 {
 		pc.setReadDeadline(time.Now().Add(pc.pool.headerTimeout))
 	}
+	if err := pc.send(appendProxied(pc.wbuf[:0], r, pc.pool.host)); err != nil {
+		return fail(err, true)
+	}
+	var body *upstreamBody
 	for {
 		if _, err := pc.br.Peek(1); err != nil {
 			return fail(err, !isTimeout(err))
+		}
+		if sr, ok := readSimpleResponse(pc.br, r); ok {
+			resp, body = &sr.resp, &sr.body
+			break
 		}
 		resp, err = http.ReadResponse(pc.br, r)
 		if err != nil {
@@ -462,8 +465,31 @@ func (pc *upstreamConn) exchange(r *http.Request, write func(*bufio.Writer), w h
 		pc.release(reusable)
 		return resp, nil, false
 	}
-	resp.Body = &upstreamBody{pc: pc, body: resp.Body, reusable: reusable}
+	if body == nil {
+		body = &upstreamBody{body: resp.Body}
+		resp.Body = body
+	}
+	body.pc, body.reusable = pc, reusable
 	return resp, nil, false
+}
+
+// maxKeptRequestBuffer is the largest send buffer a connection keeps between
+// requests: a rare huge head does not pin its memory.
+const maxKeptRequestBuffer = 64 << 10
+
+// send writes the request req, waiting for the answer to begin where the
+// platform allows (idleProbe.sendThenAwait), and keeps req's buffer for the next.
+func (pc *upstreamConn) send(req []byte) error {
+	sent, err := pc.probe.sendThenAwait(req)
+	if err == nil && sent < len(req) {
+		_, err = pc.conn.Write(req[sent:])
+	}
+	if cap(req) <= maxKeptRequestBuffer {
+		pc.wbuf = req[:0]
+	} else {
+		pc.wbuf = nil
+	}
+	return err
 }
 
 // bodyBuffered says whether all of resp's body is in br already.
@@ -483,10 +509,11 @@ func (pc *upstreamConn) release(reusable bool) {
 // upstreamBody is a response body of an upstreamConn: read to its end it gives the
 // connection back; closed early it closes the connection. Used by one goroutine.
 type upstreamBody struct {
-	pc       *upstreamConn
-	body     io.ReadCloser
-	reusable bool
-	done     bool
+	pc        *upstreamConn
+	body      io.ReadCloser // http.ReadResponse's; nil: remaining bytes of pc.br
+	remaining int64
+	reusable  bool
+	done      bool
 }
 
 // Read implements io.Reader.
@@ -494,10 +521,33 @@ func (b *upstreamBody) Read(p []byte) (int, error) {
 	if b.done {
 		return 0, io.EOF
 	}
-	n, err := b.body.Read(p)
+	var n int
+	var err error
+	if b.body != nil {
+		n, err = b.body.Read(p)
+	} else {
+		n, err = b.readLength(p)
+	}
 	if err == io.EOF {
 		b.done = true
 		b.pc.release(b.reusable)
+	}
+	return n, err
+}
+
+// readLength reads a body of known length as net/http's body does: io.EOF with
+// its last bytes, io.ErrUnexpectedEOF when the upstream closes before them.
+func (b *upstreamBody) readLength(p []byte) (int, error) {
+	if int64(len(p)) > b.remaining {
+		p = p[:b.remaining]
+	}
+	n, err := b.pc.br.Read(p)
+	b.remaining -= int64(n)
+	if b.remaining == 0 {
+		return n, io.EOF
+	}
+	if err == io.EOF {
+		err = io.ErrUnexpectedEOF
 	}
 	return n, err
 }

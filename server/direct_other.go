@@ -13,3 +13,5 @@ type idleProbe struct{}
 func newIdleProbe(net.Conn) *idleProbe { return nil }
 
 func (*idleProbe) stillOpen() bool { return false }
+
+func (*idleProbe) sendThenAwait([]byte) (int, error) { return 0, nil }
