@@ -47,12 +47,14 @@ trap cleanup EXIT INT TERM
 
 # pick_port sets the variable named $1 to a TCP port on 127.0.0.1 that
 # nothing listens on and that no earlier call picked (it runs in this
-# shell, not in a $(...) subshell, so that RANDOM moves on between calls).
+# shell, not in a $(...) subshell, so that RANDOM moves on between calls),
+# below Linux's ephemeral range (32768 up), where the connections the runs
+# open could take a port before the server picked for it binds it.
 used_ports=" "
 pick_port() {
   local p
   while :; do
-    p=$((20000 + RANDOM % 40000))
+    p=$((20000 + RANDOM % 12000))
     [[ $used_ports == *" $p "* ]] && continue
     if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
       used_ports+="$p "
