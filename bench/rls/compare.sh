@@ -42,7 +42,7 @@ YAML
 
 redis-server --port 16399 --bind 127.0.0.1 --save '' --appendonly no > "$WORK/redis.log" 2>&1 &
 REDIS=$!
-trap 'kill $REDIS 2>/dev/null' EXIT
+trap 'kill $REDIS 2>/dev/null || true' EXIT
 sleep 0.5
 
 
