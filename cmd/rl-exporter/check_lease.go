@@ -11,10 +11,7 @@ import (
 // the limit, the lease_ttl and whether the limit is the fleet's or each
 // instance's.
 func printLeases(w io.Writer, cfg *config.Config) {
-	scope := "shared by every instance on this Redis"
-	if cfg.Store.Type != "redis" {
-		scope = "per instance: the memory store holds each instance's own leases"
-	}
+	scope := storeScope(cfg, "leases")
 	for _, class := range cfg.ClassNames() {
 		for _, tier := range cfg.Tiers.Names {
 			l := cfg.TierLimit(class, tier)
@@ -26,4 +23,13 @@ func printLeases(w io.Writer, cfg *config.Config) {
 				class, tier, lease.Limit, scope, lease.TTL)
 		}
 	}
+}
+
+// storeScope says whether what the store holds of a limit (its leases, its
+// penalty box) is the fleet's or each instance's.
+func storeScope(cfg *config.Config, held string) string {
+	if cfg.Store.Type == "redis" {
+		return "shared by every instance on this Redis"
+	}
+	return "per instance: the memory store holds each instance's own " + held
 }

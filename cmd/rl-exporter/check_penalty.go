@@ -11,10 +11,7 @@ import (
 // closes, for how long, whether the instances share it, and how an
 // operator lifts it.
 func printPenalties(w io.Writer, cfg *config.Config) {
-	scope := "shared by every instance on this Redis"
-	if cfg.Store.Type != "redis" {
-		scope = "per instance: the memory store holds each instance's own box"
-	}
+	scope := storeScope(cfg, "box")
 	for _, class := range cfg.ClassNames() {
 		p := cfg.Classes[class].Penalty
 		if p.After < 1 {
