@@ -78,6 +78,9 @@ func SentinelWith(t testing.TB, cfg SentinelConfig) *SentinelServers {
 			t.Fatalf("redistest: %v", err)
 		}
 	}
+	if err := waitStreaming(primary, sn.Replicas, 20*time.Second); err != nil {
+		t.Fatalf("redistest: %v", err)
+	}
 	dir := t.TempDir()
 	conf := filepath.Join(dir, "sentinel.conf")
 	// Sentinel rewrites its config file, so it must be a writable file of
@@ -121,6 +124,35 @@ func waitLinkUp(r *Server, timeout time.Duration) error {
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("replica %s: link to its primary not up after %s (%v)", r.Addr(), timeout, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// waitStreaming waits until every replica holds a write made on primary:
+// after a diskless first sync the primary streams its writes to a replica
+// only once the replica's first acknowledgement came (up to a second after
+// its link is up), and until then WAIT finds no replica acknowledging.
+func waitStreaming(primary *Server, replicas []*Server, timeout time.Duration) error {
+	const key = "redistest:streaming"
+	deadline := time.Now().Add(timeout)
+	for i := 0; ; i++ {
+		value := strconv.Itoa(i)
+		_, err := primary.Do("SET", key, value)
+		streaming := err == nil
+		for _, r := range replicas {
+			if !streaming {
+				break
+			}
+			got, gerr := r.Do("GET", key)
+			streaming = gerr == nil && got == value
+		}
+		if streaming {
+			_, err := primary.Do("DEL", key)
+			return err
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("primary %s: its writes reach not every replica after %s (%v)", primary.Addr(), timeout, err)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
