@@ -125,6 +125,7 @@ func redisCPU(addr string) (time.Duration, error) {
 		return 0, fmt.Errorf("redis cpu: %w", err)
 	}
 	var secs float64
+	found := 0
 	for _, line := range strings.Split(string(body), "\r\n") {
 		k, v, ok := strings.Cut(line, ":")
 		if ok && (k == "used_cpu_sys" || k == "used_cpu_user") {
@@ -133,7 +134,11 @@ func redisCPU(addr string) (time.Duration, error) {
 				return 0, fmt.Errorf("redis cpu: %s: %w", k, err)
 			}
 			secs += f
+			found++
 		}
+	}
+	if found != 2 {
+		return 0, fmt.Errorf("redis cpu: INFO cpu has %d of used_cpu_sys and used_cpu_user", found)
 	}
 	return time.Duration(secs * float64(time.Second)), nil
 }
