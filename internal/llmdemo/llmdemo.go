@@ -20,6 +20,7 @@ package llmdemo
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -148,9 +149,16 @@ func (h *handler) usage(req request) (Usage, bool, error) {
 }
 
 func (h *handler) chat(w http.ResponseWriter, r *http.Request) {
+	// The whole body is read before answering, as an API server does: a
+	// body left unread while the answer streams makes net/http close the
+	// connection under a proxy still sending it.
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	if err != nil {
+		apiError(w, http.StatusBadRequest, "We could not read the body of your request: "+err.Error())
+		return
+	}
 	var req request
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
-	if err := dec.Decode(&req); err != nil {
+	if err := json.Unmarshal(body, &req); err != nil {
 		apiError(w, http.StatusBadRequest, "We could not parse the JSON body of your request: "+err.Error())
 		return
 	}
