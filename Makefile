@@ -4,7 +4,7 @@ BIN      ?= bin/rl-exporter
 VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 REVISION ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 LDFLAGS  := -s -w -X main.version=$(VERSION) -X main.revision=$(REVISION)
-TEST_DEPS := redis-server redis-cli promtool amtool prometheus prometheus-alertmanager nginx caddy
+TEST_DEPS := redis-server redis-cli promtool amtool prometheus prometheus-alertmanager nginx caddy jq
 
 .PHONY: help build test deps bench lint compare run
 help: ## list the targets
@@ -66,6 +66,10 @@ rules: ## regenerate rules/, rules-tests/, alerts/ and dashboards/ from slo.yaml
 lint: ## gofmt and go vet
 	@test -z "$$(gofmt -l .)" || (gofmt -l .; exit 1)
 	$(GO) vet ./...
+
+.PHONY: chart
+chart: ## print the Helm chart's manifests as helm template renders them, without helm or a cluster (VALUES=file.yaml)
+	@cd deploy/test && $(GO) run ./cmd/render-chart $(if $(VALUES),--values $(abspath $(VALUES)))
 
 .PHONY: stack
 stack: ## run the demo stack without Docker (Redis, two replicas, Prometheus, Alertmanager, alert sink, load; Grafana when installed); Ctrl-C stops it

@@ -7,9 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	"helm.sh/helm/v3/pkg/chart/loader"
-	"helm.sh/helm/v3/pkg/chartutil"
-	"helm.sh/helm/v3/pkg/engine"
 	"helm.sh/helm/v3/pkg/lint"
 	"helm.sh/helm/v3/pkg/lint/support"
 	"sigs.k8s.io/yaml"
@@ -17,29 +14,15 @@ import (
 
 const chartDir = "../helm/rl-exporter"
 
-// render renders the chart with Helm's own engine, as helm install does
-// (release rl in namespace limits), in strict mode: a template reading a
-// value the chart does not define fails. operator says whether the
+// render renders the chart (Render) with values; operator says whether the
 // cluster serves the prometheus-operator's resources.
 func render(t *testing.T, values string, operator bool) (map[string]string, error) {
 	t.Helper()
-	ch, err := loader.Load(chartDir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var vals map[string]any
-	if err := yaml.Unmarshal([]byte(values), &vals); err != nil {
-		t.Fatal(err)
-	}
-	caps := chartutil.DefaultCapabilities.Copy()
+	var apis []string
 	if operator {
-		caps.APIVersions = append(slices.Clone(caps.APIVersions), "monitoring.coreos.com/v1")
+		apis = []string{"monitoring.coreos.com/v1"}
 	}
-	rv, err := chartutil.ToRenderValues(ch, vals, chartutil.ReleaseOptions{Name: "rl", Namespace: "limits", IsInstall: true}, caps)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return engine.Engine{Strict: true}.Render(ch, rv)
+	return Render(chartDir, []byte(values), apis)
 }
 
 // rendered decodes every rendered manifest strictly; it returns them with
