@@ -138,6 +138,27 @@ type Server struct {
 	// Overload sheds requests to Upstream by priority once it is slower than
 	// its latency objective (docs/overload.md). Off by default.
 	Overload Overload `koanf:"overload"`
+	// Paths says how every way in (the proxy, /v1/check, /v1/auth) reads
+	// a request's path before choosing its class, so that the class is the
+	// one of the path the upstream reads.
+	Paths Paths `koanf:"paths"`
+}
+
+// Paths configures how a request's path is read (httplimit.Paths): dot
+// segments are always resolved and repeated slashes merged; these settle
+// what upstreams disagree on.
+type Paths struct {
+	// EscapedSlashes is what %2F or %5C in a path does: reject (the
+	// default: 400 on the proxy, the deny status on /v1/auth), decode (to
+	// '/', for matching and for the upstream) or keep (within its segment,
+	// for an upstream that never decodes it).
+	EscapedSlashes string `koanf:"escaped_slashes"`
+	// Case is sensitive (the default) or insensitive, for an upstream
+	// whose routes ignore case: matching only, the path goes on unchanged.
+	Case string `koanf:"case"`
+	// TrailingSlash is ignore (the default: /a/b/ matches what /a/b
+	// matches, unless a route names /a/b/ itself) or strict.
+	TrailingSlash string `koanf:"trailing_slash"`
 }
 
 // Overload configures the upstream's adaptive concurrency limit and the

@@ -78,6 +78,10 @@ func (m *Middleware) authorize(w http.ResponseWriter, r *http.Request, deny int)
 	if err := originalRequest(r, pr); err != nil {
 		return err
 	}
+	if err := p.paths.normalize(&pr.url); err != nil {
+		denyPath(w, deny, err)
+		return nil
+	}
 	rt := p.match(&pr.req)
 	c := p.identity.resolve(r)
 	a := rt.ask(p.tier(c.tier), c.key)

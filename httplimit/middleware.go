@@ -227,6 +227,11 @@ func (p *Policy) respond(h http.Header, o *outcome) (int, RejectedBody) {
 func (m *Middleware) Handler(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p := m.policy.Load()
+		r, err := p.paths.request(r)
+		if err != nil {
+			refusePath(w, err)
+			return
+		}
 		rt := p.match(r)
 		c := p.identity.resolve(r)
 		a := rt.ask(p.tier(c.tier), c.key)
