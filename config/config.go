@@ -634,7 +634,7 @@ type Class struct {
 	CostFrom *CostFrom `koanf:"cost_from"`
 	// Estimate is what a request of a class with cost_from reserves: a
 	// number, or {json: max_tokens | header: X-Max-Tokens, default: N,
-	// max: M}. Default: Cost.
+	// min: L, max: M}. Default: Cost.
 	Estimate *Estimate `koanf:"estimate"`
 	// Reserve says how long a reservation is held and what its expiry does.
 	Reserve Reserve `koanf:"reserve"`
@@ -657,12 +657,14 @@ type CostFrom struct {
 }
 
 // Estimate is what a request reserves at admission: what it says in a
-// member of its JSON body or a header, capped at Max (default: the
-// quota), else Default.
+// member of its JSON body or a header (given twice, the largest), at
+// least Min (default 1) and capped at Max (default: the quota), else
+// Default.
 type Estimate struct {
 	JSON    string `koanf:"json"`
 	Header  string `koanf:"header"`
 	Default int64  `koanf:"default"`
+	Min     int64  `koanf:"min"`
 	Max     int64  `koanf:"max"`
 }
 

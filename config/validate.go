@@ -801,7 +801,7 @@ func (c *Config) PolicyConfig(store limiter.Store, observer limiter.Observer) (h
 		if cl.CostFrom != nil {
 			hc.CostFrom = httplimit.CostFrom(*cl.CostFrom)
 			est := cl.estimate()
-			hc.Estimate = httplimit.Estimate{Default: est.Default, JSON: est.JSON, Header: est.Header, Max: est.Max}
+			hc.Estimate = httplimit.Estimate(est)
 			hc.Hold = cl.Reserve.Hold
 			hc.OnExpiry, _ = limiter.ParseExpiryPolicy(cl.Reserve.OnExpiry) // validated
 		}
@@ -869,7 +869,7 @@ func (cl Class) validateCost(e *errs, key string) {
 		e.add(key+".cost_from", "set exactly one of header, trailer or json, got %d", set)
 	}
 	est := cl.estimate()
-	if err := (httplimit.Estimate{Default: est.Default, JSON: est.JSON, Header: est.Header, Max: est.Max}).Validate(); err != nil {
+	if err := (httplimit.Estimate(est)).Validate(); err != nil {
 		field, why, ok := strings.Cut(err.Error(), ": ")
 		if !ok {
 			field, why = "", err.Error()

@@ -240,7 +240,7 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 			m.serveLeased(w, r, p, rt, a, next)
 			return
 		case !rt.class.costFrom.IsZero():
-			a.Mode, a.Cost = decision.ModeReserve, rt.class.estimate.of(r, a.Limiter.Limit().Quota())
+			a.Mode, a.Cost = decision.ModeReserve, m.estimate(r, rt.class.estimate, a)
 		case m.cost != nil:
 			a.Cost = m.cost(r)
 		}
