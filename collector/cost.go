@@ -26,7 +26,7 @@ var costReasons = decision.CostReasons()
 type pairCost struct {
 	units      [numPhases]atomic.Uint64
 	open       atomic.Int64
-	unknown    []atomic.Uint64 // by costReasons
+	unknown    []atomic.Uint64  // by costReasons
 	duplicates [2]atomic.Uint64 // by duplicateReads
 }
 
