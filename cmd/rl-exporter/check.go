@@ -93,12 +93,12 @@ func runCheck(_ context.Context, args []string, _ environ, stdout, stderr io.Wri
 		domains = fmt.Sprintf(", rls domains %s", strings.Join(rules.Domains(), " "))
 	}
 	fmt.Fprintf(stdout, "%s: valid (%d classes, %d tiers, store %s%s)\n", *file, len(cfg.Classes), len(cfg.Tiers.Names), cfg.Store.Type, domains)
-	printPaths(stdout, cfg)
 	printRegions(stdout, cfg, oneWay)
 	printCalendars(stdout, cfg, time.Now())
 	printOverload(stdout, cfg)
 	printLeases(stdout, cfg)
 	printPenalties(stdout, cfg)
+	printPaths(stdout, cfg)
 	return exitOK
 }
 
