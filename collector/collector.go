@@ -152,6 +152,7 @@ type Collector struct {
 	quotaDesc                                                 *prometheus.Desc
 
 	costDesc, openDesc, unknownDesc *prometheus.Desc
+	duplicatesDesc                  *prometheus.Desc
 	estimateError                   *prometheus.HistogramVec
 
 	leases leaseMetrics // lease.go
@@ -432,7 +433,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 		c.requestsDesc, c.nearLimitDesc, c.failOpenDesc, c.failClosedDesc,
 		c.storeErrorsDesc, c.limitDesc, c.buildInfoDesc, c.foldedDesc,
 		c.degradedDesc, c.canceledDesc, c.circuitDesc, c.unreplicatedDesc, c.quotaDesc,
-		c.costDesc, c.openDesc, c.unknownDesc,
+		c.costDesc, c.openDesc, c.unknownDesc, c.duplicatesDesc,
 	} {
 		ch <- d
 	}

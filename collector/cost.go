@@ -24,10 +24,14 @@ var costReasons = decision.CostReasons()
 
 // pairCost holds the cost series of one (endpoint, plan_tier) label set.
 type pairCost struct {
-	units   [numPhases]atomic.Uint64
-	open    atomic.Int64
-	unknown []atomic.Uint64 // by costReasons
+	units      [numPhases]atomic.Uint64
+	open       atomic.Int64
+	unknown    []atomic.Uint64  // by costReasons
+	duplicates [2]atomic.Uint64 // by duplicateReads
 }
+
+// The read label values of rate_limit_cost_duplicates_total.
+var duplicateReads = [...]string{decision.DuplicateEstimate, decision.DuplicateCost}
 
 var _ decision.CostRecorder = (*Collector)(nil)
 
@@ -42,6 +46,9 @@ func (c *Collector) initCost() {
 	c.unknownDesc = prometheus.NewDesc("rate_limit_cost_unknown_total",
 		"Responses of cost-based classes with no usable cost, committed at the estimate, by reason (missing, invalid, too_large, client_gone).",
 		[]string{"endpoint", "plan_tier", "reason"}, nil)
+	c.duplicatesDesc = prometheus.NewDesc("rate_limit_cost_duplicates_total",
+		"Requests of cost-based classes whose estimate (read=estimate), and responses whose cost (read=cost), was given more than once (a repeated JSON member or header): read as the largest.",
+		[]string{"endpoint", "plan_tier", "read"}, nil)
 	c.estimateError = prometheus.NewHistogramVec(histogramOpts("rate_limit_cost_estimate_error",
 		"The real cost of a request over the estimate it reserved (1: exact; above 1: the estimate was short).",
 		[]float64{0.05, 0.1, 0.25, 0.5, 0.75, 0.9, 1, 1.1, 1.25, 1.5, 2, 4, 10}, c.cfg.NativeHistograms), labels)
@@ -109,6 +116,16 @@ func (c *Collector) CostUnknown(endpoint, planTier, reason string) {
 	pc.unknown[i].Add(1)
 }
 
+// CostDuplicate counts an estimate or a cost given more than once. Part of decision.CostRecorder.
+func (c *Collector) CostDuplicate(endpoint, planTier, read string) {
+	_, _, pc := c.pairCostOf(endpoint, planTier)
+	for i, r := range duplicateReads {
+		if r == read {
+			pc.duplicates[i].Add(1)
+		}
+	}
+}
+
 func (c *Collector) collectCost(ch chan<- prometheus.Metric, endpoint string, ps *pairSeries) {
 	pc := ps.cost.Load()
 	if pc == nil {
@@ -120,5 +137,8 @@ func (c *Collector) collectCost(ch chan<- prometheus.Metric, endpoint string, ps
 	ch <- prometheus.MustNewConstMetric(c.openDesc, prometheus.GaugeValue, float64(pc.open.Load()), endpoint, ps.tier)
 	for i, r := range costReasons {
 		ch <- prometheus.MustNewConstMetric(c.unknownDesc, prometheus.CounterValue, float64(pc.unknown[i].Load()), endpoint, ps.tier, r)
+	}
+	for i, r := range duplicateReads {
+		ch <- prometheus.MustNewConstMetric(c.duplicatesDesc, prometheus.CounterValue, float64(pc.duplicates[i].Load()), endpoint, ps.tier, r)
 	}
 }

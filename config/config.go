@@ -138,6 +138,27 @@ type Server struct {
 	// Overload sheds requests to Upstream by priority once it is slower than
 	// its latency objective (docs/overload.md). Off by default.
 	Overload Overload `koanf:"overload"`
+	// Paths says how every way in (the proxy, /v1/check, /v1/auth) reads
+	// a request's path before choosing its class, so that the class is the
+	// one of the path the upstream reads.
+	Paths Paths `koanf:"paths"`
+}
+
+// Paths configures how a request's path is read (httplimit.Paths): dot
+// segments are always resolved and repeated slashes merged; these settle
+// what upstreams disagree on.
+type Paths struct {
+	// EscapedSlashes is what %2F or %5C in a path does: reject (the
+	// default: 400 on the proxy, the deny status on /v1/auth), decode (to
+	// '/', for matching and for the upstream) or keep (within its segment,
+	// for an upstream that never decodes it).
+	EscapedSlashes string `koanf:"escaped_slashes"`
+	// Case is sensitive (the default) or insensitive, for an upstream
+	// whose routes ignore case: matching only, the path goes on unchanged.
+	Case string `koanf:"case"`
+	// TrailingSlash is ignore (the default: /a/b/ matches what /a/b
+	// matches, unless a route names /a/b/ itself) or strict.
+	TrailingSlash string `koanf:"trailing_slash"`
 }
 
 // Overload configures the upstream's adaptive concurrency limit and the
@@ -613,7 +634,7 @@ type Class struct {
 	CostFrom *CostFrom `koanf:"cost_from"`
 	// Estimate is what a request of a class with cost_from reserves: a
 	// number, or {json: max_tokens | header: X-Max-Tokens, default: N,
-	// max: M}. Default: Cost.
+	// min: L, max: M}. Default: Cost.
 	Estimate *Estimate `koanf:"estimate"`
 	// Reserve says how long a reservation is held and what its expiry does.
 	Reserve Reserve `koanf:"reserve"`
@@ -636,12 +657,14 @@ type CostFrom struct {
 }
 
 // Estimate is what a request reserves at admission: what it says in a
-// member of its JSON body or a header, capped at Max (default: the
-// quota), else Default.
+// member of its JSON body or a header (given twice, the largest), at
+// least Min (default 1) and capped at Max (default: the quota), else
+// Default.
 type Estimate struct {
 	JSON    string `koanf:"json"`
 	Header  string `koanf:"header"`
 	Default int64  `koanf:"default"`
+	Min     int64  `koanf:"min"`
 	Max     int64  `koanf:"max"`
 }
 

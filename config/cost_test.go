@@ -16,7 +16,7 @@ classes:
   chat:
     routes: ["POST /v1/chat/completions"]
     cost_from: {json: usage.total_tokens}
-    estimate: {json: max_tokens, default: 500, max: 4000}
+    estimate: {json: max_tokens, default: 500, min: 50, max: 4000}
     reserve: {hold: 2m, on_expiry: refund}
     limits:
       default: {algorithm: fixed_window, rate: 10000, period: 1m}
@@ -40,7 +40,7 @@ classes:
 	}
 	chat, embed := got["chat"], got["embed"]
 	if chat.CostFrom != (httplimit.CostFrom{JSON: "usage.total_tokens"}) ||
-		chat.Estimate != (httplimit.Estimate{JSON: "max_tokens", Default: 500, Max: 4000}) ||
+		chat.Estimate != (httplimit.Estimate{JSON: "max_tokens", Default: 500, Min: 50, Max: 4000}) ||
 		chat.Hold != 2*time.Minute || chat.OnExpiry != limiter.ExpireRefund {
 		t.Errorf("chat %+v", chat)
 	}
@@ -60,6 +60,8 @@ func TestCostFromMistakesNameTheirKey(t *testing.T) {
 		{`{cost_from: {header: X-U}, estimate: 20000}`, "the quota 100 is below the class cost 20000"},
 		{`{cost_from: {header: X-U}, reserve: {on_expiry: keep}}`, `classes.c.reserve.on_expiry: "keep": want charge or refund`},
 		{`{cost_from: {header: X-U}, reserve: {hold: -1s}}`, "classes.c.reserve.hold: must be >= 0"},
+		{`{cost_from: {header: X-U}, estimate: {default: 5, min: 10}}`, "classes.c.estimate.default: must be >= 10 (min)"},
+		{`{cost_from: {header: X-U}, estimate: {default: 5, min: -1}}`, "classes.c.estimate.min: must be >= 0"},
 	} {
 		body := tc.class
 		if !strings.HasPrefix(body, "{") {

@@ -54,6 +54,8 @@ func Defaults() Config {
 			// Clients that send slowly are cut off.
 			ReadHeaderTimeout: DefaultReadHeaderTimeout, ReadTimeout: DefaultReadTimeout, IdleTimeout: DefaultIdleTimeout,
 			MaxHeaderBytes: DefaultMaxHeaderBytes, MaxHeaderCount: DefaultMaxHeaderCount,
+			// Paths are read as the strictest upstream reads them (Envoy's advice).
+			Paths: Paths{EscapedSlashes: httplimit.PathsReject, Case: httplimit.PathsSensitive, TrailingSlash: httplimit.PathsIgnore},
 			// The decision API answers this host alone unless configured.
 			CheckAPI: CheckAPI{Enabled: true, AllowedPeers: []string{"127.0.0.0/8", "::1/128"}},
 			UpstreamTransport: UpstreamTransport{

@@ -112,6 +112,10 @@ func (c *Config) validateServer(e *errs) {
 	if s.MaxHeaderCount < 1 || s.MaxHeaderCount > 100_000 {
 		e.add("server.max_header_count", "must be 1 to 100000, got %d", s.MaxHeaderCount)
 	}
+	if err := s.Paths.HTTPLimit().Validate(); err != nil {
+		field, why, _ := strings.Cut(err.Error(), ": ")
+		e.add("server.paths."+field, "%s", why)
+	}
 	for i, p := range s.CheckAPI.AllowedPeers {
 		if _, err := parsePrefix(p); err != nil {
 			e.add(fmt.Sprintf("server.check_api.allowed_peers[%d]", i), "%q is not a CIDR or an IP address", p)
@@ -739,6 +743,7 @@ func (c *Config) PolicyConfig(store limiter.Store, observer limiter.Observer) (h
 		FailPolicy:   limiter.FailPolicy(c.Store.FailPolicy),
 		Timeout:      c.Store.Timeout,
 		Observer:     observer,
+		Paths:        c.Server.Paths.HTTPLimit(),
 		Headers: httplimit.HeaderConfig{
 			OmitXRateLimit: !c.Headers.XRateLimit,
 			OmitRateLimit:  !c.Headers.RateLimit,
@@ -796,7 +801,7 @@ func (c *Config) PolicyConfig(store limiter.Store, observer limiter.Observer) (h
 		if cl.CostFrom != nil {
 			hc.CostFrom = httplimit.CostFrom(*cl.CostFrom)
 			est := cl.estimate()
-			hc.Estimate = httplimit.Estimate{Default: est.Default, JSON: est.JSON, Header: est.Header, Max: est.Max}
+			hc.Estimate = httplimit.Estimate(est)
 			hc.Hold = cl.Reserve.Hold
 			hc.OnExpiry, _ = limiter.ParseExpiryPolicy(cl.Reserve.OnExpiry) // validated
 		}
@@ -820,6 +825,11 @@ func (c *Config) SlogLevel() slog.Level {
 	var l slog.Level
 	_ = l.UnmarshalText([]byte(c.Log.Level))
 	return l
+}
+
+// HTTPLimit is p as httplimit takes it.
+func (p Paths) HTTPLimit() httplimit.Paths {
+	return httplimit.Paths{EscapedSlashes: p.EscapedSlashes, Case: p.Case, TrailingSlash: p.TrailingSlash}
 }
 
 // estimate is the class's estimate, its default the class cost when unset.
@@ -859,7 +869,7 @@ func (cl Class) validateCost(e *errs, key string) {
 		e.add(key+".cost_from", "set exactly one of header, trailer or json, got %d", set)
 	}
 	est := cl.estimate()
-	if err := (httplimit.Estimate{Default: est.Default, JSON: est.JSON, Header: est.Header, Max: est.Max}).Validate(); err != nil {
+	if err := (httplimit.Estimate(est)).Validate(); err != nil {
 		field, why, ok := strings.Cut(err.Error(), ": ")
 		if !ok {
 			field, why = "", err.Error()

@@ -17,7 +17,17 @@ type CostRecorder interface {
 	// CostUnknown: a response gave no usable cost (reason: httplimit's CostMissing and the others);
 	// its reservation is committed at the estimate.
 	CostUnknown(endpoint, planTier, reason string)
+	// CostDuplicate: a request's estimate (read DuplicateEstimate) or a response's cost (read
+	// DuplicateCost) was given more than once, a JSON member or a header repeated, and read as
+	// the largest.
+	CostDuplicate(endpoint, planTier, read string)
 }
+
+// What was given more than once: the read label of rate_limit_cost_duplicates_total.
+const (
+	DuplicateEstimate = "estimate" // in the request, read for its estimate
+	DuplicateCost     = "cost"     // in the response, read for its cost
+)
 
 // Reasons a response's cost is unknown, so that its reservation is committed at the estimate:
 // the reason label of rate_limit_cost_unknown_total.

@@ -78,6 +78,10 @@ func (m *Middleware) authorize(w http.ResponseWriter, r *http.Request, deny int)
 	if err := originalRequest(r, pr); err != nil {
 		return err
 	}
+	if err := p.paths.normalize(&pr.url); err != nil {
+		denyPath(w, deny, err)
+		return nil
+	}
 	rt := p.match(&pr.req)
 	c := p.identity.resolve(r)
 	a := rt.ask(p.tier(c.tier), c.key)
@@ -89,7 +93,7 @@ func (m *Middleware) authorize(w http.ResponseWriter, r *http.Request, deny int)
 		// No body reaches forward-auth: a JSON estimate is its default.
 		est := rt.class.estimate
 		est.JSON = ""
-		a.Mode, a.Cost = decision.ModeReserve, est.of(r, a.Limiter.Limit().Quota())
+		a.Mode, a.Cost = decision.ModeReserve, m.estimate(r, est, a)
 	case m.cost != nil:
 		orig := r.Clone(r.Context())
 		orig.Method, orig.Host, orig.URL = pr.req.Method, pr.req.Host, &pr.url

@@ -272,7 +272,7 @@ func (p *Policy) matchEndpoint(ep string) (route, error) {
 	}
 	path = strings.TrimSpace(path)
 	if !isToken(method) || !plainPath(path) {
-		r, err := endpointRequest(ep)
+		r, err := p.endpointRequest(ep)
 		if err != nil {
 			return route{}, err
 		}
@@ -280,6 +280,7 @@ func (p *Policy) matchEndpoint(ep string) (route, error) {
 	}
 	pr := probes.Get().(*probe)
 	pr.url = url.URL{Path: path}
+	_ = p.paths.normalize(&pr.url) // a plain path has no escape to refuse
 	pr.req = http.Request{Method: strings.ToUpper(method), URL: &pr.url}
 	rt := p.match(&pr.req)
 	pr.req, pr.url = http.Request{}, url.URL{}
@@ -305,8 +306,8 @@ func plainPath(path string) bool {
 	return true
 }
 
-// endpointRequest turns "METHOD /path" into a request to match.
-func endpointRequest(ep string) (*http.Request, error) {
+// endpointRequest turns "METHOD /path" into a request to match, its path normal (Paths).
+func (p *Policy) endpointRequest(ep string) (*http.Request, error) {
 	method, path, ok := strings.Cut(strings.TrimSpace(ep), " ")
 	if !ok {
 		method, path = http.MethodGet, method
@@ -322,7 +323,11 @@ func endpointRequest(ep string) (*http.Request, error) {
 	if err != nil {
 		return nil, fmt.Errorf("endpoint %q: path is not a valid URL path: %v", ep, errors.Unwrap(err))
 	}
-	return &http.Request{Method: strings.ToUpper(method), URL: &url.URL{Path: u.Path, RawPath: u.RawPath}, Header: http.Header{}}, nil
+	r := &http.Request{Method: strings.ToUpper(method), URL: &url.URL{Path: u.Path, RawPath: u.RawPath}, Header: http.Header{}}
+	if err := p.paths.normalize(r.URL); err != nil {
+		return nil, fmt.Errorf("endpoint %q: %w", ep, err)
+	}
+	return r, nil
 }
 
 // isToken reports whether s is an HTTP token (RFC 9110, 5.6.2), as a request method must be.

@@ -49,14 +49,36 @@ type costReader struct {
 	found    bool
 	cost     int64
 	reason   string
+	dup      bool // the cost was given more than once: the largest is kept
 }
 
 // header inspects the final response header.
 func (c *costReader) header(h http.Header) {
 	c.sse = strings.HasPrefix(strings.ToLower(strings.TrimSpace(h.Get("Content-Type"))), "text/event-stream")
 	if c.from.Header != "" {
-		c.number(h.Get(c.from.Header), h[http.CanonicalHeaderKey(c.from.Header)] != nil)
+		c.numbers(h.Values(c.from.Header))
 	}
+}
+
+// numbers records a header or trailer given in field lines vv: a value given more than once,
+// repeated or in a list, counts as its largest, for a reader that cannot be made to see less.
+func (c *costReader) numbers(vv []string) {
+	if len(vv) == 0 {
+		c.number("", false)
+		return
+	}
+	var best costReader
+	n := 0
+	for _, line := range vv {
+		for v := range strings.SplitSeq(line, ",") {
+			c.number(v, true)
+			if n++; n == 1 || c.found && (!best.found || c.cost > best.cost) {
+				best.found, best.cost, best.reason = c.found, c.cost, c.reason
+			}
+		}
+	}
+	c.found, c.cost, c.reason = best.found, best.cost, best.reason
+	c.dup = c.dup || n > 1
 }
 
 // number records a header or trailer value.
@@ -138,8 +160,9 @@ func (c *costReader) endEvent() {
 	if len(ev) == 0 || string(ev) == "[DONE]" {
 		return
 	}
-	if r := gjson.GetBytes(ev, c.from.JSON); r.Exists() {
+	if r, dup := jsonLargest(ev, c.from.JSON); r.Exists() {
 		c.result(r)
+		c.dup = c.dup || dup
 	}
 }
 
@@ -164,7 +187,10 @@ func (c *costReader) end(h http.Header, gone bool) {
 		if !ok {
 			vv, ok = h[http.TrailerPrefix+c.from.Trailer]
 		}
-		c.number(strings.Join(vv, ""), ok && len(vv) > 0)
+		if !ok {
+			vv = nil
+		}
+		c.numbers(vv)
 	case c.from.JSON != "" && c.sse:
 		if !c.overlong {
 			c.endLine() // a last line without its newline
@@ -188,8 +214,9 @@ func (c *costReader) end(h http.Header, gone bool) {
 // after the last occurrence of the path's first member: a usage object ends a long answer.
 func (c *costReader) jsonBody() {
 	if !c.trimmed {
-		if r := gjson.GetBytes(c.tail, c.from.JSON); r.Exists() {
+		if r, dup := jsonLargest(c.tail, c.from.JSON); r.Exists() {
 			c.result(r)
+			c.dup = dup
 			return
 		}
 		c.reason = CostMissing
@@ -206,11 +233,13 @@ func (c *costReader) jsonBody() {
 		return
 	}
 	r := gjson.ParseBytes(v[1:])
+	dup := false
 	if nested {
-		r = r.Get(rest)
+		r, dup = jsonLargest([]byte(r.Raw), rest)
 	}
 	if r.Exists() {
 		c.result(r)
+		c.dup = dup
 	}
 }
 

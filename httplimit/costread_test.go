@@ -150,19 +150,19 @@ func TestEstimateFromRequest(t *testing.T) {
 	body := `{"model":"m","max_tokens":900,"messages":[]}`
 	e := Estimate{Default: 100, JSON: "max_tokens", Max: 500}
 	r := httptest.NewRequest("POST", "/v1/chat", strings.NewReader(body))
-	if got := e.of(r, 10000); got != 500 {
+	if got, _ := e.of(r, 10000); got != 500 {
 		t.Fatalf("estimate %d, want the max 500", got)
 	}
 	if b, _ := io.ReadAll(r.Body); string(b) != body {
 		t.Fatalf("upstream would get %q", b)
 	}
 	r = httptest.NewRequest("POST", "/v1/chat", strings.NewReader(`{"max_tokens":"many"}`))
-	if got := e.of(r, 10000); got != 100 {
+	if got, _ := e.of(r, 10000); got != 100 {
 		t.Fatalf("estimate %d, want the default 100", got)
 	}
 	big := `{"max_tokens":300,"pad":"` + strings.Repeat("z", 3*MaxCostScan) + `"}`
 	r = httptest.NewRequest("POST", "/v1/chat", strings.NewReader(big))
-	if got := e.of(r, 10000); got != 300 {
+	if got, _ := e.of(r, 10000); got != 300 {
 		t.Fatalf("estimate %d, want 300", got)
 	}
 	if b, _ := io.ReadAll(r.Body); string(b) != big {
@@ -171,7 +171,7 @@ func TestEstimateFromRequest(t *testing.T) {
 	h := Estimate{Default: 10, Header: "X-Max-Tokens"}
 	r = httptest.NewRequest("GET", "/", nil)
 	r.Header.Set("X-Max-Tokens", "70000")
-	if got := h.of(r, 20000); got != 20000 {
+	if got, _ := h.of(r, 20000); got != 20000 {
 		t.Fatalf("estimate %d, want the quota 20000", got)
 	}
 }

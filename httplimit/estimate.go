@@ -3,29 +3,32 @@ package httplimit
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"math"
 	"net/http"
-	"strconv"
-	"strings"
 
 	"github.com/tidwall/gjson"
 )
 
 // Estimate is what a request of a class with CostFrom reserves at admission: what the request
-// says (a member of its JSON body, such as max_tokens, or a header), capped at Max, else Default.
+// says (a member of its JSON body, such as max_tokens, or a header), at least Min and capped at
+// Max, else Default. A member or header given more than once says its largest value.
 type Estimate struct {
-	Default int64  // ≥ 1
 	JSON    string // a gjson path into the request's JSON body
 	Header  string // a request header
+	Default int64  // ≥ Min
+	Min     int64  // the least a request reserves, whatever it says; 0: 1
 	Max     int64  // caps what the request says; 0: the limit's quota
 }
 
 // Validate checks the estimate of a class that reads its cost from the response.
 func (e Estimate) Validate() error {
 	switch {
-	case e.Default < 1:
-		return errors.New("default: must be >= 1")
+	case e.Min < 0:
+		return errors.New("min: must be >= 0")
+	case e.Default < max(e.Min, 1):
+		return fmt.Errorf("default: must be >= %d (min)", max(e.Min, 1))
 	case e.Max < 0:
 		return errors.New("max: must be >= 0")
 	case e.Max > 0 && e.Max < e.Default:
@@ -36,34 +39,37 @@ func (e Estimate) Validate() error {
 	return nil
 }
 
-// of is r's estimate, capped at quota when Max is not set. Reading a JSON member reads at most
-// MaxCostScan bytes of the body and puts them back in front of the rest, so the upstream gets
-// the body unchanged.
-func (e Estimate) of(r *http.Request, quota int64) int64 {
+// of is r's estimate, capped at quota when Max is not set, and whether what r says was given more
+// than once. Reading a JSON member reads at most MaxCostScan bytes of the body and puts them back
+// in front of the rest, so the upstream gets the body unchanged.
+func (e Estimate) of(r *http.Request, quota int64) (n int64, dup bool) {
 	limit := e.Max
 	if limit <= 0 || (quota > 0 && limit > quota) {
 		limit = quota
 	}
-	var n int64
 	var ok bool
 	switch {
 	case e.Header != "":
-		v, err := strconv.ParseInt(strings.TrimSpace(r.Header.Get(e.Header)), 10, 64)
-		n, ok = v, err == nil
+		var c costReader
+		c.numbers(r.Header.Values(e.Header))
+		n, ok, dup = c.cost, c.found, c.dup
 	case e.JSON != "" && r.Body != nil && r.Body != http.NoBody:
 		head, err := io.ReadAll(io.LimitReader(r.Body, MaxCostScan))
 		r.Body = replayBody{io.MultiReader(bytes.NewReader(head), readerOnly{r.Body, err}), r.Body}
-		if res := gjson.GetBytes(head, e.JSON); res.Type == gjson.Number && res.Num == math.Trunc(res.Num) && res.Num < 1<<53 {
+		res, twice := jsonLargest(head, e.JSON)
+		if res.Type == gjson.Number && res.Num == math.Trunc(res.Num) && res.Num < 1<<53 {
 			n, ok = int64(res.Num), true
 		}
+		dup = twice
 	}
 	if !ok || n < 1 {
 		n = e.Default
 	}
+	n = max(n, e.Min)
 	if limit > 0 && n > limit {
 		n = limit
 	}
-	return n
+	return n, dup
 }
 
 // replayBody is a request body whose first bytes were read ahead and are read again.

@@ -25,7 +25,7 @@ func TestAPlainEndpointMatchesTheRouteAParsedOneWould(t *testing.T) {
 		"DELETE /api/v1/orders/42", "GET /files/a/b;c=d", "GET /files/a%2Fb", "GET /api/v1/orders/4%32",
 		"GET /api/v1/orders/42?x=1", "GET /nowhere", "HEAD /api/v1/orders/42", "GET /a:b@c/~d",
 	} {
-		want, werr := endpointRequest(ep)
+		want, werr := p.endpointRequest(ep)
 		got, err := p.matchEndpoint(ep)
 		if werr != nil {
 			if err == nil || err.Error() != werr.Error() {

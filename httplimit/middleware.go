@@ -227,6 +227,11 @@ func (p *Policy) respond(h http.Header, o *outcome) (int, RejectedBody) {
 func (m *Middleware) Handler(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p := m.policy.Load()
+		r, err := p.paths.request(r)
+		if err != nil {
+			refusePath(w, err)
+			return
+		}
 		rt := p.match(r)
 		c := p.identity.resolve(r)
 		a := rt.ask(p.tier(c.tier), c.key)
@@ -235,7 +240,7 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 			m.serveLeased(w, r, p, rt, a, next)
 			return
 		case !rt.class.costFrom.IsZero():
-			a.Mode, a.Cost = decision.ModeReserve, rt.class.estimate.of(r, a.Limiter.Limit().Quota())
+			a.Mode, a.Cost = decision.ModeReserve, m.estimate(r, rt.class.estimate, a)
 		case m.cost != nil:
 			a.Cost = m.cost(r)
 		}

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"regexp"
 	"sort"
 	"strings"
@@ -120,6 +121,8 @@ type PolicyConfig struct {
 	// Penalties keeps the classes' penalty boxes; default the class's store, which must then
 	// be a limiter.PenaltyStore.
 	Penalties limiter.PenaltyStore
+	// Paths says how a path is read before it is matched, on every way in; zero: the defaults.
+	Paths Paths
 }
 
 // Engine is every limiter's settings but Limit, for other ways in (rls.Config) to decide alike.
@@ -139,6 +142,8 @@ func DefaultLimit() limiter.Limit { return limiter.PerMinute(limiter.FixedWindow
 type Policy struct {
 	mux          *http.ServeMux
 	routes       map[string]*class // pattern → class
+	paths        Paths
+	registered   map[string]string // the pattern in mux → the route's own, where they differ
 	classes      []*class
 	defaultClass *class
 	tiers        map[string]bool
@@ -193,9 +198,14 @@ func NewPolicy(cfg PolicyConfig) (*Policy, error) {
 	if cfg.DefaultClass == "" {
 		cfg.DefaultClass = cfg.Classes[0].Name
 	}
+	if err := cfg.Paths.Validate(); err != nil {
+		return nil, fmt.Errorf("policy: paths: %w", err)
+	}
 	p := &Policy{
 		mux:         http.NewServeMux(),
 		routes:      map[string]*class{},
+		paths:       cfg.Paths.WithDefaults(),
+		registered:  map[string]string{},
 		tiers:       map[string]bool{},
 		defaultTier: cfg.DefaultTier,
 		headers:     cfg.Headers,
@@ -332,8 +342,12 @@ func (p *Policy) compileClass(cfg PolicyConfig, c Class) (*class, error) {
 		cl.render(l.Limiter)
 	}
 	for _, pat := range c.Routes {
-		if err := register(p.mux, pat); err != nil {
+		reg := p.paths.matchPattern(pat)
+		if err := register(p.mux, reg); err != nil {
 			return nil, fmt.Errorf("policy: class %q: route %q: %w", c.Name, pat, err)
+		}
+		if reg != pat {
+			p.registered[reg] = pat
 		}
 		p.routes[pat] = cl
 		cl.routes = append(cl.routes, pat)
@@ -368,13 +382,40 @@ type route struct {
 	class   *class
 }
 
-// match finds r's pattern and class, else CatchAll.
+// match finds the route of r, whose path is normal (Paths.normalize): the pattern it matches as
+// Paths reads it, else CatchAll.
 func (p *Policy) match(r *http.Request) route {
-	_, pat := p.mux.Handler(r)
+	pat := p.lookup(r, false)
+	if p.paths.TrailingSlash == PathsIgnore {
+		// A trailing slash matches what the path without it matches, unless a pattern names the
+		// path with its slash ("/a/b/", "/a/{x}/", "/a/b/{$}").
+		if path := r.URL.EscapedPath(); len(path) > 1 && path[len(path)-1] == '/' && slashDepth(pat) != strings.Count(path, "/") {
+			pat = p.lookup(r, true)
+		}
+	}
+	if own, ok := p.registered[pat]; ok {
+		pat = own
+	}
 	if c, ok := p.routes[pat]; ok {
 		return route{pattern: pat, class: c}
 	}
 	return route{pattern: CatchAll, class: p.routes[CatchAll]}
+}
+
+// lookup is the ServeMux pattern of r's path as Paths matches it, its trailing slash trimmed.
+func (p *Policy) lookup(r *http.Request, trimSlash bool) string {
+	u, changed := p.paths.matchURL(r.URL, trimSlash)
+	if !changed {
+		_, pat := p.mux.Handler(r)
+		return pat
+	}
+	pr := probes.Get().(*probe)
+	pr.url = u
+	pr.req = http.Request{Method: r.Method, Host: r.Host, URL: &pr.url}
+	_, pat := p.mux.Handler(&pr.req)
+	pr.req, pr.url = http.Request{}, url.URL{}
+	probes.Put(pr)
+	return pat
 }
 
 func (p *Policy) tier(t string) string {

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 
+	"github.com/rl-exporter/rl-exporter/decision"
 	"github.com/rl-exporter/rl-exporter/limiter"
 )
 
@@ -45,9 +46,21 @@ func (m *Middleware) serveReserved(w http.ResponseWriter, r *http.Request, next 
 		if r.Context().Err() != nil && reason != "" {
 			reason = CostClientGone
 		}
+		if cw.read.dup && m.costs != nil {
+			m.costs.CostDuplicate(o.Endpoint, o.Tier, decision.DuplicateCost)
+		}
 		m.commit(r.Context(), o, cost, reason)
 	}()
 	next.ServeHTTP(cw, r.WithContext(ctx))
+}
+
+// estimate is what r reserves as est reads it for the ask a, a value given more than once counted.
+func (m *Middleware) estimate(r *http.Request, est Estimate, a decision.Ask) int64 {
+	n, dup := est.of(r, a.Limiter.Limit().Quota())
+	if dup && m.costs != nil {
+		m.costs.CostDuplicate(a.Endpoint, a.Tier, decision.DuplicateEstimate)
+	}
+	return n
 }
 
 // commit settles o's reservation at cost, or at its estimate when reason says why cost is unknown.

@@ -22,6 +22,7 @@ type costEvents struct {
 	measured []bool
 	expired  int64
 	unknown  map[string]int
+	dup      map[string]int // by read
 }
 
 func (c *costEvents) CostReserved(_, _ string, units int64) {
@@ -48,6 +49,15 @@ func (c *costEvents) CostUnknown(_, _, reason string) {
 		c.unknown = map[string]int{}
 	}
 	c.unknown[reason]++
+	c.mu.Unlock()
+}
+
+func (c *costEvents) CostDuplicate(_, _, read string) {
+	c.mu.Lock()
+	if c.dup == nil {
+		c.dup = map[string]int{}
+	}
+	c.dup[read]++
 	c.mu.Unlock()
 }
 

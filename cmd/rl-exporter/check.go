@@ -98,6 +98,7 @@ func runCheck(_ context.Context, args []string, _ environ, stdout, stderr io.Wri
 	printOverload(stdout, cfg)
 	printLeases(stdout, cfg)
 	printPenalties(stdout, cfg)
+	printPaths(stdout, cfg)
 	return exitOK
 }
 

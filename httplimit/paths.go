@@ -1,0 +1,312 @@
+package httplimit
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+)
+
+// Paths says how a request's path is read before its route is chosen, so that the class is the
+// one of the path the upstream reads: percent-encoded unreserved bytes are decoded, dot segments
+// resolved and repeated slashes merged (always), and the options below settle what upstreams
+// disagree on. The zero value is the default. A Policy holds one; its methods are safe for
+// concurrent use.
+type Paths struct {
+	// EscapedSlashes is what an encoded slash or backslash (%2F, %5C) in a path does: refused
+	// (PathsReject, the default), decoded to '/' before matching and forwarding (PathsDecode), or
+	// kept within its segment (PathsKeep), for an upstream that never decodes it.
+	EscapedSlashes string
+	// Case is PathsSensitive (the default) or PathsInsensitive: routes then match whatever the
+	// case of the path. Matching only: the path goes on as the client wrote it.
+	Case string
+	// TrailingSlash is PathsIgnore (the default: a path ending in '/' matches what it matches
+	// without, unless a pattern names it with its slash) or PathsStrict.
+	TrailingSlash string
+}
+
+// The values of Paths' fields (server.paths in the configuration).
+const (
+	PathsReject      = "reject"
+	PathsDecode      = "decode"
+	PathsKeep        = "keep"
+	PathsSensitive   = "sensitive"
+	PathsInsensitive = "insensitive"
+	PathsIgnore      = "ignore"
+	PathsStrict      = "strict"
+)
+
+// Validate names the first field with a value Paths does not know.
+func (ps Paths) Validate() error {
+	switch ps.EscapedSlashes {
+	case "", PathsReject, PathsDecode, PathsKeep:
+	default:
+		return fmt.Errorf("escaped_slashes: %q: want reject, decode or keep", ps.EscapedSlashes)
+	}
+	switch ps.Case {
+	case "", PathsSensitive, PathsInsensitive:
+	default:
+		return fmt.Errorf("case: %q: want sensitive or insensitive", ps.Case)
+	}
+	switch ps.TrailingSlash {
+	case "", PathsIgnore, PathsStrict:
+	default:
+		return fmt.Errorf("trailing_slash: %q: want ignore or strict", ps.TrailingSlash)
+	}
+	return nil
+}
+
+// WithDefaults is ps with its empty fields set to their defaults.
+func (ps Paths) WithDefaults() Paths {
+	if ps.EscapedSlashes == "" {
+		ps.EscapedSlashes = PathsReject
+	}
+	if ps.Case == "" {
+		ps.Case = PathsSensitive
+	}
+	if ps.TrailingSlash == "" {
+		ps.TrailingSlash = PathsIgnore
+	}
+	return ps
+}
+
+// ErrEscapedSlash is a path refused for an encoded slash or backslash (Paths.EscapedSlashes reject).
+var ErrEscapedSlash = errors.New("the path has an encoded slash or backslash (%2F, %5C), which upstreams read differently; server.paths.escaped_slashes rejects it")
+
+// normalize sets u's path to the one the upstream reads (Paths), or fails with ErrEscapedSlash;
+// u is left alone when its path is already so, which is the common case and allocates nothing.
+func (ps Paths) normalize(u *url.URL) error {
+	if !strings.HasPrefix(u.Path, "/") {
+		return nil // "*" of OPTIONS, or no path: nothing to match
+	}
+	escaped := u.EscapedPath() // allocates only for a path with escapes
+	if isNormal(escaped) {
+		return nil
+	}
+	norm, err := ps.normalPath(escaped)
+	if err != nil {
+		return err
+	}
+	path, err := url.PathUnescape(norm)
+	if err != nil {
+		return fmt.Errorf("path %q: %w", escaped, err)
+	}
+	u.Path, u.RawPath = path, ""
+	if path != norm {
+		u.RawPath = norm
+	}
+	return nil
+}
+
+// request is r with its path normal (normalize): r itself when it is, else a shallow copy.
+func (ps Paths) request(r *http.Request) (*http.Request, error) {
+	if !strings.HasPrefix(r.URL.Path, "/") || isNormal(r.URL.EscapedPath()) {
+		return r, nil
+	}
+	u := *r.URL
+	if err := ps.normalize(&u); err != nil {
+		return nil, err
+	}
+	r = r.WithContext(r.Context())
+	r.URL = &u
+	return r, nil
+}
+
+// isNormal reports whether an escaped path is its own normal form: no escape, backslash, empty,
+// "." or ".." segment.
+func isNormal(p string) bool {
+	for i := 0; i < len(p); i++ {
+		switch p[i] {
+		case '%', '\\':
+			return false
+		case '/':
+			if i+1 < len(p) && p[i+1] == '/' {
+				return false
+			}
+		case '.':
+			if i > 0 && p[i-1] == '/' && (i+1 == len(p) || p[i+1] == '/' || (p[i+1] == '.' && (i+2 == len(p) || p[i+2] == '/'))) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// normalPath is the escaped path p in normal form: unreserved bytes decoded (RFC 3986, 6.2.2.2),
+// other escapes in upper case, encoded slashes as EscapedSlashes says, then dot segments removed
+// (RFC 3986, 5.2.4) and empty segments dropped; a path ending in '/' (or in a dot segment) keeps
+// one trailing slash.
+func (ps Paths) normalPath(p string) (string, error) {
+	var b strings.Builder
+	b.Grow(len(p))
+	for i := 0; i < len(p); i++ {
+		c := p[i]
+		if c == '\\' {
+			if err := ps.slash(&b, `\`); err != nil {
+				return "", err
+			}
+			continue
+		}
+		if c != '%' || i+2 >= len(p) || !isHex(p[i+1]) || !isHex(p[i+2]) {
+			b.WriteByte(c)
+			continue
+		}
+		v := unhex(p[i+1])<<4 | unhex(p[i+2])
+		esc := "%" + strings.ToUpper(p[i+1:i+3])
+		i += 2
+		switch {
+		case v == '/' || v == '\\':
+			if err := ps.slash(&b, esc); err != nil {
+				return "", err
+			}
+		case unreserved(v):
+			b.WriteByte(v)
+		default:
+			b.WriteString(esc)
+		}
+	}
+	return removeDotSegments(b.String()), nil
+}
+
+// slash writes an encoded slash or backslash (written as esc) as EscapedSlashes says.
+func (ps Paths) slash(b *strings.Builder, esc string) error {
+	switch ps.EscapedSlashes {
+	case PathsDecode:
+		b.WriteByte('/')
+	case PathsKeep:
+		if esc == `\` {
+			esc = "%5C"
+		}
+		b.WriteString(esc)
+	default:
+		return ErrEscapedSlash
+	}
+	return nil
+}
+
+// removeDotSegments resolves "." and ".." and drops empty segments of a path starting with '/';
+// ".." never climbs above the root.
+func removeDotSegments(p string) string {
+	segs := strings.Split(p[1:], "/")
+	out := segs[:0]
+	trailing := false
+	for _, s := range segs {
+		trailing = s == "" || s == "." || s == ".."
+		switch s {
+		case "", ".":
+		case "..":
+			if len(out) > 0 {
+				out = out[:len(out)-1]
+			}
+		default:
+			out = append(out, s)
+		}
+	}
+	if len(out) == 0 {
+		return "/"
+	}
+	norm := "/" + strings.Join(out, "/")
+	if trailing {
+		norm += "/"
+	}
+	return norm
+}
+
+func isHex(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
+}
+
+func unhex(c byte) byte {
+	switch {
+	case c <= '9':
+		return c - '0'
+	case c <= 'F':
+		return c - 'A' + 10
+	default:
+		return c - 'a' + 10
+	}
+}
+
+// unreserved reports whether c stands for itself in a URL path (RFC 3986, 2.3).
+func unreserved(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '.' || c == '_' || c == '~'
+}
+
+// matchPattern is the pattern a route is registered under in the ServeMux: pattern itself, its
+// path lowered when routes match whatever the case.
+func (ps Paths) matchPattern(pattern string) string {
+	if ps.Case != PathsInsensitive {
+		return pattern
+	}
+	i := patternPathStart(pattern)
+	var b strings.Builder
+	b.WriteString(pattern[:i])
+	// Wildcard names keep their case: they name, they do not match.
+	for rest := pattern[i:]; rest != ""; {
+		j := strings.IndexByte(rest, '{')
+		k := strings.IndexByte(rest[max(j, 0):], '}')
+		if j < 0 || k < 0 {
+			b.WriteString(strings.ToLower(rest))
+			break
+		}
+		b.WriteString(strings.ToLower(rest[:j]))
+		b.WriteString(rest[j : j+k+1])
+		rest = rest[j+k+1:]
+	}
+	return b.String()
+}
+
+// patternPathStart is the index of the path in a ServeMux pattern "[METHOD ][HOST]/PATH".
+func patternPathStart(pattern string) int {
+	start := 0
+	if i := strings.IndexAny(pattern, " \t"); i >= 0 {
+		start = i + len(pattern[i:]) - len(strings.TrimLeft(pattern[i:], " \t"))
+	}
+	if j := strings.IndexByte(pattern[start:], '/'); j >= 0 {
+		return start + j
+	}
+	return start
+}
+
+// slashDepth is, for a pattern that names a path ending in '/' ("/a/b/", "/a/{x}/", "/a/b/{$}"),
+// the number of slashes of the paths it names so; 0 for any other.
+func slashDepth(pattern string) int {
+	path := strings.TrimSuffix(pattern[patternPathStart(pattern):], "{$}")
+	if !strings.HasSuffix(path, "/") {
+		return 0
+	}
+	return strings.Count(path, "/")
+}
+
+// matchURL is the path r is matched on when it is not r's own: lowered when routes match
+// whatever the case, without its trailing slash when that slash is to be ignored (trimSlash).
+func (ps Paths) matchURL(u *url.URL, trimSlash bool) (url.URL, bool) {
+	m := url.URL{Path: u.Path, RawPath: u.RawPath}
+	changed := false
+	if ps.Case == PathsInsensitive {
+		m.Path, m.RawPath = strings.ToLower(m.Path), strings.ToLower(m.RawPath)
+		changed = m.Path != u.Path || m.RawPath != u.RawPath
+	}
+	if trimSlash {
+		m.Path, m.RawPath = strings.TrimSuffix(m.Path, "/"), strings.TrimSuffix(m.RawPath, "/")
+		changed = true
+	}
+	return m, changed
+}
+
+// refusePath answers a request refused for its path (ErrEscapedSlash) on a way in that answers
+// it itself: 400 with a bad_path body.
+func refusePath(w http.ResponseWriter, err error) {
+	writeJSON(w, "application/json", http.StatusBadRequest, RejectedBody{Error: "bad_path", Message: err.Error()})
+}
+
+// denyPath answers a forward-auth request whose original path is refused (ErrEscapedSlash): the
+// gateway's deny status (DenyStatusHeader's 401 or 403; 403 without one, for a status outside a
+// gateway's contract takes its failure path), so that the request is refused, never let through.
+func denyPath(w http.ResponseWriter, deny int, err error) {
+	if deny != http.StatusUnauthorized {
+		deny = http.StatusForbidden
+	}
+	writeJSON(w, "application/json", deny, RejectedBody{Error: "bad_path", Message: err.Error()})
+}
