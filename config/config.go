@@ -28,8 +28,11 @@ import (
 	"github.com/knadh/koanf/v2"
 )
 
-// DefaultListen is the address of serve's main listener when none is configured.
-const DefaultListen = ":8480"
+// DefaultListen is the address of serve's main listener when none is
+// configured: this host only, so that a first `serve` does not answer the
+// network; ":8480" (--listen :8480) is every interface, as a container
+// needs.
+const DefaultListen = "127.0.0.1:8480"
 
 // BuiltIn names the source of a Config loaded without a file.
 const BuiltIn = "built-in defaults"

@@ -76,7 +76,7 @@ classes:
 		t.Errorf("set's penalty %+v (default %v), want the within the file sets", p, p.WithinIsDefault())
 	}
 	_, err = Parse("x.yaml", []byte("classes:\n  api:\n    limits: {default: {algorithm: concurrency, limit: 5}}\n    penalty: {after: 3, for: 1m}\n"))
-	if err == nil || !strings.Contains(err.Error(), "classes.api.penalty.within") || !strings.Contains(err.Error(), "has none: set it") {
+	if err == nil || !strings.Contains(err.Error(), "classes.api.penalty.within") || !strings.Contains(err.Error(), "has none (algorithm concurrency): set it") {
 		t.Errorf("a penalty without within on a concurrency limit: %v, want an error saying within has no default there", err)
 	}
 }
