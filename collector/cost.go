@@ -42,7 +42,7 @@ func (c *Collector) initCost() {
 	c.unknownDesc = prometheus.NewDesc("rate_limit_cost_unknown_total",
 		"Responses of cost-based classes with no usable cost, committed at the estimate, by reason (missing, invalid, too_large, client_gone).",
 		[]string{"endpoint", "plan_tier", "reason"}, nil)
-	c.estimateError = prometheus.NewHistogramVec(histogramOpts("rate_limit_cost_estimate_error",
+	c.estimateRatio = prometheus.NewHistogramVec(histogramOpts("rate_limit_cost_estimate_ratio",
 		"The real cost of a request over the estimate it reserved (1: exact; above 1: the estimate was short).",
 		[]float64{0.05, 0.1, 0.25, 0.5, 0.75, 0.9, 1, 1.1, 1.25, 1.5, 2, 4, 10}, c.cfg.NativeHistograms), labels)
 }
@@ -85,7 +85,7 @@ func (c *Collector) CostSettled(endpoint, planTier string, s limiter.Settlement,
 	pc.units[phaseRefunded].Add(uint64(max(s.Refunded, 0)))
 	pc.open.Add(-1)
 	if measured && s.Estimate > 0 {
-		c.estimateError.WithLabelValues(ep.name, ps.tier).Observe(float64(s.Actual) / float64(s.Estimate))
+		c.estimateRatio.WithLabelValues(ep.name, ps.tier).Observe(float64(s.Actual) / float64(s.Estimate))
 	}
 }
 
