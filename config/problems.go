@@ -35,12 +35,15 @@ type FieldError struct {
 	Msg string
 	// Hint says what was probably meant; "" when nothing is near.
 	Hint string
+	// SetBy names the environment variables or flags that set the key,
+	// when not the file.
+	SetBy []string
 	// covers is a key whose own problems this one explains (the key a
 	// misspelt one stands for), left out when both are found.
 	covers string
 }
 
-// Error is "config FILE: key: message; hint", the form every problem
+// Error is "config FILE: key: message; hint (set by --flag)", the form every problem
 // of a file is printed in.
 func (e *FieldError) Error() string {
 	var b strings.Builder
@@ -51,6 +54,9 @@ func (e *FieldError) Error() string {
 	b.WriteString(e.Msg)
 	if e.Hint != "" {
 		b.WriteString("; " + e.Hint)
+	}
+	if len(e.SetBy) > 0 {
+		b.WriteString(" (set by " + strings.Join(e.SetBy, ", ") + ")")
 	}
 	return b.String()
 }
