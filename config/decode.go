@@ -210,7 +210,7 @@ func unknownKeys(name string, raw map[string]any, t reflect.Type) Problems {
 				f, ok := fieldByTag(t, k)
 				if !ok {
 					p := &FieldError{Source: name, Key: join(path, k), Msg: "unknown key"}
-					if near := nearestField(t, k); near != "" {
+					if near := nearest(k, fieldTags(t)); near != "" {
 						p.Hint = "did you mean " + near + "?"
 						if _, set := m[near]; !set {
 							p.covers = join(path, near)
@@ -263,12 +263,6 @@ func fieldTags(t reflect.Type) []string {
 		}
 	}
 	return out
-}
-
-// nearestField is the key of struct t that key was probably meant to be
-// (suggest); "" when none is near.
-func nearestField(t reflect.Type, key string) string {
-	return strings.TrimSuffix(strings.TrimPrefix(suggest(key, fieldTags(t)), "did you mean "), "?")
 }
 
 var classType = reflect.TypeOf(Class{})

@@ -154,10 +154,19 @@ func mergeProblems(decoded, validated Problems) Problems {
 	return out
 }
 
-// suggest returns "did you mean X?" for the candidate nearest to got, at
-// an edit distance of at most 2 (and at most half of got, so that short
-// names do not suggest unrelated ones); "" when none is that near.
+// suggest returns "did you mean X?" for the nearest of candidates to got
+// (nearest); "" when none is near.
 func suggest(got string, candidates []string) string {
+	if near := nearest(got, candidates); near != "" {
+		return "did you mean " + near + "?"
+	}
+	return ""
+}
+
+// nearest is the candidate nearest to got at an edit distance of at most
+// 2 (and at most half of got, so that a short name does not suggest an
+// unrelated one), case aside; "" when none is that near.
+func nearest(got string, candidates []string) string {
 	best, bestD := "", 3
 	for _, c := range candidates {
 		if c == got {
@@ -167,10 +176,7 @@ func suggest(got string, candidates []string) string {
 			best, bestD = c, d
 		}
 	}
-	if best == "" {
-		return ""
-	}
-	return "did you mean " + best + "?"
+	return best
 }
 
 // editDistance is the Levenshtein distance between a and b, in runes.

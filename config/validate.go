@@ -607,8 +607,12 @@ func (c *Config) validateClasses(e *errs) {
 				e.add(lk+"."+p.Field, "%v", p.Err)
 			}
 			if l.IsConcurrency() || l.Limit != 0 || l.LeaseTTL != 0 {
+				hint := "" // limit or lease_ttl with an algorithm that was meant to be concurrency
+				if !l.IsConcurrency() {
+					hint = suggest(l.Algorithm, algorithmNames())
+				}
 				for _, p := range leaseProblems(l) {
-					e.add(lk+"."+p[0], "%s", p[1])
+					e.addHint(lk+"."+p[0], hint, "%s", p[1])
 				}
 				continue
 			}
@@ -621,11 +625,14 @@ func (c *Config) validateClasses(e *errs) {
 				}
 			}
 			for _, p := range limitProblems(l.limit(), cost) {
-				hint := ""
+				key, hint := lk, ""
+				if p.Field != "" {
+					key += "." + p.Field
+				}
 				if p.Field == "algorithm" {
 					hint = suggest(l.Algorithm, algorithmNames())
 				}
-				e.addHint(lk+"."+p.Field, hint, "%v", p.Err)
+				e.addHint(key, hint, "%v", p.Err)
 			}
 		}
 	}
