@@ -267,32 +267,40 @@ func fieldTags(t reflect.Type) []string {
 
 var classType = reflect.TypeOf(Class{})
 
-// misplacedBlocks finds the blocks of a class written directly under
-// classes (limits: indented one level too shallow), where only class
-// names go, and returns a problem for each and k without them, so that
-// none is taken for a class. A key is such a block when it is a class's
-// key and its value is not a class (a map of class keys).
+// misplacedBlocks finds what belongs in a class but is written directly
+// under classes, where only class names go — a class's block (limits:
+// indented one level too shallow) or a tier's limit (free: {algorithm:
+// ...}) — and returns a problem for each and k without them, so that none
+// is taken for a class. A key is a class's block when it is a class key
+// whose value is not shaped like a class; a tier's limit when its value is
+// shaped like a limit and not like a class.
 func misplacedBlocks(name string, k *koanf.Koanf) (Problems, *koanf.Koanf) {
 	classes, _ := k.Raw()["classes"].(map[string]any)
 	var out Problems
 	for _, n := range slices.Sorted(maps.Keys(classes)) {
-		if _, ok := fieldByTag(classType, n); !ok || isClass(classes[n]) {
+		_, classKey := fieldByTag(classType, n)
+		what, path := "a class's "+n+" block", n // where it belongs in a class
+		switch {
+		case classKey && !shapedLike(classes[n], classType):
+		case !classKey && shapedLike(classes[n], limitType) && !shapedLike(classes[n], classType):
+			what, path = "tier "+n+"'s limit", "limits."+n
+		default:
 			continue
 		}
 		p := &FieldError{Source: name, Key: "classes." + n,
-			Msg:  fmt.Sprintf("a class's %s block directly under classes, where class names go, is not taken for a class", n),
-			Hint: fmt.Sprintf("indented one level too shallow? it belongs under its class, classes.<name>.%s", n)}
+			Msg:  what + " directly under classes, where class names go, is not taken for a class",
+			Hint: "indented one level too shallow? it belongs under its class, classes.<name>." + path}
+		// The class it was meant for is probably the one class without it.
+		top, _, _ := strings.Cut(path, ".")
 		var lacking []string
 		for _, other := range slices.Sorted(maps.Keys(classes)) {
-			if m, ok := classes[other].(map[string]any); ok && isClass(m) {
-				if _, has := m[n]; !has {
-					lacking = append(lacking, other)
-				}
+			if m, ok := classes[other].(map[string]any); ok && shapedLike(m, classType) && m[top] == nil {
+				lacking = append(lacking, other)
 			}
 		}
 		if len(lacking) == 1 {
-			p.Hint = fmt.Sprintf("indented one level too shallow? classes.%s has no %s: did you mean classes.%s.%s?", lacking[0], n, lacking[0], n)
-			p.covers = "classes." + lacking[0] + "." + n
+			p.Hint = fmt.Sprintf("indented one level too shallow? classes.%s has no %s: did you mean classes.%s.%s?", lacking[0], top, lacking[0], path)
+			p.covers = "classes." + lacking[0] + "." + top
 		}
 		out = append(out, p)
 	}
@@ -305,14 +313,14 @@ func misplacedBlocks(name string, k *koanf.Koanf) (Problems, *koanf.Koanf) {
 	return out, k
 }
 
-// isClass reports whether v is shaped like a class: a map of class keys.
-func isClass(v any) bool {
+// shapedLike reports whether v is a map of t's keys (a class's, a limit's).
+func shapedLike(v any, t reflect.Type) bool {
 	m, ok := v.(map[string]any)
 	if !ok {
 		return false
 	}
 	for key := range m {
-		if _, ok := fieldByTag(classType, key); !ok {
+		if _, ok := fieldByTag(t, key); !ok {
 			return false
 		}
 	}

@@ -60,3 +60,20 @@ func TestAMisspeltKeyIsSuggestedAndNotAlsoReportedAsMissing(t *testing.T) {
 		t.Errorf("got %+v", *p)
 	}
 }
+
+func TestATiersLimitDirectlyUnderClassesIsNamedAsSuchAndPointsAtItsClass(t *testing.T) {
+	_, err := Parse("x.yaml", []byte(`
+classes:
+  api:
+    routes: ["GET /api/{path...}"]
+  default: {algorithm: gcra, rate: 5, period: 1s}
+`))
+	var ps Problems
+	if !errors.As(err, &ps) || len(ps) != 1 {
+		t.Fatalf("got %v, want one problem", err)
+	}
+	if p := ps[0]; p.Key != "classes.default" || p.Msg != "tier default's limit directly under classes, where class names go, is not taken for a class" ||
+		p.Hint != "indented one level too shallow? classes.api has no limits: did you mean classes.api.limits.default?" {
+		t.Errorf("got %+v", *p)
+	}
+}
