@@ -153,7 +153,7 @@ type Collector struct {
 
 	costDesc, openDesc, unknownDesc *prometheus.Desc
 	duplicatesDesc                  *prometheus.Desc
-	estimateError                   *prometheus.HistogramVec
+	estimateRatio                   *prometheus.HistogramVec
 
 	leases leaseMetrics // lease.go
 }
@@ -322,7 +322,7 @@ func (c *Collector) Reconfigure(endpoints, tiers []string, defaultTier string) e
 	for _, ep := range old.order {
 		if _, ok := idx.endpoints[ep.name]; !ok {
 			c.delay.DeleteLabelValues(ep.name)
-			c.estimateError.DeletePartialMatch(prometheus.Labels{"endpoint": ep.name})
+			c.estimateRatio.DeletePartialMatch(prometheus.Labels{"endpoint": ep.name})
 		}
 	}
 	for k := range c.limits {
@@ -437,7 +437,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	} {
 		ch <- d
 	}
-	c.estimateError.Describe(ch)
+	c.estimateRatio.Describe(ch)
 	c.storeDuration.Describe(ch)
 	c.delay.Describe(ch)
 	c.leases.describe(ch)
@@ -496,7 +496,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	c.storeDuration.Collect(ch)
 	c.delay.Collect(ch)
-	c.estimateError.Collect(ch)
+	c.estimateRatio.Collect(ch)
 	c.leases.collect(ch)
 }
 

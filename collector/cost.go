@@ -49,7 +49,7 @@ func (c *Collector) initCost() {
 	c.duplicatesDesc = prometheus.NewDesc("rate_limit_cost_duplicates_total",
 		"Requests of cost-based classes whose estimate (read=estimate), and responses whose cost (read=cost), was given more than once (a repeated JSON member or header): read as the largest.",
 		[]string{"endpoint", "plan_tier", "read"}, nil)
-	c.estimateError = prometheus.NewHistogramVec(histogramOpts("rate_limit_cost_estimate_error",
+	c.estimateRatio = prometheus.NewHistogramVec(histogramOpts("rate_limit_cost_estimate_ratio",
 		"The real cost of a request over the estimate it reserved (1: exact; above 1: the estimate was short).",
 		[]float64{0.05, 0.1, 0.25, 0.5, 0.75, 0.9, 1, 1.1, 1.25, 1.5, 2, 4, 10}, c.cfg.NativeHistograms), labels)
 }
@@ -92,7 +92,7 @@ func (c *Collector) CostSettled(endpoint, planTier string, s limiter.Settlement,
 	pc.units[phaseRefunded].Add(uint64(max(s.Refunded, 0)))
 	pc.open.Add(-1)
 	if measured && s.Estimate > 0 {
-		c.estimateError.WithLabelValues(ep.name, ps.tier).Observe(float64(s.Actual) / float64(s.Estimate))
+		c.estimateRatio.WithLabelValues(ep.name, ps.tier).Observe(float64(s.Actual) / float64(s.Estimate))
 	}
 }
 

@@ -1,7 +1,6 @@
 package config
 
 import (
-	"errors"
 	"fmt"
 	"reflect"
 	"strings"
@@ -79,24 +78,28 @@ var weekdays = map[string]time.Weekday{
 	"thursday": time.Thursday, "friday": time.Friday, "saturday": time.Saturday,
 }
 
-// problems are the calendar's own, each "key: reason", key relative to
-// the limit ("calendar.time_zone"); the limiter checks the rest.
-func (c *Calendar) problems() []error {
+// problems are the calendar's own, each naming its key relative to the
+// limit ("calendar.time_zone"); the limiter checks the rest.
+func (c *Calendar) problems() []*limiter.FieldError {
 	if c == nil {
 		return nil
 	}
-	var out []error
+	var out []*limiter.FieldError
+	add := func(field, format string, args ...any) {
+		out = append(out, &limiter.FieldError{Field: field, Err: fmt.Errorf(format, args...)})
+	}
 	if c.Unit == "" {
-		return []error{errors.New("calendar: only with period day, week, month or year")}
+		add("calendar", "only with period day, week, month or year")
+		return out
 	}
 	if _, err := c.location(); err != nil {
-		out = append(out, fmt.Errorf("calendar.time_zone: %q is not a time zone known here (IANA names such as Asia/Tokyo): %v", c.TimeZone, err))
+		add("calendar.time_zone", "%q is not a time zone known here (IANA names such as Asia/Tokyo): %v", c.TimeZone, err)
 	}
 	if c.WeekStart != "" {
 		if _, ok := weekdays[strings.ToLower(c.WeekStart)]; !ok {
-			out = append(out, fmt.Errorf("calendar.week_start: %q is not a day of the week (monday to sunday)", c.WeekStart))
+			add("calendar.week_start", "%q is not a day of the week (monday to sunday)", c.WeekStart)
 		} else if c.Unit != string(limiter.Week) {
-			out = append(out, fmt.Errorf("calendar.week_start: only a week has a first day, not a %s", c.Unit))
+			add("calendar.week_start", "only a week has a first day, not a %s", c.Unit)
 		}
 	}
 	return out

@@ -11,7 +11,6 @@ package config
 import (
 	"crypto/sha256"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -19,6 +18,7 @@ import (
 	"reflect"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/go-viper/mapstructure/v2"
@@ -28,8 +28,11 @@ import (
 	"github.com/knadh/koanf/v2"
 )
 
-// DefaultListen is the address of serve's main listener when none is configured.
-const DefaultListen = ":8480"
+// DefaultListen is the address of serve's main listener when none is
+// configured: this host only, so that a first `serve` does not answer the
+// network; ":8480" (--listen :8480) is every interface, as a container
+// needs.
+const DefaultListen = "127.0.0.1:8480"
 
 // BuiltIn names the source of a Config loaded without a file.
 const BuiltIn = "built-in defaults"
@@ -640,12 +643,20 @@ type Class struct {
 	Reserve Reserve `koanf:"reserve"`
 }
 
-// Penalty is a class's penalty box (limiter.Penalty).
+// Penalty is a class's penalty box (limiter.Penalty). Within defaults to
+// the period of the class's limit for the default tier, the window its
+// refusals are counted in.
 type Penalty struct {
 	After  int64         `koanf:"after"`
 	Within time.Duration `koanf:"within"`
 	For    time.Duration `koanf:"for"`
+	// withinDefault: the file left within unset and fill set it.
+	withinDefault bool
 }
+
+// WithinIsDefault reports whether Within is the default, the period of
+// the class's default-tier limit, because the file does not set it.
+func (p Penalty) WithinIsDefault() bool { return p.withinDefault }
 
 // CostFrom names where a response carries its cost: exactly one of a
 // header, a trailer, or a gjson path into the JSON body (also read in the
@@ -762,42 +773,82 @@ func NewKoanf(name string, data []byte) (*koanf.Koanf, error) {
 	return k, nil
 }
 
-// FromKoanf decodes k strictly into a Config, fills the defaults and validates it.
+// FromKoanf decodes k strictly into a Config, fills the defaults and
+// validates it. Every problem of the file is reported at once, as
+// Problems: a block out of place, unknown keys, values that do not
+// decode, and what validation finds in everything that did.
 func FromKoanf(name string, k *koanf.Koanf) (*Config, error) {
-	var c Config
-	err := k.UnmarshalWithConf("", &c, koanf.UnmarshalConf{DecoderConfig: &mapstructure.DecoderConfig{
-		DecodeHook: mapstructure.ComposeDecodeHookFunc(
-			calendarPeriods,
-			strictNumbers,
-			estimateFromNumber,
-			mapstructure.StringToSliceHookFunc(","),
-		),
-		// Unknown keys are found by unknownKeys, from the struct tags.
-		// Keys match exactly: "Classes" is an unknown key, as "Server" is.
-		MatchName: func(key, field string) bool { return key == field },
-		Result:    &c,
-		TagName:   "koanf",
-	}})
+	found, k := misplacedBlocks(name, k)
+	found = append(found, unknownKeys(name, k.Raw(), reflect.TypeOf(Config{}))...)
+	c, undecoded := decode(name, k)
+	found = append(found, undecoded...)
 	c.Source = name
 	if name != BuiltIn {
 		c.dir = filepath.Dir(name)
 	}
 	c.classesBuiltIn = len(c.Classes) == 0
 	c.fill()
-	// What decoded is validated even when some keys did not, so that one
-	// pass reports every problem of the file.
-	var decoded []error
-	if err != nil {
-		decoded = decodeErrors(name, err)
-	}
-	decoded = append(unknownKeys(name, k.Raw(), reflect.TypeOf(c)), decoded...)
-	if len(decoded) > 0 {
-		return nil, mergeDecodeAndValidate(errors.Join(decoded...), c.Validate())
-	}
-	if err := c.Validate(); err != nil {
+	if err := mergeProblems(found, c.problems()).sorted().err(); err != nil {
 		return nil, err
 	}
 	return &c, nil
+}
+
+// decode decodes k into a Config and returns the problems of the values
+// that did not decode. The decoder drops the whole map entry around a
+// value it cannot convert (a class whose one period is "1 minute"), so
+// such values are taken out of a copy of k and the rest decoded again:
+// what decoded is then validated as a whole, and one pass reports every
+// problem of the file.
+func decode(name string, k *koanf.Koanf) (Config, Problems) {
+	var reported Problems
+	for attempt := 0; ; attempt++ {
+		var c Config
+		err := k.UnmarshalWithConf("", &c, koanf.UnmarshalConf{DecoderConfig: &mapstructure.DecoderConfig{
+			DecodeHook: mapstructure.ComposeDecodeHookFunc(
+				calendarPeriods,
+				strictNumbers,
+				estimateFromNumber,
+				mapstructure.StringToSliceHookFunc(","),
+			),
+			// Unknown keys are found by unknownKeys, from the struct tags.
+			// Keys match exactly: "Classes" is an unknown key, as "Server" is.
+			MatchName: func(key, field string) bool { return key == field },
+			Result:    &c,
+			TagName:   "koanf",
+		}})
+		if err == nil {
+			return c, reported
+		}
+		problems := decodeErrors(name, err)
+		if attempt == 0 {
+			reported = problems
+			k = k.Copy()
+		}
+		dropped := false
+		for _, p := range problems {
+			if key := decodedPath(p.Key); key != "" && k.Exists(key) {
+				k.Delete(key)
+				dropped = true
+			}
+		}
+		if !dropped || attempt == 3 {
+			return c, reported
+		}
+	}
+}
+
+// decodedPath is the koanf path to take out for a value that did not
+// decode at key: the key itself, or the list holding it (an element of a
+// list cannot be taken out alone).
+func decodedPath(key string) string {
+	parts := strings.Split(key, ".")
+	for i, p := range parts {
+		if _, err := strconv.Atoi(p); err == nil && i > 0 {
+			return strings.Join(parts[:i], ".")
+		}
+	}
+	return key
 }
 
 // fill applies the defaults of maps and lists.
@@ -814,8 +865,13 @@ func (c *Config) fill() {
 	for n, cl := range c.Classes {
 		if cl.Cost == 0 {
 			cl.Cost = 1
-			c.Classes[n] = cl
 		}
+		if p := &cl.Penalty; p.After > 0 && p.Within == 0 {
+			if l := cl.Limits[c.Tiers.Default]; !l.IsConcurrency() && l.Period > 0 {
+				p.Within, p.withinDefault = l.Period, true
+			}
+		}
+		c.Classes[n] = cl
 	}
 	if c.DefaultClass == "" {
 		if len(c.Classes) == 1 {
@@ -845,15 +901,3 @@ func (c *Config) Path(p string) string {
 	}
 	return filepath.Join(c.dir, p)
 }
-
-// errs collects validation errors, each naming the file and key.
-type errs struct {
-	source string
-	list   []error
-}
-
-func (e *errs) add(key, format string, args ...any) {
-	e.list = append(e.list, fmt.Errorf("config %s: %s: %s", e.source, key, fmt.Sprintf(format, args...)))
-}
-
-func (e *errs) err() error { return errors.Join(e.list...) }

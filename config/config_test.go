@@ -379,6 +379,9 @@ classes:
 		"classes.api.limits.default.rate: must be > 0, got -1",
 		"classes.api.limits.default.period: must be > 0",
 		"classes.web.limits.default.rate: expected type int64",
+		// web is a class although its rate did not decode: two classes,
+		// neither named default, and none chosen.
+		"default_class: required when there are several classes",
 	}
 	if len(lines) != len(want) {
 		t.Fatalf("%d lines, want %d, one per problem (a rate that is not a number is not also below 1):\n%s", len(lines), len(want), err)

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/go-viper/mapstructure/v2"
+	"github.com/knadh/koanf/v2"
+
 	"github.com/rl-exporter/rl-exporter/limiter"
 )
 
@@ -31,10 +33,10 @@ func strictNumbers(from, to reflect.Type, data any) (any, error) {
 			s := reflect.ValueOf(data).String()
 			d, err := time.ParseDuration(s)
 			if err != nil && from == limitPeriodType {
-				return nil, fmt.Errorf("%q is neither a Go duration (such as 1m, 24h) nor day, week, month or year", s)
+				return nil, &hintedError{fmt.Sprintf("%q is neither a Go duration (such as 1m, 24h) nor day, week, month or year", s), durationHint(s, true)}
 			}
 			if err != nil {
-				return nil, fmt.Errorf("%q is not a Go duration (such as 500ms, 1m30s)", s)
+				return nil, &hintedError{fmt.Sprintf("%q is not a Go duration (such as 500ms, 1m30s)", s), durationHint(s, false)}
 			}
 			return d, nil
 		case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
@@ -71,15 +73,50 @@ func strictNumbers(from, to reflect.Type, data any) (any, error) {
 	return data, nil
 }
 
+// hintedError is a decode hook's error that knows what was probably
+// meant (FieldError.Hint).
+type hintedError struct{ msg, hint string }
+
+func (e *hintedError) Error() string { return e.msg }
+
+// durationUnits are the unit words people write for Go's duration units.
+var durationUnits = map[string]string{
+	"ms": "ms", "msec": "ms", "millisecond": "ms", "milliseconds": "ms",
+	"s": "s", "sec": "s", "secs": "s", "second": "s", "seconds": "s",
+	"m": "m", "min": "m", "mins": "m", "minute": "m", "minutes": "m",
+	"h": "h", "hr": "h", "hrs": "h", "hour": "h", "hours": "h",
+	"d": "d", "day": "d", "days": "d",
+}
+
+// durationHint is "did you mean 1m?" for a duration written in words
+// ("1 minute", "30 secs", "2 days"); "" when s is not such a one. A limit's
+// period of one day is the calendar's day.
+func durationHint(s string, period bool) string {
+	num := strings.TrimRightFunc(strings.TrimSpace(s), func(r rune) bool { return r < '0' || r > '9' })
+	word := strings.ToLower(strings.TrimSpace(strings.TrimSpace(s)[len(num):]))
+	n, err := strconv.Atoi(num)
+	unit, ok := durationUnits[word]
+	if err != nil || !ok || n < 1 {
+		return ""
+	}
+	switch {
+	case unit == "d" && n == 1 && period:
+		return "did you mean day?"
+	case unit == "d":
+		return fmt.Sprintf("did you mean %dh?", 24*n)
+	}
+	return fmt.Sprintf("did you mean %d%s?", n, unit)
+}
+
 // indexPart turns the decoder's classes[public] into classes.public.
 var indexPart = strings.NewReplacer("[", ".", "]", "")
 
-// decodeErrors turns the decoder's error tree into one error per problem,
-// each "config FILE: key: reason", as validation reports them. It reads
-// the decoder's typed errors (the key a DecodeError names, the expected
-// type and the value of a conversion error), never their messages.
-func decodeErrors(name string, err error) []error {
-	var out []error
+// decodeErrors turns the decoder's error tree into one problem per value
+// that did not decode. It reads the decoder's typed errors (the key a
+// DecodeError names, the expected type and the value of a conversion
+// error), never their messages.
+func decodeErrors(name string, err error) Problems {
+	var out Problems
 	var walk func(error)
 	walk = func(e error) {
 		switch t := e.(type) {
@@ -98,26 +135,22 @@ func decodeErrors(name string, err error) []error {
 				walk(inner)
 				return
 			}
-			out = append(out, problem(name, indexPart.Replace(t.Name()), decodeReason(inner)))
+			p := &FieldError{Source: name, Key: indexPart.Replace(t.Name()), Msg: decodeReason(inner)}
+			var h *hintedError
+			if errors.As(inner, &h) {
+				p.Hint = h.hint
+			}
+			out = append(out, p)
 			return
 		}
 		if u := errors.Unwrap(e); u != nil {
 			walk(u) // the decoder's "decoding failed due to..." wrapper
 			return
 		}
-		out = append(out, problem(name, "", e.Error()))
+		out = append(out, &FieldError{Source: name, Msg: e.Error()})
 	}
 	walk(err)
 	return out
-}
-
-// problem is one "config FILE: key: reason" error ("config FILE: reason"
-// without a key).
-func problem(name, key, reason string) error {
-	if key == "" {
-		return fmt.Errorf("config %s: %s", name, reason)
-	}
-	return fmt.Errorf("config %s: %s: %s", name, key, reason)
 }
 
 // decodeReason says why a value did not decode, from the decoder's typed
@@ -158,9 +191,10 @@ func describeValue(v any) string {
 // fields' names, a map any key (its values are checked against the map's
 // element type), a list checks each element. A value that is not a map
 // where a struct or map is expected is left to the decoder, which reports
-// its type.
-func unknownKeys(name string, raw map[string]any, t reflect.Type) []error {
-	var out []error
+// its type. A key within an edit distance of 2 of a field's name is
+// suggested, and stands for that field when the file does not set it.
+func unknownKeys(name string, raw map[string]any, t reflect.Type) Problems {
+	var out Problems
 	var walk func(v any, t reflect.Type, path string)
 	walk = func(v any, t reflect.Type, path string) {
 		for t.Kind() == reflect.Pointer {
@@ -175,7 +209,14 @@ func unknownKeys(name string, raw map[string]any, t reflect.Type) []error {
 			for _, k := range slices.Sorted(maps.Keys(m)) {
 				f, ok := fieldByTag(t, k)
 				if !ok {
-					out = append(out, problem(name, join(path, k), "unknown key"))
+					p := &FieldError{Source: name, Key: join(path, k), Msg: "unknown key"}
+					if near := nearest(k, fieldTags(t)); near != "" {
+						p.Hint = "did you mean " + near + "?"
+						if _, set := m[near]; !set {
+							p.covers = join(path, near)
+						}
+					}
+					out = append(out, p)
 					continue
 				}
 				walk(m[k], f.Type, join(path, k))
@@ -211,6 +252,81 @@ func fieldByTag(t reflect.Type, key string) (reflect.StructField, bool) {
 	return reflect.StructField{}, false
 }
 
+// fieldTags are the keys a file may set in struct t.
+func fieldTags(t reflect.Type) []string {
+	var out []string
+	for i := range t.NumField() {
+		f := t.Field(i)
+		tag, _, _ := strings.Cut(f.Tag.Get("koanf"), ",")
+		if f.IsExported() && tag != "-" && tag != "" && f.Tag.Get("derived") == "" {
+			out = append(out, tag)
+		}
+	}
+	return out
+}
+
+var classType = reflect.TypeOf(Class{})
+
+// misplacedBlocks finds what belongs in a class but is written directly
+// under classes, where only class names go — a class's block (limits:
+// indented one level too shallow) or a tier's limit (free: {algorithm:
+// ...}) — and returns a problem for each and k without them, so that none
+// is taken for a class. A key is a class's block when it is a class key
+// whose value is not shaped like a class; a tier's limit when its value is
+// shaped like a limit and not like a class.
+func misplacedBlocks(name string, k *koanf.Koanf) (Problems, *koanf.Koanf) {
+	classes, _ := k.Raw()["classes"].(map[string]any)
+	var out Problems
+	for _, n := range slices.Sorted(maps.Keys(classes)) {
+		_, classKey := fieldByTag(classType, n)
+		what, path := "a class's "+n+" block", n // where it belongs in a class
+		switch {
+		case classKey && !shapedLike(classes[n], classType):
+		case !classKey && shapedLike(classes[n], limitType) && !shapedLike(classes[n], classType):
+			what, path = "tier "+n+"'s limit", "limits."+n
+		default:
+			continue
+		}
+		p := &FieldError{Source: name, Key: "classes." + n,
+			Msg:  what + " directly under classes, where class names go, is not taken for a class",
+			Hint: "indented one level too shallow? it belongs under its class, classes.<name>." + path}
+		// The class it was meant for is probably the one class without it.
+		top, _, _ := strings.Cut(path, ".")
+		var lacking []string
+		for _, other := range slices.Sorted(maps.Keys(classes)) {
+			if m, ok := classes[other].(map[string]any); ok && shapedLike(m, classType) && m[top] == nil {
+				lacking = append(lacking, other)
+			}
+		}
+		if len(lacking) == 1 {
+			p.Hint = fmt.Sprintf("indented one level too shallow? classes.%s has no %s: did you mean classes.%s.%s?", lacking[0], top, lacking[0], path)
+			p.covers = "classes." + lacking[0] + "." + top
+		}
+		out = append(out, p)
+	}
+	if len(out) > 0 {
+		k = k.Copy()
+		for _, p := range out {
+			k.Delete(p.Key)
+		}
+	}
+	return out, k
+}
+
+// shapedLike reports whether v is a map of t's keys (a class's, a limit's).
+func shapedLike(v any, t reflect.Type) bool {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return false
+	}
+	for key := range m {
+		if _, ok := fieldByTag(t, key); !ok {
+			return false
+		}
+	}
+	return true
+}
+
 func join(path, key string) string {
 	if path == "" {
 		return key
@@ -224,20 +340,23 @@ func oneLine(msg string) string {
 	return strings.Join(strings.Fields(msg), " ")
 }
 
-// limitProblems returns every problem of a limit, each starting with the
-// field at fault ("rate: must be > 0"), instead of the first one alone:
-// each field found at fault is set to a valid stand-in and the limit
-// checked again, so one pass over a file reports all of them.
-func limitProblems(l limiter.Limit, cost int64) []error {
-	var out []error
+// limitProblems returns every problem of a limit, each naming the field
+// at fault, instead of the first one alone: each field found at fault is
+// set to a valid stand-in and the limit checked again, so one pass over a
+// file reports all of them.
+func limitProblems(l limiter.Limit, cost int64) []*limiter.FieldError {
+	var out []*limiter.FieldError
 	for range 6 { // one round per field, at most
 		err := ValidateLimit(l, cost)
 		if err == nil {
 			break
 		}
-		out = append(out, err)
-		field, _, _ := strings.Cut(err.Error(), ":")
-		switch field {
+		var fe *limiter.FieldError
+		if !errors.As(err, &fe) {
+			return append(out, &limiter.FieldError{Field: "", Err: err})
+		}
+		out = append(out, fe)
+		switch fe.Field {
 		case "algorithm":
 			l.Algorithm = limiter.FixedWindow
 		case "rate":
@@ -251,47 +370,6 @@ func limitProblems(l limiter.Limit, cost int64) []error {
 		}
 	}
 	return out
-}
-
-// mergeDecodeAndValidate joins the decoder's problems with validation's,
-// leaving out validation problems on keys the decoder already reported
-// (a rate that is not a number is not also "must be > 0").
-func mergeDecodeAndValidate(decoded, validated error) error {
-	if validated == nil {
-		return decoded
-	}
-	var keys []string
-	for _, e := range problemList(decoded) {
-		keys = append(keys, problemKey(e.Error()))
-	}
-	out := problemList(decoded)
-	for _, e := range problemList(validated) {
-		k := problemKey(e.Error())
-		if k != "" && slices.ContainsFunc(keys, func(d string) bool {
-			return d == k || strings.HasPrefix(k, d+".")
-		}) {
-			continue
-		}
-		out = append(out, e)
-	}
-	return errors.Join(out...)
-}
-
-// problemList unwraps a joined error into its problems.
-func problemList(err error) []error {
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		return j.Unwrap()
-	}
-	return []error{err}
-}
-
-// problemKey is the key of a "config FILE: key: reason" problem.
-func problemKey(msg string) string {
-	parts := strings.SplitN(msg, ": ", 3)
-	if len(parts) < 3 {
-		return ""
-	}
-	return parts[1]
 }
 
 var estimateType = reflect.TypeOf(Estimate{})

@@ -176,7 +176,7 @@ func (c *Config) validateRegion(e *errs) {
 	for _, tier := range slices.Sorted(maps.Keys(r.TierHomes)) {
 		home, key := r.TierHomes[tier], "region.tier_homes."+tier
 		if !tiers[tier] {
-			e.add(key, "unknown tier (tiers.names is %v)", c.Tiers.Names)
+			e.addHint(key, suggest(tier, c.Tiers.Names), "unknown tier (tiers.names is %v)", c.Tiers.Names)
 		}
 		if !known[home] {
 			e.add(key, "%q is not a region (the regions are region.name and the names of region.peers: %v)", home, c.Regions())

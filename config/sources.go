@@ -2,6 +2,7 @@ package config
 
 import (
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"os"
 	"reflect"
@@ -113,34 +114,25 @@ func builtInClasses(tier string) map[string]any {
 	}}}}
 }
 
-// annotate appends to each line of err that names an overridden key where
-// that key was set.
+// annotate says, on each problem of err that names an overridden key
+// (its own key, or one its message names), where that key was set.
 func annotate(err error, overrides []Override) error {
-	if len(overrides) == 0 {
+	var ps Problems
+	if len(overrides) == 0 || !errors.As(err, &ps) {
 		return err
 	}
-	lines := strings.Split(err.Error(), "\n")
-	for i, l := range lines {
-		var from []string
+	out := make(Problems, len(ps))
+	for i, p := range ps {
+		q := *p
 		for _, o := range overrides {
-			if strings.Contains(l, o.Key) {
-				from = append(from, o.From)
+			if q.Key == o.Key || strings.Contains(q.Msg, o.Key) {
+				q.SetBy = append(q.SetBy, o.From)
 			}
 		}
-		if len(from) > 0 {
-			lines[i] = l + " (set by " + strings.Join(from, ", ") + ")"
-		}
+		out[i] = &q
 	}
-	return annotated{msg: strings.Join(lines, "\n"), err: err}
+	return out
 }
-
-type annotated struct {
-	msg string
-	err error
-}
-
-func (a annotated) Error() string { return a.msg }
-func (a annotated) Unwrap() error { return a.err }
 
 // EnvOverrides turns the EnvPrefix variables of environ ("NAME=value") into
 // overrides, converting each value to its key's type. A variable naming no

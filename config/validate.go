@@ -22,8 +22,11 @@ import (
 )
 
 // Validate reports every problem of c, each naming the file, the key and
-// the reason, joined into one error; nil when c is usable.
-func (c *Config) Validate() error {
+// the reason, as Problems; nil when c is usable.
+func (c *Config) Validate() error { return c.problems().err() }
+
+// problems is every problem of c; see FieldError for how to add a check.
+func (c *Config) problems() Problems {
 	e := &errs{source: c.Source}
 	c.validateServer(e)
 	c.validateStore(e)
@@ -48,7 +51,7 @@ func (c *Config) Validate() error {
 			e.add("classes", "%s", strings.TrimPrefix(err.Error(), "policy: "))
 		}
 	}
-	return e.err()
+	return e.list
 }
 
 func validAddr(a string) error {
@@ -129,11 +132,11 @@ func (c *Config) validateServer(e *errs) {
 		e.add("server.check_api.allowed_peers", "empty, so no caller could use the decision API: list its callers, or set server.check_api.enabled: false to turn it off")
 	}
 	if c.Log.Format != "text" && c.Log.Format != "json" {
-		e.add("log.format", "%q: want text or json", c.Log.Format)
+		e.addHint("log.format", suggest(c.Log.Format, []string{"text", "json"}), "%q: want text or json", c.Log.Format)
 	}
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(c.Log.Level)); err != nil {
-		e.add("log.level", "%q: want debug, info, warn or error", c.Log.Level)
+		e.addHint("log.level", suggest(c.Log.Level, []string{"debug", "info", "warn", "error"}), "%q: want debug, info, warn or error", c.Log.Level)
 	}
 }
 
@@ -171,7 +174,7 @@ func (c *Config) validateStore(e *errs) {
 			e.add(key, "%v", err)
 		}
 	default:
-		e.add("store.type", "%q: want memory or redis", s.Type)
+		e.addHint("store.type", suggest(s.Type, []string{"memory", "redis"}), "%q: want memory or redis", s.Type)
 	}
 	if s.Timeout <= 0 {
 		e.add("store.timeout", "must be > 0, got %s", s.Timeout)
@@ -374,7 +377,7 @@ func (c *Config) validateTracing(e *errs) {
 	switch t.Exporter {
 	case "none", "stdout", "otlp-grpc", "otlp-http":
 	default:
-		e.add("tracing.exporter", "%q: want none, stdout, otlp-grpc or otlp-http", t.Exporter)
+		e.addHint("tracing.exporter", suggest(t.Exporter, []string{"none", "stdout", "otlp-grpc", "otlp-http"}), "%q: want none, stdout, otlp-grpc or otlp-http", t.Exporter)
 	}
 	if !(t.SampleRatio >= 0 && t.SampleRatio <= 1) { // NaN too
 		e.add("tracing.sample_ratio", "must be in [0, 1], got %g", t.SampleRatio)
@@ -412,7 +415,7 @@ func (c *Config) validateTiers(e *errs) {
 		seen[n] = true
 	}
 	if !seen[t.Default] {
-		e.add("tiers.default", "%q is not one of tiers.names %v", t.Default, t.Names)
+		e.addHint("tiers.default", suggest(t.Default, t.Names), "%q is not one of tiers.names %v", t.Default, t.Names)
 	}
 	// User ids and API keys are separate namespaces: the same string may
 	// be in both lists, each list's entries on one tier only.
@@ -423,7 +426,7 @@ func (c *Config) validateTiers(e *errs) {
 		owner := map[string]string{}
 		for tier, keys := range list.keys {
 			if !seen[tier] {
-				e.add(list.key+"."+tier, "unknown tier (tiers.names is %v)", t.Names)
+				e.addHint(list.key+"."+tier, suggest(tier, t.Names), "unknown tier (tiers.names is %v)", t.Names)
 			}
 			for _, k := range keys {
 				if k == "" {
@@ -592,7 +595,7 @@ func (c *Config) validateClasses(e *errs) {
 		if cl.Cost < 1 {
 			e.add(key+".cost", "must be >= 1, got %d", cl.Cost)
 		}
-		validatePenalty(e, key+".penalty", cl)
+		validatePenalty(e, key+".penalty", cl, cl.Limits[c.Tiers.Default])
 		cost := cl.Cost
 		if cl.CostFrom != nil {
 			cost = cl.estimate().Default
@@ -601,15 +604,19 @@ func (c *Config) validateClasses(e *errs) {
 		for tier, l := range cl.Limits {
 			lk := key + ".limits." + tier
 			if !tiers[tier] {
-				e.add(lk, "unknown tier (tiers.names is %v)", c.Tiers.Names)
+				e.addHint(lk, suggest(tier, c.Tiers.Names), "unknown tier (tiers.names is %v)", c.Tiers.Names)
 				continue
 			}
-			for _, err := range l.Calendar.problems() {
-				e.add(lk+"."+strings.SplitN(err.Error(), ":", 2)[0], "%s", strings.TrimSpace(strings.SplitN(err.Error(), ":", 2)[1]))
+			for _, p := range l.Calendar.problems() {
+				e.add(lk+"."+p.Field, "%v", p.Err)
 			}
 			if l.IsConcurrency() || l.Limit != 0 || l.LeaseTTL != 0 {
+				hint := "" // limit or lease_ttl with an algorithm that was meant to be concurrency
+				if !l.IsConcurrency() {
+					hint = suggest(l.Algorithm, algorithmNames())
+				}
 				for _, p := range leaseProblems(l) {
-					e.add(lk+"."+p[0], "%s", p[1])
+					e.addHint(lk+"."+p[0], hint, "%s", p[1])
 				}
 				continue
 			}
@@ -621,8 +628,15 @@ func (c *Config) validateClasses(e *errs) {
 					e.add(lk+".region_mode", "%s decides on a local copy, which cannot hold the reservations cost_from needs: use local or strict", m)
 				}
 			}
-			for _, err := range limitProblems(l.limit(), cost) {
-				e.add(lk+"."+strings.SplitN(err.Error(), ":", 2)[0], "%s", strings.TrimSpace(strings.SplitN(err.Error(), ":", 2)[1]))
+			for _, p := range limitProblems(l.limit(), cost) {
+				key, hint := lk, ""
+				if p.Field != "" {
+					key += "." + p.Field
+				}
+				if p.Field == "algorithm" {
+					hint = suggest(l.Algorithm, algorithmNames())
+				}
+				e.addHint(key, hint, "%v", p.Err)
 			}
 		}
 	}
@@ -630,13 +644,15 @@ func (c *Config) validateClasses(e *errs) {
 		if c.DefaultClass == "" {
 			e.add("default_class", "required when there are several classes and none is named \"default\"")
 		} else {
-			e.add("default_class", "%q is not a class (classes are %v)", c.DefaultClass, c.ClassNames())
+			e.addHint("default_class", suggest(c.DefaultClass, c.ClassNames()), "%q is not a class (classes are %v)", c.DefaultClass, c.ClassNames())
 		}
 	}
 }
 
-// validatePenalty checks a class's penalty, naming the field at fault.
-func validatePenalty(e *errs, key string, cl Class) {
+// validatePenalty checks a class's penalty, naming the field at fault;
+// def is the class's limit for the default tier, whose period is within's
+// default.
+func validatePenalty(e *errs, key string, cl Class, def Limit) {
 	p := cl.Penalty
 	if p == (Penalty{}) {
 		return
@@ -645,9 +661,19 @@ func validatePenalty(e *errs, key string, cl Class) {
 		e.add(key+".after", "must be >= 1 to turn the penalty box on, got %d", p.After)
 		return
 	}
-	if err := (limiter.Penalty{After: p.After, Within: p.Within, For: p.For}).Validate(); err != nil {
-		field, msg, _ := strings.Cut(err.Error(), ": ")
-		e.add(key+"."+strings.SplitN(field, "/", 2)[0], "%s", msg)
+	within := p.Within
+	if within == 0 && !def.IsConcurrency() {
+		// The default tier's limit has no usable period (or none at
+		// all): its own problem is reported, within's default with it.
+		within = time.Second
+	}
+	var fe *limiter.FieldError
+	if err := (limiter.Penalty{After: p.After, Within: within, For: p.For}).Validate(); errors.As(err, &fe) {
+		msg := fe.Err.Error()
+		if fe.Field == "within" && within == 0 {
+			msg += "; unset, it is the period of the class's limit for the default tier, which has none (algorithm concurrency): set it"
+		}
+		e.add(key+"."+fe.Field, "%s", msg)
 	}
 	modes := map[string]bool{cl.RegionMode: true}
 	for _, l := range cl.Limits {
@@ -663,7 +689,7 @@ func validatePenalty(e *errs, key string, cl Class) {
 
 // ValidateLimit checks a limit as the config file's limits are checked: the
 // limit itself, and a quota that admits one request of the class's cost.
-// The error starts with the field at fault ("burst: ...").
+// The error is a *limiter.FieldError naming the field at fault.
 func ValidateLimit(l limiter.Limit, cost int64) error {
 	if err := l.Validate(); err != nil {
 		return err
@@ -674,7 +700,7 @@ func ValidateLimit(l limiter.Limit, cost int64) error {
 			if l.Algorithm.IsBucket() && l.Burst > 0 {
 				field = "burst"
 			}
-			return fmt.Errorf("%s: the quota %d is below the class cost %d, so no request could ever pass", field, l.Quota(), cost)
+			return &limiter.FieldError{Field: field, Err: fmt.Errorf("the quota %d is below the class cost %d, so no request could ever pass", l.Quota(), cost)}
 		}
 	}
 	return nil
@@ -714,9 +740,9 @@ func leaseProblems(l Limit) [][2]string {
 			out = append(out, [2]string{field, "not used by algorithm concurrency, which caps requests in flight (limit, lease_ttl)"})
 		}
 	}
-	if err := l.Lease().Validate(); err != nil {
-		field, msg, _ := strings.Cut(err.Error(), ":")
-		out = append(out, [2]string{field, strings.TrimSpace(msg)})
+	var fe *limiter.FieldError
+	if err := l.Lease().Validate(); errors.As(err, &fe) {
+		out = append(out, [2]string{fe.Field, fe.Err.Error()})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i][0] < out[j][0] })
 	return out
@@ -885,4 +911,13 @@ func (cl Class) validateCost(e *errs, key string) {
 	if _, err := limiter.ParseExpiryPolicy(cl.Reserve.OnExpiry); err != nil {
 		e.add(key+".reserve.on_expiry", "%q: want charge or refund", cl.Reserve.OnExpiry)
 	}
+}
+
+// algorithmNames are the names an algorithm key takes.
+func algorithmNames() []string {
+	var out []string
+	for _, a := range limiter.AllAlgorithms() {
+		out = append(out, string(a))
+	}
+	return append(out, string(limiter.Concurrency))
 }

@@ -13,7 +13,7 @@ const (
 	metricQuota            = "rate_limit_quota"
 	metricCost             = "rate_limit_cost_total"
 	metricReservationsOpen = "rate_limit_reservations_open"
-	metricEstimateError    = "rate_limit_cost_estimate_error"
+	metricEstimateRatio    = "rate_limit_cost_estimate_ratio"
 )
 
 // CostRowTitle is the title of the row of what requests cost against quotas.
@@ -60,9 +60,9 @@ func costPanels(m *slo.Model, q queries, next func() uint32) []*timeseries.Panel
 			Links(links(expired)),
 		timeseriesPanel(next(), "Actual ÷ estimated cost p50 / p90", estimateDesc, unitTimes).
 			WithTarget(target("A", fmt.Sprintf("histogram_quantile(0.5, sum by (endpoint, plan_tier, le) (rate(%s_bucket%s[$__rate_interval])))",
-				metricEstimateError, q.sel(true, true)), quantileName(0.5)+" {{endpoint}} {{plan_tier}}")).
+				metricEstimateRatio, q.sel(true, true)), quantileName(0.5)+" {{endpoint}} {{plan_tier}}")).
 			WithTarget(target("B", fmt.Sprintf("histogram_quantile(0.9, sum by (endpoint, plan_tier, le) (rate(%s_bucket%s[$__rate_interval])))",
-				metricEstimateError, q.sel(true, true)), quantileName(0.9)+" {{endpoint}} {{plan_tier}}")).
+				metricEstimateRatio, q.sel(true, true)), quantileName(0.9)+" {{endpoint}} {{plan_tier}}")).
 			Thresholds(thresholds()).
 			ThresholdsStyle(noThresholdLine()).
 			Links(links(estimate)),

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -583,4 +584,36 @@ func TestTheStackSpecDiffersFromTheDefaultsOnlyWhereADemoNeedsIt(t *testing.T) {
 			t.Errorf("%s: stack %v, repository %v", s.what, s.got, s.wantV)
 		}
 	}
+}
+
+// serve's built-in main listener answers this host only: each container
+// and pod sets its own to every interface, or nothing outside could reach
+// it.
+func TestEveryContainerAndPodListensOnEveryInterface(t *testing.T) {
+	everywhere := func(what, addr string) {
+		t.Helper()
+		host, _, err := net.SplitHostPort(addr)
+		if err != nil || (host != "" && host != "0.0.0.0" && host != "::") {
+			t.Errorf("%s listens on %q, want every interface (0.0.0.0)", what, addr)
+		}
+	}
+	raw, err := os.ReadFile(filepath.Join(root, "Dockerfile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := regexp.MustCompile(`(?m)^CMD \["serve", "--listen", "([^"]+)"\]$`).FindSubmatch(raw)
+	if cmd == nil {
+		t.Fatal(`the Dockerfile's CMD is not ["serve", "--listen", ADDR]`)
+	}
+	everywhere("the image's serve", string(cmd[1]))
+	c := loadCompose(t)
+	for _, r := range []string{"rl-exporter-a", "rl-exporter-b"} {
+		everywhere(r, serveConfig(t, c, r).Server.Listen)
+	}
+	k8s, err := config.Load(filepath.Join(root, "deploy", "kubernetes", "rl-exporter.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	everywhere("the Kubernetes base", k8s.Server.Listen)
+	everywhere("the Kubernetes base's metrics listener", k8s.Server.MetricsListen)
 }

@@ -68,22 +68,22 @@ func (c *Calendar) validate(l Limit) error {
 		case SlidingLog:
 			why = "its window slides with every request"
 		}
-		return fmt.Errorf("calendar: only fixed_window counts calendar periods, not %s: %s", l.Algorithm, why)
+		return fieldErrorf("calendar", "only fixed_window counts calendar periods, not %s: %s", l.Algorithm, why)
 	}
 	if _, err := ParseCalendarUnit(string(c.Unit)); err != nil {
-		return fmt.Errorf("calendar.unit: %w", err)
+		return &FieldError{Field: "calendar.unit", Err: err}
 	}
 	if c.WeekStart < time.Sunday || c.WeekStart > time.Saturday {
-		return fmt.Errorf("calendar.week_start: %d is not a day of the week (0 Sunday to 6 Saturday)", int(c.WeekStart))
+		return fieldErrorf("calendar.week_start", "%d is not a day of the week (0 Sunday to 6 Saturday)", int(c.WeekStart))
 	}
 	if c.WeekStart != time.Sunday && c.Unit != Week {
-		return fmt.Errorf("calendar.week_start: only a week has a first day, not a %s", c.Unit)
+		return fieldErrorf("calendar.week_start", "only a week has a first day, not a %s", c.Unit)
 	}
 	if l.Rate > maxExactInteger {
-		return fmt.Errorf("rate: %d is above 2^53, where Lua's numbers stop being exact", l.Rate)
+		return fieldErrorf("rate", "%d is above 2^53, where Lua's numbers stop being exact", l.Rate)
 	}
 	if l.Period != c.Unit.Longest() {
-		return fmt.Errorf("period: a calendar %s's period is its longest window, %s, got %s", c.Unit, c.Unit.Longest(), l.Period)
+		return fieldErrorf("period", "a calendar %s's period is its longest window, %s, got %s", c.Unit, c.Unit.Longest(), l.Period)
 	}
 	return nil
 }

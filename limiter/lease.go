@@ -23,19 +23,20 @@ type LeaseLimit struct {
 	TTL   time.Duration // a lease never released is dropped after it, ≥ 1ms
 }
 
-// Validate reports whether the limit is usable, naming the field that is not.
+// Validate reports whether the limit is usable, naming the field that is
+// not: the error is a *FieldError.
 func (l LeaseLimit) Validate() error {
 	if l.Limit < 1 {
-		return fmt.Errorf("limit: must be >= 1, got %d", l.Limit)
+		return fieldErrorf("limit", "must be >= 1, got %d", l.Limit)
 	}
 	if l.Limit > maxExactInteger {
-		return fmt.Errorf("limit: must be at most 2^53, got %d", l.Limit)
+		return fieldErrorf("limit", "must be at most 2^53, got %d", l.Limit)
 	}
 	if l.TTL < time.Millisecond {
-		return fmt.Errorf("lease_ttl: must be at least 1ms, got %s", l.TTL)
+		return fieldErrorf("lease_ttl", "must be at least 1ms, got %s", l.TTL)
 	}
 	if l.TTL > maxWindow {
-		return fmt.Errorf("lease_ttl: %s is longer than %s (100 years)", l.TTL, maxWindow)
+		return fieldErrorf("lease_ttl", "%s is longer than %s (100 years)", l.TTL, maxWindow)
 	}
 	return nil
 }

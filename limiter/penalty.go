@@ -18,22 +18,26 @@ type Penalty struct {
 // Enabled reports whether p does anything.
 func (p Penalty) Enabled() bool { return p.After > 0 }
 
-// Validate reports whether p is usable, naming the first field that is not.
+// Validate reports whether p is usable, naming the first field that is
+// not: the error is a *FieldError.
 func (p Penalty) Validate() error {
 	if !p.Enabled() {
 		if p.After < 0 {
-			return fmt.Errorf("after: must be >= 1, got %d", p.After)
+			return fieldErrorf("after", "must be >= 1, got %d", p.After)
 		}
 		return nil
 	}
 	if p.Within < time.Millisecond {
-		return fmt.Errorf("within: must be at least 1ms, got %s", p.Within)
+		return fieldErrorf("within", "must be at least 1ms, got %s", p.Within)
 	}
 	if p.For < time.Millisecond {
-		return fmt.Errorf("for: must be at least 1ms, got %s", p.For)
+		return fieldErrorf("for", "must be at least 1ms, got %s", p.For)
 	}
-	if p.Within > maxWindow || p.For > maxWindow {
-		return fmt.Errorf("within/for: must be at most %s", maxWindow)
+	if p.Within > maxWindow {
+		return fieldErrorf("within", "must be at most %s", maxWindow)
+	}
+	if p.For > maxWindow {
+		return fieldErrorf("for", "must be at most %s", maxWindow)
 	}
 	return nil
 }

@@ -54,25 +54,26 @@ func (l Limit) Window() time.Duration {
 // Interval is the time one unit of Rate takes to refill or drain: Period/Rate.
 func (l Limit) Interval() time.Duration { return l.Period / time.Duration(l.Rate) }
 
-// Validate reports whether the limit is usable, naming the first field that is not.
+// Validate reports whether the limit is usable, naming the first field
+// that is not: the error is a *FieldError.
 func (l Limit) Validate() error {
 	if _, err := ParseAlgorithm(string(l.Algorithm)); err != nil {
-		return fmt.Errorf("algorithm: %w", err)
+		return &FieldError{Field: "algorithm", Err: err}
 	}
 	if l.Rate <= 0 {
-		return fmt.Errorf("rate: must be > 0, got %d", l.Rate)
+		return fieldErrorf("rate", "must be > 0, got %d", l.Rate)
 	}
 	if l.Period <= 0 {
-		return fmt.Errorf("period: must be > 0, got %s", l.Period)
+		return fieldErrorf("period", "must be > 0, got %s", l.Period)
 	}
 	if l.Period < time.Millisecond {
-		return fmt.Errorf("period: must be at least 1ms, got %s", l.Period)
+		return fieldErrorf("period", "must be at least 1ms, got %s", l.Period)
 	}
 	if l.Burst < 0 {
-		return fmt.Errorf("burst: must be >= 0, got %d", l.Burst)
+		return fieldErrorf("burst", "must be >= 0, got %d", l.Burst)
 	}
 	if l.Period/time.Duration(l.Rate) <= 0 {
-		return fmt.Errorf("rate: %d per %s is finer than one nanosecond per request", l.Rate, l.Period)
+		return fieldErrorf("rate", "%d per %s is finer than one nanosecond per request", l.Rate, l.Period)
 	}
 	if l.Calendar != nil {
 		if err := l.Calendar.validate(l); err != nil {
@@ -82,18 +83,41 @@ func (l Limit) Validate() error {
 	// Both stores count up to Quota·Period µs; Lua's doubles are exact to 2^53.
 	// A calendar window counts units alone.
 	if q, p := l.Quota(), int64(l.Period/time.Microsecond); l.Calendar == nil && (q > maxExactInteger/p || l.Rate > maxExactInteger/p) {
-		return fmt.Errorf("rate/burst: %d per %s needs more than 2^53 microsecond units; use a shorter period or a smaller limit", max(q, l.Rate), l.Period)
+		field := "rate"
+		if q > l.Rate {
+			field = "burst"
+		}
+		return fieldErrorf(field, "%d per %s needs more than 2^53 microsecond units; use a shorter period or a smaller limit", max(q, l.Rate), l.Period)
 	}
 	// Reset and retry times, up to two windows ahead, must not overflow.
 	if l.Period > maxWindow {
-		return fmt.Errorf("period: %s is longer than %s (100 years), so reset times would overflow", l.Period, maxWindow)
+		return fieldErrorf("period", "%s is longer than %s (100 years), so reset times would overflow", l.Period, maxWindow)
 	}
 	if l.Algorithm.IsBucket() {
 		if w := float64(l.Period) * float64(l.Quota()) / float64(l.Rate); w > float64(maxWindow) {
-			return fmt.Errorf("burst: a bucket of %d refilled at %d per %s takes longer than %s (100 years) to refill, so reset times would overflow", l.Quota(), l.Rate, l.Period, maxWindow)
+			return fieldErrorf("burst", "a bucket of %d refilled at %d per %s takes longer than %s (100 years) to refill, so reset times would overflow", l.Quota(), l.Rate, l.Period, maxWindow)
 		}
 	}
 	return nil
+}
+
+// FieldError is what Validate of a Limit, LeaseLimit or Penalty returns:
+// the field at fault, named as a config file names it ("rate", "period",
+// "calendar.unit", "lease_ttl", "within"), and why. Callers that report
+// problems by key read Field instead of parsing the message. A plain value.
+type FieldError struct {
+	Field string
+	Err   error
+}
+
+// Error is "field: reason".
+func (e *FieldError) Error() string { return e.Field + ": " + e.Err.Error() }
+
+// Unwrap returns the reason.
+func (e *FieldError) Unwrap() error { return e.Err }
+
+func fieldErrorf(field, format string, args ...any) *FieldError {
+	return &FieldError{Field: field, Err: fmt.Errorf(format, args...)}
 }
 
 const (

@@ -140,10 +140,10 @@ func TestTheProxySettlesTheCostEachResponseReportsOnBothPaths(t *testing.T) {
 				t.Errorf("%s: rate_limit_cost_total{phase=%q} = %v, want %v", path, phase, got, v)
 			}
 		}
-		if got := s.get(t, series("rate_limit_cost_estimate_error_count", "endpoint", path, "plan_tier", "default")); got != 4 {
+		if got := s.get(t, series("rate_limit_cost_estimate_ratio_count", "endpoint", path, "plan_tier", "default")); got != 4 {
 			t.Errorf("%s: %v estimate errors observed, want 4", path, got)
 		}
-		if got := s.get(t, series("rate_limit_cost_estimate_error_bucket", "endpoint", path, "le", "0.5", "plan_tier", "default")); got != 2 {
+		if got := s.get(t, series("rate_limit_cost_estimate_ratio_bucket", "endpoint", path, "le", "0.5", "plan_tier", "default")); got != 2 {
 			t.Errorf("%s: %v observations at most 0.5 (40 of 100), want 2", path, got)
 		}
 		if got := s.sum("rate_limit_cost_unknown_total{endpoint=\"" + path + "\""); got != 0 {

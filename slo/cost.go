@@ -10,7 +10,7 @@ import (
 // Series of the cost of requests (reservations settled at their real cost).
 const (
 	metricCost          = "rate_limit_cost_total"
-	metricEstimateError = "rate_limit_cost_estimate_error"
+	metricEstimateRatio = "rate_limit_cost_estimate_ratio"
 )
 
 // GroupCost is the rule group of the cost alerts.
@@ -30,7 +30,7 @@ type CostSpec struct {
 	// For: a proxy or backend is dropping its commits.
 	Expired CostExpiredSpec `koanf:"expired"`
 	// Estimate: RateLimitCostEstimateOff fires while a quantile of
-	// rate_limit_cost_estimate_error (actual ÷ estimate) stays outside
+	// rate_limit_cost_estimate_ratio (actual ÷ estimate) stays outside
 	// [Low, High] for For.
 	Estimate CostEstimateSpec `koanf:"estimate"`
 }
@@ -82,9 +82,9 @@ func CostExpiredRecord(window time.Duration) string {
 	return "endpoint_plan_tier:rate_limit_cost_expired:rate" + formatDuration(window)
 }
 
-// CostEstimateErrorRecord names the quantile of actual ÷ estimate.
-func CostEstimateErrorRecord(q float64, window time.Duration) string {
-	return "endpoint_plan_tier:rate_limit_cost_estimate_error:" + quantileName(q) + "_rate" + formatDuration(window)
+// CostEstimateRatioRecord names the quantile of actual ÷ estimate (rate_limit_cost_estimate_ratio).
+func CostEstimateRatioRecord(q float64, window time.Duration) string {
+	return "endpoint_plan_tier:rate_limit_cost_estimate_ratio:" + quantileName(q) + "_rate" + formatDuration(window)
 }
 
 func (c *compiler) cost(spec Spec, m *Model) {
@@ -113,7 +113,7 @@ func (c *compiler) cost(spec Spec, m *Model) {
 	}
 }
 
-// costGroup records the expired units and the estimate error and alerts on them.
+// costGroup records the expired units and the ratio of real cost to estimate and alerts on them.
 func (m *Model) costGroup() rulefmt.RuleGroup {
 	g := rulefmt.RuleGroup{Name: GroupCost}
 	if o := m.CostExpired; o != nil {
@@ -126,11 +126,11 @@ func (m *Model) costGroup() rulefmt.RuleGroup {
 					w, formatDuration(o.For))))
 	}
 	if o := m.CostEstimate; o != nil {
-		w, rec := formatDuration(o.Window), CostEstimateErrorRecord(o.Quantile, o.Window)
+		w, rec := formatDuration(o.Window), CostEstimateRatioRecord(o.Quantile, o.Window)
 		g.Rules = append(g.Rules,
 			rulefmt.Rule{Record: rec, Expr: fmt.Sprintf(
 				"histogram_quantile(%s,\n  sum by (endpoint, plan_tier, le) (rate(%s_bucket%s[%s]))\n  and on (endpoint, plan_tier)\n  (sum by (endpoint, plan_tier) (rate(%s_count%s[%s])) > 0)\n)",
-				formatFloat(o.Quantile), metricEstimateError, m.sel(""), w, metricEstimateError, m.sel(""), w)},
+				formatFloat(o.Quantile), metricEstimateRatio, m.sel(""), w, metricEstimateRatio, m.sel(""), w)},
 			alertRule(o.Alert, fmt.Sprintf("%s < %s or %s > %s", rec, formatFloat(o.Low), rec, formatFloat(o.High)), nil,
 				"Cost estimates on {{ $labels.endpoint }} ({{ $labels.plan_tier }}) are far from the real cost",
 				fmt.Sprintf("The %s of actual ÷ estimated cost on endpoint {{ $labels.endpoint }}, plan tier {{ $labels.plan_tier }}, is {{ $value | humanize }} over the last %s (allowed %s to %s): admission reserves the wrong amount, so concurrent requests overshoot or are refused for budget they do not use. Adjust the class's estimate.",

@@ -96,13 +96,13 @@ func (g *testGen) costEstimate() (RuleTestFile, error) {
 			if j >= i {
 				inc = perStep
 			}
-			in = append(in, InputSeries{Series: series(metricEstimateError+"_bucket", l), Values: counterValues(segment{inc, total})})
+			in = append(in, InputSeries{Series: series(metricEstimateRatio+"_bucket", l), Values: counterValues(segment{inc, total})})
 		}
 		l := g.jobLabels(map[string]string{"instance": "rl-exporter-1:9090"})
 		for k, v := range costLabels {
 			l[k] = v
 		}
-		in = append(in, InputSeries{Series: series(metricEstimateError+"_count", l), Values: counterValues(segment{perStep, total})})
+		in = append(in, InputSeries{Series: series(metricEstimateRatio+"_count", l), Values: counterValues(segment{perStep, total})})
 		return in
 	}
 	fire := o.Window + o.For + 2*step

@@ -73,6 +73,11 @@ type Config struct {
 	Client *http.Client
 	// Logger gets request errors at debug level. Default: discard.
 	Logger *slog.Logger
+	// Priority, when set, names the priority under which serve's overload
+	// limit admits a request (method, path) sent on tier (the tier header's
+	// value, "" when none is sent), so that the answers are also counted by
+	// priority. Called once per client and request, concurrently.
+	Priority func(method, path, tier string) string
 }
 
 type request struct{ method, path string }
@@ -154,9 +159,28 @@ func parseRequests(kind string, in []string) ([]request, error) {
 }
 
 // Stats counts what the clients saw, the well-behaved and the abusive
-// apart. Safe for concurrent use.
+// apart, and by the tier sent and the priority (Config.Priority). Safe
+// for concurrent use.
 type Stats struct {
 	normal, abusive counts
+	mu              sync.Mutex
+	byTier          map[string]*counts
+	byPriority      map[string]*counts
+}
+
+// group returns the counts of name in *m, made on first use.
+func (s *Stats) group(m *map[string]*counts, name string) *counts {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if *m == nil {
+		*m = map[string]*counts{}
+	}
+	c, ok := (*m)[name]
+	if !ok {
+		c = &counts{}
+		(*m)[name] = c
+	}
+	return c
 }
 
 // counts are the counts of one kind of client.
@@ -173,16 +197,32 @@ type Counts struct {
 	ByStatus map[int]uint64
 }
 
-// Snapshot is a copy of Stats at one instant: the totals, and the normal
-// and the abusive clients' own counts.
+// Snapshot is a copy of Stats at one instant: the totals, the normal and
+// the abusive clients' own counts, and the counts by tier sent (when
+// Config.Tiers is set) and by priority (when Config.Priority is).
 type Snapshot struct {
 	Counts
 	Normal, Abusive Counts
+	ByTier          map[string]Counts
+	ByPriority      map[string]Counts
 }
 
 // Snapshot copies the counts.
 func (s *Stats) Snapshot() Snapshot {
 	snap := Snapshot{Normal: s.normal.snapshot(), Abusive: s.abusive.snapshot()}
+	s.mu.Lock()
+	for _, g := range []struct {
+		from map[string]*counts
+		to   *map[string]Counts
+	}{{s.byTier, &snap.ByTier}, {s.byPriority, &snap.ByPriority}} {
+		for name, c := range g.from {
+			if *g.to == nil {
+				*g.to = map[string]Counts{}
+			}
+			(*g.to)[name] = c.snapshot()
+		}
+	}
+	s.mu.Unlock()
 	snap.Counts = Counts{
 		Sent:     snap.Normal.Sent + snap.Abusive.Sent,
 		Errors:   snap.Normal.Errors + snap.Abusive.Errors,
@@ -235,6 +275,27 @@ func (s Snapshot) String() string {
 	return "normal: " + s.Normal.String() + " | abusive: " + s.Abusive.String()
 }
 
+// Breakdown is a line per tier sent, then per priority, each
+// "tier free: sent 120: 200=100 503=20, errors 0", sorted by name; none
+// when the counts were not kept by tier or priority.
+func (s Snapshot) Breakdown() []string {
+	var out []string
+	for _, g := range []struct {
+		what string
+		by   map[string]Counts
+	}{{"tier", s.ByTier}, {"priority", s.ByPriority}} {
+		names := make([]string, 0, len(g.by))
+		for name := range g.by {
+			names = append(names, name)
+		}
+		slices.Sort(names)
+		for _, name := range names {
+			out = append(out, g.what+" "+name+": "+g.by[name].String())
+		}
+	}
+	return out
+}
+
 // Validate reports what is wrong with cfg, as Run would, without sending
 // anything.
 func (c Config) Validate() error {
@@ -256,16 +317,25 @@ func Run(ctx context.Context, cfg Config, stats *Stats) (Snapshot, error) {
 	}
 	var wg sync.WaitGroup
 	client := 0
-	start := func(kind string, n int, rate float64, reqs []request, counts *counts) {
+	start := func(kind string, n int, rate float64, reqs []request, own *counts) {
 		for i := range n {
 			c := clientState{
-				cfg: &cfg, stats: counts, reqs: reqs,
+				cfg: &cfg, reqs: reqs,
 				user:     fmt.Sprintf("%s-%d", kind, i+1),
 				interval: time.Duration(float64(time.Second) / rate),
 				offset:   client,
 			}
+			shared := []*counts{own}
 			if len(cfg.Tiers) > 0 {
 				c.tier = cfg.Tiers[client%len(cfg.Tiers)]
+				shared = append(shared, stats.group(&stats.byTier, c.tier))
+			}
+			c.stats = make([][]*counts, len(reqs))
+			for j, r := range reqs {
+				c.stats[j] = shared
+				if cfg.Priority != nil {
+					c.stats[j] = append(slices.Clip(shared), stats.group(&stats.byPriority, cfg.Priority(r.method, r.path, c.tier)))
+				}
 			}
 			client++
 			wg.Go(func() { c.run(ctx) })
@@ -278,8 +348,10 @@ func Run(ctx context.Context, cfg Config, stats *Stats) (Snapshot, error) {
 }
 
 type clientState struct {
-	cfg        *Config
-	stats      *counts
+	cfg *Config
+	// stats are, for each of reqs, the counts its answers add to: its
+	// kind's (normal, abusive), its tier's and its priority's.
+	stats      [][]*counts
 	reqs       []request
 	user, tier string
 	interval   time.Duration
@@ -310,11 +382,14 @@ func (c *clientState) send(ctx context.Context, n int) {
 	// target, whatever the two counts.
 	nt := len(c.cfg.Targets)
 	target := c.cfg.Targets[n%nt]
-	r := c.reqs[(n/nt)%len(c.reqs)]
+	i := (n / nt) % len(c.reqs)
+	r, stats := c.reqs[i], c.stats[i]
 	req, err := http.NewRequestWithContext(ctx, r.method, target+r.path, nil)
 	if err != nil {
-		c.stats.sent.Add(1)
-		c.stats.errs.Add(1)
+		for _, s := range stats {
+			s.sent.Add(1)
+			s.errs.Add(1)
+		}
 		return
 	}
 	req.Header.Set(c.cfg.UserHeader, c.user)
@@ -324,14 +399,18 @@ func (c *clientState) send(ctx context.Context, n int) {
 	resp, err := c.cfg.Client.Do(req)
 	if err != nil {
 		if ctx.Err() == nil {
-			c.stats.sent.Add(1)
-			c.stats.errs.Add(1)
+			for _, s := range stats {
+				s.sent.Add(1)
+				s.errs.Add(1)
+			}
 			c.cfg.Logger.Debug("request failed", slog.String("target", target), slog.Any("error", err))
 		}
 		return
 	}
 	_, _ = io.Copy(io.Discard, resp.Body)
 	_ = resp.Body.Close()
-	c.stats.sent.Add(1)
-	c.stats.count(resp.StatusCode)
+	for _, s := range stats {
+		s.sent.Add(1)
+		s.count(resp.StatusCode)
+	}
 }

@@ -307,18 +307,14 @@ func runBench(ctx context.Context, args []string, _ environ, stdout, stderr io.W
 		Zipf:        o.zipf,
 		KeyPrefix:   "k",
 	}
-	bar := newBenchProgress(stderr, o.duration)
-	if bar != nil {
-		cfg.Progress = bar.update
-	}
+	bar := newBenchProgress(stderr, o.duration, o.json)
+	cfg.Progress = bar.stage(0, "")
 	var cost *benchCost
 	if rb != nil {
 		cost = startCost(ctx, rb)
 	}
 	res, runErr := loadgen.Run(ctx, cfg, decide)
-	if bar != nil {
-		bar.finish()
-	}
+	bar.finish()
 	if runErr != nil && res.Decisions == 0 {
 		fmt.Fprintf(stderr, "rl-exporter bench: %v\n", runErr)
 		return exitFailure
@@ -432,14 +428,17 @@ func roundLatency(d time.Duration) time.Duration {
 	return d.Round(10 * time.Nanosecond)
 }
 
-// benchProgress draws a bar on a terminal; it is nil when stderr is not one.
+// benchProgress draws a bar on a terminal: how far the run is, the
+// decisions so far and their rate. It is nil, and the run silent until
+// its report, when stderr is not a terminal or the report is --json (a
+// script reads it).
 type benchProgress struct {
 	bar *progressbar.ProgressBar
 }
 
-func newBenchProgress(stderr io.Writer, total time.Duration) *benchProgress {
+func newBenchProgress(stderr io.Writer, total time.Duration, quiet bool) *benchProgress {
 	f, ok := stderr.(*os.File)
-	if !ok || !term.IsTerminal(int(f.Fd())) {
+	if quiet || !ok || !term.IsTerminal(int(f.Fd())) {
 		return nil
 	}
 	return &benchProgress{bar: progressbar.NewOptions64(int64(total/time.Millisecond),
@@ -453,16 +452,32 @@ func newBenchProgress(stderr io.Writer, total time.Duration) *benchProgress {
 	)}
 }
 
-func (p *benchProgress) update(elapsed time.Duration, decisions uint64) {
-	rate := 0.0
-	if elapsed > 0 {
-		rate = float64(decisions) / elapsed.Seconds()
+// stage returns the loadgen progress function of one part of the run,
+// which starts offset into it: the bar shows the whole run, the text the
+// part's decisions and rate, after what, when set ("turn 2/6, pairs").
+// Nil on a nil p: no progress is asked for.
+func (p *benchProgress) stage(offset time.Duration, what string) func(time.Duration, uint64) {
+	if p == nil {
+		return nil
 	}
-	p.bar.Describe(fmt.Sprintf("%d decisions, %.0f/s", decisions, rate))
-	_ = p.bar.Set64(min(int64(elapsed/time.Millisecond), p.bar.GetMax64()))
+	if what != "" {
+		what += ": "
+	}
+	return func(elapsed time.Duration, decisions uint64) {
+		rate := 0.0
+		if elapsed > 0 {
+			rate = float64(decisions) / elapsed.Seconds()
+		}
+		p.bar.Describe(fmt.Sprintf("%s%d decisions, %.0f/s", what, decisions, rate))
+		_ = p.bar.Set64(min(int64((offset+elapsed)/time.Millisecond), p.bar.GetMax64()))
+	}
 }
 
+// finish clears the bar, so that the report starts on a clean line.
 func (p *benchProgress) finish() {
+	if p == nil {
+		return
+	}
 	_ = p.bar.Finish()
 	_ = p.bar.Clear()
 }

@@ -41,6 +41,7 @@ const minBenchRound = 100 * time.Millisecond
 // what it measured over its turns.
 type pairContender struct {
 	prefix string
+	name   string // in the progress bar: "plain" or "pairs"
 	op     loadgen.DecideFunc
 	res    loadgen.Result
 	// redisCPU and clientCPU are the CPU time Redis and this process spent
@@ -54,7 +55,7 @@ type pairContender struct {
 // store, and prints the pairs' report with both rates, their ratio and the
 // CPU time each costs Redis and this process.
 func runBenchPairs(ctx context.Context, o benchOptions, lim *limiter.Limiter, store limiter.Store, storeName string, stdout, stderr io.Writer) int {
-	plain := &pairContender{prefix: "k", op: func(ctx context.Context, key string) (bool, error) {
+	plain := &pairContender{prefix: "k", name: "plain", op: func(ctx context.Context, key string) (bool, error) {
 		d, err := lim.AllowN(ctx, key, o.estimate)
 		return d.Allowed, err
 	}}
@@ -73,19 +74,23 @@ func runBenchPairs(ctx context.Context, o benchOptions, lim *limiter.Limiter, st
 	fmt.Fprintf(stderr, "rl-exporter bench: %s, %s %s, %d callers, %d keys (%s): plain decisions and %s, in %d turns each, %s in all each\n",
 		storeName, o.limit.Algorithm, o.limitText, o.concurrency, o.keys, keyDistribution(o.zipf), what, rounds, o.duration)
 	turn := o.duration / time.Duration(rounds)
+	bar := newBenchProgress(stderr, 2*o.duration, o.json)
 	for i := range rounds {
 		order := []*pairContender{plain, pair}
 		if i%2 == 1 {
 			order[0], order[1] = pair, plain
 		}
-		for _, c := range order {
-			cfg := loadgen.Config{Duration: turn, Concurrency: o.concurrency, Keys: o.keys, Zipf: o.zipf, KeyPrefix: c.prefix}
+		for j, c := range order {
+			cfg := loadgen.Config{Duration: turn, Concurrency: o.concurrency, Keys: o.keys, Zipf: o.zipf, KeyPrefix: c.prefix,
+				Progress: bar.stage(time.Duration(2*i+j)*turn, fmt.Sprintf("turn %d/%d, %s", 2*i+j+1, 2*rounds, c.name))}
 			if err := c.runTurn(ctx, cfg, info); err != nil {
+				bar.finish()
 				fmt.Fprintf(stderr, "rl-exporter bench: %v\n", err)
 				return exitFailure
 			}
 		}
 	}
+	bar.finish()
 	rep := newBenchReport(storeName, o, pair.res)
 	rep.Mode, rep.PlainDecisionsPerSecond = o.mode, plain.res.DecisionsPerSecond()
 	if rep.PlainDecisionsPerSecond > 0 {
@@ -122,7 +127,7 @@ func pairOp(o benchOptions, lim *limiter.Limiter, store limiter.Store, storeName
 			_, err = leases.Release(ctx, l)
 			return err == nil, err
 		}
-		return &pairContender{prefix: "l", op: op}, "lease acquire+release pairs", nil
+		return &pairContender{prefix: "l", name: "pairs", op: op}, "lease acquire+release pairs", nil
 	}
 	if !lim.Reserves() {
 		return nil, "", fmt.Errorf("--mode reserve: the %s store cannot hold reservations under %s", storeName, o.limit.Algorithm)
@@ -135,7 +140,7 @@ func pairOp(o benchOptions, lim *limiter.Limiter, store limiter.Store, storeName
 		_, err = lim.Commit(ctx, r, rand.Int64N(2*o.estimate+1))
 		return err == nil, err
 	}
-	return &pairContender{prefix: "r", op: op}, fmt.Sprintf("reserve+commit pairs of %d", o.estimate), nil
+	return &pairContender{prefix: "r", name: "pairs", op: op}, fmt.Sprintf("reserve+commit pairs of %d", o.estimate), nil
 }
 
 // runTurn runs c for one turn and adds what it measured to c's totals.

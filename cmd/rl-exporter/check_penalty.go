@@ -17,7 +17,11 @@ func printPenalties(w io.Writer, cfg *config.Config) {
 		if p.After < 1 {
 			continue
 		}
+		within := p.Within.String()
+		if p.WithinIsDefault() {
+			within += " (penalty.within unset: the period of the " + cfg.Tiers.Default + " tier's limit)"
+		}
 		fmt.Fprintf(w, "  %s: penalty box, a key refused %d times within %s is refused for %s (429, status penalized), %s; the admin key reset lifts it\n",
-			class, p.After, p.Within, p.For, scope)
+			class, p.After, within, p.For, scope)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -142,6 +143,69 @@ func TestCheckPrintDefaultsPrintsEveryDefaultAsAFileThatParsesBackIntoThem(t *te
 	for _, key := range []string{"server:", "shutdown_timeout: 15s", "store:", "fail_policy: open", "rls:", "max_descriptors: 32"} {
 		if !strings.Contains(out.String(), key) {
 			t.Errorf("the printed defaults lack %q:\n%s", key, out.String())
+		}
+	}
+}
+
+func TestCheckNamesTenMistakesInOneRunEachWithItsKeyAndWhatWasMeant(t *testing.T) {
+	bad := filepath.Join(t.TempDir(), "ten.yaml")
+	if err := os.WriteFile(bad, []byte(`server:
+  listn: "127.0.0.1:8480"
+store:
+  type: reddis
+tiers:
+  names: [free, pro]
+  default: free
+default_class: chatt
+identity:
+  trusted_proxies: ["10.0.0.0/33"]
+classes:
+  chat:
+    routes: ["POST /v1/chat"]
+    penalty: {after: 3, for: 10m}
+    limits:
+      free: {algorithm: fixed_window, rate: 10, period: 1 minute}
+      pro: {algorithm: token-bucket, rate: 100, period: 1m}
+      gold: {algorithm: gcra, rate: 1000, period: 1m}
+  search:
+    routes: ["GET /v1/search"]
+    limits:
+      free: {algoritm: gcra, rate: 5, period: 1s}
+      pro: {algorithm: gcra, rate: 0, period: 1s}
+  docs:
+    routes: ["GET /docs/{path...}"]
+  limits:
+    free: {algorithm: fixed_window, rate: 100, period: 1m}
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	if code := run(context.Background(), []string{"check", "--config", bad}, nil, &out, &errb); code != exitFailure {
+		t.Fatalf("exit %d, want %d; stderr:\n%s", code, exitFailure, errb.String())
+	}
+	prefix := "  config " + bad + ": "
+	want := []string{
+		"server.listn: unknown key; did you mean listen?",
+		`store.type: "reddis": want memory or redis; did you mean redis?`,
+		`default_class: "chatt" is not a class (classes are [chat docs search]); did you mean chat?`,
+		`identity.trusted_proxies[0]: "10.0.0.0/33" is not a CIDR or an IP address`,
+		`classes.chat.limits.free.period: "1 minute" is neither a Go duration (such as 1m, 24h) nor day, week, month or year; did you mean 1m?`,
+		`classes.chat.limits.pro.algorithm: unknown algorithm "token-bucket" (want one of fixed_window, sliding_log, sliding_window, token_bucket, leaky_bucket, gcra); did you mean token_bucket?`,
+		"classes.chat.limits.gold: unknown tier (tiers.names is [free pro])",
+		"classes.search.limits.free.algoritm: unknown key; did you mean algorithm?",
+		"classes.search.limits.pro.rate: must be > 0, got 0",
+		"classes.limits: a class's limits block directly under classes, where class names go, is not taken for a class; indented one level too shallow? classes.docs has no limits: did you mean classes.docs.limits?",
+	}
+	lines := strings.Split(strings.TrimSuffix(errb.String(), "\n"), "\n")
+	if head := "rl-exporter check: " + bad + " is invalid (10 problem(s)):"; lines[0] != head {
+		t.Errorf("first line %q, want %q", lines[0], head)
+	}
+	if len(lines) != len(want)+1 {
+		t.Errorf("%d problems, want one line for each of the %d mistakes:\n%s", len(lines)-1, len(want), errb.String())
+	}
+	for _, w := range want {
+		if !slices.Contains(lines, prefix+w) {
+			t.Errorf("no line %q in:\n%s", prefix+w, errb.String())
 		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
 	"syscall"
@@ -167,6 +168,9 @@ func runServe(ctx context.Context, args []string, env environ, stdout, stderr io
 	}
 	logger.Info("rl-exporter serve", slog.String("version", version), slog.String("config", cfg.Source),
 		slog.String("store", srv.Store().Name()), slog.String("upstream", cfg.Server.Upstream))
+	if note := defaultListenNote(cfg); note != "" {
+		logger.Info(note, slog.String("listen", cfg.Server.Listen))
+	}
 	if cfg.Server.Overload.Enabled {
 		target, q, from, _ := cfg.OverloadTarget() // checked when the config loaded
 		logger.Info("overload: requests to the upstream are shed by priority past an adaptive concurrency limit",
@@ -213,4 +217,14 @@ func reloadSignals(ctx context.Context) (<-chan struct{}, func()) {
 		cancel()
 		<-done
 	}
+}
+
+// defaultListenNote says, when the main listener is the default, that it
+// answers this host only and how to answer every interface; "" otherwise.
+func defaultListenNote(cfg *config.Config) string {
+	if cfg.Server.Listen != config.DefaultListen {
+		return ""
+	}
+	_, port, _ := net.SplitHostPort(config.DefaultListen)
+	return fmt.Sprintf("listening on %s, this host only (server.listen is not set); --listen :%s (or server.listen) answers on every interface", config.DefaultListen, port)
 }

@@ -4,9 +4,15 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net/http"
+	"net/url"
+	"slices"
 	"strings"
 	"time"
 
+	"github.com/rl-exporter/rl-exporter/config"
+	"github.com/rl-exporter/rl-exporter/httplimit"
+	"github.com/rl-exporter/rl-exporter/limiter"
 	"github.com/rl-exporter/rl-exporter/traffic"
 )
 
@@ -37,6 +43,7 @@ func runTraffic(ctx context.Context, args []string, _ environ, stdout, stderr io
 	abusiveRate := fs.Float64("abusive-rate", traffic.DefaultAbusiveRate, "requests per second of each abusive client")
 	duration := fs.Duration("duration", 0, "stop after this long (default: until interrupted)")
 	every := fs.Duration("report-every", 2*time.Second, "print the counts this often")
+	configFile := fs.String("config", "", "serve's config file: with server.overload on, the answers are also counted by the priority of each request's class and tier")
 	if status, ok := parseFlags(fs, args); !ok {
 		return status
 	}
@@ -60,6 +67,14 @@ func runTraffic(ctx context.Context, args []string, _ environ, stdout, stderr io
 		fmt.Fprintf(stderr, "rl-exporter %v\n", err)
 		return exitFailure
 	}
+	if *configFile != "" {
+		priority, err := trafficPriorities(*configFile)
+		if err != nil {
+			fmt.Fprintf(stderr, "rl-exporter traffic: --config: %v\n", err)
+			return exitFailure
+		}
+		cfg.Priority = priority
+	}
 	if *duration > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, *duration)
@@ -80,7 +95,7 @@ func runTraffic(ctx context.Context, args []string, _ environ, stdout, stderr io
 			case <-done:
 				return
 			case <-t.C:
-				fmt.Fprintf(stdout, "traffic: %s\n", stats.Snapshot())
+				printTraffic(stdout, "", stats.Snapshot())
 			}
 		}
 	}()
@@ -91,6 +106,48 @@ func runTraffic(ctx context.Context, args []string, _ environ, stdout, stderr io
 		fmt.Fprintf(stderr, "rl-exporter %v\n", err)
 		return exitFailure
 	}
-	fmt.Fprintf(stdout, "traffic: done, %s\n", snap)
+	printTraffic(stdout, "done, ", snap)
 	return exitOK
+}
+
+// printTraffic writes a report: the normal and abusive clients' answers
+// on one line, then a line per tier sent and per priority.
+func printTraffic(w io.Writer, head string, snap traffic.Snapshot) {
+	fmt.Fprintf(w, "traffic: %s%s\n", head, snap)
+	for _, line := range snap.Breakdown() {
+		fmt.Fprintf(w, "traffic:   %s\n", line)
+	}
+}
+
+// trafficPriorities reads serve's config file and returns the priority of
+// each request as serve's overload limit would admit it: its class's
+// (matched as serve matches it) on the tier sent, the default tier when
+// none is or it is not one of tiers.names.
+func trafficPriorities(file string) (func(method, path, tier string) string, error) {
+	cfg, err := config.Load(file)
+	if err != nil {
+		return nil, err
+	}
+	if !cfg.Server.Overload.Enabled {
+		return nil, fmt.Errorf("%s does not turn server.overload on, so requests have no priority", file)
+	}
+	pc, err := cfg.PolicyConfig(limiter.NewMemoryStore(limiter.MemoryConfig{}), nil)
+	if err != nil {
+		return nil, err
+	}
+	policy, err := httplimit.NewPolicy(pc)
+	if err != nil {
+		return nil, err
+	}
+	return func(method, path, tier string) string {
+		if !slices.Contains(cfg.Tiers.Names, tier) {
+			tier = cfg.Tiers.Default
+		}
+		u, err := url.ParseRequestURI(path)
+		if err != nil {
+			u = &url.URL{Path: path}
+		}
+		r := &http.Request{Method: method, URL: u, Host: "traffic"}
+		return cfg.Priority(policy.ClassOf(r), tier).String()
+	}, nil
 }

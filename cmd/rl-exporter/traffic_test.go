@@ -6,6 +6,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -119,5 +121,60 @@ func TestAlertSinkLogsEachAlertItReceives(t *testing.T) {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("log lacks %s:\n%s", want, out.String())
 		}
+	}
+}
+
+// With --tiers, traffic prints the answers of each tier; with serve's
+// config, of each priority its overload limit admits by, the class's and
+// the tier's.
+func TestTrafficPrintsTheAnswersByTierAndPriority(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("X-Plan-Tier") == "free" && r.URL.Path != "/batch" {
+			w.WriteHeader(http.StatusServiceUnavailable) // shed, as an overloaded serve sheds sheddable requests
+		}
+	}))
+	defer srv.Close()
+	conf := filepath.Join(t.TempDir(), "overload.yaml")
+	if err := os.WriteFile(conf, []byte(`server:
+  upstream: "http://127.0.0.1:8481"
+  overload: {enabled: true, target: 500ms}
+tiers: {names: [free, enterprise], default: free, header: X-Plan-Tier}
+identity: {trusted_header_peers: [127.0.0.1/32]}
+classes:
+  default:
+    priority: sheddable
+    limits:
+      free: {algorithm: gcra, rate: 10000, period: 1s}
+      enterprise: {algorithm: gcra, rate: 10000, period: 1s, priority: critical}
+  batch:
+    routes: ["POST /batch"]
+    priority: default
+    limits: {free: {algorithm: gcra, rate: 10000, period: 1s}}
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var out, errOut bytes.Buffer
+	code := run(context.Background(), []string{"traffic", "--target", srv.URL, "--normal", "4", "--normal-rate", "20", "--abusive", "0",
+		"--tiers", "free,enterprise", "--normal-paths", "GET /api,POST /batch", "--config", conf, "--duration", "600ms", "--report-every", "200ms"},
+		nil, &out, &errOut)
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errOut.String())
+	}
+	done := out.String()[strings.LastIndex(out.String(), "traffic: done, "):]
+	for _, want := range []*regexp.Regexp{
+		regexp.MustCompile(`(?m)^traffic:   tier enterprise: sent [1-9]\d*: 200=[1-9]\d*, errors 0$`),
+		regexp.MustCompile(`(?m)^traffic:   tier free: sent [1-9]\d*: 200=[1-9]\d* 503=[1-9]\d*, errors 0$`),
+		regexp.MustCompile(`(?m)^traffic:   priority critical: sent [1-9]\d*: 200=[1-9]\d*, errors 0$`),
+		regexp.MustCompile(`(?m)^traffic:   priority default: sent [1-9]\d*: 200=[1-9]\d*, errors 0$`),
+		regexp.MustCompile(`(?m)^traffic:   priority sheddable: sent [1-9]\d*: 503=[1-9]\d*, errors 0$`),
+	} {
+		if !want.MatchString(done) {
+			t.Errorf("the final report has no line %s:\n%s", want, done)
+		}
+	}
+	var out2, errOut2 bytes.Buffer
+	code = run(context.Background(), []string{"traffic", "--target", srv.URL, "--config", filepath.Join(t.TempDir(), "none.yaml"), "--duration", "1s"}, nil, &out2, &errOut2)
+	if code != exitFailure || !strings.Contains(errOut2.String(), "--config") {
+		t.Errorf("a missing --config file: exit %d, stderr %q; want 1 naming --config", code, errOut2.String())
 	}
 }

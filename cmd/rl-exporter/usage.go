@@ -25,7 +25,7 @@ func runUsage(ctx context.Context, args []string, env environ, stdout, stderr io
 		httplimit.UsagePath+" (a decision API peer) or, with --admin, "+admin.UsagePath+" on the admin listener\n"+
 		"with the admin token in "+usageTokenEnv+" (a read-only one is enough).", stderr)
 	key := fs.String("key", "", "the client key as the limiter names it: user:42, ip:10.0.0.1, apikey:<hash>")
-	base := fs.String("url", "http://127.0.0.1"+config.DefaultListen, "serve's main listener, or its admin listener with --admin")
+	base := fs.String("url", "http://"+config.DefaultListen, "serve's main listener, or its admin listener with --admin")
 	tier := fs.String("plan-tier", "", "the plan tier to report (default: the key's own)")
 	useAdmin := fs.Bool("admin", false, "ask the admin listener, with the token in "+usageTokenEnv)
 	asJSON := fs.Bool("json", false, "print the answer as JSON instead of a table")

@@ -127,7 +127,7 @@ func TestTheChartRendersRedisAutoscalingTheRateLimitServiceAndYourSLO(t *testing
 	}
 	cfg := s.cm.Data["rl-exporter.yaml"]
 	for _, part := range []string{"redis://redis-master.data:6379/0", "fail_policy: closed", "upstream: http://api.apps:8080",
-		"GET /search", "problem_json: true", "grpc_listen: 0.0.0.0:9000", "config_dir: ratelimit"} {
+		"GET /search", "problem_json: true", " listen: 0.0.0.0:", "grpc_listen: 0.0.0.0:9000", "config_dir: ratelimit"} {
 		if !strings.Contains(cfg, part) {
 			t.Errorf("the config lacks %q:\n%s", part, cfg)
 		}
