@@ -126,6 +126,9 @@ func (rt route) ask(tier, client string) decision.Ask {
 // once; a dry run is neither.
 func (m *Middleware) decide(ctx context.Context, rt route, client string, a decision.Ask) outcome {
 	o := outcome{route: rt}
+	// Read before the store's own clock, so that the reset the headers name is not pushed past
+	// the store's by the call's latency (decision.ResetAt).
+	now := m.now()
 	dryRun := a.Mode == decision.ModeDryRun
 	if m.trace != nil && !dryRun {
 		var end func(limiter.Status, limiter.Decision, error)
@@ -142,7 +145,7 @@ func (m *Middleware) decide(ctx context.Context, rt route, client string, a deci
 			m.strike(ctx, rt.class, client)
 		}
 	}
-	o.n = decision.FieldsOf(rt.class.renderedFor(a.Limiter), o.Decision, m.now())
+	o.n = decision.FieldsOf(rt.class.renderedFor(a.Limiter), o.Decision, now)
 	if dryRun {
 		return o
 	}

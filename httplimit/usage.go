@@ -35,8 +35,9 @@ type UsageLimit struct {
 	Quota     int64             `json:"quota"`            // per window, or the bucket size
 	Used      int64             `json:"used"`             // Quota − Remaining
 	Remaining int64             `json:"remaining"`
-	// Reset is when the full quota is back (At when nothing is used); ResetSeconds the same,
-	// in seconds from At, rounded up as Retry-After is.
+	// Reset is when the full quota is back, rounded up to the second as X-RateLimit-Reset is
+	// (decision.ResetAt; At's second when nothing is used); ResetSeconds the same, in seconds
+	// from At, rounded up as Retry-After is.
 	Reset        time.Time `json:"reset"`
 	ResetSeconds int64     `json:"reset_seconds"`
 	// OpenReservations counts the reservations on the budget neither settled nor past their
@@ -110,7 +111,7 @@ func (c *class) usage(ctx context.Context, a decision.Ask, client string, now ti
 	lim := l.Limit()
 	u := UsageLimit{Class: c.name, Algorithm: lim.Algorithm, Shadow: c.shadow,
 		Quota: lim.Quota(), Remaining: d.Remaining, Used: max(lim.Quota()-d.Remaining, 0),
-		Reset: now.Add(d.ResetAfter), ResetSeconds: decision.CeilSeconds(d.ResetAfter)}
+		Reset: decision.ResetAt(now, d.ResetAfter), ResetSeconds: decision.CeilSeconds(d.ResetAfter)}
 	if lv := c.live[a.Tier]; lv != nil && l != c.limiterFor(a.Tier) {
 		u.Live = lv.Source
 	}
