@@ -594,6 +594,9 @@ func (c *Config) validateClasses(e *errs) {
 			cost = cl.estimate().Default
 		}
 		cl.validateCost(e, key)
+		if cl.CostFrom != nil && onlyConcurrency(cl.Limits) {
+			e.add(key+".cost_from", "every limit of class %s is algorithm concurrency, which counts requests in flight and has no cost to settle: remove cost_from, or give a tier a rate limit", name)
+		}
 		for tier, l := range cl.Limits {
 			lk := key + ".limits." + tier
 			if !tiers[tier] {
@@ -688,6 +691,16 @@ func (c *Config) TierLimit(class, tier string) Limit {
 // IsConcurrency reports whether the limit is algorithm concurrency: a cap
 // on requests in flight, enforced by limiter.Leases, not limiter.Limiter.
 func (l Limit) IsConcurrency() bool { return l.Algorithm == string(limiter.Concurrency) }
+
+// onlyConcurrency reports whether limits has limits and every one is algorithm concurrency.
+func onlyConcurrency(limits map[string]Limit) bool {
+	for _, l := range limits {
+		if !l.IsConcurrency() {
+			return false
+		}
+	}
+	return len(limits) > 0
+}
 
 // Lease returns a concurrency limit as the limiter package takes it.
 func (l Limit) Lease() limiter.LeaseLimit {

@@ -48,6 +48,19 @@ type UsageLimit struct {
 	ExhaustedAt *time.Time `json:"exhausted_at"`
 	// PenalizedUntil is when the client leaves its class's penalty box, while it is in it.
 	PenalizedUntil *time.Time `json:"penalized_until,omitempty"`
+	// InFlight, for a concurrency limit (Algorithm "concurrency") alone, is the requests the
+	// client has in flight: Used, with Quota the limit on them. Reset is then when the last
+	// lease held expires unreleased, at the latest.
+	InFlight *int64 `json:"in_flight,omitempty"`
+	// Leases are the leases held, earliest expiry first, at most limiter.MaxPeekedLeases;
+	// LeaseTTLSeconds the lifetime of a lease never released. Concurrency limits only.
+	Leases          []UsageLease `json:"leases,omitempty"`
+	LeaseTTLSeconds int64        `json:"lease_ttl_seconds,omitempty"`
+}
+
+// UsageLease is a lease a client holds: when the store drops it if it is never released.
+type UsageLease struct {
+	Expires time.Time `json:"expires"`
 }
 
 // ErrUnknownTier is returned, wrapped, by Usage for a plan tier the policy does not have.
@@ -77,7 +90,13 @@ func (m *Middleware) Usage(ctx context.Context, client, planTier string) (UsageR
 				continue
 			}
 			seen[a.Key] = true
-			u, err := c.usage(ctx, a, client, now)
+			var u UsageLimit
+			var err error
+			if a.Mode == decision.ModeLease {
+				u, err = c.leaseUsage(ctx, a, now)
+			} else {
+				u, err = c.usage(ctx, a, client, now)
+			}
 			if err != nil {
 				return r, fmt.Errorf("class %s, endpoint %s: %w", c.name, pat, err)
 			}
@@ -136,6 +155,28 @@ func (c *class) usage(ctx context.Context, a decision.Ask, client string, now ti
 			u.PenalizedUntil = &until
 		}
 	}
+	return u, nil
+}
+
+// leaseUsage peeks at the leases a names, of class c under a concurrency limit.
+func (c *class) leaseUsage(ctx context.Context, a decision.Ask, now time.Time) (UsageLimit, error) {
+	lim := a.Leases.Limit()
+	held, err := a.Leases.Peek(ctx, a.Key)
+	if err != nil {
+		return UsageLimit{}, err
+	}
+	u := UsageLimit{Class: c.name, Algorithm: limiter.Concurrency, Shadow: c.shadow,
+		Quota: lim.Limit, Used: held.InFlight, Remaining: max(lim.Limit-held.InFlight, 0),
+		InFlight: &held.InFlight, LeaseTTLSeconds: decision.CeilSeconds(lim.TTL)}
+	var last time.Duration
+	for _, left := range held.ExpiresIn {
+		u.Leases = append(u.Leases, UsageLease{Expires: now.Add(left)})
+		last = max(last, left)
+	}
+	if held.InFlight > int64(len(held.ExpiresIn)) {
+		last = lim.TTL // the latest expiry is among those not listed: at most a TTL away
+	}
+	u.Reset, u.ResetSeconds = decision.ResetAt(now, last), decision.CeilSeconds(last)
 	return u, nil
 }
 
