@@ -2,6 +2,7 @@ package config
 
 import (
 	"reflect"
+	"slices"
 	"time"
 
 	"github.com/knadh/koanf/parsers/yaml"
@@ -92,6 +93,7 @@ func Defaults() Config {
 			ClientIPHeader: httplimit.DefaultClientIPHeader,
 			IPv4Prefix:     httplimit.DefaultIPv4Prefix, IPv6Prefix: httplimit.DefaultIPv6Prefix,
 			RequireKnownAPIKey: true,
+			APIKeySchemes:      slices.Clone(httplimit.DefaultAPIKeySchemes), UnusableAPIKey: UnusableAPIKeyAddress,
 		},
 		Headers: Headers{XRateLimit: true, RateLimit: true},
 		Metrics: Metrics{MaxLabelSets: 1000, Exemplars: true, NearLimitShare: 0.2, TopKeys: 100, TopWindow: 10 * time.Minute},

@@ -456,9 +456,10 @@ func (c *Config) validateIdentity(e *errs) {
 			}
 		}
 	}
-	if id.APIKeyHeader != "" && id.RequireKnownAPIKey && len(c.Tiers.APIKeys) == 0 {
-		e.add("identity.api_key_header", "%s would never identify a client: identity.require_known_api_key is true (the default) and tiers.api_keys lists no key; list the keys under tiers.api_keys, or set require_known_api_key: false to give every key a budget of its own", id.APIKeyHeader)
+	if len(id.APIKeyHeader) > 0 && id.RequireKnownAPIKey && len(c.Tiers.APIKeys) == 0 {
+		e.add("identity.api_key_header", "%s would never identify a client: identity.require_known_api_key is true (the default) and tiers.api_keys lists no key; list the keys under tiers.api_keys, or set require_known_api_key: false to give every key a budget of its own", strings.Join(id.APIKeyHeader, ", "))
 	}
+	c.validateAPIKeys(e)
 	j := id.JWT
 	if j.Algorithm == "" {
 		if j.SecretFile != "" || j.PublicKeyFile != "" {
@@ -759,14 +760,16 @@ func (c *Config) PolicyConfig(store limiter.Store, observer limiter.Observer) (h
 			ProblemJSON:    c.Headers.ProblemJSON,
 		},
 		Identity: httplimit.IdentityConfig{
-			UserHeader:          c.Identity.UserHeader,
-			APIKeyHeader:        c.Identity.APIKeyHeader,
-			AllowUnknownAPIKeys: !c.Identity.RequireKnownAPIKey,
-			TierHeader:          c.Tiers.Header,
-			ClientIPHeader:      c.Identity.ClientIPHeader,
-			TrustedHops:         c.Identity.TrustedHops,
-			IPv4Prefix:          c.Identity.IPv4Prefix,
-			IPv6Prefix:          c.Identity.IPv6Prefix,
+			UserHeader:           c.Identity.UserHeader,
+			APIKeyHeaders:        c.Identity.APIKeyHeader,
+			APIKeySchemes:        c.Identity.APIKeySchemes,
+			AllowUnknownAPIKeys:  !c.Identity.RequireKnownAPIKey,
+			RefuseUnusableAPIKey: c.Identity.UnusableAPIKey == UnusableAPIKeyRefuse,
+			TierHeader:           c.Tiers.Header,
+			ClientIPHeader:       c.Identity.ClientIPHeader,
+			TrustedHops:          c.Identity.TrustedHops,
+			IPv4Prefix:           c.Identity.IPv4Prefix,
+			IPv6Prefix:           c.Identity.IPv6Prefix,
 		},
 	}
 	if c.Store.Type == "redis" {

@@ -61,8 +61,10 @@ type Middleware struct {
 	trace    TraceFunc
 	now      func() time.Time
 	costLog  *summarylog.Line // request costs that cannot be admitted
-	route    bool             // Config.PassRoute
-	costs    decision.CostRecorder
+	// identityLog: requests whose credentials identify no client (identify)
+	identityLog *summarylog.Line
+	route       bool // Config.PassRoute
+	costs       decision.CostRecorder
 }
 
 // New returns a Middleware enforcing cfg.Policy.
@@ -82,6 +84,7 @@ func New(cfg Config) (*Middleware, error) {
 		cfg.LogInterval = limiter.DefaultLogInterval
 	}
 	m.costLog = summarylog.New(m.logger, cfg.LogInterval, m.now)
+	m.identityLog = summarylog.New(m.logger, cfg.LogInterval, m.now)
 	m.Swap(cfg.Policy)
 	return m, nil
 }
@@ -231,7 +234,10 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p := m.policy.Load()
 		rt := p.match(r)
-		c := p.identity.resolve(r)
+		c, ok := m.identify(w, r, p)
+		if !ok {
+			return
+		}
 		a := rt.ask(p.tier(c.tier), c.key)
 		switch {
 		case a.Mode == decision.ModeLease:

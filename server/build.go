@@ -17,6 +17,7 @@ import (
 	"github.com/rl-exporter/rl-exporter/config"
 	"github.com/rl-exporter/rl-exporter/decision"
 	"github.com/rl-exporter/rl-exporter/heartbeat"
+	"github.com/rl-exporter/rl-exporter/collector"
 	"github.com/rl-exporter/rl-exporter/httplimit"
 	"github.com/rl-exporter/rl-exporter/limiter"
 	"github.com/rl-exporter/rl-exporter/limiter/redisstore"
@@ -369,6 +370,9 @@ func openStore(cfg *config.Config, d Deps) (OpenedStore, error) {
 	}
 	return OpenedStore{}, fmt.Errorf("config %s: store.type: unknown %q", cfg.Source, cfg.Store.Type)
 }
+
+// The collector counts the requests whose credentials identify no client.
+var _ httplimit.IdentityRecorder = (*collector.Collector)(nil)
 
 // costRecorder is the recorder's cost counting, when it has one (the collector does).
 func costRecorder(r limiter.Recorder) decision.CostRecorder {
