@@ -54,12 +54,12 @@ func TestTheKeysTheOpenAIAndAnthropicSDKsSendAreCountedOnTheirTier(t *testing.T)
 		headers map[string]string
 		key     string // the raw key the request is charged to
 	}{
-		"the OpenAI SDK's Authorization: Bearer":      {openAISDKHeaders, "sk-pro"},
-		"the Anthropic SDK's x-api-key":                {anthropicSDKHeaders, "sk-ant-pro"},
-		"bearer in lower case":                         {map[string]string{"Authorization": "bearer sk-pro"}, "sk-pro"},
-		"BEARER and spaces around the token":           {map[string]string{"Authorization": "BEARER   sk-pro  "}, "sk-pro"},
-		"Basic with the key as the user, as curl -u":   {map[string]string{"Authorization": basic("sk-pro", "")}, "sk-pro"},
-		"Basic with the key as the password":           {map[string]string{"Authorization": basic("", "sk-pro")}, "sk-pro"},
+		"the OpenAI SDK's Authorization: Bearer":        {openAISDKHeaders, "sk-pro"},
+		"the Anthropic SDK's x-api-key":                 {anthropicSDKHeaders, "sk-ant-pro"},
+		"bearer in lower case":                          {map[string]string{"Authorization": "bearer sk-pro"}, "sk-pro"},
+		"BEARER and spaces around the token":            {map[string]string{"Authorization": "BEARER   sk-pro  "}, "sk-pro"},
+		"Basic with the key as the user, as curl -u":    {map[string]string{"Authorization": basic("sk-pro", "")}, "sk-pro"},
+		"Basic with the key as the password":            {map[string]string{"Authorization": basic("", "sk-pro")}, "sk-pro"},
 		"the first header present, Authorization, wins": {map[string]string{"Authorization": "Bearer sk-pro", "X-Api-Key": "sk-other"}, "sk-pro"},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -97,10 +97,10 @@ func TestAnUnusableAPIKeyIsKeyedByAddressAndCountedOrRefused(t *testing.T) {
 		reason  string
 	}{
 		"an unknown scheme":           {map[string]string{"Authorization": "Token sk-pro"}, FallbackUnknownScheme},
-		"an unknown key as Bearer":     {map[string]string{"Authorization": "Bearer sk-invented"}, FallbackUnknownKey},
-		"an unknown key in X-Api-Key":  {map[string]string{"X-Api-Key": "sk-invented"}, FallbackUnknownKey},
-		"Bearer and no token":          {map[string]string{"Authorization": "Bearer "}, FallbackMalformedKey},
-		"Basic that is not base64":     {map[string]string{"Authorization": "Basic %%%"}, FallbackMalformedKey},
+		"an unknown key as Bearer":    {map[string]string{"Authorization": "Bearer sk-invented"}, FallbackUnknownKey},
+		"an unknown key in X-Api-Key": {map[string]string{"X-Api-Key": "sk-invented"}, FallbackUnknownKey},
+		"Bearer and no token":         {map[string]string{"Authorization": "Bearer "}, FallbackMalformedKey},
+		"Basic that is not base64":    {map[string]string{"Authorization": "Basic %%%"}, FallbackMalformedKey},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -60,7 +60,7 @@ type IdentityConfig struct {
 	// but gives no key that identifies a client (Fallback… reasons), instead of keying it by
 	// address. Either way an IdentityRecorder counts it.
 	RefuseUnusableAPIKey bool
-	JWT                 *JWTConfig // when set, verifies bearer tokens and keys clients by their sub
+	JWT                  *JWTConfig // when set, verifies bearer tokens and keys clients by their sub
 	// TierHeader carries the plan tier (X-Plan-Tier); it wins over TierByKey, TierByAPIKey and
 	// Identity.Tier.
 	TierHeader string
@@ -111,9 +111,9 @@ type identity struct {
 	jwtIsKeyHdr       bool     // jwtHdr is one of keyHdrs: a token that is no JWT may be a key
 	keyHdrs           []string // APIKeyHeaders in canonical form
 	schemes           []string // APIKeySchemes, default Bearer
-	ipHdr             string // ClientIPHeader in canonical form, as r.Header holds it
-	ipList, forwarded bool   // ClientIPHeader is X-Forwarded-For or Forwarded; is Forwarded
-	v4Bits, v6Bits    int    // the prefix lengths that key an address
+	ipHdr             string   // ClientIPHeader in canonical form, as r.Header holds it
+	ipList, forwarded bool     // ClientIPHeader is X-Forwarded-For or Forwarded; is Forwarded
+	v4Bits, v6Bits    int      // the prefix lengths that key an address
 }
 
 // The address grouping's defaults and shortest prefixes: a shorter one would make one bucket

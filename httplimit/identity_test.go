@@ -283,7 +283,7 @@ func headerTrustPolicy(t *testing.T, clk *fakeClock, secret []byte) (http.Handle
 			TrustedProxies:     []netip.Prefix{netip.MustParsePrefix("172.16.0.0/12")},
 			UserHeader:         "X-User-ID",
 			TierHeader:         "X-Plan-Tier",
-			APIKeyHeaders: []string{"X-API-Key"},
+			APIKeyHeaders:      []string{"X-API-Key"},
 			JWT:                &JWTConfig{Algorithm: "HS256", Secret: secret, Now: clk.Now},
 			// Any API key is an identity here, to show what each peer's is worth.
 			AllowUnknownAPIKeys: true,
