@@ -108,12 +108,13 @@ type identity struct {
 	jwt               *jwt.Parser
 	jwtKey            any
 	jwtHdr            string
-	jwtIsKeyHdr       bool     // jwtHdr is one of keyHdrs: a token that is no JWT may be a key
-	keyHdrs           []string // APIKeyHeaders in canonical form
-	schemes           []string // APIKeySchemes, default Bearer
-	ipHdr             string   // ClientIPHeader in canonical form, as r.Header holds it
-	ipList, forwarded bool     // ClientIPHeader is X-Forwarded-For or Forwarded; is Forwarded
-	v4Bits, v6Bits    int      // the prefix lengths that key an address
+	jwtIsKeyHdr       bool              // jwtHdr is one of keyHdrs: a token that is no JWT may be a key
+	keyHdrs           []string          // APIKeyHeaders in canonical form
+	storedKeyTier     map[string]string // TierByAPIKey by stored key (APIKeyKey), for usage
+	schemes           []string          // APIKeySchemes, default Bearer
+	ipHdr             string            // ClientIPHeader in canonical form, as r.Header holds it
+	ipList, forwarded bool              // ClientIPHeader is X-Forwarded-For or Forwarded; is Forwarded
+	v4Bits, v6Bits    int               // the prefix lengths that key an address
 }
 
 // The address grouping's defaults and shortest prefixes: a shorter one would make one bucket
@@ -347,6 +348,10 @@ func (id *identity) setAPIKeys(cfg IdentityConfig) error {
 		if !isToken(sc) {
 			return fmt.Errorf("APIKeySchemes: %q is not an authentication scheme (an RFC 9110 token)", sc)
 		}
+	}
+	id.storedKeyTier = make(map[string]string, len(cfg.TierByAPIKey))
+	for k, tier := range cfg.TierByAPIKey {
+		id.storedKeyTier[APIKeyKey(k)] = tier
 	}
 	return nil
 }

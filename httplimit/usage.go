@@ -2,6 +2,7 @@ package httplimit
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -66,17 +67,44 @@ type UsageLease struct {
 // ErrUnknownTier is returned, wrapped, by Usage for a plan tier the policy does not have.
 var ErrUnknownTier = errors.New("unknown tier")
 
+// ErrUnknownAPIKey is returned, wrapped, by UsageOfAPIKey for a key that identifies no client:
+// one not in TierByAPIKey, without AllowUnknownAPIKeys.
+var ErrUnknownAPIKey = errors.New("unknown API key")
+
 // Usage peeks at every budget the policy keeps for client (a key as CheckRequest.Key takes
-// it) on planTier (empty: the key's tier by TierByKey, else the default tier). It changes
-// nothing, not even by creating a key. A store that cannot be read fails it: a fail-policy
-// answer is no reading. Safe for concurrent use.
+// it) on planTier (empty: the key's own tier, by TierByKey for a user id and TierByAPIKey for
+// a stored API key, else the default tier). It changes nothing, not even by creating a key. A
+// store that cannot be read fails it: a fail-policy answer is no reading. Safe for concurrent
+// use.
 func (m *Middleware) Usage(ctx context.Context, client, planTier string) (UsageReport, error) {
 	p := m.policy.Load()
 	client = p.identity.clientKey(client)
+	tier, ok := p.identity.storedKeyTier[client]
+	if !ok {
+		tier = p.identity.tierOf("", strings.TrimPrefix(client, "user:"), "")
+	}
+	return m.usage(ctx, p, client, tier, planTier)
+}
+
+// UsageOfAPIKey is Usage of the client the API key rawKey identifies, resolved as a request
+// carrying it is (the stored key, and the key's own tier unless planTier is given); a key
+// that identifies nobody is ErrUnknownAPIKey, wrapped. rawKey is a secret: it appears in no
+// answer and no error. Safe for concurrent use.
+func (m *Middleware) UsageOfAPIKey(ctx context.Context, rawKey, planTier string) (UsageReport, error) {
+	p := m.policy.Load()
+	c := p.identity.apiKeyClient(apiKey{raw: rawKey})
+	if c.fallback != "" {
+		return UsageReport{}, fmt.Errorf("api_key: %w: not listed under the API keys of any tier", ErrUnknownAPIKey)
+	}
+	return m.usage(ctx, p, c.key, c.tier, planTier)
+}
+
+// usage is Usage of client, whose own tier is ownTier, on planTier (empty: ownTier).
+func (m *Middleware) usage(ctx context.Context, p *Policy, client, ownTier, planTier string) (UsageReport, error) {
 	tier := planTier
 	switch {
 	case tier == "":
-		tier = p.tier(p.identity.tierOf("", strings.TrimPrefix(client, "user:"), ""))
+		tier = p.tier(ownTier)
 	case !p.tiers[tier]:
 		return UsageReport{}, fmt.Errorf("plan_tier: %w %q (the tiers are %s)", ErrUnknownTier, tier, strings.Join(p.tierNames, ", "))
 	}
@@ -206,25 +234,49 @@ func forecast(lim limiter.Limit, used, remaining int64, resetAfter time.Duration
 	return &at
 }
 
-// UsageHandler returns the usage API: GET UsagePath?key=K[&plan_tier=T] answers Usage as JSON;
-// 400 for a bad query, 405 for another method, 501 on a store that cannot peek, 503 when the
-// store cannot be read. Like CheckHandler it believes the key it is given: mount it where
-// CheckHandler is.
+// UsageRequest is the body of POST UsagePath: the API key a client holds, as it sends it
+// (without an Authorization scheme). The key is a secret, hence a body and never a URL.
+type UsageRequest struct {
+	APIKey   string `json:"api_key"`
+	PlanTier string `json:"plan_tier,omitempty"` // empty: the key's own tier
+}
+
+// MaxUsageRequestBytes bounds the body of POST UsagePath.
+const MaxUsageRequestBytes = 8 << 10
+
+// UsageHandler returns the usage API: GET UsagePath?key=K[&plan_tier=T] answers Usage as JSON
+// for a stored key K; POST UsagePath with a UsageRequest answers UsageOfAPIKey, 404 for a key
+// that identifies nobody. 400 for a bad query or body, 405 for another method, 501 on a store
+// that cannot peek, 503 when the store cannot be read. Like CheckHandler it believes the key it
+// is given: mount it where CheckHandler is.
 func (m *Middleware) UsageHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodGet && r.Method != http.MethodHead {
-			w.Header().Set("Allow", "GET, HEAD")
-			writeJSON(w, "application/json", http.StatusMethodNotAllowed, RejectedBody{Error: "method_not_allowed", Message: "use GET"})
+		var rep UsageReport
+		var err error
+		switch r.Method {
+		case http.MethodGet, http.MethodHead:
+			key, tier, qerr := usageQuery(r)
+			if qerr != nil {
+				writeJSON(w, "application/json", http.StatusBadRequest, RejectedBody{Error: "bad_request", Message: qerr.Error()})
+				return
+			}
+			rep, err = m.Usage(r.Context(), key, tier)
+		case http.MethodPost:
+			req, berr := usageBody(w, r)
+			if berr != nil {
+				writeJSON(w, "application/json", http.StatusBadRequest, RejectedBody{Error: "bad_request", Message: berr.Error()})
+				return
+			}
+			rep, err = m.UsageOfAPIKey(r.Context(), req.APIKey, req.PlanTier)
+		default:
+			w.Header().Set("Allow", "GET, HEAD, POST")
+			writeJSON(w, "application/json", http.StatusMethodNotAllowed, RejectedBody{Error: "method_not_allowed", Message: "use GET with ?key=, or POST with {\"api_key\": …}"})
 			return
 		}
-		key, tier, err := usageQuery(r)
-		if err != nil {
-			writeJSON(w, "application/json", http.StatusBadRequest, RejectedBody{Error: "bad_request", Message: err.Error()})
-			return
-		}
-		rep, err := m.Usage(r.Context(), key, tier)
 		w.Header().Set("Cache-Control", "no-store")
 		switch {
+		case errors.Is(err, ErrUnknownAPIKey):
+			writeJSON(w, "application/json", http.StatusNotFound, RejectedBody{Error: "unknown_api_key", Message: err.Error()})
 		case errors.Is(err, ErrUnknownTier):
 			writeJSON(w, "application/json", http.StatusBadRequest, RejectedBody{Error: "bad_request", Message: err.Error()})
 		case errors.Is(err, limiter.ErrNotSupported):
@@ -253,4 +305,33 @@ func usageQuery(r *http.Request) (key, tier string, err error) {
 		return "", "", fmt.Errorf("key: longer than %d bytes", MaxCheckKey)
 	}
 	return key, tier, nil
+}
+
+// usageBody reads a UsageRequest strictly; its errors never quote the key.
+func usageBody(w http.ResponseWriter, r *http.Request) (UsageRequest, error) {
+	var req UsageRequest
+	if r.URL.RawQuery != "" {
+		return req, errors.New("a query: the API key goes in the body, never in the URL, where logs keep it")
+	}
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, MaxUsageRequestBytes))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		var syntax *json.SyntaxError
+		var unknown string
+		switch {
+		case errors.As(err, &syntax):
+			return req, fmt.Errorf("body: not JSON at offset %d", syntax.Offset)
+		case strings.HasPrefix(err.Error(), "json: unknown field "):
+			unknown = strings.TrimPrefix(err.Error(), "json: unknown field ")
+			return req, fmt.Errorf("body: unknown field %s (only api_key and plan_tier are accepted)", unknown)
+		}
+		return req, fmt.Errorf("body: want {\"api_key\": \"…\"} of at most %d bytes", MaxUsageRequestBytes)
+	}
+	switch {
+	case req.APIKey == "":
+		return req, errors.New("api_key: required, the key as the client sends it")
+	case len(req.APIKey) > MaxCheckKey:
+		return req, fmt.Errorf("api_key: longer than %d bytes", MaxCheckKey)
+	}
+	return req, nil
 }
