@@ -230,6 +230,10 @@ type CheckAPI struct {
 	// Tokens are more tokens as "<name>:<token>", comma-separated; best
 	// given as RL_SERVER__CHECK_API__TOKENS. Never logged.
 	Tokens Secret `koanf:"tokens"`
+	// Prefix is where every path of the decision API is served: check,
+	// commit, release, usage and auth under it. Default /v1/; move it
+	// ("/ratelimit/") when the upstream's own API is under /v1/.
+	Prefix string `koanf:"prefix"`
 }
 
 // Log configures log/slog.

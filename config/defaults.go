@@ -56,7 +56,7 @@ func Defaults() Config {
 			ReadHeaderTimeout: DefaultReadHeaderTimeout, ReadTimeout: DefaultReadTimeout, IdleTimeout: DefaultIdleTimeout,
 			MaxHeaderBytes: DefaultMaxHeaderBytes, MaxHeaderCount: DefaultMaxHeaderCount,
 			// The decision API answers this host alone unless configured.
-			CheckAPI: CheckAPI{Enabled: true, AllowedPeers: []string{"127.0.0.0/8", "::1/128"}},
+			CheckAPI: CheckAPI{Enabled: true, AllowedPeers: []string{"127.0.0.0/8", "::1/128"}, Prefix: DefaultCheckAPIPrefix},
 			UpstreamTransport: UpstreamTransport{
 				MaxIdleConnsPerHost: DefaultMaxIdleConnsPerHost, IdleConnTimeout: DefaultIdleConnTimeout,
 				DialTimeout: DefaultDialTimeout, ResponseHeaderTimeout: DefaultResponseHeaderTimeout,

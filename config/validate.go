@@ -121,6 +121,9 @@ func (c *Config) validateServer(e *errs) {
 	if _, err := c.CheckAPITokens(); err != nil {
 		e.add("server.check_api", "%v", err)
 	}
+	if msg := prefixProblem(s.CheckAPI.Prefix); msg != "" {
+		e.add("server.check_api.prefix", "%q: %s", s.CheckAPI.Prefix, msg)
+	}
 	if s.CheckAPI.Enabled && len(s.CheckAPI.AllowedPeers) == 0 {
 		e.add("server.check_api.allowed_peers", "empty, so no caller could use the decision API: list its callers, or set server.check_api.enabled: false to turn it off")
 	}

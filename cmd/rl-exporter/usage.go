@@ -30,6 +30,7 @@ func runUsage(ctx context.Context, args []string, env environ, stdout, stderr io
 	rawKey := fs.String("api-key", "", apiKeyFlagHelp)
 	base := fs.String("url", "http://127.0.0.1"+config.DefaultListen, "serve's main listener, or its admin listener with --admin")
 	tier := fs.String("plan-tier", "", "the plan tier to report (default: the key's own)")
+	prefix := fs.String("prefix", httplimit.DecisionAPIPrefix, "serve's server.check_api.prefix, where its usage API is")
 	useAdmin := fs.Bool("admin", false, "ask the admin listener, with the token in "+usageTokenEnv)
 	asJSON := fs.Bool("json", false, "print the answer as JSON instead of a table")
 	timeout := fs.Duration("timeout", 5*time.Second, "bound on the request")
@@ -56,7 +57,7 @@ func runUsage(ctx context.Context, args []string, env environ, stdout, stderr io
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return fail(exitUsage, "--url %q: want http://host:port or https://host:port", *base)
 	}
-	path, token := httplimit.UsagePath, ""
+	path, token := *prefix+strings.TrimPrefix(httplimit.UsagePath, httplimit.DecisionAPIPrefix), ""
 	if *useAdmin {
 		path, token = admin.UsagePath, env.Get(usageTokenEnv)
 		if token == "" {
