@@ -152,3 +152,20 @@ func TestAnUnusableAPIKeyIsKeyedByAddressAndCountedOrRefused(t *testing.T) {
 		t.Errorf("no key: %d, fallbacks %v; want the request passed, nothing counted", w.Code, rec.reasons)
 	}
 }
+
+// Forward-auth reads the key as the proxy does: the OpenAI SDK's Bearer key, forwarded by the
+// gateway, is decided on pro; an unusable one refused with 401, which every gateway passes on.
+func TestForwardAuthReadsTheKeysTheSDKsSend(t *testing.T) {
+	m, _, rec := setup(t, sdkKeyPolicy(true), newClock())
+	hdr := map[string]string{"X-Original-URI": "/v1/chat/completions", "X-Original-Method": "POST"}
+	for k, v := range openAISDKHeaders {
+		hdr[k] = v
+	}
+	if w := auth(m.AuthHandler(), "GET", AuthPath, hdr); w.Code != 200 || rec.all()[0].PlanTier != "pro" || clientOf(rec.all()[0].Key) != APIKeyKey("sk-pro") {
+		t.Fatalf("the OpenAI SDK's headers: %d, decided on %q as %q; want 200 on pro", w.Code, rec.all()[0].PlanTier, clientOf(rec.all()[0].Key))
+	}
+	hdr["Authorization"] = "Bearer sk-invented"
+	if w := auth(m.AuthHandler(), "GET", AuthPath, hdr); w.Code != http.StatusUnauthorized || len(rec.all()) != 1 {
+		t.Fatalf("an unknown key: %d, %d decisions; want 401, none decided", w.Code, len(rec.all()))
+	}
+}
