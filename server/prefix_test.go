@@ -8,6 +8,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rl-exporter/rl-exporter/admin"
+	"github.com/rl-exporter/rl-exporter/httplimit"
+	"github.com/rl-exporter/rl-exporter/limiter"
 	"github.com/rl-exporter/rl-exporter/server"
 )
 
@@ -59,5 +62,39 @@ func TestTheDecisionAPIPrefixLeavesTheUpstreamsV1PathsToIt(t *testing.T) {
 	def := startServer(t, server.Config{Upstream: target})
 	if code, body := call("http://"+def.Addr("main"), "POST", "/v1/check", `{"key":"u","endpoint":"/v1/models"}`); code != 200 || !strings.Contains(body, `"allowed":true`) {
 		t.Errorf("POST /v1/check by default: %d %q", code, body)
+	}
+}
+
+// With the decision API's tokens, Authorization on /v1/auth is the gateway's token: never read
+// as a client's API key, which comes in the other header listed.
+func TestForwardAuthWithTokensReadsTheClientsKeyFromTheOtherHeader(t *testing.T) {
+	p, err := httplimit.NewPolicy(httplimit.PolicyConfig{
+		Store: limiter.NewMemoryStore(limiter.MemoryConfig{}),
+		Tiers: []string{"free", "pro"}, DefaultTier: "free",
+		Classes: []httplimit.Class{{Name: "default", Limits: map[string]limiter.Limit{
+			"free": limiter.PerMinute(limiter.FixedWindow, 2), "pro": limiter.PerMinute(limiter.FixedWindow, 100)}}},
+		Identity: httplimit.IdentityConfig{APIKeyHeaders: []string{"Authorization", "X-Api-Key"},
+			RefuseUnusableAPIKey: true, TierByAPIKey: map[string]string{"sk-ant-pro": "pro"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mw, err := httplimit.New(httplimit.Config{Policy: p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const token = "gateway-0123456789abcdef"
+	srv := startServer(t, server.Config{Middleware: mw, CheckAPI: server.CheckAPI{Tokens: []admin.Token{{Name: "nginx", Secret: token}}}})
+	req, _ := http.NewRequest("GET", "http://"+srv.Addr("main")+httplimit.AuthPath, nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("X-Api-Key", "sk-ant-pro")
+	req.Header.Set("X-Original-URI", "/v1/messages")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 || resp.Header.Get("X-RateLimit-Limit") != "100" {
+		t.Fatalf("status %d, X-RateLimit-Limit %q: want 200 on pro's 100", resp.StatusCode, resp.Header.Get("X-RateLimit-Limit"))
 	}
 }

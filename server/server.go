@@ -346,6 +346,18 @@ func (s *Server) mainHandler() http.Handler {
 	})
 }
 
+// withoutAuthorization is h asked without the Authorization header, which carried the decision
+// API's token, checked: forward-auth then reads no client's API key in it.
+func withoutAuthorization(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r2 := new(http.Request)
+		*r2 = *r
+		r2.Header = r.Header.Clone()
+		r2.Header.Del("Authorization")
+		h.ServeHTTP(w, r2)
+	})
+}
+
 // atPath is r asked under DefaultPrefix, where httplimit's handlers read their paths, instead
 // of under prefix.
 func atPath(r *http.Request, prefix string) *http.Request {
@@ -369,7 +381,7 @@ func (s *Server) peerGuarded(api http.Handler, path string) http.Handler {
 		return nil
 	}
 	if s.checkGuard != nil {
-		api = s.checkGuard.ReadOnly(api)
+		api = s.checkGuard.ReadOnly(withoutAuthorization(api))
 	}
 	allowed := s.cfg.CheckAPI.AllowedPeers
 	if len(allowed) == 0 {
