@@ -64,6 +64,11 @@ func runUsage(ctx context.Context, args []string, env environ, stdout, stderr io
 			return fail(exitUsage, "--admin: set %s to an admin token (read-only is enough)", usageTokenEnv)
 		}
 	}
+	if *key != "" && !strings.HasPrefix(*key, "user:") && !strings.HasPrefix(*key, "ip:") && !strings.HasPrefix(*key, "apikey:") {
+		// A decision API caller's own key is any string, but a raw API key here names
+		// another budget than the proxy's: say so rather than print its zeros in silence.
+		fmt.Fprintf(stderr, "rl-exporter usage: note: --key %q is none of the proxy's key forms (user:<id>, ip:<address>, apikey:<hash>): for the API key a client sends, use --api-key\n", *key)
+	}
 	u = u.JoinPath(path)
 	var reqBody []byte
 	if apiKey != "" {

@@ -118,3 +118,15 @@ func TestKeyPrintsTheStoredFormOfAnAPIKey(t *testing.T) {
 		t.Errorf("no key: exit %d, stderr %q", code, errs.String())
 	}
 }
+
+// A raw API key given as --key names another budget than the proxy charged: the answer is
+// printed (a decision API caller's key is any string) with a note that says so.
+func TestUsageNotesARawAPIKeyGivenAsKey(t *testing.T) {
+	srv := apiKeyUsageServer(t)
+	var out, errs bytes.Buffer
+	if code := run(context.Background(), []string{"usage", "--url", srv.URL, "--key", "demo-pro-key"}, nil, &out, &errs); code != exitOK ||
+		!strings.Contains(errs.String(), "use --api-key") {
+		t.Errorf("exit %d, stderr %q; want 0 and a note to use --api-key", code, errs.String())
+	}
+}
+
