@@ -129,4 +129,3 @@ func TestUsageNotesARawAPIKeyGivenAsKey(t *testing.T) {
 		t.Errorf("exit %d, stderr %q; want 0 and a note to use --api-key", code, errs.String())
 	}
 }
-
