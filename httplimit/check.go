@@ -27,6 +27,7 @@ const DecisionAPIPrefix = "/v1/"
 // the API is added to, so that serve guards and moves it with the others. Each handler reads
 // the path it is listed at; forward-auth (AuthPath) answers its subtree too (Envoy's
 // path_prefix). Every handler believes what it is told: mount them where CheckHandler is.
+// Safe for concurrent use; each call builds the handlers anew.
 func (m *Middleware) DecisionAPI() map[string]http.Handler {
 	check := m.CheckHandler()
 	return map[string]http.Handler{

@@ -329,7 +329,8 @@ type IdentityRecorder interface {
 	RecordIdentityFallback(ctx context.Context, reason string)
 }
 
-// DefaultAPIKeySchemes are the Authorization schemes read for an API key by default.
+// DefaultAPIKeySchemes are the Authorization schemes read for an API key by default; read
+// only, never written.
 var DefaultAPIKeySchemes = []string{"Bearer"}
 
 // setAPIKeys checks and compiles the API key settings of cfg.

@@ -59,7 +59,8 @@ type UsageLimit struct {
 	LeaseTTLSeconds int64        `json:"lease_ttl_seconds,omitempty"`
 }
 
-// UsageLease is a lease a client holds: when the store drops it if it is never released.
+// UsageLease is a lease a client holds: when the store drops it if it is never released. A
+// plain value.
 type UsageLease struct {
 	Expires time.Time `json:"expires"`
 }
@@ -235,7 +236,8 @@ func forecast(lim limiter.Limit, used, remaining int64, resetAfter time.Duration
 }
 
 // UsageRequest is the body of POST UsagePath: the API key a client holds, as it sends it
-// (without an Authorization scheme). The key is a secret, hence a body and never a URL.
+// (without an Authorization scheme). The key is a secret, hence a body and never a URL. A plain
+// value.
 type UsageRequest struct {
 	APIKey   string `json:"api_key"`
 	PlanTier string `json:"plan_tier,omitempty"` // empty: the key's own tier
