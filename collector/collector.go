@@ -156,6 +156,8 @@ type Collector struct {
 	estimateRatio                   *prometheus.HistogramVec
 
 	leases leaseMetrics // lease.go
+
+	identityFallbacks *prometheus.CounterVec // identity.go
 }
 
 var (
@@ -240,6 +242,7 @@ func New(cfg Config) (*Collector, error) {
 		buckets.Delay(), cfg.NativeHistograms), []string{"endpoint"})
 	c.initCost()
 	c.leases = newLeaseMetrics()
+	c.identityFallbacks = newIdentityFallbacks()
 	c.index.Store(c.buildIndex(nil, plan))
 	for _, e := range plan.folded {
 		cfg.Logger.Warn("endpoint beyond the cardinality cap is counted as other", "endpoint", e, "max_label_sets", cfg.MaxLabelSets)
@@ -441,6 +444,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	c.storeDuration.Describe(ch)
 	c.delay.Describe(ch)
 	c.leases.describe(ch)
+	c.identityFallbacks.Describe(ch)
 }
 
 // Collect sends the current value of every series. Part of prometheus.Collector.
@@ -498,6 +502,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	c.delay.Collect(ch)
 	c.estimateRatio.Collect(ch)
 	c.leases.collect(ch)
+	c.identityFallbacks.Collect(ch)
 }
 
 // CircuitChanged sets rate_limit_circuit_state{store} to the breaker's new

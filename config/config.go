@@ -254,6 +254,10 @@ type CheckAPI struct {
 	// Tokens are more tokens as "<name>:<token>", comma-separated; best
 	// given as RL_SERVER__CHECK_API__TOKENS. Never logged.
 	Tokens Secret `koanf:"tokens"`
+	// Prefix is where every path of the decision API is served: check,
+	// commit, release, usage and auth under it. Default /v1/; move it
+	// ("/ratelimit/") when the upstream's own API is under /v1/.
+	Prefix string `koanf:"prefix"`
 }
 
 // Log configures log/slog.
@@ -563,8 +567,20 @@ type Identity struct {
 	// UserHeader names a header carrying the user id (X-User-ID), believed
 	// only from TrustedHeaderPeers.
 	UserHeader string `koanf:"user_header"`
-	// APIKeyHeader names the header carrying an API key (X-API-Key).
-	APIKeyHeader string `koanf:"api_key_header"`
+	// APIKeyHeader names the headers carrying an API key (X-API-Key), one
+	// name or a list: the first a request carries is its key. From
+	// Authorization the key is the token after one of APIKeySchemes.
+	APIKeyHeader []string `koanf:"api_key_header"`
+	// APIKeySchemes are the Authorization schemes whose token is an API
+	// key, any case; default [Bearer]. Basic: the user name, or the
+	// password when the user name is empty.
+	APIKeySchemes []string `koanf:"api_key_schemes"`
+	// UnusableAPIKey says what becomes of a request whose key header is
+	// present but names no known client (an unknown scheme or key, a
+	// malformed credential): "address" (default) keys it by its client
+	// address, "refuse" answers 401. Either way it is counted in
+	// rate_limit_identity_fallbacks_total and logged once per interval.
+	UnusableAPIKey string `koanf:"unusable_api_key"`
 	// RequireKnownAPIKey ignores API keys not listed under tiers.api_keys:
 	// such a request is keyed by its client address, so a client cannot
 	// escape its limit by rotating keys. Default true; false makes every

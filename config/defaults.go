@@ -2,6 +2,7 @@ package config
 
 import (
 	"reflect"
+	"slices"
 	"time"
 
 	"github.com/knadh/koanf/parsers/yaml"
@@ -57,7 +58,7 @@ func Defaults() Config {
 			// Paths are read as the strictest upstream reads them (Envoy's advice).
 			Paths: Paths{EscapedSlashes: httplimit.PathsReject, Case: httplimit.PathsSensitive, TrailingSlash: httplimit.PathsIgnore},
 			// The decision API answers this host alone unless configured.
-			CheckAPI: CheckAPI{Enabled: true, AllowedPeers: []string{"127.0.0.0/8", "::1/128"}},
+			CheckAPI: CheckAPI{Enabled: true, AllowedPeers: []string{"127.0.0.0/8", "::1/128"}, Prefix: DefaultCheckAPIPrefix},
 			UpstreamTransport: UpstreamTransport{
 				MaxIdleConnsPerHost: DefaultMaxIdleConnsPerHost, IdleConnTimeout: DefaultIdleConnTimeout,
 				DialTimeout: DefaultDialTimeout, ResponseHeaderTimeout: DefaultResponseHeaderTimeout,
@@ -94,6 +95,7 @@ func Defaults() Config {
 			ClientIPHeader: httplimit.DefaultClientIPHeader,
 			IPv4Prefix:     httplimit.DefaultIPv4Prefix, IPv6Prefix: httplimit.DefaultIPv6Prefix,
 			RequireKnownAPIKey: true,
+			APIKeySchemes:      slices.Clone(httplimit.DefaultAPIKeySchemes), UnusableAPIKey: UnusableAPIKeyAddress,
 		},
 		Headers: Headers{XRateLimit: true, RateLimit: true},
 		Metrics: Metrics{MaxLabelSets: 1000, Exemplars: true, NearLimitShare: 0.2, TopKeys: 100, TopWindow: 10 * time.Minute},

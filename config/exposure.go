@@ -22,13 +22,15 @@ func (f Finding) String() string { return f.Key + ": " + f.Message }
 
 // Exposure returns the findings of c, which Validate has accepted: the
 // decision API reachable through a proxy or from other hosts without a
-// token, and an admin listener on other interfaces without admin tokens.
+// token, class routes the decision API's prefix may take from the upstream,
+// and an admin listener on other interfaces without admin tokens.
 // It reads the token files.
 func (c *Config) Exposure() []Finding {
 	var out []Finding
 	if f, ok := c.checkAPIExposure(); ok {
 		out = append(out, f)
 	}
+	out = append(out, c.shadowedRoutes()...)
 	if a := c.Server.AdminListen; a != "" && !loopbackAddr(a) {
 		if toks, err := c.AdminTokens(); err == nil && len(toks) == 0 {
 			out = append(out, Finding{Key: "server.admin_listen", Refuse: true, Message: fmt.Sprintf(

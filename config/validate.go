@@ -128,6 +128,9 @@ func (c *Config) validateServer(e *errs) {
 	if _, err := c.CheckAPITokens(); err != nil {
 		e.add("server.check_api", "%v", err)
 	}
+	if msg := prefixProblem(s.CheckAPI.Prefix); msg != "" {
+		e.add("server.check_api.prefix", "%q: %s", s.CheckAPI.Prefix, msg)
+	}
 	if s.CheckAPI.Enabled && len(s.CheckAPI.AllowedPeers) == 0 {
 		e.add("server.check_api.allowed_peers", "empty, so no caller could use the decision API: list its callers, or set server.check_api.enabled: false to turn it off")
 	}
@@ -463,9 +466,10 @@ func (c *Config) validateIdentity(e *errs) {
 			}
 		}
 	}
-	if id.APIKeyHeader != "" && id.RequireKnownAPIKey && len(c.Tiers.APIKeys) == 0 {
-		e.add("identity.api_key_header", "%s would never identify a client: identity.require_known_api_key is true (the default) and tiers.api_keys lists no key; list the keys under tiers.api_keys, or set require_known_api_key: false to give every key a budget of its own", id.APIKeyHeader)
+	if len(id.APIKeyHeader) > 0 && id.RequireKnownAPIKey && len(c.Tiers.APIKeys) == 0 {
+		e.add("identity.api_key_header", "%s would never identify a client: identity.require_known_api_key is true (the default) and tiers.api_keys lists no key; list the keys under tiers.api_keys, or set require_known_api_key: false to give every key a budget of its own", strings.Join(id.APIKeyHeader, ", "))
 	}
+	c.validateAPIKeys(e)
 	j := id.JWT
 	if j.Algorithm == "" {
 		if j.SecretFile != "" || j.PublicKeyFile != "" {
@@ -601,6 +605,9 @@ func (c *Config) validateClasses(e *errs) {
 			cost = cl.estimate().Default
 		}
 		cl.validateCost(e, key)
+		if cl.CostFrom != nil && onlyConcurrency(cl.Limits) {
+			e.add(key+".cost_from", "every limit of class %s is algorithm concurrency, which counts requests in flight and has no cost to settle: remove cost_from, or give a tier a rate limit", name)
+		}
 		for tier, l := range cl.Limits {
 			lk := key + ".limits." + tier
 			if !tiers[tier] {
@@ -719,6 +726,16 @@ func (c *Config) TierLimit(class, tier string) Limit {
 // on requests in flight, enforced by limiter.Leases, not limiter.Limiter.
 func (l Limit) IsConcurrency() bool { return l.Algorithm == string(limiter.Concurrency) }
 
+// onlyConcurrency reports whether limits has limits and every one is algorithm concurrency.
+func onlyConcurrency(limits map[string]Limit) bool {
+	for _, l := range limits {
+		if !l.IsConcurrency() {
+			return false
+		}
+	}
+	return len(limits) > 0
+}
+
 // Lease returns a concurrency limit as the limiter package takes it.
 func (l Limit) Lease() limiter.LeaseLimit {
 	return limiter.LeaseLimit{Limit: l.Limit, TTL: cmp.Or(l.LeaseTTL, DefaultLeaseTTL)}
@@ -777,14 +794,16 @@ func (c *Config) PolicyConfig(store limiter.Store, observer limiter.Observer) (h
 			ProblemJSON:    c.Headers.ProblemJSON,
 		},
 		Identity: httplimit.IdentityConfig{
-			UserHeader:          c.Identity.UserHeader,
-			APIKeyHeader:        c.Identity.APIKeyHeader,
-			AllowUnknownAPIKeys: !c.Identity.RequireKnownAPIKey,
-			TierHeader:          c.Tiers.Header,
-			ClientIPHeader:      c.Identity.ClientIPHeader,
-			TrustedHops:         c.Identity.TrustedHops,
-			IPv4Prefix:          c.Identity.IPv4Prefix,
-			IPv6Prefix:          c.Identity.IPv6Prefix,
+			UserHeader:           c.Identity.UserHeader,
+			APIKeyHeaders:        c.Identity.APIKeyHeader,
+			APIKeySchemes:        c.Identity.APIKeySchemes,
+			AllowUnknownAPIKeys:  !c.Identity.RequireKnownAPIKey,
+			RefuseUnusableAPIKey: c.Identity.UnusableAPIKey == UnusableAPIKeyRefuse,
+			TierHeader:           c.Tiers.Header,
+			ClientIPHeader:       c.Identity.ClientIPHeader,
+			TrustedHops:          c.Identity.TrustedHops,
+			IPv4Prefix:           c.Identity.IPv4Prefix,
+			IPv6Prefix:           c.Identity.IPv6Prefix,
 		},
 	}
 	if c.Store.Type == "redis" {

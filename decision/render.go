@@ -115,6 +115,20 @@ func plainName(s string) bool {
 // Name is the policy name the limit was rendered under.
 func (r RenderedLimit) Name() string { return r.rl.name }
 
+// ResetAt is the instant X-RateLimit-Reset names for a reset resetAfter from now: rounded up to
+// the second. Stores measure resetAfter from their own clock in whole microseconds, so now's
+// part below the microsecond is dropped first: kept, it pushed a window's end at a whole second
+// to the next one. Take now before the store call, so that it is not later than the store's
+// own reading. A store whose clock runs ahead may report a reset in the past: now then.
+// A pure function.
+func ResetAt(now time.Time, resetAfter time.Duration) time.Time {
+	at := now.Truncate(time.Microsecond).Add(max(resetAfter, 0))
+	if s := at.Truncate(time.Second); !s.Equal(at) {
+		return s.Add(time.Second)
+	}
+	return at
+}
+
 // Fields are the values, all >= 0, every header family and body is written from, so that they
 // agree: Reset is the seconds until the quota is full again (ResetUnix its time), T is
 // RateLimit's t (Reset, or Retry when refused) and Retry is Retry-After (0 when allowed).
@@ -132,13 +146,7 @@ func FieldsOf(rl RenderedLimit, d limiter.Decision, now time.Time) Fields {
 	if f.Quota <= 0 {
 		f.Quota = rl.rl.quota
 	}
-	// A store whose clock runs ahead may report a reset in the past.
-	at := now.Add(max(d.ResetAfter, 0))
-	f.ResetUnix = at.Unix()
-	if at.Nanosecond() > 0 {
-		f.ResetUnix++
-	}
-	f.ResetUnix = max(0, f.ResetUnix)
+	f.ResetUnix = max(0, ResetAt(now, d.ResetAfter).Unix())
 	f.T = f.Reset
 	if !d.Allowed {
 		f.Retry = RetryAfterSeconds(d)

@@ -19,7 +19,7 @@ func apiKeyPolicy(allowUnknown bool) PolicyConfig {
 		}}},
 		Identity: IdentityConfig{
 			UserHeader: "X-User-ID", TrustedHeaderPeers: testGateway,
-			APIKeyHeader: "X-API-Key", AllowUnknownAPIKeys: allowUnknown,
+			APIKeyHeaders: []string{"X-API-Key"}, AllowUnknownAPIKeys: allowUnknown,
 			TierByKey:    map[string]string{"alice": "pro"},
 			TierByAPIKey: map[string]string{"pro-key": "pro"},
 		},

@@ -83,7 +83,10 @@ func (m *Middleware) authorize(w http.ResponseWriter, r *http.Request, deny int)
 		return nil
 	}
 	rt := p.match(&pr.req)
-	c := p.identity.resolve(r)
+	c, ok := m.identify(w, r, p)
+	if !ok {
+		return nil
+	}
 	a := rt.ask(p.tier(c.tier), c.key)
 	switch {
 	case a.Mode == decision.ModeLease:

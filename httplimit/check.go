@@ -19,6 +19,26 @@ import (
 // CheckPath is where serve mounts the decision API.
 const CheckPath = "/v1/check"
 
+// DecisionAPIPrefix is the prefix of every path of DecisionAPI; serve may move them under
+// another (server.check_api.prefix), handing each handler its request at the path here.
+const DecisionAPIPrefix = "/v1/"
+
+// DecisionAPI is every path of the decision API and its handler: the one table a new path of
+// the API is added to, so that serve guards and moves it with the others. Each handler reads
+// the path it is listed at; forward-auth (AuthPath) answers its subtree too (Envoy's
+// path_prefix). Every handler believes what it is told: mount them where CheckHandler is.
+// Safe for concurrent use; each call builds the handlers anew.
+func (m *Middleware) DecisionAPI() map[string]http.Handler {
+	check := m.CheckHandler()
+	return map[string]http.Handler{
+		CheckPath:   check,
+		ReleasePath: check,
+		CommitPath:  m.CommitHandler(),
+		UsagePath:   m.UsageHandler(),
+		AuthPath:    m.AuthHandler(),
+	}
+}
+
 // MaxCheckBody is the largest decision API request body; larger ones get 413.
 const MaxCheckBody = 4 << 10
 

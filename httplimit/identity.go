@@ -3,6 +3,7 @@ package httplimit
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"net/http"
 	"net/netip"
 	"net/textproto"
+	"slices"
 	"strings"
 	"time"
 
@@ -19,8 +21,8 @@ import (
 // IdentityConfig says who a request's client is and its plan tier; the zero value keys every
 // request by its peer's IP on the default tier. Tried in order: a context Identity
 // (WithIdentity), a verified JWT's sub (a token failing verification keys by IP on the default
-// tier), UserHeader, APIKeyHeader (a key in TierByAPIKey, or any with AllowUnknownAPIKeys), the
-// IP. User ids ("user:<id>") and API keys ("apikey:<hash>") are separate namespaces. Headers a
+// tier; a token in an API key header that is no JWT is left to APIKeyHeaders), UserHeader,
+// APIKeyHeaders (a key in TierByAPIKey, or any with AllowUnknownAPIKeys), the IP. User ids ("user:<id>") and API keys ("apikey:<hash>") are separate namespaces. Headers a
 // client could write itself (UserHeader, TierHeader, ClientIPHeader) are believed only from the
 // peers listed for them; API keys and JWTs, secrets the client holds, count from any peer.
 type IdentityConfig struct {
@@ -42,11 +44,23 @@ type IdentityConfig struct {
 	// header is safe only from a peer that overwrites it, which one appending to XFF need not do.
 	TrustedHeaderPeers []netip.Prefix
 	UserHeader         string // carries an authenticated user id (X-User-ID)
-	APIKeyHeader       string // carries the client's API key (X-API-Key), hashed into keys
+	// APIKeyHeaders carry the client's API key (X-API-Key), hashed into keys: the first present
+	// is the key, so that one gateway serves clients of Authorization and of X-Api-Key alike.
+	// From Authorization the key is the token after one of APIKeySchemes; a value without a
+	// scheme is the key itself.
+	APIKeyHeaders []string
+	// APIKeySchemes are the Authorization schemes whose token is an API key, any case; default
+	// Bearer. Basic's token is base64 user:password and the key the user name, or the password
+	// when the user name is empty (curl -u sk_…: sends it so).
+	APIKeySchemes []string
 	// AllowUnknownAPIKeys makes any API key an identity; by default an unlisted key keys by
 	// address, so that inventing keys gains nothing.
 	AllowUnknownAPIKeys bool
-	JWT                 *JWTConfig // when set, verifies bearer tokens and keys clients by their sub
+	// RefuseUnusableAPIKey refuses (401, invalid_api_key) a request whose key header is present
+	// but gives no key that identifies a client (Fallback… reasons), instead of keying it by
+	// address. Either way an IdentityRecorder counts it.
+	RefuseUnusableAPIKey bool
+	JWT                  *JWTConfig // when set, verifies bearer tokens and keys clients by their sub
 	// TierHeader carries the plan tier (X-Plan-Tier); it wins over TierByKey, TierByAPIKey and
 	// Identity.Tier.
 	TierHeader string
@@ -94,9 +108,13 @@ type identity struct {
 	jwt               *jwt.Parser
 	jwtKey            any
 	jwtHdr            string
-	ipHdr             string // ClientIPHeader in canonical form, as r.Header holds it
-	ipList, forwarded bool   // ClientIPHeader is X-Forwarded-For or Forwarded; is Forwarded
-	v4Bits, v6Bits    int    // the prefix lengths that key an address
+	jwtIsKeyHdr       bool              // jwtHdr is one of keyHdrs: a token that is no JWT may be a key
+	keyHdrs           []string          // APIKeyHeaders in canonical form
+	storedKeyTier     map[string]string // TierByAPIKey by stored key (APIKeyKey), for usage
+	schemes           []string          // APIKeySchemes, default Bearer
+	ipHdr             string            // ClientIPHeader in canonical form, as r.Header holds it
+	ipList, forwarded bool              // ClientIPHeader is X-Forwarded-For or Forwarded; is Forwarded
+	v4Bits, v6Bits    int               // the prefix lengths that key an address
 }
 
 // The address grouping's defaults and shortest prefixes: a shorter one would make one bucket
@@ -172,6 +190,9 @@ func newIdentity(cfg IdentityConfig) (*identity, error) {
 	if err := id.setClientIP(cfg); err != nil {
 		return nil, err
 	}
+	if err := id.setAPIKeys(cfg); err != nil {
+		return nil, err
+	}
 	if len(cfg.TrustedHeaderPeers) == 0 {
 		for _, h := range []struct{ field, name string }{{"UserHeader", cfg.UserHeader}, {"TierHeader", cfg.TierHeader}} {
 			if h.name != "" {
@@ -187,6 +208,7 @@ func newIdentity(cfg IdentityConfig) (*identity, error) {
 	if id.jwtHdr == "" {
 		id.jwtHdr = "Authorization"
 	}
+	id.jwtIsKeyHdr = slices.Contains(id.keyHdrs, textproto.CanonicalMIMEHeaderKey(id.jwtHdr))
 	switch {
 	case strings.HasPrefix(j.Algorithm, "HS"):
 		if len(j.Secret) == 0 {
@@ -229,9 +251,11 @@ func newIdentity(cfg IdentityConfig) (*identity, error) {
 }
 
 // client is who is asking: the key part naming it, and the tier it claims (the Policy checks it).
+// fallback, when set, is why credentials the request carries were not its identity.
 type client struct {
-	key  string
-	tier string
+	key      string
+	tier     string
+	fallback string
 }
 
 // MaxUserKey is the longest user id kept verbatim in a limiter key; a
@@ -247,8 +271,9 @@ func userKey(u string) string {
 	return "user:sha256:" + hex.EncodeToString(sum[:16])
 }
 
-// apiKeyKey keys the API key k: hashed, never in clear, under its own prefix.
-func apiKeyKey(k string) string {
+// APIKeyKey is the client part of the limiter key of the API key k, its stored form:
+// "apikey:" and the first 16 hex digits of k's SHA-256, never k in clear. A pure function.
+func APIKeyKey(k string) string {
 	sum := sha256.Sum256([]byte(k))
 	return "apikey:" + hex.EncodeToString(sum[:8])
 }
@@ -260,11 +285,13 @@ func (id *identity) resolve(r *http.Request) client {
 		return client{key: userKey(ctxID.Key), tier: id.tierOf(headerTier, ctxID.Key, ctxID.Tier)}
 	}
 	if id.jwt != nil {
-		if raw, ok := id.bearer(r); ok {
+		// A JWT is three dot-separated parts; another token in a header API keys are also
+		// read from is left to them (an OpenAI-style key beside JWTs in Authorization).
+		if raw, ok := id.bearer(r); ok && (!id.jwtIsKeyHdr || strings.Count(raw, ".") == 2) {
 			sub, err := id.verify(raw)
 			if err != nil {
 				// A token failing verification proves nothing: key by address, default tier.
-				return client{key: id.ipKey(id.clientIP(r))}
+				return client{key: id.ipKey(id.clientIP(r)), fallback: FallbackInvalidJWT}
 			}
 			return client{key: userKey(sub), tier: id.tierOf(headerTier, sub, "")}
 		}
@@ -272,18 +299,135 @@ func (id *identity) resolve(r *http.Request) client {
 	if user != "" {
 		return client{key: userKey(user), tier: id.tierOf(headerTier, user, "")}
 	}
-	if h := id.cfg.APIKeyHeader; h != "" {
-		if v := r.Header.Get(h); v != "" {
-			tier, known := id.cfg.TierByAPIKey[v]
-			if known || id.cfg.AllowUnknownAPIKeys {
-				if headerTier != "" {
-					tier = headerTier
-				}
-				return client{key: apiKeyKey(v), tier: tier}
+	var fallback string
+	if name, v := id.keyHeader(r); name != "" {
+		c := id.apiKeyClient(id.keyOf(name, v))
+		if c.fallback == "" {
+			if headerTier != "" {
+				c.tier = headerTier
 			}
+			return c
+		}
+		fallback = c.fallback
+	}
+	return client{key: id.ipKey(id.clientIP(r)), tier: id.tierOf(headerTier, "", ""), fallback: fallback}
+}
+
+// Why a request's credentials were not its identity, as an IdentityRecorder counts it: each
+// keys the request by its address, or refuses it with RefuseUnusableAPIKey (API keys).
+const (
+	FallbackUnknownScheme = "unknown_scheme" // Authorization with a scheme not in APIKeySchemes
+	FallbackMalformedKey  = "malformed_key"  // no token after the scheme, or Basic not base64 user:password
+	FallbackUnknownKey    = "unknown_key"    // a key not in TierByAPIKey, without AllowUnknownAPIKeys
+	FallbackInvalidJWT    = "invalid_jwt"    // a JWT failing verification
+)
+
+// IdentityRecorder is told of every request keyed by its address although it carried
+// credentials. A Config.Recorder implementing it is told; calls come from every request's
+// goroutine, so implementations are safe for concurrent use.
+type IdentityRecorder interface {
+	RecordIdentityFallback(ctx context.Context, reason string)
+}
+
+// DefaultAPIKeySchemes are the Authorization schemes read for an API key by default; read
+// only, never written.
+var DefaultAPIKeySchemes = []string{"Bearer"}
+
+// setAPIKeys checks and compiles the API key settings of cfg.
+func (id *identity) setAPIKeys(cfg IdentityConfig) error {
+	for _, h := range cfg.APIKeyHeaders {
+		if !ValidHeaderName(h) {
+			return fmt.Errorf("APIKeyHeaders: %q is not a header name", h)
+		}
+		id.keyHdrs = append(id.keyHdrs, textproto.CanonicalMIMEHeaderKey(h))
+	}
+	id.schemes = cfg.APIKeySchemes
+	if len(id.schemes) == 0 {
+		id.schemes = DefaultAPIKeySchemes
+	}
+	for _, sc := range id.schemes {
+		if !isToken(sc) {
+			return fmt.Errorf("APIKeySchemes: %q is not an authentication scheme (an RFC 9110 token)", sc)
 		}
 	}
-	return client{key: id.ipKey(id.clientIP(r)), tier: id.tierOf(headerTier, "", "")}
+	id.storedKeyTier = make(map[string]string, len(cfg.TierByAPIKey))
+	for k, tier := range cfg.TierByAPIKey {
+		id.storedKeyTier[APIKeyKey(k)] = tier
+	}
+	return nil
+}
+
+// keyHeader is the first of the API key headers r carries, and its value.
+func (id *identity) keyHeader(r *http.Request) (name, value string) {
+	for _, h := range id.keyHdrs {
+		if v := r.Header[h]; len(v) > 0 && v[0] != "" {
+			return h, v[0]
+		}
+	}
+	return "", ""
+}
+
+// apiKey is the key a credential names: the value of header name, or from Authorization the
+// token of one of the schemes. An empty key comes with the reason it is unusable.
+type apiKey struct{ raw, unusable string }
+
+// keyOf reads the API key in header name's value v.
+func (id *identity) keyOf(name, v string) apiKey {
+	if name != "Authorization" {
+		return apiKey{raw: v}
+	}
+	v = strings.TrimSpace(v)
+	scheme, token, spaced := strings.Cut(v, " ")
+	if !spaced {
+		if slices.ContainsFunc(id.schemes, func(sc string) bool { return strings.EqualFold(sc, v) }) {
+			return apiKey{unusable: FallbackMalformedKey} // a scheme with no token
+		}
+		return apiKey{raw: v} // no scheme: the key itself, as clients sent it before schemes
+	}
+	if !slices.ContainsFunc(id.schemes, func(sc string) bool { return strings.EqualFold(sc, scheme) }) {
+		return apiKey{unusable: FallbackUnknownScheme}
+	}
+	token = strings.TrimSpace(token)
+	if strings.EqualFold(scheme, "Basic") {
+		token = basicKey(token)
+	}
+	if token == "" {
+		return apiKey{unusable: FallbackMalformedKey}
+	}
+	return apiKey{raw: token}
+}
+
+// basicKey is the key of a Basic credential: the user name, else the password; "" when the
+// credential is not base64 user:password.
+func basicKey(cred string) string {
+	b, err := base64.StdEncoding.DecodeString(cred)
+	if err != nil {
+		if b, err = base64.RawStdEncoding.DecodeString(cred); err != nil {
+			return ""
+		}
+	}
+	user, pass, ok := strings.Cut(string(b), ":")
+	switch {
+	case !ok:
+		return ""
+	case user != "":
+		return user
+	}
+	return pass
+}
+
+// apiKeyClient is the client an API key identifies: its stored key and the tier TierByAPIKey
+// gives it, or, for a key that identifies nobody, the reason (the caller keys by address).
+// Every way of naming a client by its key goes through it: requests and usage alike.
+func (id *identity) apiKeyClient(k apiKey) client {
+	if k.unusable != "" {
+		return client{fallback: k.unusable}
+	}
+	tier, known := id.cfg.TierByAPIKey[k.raw]
+	if !known && !id.cfg.AllowUnknownAPIKeys {
+		return client{fallback: FallbackUnknownKey}
+	}
+	return client{key: APIKeyKey(k.raw), tier: tier}
 }
 
 // gatewayHeaders returns r's user and tier headers from a trusted header peer only.

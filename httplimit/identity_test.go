@@ -183,7 +183,7 @@ func TestJWTSubjectsAreTrustedOnlyWhenTheTokenVerifies(t *testing.T) {
 
 func TestIdentitySourcesInOrder(t *testing.T) {
 	// Unknown API keys are an identity of their own only when allowed.
-	_, h, rec := setup(t, PolicyConfig{Identity: IdentityConfig{UserHeader: "X-User-ID", APIKeyHeader: "X-API-Key", AllowUnknownAPIKeys: true, TrustedHeaderPeers: testGateway}}, newClock())
+	_, h, rec := setup(t, PolicyConfig{Identity: IdentityConfig{UserHeader: "X-User-ID", APIKeyHeaders: []string{"X-API-Key"}, AllowUnknownAPIKeys: true, TrustedHeaderPeers: testGateway}}, newClock())
 	cases := []struct {
 		name string
 		hdr  map[string]string
@@ -223,7 +223,7 @@ func TestUnknownAPIKeysAreIgnoredByDefault(t *testing.T) {
 	_, h, rec := setup(t, PolicyConfig{
 		Tiers: []string{"free", "pro"}, DefaultTier: "free",
 		Classes:  []Class{{Name: "default", Limits: map[string]limiter.Limit{"free": DefaultLimit()}}},
-		Identity: IdentityConfig{APIKeyHeader: "X-API-Key", TierByAPIKey: map[string]string{"good-key": "pro"}},
+		Identity: IdentityConfig{APIKeyHeaders: []string{"X-API-Key"}, TierByAPIKey: map[string]string{"good-key": "pro"}},
 	}, newClock())
 	do(h, "GET", "/", "192.0.2.1:1", map[string]string{"X-API-Key": "invented"})
 	if got := clientOf(lastKey(t, rec)); got != "ip:192.0.2.1" {
@@ -283,7 +283,7 @@ func headerTrustPolicy(t *testing.T, clk *fakeClock, secret []byte) (http.Handle
 			TrustedProxies:     []netip.Prefix{netip.MustParsePrefix("172.16.0.0/12")},
 			UserHeader:         "X-User-ID",
 			TierHeader:         "X-Plan-Tier",
-			APIKeyHeader:       "X-API-Key",
+			APIKeyHeaders:      []string{"X-API-Key"},
 			JWT:                &JWTConfig{Algorithm: "HS256", Secret: secret, Now: clk.Now},
 			// Any API key is an identity here, to show what each peer's is worth.
 			AllowUnknownAPIKeys: true,

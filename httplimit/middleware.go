@@ -61,8 +61,10 @@ type Middleware struct {
 	trace    TraceFunc
 	now      func() time.Time
 	costLog  *summarylog.Line // request costs that cannot be admitted
-	route    bool             // Config.PassRoute
-	costs    decision.CostRecorder
+	// identityLog: requests whose credentials identify no client (identify)
+	identityLog *summarylog.Line
+	route       bool // Config.PassRoute
+	costs       decision.CostRecorder
 }
 
 // New returns a Middleware enforcing cfg.Policy.
@@ -82,6 +84,7 @@ func New(cfg Config) (*Middleware, error) {
 		cfg.LogInterval = limiter.DefaultLogInterval
 	}
 	m.costLog = summarylog.New(m.logger, cfg.LogInterval, m.now)
+	m.identityLog = summarylog.New(m.logger, cfg.LogInterval, m.now)
 	m.Swap(cfg.Policy)
 	return m, nil
 }
@@ -126,6 +129,9 @@ func (rt route) ask(tier, client string) decision.Ask {
 // once; a dry run is neither.
 func (m *Middleware) decide(ctx context.Context, rt route, client string, a decision.Ask) outcome {
 	o := outcome{route: rt}
+	// Read before the store's own clock, so that the reset the headers name is not pushed past
+	// the store's by the call's latency (decision.ResetAt).
+	now := m.now()
 	dryRun := a.Mode == decision.ModeDryRun
 	if m.trace != nil && !dryRun {
 		var end func(limiter.Status, limiter.Decision, error)
@@ -142,7 +148,7 @@ func (m *Middleware) decide(ctx context.Context, rt route, client string, a deci
 			m.strike(ctx, rt.class, client)
 		}
 	}
-	o.n = decision.FieldsOf(rt.class.renderedFor(a.Limiter), o.Decision, m.now())
+	o.n = decision.FieldsOf(rt.class.renderedFor(a.Limiter), o.Decision, now)
 	if dryRun {
 		return o
 	}
@@ -233,7 +239,10 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 			return
 		}
 		rt := p.match(r)
-		c := p.identity.resolve(r)
+		c, ok := m.identify(w, r, p)
+		if !ok {
+			return
+		}
 		a := rt.ask(p.tier(c.tier), c.key)
 		switch {
 		case a.Mode == decision.ModeLease:

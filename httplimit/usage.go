@@ -2,6 +2,7 @@ package httplimit
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -35,8 +36,9 @@ type UsageLimit struct {
 	Quota     int64             `json:"quota"`            // per window, or the bucket size
 	Used      int64             `json:"used"`             // Quota − Remaining
 	Remaining int64             `json:"remaining"`
-	// Reset is when the full quota is back (At when nothing is used); ResetSeconds the same,
-	// in seconds from At, rounded up as Retry-After is.
+	// Reset is when the full quota is back, rounded up to the second as X-RateLimit-Reset is
+	// (decision.ResetAt; At's second when nothing is used); ResetSeconds the same, in seconds
+	// from At, rounded up as Retry-After is.
 	Reset        time.Time `json:"reset"`
 	ResetSeconds int64     `json:"reset_seconds"`
 	// OpenReservations counts the reservations on the budget neither settled nor past their
@@ -47,22 +49,63 @@ type UsageLimit struct {
 	ExhaustedAt *time.Time `json:"exhausted_at"`
 	// PenalizedUntil is when the client leaves its class's penalty box, while it is in it.
 	PenalizedUntil *time.Time `json:"penalized_until,omitempty"`
+	// InFlight, for a concurrency limit (Algorithm "concurrency") alone, is the requests the
+	// client has in flight: Used, with Quota the limit on them. Reset is then when the last
+	// lease held expires unreleased, at the latest.
+	InFlight *int64 `json:"in_flight,omitempty"`
+	// Leases are the leases held, earliest expiry first, at most limiter.MaxPeekedLeases;
+	// LeaseTTLSeconds the lifetime of a lease never released. Concurrency limits only.
+	Leases          []UsageLease `json:"leases,omitempty"`
+	LeaseTTLSeconds int64        `json:"lease_ttl_seconds,omitempty"`
+}
+
+// UsageLease is a lease a client holds: when the store drops it if it is never released. A
+// plain value.
+type UsageLease struct {
+	Expires time.Time `json:"expires"`
 }
 
 // ErrUnknownTier is returned, wrapped, by Usage for a plan tier the policy does not have.
 var ErrUnknownTier = errors.New("unknown tier")
 
+// ErrUnknownAPIKey is returned, wrapped, by UsageOfAPIKey for a key that identifies no client:
+// one not in TierByAPIKey, without AllowUnknownAPIKeys.
+var ErrUnknownAPIKey = errors.New("unknown API key")
+
 // Usage peeks at every budget the policy keeps for client (a key as CheckRequest.Key takes
-// it) on planTier (empty: the key's tier by TierByKey, else the default tier). It changes
-// nothing, not even by creating a key. A store that cannot be read fails it: a fail-policy
-// answer is no reading. Safe for concurrent use.
+// it) on planTier (empty: the key's own tier, by TierByKey for a user id and TierByAPIKey for
+// a stored API key, else the default tier). It changes nothing, not even by creating a key. A
+// store that cannot be read fails it: a fail-policy answer is no reading. Safe for concurrent
+// use.
 func (m *Middleware) Usage(ctx context.Context, client, planTier string) (UsageReport, error) {
 	p := m.policy.Load()
 	client = p.identity.clientKey(client)
+	tier, ok := p.identity.storedKeyTier[client]
+	if !ok {
+		tier = p.identity.tierOf("", strings.TrimPrefix(client, "user:"), "")
+	}
+	return m.usage(ctx, p, client, tier, planTier)
+}
+
+// UsageOfAPIKey is Usage of the client the API key rawKey identifies, resolved as a request
+// carrying it is (the stored key, and the key's own tier unless planTier is given); a key
+// that identifies nobody is ErrUnknownAPIKey, wrapped. rawKey is a secret: it appears in no
+// answer and no error. Safe for concurrent use.
+func (m *Middleware) UsageOfAPIKey(ctx context.Context, rawKey, planTier string) (UsageReport, error) {
+	p := m.policy.Load()
+	c := p.identity.apiKeyClient(apiKey{raw: rawKey})
+	if c.fallback != "" {
+		return UsageReport{}, fmt.Errorf("api_key: %w: not listed under the API keys of any tier", ErrUnknownAPIKey)
+	}
+	return m.usage(ctx, p, c.key, c.tier, planTier)
+}
+
+// usage is Usage of client, whose own tier is ownTier, on planTier (empty: ownTier).
+func (m *Middleware) usage(ctx context.Context, p *Policy, client, ownTier, planTier string) (UsageReport, error) {
 	tier := planTier
 	switch {
 	case tier == "":
-		tier = p.tier(p.identity.tierOf("", strings.TrimPrefix(client, "user:"), ""))
+		tier = p.tier(ownTier)
 	case !p.tiers[tier]:
 		return UsageReport{}, fmt.Errorf("plan_tier: %w %q (the tiers are %s)", ErrUnknownTier, tier, strings.Join(p.tierNames, ", "))
 	}
@@ -76,7 +119,13 @@ func (m *Middleware) Usage(ctx context.Context, client, planTier string) (UsageR
 				continue
 			}
 			seen[a.Key] = true
-			u, err := c.usage(ctx, a, client, now)
+			var u UsageLimit
+			var err error
+			if a.Mode == decision.ModeLease {
+				u, err = c.leaseUsage(ctx, a, now)
+			} else {
+				u, err = c.usage(ctx, a, client, now)
+			}
 			if err != nil {
 				return r, fmt.Errorf("class %s, endpoint %s: %w", c.name, pat, err)
 			}
@@ -110,7 +159,7 @@ func (c *class) usage(ctx context.Context, a decision.Ask, client string, now ti
 	lim := l.Limit()
 	u := UsageLimit{Class: c.name, Algorithm: lim.Algorithm, Shadow: c.shadow,
 		Quota: lim.Quota(), Remaining: d.Remaining, Used: max(lim.Quota()-d.Remaining, 0),
-		Reset: now.Add(d.ResetAfter), ResetSeconds: decision.CeilSeconds(d.ResetAfter)}
+		Reset: decision.ResetAt(now, d.ResetAfter), ResetSeconds: decision.CeilSeconds(d.ResetAfter)}
 	if lv := c.live[a.Tier]; lv != nil && l != c.limiterFor(a.Tier) {
 		u.Live = lv.Source
 	}
@@ -135,6 +184,28 @@ func (c *class) usage(ctx context.Context, a decision.Ask, client string, now ti
 			u.PenalizedUntil = &until
 		}
 	}
+	return u, nil
+}
+
+// leaseUsage peeks at the leases a names, of class c under a concurrency limit.
+func (c *class) leaseUsage(ctx context.Context, a decision.Ask, now time.Time) (UsageLimit, error) {
+	lim := a.Leases.Limit()
+	held, err := a.Leases.Peek(ctx, a.Key)
+	if err != nil {
+		return UsageLimit{}, err
+	}
+	u := UsageLimit{Class: c.name, Algorithm: limiter.Concurrency, Shadow: c.shadow,
+		Quota: lim.Limit, Used: held.InFlight, Remaining: max(lim.Limit-held.InFlight, 0),
+		InFlight: &held.InFlight, LeaseTTLSeconds: decision.CeilSeconds(lim.TTL)}
+	var last time.Duration
+	for _, left := range held.ExpiresIn {
+		u.Leases = append(u.Leases, UsageLease{Expires: now.Add(left)})
+		last = max(last, left)
+	}
+	if held.InFlight > int64(len(held.ExpiresIn)) {
+		last = lim.TTL // the latest expiry is among those not listed: at most a TTL away
+	}
+	u.Reset, u.ResetSeconds = decision.ResetAt(now, last), decision.CeilSeconds(last)
 	return u, nil
 }
 
@@ -164,25 +235,50 @@ func forecast(lim limiter.Limit, used, remaining int64, resetAfter time.Duration
 	return &at
 }
 
-// UsageHandler returns the usage API: GET UsagePath?key=K[&plan_tier=T] answers Usage as JSON;
-// 400 for a bad query, 405 for another method, 501 on a store that cannot peek, 503 when the
-// store cannot be read. Like CheckHandler it believes the key it is given: mount it where
-// CheckHandler is.
+// UsageRequest is the body of POST UsagePath: the API key a client holds, as it sends it
+// (without an Authorization scheme). The key is a secret, hence a body and never a URL. A plain
+// value.
+type UsageRequest struct {
+	APIKey   string `json:"api_key"`
+	PlanTier string `json:"plan_tier,omitempty"` // empty: the key's own tier
+}
+
+// MaxUsageRequestBytes bounds the body of POST UsagePath.
+const MaxUsageRequestBytes = 8 << 10
+
+// UsageHandler returns the usage API: GET UsagePath?key=K[&plan_tier=T] answers Usage as JSON
+// for a stored key K; POST UsagePath with a UsageRequest answers UsageOfAPIKey, 404 for a key
+// that identifies nobody. 400 for a bad query or body, 405 for another method, 501 on a store
+// that cannot peek, 503 when the store cannot be read. Like CheckHandler it believes the key it
+// is given: mount it where CheckHandler is.
 func (m *Middleware) UsageHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodGet && r.Method != http.MethodHead {
-			w.Header().Set("Allow", "GET, HEAD")
-			writeJSON(w, "application/json", http.StatusMethodNotAllowed, RejectedBody{Error: "method_not_allowed", Message: "use GET"})
+		var rep UsageReport
+		var err error
+		switch r.Method {
+		case http.MethodGet, http.MethodHead:
+			key, tier, qerr := usageQuery(r)
+			if qerr != nil {
+				writeJSON(w, "application/json", http.StatusBadRequest, RejectedBody{Error: "bad_request", Message: qerr.Error()})
+				return
+			}
+			rep, err = m.Usage(r.Context(), key, tier)
+		case http.MethodPost:
+			req, berr := usageBody(w, r)
+			if berr != nil {
+				writeJSON(w, "application/json", http.StatusBadRequest, RejectedBody{Error: "bad_request", Message: berr.Error()})
+				return
+			}
+			rep, err = m.UsageOfAPIKey(r.Context(), req.APIKey, req.PlanTier)
+		default:
+			w.Header().Set("Allow", "GET, HEAD, POST")
+			writeJSON(w, "application/json", http.StatusMethodNotAllowed, RejectedBody{Error: "method_not_allowed", Message: "use GET with ?key=, or POST with {\"api_key\": …}"})
 			return
 		}
-		key, tier, err := usageQuery(r)
-		if err != nil {
-			writeJSON(w, "application/json", http.StatusBadRequest, RejectedBody{Error: "bad_request", Message: err.Error()})
-			return
-		}
-		rep, err := m.Usage(r.Context(), key, tier)
 		w.Header().Set("Cache-Control", "no-store")
 		switch {
+		case errors.Is(err, ErrUnknownAPIKey):
+			writeJSON(w, "application/json", http.StatusNotFound, RejectedBody{Error: "unknown_api_key", Message: err.Error()})
 		case errors.Is(err, ErrUnknownTier):
 			writeJSON(w, "application/json", http.StatusBadRequest, RejectedBody{Error: "bad_request", Message: err.Error()})
 		case errors.Is(err, limiter.ErrNotSupported):
@@ -211,4 +307,33 @@ func usageQuery(r *http.Request) (key, tier string, err error) {
 		return "", "", fmt.Errorf("key: longer than %d bytes", MaxCheckKey)
 	}
 	return key, tier, nil
+}
+
+// usageBody reads a UsageRequest strictly; its errors never quote the key.
+func usageBody(w http.ResponseWriter, r *http.Request) (UsageRequest, error) {
+	var req UsageRequest
+	if r.URL.RawQuery != "" {
+		return req, errors.New("a query: the API key goes in the body, never in the URL, where logs keep it")
+	}
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, MaxUsageRequestBytes))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		var syntax *json.SyntaxError
+		var unknown string
+		switch {
+		case errors.As(err, &syntax):
+			return req, fmt.Errorf("body: not JSON at offset %d", syntax.Offset)
+		case strings.HasPrefix(err.Error(), "json: unknown field "):
+			unknown = strings.TrimPrefix(err.Error(), "json: unknown field ")
+			return req, fmt.Errorf("body: unknown field %s (only api_key and plan_tier are accepted)", unknown)
+		}
+		return req, fmt.Errorf("body: want {\"api_key\": \"…\"} of at most %d bytes", MaxUsageRequestBytes)
+	}
+	switch {
+	case req.APIKey == "":
+		return req, errors.New("api_key: required, the key as the client sends it")
+	case len(req.APIKey) > MaxCheckKey:
+		return req, fmt.Errorf("api_key: longer than %d bytes", MaxCheckKey)
+	}
+	return req, nil
 }

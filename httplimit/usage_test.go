@@ -161,7 +161,8 @@ func TestUsageRefusesBadInput(t *testing.T) {
 		{"GET", "?key=" + strings.Repeat("k", MaxCheckKey+1), 400, "key: longer"},
 		{"GET", "?key=a&plan_tier=gold", 400, "plan_tier: unknown tier \"gold\""},
 		{"GET", "?key=a&color=red", 400, "unknown query parameter \"color\""},
-		{"POST", "?key=a", 405, "use GET"},
+		{"POST", "?key=a", 400, "in the body, never in the URL"},
+		{"DELETE", "?key=a", 405, "use GET"},
 	} {
 		w := httptest.NewRecorder()
 		m.UsageHandler().ServeHTTP(w, httptest.NewRequest(tc.method, UsagePath+tc.query, nil))

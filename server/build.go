@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/rl-exporter/rl-exporter/admin"
+	"github.com/rl-exporter/rl-exporter/collector"
 	"github.com/rl-exporter/rl-exporter/config"
 	"github.com/rl-exporter/rl-exporter/decision"
 	"github.com/rl-exporter/rl-exporter/heartbeat"
@@ -170,7 +171,7 @@ func newServer(cfg *config.Config, d Deps, mw *httplimit.Middleware, opened Open
 		ReadyStrict: cfg.Server.ReadyStrict, FailPolicy: cfg.Store.FailPolicy,
 		ReadHeaderTimeout: cfg.Server.ReadHeaderTimeout, ReadTimeout: cfg.Server.ReadTimeout, IdleTimeout: cfg.Server.IdleTimeout,
 		MaxHeaderBytes: cfg.Server.MaxHeaderBytes, MaxHeaderCount: cfg.Server.MaxHeaderCount,
-		CheckAPI:       CheckAPI{Disabled: !cfg.Server.CheckAPI.Enabled, AllowedPeers: checkPeers, Tokens: checkTokens},
+		CheckAPI:       CheckAPI{Disabled: !cfg.Server.CheckAPI.Enabled, AllowedPeers: checkPeers, Tokens: checkTokens, Prefix: cfg.Server.CheckAPI.Prefix},
 		MetricsHandler: d.MetricsHandler, AdminHandlers: adminHandlers, AdminAuthFailures: authFailures, MetricsWebConfigFile: webConfig,
 		ShutdownTimeout: cfg.Server.ShutdownTimeout, Closers: closers, Logger: d.Logger, Overload: ov,
 	})
@@ -369,6 +370,9 @@ func openStore(cfg *config.Config, d Deps) (OpenedStore, error) {
 	}
 	return OpenedStore{}, fmt.Errorf("config %s: store.type: unknown %q", cfg.Source, cfg.Store.Type)
 }
+
+// The collector counts the requests whose credentials identify no client.
+var _ httplimit.IdentityRecorder = (*collector.Collector)(nil)
 
 // costRecorder is the recorder's cost counting, when it has one (the collector does).
 func costRecorder(r limiter.Recorder) decision.CostRecorder {

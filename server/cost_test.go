@@ -34,7 +34,7 @@ func startCostProxy(t testing.TB, upstream string, store limiter.Store, classes 
 	}
 	// A loaded machine's slow store call fails closed, so that it is never an admission uncharged.
 	p, err := httplimit.NewPolicy(httplimit.PolicyConfig{Classes: classes, Store: store, Timeout: 2 * time.Second, FailPolicy: limiter.FailClosed,
-		Identity: httplimit.IdentityConfig{APIKeyHeader: "X-API-Key", AllowUnknownAPIKeys: true}})
+		Identity: httplimit.IdentityConfig{APIKeyHeaders: []string{"X-API-Key"}, AllowUnknownAPIKeys: true}})
 	if err != nil {
 		t.Fatal(err)
 	}

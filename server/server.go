@@ -2,7 +2,7 @@
 // to an upstream behind the rate-limit middleware, the decision API, health
 // and readiness endpoints, /metrics and an optional admin listener.
 //
-// Reserved paths on the main listener (never proxied):
+// Reserved paths on the main listener (never proxied), /v1/ being CheckAPI.Prefix:
 //
 //	POST /v1/check    the decision API, for Config.CheckAPI's peers (proxied when disabled)
 //	POST /v1/commit   settles a reservation of /v1/check, for the same peers
@@ -126,7 +126,13 @@ type CheckAPI struct {
 	// Tokens, when set, are also required of an allowed peer as Authorization: Bearer
 	// (compared in constant time; ReadWrite ignored); without one the answer is 401.
 	Tokens []admin.Token
+	// Prefix is where every path of the decision API is served ("/rl/": /rl/check, /rl/auth,
+	// …), out of the way of an upstream whose own API has the same paths. Empty: DefaultPrefix.
+	Prefix string
 }
+
+// DefaultPrefix is CheckAPI.Prefix's default: the paths of httplimit's DecisionAPI as they are.
+const DefaultPrefix = httplimit.DecisionAPIPrefix
 
 // DefaultCheckPeers returns the decision API's peers by default: 127.0.0.0/8 and ::1/128.
 func DefaultCheckPeers() []netip.Prefix {
@@ -272,16 +278,39 @@ func (s *Server) Addr(name string) string {
 // Middleware returns the middleware in front of the proxy (to Swap policies).
 func (s *Server) Middleware() *httplimit.Middleware { return s.cfg.Middleware }
 
+// decisionRoute is a path of the decision API: where httplimit's handler reads it (under
+// DefaultPrefix), and the handler behind the peer and token checks.
+type decisionRoute struct {
+	path string
+	h    http.Handler
+}
+
+// decisionAPI is every path of the decision API (httplimit's table), keyed by its path under
+// prefix, behind the peer and token checks. Nil when the decision API is disabled.
+func (s *Server) decisionAPI(prefix string) map[string]decisionRoute {
+	if s.cfg.CheckAPI.Disabled {
+		return nil
+	}
+	out := map[string]decisionRoute{}
+	for path, h := range s.cfg.Middleware.DecisionAPI() {
+		out[prefix+strings.TrimPrefix(path, DefaultPrefix)] = decisionRoute{path: path, h: s.peerGuarded(h, path)}
+	}
+	return out
+}
+
 // mainHandler dispatches the reserved paths exactly (no path cleaning, so
 // the upstream sees the path the client sent) and proxies the rest.
 func (s *Server) mainHandler() http.Handler {
-	check := s.checkHandler()
-	usage := s.peerGuarded(s.cfg.Middleware.UsageHandler(), httplimit.UsagePath)
-	commit := s.peerGuarded(s.cfg.Middleware.CommitHandler(), httplimit.CommitPath)
-	auth := s.peerGuarded(s.cfg.Middleware.AuthHandler(), httplimit.AuthPath)
+	prefix := s.cfg.CheckAPI.Prefix
+	if prefix == "" {
+		prefix = DefaultPrefix
+	}
+	api := s.decisionAPI(prefix)
+	authPath := prefix + strings.TrimPrefix(httplimit.AuthPath, DefaultPrefix)
+	auth := api[authPath]
 	notFound := "no upstream is configured"
-	if check != nil {
-		notFound += "; only " + httplimit.CheckPath + " and " + httplimit.AuthPath + " are served"
+	if api != nil {
+		notFound += "; only " + prefix + "check and " + prefix + "auth are served"
 	}
 	var rest http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", notFound)
@@ -295,44 +324,54 @@ func (s *Server) mainHandler() http.Handler {
 	limited := s.cfg.Middleware.Handler(rest)
 	ops := s.cfg.MetricsListen == ""
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rt, ok := api[r.URL.Path]
+		if !ok && auth.h != nil && len(r.URL.Path) > len(authPath) && r.URL.Path[len(authPath)] == '/' && strings.HasPrefix(r.URL.Path, authPath) {
+			rt, ok = auth, true // Envoy's ext_authz: the original path under path_prefix
+		}
+		if ok {
+			if prefix != DefaultPrefix {
+				r = atPath(r, prefix)
+			}
+			rt.h.ServeHTTP(w, r)
+			return
+		}
 		switch r.URL.Path {
-		case httplimit.CheckPath, httplimit.ReleasePath:
-			if check != nil {
-				check.ServeHTTP(w, r)
-				return
-			}
-		case httplimit.UsagePath:
-			if usage != nil {
-				usage.ServeHTTP(w, r)
-				return
-			}
-		case httplimit.CommitPath:
-			if commit != nil {
-				commit.ServeHTTP(w, r)
-				return
-			}
-		case httplimit.AuthPath:
-			if auth != nil {
-				auth.ServeHTTP(w, r)
-				return
-			}
 		case MetricsPath, HealthPath, ReadyPath:
 			if ops {
 				s.opsHandler().ServeHTTP(w, r)
 				return
 			}
 		}
-		if auth != nil && len(r.URL.Path) > len(httplimit.AuthPath) && strings.HasPrefix(r.URL.Path, httplimit.AuthPath+"/") {
-			auth.ServeHTTP(w, r) // Envoy's ext_authz: the original path under path_prefix
-			return
-		}
 		limited.ServeHTTP(w, r)
 	})
 }
 
-// checkHandler is the decision API behind its peer check; nil when disabled.
-func (s *Server) checkHandler() http.Handler {
-	return s.peerGuarded(s.cfg.Middleware.CheckHandler(), httplimit.CheckPath)
+// withoutAuthorization is h asked without the Authorization header, which carried the decision
+// API's token, checked: forward-auth then reads no client's API key in it.
+func withoutAuthorization(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r2 := new(http.Request)
+		*r2 = *r
+		r2.Header = r.Header.Clone()
+		r2.Header.Del("Authorization")
+		h.ServeHTTP(w, r2)
+	})
+}
+
+// atPath is r asked under DefaultPrefix, where httplimit's handlers read their paths, instead
+// of under prefix.
+func atPath(r *http.Request, prefix string) *http.Request {
+	r2 := new(http.Request)
+	*r2 = *r
+	u := *r.URL
+	u.Path = DefaultPrefix + u.Path[len(prefix):]
+	if raw, ok := strings.CutPrefix(u.RawPath, prefix); ok {
+		u.RawPath = DefaultPrefix + raw
+	} else {
+		u.RawPath = ""
+	}
+	r2.URL = &u
+	return r2
 }
 
 // peerGuarded is api (at path) behind the decision API's peer and token checks; nil when the
@@ -342,7 +381,7 @@ func (s *Server) peerGuarded(api http.Handler, path string) http.Handler {
 		return nil
 	}
 	if s.checkGuard != nil {
-		api = s.checkGuard.ReadOnly(api)
+		api = s.checkGuard.ReadOnly(withoutAuthorization(api))
 	}
 	allowed := s.cfg.CheckAPI.AllowedPeers
 	if len(allowed) == 0 {

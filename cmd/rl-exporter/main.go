@@ -33,6 +33,7 @@ var commands = []command{
 	{"bench", "measure decisions per second and latency of a limit on a store", runBench},
 	{"check", "validate a config file without starting anything (exit 0 valid, 1 invalid, 2 usage)", runCheck},
 	{"demo-upstream", "run a tiny HTTP API to put serve in front of (for the demo and tests)", runDemoUpstream},
+	{"key", "print the stored form of an API key, as serve counts it and GET /v1/usage?key= takes it", runKey},
 	{"rules", "generate Prometheus rules, their promtool tests, the Alertmanager config and Grafana dashboards from an SLO spec", runRules},
 	{"serve", "run the rate limiter: reverse proxy, POST /v1/check, /metrics, /healthz, /readyz", runServe},
 	{"simulate", "replay a traffic pattern against the six algorithms, in simulated time", runSimulate},
@@ -83,7 +84,7 @@ func (e environ) WithPrefix(prefix string) []string {
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], os.Environ(), os.Stdout, os.Stderr)
+	code := run(withStdin(ctx, os.Stdin), os.Args[1:], os.Environ(), os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
 }

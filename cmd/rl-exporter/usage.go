@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -21,12 +22,15 @@ import (
 const usageTokenEnv = "RL_USAGE_TOKEN"
 
 func runUsage(ctx context.Context, args []string, env environ, stdout, stderr io.Writer) int {
-	fs := newFlagSet("usage", "--key KEY [flags]", "Prints what a client key has used of every limit that applies to it, from serve's\n"+
+	fs := newFlagSet("usage", "--key KEY | --api-key KEY [flags]", "Prints what a client key has used of every limit that applies to it, from serve's\n"+
 		httplimit.UsagePath+" (a decision API peer) or, with --admin, "+admin.UsagePath+" on the admin listener\n"+
-		"with the admin token in "+usageTokenEnv+" (a read-only one is enough).", stderr)
-	key := fs.String("key", "", "the client key as the limiter names it: user:42, ip:10.0.0.1, apikey:<hash>")
+		"with the admin token in "+usageTokenEnv+" (a read-only one is enough). --api-key asks with the\n"+
+		"API key a client holds (sent in the request's body, never its URL), on the key's own tier.", stderr)
+	key := fs.String("key", "", "the client key as the limiter names it: user:42, ip:10.0.0.1, apikey:<hash> (rl-exporter key)")
+	rawKey := fs.String("api-key", "", apiKeyFlagHelp)
 	base := fs.String("url", "http://"+config.DefaultListen, "serve's main listener, or its admin listener with --admin")
 	tier := fs.String("plan-tier", "", "the plan tier to report (default: the key's own)")
+	prefix := fs.String("prefix", httplimit.DecisionAPIPrefix, "serve's server.check_api.prefix, where its usage API is")
 	useAdmin := fs.Bool("admin", false, "ask the admin listener, with the token in "+usageTokenEnv)
 	asJSON := fs.Bool("json", false, "print the answer as JSON instead of a table")
 	timeout := fs.Duration("timeout", 5*time.Second, "bound on the request")
@@ -37,27 +41,46 @@ func runUsage(ctx context.Context, args []string, env environ, stdout, stderr io
 		fmt.Fprintf(stderr, "rl-exporter usage: "+format+"\n", a...)
 		return code
 	}
+	apiKey, err := "", error(nil)
 	if *key == "" {
-		return fail(exitUsage, "--key: required (run 'rl-exporter usage -h')")
+		apiKey, err = apiKeyFrom(ctx, *rawKey, flagSet(fs, "api-key"), env)
+	}
+	switch {
+	case *key != "" && flagSet(fs, "api-key"):
+		return fail(exitUsage, "--key and --api-key: give one")
+	case err != nil:
+		return fail(exitUsage, "%v", err)
+	case *key == "" && apiKey == "":
+		return fail(exitUsage, "--key: required, or --api-key (or %s) for an API key (run 'rl-exporter usage -h')", apiKeyEnv)
 	}
 	u, err := url.Parse(*base)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return fail(exitUsage, "--url %q: want http://host:port or https://host:port", *base)
 	}
-	path, token := httplimit.UsagePath, ""
+	path, token := *prefix+strings.TrimPrefix(httplimit.UsagePath, httplimit.DecisionAPIPrefix), ""
 	if *useAdmin {
 		path, token = admin.UsagePath, env.Get(usageTokenEnv)
 		if token == "" {
 			return fail(exitUsage, "--admin: set %s to an admin token (read-only is enough)", usageTokenEnv)
 		}
 	}
-	q := url.Values{"key": {*key}}
-	if *tier != "" {
-		q.Set("plan_tier", *tier)
+	if *key != "" && !strings.HasPrefix(*key, "user:") && !strings.HasPrefix(*key, "ip:") && !strings.HasPrefix(*key, "apikey:") {
+		// A decision API caller's own key is any string, but a raw API key here names
+		// another budget than the proxy's: say so rather than print its zeros in silence.
+		fmt.Fprintf(stderr, "rl-exporter usage: note: --key %q is none of the proxy's key forms (user:<id>, ip:<address>, apikey:<hash>): for the API key a client sends, use --api-key\n", *key)
 	}
 	u = u.JoinPath(path)
-	u.RawQuery = q.Encode()
-	body, err := fetchUsage(ctx, u.String(), token, *timeout)
+	var reqBody []byte
+	if apiKey != "" {
+		reqBody, _ = json.Marshal(httplimit.UsageRequest{APIKey: apiKey, PlanTier: *tier}) // strings: cannot fail
+	} else {
+		q := url.Values{"key": {*key}}
+		if *tier != "" {
+			q.Set("plan_tier", *tier)
+		}
+		u.RawQuery = q.Encode()
+	}
+	body, err := fetchUsage(ctx, u.String(), token, reqBody, *timeout)
 	if err != nil {
 		return fail(exitFailure, "%v", err)
 	}
@@ -73,14 +96,21 @@ func runUsage(ctx context.Context, args []string, env environ, stdout, stderr io
 	return exitOK
 }
 
-// fetchUsage GETs url and returns the body of a 200; any other answer is
-// an error carrying the status and the API's message.
-func fetchUsage(ctx context.Context, url, token string, timeout time.Duration) ([]byte, error) {
+// fetchUsage GETs url, or POSTs reqBody to it when there is one, and returns the body of a
+// 200; any other answer is an error carrying the status and the API's message.
+func fetchUsage(ctx context.Context, url, token string, reqBody []byte, timeout time.Duration) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	method, send := http.MethodGet, io.Reader(nil)
+	if reqBody != nil {
+		method, send = http.MethodPost, bytes.NewReader(reqBody)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, url, send)
 	if err != nil {
 		return nil, err
+	}
+	if reqBody != nil {
+		req.Header.Set("Content-Type", "application/json")
 	}
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
@@ -92,7 +122,7 @@ func fetchUsage(ctx context.Context, url, token string, timeout time.Duration) (
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
 	if err != nil {
-		return nil, fmt.Errorf("GET %s: reading the answer: %w", url, err)
+		return nil, fmt.Errorf("%s %s: reading the answer: %w", method, url, err)
 	}
 	if resp.StatusCode != http.StatusOK {
 		var e struct{ Error, Message string }
@@ -100,7 +130,7 @@ func fetchUsage(ctx context.Context, url, token string, timeout time.Duration) (
 		if json.Unmarshal(body, &e) == nil && e.Message != "" {
 			msg = e.Error + ": " + e.Message
 		}
-		return nil, fmt.Errorf("GET %s: %s: %s", url, resp.Status, msg)
+		return nil, fmt.Errorf("%s %s: %s: %s", method, url, resp.Status, msg)
 	}
 	return body, nil
 }
