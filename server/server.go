@@ -278,6 +278,7 @@ func (s *Server) mainHandler() http.Handler {
 	check := s.checkHandler()
 	usage := s.peerGuarded(s.cfg.Middleware.UsageHandler(), httplimit.UsagePath)
 	commit := s.peerGuarded(s.cfg.Middleware.CommitHandler(), httplimit.CommitPath)
+	renew := s.peerGuarded(s.cfg.Middleware.RenewHandler(), httplimit.RenewPath)
 	auth := s.peerGuarded(s.cfg.Middleware.AuthHandler(), httplimit.AuthPath)
 	notFound := "no upstream is configured"
 	if check != nil {
@@ -309,6 +310,11 @@ func (s *Server) mainHandler() http.Handler {
 		case httplimit.CommitPath:
 			if commit != nil {
 				commit.ServeHTTP(w, r)
+				return
+			}
+		case httplimit.RenewPath:
+			if renew != nil {
+				renew.ServeHTTP(w, r)
 				return
 			}
 		case httplimit.AuthPath:
