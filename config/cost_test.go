@@ -60,6 +60,7 @@ func TestCostFromMistakesNameTheirKey(t *testing.T) {
 		{`{cost_from: {header: X-U}, estimate: 20000}`, "the quota 100 is below the class cost 20000"},
 		{`{cost_from: {header: X-U}, reserve: {on_expiry: keep}}`, `classes.c.reserve.on_expiry: "keep": want charge or refund`},
 		{`{cost_from: {header: X-U}, reserve: {hold: -1s}}`, "classes.c.reserve.hold: must be >= 0"},
+		{`{cost_from: {header: X-U}, reserve: {hold: 2562047h}}`, "classes.c.reserve.hold: must be at most 24h"},
 	} {
 		body := tc.class
 		if !strings.HasPrefix(body, "{") {
