@@ -10,13 +10,14 @@ import (
 )
 
 // The phase label values of rate_limit_cost_total.
-var costPhases = [...]string{"reserved", "committed", "refunded", "expired"}
+var costPhases = [...]string{"reserved", "committed", "refunded", "expired", "late"}
 
 const (
 	phaseReserved = iota
 	phaseCommitted
 	phaseRefunded
 	phaseExpired
+	phaseLate
 	numPhases
 )
 
@@ -38,10 +39,10 @@ var _ decision.CostRecorder = (*Collector)(nil)
 func (c *Collector) initCost() {
 	labels := []string{"endpoint", "plan_tier"}
 	c.costDesc = prometheus.NewDesc("rate_limit_cost_total",
-		"Units of cost-based classes (cost_from) by phase: reserved at admission (the estimate), committed at the real cost, refunded (reserved beyond the real cost, or cancelled), expired (reservations found unsettled past their hold).",
+		"Units of cost-based classes (cost_from) by phase: reserved at admission (the estimate), committed at the real cost, refunded (reserved beyond the real cost, or cancelled), expired (reservations found unsettled past their hold), late (the real cost beyond what an expiry took, charged when its settle came after it); each figure at most one quota.",
 		[]string{"endpoint", "plan_tier", "phase"}, nil)
 	c.openDesc = prometheus.NewDesc("rate_limit_reservations_open",
-		"Reservations this instance opened or settled that are still open: the sum over the instances is the fleet's.",
+		"Reservations this instance opened or settled that are still open, counted from what the store answered: the sum over the instances is the fleet's.",
 		labels, nil)
 	c.unknownDesc = prometheus.NewDesc("rate_limit_cost_unknown_total",
 		"Responses of cost-based classes with no usable cost, committed at the estimate, by reason (missing, invalid, too_large, client_gone).",
@@ -88,9 +89,14 @@ func (c *Collector) CostReserved(endpoint, planTier string, units int64) {
 // estimate when it was measured. Part of decision.CostRecorder.
 func (c *Collector) CostSettled(endpoint, planTier string, s limiter.Settlement, measured bool) {
 	ep, ps, pc := c.pairCostOf(endpoint, planTier)
+	pc.closed()
+	if s.Late {
+		pc.units[phaseExpired].Add(uint64(max(s.Estimate, 0)))
+		pc.units[phaseLate].Add(uint64(max(s.Charged, 0)))
+		return
+	}
 	pc.units[phaseCommitted].Add(uint64(max(s.Actual, 0)))
 	pc.units[phaseRefunded].Add(uint64(max(s.Refunded, 0)))
-	pc.open.Add(-1)
 	if measured && s.Estimate > 0 {
 		c.estimateRatio.WithLabelValues(ep.name, ps.tier).Observe(float64(s.Actual) / float64(s.Estimate))
 	}
@@ -100,8 +106,14 @@ func (c *Collector) CostSettled(endpoint, planTier string, s limiter.Settlement,
 func (c *Collector) CostExpired(endpoint, planTier string, units int64) {
 	_, _, pc := c.pairCostOf(endpoint, planTier)
 	pc.units[phaseExpired].Add(uint64(max(units, 0)))
-	pc.open.Add(-1)
+	pc.closed()
 }
+
+// closed counts one reservation fewer open. Only a settle the store answered for one of its
+// reservations gets here, so on an instance that settles what it opened the gauge never goes
+// below zero; a decision API token opened on one instance and committed on another counts +1
+// there and −1 here, and the sum is the fleet's.
+func (pc *pairCost) closed() { pc.open.Add(-1) }
 
 // CostUnknown counts a response with no usable cost; an unlisted reason counts as invalid. Part
 // of decision.CostRecorder.

@@ -62,6 +62,7 @@ func TestCostFromMistakesNameTheirKey(t *testing.T) {
 		{`{cost_from: {header: X-U}, reserve: {hold: -1s}}`, "classes.c.reserve.hold: must be >= 0"},
 		{`{cost_from: {header: X-U}, estimate: {default: 5, min: 10}}`, "classes.c.estimate.default: must be >= 10 (min)"},
 		{`{cost_from: {header: X-U}, estimate: {default: 5, min: -1}}`, "classes.c.estimate.min: must be >= 0"},
+		{`{cost_from: {header: X-U}, reserve: {hold: 2562047h}}`, "classes.c.reserve.hold: must be at most 24h"},
 	} {
 		body := tc.class
 		if !strings.HasPrefix(body, "{") {

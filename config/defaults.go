@@ -41,6 +41,10 @@ const (
 	DefaultOverloadRetryAfter = time.Second
 )
 
+// MaxHold bounds reserve.hold and lease_ttl: each is how long a reservation or lease outlives a
+// holder that is gone, since a live one renews it.
+const MaxHold = 24 * time.Hour
+
 // DefaultLeaseTTL is a concurrency limit's lease_ttl when none is set.
 const DefaultLeaseTTL = limiter.DefaultLeaseTTL
 

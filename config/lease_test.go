@@ -50,6 +50,7 @@ func TestBadConcurrencyLimitsNameTheKey(t *testing.T) {
 		{"no limit", "classes: {default: {limits: {default: {algorithm: concurrency}}}}\n", []string{"classes.default.limits.default.limit", ">= 1"}},
 		{"a rate beside it", "classes: {default: {limits: {default: {algorithm: concurrency, limit: 5, rate: 3}}}}\n", []string{"classes.default.limits.default.rate", "not used by algorithm concurrency"}},
 		{"a short lease_ttl", "classes: {default: {limits: {default: {algorithm: concurrency, limit: 5, lease_ttl: 1us}}}}\n", []string{"classes.default.limits.default.lease_ttl", "1ms"}},
+		{"a lease_ttl over a day", "classes: {default: {limits: {default: {algorithm: concurrency, limit: 5, lease_ttl: 25h}}}}\n", []string{"classes.default.limits.default.lease_ttl", "at most 24h"}},
 		{"limit on a rate limit", "classes: {default: {limits: {default: {algorithm: gcra, rate: 5, period: 1s, limit: 3}}}}\n", []string{"classes.default.limits.default.limit", "only for algorithm concurrency"}},
 		{"across regions", "region: {name: a, peers: {b: {url: \"redis://127.0.0.1:1\"}}}\nclasses: {default: {region_mode: strict, limits: {default: {algorithm: concurrency, limit: 5}}}}\n", []string{"classes.default.limits.default", "region_mode strict does not support algorithm concurrency"}},
 	} {

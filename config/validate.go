@@ -760,6 +760,8 @@ func leaseProblems(l Limit) [][2]string {
 	var fe *limiter.FieldError
 	if err := l.Lease().Validate(); errors.As(err, &fe) {
 		out = append(out, [2]string{fe.Field, fe.Err.Error()})
+	} else if l.LeaseTTL > MaxHold {
+		out = append(out, [2]string{"lease_ttl", fmt.Sprintf("must be at most %s, got %s: the proxy renews a lease while its request runs, so a TTL need only outlast a holder gone", MaxHold, l.LeaseTTL)})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i][0] < out[j][0] })
 	return out
@@ -926,6 +928,9 @@ func (cl Class) validateCost(e *errs, key string) {
 	}
 	if cl.Reserve.Hold < 0 {
 		e.add(key+".reserve.hold", "must be >= 0, got %s", cl.Reserve.Hold)
+	}
+	if cl.Reserve.Hold > MaxHold {
+		e.add(key+".reserve.hold", "must be at most %s, got %s: the proxy renews a reservation while its request runs, so a hold need only outlast a holder gone", MaxHold, cl.Reserve.Hold)
 	}
 	if _, err := limiter.ParseExpiryPolicy(cl.Reserve.OnExpiry); err != nil {
 		e.add(key+".reserve.on_expiry", "%q: want charge or refund", cl.Reserve.OnExpiry)

@@ -8,8 +8,10 @@ import "github.com/rl-exporter/rl-exporter/limiter"
 type CostRecorder interface {
 	// CostReserved: a reservation of units opened at admission.
 	CostReserved(endpoint, planTier string, units int64)
-	// CostSettled: a reservation was committed or cancelled. measured says s.Actual is a real
-	// cost read from the response or given by the caller, not the estimate standing in for one.
+	// CostSettled: a reservation was committed or cancelled, as the store answered (Counted).
+	// measured says s.Actual is a real cost read from the response or given by the caller, not
+	// the estimate standing in for one. s.Late: it had expired first (its estimate counts as
+	// expired) and s.Charged was taken late.
 	CostSettled(endpoint, planTier string, s limiter.Settlement, measured bool)
 	// CostExpired: a reservation of units was found gone when settled: its hold had ended, and its
 	// expiry policy charged or refunded it.
@@ -28,6 +30,14 @@ const (
 	DuplicateEstimate = "estimate" // in the request, read for its estimate
 	DuplicateCost     = "cost"     // in the response, read for its cost
 )
+
+// Counted is s as the cost metrics count it: no figure above quota, so that a caller's cost of
+// 10^18 moves a counter by one quota at most (the store's own adjustment is bounded likewise).
+func Counted(s limiter.Settlement, quota int64) limiter.Settlement {
+	s.Estimate, s.Actual = min(s.Estimate, quota), min(s.Actual, quota)
+	s.Refunded, s.Charged = min(s.Refunded, quota), min(s.Charged, quota)
+	return s
+}
 
 // Reasons a response's cost is unknown, so that its reservation is committed at the estimate:
 // the reason label of rate_limit_cost_unknown_total.

@@ -34,6 +34,7 @@ func (m *Middleware) DecisionAPI() map[string]http.Handler {
 		CheckPath:   check,
 		ReleasePath: check,
 		CommitPath:  m.CommitHandler(),
+		RenewPath:   m.RenewHandler(),
 		UsagePath:   m.UsageHandler(),
 		AuthPath:    m.AuthHandler(),
 	}

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rl-exporter/rl-exporter/decision"
 	"github.com/rl-exporter/rl-exporter/limiter"
 )
 
@@ -32,6 +33,9 @@ type CommitResponse struct {
 	Actual   int64  `json:"actual"`   // what it cost (0 for a cancel)
 	Refunded int64  `json:"refunded"` // given back
 	Charged  int64  `json:"charged"`  // taken beyond the estimate, even past the quota
+	// Late: the reservation had expired before this commit (its policy charged or refunded the
+	// estimate); Charged is what the cost took beyond that, at most one quota, now.
+	Late bool `json:"late,omitempty"`
 }
 
 // tokenPrefix starts every reservation token, naming its format.
@@ -76,11 +80,12 @@ func parseToken(s string) (parsedToken, error) {
 
 // CommitHandler returns the settlement of the decision API's reservations: POST a
 // CommitRequest and get a CommitResponse (200); 400 for a bad body or token, 404 for a token
-// whose endpoint or tier the policy in force does not have, 409 for a reservation no longer open
-// (settled, cancelled or expired). A gateway that cannot write JSON (nginx's post_action) sends
-// no body and ReservationHeader with CostHeader instead; a cost it lacks or cannot read settles at
-// the estimate, counted as a cost unknown, as the proxy does. Mount it beside CheckHandler,
-// behind the same peer rules.
+// whose endpoint or tier the policy in force does not have, 409 for a reservation the store no
+// longer holds (settled or cancelled, or expired over a hold ago). A commit after the hold ended
+// but within one more hold is settled late (200, "late": true). A gateway that cannot write JSON
+// (nginx's post_action) sends no body and ReservationHeader with CostHeader instead; a cost it
+// lacks or cannot read settles at the estimate, counted as a cost unknown, as the proxy does.
+// Mount it beside CheckHandler, behind the same peer rules.
 func (m *Middleware) CommitHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost {
@@ -101,13 +106,18 @@ func (m *Middleware) CommitHandler() http.Handler {
 			return
 		}
 		rt := route{pattern: tok.endpoint, class: cl}
-		if unknown != "" {
-			req.Cost = &tok.estimate
-			if m.costs != nil {
-				m.costs.CostUnknown(rt.pattern, tok.tier, unknown)
-			}
-		}
 		a := rt.ask(tok.tier, tok.client)
+		if a.Limiter == nil { // a concurrency tier holds no reservation
+			writeJSON(w, "application/json", http.StatusNotFound, RejectedBody{Error: "not_found",
+				Message: fmt.Sprintf("reservation: endpoint %q, tier %q has a concurrency limit, which holds leases", tok.endpoint, tok.tier)})
+			return
+		}
+		quota := a.Limiter.Limit().Quota()
+		if unknown != "" {
+			// The token's estimate is the caller's word; held to the quota, it charges no more.
+			est := min(tok.estimate, quota)
+			req.Cost = &est
+		}
 		res := limiter.Reservation{ID: tok.id, Key: a.Key, Estimate: tok.estimate, Expires: tok.expires}
 		var s limiter.Settlement
 		if req.Cancel {
@@ -116,10 +126,10 @@ func (m *Middleware) CommitHandler() http.Handler {
 			s, err = a.Limiter.Commit(r.Context(), res, *req.Cost)
 		}
 		switch {
+		case errors.Is(err, limiter.ErrReservationExpired):
+			// Found expired by the store, which charged what the expiry did not take.
 		case errors.Is(err, limiter.ErrReservationUnknown):
-			if m.costs != nil && m.now().After(tok.expires) {
-				m.costs.CostExpired(rt.pattern, tok.tier, tok.estimate)
-			}
+			// Nothing the store holds: no figure of the token's is counted.
 			writeJSON(w, "application/json", http.StatusConflict, RejectedBody{Error: "reservation_not_open",
 				Message: "reservation: not open: already settled, cancelled or expired"})
 			return
@@ -131,11 +141,14 @@ func (m *Middleware) CommitHandler() http.Handler {
 			return
 		}
 		if m.costs != nil {
-			m.costs.CostSettled(rt.pattern, tok.tier, s, !req.Cancel && unknown == "")
+			if unknown != "" {
+				m.costs.CostUnknown(rt.pattern, tok.tier, unknown)
+			}
+			m.costs.CostSettled(rt.pattern, tok.tier, decision.Counted(s, quota), !req.Cancel && unknown == "")
 		}
 		w.Header().Set("Cache-Control", "no-store")
 		writeJSON(w, "application/json", http.StatusOK, CommitResponse{Endpoint: rt.pattern, PlanTier: tok.tier,
-			Estimate: s.Estimate, Actual: s.Actual, Refunded: s.Refunded, Charged: s.Charged})
+			Estimate: s.Estimate, Actual: s.Actual, Refunded: s.Refunded, Charged: s.Charged, Late: s.Late})
 	})
 }
 

@@ -185,9 +185,10 @@ func (p *Policy) respondLease(h http.Header, rt route, o *decision.Outcome) (int
 	return http.StatusOK, RejectedBody{}
 }
 
-// serveLeased admits r under a concurrency limit: a lease for as long as next serves it, given
-// back when next returns, which for the proxy is when the response body is done or the client
-// went away (its context cancels the upstream request).
+// serveLeased admits r under a concurrency limit: a lease for as long as next serves it, renewed
+// every third of its TTL meanwhile and given back when next returns, which for the proxy is when
+// the response body is done or the client went away (its context cancels the upstream request).
+// Only a holder that is gone (killed, cut off from the store) lets its lease run out.
 func (m *Middleware) serveLeased(w http.ResponseWriter, r *http.Request, p *Policy, rt route, a decision.Ask, next http.Handler) {
 	o := m.acquire(r.Context(), rt, a)
 	switch code, body := p.respondLease(w.Header(), rt, &o); code {
@@ -201,6 +202,7 @@ func (m *Middleware) serveLeased(w http.ResponseWriter, r *http.Request, p *Poli
 		return
 	}
 	defer m.release(r.Context(), o.Endpoint, o.Tier, o.Leases, o.Lease) //nolint:errcheck // logged and counted
+	defer o.Leases.Keep(o.Lease)()                                      // stopped before the release above
 	next.ServeHTTP(w, r)
 }
 
@@ -315,24 +317,11 @@ func (m *Middleware) serveRelease(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, "application/json", http.StatusBadRequest, RejectedBody{Error: "bad_request", Message: err.Error()})
 		return
 	}
-	p := m.policy.Load()
-	var ls *limiter.Leases
-	var endpoint string
-	for _, c := range p.classes {
-		if c.name == className && p.tiers[tier] {
-			ls = c.leasesFor(tier)
-			if len(c.routes) > 0 {
-				endpoint = c.routes[0]
-			}
-		}
-	}
+	ls, endpoint := m.policy.Load().leasesOf(lease, className, tier)
 	if ls == nil {
 		writeJSON(w, "application/json", http.StatusNotFound, ReleaseResponse{Error: "lease_unknown",
 			Message: fmt.Sprintf("class %s tier %s has no concurrency limit in force", className, tier)})
 		return
-	}
-	if ep := leaseEndpoint(lease.Key, p, className); ep != "" {
-		endpoint = ep
 	}
 	err = m.release(r.Context(), endpoint, tier, ls, lease)
 	switch {
@@ -345,6 +334,25 @@ func (m *Middleware) serveRelease(w http.ResponseWriter, r *http.Request) {
 	default:
 		writeJSON(w, "application/json", http.StatusOK, ReleaseResponse{Released: true})
 	}
+}
+
+// leasesOf finds the concurrency limit a lease token's class and tier name, and the endpoint its
+// metrics are labelled with; nil when the policy in force has none.
+func (p *Policy) leasesOf(lease limiter.Lease, className, tier string) (*limiter.Leases, string) {
+	var ls *limiter.Leases
+	var endpoint string
+	for _, c := range p.classes {
+		if c.name == className && p.tiers[tier] {
+			ls = c.leasesFor(tier)
+			if len(c.routes) > 0 {
+				endpoint = c.routes[0]
+			}
+		}
+	}
+	if ep := leaseEndpoint(lease.Key, p, className); ep != "" {
+		endpoint = ep
+	}
+	return ls, endpoint
 }
 
 // readReleaseRequest reads the JSON body, or the LeaseHeader of a body-less release (nginx's

@@ -27,8 +27,9 @@ func UpstreamFailed(ctx context.Context) {
 }
 
 // serveReserved serves an admitted request of a class with CostFrom: the response streams
-// through a costWriter and, once it ends (or the handler panics to abort it), the reservation is
-// committed at the cost read, at the estimate when none was, or cancelled on UpstreamFailed.
+// through a costWriter, the reservation renewed every third of its hold meanwhile, and once it
+// ends (or the handler panics to abort it) the reservation is committed at the cost read, at the
+// estimate when none was, or cancelled on UpstreamFailed.
 func (m *Middleware) serveReserved(w http.ResponseWriter, r *http.Request, next http.Handler, o *outcome) {
 	if o.Reservation.ID == "" {
 		next.ServeHTTP(w, r) // nothing to settle: the fail policy's or a shadow class's pass
@@ -51,6 +52,7 @@ func (m *Middleware) serveReserved(w http.ResponseWriter, r *http.Request, next 
 		}
 		m.commit(r.Context(), o, cost, reason)
 	}()
+	defer o.Limiter.Keep(o.Reservation)() // stopped before the settle above
 	next.ServeHTTP(cw, r.WithContext(ctx))
 }
 
@@ -89,15 +91,17 @@ func (m *Middleware) cancel(ctx context.Context, o *outcome) {
 	m.settled(ctx, o, s, err, false)
 }
 
-// settled records what settling o's reservation did.
+// settled records what settling o's reservation did, as the store answered it.
 func (m *Middleware) settled(ctx context.Context, o *outcome, s limiter.Settlement, err error, measured bool) {
 	switch {
-	case err == nil:
+	case err == nil || errors.Is(err, limiter.ErrReservationExpired):
+		// Settled, or settled late: its hold ended first (the holder lost the store for two
+		// thirds of it), and the cost beyond what the expiry took was charged now.
 		if m.costs != nil {
-			m.costs.CostSettled(o.Endpoint, o.Tier, s, measured)
+			m.costs.CostSettled(o.Endpoint, o.Tier, decision.Counted(s, o.Limiter.Limit().Quota()), measured)
 		}
 	case errors.Is(err, limiter.ErrReservationUnknown):
-		// Its hold ended first: the expiry policy settled it.
+		// Gone without a trace (its tombstone forgotten, the key reset): the expiry settled it.
 		if m.costs != nil {
 			m.costs.CostExpired(o.Endpoint, o.Tier, o.Reservation.Estimate)
 		}

@@ -71,6 +71,9 @@ type Leaser interface {
 	AcquireLease(ctx context.Context, key string, lim LeaseLimit, id string, timeout time.Duration) (LeaseDecision, error)
 	// ReleaseLease drops id and key's expired leases; ErrLeaseUnknown, wrapped, when id is not held.
 	ReleaseLease(ctx context.Context, key string, id string, timeout time.Duration) (expired int64, err error)
+	// RenewLease drops key's expired leases and extends id to now + lim.TTL, so that a request
+	// still being served keeps its slot; ErrLeaseUnknown, wrapped, when id is not held.
+	RenewLease(ctx context.Context, key string, lim LeaseLimit, id string, timeout time.Duration) (Renewal, error)
 }
 
 // ErrLeaseUnknown is returned, wrapped, when no lease has the id.
@@ -220,6 +223,47 @@ func (l *Leases) Release(ctx context.Context, lease Lease) (int64, error) {
 		return n, fmt.Errorf("%s store: %w", l.storeName, err)
 	}
 	return n, nil
+}
+
+// Renew extends lease to the TTL from now, so that a request still being served keeps its slot;
+// ErrLeaseUnknown, wrapped, when it is no longer held (released, or expired). ID "" renews
+// nothing. Keep calls it on a schedule. Safe for concurrent use.
+func (l *Leases) Renew(ctx context.Context, lease Lease) (Renewal, error) {
+	if lease.ID == "" {
+		return Renewal{}, nil
+	}
+	if lease.local {
+		return l.local.RenewLease(ctx, lease.Key, l.lim, lease.ID, 0)
+	}
+	breaker := l.breakerFor(lease.Key)
+	if breaker != nil && !breaker.allow() {
+		return Renewal{}, fmt.Errorf("%s store: %w", l.storeName, ErrCircuitOpen)
+	}
+	start := time.Now()
+	rn, err := l.store.RenewLease(ctx, lease.Key, l.lim, lease.ID, l.timeout)
+	if !errors.Is(err, ErrLeaseUnknown) {
+		l.observe(ctx, start, err)
+	}
+	if breaker != nil {
+		breaker.record(err == nil || errors.Is(err, ErrLeaseUnknown))
+	}
+	if err != nil {
+		return rn, fmt.Errorf("%s store: %w", l.storeName, err)
+	}
+	return rn, nil
+}
+
+// Keep renews lease every third of the TTL until the returned stop is called (the request is
+// over) or the lease is found no longer held, as Limiter.Keep does a reservation: a lease then
+// outlives its TTL only while its holder is alive. Safe for concurrent use.
+func (l *Leases) Keep(lease Lease) (stop func()) {
+	if lease.ID == "" {
+		return func() {}
+	}
+	return keepAlive(l.lim.TTL/3, func(ctx context.Context) bool {
+		_, err := l.Renew(ctx, lease)
+		return !errors.Is(err, ErrLeaseUnknown)
+	})
 }
 
 // breakerFor is the Guard's breaker of key's shard, nil without a Guard.

@@ -92,6 +92,27 @@ func (s *MemoryStore) ReleaseLease(_ context.Context, key string, id string, _ t
 	return expired, nil
 }
 
+// RenewLease implements Leaser.
+func (s *MemoryStore) RenewLease(_ context.Context, key string, lim LeaseLimit, id string, _ time.Duration) (Renewal, error) {
+	if err := lim.Validate(); err != nil {
+		return Renewal{}, fmt.Errorf("memory store: concurrency: %w", err)
+	}
+	now := s.nowUS()
+	t := &s.leases
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	held := t.keys[key]
+	expired, _ := dropExpired(held, now)
+	if _, ok := held[id]; !ok {
+		if len(held) == 0 {
+			delete(t.keys, key)
+		}
+		return Renewal{Expired: expired}, fmt.Errorf("memory store: lease %s: %w", id, ErrLeaseUnknown)
+	}
+	held[id] = now + us(lim.TTL)
+	return Renewal{Expires: time.UnixMicro(held[id]), Expired: expired}, nil
+}
+
 // Leases counts key's leases, expired ones included until a call on key drops them.
 func (s *MemoryStore) Leases(key string) int {
 	s.leases.mu.Lock()

@@ -58,11 +58,32 @@ type Settlement struct {
 	// Expired counts the key's other reservations the store found past
 	// their hold in the same call and settled by their policy.
 	Expired int64
+	// Late says the reservation had expired (its policy charged or
+	// refunded the estimate) before this settle: Charged is then what the
+	// actual cost came to beyond what the expiry took, at most one quota,
+	// taken from the key's current window or bucket, and Refunded is 0.
+	Late bool
+}
+
+// Renewal is what renewing a reservation or a lease did.
+type Renewal struct {
+	Expires time.Time // the new end of its hold or TTL, on the store's clock
+	// Expired counts the key's other reservations or leases the store
+	// found past their hold or TTL in the same call.
+	Expired int64
 }
 
 // ErrReservationUnknown is returned, wrapped, when no open reservation has
-// the id: it was settled, cancelled or expired. Nothing changed.
+// the id: it was settled, cancelled or expired. Nothing changed, except
+// for ErrReservationExpired, which wraps it.
 var ErrReservationUnknown = errors.New("reservation unknown: already settled, cancelled or expired")
+
+// ErrReservationExpired is returned, wrapped, by a settle of a reservation
+// that expired before it: the store still knew it (for one hold past its
+// expiry) and charged the actual cost's excess over what the expiry took,
+// as the Settlement's Late and Charged say. errors.Is finds
+// ErrReservationUnknown in it too: the reservation was no longer open.
+var ErrReservationExpired = fmt.Errorf("reservation expired before it was settled, its cost charged late: %w", ErrReservationUnknown)
 
 // ReserveRequest is one reservation asked of a Reserver.
 type ReserveRequest struct {
@@ -93,6 +114,11 @@ type Reserver interface {
 	// It opens no record and returns the Settlement of that settle, with
 	// the key's expired reservations it settled on the way.
 	Charge(ctx context.Context, key string, lim Limit, cost int64, timeout time.Duration) (Settlement, error)
+	// Renew extends key's open reservation id to hold from now, on the
+	// store's clock, so that a request still being served keeps it;
+	// ErrReservationUnknown, wrapped, when it is not open (settled, or
+	// expired already), and nothing changes.
+	Renew(ctx context.Context, key string, lim Limit, id string, hold time.Duration, timeout time.Duration) (Renewal, error)
 }
 
 // NewReservationID returns 128 random bits in hex, unguessable.

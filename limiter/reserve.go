@@ -23,6 +23,7 @@ type reserveBinding interface {
 	reserve(ctx context.Context, key string, r ReserveRequest, timeout time.Duration) (Decision, error)
 	settle(ctx context.Context, key string, id string, actual int64, timeout time.Duration) (Settlement, error)
 	charge(ctx context.Context, key string, cost int64, timeout time.Duration) (Settlement, error)
+	renew(ctx context.Context, key string, id string, hold time.Duration, timeout time.Duration) (Renewal, error)
 }
 
 func bindReserver(st Store, bound boundStore, lim Limit) reserveBinding {
@@ -49,6 +50,10 @@ func (b reserverBinding) reserve(ctx context.Context, key string, r ReserveReque
 
 func (b reserverBinding) settle(ctx context.Context, key string, id string, actual int64, timeout time.Duration) (Settlement, error) {
 	return b.store.Settle(ctx, key, b.limit, id, actual, timeout)
+}
+
+func (b reserverBinding) renew(ctx context.Context, key string, id string, hold time.Duration, timeout time.Duration) (Renewal, error) {
+	return b.store.Renew(ctx, key, b.limit, id, hold, timeout)
 }
 
 func (b reserverBinding) charge(ctx context.Context, key string, cost int64, timeout time.Duration) (Settlement, error) {
@@ -106,13 +111,56 @@ func (l *Limiter) Reserve(ctx context.Context, key string, estimate int64) (Rese
 }
 
 // Commit settles r at its actual cost (≥ 0), giving back or taking the
-// difference; twice or after expiry it returns ErrReservationUnknown,
-// wrapped. A store failure leaves r open until it expires by OnExpiry.
+// difference; twice it returns
+// ErrReservationUnknown, wrapped. After r expired it returns
+// ErrReservationExpired, wrapped, beside a Settlement whose Late and
+// Charged say what the actual cost took beyond what the expiry did. A
+// store failure leaves r open until it expires by OnExpiry.
 func (l *Limiter) Commit(ctx context.Context, r Reservation, actual int64) (Settlement, error) {
 	if actual < 0 {
 		return Settlement{}, fmt.Errorf("reservation %s: %w: got %d", r.ID, ErrInvalidActual, actual)
 	}
 	return l.settleReservation(ctx, r, actual)
+}
+
+// Renew extends r's hold to Config.Hold from now, so that a request still
+// being served keeps its reservation; ErrReservationUnknown, wrapped, when
+// r is no longer open (settled, or expired already). ID "" renews nothing.
+// Keep calls it on a schedule. Safe for concurrent use.
+func (l *Limiter) Renew(ctx context.Context, r Reservation) (Renewal, error) {
+	if r.ID == "" {
+		return Renewal{}, nil
+	}
+	if l.resv == nil {
+		return Renewal{}, fmt.Errorf("%s store, %s: %w", l.storeName, l.lim.Algorithm, ErrReservationsNotSupported)
+	}
+	var rn Renewal
+	_, err := l.storeSettle(ctx, r.Key, "renew", r.ID, func() (Settlement, error) {
+		var err error
+		rn, err = l.resv.renew(ctx, r.Key, r.ID, l.hold, l.timeout)
+		return Settlement{}, err
+	})
+	return rn, err
+}
+
+// Hold is how long a reservation stays open unless renewed (Config.Hold).
+func (l *Limiter) Hold() time.Duration { return l.hold }
+
+// Keep renews r every third of its hold until the returned stop is called
+// (the holder's request is over) or r is found no longer open; a failed
+// renewal is tried again at the next tick, so the hold ends only when its
+// holder has been gone (or the store unreachable) for two thirds of it.
+// Renewals of many requests travel together through the store's batch.
+// stop does not wait for a renewal in flight: one that lands after the
+// settle finds nothing open. Safe for concurrent use.
+func (l *Limiter) Keep(r Reservation) (stop func()) {
+	if r.ID == "" || l.resv == nil {
+		return func() {}
+	}
+	return keepAlive(l.hold/3, func(ctx context.Context) bool {
+		_, err := l.Renew(ctx, r)
+		return !errors.Is(err, ErrReservationUnknown)
+	})
 }
 
 // Charge takes cost (≥ 0) units from key unconditionally, even past the

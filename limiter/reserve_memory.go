@@ -21,12 +21,17 @@ type reserveBook struct {
 }
 
 // openReservation is one record: mark is what a refund needs to find the
-// units it gives back (the window start, or sliding_log's timestamp).
+// units it gives back (the window start, or sliding_log's timestamp). Past
+// its hold it stays one hold more as a tombstone (gone), so that a settle
+// arriving late still charges what the expiry did not; expires is then
+// when it is forgotten.
 type openReservation struct {
 	estimate int64
 	expires  int64 // µs
 	mark     int64
-	refund   bool // ExpireRefund
+	hold     int64 // µs: what a renewal extends it by, and a tombstone's life
+	refund   bool  // ExpireRefund
+	gone     bool  // expired: a tombstone
 }
 
 // Reserve implements Reserver. Like Decide it never waits.
@@ -60,6 +65,18 @@ func (s *MemoryStore) Charge(ctx context.Context, key string, lim Limit, cost in
 	}
 	b := memoryBinding{store: s, limit: compileLimit(lim)}
 	return b.charge(ctx, key, cost, 0)
+}
+
+// Renew implements Reserver. Like Decide it never waits.
+func (s *MemoryStore) Renew(ctx context.Context, key string, lim Limit, id string, hold time.Duration, _ time.Duration) (Renewal, error) {
+	if err := lim.Validate(); err != nil {
+		return Renewal{}, fmt.Errorf("memory store: limit: %w", err)
+	}
+	if hold <= 0 {
+		hold = DefaultHold
+	}
+	b := memoryBinding{store: s, limit: compileLimit(lim)}
+	return b.renew(ctx, key, id, hold, 0)
 }
 
 // keyCall is a reservation call on one key with its shard locked and the
@@ -127,7 +144,7 @@ func (b *memoryBinding) reserve(_ context.Context, key string, r ReserveRequest,
 	if hold <= 0 {
 		hold = DefaultHold
 	}
-	rec := openReservation{estimate: r.Estimate, expires: now + us(hold), mark: mark, refund: r.OnExpiry == ExpireRefund}
+	rec := openReservation{estimate: r.Estimate, expires: now + us(hold), mark: mark, hold: us(hold), refund: r.OnExpiry == ExpireRefund}
 	if len(c.book.open) == 0 || rec.expires < c.book.next {
 		c.book.next = rec.expires
 	}
@@ -147,9 +164,28 @@ func (b *memoryBinding) settle(_ context.Context, key string, id string, actual 
 	if len(c.book.open) == 0 {
 		delete(c.sh.books, c.bk)
 	}
+	if rec.gone {
+		st.settledLate(rec.estimate, actual, rec.refund, b.limit.quota)
+		c.sh.adjust(c.h, key, &b.limit, c.now, st.Charged, c.now)
+		return st, fmt.Errorf("memory store: reservation %s of %s: %w", id, key, ErrReservationExpired)
+	}
 	st.settled(rec.estimate, actual)
 	c.sh.adjust(c.h, key, &b.limit, c.now, st.Charged-st.Refunded, rec.mark)
 	return st, nil
+}
+
+// renew extends key's open reservation id to hold from now.
+func (b *memoryBinding) renew(_ context.Context, key string, id string, hold time.Duration, _ time.Duration) (Renewal, error) {
+	c := b.lock(key)
+	defer c.sh.mu.Unlock()
+	rec, ok := c.book.find(id)
+	if !ok || rec.gone {
+		return Renewal{Expired: c.expired}, fmt.Errorf("memory store: reservation %s of %s: %w", id, key, ErrReservationUnknown)
+	}
+	rec.expires, rec.hold = c.now+us(hold), us(hold)
+	c.book.open[id] = rec
+	c.book.next = min(c.book.next, rec.expires)
+	return Renewal{Expires: time.UnixMicro(rec.expires), Expired: c.expired}, nil
 }
 
 // charge is the settle of a reservation of 0 opened now: an excess of
@@ -171,6 +207,19 @@ func (bk *reserveBook) find(id string) (openReservation, bool) {
 	return rec, ok
 }
 
+// settledLate fills in what settling at actual a reservation of estimate
+// that expired does: the excess over what its expiry took (the estimate,
+// or nothing when refunded) is charged now, at most quota; an expiry that
+// took more gives nothing back, the window it took it from being past.
+func (st *Settlement) settledLate(estimate, actual int64, refunded bool, quota int64) {
+	st.Estimate, st.Actual, st.Late = estimate, max(actual, 0), true
+	took := estimate
+	if refunded {
+		took = 0
+	}
+	st.Charged = min(max(st.Actual-took, 0), quota)
+}
+
 // settled fills in what settling estimate at actual (< 0: cancel) does.
 func (st *Settlement) settled(estimate, actual int64) {
 	st.Estimate, st.Actual = estimate, max(actual, 0)
@@ -178,8 +227,9 @@ func (st *Settlement) settled(estimate, actual int64) {
 	st.Charged = max(st.Actual-estimate, 0)
 }
 
-// expireBook drops book's records past their hold, refunding those of
-// ExpireRefund, and returns how many it dropped.
+// expireBook turns book's records past their hold into tombstones,
+// refunding those of ExpireRefund, drops the tombstones past theirs, and
+// returns how many records expired.
 func (sh *memShard) expireBook(bk bookKey, book *reserveBook, h uint64, key string, cl *compiledLimit, now int64) int64 {
 	if now < book.next {
 		return 0
@@ -187,15 +237,20 @@ func (sh *memShard) expireBook(bk bookKey, book *reserveBook, h uint64, key stri
 	var n int64
 	book.next = math.MaxInt64
 	for id, rec := range book.open {
-		if rec.expires > now {
-			book.next = min(book.next, rec.expires)
+		switch {
+		case rec.expires > now:
+		case rec.gone:
+			delete(book.open, id)
 			continue
+		default:
+			n++
+			if rec.refund {
+				sh.adjust(h, key, cl, now, -rec.estimate, rec.mark)
+			}
+			rec.gone, rec.expires = true, now+rec.hold
+			book.open[id] = rec
 		}
-		delete(book.open, id)
-		n++
-		if rec.refund {
-			sh.adjust(h, key, cl, now, -rec.estimate, rec.mark)
-		}
+		book.next = min(book.next, rec.expires)
 	}
 	if len(book.open) == 0 {
 		delete(sh.books, bk)
@@ -203,11 +258,12 @@ func (sh *memShard) expireBook(bk bookKey, book *reserveBook, h uint64, key stri
 	return n
 }
 
-// sweepBooks drops records past their hold that no call came back for.
+// sweepBooks drops records that no call came back for within their hold
+// and a tombstone's time after it.
 func (sh *memShard) sweepBooks(now int64) {
 	for bk, book := range sh.books {
 		for id, rec := range book.open {
-			if rec.expires <= now {
+			if rec.gone && rec.expires <= now || rec.expires+rec.hold <= now {
 				delete(book.open, id)
 			}
 		}

@@ -270,6 +270,13 @@ func (f failingReserver) Charge(ctx context.Context, key string, lim limiter.Lim
 	return f.healthy.Charge(ctx, key, lim, cost, timeout)
 }
 
+func (f failingReserver) Renew(ctx context.Context, key string, lim limiter.Limit, id string, hold, timeout time.Duration) (limiter.Renewal, error) {
+	if err := f.failing(); err != nil {
+		return limiter.Renewal{}, err
+	}
+	return f.healthy.Renew(ctx, key, lim, id, hold, timeout)
+}
+
 func TestReserveFollowsTheFailPolicyAndSettlesNothingItDidNotReserve(t *testing.T) {
 	ctx := context.Background()
 	for _, tc := range []struct {

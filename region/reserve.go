@@ -75,3 +75,19 @@ func (s *strictStore) OpenReservations(ctx context.Context, key string, lim limi
 	}
 	return n, nil
 }
+
+// Renew implements limiter.Reserver on key's home region, where its
+// reservations are held.
+func (s *strictStore) Renew(ctx context.Context, key string, lim limiter.Limit, id string, hold time.Duration, timeout time.Duration) (limiter.Renewal, error) {
+	home := s.homeOf(key)
+	var rn limiter.Renewal
+	_, err := s.call(home, func(rs *redisstore.Store) (limiter.Decision, error) {
+		var err error
+		rn, err = rs.Renew(ctx, key, lim, id, hold, timeout)
+		return limiter.Decision{}, err
+	})
+	if err != nil {
+		return rn, fmt.Errorf("region %s: %w", home, err)
+	}
+	return rn, nil
+}

@@ -34,6 +34,34 @@ func startWith(t *testing.T, sc rls.ServerConfig) *harness {
 	return serve(t, svc, nil, sc.Options()...)
 }
 
+// A client that sends half the HTTP/2 preface and nothing more holds its connection (and a
+// descriptor) 10 s, as the HTTP listeners hold a half-sent request head, not grpc-go's 120 s.
+func TestAHalfSentPrefaceIsCutAfterTheConnectionTimeout(t *testing.T) {
+	h := startWith(t, rls.ServerConfig{})
+	conn, err := net.Dial("tcp", h.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.Write([]byte(http2.ClientPreface[:len(http2.ClientPreface)/2])); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	_ = conn.SetReadDeadline(start.Add(rls.DefaultConnectionTimeout + 5*time.Second))
+	_, err = conn.Read(make([]byte, 64<<10)) // the server's settings, if it sends them, then EOF
+	for err == nil {
+		_, err = conn.Read(make([]byte, 64<<10))
+	}
+	took := time.Since(start)
+	if ne, ok := err.(net.Error); ok && ne.Timeout() {
+		t.Fatalf("the half-opened connection still open after %s, want closed at %s", took.Round(time.Second), rls.DefaultConnectionTimeout)
+	}
+	if took < rls.DefaultConnectionTimeout-time.Second {
+		t.Fatalf("closed after %s (%v), before the connection timeout of %s", took, err, rls.DefaultConnectionTimeout)
+	}
+	t.Logf("a half-sent preface cut after %s (%v)", took.Round(10*time.Millisecond), err)
+}
+
 func TestStreamsBeyondMaxConcurrentStreamsWait(t *testing.T) {
 	const maxStreams, opened = 100, 1500
 	h := startWith(t, rls.ServerConfig{MaxConcurrentStreams: maxStreams})

@@ -48,6 +48,10 @@ const (
 	// runs starts on a stack already grown to the decision path's depth, where a goroutine of
 	// its own would grow one (a tenth of a call's CPU time on the Redis store).
 	DefaultStreamWorkers = 128
+	// DefaultConnectionTimeout is how long a new connection has to finish its HTTP/2 preface
+	// and settings, as the HTTP listeners give a request head: grpc-go's own 120 s lets a client
+	// hold a descriptor per half-opened connection for two minutes.
+	DefaultConnectionTimeout = 10 * time.Second
 )
 
 // ServerConfig bounds what one client connection can hold on the server; zero fields: defaults.
@@ -66,6 +70,9 @@ type ServerConfig struct {
 	// StreamWorkers is the goroutines kept, across connections, to run calls; a call finding
 	// them all busy gets a goroutine of its own. Negative: none, every call gets its own.
 	StreamWorkers int
+	// ConnectionTimeout is how long a new connection has to complete its handshake (TLS, the
+	// HTTP/2 preface); then it is closed.
+	ConnectionTimeout time.Duration
 }
 
 // Options returns the server options that enforce c, for NewServer.
@@ -82,7 +89,11 @@ func (c ServerConfig) Options() []grpc.ServerOption {
 	if c.StreamWorkers == 0 {
 		c.StreamWorkers = DefaultStreamWorkers
 	}
+	if c.ConnectionTimeout <= 0 {
+		c.ConnectionTimeout = DefaultConnectionTimeout
+	}
 	return []grpc.ServerOption{
+		grpc.ConnectionTimeout(c.ConnectionTimeout),
 		grpc.NumStreamWorkers(uint32(max(c.StreamWorkers, 0))),
 		grpc.MaxConcurrentStreams(c.MaxConcurrentStreams),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{

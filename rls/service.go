@@ -795,7 +795,7 @@ func (s *Service) charge(ctx context.Context, o *outcome, cost int64) {
 		s.cfg.Costs.CostReserved(o.Endpoint, o.Tier, 1)
 	}
 	settled, err := o.Limiter.Commit(context.WithoutCancel(ctx), o.Reservation, cost)
-	if err != nil {
+	if err != nil && !errors.Is(err, limiter.ErrReservationExpired) {
 		s.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "stream-done charge not settled: it expires by its policy",
 			slog.String("endpoint", o.Endpoint), slog.String("error", err.Error()))
 		if s.cfg.Costs != nil {
@@ -804,7 +804,7 @@ func (s *Service) charge(ctx context.Context, o *outcome, cost int64) {
 		return
 	}
 	if s.cfg.Costs != nil {
-		s.cfg.Costs.CostSettled(o.Endpoint, o.Tier, settled, false)
+		s.cfg.Costs.CostSettled(o.Endpoint, o.Tier, decision.Counted(settled, o.Limiter.Limit().Quota()), false)
 	}
 }
 
@@ -820,6 +820,6 @@ func (s *Service) chargeSpent(ctx context.Context, o *outcome, cost int64) {
 	if s.cfg.Costs != nil {
 		// Counted as a reservation of 0 settled at the cost, which is what it is.
 		s.cfg.Costs.CostReserved(o.Endpoint, o.Tier, 0)
-		s.cfg.Costs.CostSettled(o.Endpoint, o.Tier, settled, false)
+		s.cfg.Costs.CostSettled(o.Endpoint, o.Tier, decision.Counted(settled, o.Limiter.Limit().Quota()), false)
 	}
 }

@@ -39,6 +39,8 @@ func (c *suite) reservations(t *testing.T) {
 	t.Run("a reservation settles once, on its own key", c.reserveOnce)
 	t.Run("an expired reservation is charged or refunded by its policy", c.reserveExpiry)
 	t.Run("a charge on a spent budget is taken and waited for", c.chargeSpent)
+	t.Run("a reservation kept by its holder outlives its hold", c.reserveRenew)
+	t.Run("a settle after expiry charges what the expiry did not take, once, at most a quota", c.reserveLate)
 	if _, ok := c.store.(limiter.ReservationCounter); ok {
 		t.Run("open reservations are counted until settled or past their hold, changing nothing", c.reserveCount)
 	}
@@ -176,6 +178,58 @@ func (c *suite) reserveExpiry(t *testing.T) {
 		wantRemaining(t, long, key, want, "after the "+policy.String()+" policy")
 		if _, err := short.Commit(ctx, lost, 30); !errors.Is(err, limiter.ErrReservationUnknown) {
 			t.Fatalf("%s: committing an expired reservation: %v, want ErrReservationUnknown", policy, err)
+		}
+	}
+}
+
+func (c *suite) reserveRenew(t *testing.T) {
+	ctx := context.Background()
+	const hold = 150 * time.Millisecond
+	l := c.reserver(t, c.dayLimit(100), hold, limiter.ExpireRefund)
+	key := c.key(t, "k")
+	r := mustReserve(t, l, key, 30)
+	stop := l.Keep(r)
+	time.Sleep(4 * hold) // four holds of the holder at work; nothing to synchronise with
+	stop()
+	mustSettle(t, "Commit(10) after four holds kept", limiter.Settlement{Estimate: 30, Actual: 10, Refunded: 20})(l.Commit(ctx, r, 10))
+	wantRemaining(t, l, key, 90, "after the kept reservation settled")
+	if _, err := l.Renew(ctx, r); !errors.Is(err, limiter.ErrReservationUnknown) {
+		t.Fatalf("renewing a settled reservation: %v, want ErrReservationUnknown", err)
+	}
+}
+
+func (c *suite) reserveLate(t *testing.T) {
+	ctx := context.Background()
+	const hold = 150 * time.Millisecond
+	for _, policy := range []limiter.ExpiryPolicy{limiter.ExpireCharge, limiter.ExpireRefund} {
+		l := c.reserver(t, c.dayLimit(100), hold, policy)
+		key := c.key(t, "late-"+policy.String())
+		r := mustReserve(t, l, key, 30)
+		big := mustReserve(t, l, key, 10)
+		time.Sleep(hold + 50*time.Millisecond) // waits out the hold; nothing to synchronise with
+		if _, err := l.Renew(ctx, r); !errors.Is(err, limiter.ErrReservationUnknown) {
+			t.Fatalf("%s: renewing an expired reservation: %v, want ErrReservationUnknown", policy, err)
+		}
+		st, err := l.Commit(ctx, r, 50)
+		want := limiter.Settlement{Estimate: 30, Actual: 50, Charged: 20, Late: true}
+		if policy == limiter.ExpireRefund {
+			want.Charged = 50
+		}
+		if st.Expired, want.Expired = 0, 0; !errors.Is(err, limiter.ErrReservationExpired) || st != want {
+			t.Fatalf("%s: Commit(50) after the hold = %+v, %v; want %+v, ErrReservationExpired", policy, st, err, want)
+		}
+		// 50 spent whatever the policy; big's 10 by its policy, not yet settled.
+		remaining := int64(40)
+		if policy == limiter.ExpireRefund {
+			remaining = 50
+		}
+		wantRemaining(t, l, key, remaining, "after a late commit")
+		if _, err := l.Commit(ctx, r, 50); errors.Is(err, limiter.ErrReservationExpired) || !errors.Is(err, limiter.ErrReservationUnknown) {
+			t.Fatalf("%s: a second late commit: %v, want ErrReservationUnknown alone", policy, err)
+		}
+		st, err = l.Commit(ctx, big, 1000)
+		if !errors.Is(err, limiter.ErrReservationExpired) || st.Charged > 100 {
+			t.Fatalf("%s: Commit(1000) of 10 after the hold = %+v, %v; want at most the quota, 100, charged late", policy, st, err)
 		}
 	}
 }

@@ -13,18 +13,19 @@ import (
 
 // Kinds of lease call (lua/concurrency.lua).
 const (
-	kindAcquire = 0
-	kindRelease = 1
+	kindAcquire    = 0
+	kindRelease    = 1
+	kindLeaseRenew = 2
 )
 
 // leaseScripts are lua/concurrency.lua's calls: acquire and release alone,
 // and the batch of many calls in one (reserve_batch.go).
 var leaseScripts = sync.OnceValues(func() (*opScripts, error) {
-	var a, r, b script
-	if err := readGenerated(limiter.Concurrency, leaseKinds[:], &a, &r, &b); err != nil {
+	var a, r, b, n script
+	if err := readGenerated(limiter.Concurrency, leaseKinds[:], &a, &r, &b, &n); err != nil {
 		return nil, fmt.Errorf("redis store: %w", err)
 	}
-	return &opScripts{single: [2]*script{kindAcquire: &a, kindRelease: &r}, batch: &b}, nil
+	return &opScripts{single: [3]*script{kindAcquire: &a, kindRelease: &r, kindLeaseRenew: &n}, batch: &b}, nil
 })
 
 // goRedisScript is lua/<name>.lua, read once, as a go-redis Script (EVALSHA, EVAL on NOSCRIPT).
@@ -69,6 +70,25 @@ func (s *Store) ReleaseLease(ctx context.Context, key string, id string, timeout
 		return r[2], fmt.Errorf("redis store: lease %s: %w", id, limiter.ErrLeaseUnknown)
 	}
 	return r[2], nil
+}
+
+// RenewLease implements limiter.Leaser: one script call, batched as
+// AcquireLease, that moves the lease's expiry to lim.TTL from now on
+// Redis's clock. Safe for concurrent use.
+func (s *Store) RenewLease(ctx context.Context, key string, lim limiter.LeaseLimit, id string, timeout time.Duration) (limiter.Renewal, error) {
+	if err := lim.Validate(); err != nil {
+		return limiter.Renewal{}, fmt.Errorf("redis store: concurrency: %w", err)
+	}
+	r, err := s.runLease(ctx, timeout, key, kindLeaseRenew, id, lim.Limit, lim.TTL.Microseconds())
+	if err != nil {
+		return limiter.Renewal{}, err
+	}
+	rn := limiter.Renewal{Expired: r[2]}
+	if r[0] != 1 {
+		return rn, fmt.Errorf("redis store: lease %s: %w", id, limiter.ErrLeaseUnknown)
+	}
+	rn.Expires = time.UnixMicro(r[3])
+	return rn, nil
 }
 
 func (s *Store) runLease(ctx context.Context, timeout time.Duration, key string, kind int64, id string, limit, ttl int64) ([4]int64, error) {

@@ -13,8 +13,8 @@ import (
 // reserveScripts are an algorithm's reserve and settle scripts, one atomic
 // call each, and their batch of many calls in one (reserve_batch.go).
 type reserveScripts struct {
-	reserve, settle, batch script
-	ops                    opScripts
+	reserve, settle, batch, renew script
+	ops                           opScripts
 }
 
 // bookSuffix follows a key's base key in the key of its reservation book.
@@ -24,6 +24,7 @@ const bookSuffix = ":resv"
 const (
 	kindReserve = 0
 	kindSettle  = 1
+	kindRenew   = 2
 )
 
 // loadReserveScripts reads every algorithm's reservation scripts once,
@@ -32,10 +33,10 @@ var loadReserveScripts = sync.OnceValues(func() (*[limiter.NumAlgorithms]reserve
 	all := new([limiter.NumAlgorithms]reserveScripts)
 	for _, spec := range limiter.AlgorithmSpecs() {
 		sc := &all[spec.Index()]
-		if err := readGenerated(spec.Algorithm(), reserveKinds[:], &sc.reserve, &sc.settle, &sc.batch); err != nil {
+		if err := readGenerated(spec.Algorithm(), reserveKinds[:], &sc.reserve, &sc.settle, &sc.batch, &sc.renew); err != nil {
 			return nil, fmt.Errorf("reservation %w", err)
 		}
-		sc.ops = opScripts{single: [2]*script{kindReserve: &sc.reserve, kindSettle: &sc.settle}, batch: &sc.batch}
+		sc.ops = opScripts{single: [3]*script{kindReserve: &sc.reserve, kindSettle: &sc.settle, kindRenew: &sc.renew}, batch: &sc.batch}
 	}
 	return all, nil
 })
@@ -87,20 +88,57 @@ func (s *Store) Settle(ctx context.Context, key string, lim limiter.Limit, id st
 	if id == "" {
 		return limiter.Settlement{}, fmt.Errorf("redis store: reservation %q of %s: %w", id, key, limiter.ErrReservationUnknown)
 	}
-	ints, err := s.reservationCall(ctx, spec, key, lim, timeout, kindSettle, 1, id, actual)
+	ints, err := s.reservationCall(ctx, spec, key, lim, timeout, kindSettle, 1, id, actual, lim.Quota())
 	if err != nil {
 		return limiter.Settlement{}, err
 	}
-	if len(ints) < 3 || ints[1] < 0 || ints[2] < 0 {
+	if len(ints) < 4 || ints[0] < 0 || ints[0] > 2 || ints[1] < 0 || ints[2] < 0 || ints[3] < 0 {
 		return limiter.Settlement{}, fmt.Errorf("redis %s settle script: unexpected reply %v", lim.Algorithm, ints)
 	}
 	st := limiter.Settlement{Expired: ints[2]}
-	if ints[0] == 0 {
+	switch ints[0] {
+	case 0:
 		return st, fmt.Errorf("redis store: reservation %s of %s: %w", id, key, limiter.ErrReservationUnknown)
+	case 2:
+		st.Estimate, st.Actual, st.Charged, st.Late = ints[1], max(actual, 0), ints[3], true
+		return st, fmt.Errorf("redis store: reservation %s of %s: %w", id, key, limiter.ErrReservationExpired)
 	}
 	st.Estimate, st.Actual = ints[1], max(actual, 0)
 	st.Refunded, st.Charged = max(st.Estimate-st.Actual, 0), max(st.Actual-st.Estimate, 0)
 	return st, nil
+}
+
+// Renew implements limiter.Reserver in one script call, batched with the
+// key's other reservation calls in progress: the record's expiry moves to
+// hold from now on Redis's clock, and the book's TTL with it. Safe for
+// concurrent use.
+func (s *Store) Renew(ctx context.Context, key string, lim limiter.Limit, id string, hold time.Duration, timeout time.Duration) (limiter.Renewal, error) {
+	spec := limiter.SpecOf(lim.Algorithm)
+	if err := checkCall(spec, lim, 1); err != nil {
+		return limiter.Renewal{}, err
+	}
+	if id == "" {
+		return limiter.Renewal{}, fmt.Errorf("redis store: reservation %q of %s: %w", id, key, limiter.ErrReservationUnknown)
+	}
+	if hold <= 0 {
+		hold = limiter.DefaultHold
+	}
+	// A reserve's shared numbers, so that renewals batch with reserves:
+	// the policy is not read.
+	ints, err := s.reservationCall(ctx, spec, key, lim, timeout, kindRenew, 1, id,
+		hold.Microseconds(), 0, 2*lim.Window().Milliseconds())
+	if err != nil {
+		return limiter.Renewal{}, err
+	}
+	if len(ints) < 4 || ints[2] < 0 {
+		return limiter.Renewal{}, fmt.Errorf("redis %s renew script: unexpected reply %v", lim.Algorithm, ints)
+	}
+	rn := limiter.Renewal{Expired: ints[2]}
+	if ints[0] != 1 {
+		return rn, fmt.Errorf("redis store: reservation %s of %s: %w", id, key, limiter.ErrReservationUnknown)
+	}
+	rn.Expires = time.UnixMicro(ints[3])
+	return rn, nil
 }
 
 // Charge implements limiter.Reserver in one script call: the settle
@@ -115,7 +153,7 @@ func (s *Store) Charge(ctx context.Context, key string, lim limiter.Limit, cost 
 	if cost < 1 {
 		return limiter.Settlement{}, fmt.Errorf("redis store: charge of %s: %w: got %d", key, limiter.ErrInvalidActual, cost)
 	}
-	ints, err := s.reservationCall(ctx, spec, key, lim, timeout, kindSettle, 1, "", cost)
+	ints, err := s.reservationCall(ctx, spec, key, lim, timeout, kindSettle, 1, "", cost, lim.Quota())
 	if err != nil {
 		return limiter.Settlement{}, err
 	}
@@ -144,13 +182,19 @@ func (s *Store) reservationCall(ctx context.Context, spec *limiter.AlgorithmSpec
 	op.nnums = len(argsInto(op.nums[:0], spec, key, lim, cost, limiter.ModeConsume))
 	op.idAt, op.id = op.nnums, id
 	op.addNums(extra...)
-	// In a batch: the parameters and a reserve's hold, policy and keep
-	// shared, the estimate or the actual cost its own (lua/reservations_batch.lua).
+	// In a batch: the parameters and a reserve's or renewal's hold, policy
+	// and keep, or a settle's quota, shared; the estimate or the actual
+	// cost its own (lua/reservations_batch.lua).
 	op.addSet(op.nums[:spec.NumParams()]...)
-	if kind == kindReserve {
+	switch kind {
+	case kindReserve:
 		op.addSet(extra...)
 		op.value = cost
-	} else {
+	case kindRenew:
+		op.addSet(extra...)
+		op.value = 0
+	default:
+		op.addSet(0, extra[1]) // the actual cost's place, then the quota
 		op.value = extra[0]
 	}
 	sc := &all[spec.Index()]
@@ -161,10 +205,7 @@ func (s *Store) reservationCall(ctx context.Context, spec *limiter.AlgorithmSpec
 		ints, err = s.aloneOp(ctx, &sc.ops, op, timeout)
 	}
 	if err != nil {
-		name := "settle"
-		if kind == kindReserve {
-			name = "reserve"
-		}
+		name := [...]string{kindReserve: "reserve", kindSettle: "settle", kindRenew: "renew"}[kind]
 		return nil, fmt.Errorf("redis %s %s script for %s: %w", lim.Algorithm, name, base, err)
 	}
 	return ints, nil

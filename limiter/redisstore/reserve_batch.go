@@ -13,7 +13,7 @@ import (
 // alone, by scriptOp.kind, and the batch of many calls in one, which
 // answers opWidth integers a call.
 type opScripts struct {
-	single [2]*script
+	single [3]*script
 	batch  *script
 }
 
@@ -34,7 +34,7 @@ const (
 // and send their fields by pointer, so that a call allocates little more
 // than its keys.
 type scriptOp struct {
-	kind  int64 // the script's kind of call: 0 or 1
+	kind  int64 // the script's kind of call: 0, 1 or 2
 	keys  [maxOpKeys]string
 	nkeys int
 	nums  [maxOpNums]int64

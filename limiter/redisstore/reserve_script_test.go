@@ -14,20 +14,20 @@ import (
 	"github.com/rl-exporter/rl-exporter/limiter"
 )
 
-// reservationScriptsAt returns a's reserve and settle scripts with the
+// reservationScriptsAt returns a's reserve, settle, batch and renew scripts with the
 // clock read from the last two ARGV, after checking that nothing else
 // differs from the production scripts and that those read TIME once.
-func reservationScriptsAt(t *testing.T, a limiter.Algorithm) (reserve, settle, batch *redis.Script) {
+func reservationScriptsAt(t *testing.T, a limiter.Algorithm) (reserve, settle, batch, renew *redis.Script) {
 	t.Helper()
-	r1, s1, b1, err := reservationSources(limiter.SpecOf(a), testClock)
+	r1, s1, b1, n1, err := reservationSources(limiter.SpecOf(a), testClock)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r2, s2, b2, err := reservationSources(limiter.SpecOf(a), redisClock)
+	r2, s2, b2, n2, err := reservationSources(limiter.SpecOf(a), redisClock)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, pair := range [][2]string{{r1, r2}, {s1, s2}, {b1, b2}} {
+	for _, pair := range [][2]string{{r1, r2}, {s1, s2}, {b1, b2}, {n1, n2}} {
 		if strings.Replace(pair[0], testClock, redisClock, 1) != pair[1] {
 			t.Fatalf("%s: the reservation script at chosen instants is not the production one", a)
 		}
@@ -38,29 +38,32 @@ func reservationScriptsAt(t *testing.T, a limiter.Algorithm) (reserve, settle, b
 			t.Fatalf("%s: the reservation script does not say it is generated", a)
 		}
 	}
-	return redis.NewScript(r1), redis.NewScript(s1), redis.NewScript(b1)
+	return redis.NewScript(r1), redis.NewScript(s1), redis.NewScript(b1), redis.NewScript(n1)
 }
 
-// runReservation runs one reserve (kind 0) or settle (kind 1) alone or,
-// when batched, as a batch of one, and returns its integers (five, or
-// three for a settle alone). args are those of the call alone: np
-// parameters, cost, mode, id, then hold, policy and keep or the actual.
+// runReservation runs one reserve (kind 0), settle (kind 1) or renewal
+// (kind 2) alone or, when batched, as a batch of one, and returns its
+// integers (five, or four for a settle or renewal). args are those of the
+// call alone: np parameters, cost, mode, id, then hold, policy and keep,
+// or the actual and the quota.
 func runReservation(ctx context.Context, client redis.Scripter, single, batch *redis.Script, batched bool, kind, np int, keys []string, args, clock []any) ([]int64, error) {
 	if !batched {
 		return single.Run(ctx, client, keys, append(args, clock...)...).Int64Slice()
 	}
 	set := append([]any{}, args[:np]...)
 	value := args[np]
-	if kind == 0 {
+	switch kind {
+	case 0, 2:
 		set = append(set, args[np+3:]...)
-	} else {
+	default:
+		set = append(set, 0, args[np+4])
 		value = args[np+3]
 	}
 	argv := append([]any{1, 1, len(set)}, set...)
 	argv = append(argv, kind, 0, value, args[np+2])
 	ints, err := batch.Run(ctx, client, keys, append(argv, clock...)...).Int64Slice()
-	if err == nil && kind == 1 {
-		ints = ints[:3]
+	if err == nil && kind != 0 {
+		ints = ints[:4]
 	}
 	return ints, err
 }
@@ -74,7 +77,7 @@ func TestReservationScriptsMatchTheMemoryStore(t *testing.T) {
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(3, 4))
 	for _, a := range limiter.AllAlgorithms() {
-		reserveScript, settleScript, batchScript := reservationScriptsAt(t, a)
+		reserveScript, settleScript, batchScript, renewScript := reservationScriptsAt(t, a)
 		decideScript, _ := scriptsAt(t, a)
 		for li, lim := range []limiter.Limit{
 			{Algorithm: a, Rate: 20, Period: time.Second},
@@ -125,29 +128,47 @@ func TestReservationScriptsMatchTheMemoryStore(t *testing.T) {
 						} else {
 							counts["rejected"]++
 						}
+					case op < 6:
+						id := open[rng.IntN(len(open))]
+						hold := time.Duration(rng.Int64N(2*period)+1) * time.Microsecond
+						want, werr := mem.Renew(ctx, key, lim, id, hold, 0)
+						args := append(scriptArgs(key, lim, 1, limiter.ModeConsume), id, hold.Microseconds(), 0, keep)
+						reply, err := runReservation(ctx, store.client, renewScript, batchScript, step%2 == 1, 2, np, keys, args, clock.clockArgs())
+						if err != nil || len(reply) != 4 {
+							t.Fatalf("step %d: renew script: %v, %v", step, reply, err)
+						}
+						if renewed := reply[0] == 1; renewed != (werr == nil) || reply[2] != want.Expired ||
+							(renewed && reply[3] != want.Expires.UnixMicro()) {
+							t.Fatalf("step %d: renew %s: redis %v, memory %+v, %v", step, id, reply, want, werr)
+						}
+						if reply[0] == 1 {
+							counts["renewed"]++
+						}
 					case op < 9:
 						i := rng.IntN(len(open))
 						id := open[i]
 						open = append(open[:i], open[i+1:]...)
 						actual := rng.Int64N(lim.Quota()) - 1 // -1 cancels
 						want, werr := mem.Settle(ctx, key, lim, id, actual, 0)
-						args := append(scriptArgs(key, lim, 1, limiter.ModeConsume), id, actual)
+						args := append(scriptArgs(key, lim, 1, limiter.ModeConsume), id, actual, lim.Quota())
 						reply, err := runReservation(ctx, store.client, settleScript, batchScript, step%2 == 1, 1, np, keys, args, clock.clockArgs())
-						if err != nil || len(reply) != 3 {
+						if err != nil || len(reply) != 4 {
 							t.Fatalf("step %d: settle script: %v, %v", step, reply, err)
 						}
-						found := reply[0] == 1
-						if found != (werr == nil) || (werr != nil && !errors.Is(werr, limiter.ErrReservationUnknown)) {
-							t.Fatalf("step %d: settle %s: redis found %v, memory %v", step, id, found, werr)
+						var code int64 // what the memory store said: 1 settled, 2 settled late, 0 unknown
+						switch {
+						case werr == nil:
+							code = 1
+						case errors.Is(werr, limiter.ErrReservationExpired):
+							code = 2
+						case !errors.Is(werr, limiter.ErrReservationUnknown):
+							t.Fatalf("step %d: settle %s: memory %v", step, id, werr)
 						}
-						if reply[2] != want.Expired || (found && reply[1] != want.Estimate) {
-							t.Fatalf("step %d: settle %s: redis %v, memory %+v", step, id, reply, want)
+						if reply[0] != code || reply[2] != want.Expired || (code != 0 && reply[1] != want.Estimate) ||
+							(code == 2 && reply[3] != want.Charged) {
+							t.Fatalf("step %d: settle %s: redis %v, memory %+v, %v", step, id, reply, want, werr)
 						}
-						if found {
-							counts["settled"]++
-						} else {
-							counts["expired"]++
-						}
+						counts[[...]string{"expired", "settled", "settled late"}[code]]++
 					default:
 						cost := 1 + rng.Int64N(3)
 						want, _ := mem.DecideMode(ctx, key, lim, cost, limiter.ModeConsume, 0)
@@ -162,7 +183,7 @@ func TestReservationScriptsMatchTheMemoryStore(t *testing.T) {
 						}
 					}
 				}
-				for _, what := range []string{"reserved", "rejected", "settled", "expired"} {
+				for _, what := range []string{"reserved", "rejected", "settled", "settled late", "renewed"} {
 					if counts[what] < 3 {
 						t.Fatalf("%v: the sequence does not exercise %s", counts, what)
 					}

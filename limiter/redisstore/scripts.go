@@ -95,8 +95,8 @@ func loadScripts() ([limiter.NumAlgorithms]algScripts, error) {
 // Kinds of script in lua/generated: decisions, reservations, leases (limiter.Concurrency's).
 var (
 	decideKinds  = [2]string{"single", "batch"}
-	reserveKinds = [3]string{"reserve", "settle", "reserve_batch"}
-	leaseKinds   = [3]string{"acquire", "release", "batch"}
+	reserveKinds = [4]string{"reserve", "settle", "reserve_batch", "renew"}
+	leaseKinds   = [4]string{"acquire", "release", "batch", "renew"}
 )
 
 // readGenerated reads algorithm a's scripts of kinds into dst, in order.

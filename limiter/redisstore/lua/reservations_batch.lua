@@ -1,8 +1,10 @@
 -- The main part of a batch of reservation calls on one algorithm, after
 -- lua/reservations.lua: each call's keys in turn in KEYS (nk + 1 each);
 -- ARGV = n, nsets, per set: its length, the algorithm's parameters and,
--- for reserves, hold, policy and keep; then per call: kind (0 reserve, 1
--- settle), its set (from 0), its estimate or actual cost, its id. A set is
+-- for reserves and renewals, hold, policy and keep, for settles 0 and the
+-- quota (the 0 is the place of each one's actual cost); then per call: kind (0
+-- reserve, 1 settle, 2 renew), its set (from 0), its estimate or actual
+-- cost (0 for a renewal), its id. A set is
 -- the arguments of one call (see lua/reservations.lua) with its cost, mode,
 -- id (and a settle's actual) filled in by each call in turn; the calls run
 -- one after another, so one table of keys serves them all. Returns five
@@ -26,6 +28,9 @@ for i = 1, n do
   if kind == 0 then
     argv[np + 1] = ARGV[a + 2]
     r = reserve(keys, argv)
+  elseif kind == 2 then
+    argv[np + 1] = 1
+    r = renew(keys, argv)
   else
     argv[np + 1], argv[np + 4] = 1, ARGV[a + 2]
     r = settle(keys, argv)

@@ -5,14 +5,25 @@ local now = tonumber(clock[1]) * 1000000 + tonumber(clock[2])
 -- Redis's clock (now, µs), alone or many in one batch (lease.go). Leases
 -- past their expiry are dropped, and counted, first.
 -- key      sorted set: lease id → expiry (µs)
--- kind     0 acquire, 1 release; id the lease's; limit and ttl (µs) acquire's
+-- kind     0 acquire, 1 release, 2 renew; id the lease's; limit and ttl (µs) acquire's and renew's
 -- returns  acquire: {1 admitted / 0 refused, leases held, expired dropped, µs until the earliest expiry}
 --          release: {1 released / 0 not held, leases held, expired dropped, 0}
+--          renew:   {1 renewed / 0 not held, leases held, expired dropped, the new expiry (µs)}
 local function lease(key, kind, id, limit, ttl)
   local expired = redis.call('ZREMRANGEBYSCORE', key, '-inf', now)
   if kind == 1 then
     local released = redis.call('ZREM', key, id)
     return {released, redis.call('ZCARD', key), expired, 0}
+  end
+  if kind == 2 then
+    local renewed = redis.call('ZADD', key, 'XX', 'CH', now + ttl, id)
+    local held = redis.call('ZCARD', key)
+    if renewed == 0 and not redis.call('ZSCORE', key, id) then
+      return {0, held, expired, 0}
+    end
+    local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+    redis.call('PEXPIRE', key, math.ceil((tonumber(last[2]) - now + ttl) / 1000))
+    return {1, held, expired, now + ttl}
   end
   local held = redis.call('ZCARD', key)
   if held >= limit then
