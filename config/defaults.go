@@ -27,6 +27,9 @@ const (
 	// usually bound it.
 	DefaultMaxHeaderBytes = 64 << 10
 	DefaultMaxHeaderCount = 100
+	// DefaultAuthMaxHeaderBytes bounds a forward-auth request's head:
+	// net/http's own bound, what Caddy and Traefik accept and forward.
+	DefaultAuthMaxHeaderBytes = 1 << 20
 	// DefaultMaxIdleConnsPerHost is sized for a few hundred concurrent
 	// clients, so that a steady load reuses upstream connections instead
 	// of opening one per request (Go's default keeps two).
@@ -53,7 +56,7 @@ func Defaults() Config {
 			Listen: DefaultListen, ShutdownTimeout: DefaultShutdownTimeout, ReadyTimeout: DefaultReadyTimeout,
 			// Clients that send slowly are cut off.
 			ReadHeaderTimeout: DefaultReadHeaderTimeout, ReadTimeout: DefaultReadTimeout, IdleTimeout: DefaultIdleTimeout,
-			MaxHeaderBytes: DefaultMaxHeaderBytes, MaxHeaderCount: DefaultMaxHeaderCount,
+			MaxHeaderBytes: DefaultMaxHeaderBytes, MaxHeaderCount: DefaultMaxHeaderCount, AuthMaxHeaderBytes: DefaultAuthMaxHeaderBytes,
 			// The decision API answers this host alone unless configured.
 			CheckAPI: CheckAPI{Enabled: true, AllowedPeers: []string{"127.0.0.0/8", "::1/128"}},
 			UpstreamTransport: UpstreamTransport{

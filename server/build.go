@@ -169,7 +169,7 @@ func newServer(cfg *config.Config, d Deps, mw *httplimit.Middleware, opened Open
 		Middleware: mw, Ready: opened.readiness(), ReadyTimeout: cfg.Server.ReadyTimeout,
 		ReadyStrict: cfg.Server.ReadyStrict, FailPolicy: cfg.Store.FailPolicy,
 		ReadHeaderTimeout: cfg.Server.ReadHeaderTimeout, ReadTimeout: cfg.Server.ReadTimeout, IdleTimeout: cfg.Server.IdleTimeout,
-		MaxHeaderBytes: cfg.Server.MaxHeaderBytes, MaxHeaderCount: cfg.Server.MaxHeaderCount,
+		MaxHeaderBytes: cfg.Server.MaxHeaderBytes, MaxHeaderCount: cfg.Server.MaxHeaderCount, AuthMaxHeaderBytes: cfg.Server.AuthMaxHeaderBytes,
 		CheckAPI:       CheckAPI{Disabled: !cfg.Server.CheckAPI.Enabled, AllowedPeers: checkPeers, Tokens: checkTokens},
 		MetricsHandler: d.MetricsHandler, AdminHandlers: adminHandlers, AdminAuthFailures: authFailures, MetricsWebConfigFile: webConfig,
 		ShutdownTimeout: cfg.Server.ShutdownTimeout, Closers: closers, Logger: d.Logger, Overload: ov,

@@ -96,6 +96,12 @@ type Config struct {
 	// bound a request's head on every listener; beyond either the answer is 431.
 	MaxHeaderBytes int
 	MaxHeaderCount int
+	// AuthMaxHeaderBytes (at least MaxHeaderBytes; zero: DefaultAuthMaxHeaderBytes) bounds the
+	// head of a forward-auth request; past it, or past MaxHeaderCount, /v1/auth refuses with the
+	// gateway's status (never 431). Without an Upstream the main listener reads heads this
+	// large (and a little more), its other paths still bounded by MaxHeaderBytes; with one it
+	// faces the proxy's clients and net/http stops at MaxHeaderBytes for every path.
+	AuthMaxHeaderBytes int
 	// MetricsHandler serves /metrics. Default: the Go and process collectors.
 	MetricsHandler http.Handler
 	// MetricsWebConfigFile is an exporter-toolkit web config (TLS, basic auth) for MetricsListen.
@@ -141,6 +147,7 @@ type Server struct {
 	servers    map[string]*http.Server
 	slow       map[string]*atomic.Uint64 // slow clients cut off, by listener
 	oversized  map[string]*atomic.Uint64 // heads refused with 431, by listener
+	panics     map[string]*atomic.Uint64 // panics recovered, by listener
 	store      storeState
 	checkGuard *admin.Guard // asks the decision API's callers for a token; nil without CheckAPI.Tokens
 	stopping   atomic.Bool
@@ -183,6 +190,10 @@ func New(cfg Config) (*Server, error) {
 	if cfg.MaxHeaderCount <= 0 {
 		cfg.MaxHeaderCount = DefaultMaxHeaderCount
 	}
+	if cfg.AuthMaxHeaderBytes <= 0 {
+		cfg.AuthMaxHeaderBytes = DefaultAuthMaxHeaderBytes
+	}
+	cfg.AuthMaxHeaderBytes = max(cfg.AuthMaxHeaderBytes, cfg.MaxHeaderBytes)
 	if cfg.FailPolicy == "" {
 		cfg.FailPolicy = "open"
 	}
@@ -195,7 +206,8 @@ func New(cfg Config) (*Server, error) {
 		cfg.MetricsHandler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})
 	}
 	s := &Server{cfg: cfg, logger: cfg.Logger, listeners: map[string]net.Listener{}, servers: map[string]*http.Server{},
-		slow: map[string]*atomic.Uint64{}, oversized: map[string]*atomic.Uint64{}, serving: make(chan struct{})}
+		slow: map[string]*atomic.Uint64{}, oversized: map[string]*atomic.Uint64{}, panics: map[string]*atomic.Uint64{},
+		serving: make(chan struct{})}
 	s.store.init()
 	if err := s.setupOverload(); err != nil {
 		return nil, err
@@ -232,13 +244,26 @@ func New(cfg Config) (*Server, error) {
 			s.closeListeners()
 			return nil, fmt.Errorf("server: %s listener %s: %w", name, addr, err)
 		}
-		oversized := &atomic.Uint64{}
-		s.oversized[name] = oversized
+		oversized, panics := &atomic.Uint64{}, &atomic.Uint64{}
+		s.oversized[name], s.panics[name] = oversized, panics
+		limits, readBytes := headLimits{maxCount: cfg.MaxHeaderCount, refused: oversized}, cfg.MaxHeaderBytes
+		var auth func(*http.Request) bool
+		if name == "main" && !cfg.CheckAPI.Disabled {
+			auth = isAuthRequest
+			limits.auth = auth
+			// A forward-auth service's peers are gateways, which forward heads as large as
+			// they accept: read those, so that /v1/auth answers each with a refusal the
+			// gateway passes on (net/http's 431 is a failure to nginx, which may let the
+			// request through); the other paths keep MaxHeaderBytes, checked by limits.
+			if cfg.Upstream == nil {
+				readBytes, limits.maxBytes = cfg.AuthMaxHeaderBytes+authHeadSlack, cfg.MaxHeaderBytes
+			}
+		}
 		srv := &http.Server{
-			Handler:           headerCountLimit(s.bodyDeadlines(handlers[name]), cfg.MaxHeaderCount, oversized),
+			Handler:           limits.wrap(s.bodyDeadlines(s.recovering(handlers[name], panics, auth))),
 			ReadHeaderTimeout: headerTimeout,
 			IdleTimeout:       cfg.IdleTimeout,
-			MaxHeaderBytes:    cfg.MaxHeaderBytes - headerReadSlack,
+			MaxHeaderBytes:    readBytes - headerReadSlack,
 			ErrorLog:          slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn),
 		}
 		// The exporter-toolkit web config wraps the metrics listener in
@@ -278,7 +303,7 @@ func (s *Server) mainHandler() http.Handler {
 	check := s.checkHandler()
 	usage := s.peerGuarded(s.cfg.Middleware.UsageHandler(), httplimit.UsagePath)
 	commit := s.peerGuarded(s.cfg.Middleware.CommitHandler(), httplimit.CommitPath)
-	auth := s.peerGuarded(s.cfg.Middleware.AuthHandler(), httplimit.AuthPath)
+	auth := s.peerGuarded(authHeadLimit(s.cfg.Middleware.AuthHandler(), s.cfg.Middleware, s.cfg.AuthMaxHeaderBytes, s.cfg.MaxHeaderCount), httplimit.AuthPath)
 	notFound := "no upstream is configured"
 	if check != nil {
 		notFound += "; only " + httplimit.CheckPath + " and " + httplimit.AuthPath + " are served"
@@ -322,12 +347,19 @@ func (s *Server) mainHandler() http.Handler {
 				return
 			}
 		}
-		if auth != nil && len(r.URL.Path) > len(httplimit.AuthPath) && strings.HasPrefix(r.URL.Path, httplimit.AuthPath+"/") {
+		if auth != nil && isAuthRequest(r) {
 			auth.ServeHTTP(w, r) // Envoy's ext_authz: the original path under path_prefix
 			return
 		}
 		limited.ServeHTTP(w, r)
 	})
+}
+
+// isAuthRequest says whether r asks forward-auth: AuthPath, or a path under it (Envoy's
+// ext_authz with path_prefix).
+func isAuthRequest(r *http.Request) bool {
+	p := r.URL.Path
+	return p == httplimit.AuthPath || len(p) > len(httplimit.AuthPath) && strings.HasPrefix(p, httplimit.AuthPath+"/")
 }
 
 // checkHandler is the decision API behind its peer check; nil when disabled.
