@@ -94,20 +94,33 @@ func startServe(ctx context.Context, t *testing.T, dir, config string) string {
 // example cannot drift from what is tested.
 func fromExample(t *testing.T, example, dir string, oldNew ...string) string {
 	t.Helper()
-	b, err := os.ReadFile(example)
+	out := filepath.Join(dir, filepath.Base(example))
+	writeFile(t, out, replaced(t, example, oldNew...))
+	return out
+}
+
+// editFile replaces in the file at path each old string by its new one, as fromExample does.
+func editFile(t *testing.T, path string, oldNew ...string) {
+	t.Helper()
+	writeFile(t, path, replaced(t, path, oldNew...))
+}
+
+// replaced is the file at path with each old string replaced by its new one; a string the
+// file lacks fails the test.
+func replaced(t *testing.T, path string, oldNew ...string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	s := string(b)
 	for i := 0; i < len(oldNew); i += 2 {
 		if !strings.Contains(s, oldNew[i]) {
-			t.Fatalf("%s no longer contains %q, which the test replaces", example, oldNew[i])
+			t.Fatalf("%s no longer contains %q, which the test replaces", path, oldNew[i])
 		}
 		s = strings.ReplaceAll(s, oldNew[i], oldNew[i+1])
 	}
-	out := filepath.Join(dir, filepath.Base(example))
-	writeFile(t, out, s)
-	return out
+	return s
 }
 
 // gateway finds the gateway's program or fails in one line naming the
@@ -261,20 +274,23 @@ func sixRequests(t *testing.T, base string, up *api) {
 func behindGateway(t *testing.T, example, listenOld string, listenNew func(addr string) string, run func(dir, conf string)) (string, *api) {
 	t.Helper()
 	up := newAPI(t)
-	base, _ := serveBehindGateway(t, forwardAuthConfig, up, example, listenOld, listenNew, run)
+	base, _ := serveBehindGateway(t, forwardAuthConfig, up.addr(), example, listenOld, listenNew, run)
 	return base, up
 }
 
-// serveBehindGateway is behindGateway with serve on config and up as the API; it returns the
-// gateway's URL and serve's.
-func serveBehindGateway(t *testing.T, config string, up *api, example, listenOld string, listenNew func(addr string) string, run func(dir, conf string)) (string, string) {
+// addr is the API's host:port.
+func (a *api) addr() string { return strings.TrimPrefix(a.URL, "http://") }
+
+// serveBehindGateway is behindGateway with serve on config and the API on apiAddr; it returns
+// the gateway's URL and serve's.
+func serveBehindGateway(t *testing.T, config, apiAddr, example, listenOld string, listenNew func(addr string) string, run func(dir, conf string)) (string, string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	dir := t.TempDir()
 	rl := startServe(ctx, t, dir, config)
 	listen := freeAddr(t)
-	conf := fromExample(t, example, dir, exampleRL, rl, exampleAPI, strings.TrimPrefix(up.URL, "http://"), listenOld, listenNew(listen))
+	conf := fromExample(t, example, dir, exampleRL, rl, exampleAPI, apiAddr, listenOld, listenNew(listen))
 	run(dir, conf)
 	waitListening(ctx, t, listen)
 	return "http://" + listen, "http://" + rl
@@ -283,43 +299,29 @@ func serveBehindGateway(t *testing.T, config string, up *api, example, listenOld
 // nginxConf is the nginx example the nginx tests run, on examples/forward-auth.yaml or, charging
 // each request the API's usage, forwardAuthCostConfig.
 const (
-	nginxConf             = "../examples/nginx-auth-request.conf"
+	nginxConf             = "../examples/nginx/nginx.conf"
 	forwardAuthCostConfig = "../examples/forward-auth-cost.yaml"
+	nginxListenOld        = "listen 127.0.0.1:8080;"
 )
 
 func nginxListen(a string) string { return "listen " + a + ";" }
 
-// runNginx returns the run of behindGateway for nginx, and the path of its error log.
-func runNginx(t *testing.T) (func(dir, site string), *string) {
+// runNginx returns the run of behindGateway for nginx, and the path of its error log: the
+// example's own nginx.conf as its documented command runs it (nginx -p <its directory>),
+// the error log in a file the test reads, and workers that may read the test's directory.
+func runNginx(t *testing.T) (func(dir, conf string), *string) {
 	nginx := gateway(t, "nginx")
 	errLog := new(string)
-	return func(dir, site string) {
-		// The http {} block around the example, with every path in the test's directory.
-		conf := filepath.Join(dir, "nginx.conf")
+	return func(dir, conf string) {
 		*errLog = filepath.Join(dir, "nginx-error.log")
-		writeFile(t, conf, fmt.Sprintf(`daemon off;
-user root;
-worker_processes 1;
-pid %[1]s/nginx.pid;
-error_log %[3]s warn;
-events { worker_connections 64; }
-http {
-  access_log off;
-  client_body_temp_path %[1]s/body;
-  proxy_temp_path %[1]s/proxy;
-  fastcgi_temp_path %[1]s/fastcgi;
-  uwsgi_temp_path %[1]s/uwsgi;
-  scgi_temp_path %[1]s/scgi;
-  include %[2]s;
-}
-`, dir, site, *errLog))
-		start(t, dir, "nginx", nginx, "-p", dir, "-e", *errLog, "-c", conf)
+		editFile(t, conf, "error_log stderr warn;", "error_log "+*errLog+" warn;", "pid nginx.pid;", "pid nginx.pid;\nuser root;")
+		start(t, dir, "nginx", nginx, "-p", dir+"/", "-e", *errLog, "-c", filepath.Base(conf))
 	}, errLog
 }
 
 func TestNginxAuthRequestLimitsEachClientBehindIt(t *testing.T) {
 	run, errLog := runNginx(t)
-	base, up := behindGateway(t, nginxConf, "listen 8080;", nginxListen, run)
+	base, up := behindGateway(t, nginxConf, nginxListenOld, nginxListen, run)
 	sixRequests(t, base, up)
 	if b, _ := os.ReadFile(*errLog); strings.Contains(string(b), "auth request unexpected status") {
 		t.Errorf("nginx logged refusals as errors:\n%s", b)
@@ -332,7 +334,7 @@ func TestNginxAuthRequestLimitsEachClientBehindIt(t *testing.T) {
 func TestNginxSettlesEachReservationAtTheAPIsUsage(t *testing.T) {
 	run, errLog := runNginx(t)
 	up := newAPIWith(t, map[string]string{"X-Usage-Tokens": "300"})
-	base, rl := serveBehindGateway(t, forwardAuthCostConfig, up, nginxConf, "listen 8080;", nginxListen, run)
+	base, rl := serveBehindGateway(t, forwardAuthCostConfig, up.addr(), nginxConf, nginxListenOld, nginxListen, run)
 	used := func(client string) int64 {
 		resp, err := http.Get(rl + "/v1/usage?key=ip:" + client)
 		if err != nil {
@@ -451,7 +453,7 @@ func TestNginxHoldsALeaseForEachRequestInFlight(t *testing.T) {
 	t.Cleanup(up.Close)
 	cfg := filepath.Join(t.TempDir(), "lease.yaml")
 	writeFile(t, cfg, leaseConfig)
-	base, rl := serveBehindGateway(t, cfg, up, nginxConf, "listen 8080;", nginxListen, run)
+	base, rl := serveBehindGateway(t, cfg, up.addr(), nginxConf, nginxListenOld, nginxListen, run)
 	c := clientFrom("127.0.0.2")
 	inFlight := func() float64 { return metricSum(t, rl, "rate_limit_in_flight", `endpoint="/v1/jobs"`) }
 	drained := func(when string) {
@@ -535,14 +537,26 @@ func metricSum(t *testing.T, rl, name, label string) float64 {
 	return sum
 }
 
-func TestCaddyForwardAuthLimitsEachClientBehindIt(t *testing.T) {
+// The Caddy example, and the address in it the tests replace.
+const (
+	caddyConf      = "../examples/Caddyfile.forward-auth"
+	caddyListenOld = "http://127.0.0.1:8080"
+)
+
+func caddyListen(a string) string { return "http://" + a }
+
+// runCaddy returns the run of behindGateway for Caddy, its state (HOME and the XDG
+// directories, as the example's command keeps it) in the test's directory.
+func runCaddy(t *testing.T) func(dir, conf string) {
 	caddy := gateway(t, "caddy")
-	base, up := behindGateway(t, "../examples/Caddyfile.forward-auth", "http://:8080", func(a string) string { return "http://" + a },
-		func(dir, conf string) {
-			// Caddy keeps its state under $HOME and the XDG directories.
-			startEnv(t, dir, "caddy", []string{"HOME=" + dir, "XDG_DATA_HOME=" + dir, "XDG_CONFIG_HOME=" + dir},
-				caddy, "run", "--config", conf, "--adapter", "caddyfile")
-		})
+	return func(dir, conf string) {
+		startEnv(t, dir, "caddy", []string{"HOME=" + dir, "XDG_DATA_HOME=" + dir, "XDG_CONFIG_HOME=" + dir},
+			caddy, "run", "--config", conf, "--adapter", "caddyfile")
+	}
+}
+
+func TestCaddyForwardAuthLimitsEachClientBehindIt(t *testing.T) {
+	base, up := behindGateway(t, caddyConf, caddyListenOld, caddyListen, runCaddy(t))
 	sixRequests(t, base, up)
 }
 
