@@ -112,7 +112,7 @@ func (a *rawAPI) reached(prefix string) int {
 type hostileRequest struct {
 	name string
 	head func(host, path string) []byte // the request for path, a path under /api/<case>/
-	path string                   // its path, %d the request's number
+	path string                         // its path, %d the request's number
 }
 
 // headWith is a request of method for path on host as curl sends it, with fields more header
