@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -269,5 +270,41 @@ func TestNginxStopsWithEveryWorkerWhenItsTestEnds(t *testing.T) {
 	if c, err := net.DialTimeout("tcp", listen, time.Second); err == nil {
 		c.Close()
 		t.Errorf("after its test, something still accepts on nginx's %s", listen)
+	}
+}
+
+// Behind the nginx example, only an rl-exporter nginx cannot reach lets a request through
+// unchecked (fail open); any other answer outside auth_request's contract (a 500, a 431) is a
+// 503 that never reaches the API.
+func TestNginxLetsRequestsThroughOnlyWhenRlExporterIsUnreachable(t *testing.T) {
+	run, _ := runNginx(t)
+	for _, c := range []struct {
+		name    string
+		status  int // what the stand-in for rl-exporter answers; 0: nothing listens
+		want    int
+		reaches bool
+	}{
+		{"unreachable", 0, http.StatusOK, true},
+		{"answering 500", http.StatusInternalServerError, http.StatusServiceUnavailable, false},
+		{"answering 431", http.StatusRequestHeaderFieldsTooLarge, http.StatusServiceUnavailable, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			rl := freeAddr(t)
+			if c.status != 0 {
+				srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(c.status) }))
+				t.Cleanup(srv.Close)
+				rl = strings.TrimPrefix(srv.URL, "http://")
+			}
+			up := newAPI(t)
+			dir := t.TempDir()
+			listen := freeAddr(t)
+			conf := fromExample(t, nginxConf, dir, exampleRL, rl, exampleAPI, up.addr(), nginxListenOld, nginxListen(listen))
+			run(dir, conf)
+			waitListening(t.Context(), t, listen)
+			a := send(t, clientFrom("127.0.0.2"), "GET", "http://"+listen+"/api/x", nil)
+			if a.code != c.want || (up.count("/api/x") == 1) != c.reaches {
+				t.Errorf("status %d %q, the API saw it %d times; want %d and reached %v", a.code, a.body, up.count("/api/x"), c.want, c.reaches)
+			}
+		})
 	}
 }

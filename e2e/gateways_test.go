@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -577,18 +578,98 @@ func waitListening(ctx context.Context, t *testing.T, addr string) {
 	}
 }
 
-// traefikForwardAuth is what the test reads of examples/traefik-forward-auth.yaml.
-type traefikForwardAuth struct {
+// traefikDynamic is examples/traefik-forward-auth.yaml, decoded strictly: a key this does
+// not know (a misspelt option Traefik would ignore) fails the test.
+type traefikDynamic struct {
 	HTTP struct {
+		Routers map[string]struct {
+			Rule        string   `yaml:"rule"`
+			EntryPoints []string `yaml:"entryPoints"`
+			Middlewares []string `yaml:"middlewares"`
+			Service     string   `yaml:"service"`
+		} `yaml:"routers"`
 		Middlewares map[string]struct {
-			ForwardAuth struct {
-				Address             string   `yaml:"address"`
-				TrustForwardHeader  bool     `yaml:"trustForwardHeader"`
-				AuthRequestHeaders  []string `yaml:"authRequestHeaders"`
-				AuthResponseHeaders []string `yaml:"authResponseHeaders"`
-			} `yaml:"forwardAuth"`
+			ForwardAuth *traefikForwardAuth `yaml:"forwardAuth"`
+			Headers     *struct {
+				CustomRequestHeaders map[string]string `yaml:"customRequestHeaders"`
+			} `yaml:"headers"`
 		} `yaml:"middlewares"`
+		Services map[string]struct {
+			LoadBalancer struct {
+				Servers []struct {
+					URL string `yaml:"url"`
+				} `yaml:"servers"`
+			} `yaml:"loadBalancer"`
+		} `yaml:"services"`
 	} `yaml:"http"`
+}
+
+// traefikForwardAuth is Traefik's ForwardAuth middleware, the options the example sets.
+type traefikForwardAuth struct {
+	Address             string   `yaml:"address"`
+	TrustForwardHeader  bool     `yaml:"trustForwardHeader"`
+	AuthRequestHeaders  []string `yaml:"authRequestHeaders"`
+	AuthResponseHeaders []string `yaml:"authResponseHeaders"`
+}
+
+// traefikExample decodes examples/traefik-forward-auth.yaml strictly and returns the
+// ForwardAuth of its router's chain, and the headers the chain clears before it.
+func traefikExample(t *testing.T) (traefikForwardAuth, map[string]bool) {
+	t.Helper()
+	raw, err := os.ReadFile("../examples/traefik-forward-auth.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg traefikDynamic
+	dec := yaml.NewDecoder(bytes.NewReader(raw))
+	dec.KnownFields(true)
+	if err := dec.Decode(&cfg); err != nil {
+		t.Fatalf("examples/traefik-forward-auth.yaml: %v", err)
+	}
+	router, ok := cfg.HTTP.Routers["api"]
+	if !ok || len(cfg.HTTP.Services[router.Service].LoadBalancer.Servers) == 0 {
+		t.Fatalf("no router api with a service: %+v", cfg.HTTP)
+	}
+	cleared := map[string]bool{}
+	for _, name := range router.Middlewares {
+		mw, ok := cfg.HTTP.Middlewares[name]
+		if !ok {
+			t.Fatalf("router api names the middleware %q, which is not defined", name)
+		}
+		if mw.ForwardAuth != nil {
+			return *mw.ForwardAuth, cleared
+		}
+		if mw.Headers != nil {
+			for h, v := range mw.Headers.CustomRequestHeaders {
+				if v == "" { // Traefik removes a header set to ""
+					cleared[http.CanonicalHeaderKey(h)] = true
+				}
+			}
+		}
+	}
+	t.Fatalf("router api has no forwardAuth middleware in %v", router.Middlewares)
+	return traefikForwardAuth{}, nil
+}
+
+// Traefik's chain clears X-User-ID and X-Plan-Tier before its ForwardAuth, and sends
+// rl-exporter only the client headers it reads: none rl-exporter believes from Traefik as a
+// trusted header peer, none naming the original request.
+func TestTraefikExampleSendsNoClientIdentityOrOriginalRequestHeader(t *testing.T) {
+	fa, cleared := traefikExample(t)
+	for _, h := range []string{"X-User-Id", "X-Plan-Tier"} {
+		if !cleared[h] {
+			t.Errorf("the chain before forwardAuth leaves the client's %s (cleared: %v)", h, cleared)
+		}
+	}
+	for _, h := range fa.AuthRequestHeaders {
+		switch http.CanonicalHeaderKey(h) {
+		case "X-User-Id", "X-Plan-Tier", "X-Original-Uri", "X-Original-Method", "X-Forwarded-Uri", "X-Forwarded-Method", "X-Forwarded-Host", "X-Forwarded-For":
+			t.Errorf("authRequestHeaders passes the client's own %s to rl-exporter", h)
+		}
+	}
+	if len(fa.AuthRequestHeaders) == 0 || len(fa.AuthRequestHeaders) > 4 {
+		t.Errorf("authRequestHeaders %v: want the few headers rl-exporter reads (without it Traefik sends every header)", fa.AuthRequestHeaders)
+	}
 }
 
 // Traefik's ForwardAuth sends GET to its address with the client's headers
@@ -598,16 +679,7 @@ type traefikForwardAuth struct {
 // answer as it is. The test sends exactly that request for a client whose
 // own headers include a forged X-Original-URI and X-Forwarded-For.
 func TestTraefikForwardAuthRequestIsDecidedOnItsHeaders(t *testing.T) {
-	raw, err := os.ReadFile("../examples/traefik-forward-auth.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var cfg traefikForwardAuth
-	dec := yaml.NewDecoder(strings.NewReader(string(raw)))
-	if err := dec.Decode(&cfg); err != nil {
-		t.Fatal(err)
-	}
-	fa := cfg.HTTP.Middlewares["rate-limit"].ForwardAuth
+	fa, _ := traefikExample(t)
 	if !strings.HasPrefix(fa.Address, "http://"+exampleRL+"/") || fa.TrustForwardHeader || len(fa.AuthResponseHeaders) == 0 {
 		t.Fatalf("forwardAuth %+v: want an address on %s, trustForwardHeader false and authResponseHeaders", fa, exampleRL)
 	}
@@ -764,4 +836,29 @@ func matchesAny(patterns []*matcherv3.StringMatcher, name string) bool {
 		}
 	}
 	return false
+}
+
+// Envoy's ext_authz sends rl-exporter only the headers it names (Host, the method, the path,
+// Content-Length and Authorization always): the example names exact headers alone, none
+// rl-exporter would believe from Envoy as a trusted header peer, so that however many or large
+// the client's headers, the check stays within rl-exporter's bounds; and no header names the
+// original request, which ext_authz gives as the path under path_prefix.
+func TestEnvoyExampleSendsOnlyTheHeadersRlExporterReads(t *testing.T) {
+	authz := envoyExtAuthz(t)
+	patterns := authz.GetAllowedHeaders().GetPatterns()
+	if len(patterns) == 0 {
+		t.Fatal("no allowed_headers: rl-exporter would not see X-Forwarded-For")
+	}
+	for _, p := range patterns {
+		name := p.GetExact()
+		switch {
+		case name == "":
+			t.Errorf("allowed_headers pattern %v: want exact names (a prefix, suffix or regex lets a client add headers)", p)
+		case name == "x-user-id" || name == "x-plan-tier" || strings.HasPrefix(name, "x-original-") || strings.HasPrefix(name, "x-forwarded-uri"):
+			t.Errorf("allowed_headers passes the client's own %s to rl-exporter", name)
+		}
+	}
+	if authz.GetHttpService().GetAuthorizationRequest().GetAllowedHeaders() != nil {
+		t.Error("http_service.authorization_request.allowed_headers is set: deprecated since Envoy 1.25 for allowed_headers")
+	}
 }
