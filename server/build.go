@@ -133,6 +133,9 @@ func Build(cfg *config.Config, d Deps) (*Built, error) {
 	if err != nil {
 		return fail(err)
 	}
+	if b.grpc != nil {
+		srv.panics["grpc"] = b.grpc.panics // before Serve and before any collection
+	}
 	b.mu.Lock()
 	b.Server = srv
 	b.mu.Unlock()
