@@ -129,6 +129,15 @@ type Server struct {
 	// included, on every listener; a request with more gets 431 before any
 	// decision is made. Default 100.
 	MaxHeaderCount int `koanf:"max_header_count"`
+	// AuthMaxHeaderBytes bounds the head of a forward-auth request
+	// (/v1/auth); past it, or past max_header_count, /v1/auth refuses the
+	// request with the gateway's refusal status (X-Deny-Status, else 429)
+	// and reason request_too_large, never 431. Without server.upstream the
+	// main listener reads heads this large, its other paths still bounded
+	// by max_header_bytes; with one, net/http stops every head at
+	// max_header_bytes. Default 1 MiB; a value under max_header_bytes is
+	// max_header_bytes.
+	AuthMaxHeaderBytes int `koanf:"auth_max_header_bytes"`
 	// CheckAPI says who may use the decision API, POST /v1/check.
 	CheckAPI CheckAPI `koanf:"check_api"`
 	// UpstreamTransport configures the proxy's connections to Upstream.

@@ -28,6 +28,9 @@ const (
 	// usually bound it.
 	DefaultMaxHeaderBytes = 64 << 10
 	DefaultMaxHeaderCount = 100
+	// DefaultAuthMaxHeaderBytes bounds a forward-auth request's head:
+	// net/http's own bound, what Caddy and Traefik accept and forward.
+	DefaultAuthMaxHeaderBytes = 1 << 20
 	// DefaultMaxIdleConnsPerHost is sized for a few hundred concurrent
 	// clients, so that a steady load reuses upstream connections instead
 	// of opening one per request (Go's default keeps two).
@@ -58,7 +61,7 @@ func Defaults() Config {
 			Listen: DefaultListen, ShutdownTimeout: DefaultShutdownTimeout, ReadyTimeout: DefaultReadyTimeout,
 			// Clients that send slowly are cut off.
 			ReadHeaderTimeout: DefaultReadHeaderTimeout, ReadTimeout: DefaultReadTimeout, IdleTimeout: DefaultIdleTimeout,
-			MaxHeaderBytes: DefaultMaxHeaderBytes, MaxHeaderCount: DefaultMaxHeaderCount,
+			MaxHeaderBytes: DefaultMaxHeaderBytes, MaxHeaderCount: DefaultMaxHeaderCount, AuthMaxHeaderBytes: DefaultAuthMaxHeaderBytes,
 			// Paths are read as the strictest upstream reads them (Envoy's advice).
 			Paths: Paths{EscapedSlashes: httplimit.PathsReject, Case: httplimit.PathsSensitive, TrailingSlash: httplimit.PathsIgnore},
 			// The decision API answers this host alone unless configured.

@@ -23,14 +23,16 @@ func (f Finding) String() string { return f.Key + ": " + f.Message }
 // Exposure returns the findings of c, which Validate has accepted: the
 // decision API reachable through a proxy or from other hosts without a
 // token, class routes the decision API's prefix may take from the upstream,
-// and an admin listener on other interfaces without admin tokens.
-// It reads the token files.
+// identity headers believed from a gateway that may pass on its clients' own,
+// and an admin listener on other interfaces without admin tokens. It reads
+// the token files.
 func (c *Config) Exposure() []Finding {
 	var out []Finding
 	if f, ok := c.checkAPIExposure(); ok {
 		out = append(out, f)
 	}
 	out = append(out, c.shadowedRoutes()...)
+	out = append(out, c.identityHeaderExposure()...)
 	if a := c.Server.AdminListen; a != "" && !loopbackAddr(a) {
 		if toks, err := c.AdminTokens(); err == nil && len(toks) == 0 {
 			out = append(out, Finding{Key: "server.admin_listen", Refuse: true, Message: fmt.Sprintf(
@@ -73,6 +75,32 @@ func (c *Config) checkAPIExposure() (Finding, bool) {
 	return Finding{Key: "server.check_api.allowed_peers", Message: fmt.Sprintf(
 		"the decision API, which believes the key and plan_tier of any caller, answers without a token: %s; set server.check_api.tokens_file (or tokens), or list only the services that call it",
 		strings.Join(why, "; "))}, true
+}
+
+// identityHeaderExposure names each header believed from
+// identity.trusted_header_peers. Those peers are gateways or services in
+// front, and rl-exporter cannot see whether one of them clears or sets the
+// header rather than passing on its client's own copy, which would let a
+// client choose its own key or tier: every such header is named, with what
+// the peer must do.
+func (c *Config) identityHeaderExposure() []Finding {
+	if len(c.Identity.TrustedHeaderPeers) == 0 {
+		return nil
+	}
+	peers := strings.Join(c.Identity.TrustedHeaderPeers, ", ")
+	var out []Finding
+	for _, h := range []struct{ key, name, gives string }{
+		{"identity.user_header", c.Identity.UserHeader, "its key (and spend another user's budget, or put that user in the penalty box)"},
+		{"tiers.header", c.Tiers.Header, "its plan tier"},
+	} {
+		if h.name == "" {
+			continue
+		}
+		out = append(out, Finding{Key: h.key, Message: fmt.Sprintf(
+			"%s is believed from identity.trusted_header_peers (%s): a gateway there that passes on a client's own %s lets the client choose %s; make every such peer clear or set it (examples/nginx/nginx.conf, Caddyfile.forward-auth and traefik-forward-auth.yaml clear it)",
+			h.name, peers, h.name, h.gives)})
+	}
+	return out
 }
 
 // loopbackBits is the shortest prefix length of addr's family that holds

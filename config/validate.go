@@ -112,6 +112,9 @@ func (c *Config) validateServer(e *errs) {
 	if s.MaxHeaderBytes < 8192 || s.MaxHeaderBytes > 16<<20 {
 		e.add("server.max_header_bytes", "must be 8192 to 16777216 (16 MiB), got %d", s.MaxHeaderBytes)
 	}
+	if s.AuthMaxHeaderBytes < 8192 || s.AuthMaxHeaderBytes > 16<<20 {
+		e.add("server.auth_max_header_bytes", "must be 8192 to 16777216 (16 MiB), got %d", s.AuthMaxHeaderBytes)
+	}
 	if s.MaxHeaderCount < 1 || s.MaxHeaderCount > 100_000 {
 		e.add("server.max_header_count", "must be 1 to 100000, got %d", s.MaxHeaderCount)
 	}

@@ -28,7 +28,44 @@ import (
 // binary is rl-exporter, built once by TestMain.
 var binary string
 
-func TestMain(m *testing.M) { testbin.Main(m, "../cmd/rl-exporter", &binary) }
+// TestMain builds rl-exporter, runs the tests and fails the run when a
+// process a test started (a gateway's worker, say) outlived it.
+func TestMain(m *testing.M) {
+	remove, err := testbin.Build("../cmd/rl-exporter", &binary)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	if left := survivors(); len(left) > 0 {
+		fmt.Fprintf(os.Stderr, "FAIL: processes started by the tests outlived them: %s\n", strings.Join(left, ", "))
+		code = 1
+	}
+	remove()
+	os.Exit(code)
+}
+
+// groups are the process groups of the programs the tests started, by the
+// name start gave them.
+var groups struct {
+	sync.Mutex
+	started map[int]string
+}
+
+// survivors lists the processes still running in the groups of the
+// programs the tests started, killing them.
+func survivors() []string {
+	groups.Lock()
+	defer groups.Unlock()
+	var left []string
+	for pgid, name := range groups.started {
+		for _, p := range groupMembers(pgid) {
+			left = append(left, p+" of "+name)
+		}
+		killGroup(pgid)
+	}
+	return left
+}
 
 // The endpoint and plan tiers the traffic uses (see serveConfig).
 const (
@@ -302,14 +339,16 @@ func freeAddr(t *testing.T) string {
 }
 
 // start runs a program until the test ends, its output in dir/<name>.log,
-// shown when the test fails.
-func start(t *testing.T, dir, name, bin string, args ...string) {
+// shown when the test fails, and returns its process group.
+func start(t *testing.T, dir, name, bin string, args ...string) int {
 	t.Helper()
-	startEnv(t, dir, name, nil, bin, args...)
+	return startEnv(t, dir, name, nil, bin, args...)
 }
 
-// startEnv is start with env added to the test's environment.
-func startEnv(t *testing.T, dir, name string, env []string, bin string, args ...string) {
+// startEnv is start with env added to the test's environment. The program
+// leads a process group of its own, stopped whole when the test ends, so
+// that nothing it started (nginx's workers) outlives the test.
+func startEnv(t *testing.T, dir, name string, env []string, bin string, args ...string) int {
 	t.Helper()
 	logPath := filepath.Join(dir, name+".log")
 	logFile, err := os.Create(logPath)
@@ -326,13 +365,20 @@ func startEnv(t *testing.T, dir, name string, env []string, bin string, args ...
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start %s: %v", name, err)
 	}
+	pgid := cmd.Process.Pid
+	groups.Lock()
+	if groups.started == nil {
+		groups.started = map[int]string{}
+	}
+	groups.started[pgid] = t.Name() + "'s " + name
+	groups.Unlock()
 	exited := make(chan struct{})
 	go func() {
 		_ = cmd.Wait()
 		close(exited)
 	}()
 	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
+		stopGroup(cmd.Process)
 		<-exited
 		logFile.Close()
 		if t.Failed() {
@@ -343,6 +389,7 @@ func startEnv(t *testing.T, dir, name string, env []string, bin string, args ...
 			t.Logf("%s log (%s):\n%s", name, strings.Join(args, " "), b)
 		}
 	})
+	return pgid
 }
 
 // waitHTTP waits until url answers 200.

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -94,20 +95,33 @@ func startServe(ctx context.Context, t *testing.T, dir, config string) string {
 // example cannot drift from what is tested.
 func fromExample(t *testing.T, example, dir string, oldNew ...string) string {
 	t.Helper()
-	b, err := os.ReadFile(example)
+	out := filepath.Join(dir, filepath.Base(example))
+	writeFile(t, out, replaced(t, example, oldNew...))
+	return out
+}
+
+// editFile replaces in the file at path each old string by its new one, as fromExample does.
+func editFile(t *testing.T, path string, oldNew ...string) {
+	t.Helper()
+	writeFile(t, path, replaced(t, path, oldNew...))
+}
+
+// replaced is the file at path with each old string replaced by its new one; a string the
+// file lacks fails the test.
+func replaced(t *testing.T, path string, oldNew ...string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	s := string(b)
 	for i := 0; i < len(oldNew); i += 2 {
 		if !strings.Contains(s, oldNew[i]) {
-			t.Fatalf("%s no longer contains %q, which the test replaces", example, oldNew[i])
+			t.Fatalf("%s no longer contains %q, which the test replaces", path, oldNew[i])
 		}
 		s = strings.ReplaceAll(s, oldNew[i], oldNew[i+1])
 	}
-	out := filepath.Join(dir, filepath.Base(example))
-	writeFile(t, out, s)
-	return out
+	return s
 }
 
 // gateway finds the gateway's program or fails in one line naming the
@@ -261,20 +275,23 @@ func sixRequests(t *testing.T, base string, up *api) {
 func behindGateway(t *testing.T, example, listenOld string, listenNew func(addr string) string, run func(dir, conf string)) (string, *api) {
 	t.Helper()
 	up := newAPI(t)
-	base, _ := serveBehindGateway(t, forwardAuthConfig, up, example, listenOld, listenNew, run)
+	base, _ := serveBehindGateway(t, forwardAuthConfig, up.addr(), example, listenOld, listenNew, run)
 	return base, up
 }
 
-// serveBehindGateway is behindGateway with serve on config and up as the API; it returns the
-// gateway's URL and serve's.
-func serveBehindGateway(t *testing.T, config string, up *api, example, listenOld string, listenNew func(addr string) string, run func(dir, conf string)) (string, string) {
+// addr is the API's host:port.
+func (a *api) addr() string { return strings.TrimPrefix(a.URL, "http://") }
+
+// serveBehindGateway is behindGateway with serve on config and the API on apiAddr; it returns
+// the gateway's URL and serve's.
+func serveBehindGateway(t *testing.T, config, apiAddr, example, listenOld string, listenNew func(addr string) string, run func(dir, conf string)) (string, string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	dir := t.TempDir()
 	rl := startServe(ctx, t, dir, config)
 	listen := freeAddr(t)
-	conf := fromExample(t, example, dir, exampleRL, rl, exampleAPI, strings.TrimPrefix(up.URL, "http://"), listenOld, listenNew(listen))
+	conf := fromExample(t, example, dir, exampleRL, rl, exampleAPI, apiAddr, listenOld, listenNew(listen))
 	run(dir, conf)
 	waitListening(ctx, t, listen)
 	return "http://" + listen, "http://" + rl
@@ -283,43 +300,29 @@ func serveBehindGateway(t *testing.T, config string, up *api, example, listenOld
 // nginxConf is the nginx example the nginx tests run, on examples/forward-auth.yaml or, charging
 // each request the API's usage, forwardAuthCostConfig.
 const (
-	nginxConf             = "../examples/nginx-auth-request.conf"
+	nginxConf             = "../examples/nginx/nginx.conf"
 	forwardAuthCostConfig = "../examples/forward-auth-cost.yaml"
+	nginxListenOld        = "listen 127.0.0.1:8080;"
 )
 
 func nginxListen(a string) string { return "listen " + a + ";" }
 
-// runNginx returns the run of behindGateway for nginx, and the path of its error log.
-func runNginx(t *testing.T) (func(dir, site string), *string) {
+// runNginx returns the run of behindGateway for nginx, and the path of its error log: the
+// example's own nginx.conf as its documented command runs it (nginx -p <its directory>),
+// the error log in a file the test reads, and workers that may read the test's directory.
+func runNginx(t *testing.T) (func(dir, conf string), *string) {
 	nginx := gateway(t, "nginx")
 	errLog := new(string)
-	return func(dir, site string) {
-		// The http {} block around the example, with every path in the test's directory.
-		conf := filepath.Join(dir, "nginx.conf")
+	return func(dir, conf string) {
 		*errLog = filepath.Join(dir, "nginx-error.log")
-		writeFile(t, conf, fmt.Sprintf(`daemon off;
-user root;
-worker_processes 1;
-pid %[1]s/nginx.pid;
-error_log %[3]s warn;
-events { worker_connections 64; }
-http {
-  access_log off;
-  client_body_temp_path %[1]s/body;
-  proxy_temp_path %[1]s/proxy;
-  fastcgi_temp_path %[1]s/fastcgi;
-  uwsgi_temp_path %[1]s/uwsgi;
-  scgi_temp_path %[1]s/scgi;
-  include %[2]s;
-}
-`, dir, site, *errLog))
-		start(t, dir, "nginx", nginx, "-p", dir, "-e", *errLog, "-c", conf)
+		editFile(t, conf, "error_log stderr warn;", "error_log "+*errLog+" warn;", "pid nginx.pid;", "pid nginx.pid;\nuser root;")
+		start(t, dir, "nginx", nginx, "-p", dir+"/", "-e", *errLog, "-c", filepath.Base(conf))
 	}, errLog
 }
 
 func TestNginxAuthRequestLimitsEachClientBehindIt(t *testing.T) {
 	run, errLog := runNginx(t)
-	base, up := behindGateway(t, nginxConf, "listen 8080;", nginxListen, run)
+	base, up := behindGateway(t, nginxConf, nginxListenOld, nginxListen, run)
 	sixRequests(t, base, up)
 	if b, _ := os.ReadFile(*errLog); strings.Contains(string(b), "auth request unexpected status") {
 		t.Errorf("nginx logged refusals as errors:\n%s", b)
@@ -332,7 +335,7 @@ func TestNginxAuthRequestLimitsEachClientBehindIt(t *testing.T) {
 func TestNginxSettlesEachReservationAtTheAPIsUsage(t *testing.T) {
 	run, errLog := runNginx(t)
 	up := newAPIWith(t, map[string]string{"X-Usage-Tokens": "300"})
-	base, rl := serveBehindGateway(t, forwardAuthCostConfig, up, nginxConf, "listen 8080;", nginxListen, run)
+	base, rl := serveBehindGateway(t, forwardAuthCostConfig, up.addr(), nginxConf, nginxListenOld, nginxListen, run)
 	used := func(client string) int64 {
 		resp, err := http.Get(rl + "/v1/usage?key=ip:" + client)
 		if err != nil {
@@ -451,7 +454,7 @@ func TestNginxHoldsALeaseForEachRequestInFlight(t *testing.T) {
 	t.Cleanup(up.Close)
 	cfg := filepath.Join(t.TempDir(), "lease.yaml")
 	writeFile(t, cfg, leaseConfig)
-	base, rl := serveBehindGateway(t, cfg, up, nginxConf, "listen 8080;", nginxListen, run)
+	base, rl := serveBehindGateway(t, cfg, up.addr(), nginxConf, nginxListenOld, nginxListen, run)
 	c := clientFrom("127.0.0.2")
 	inFlight := func() float64 { return metricSum(t, rl, "rate_limit_in_flight", `endpoint="/v1/jobs"`) }
 	drained := func(when string) {
@@ -535,14 +538,26 @@ func metricSum(t *testing.T, rl, name, label string) float64 {
 	return sum
 }
 
-func TestCaddyForwardAuthLimitsEachClientBehindIt(t *testing.T) {
+// The Caddy example, and the address in it the tests replace.
+const (
+	caddyConf      = "../examples/Caddyfile.forward-auth"
+	caddyListenOld = "http://127.0.0.1:8080"
+)
+
+func caddyListen(a string) string { return "http://" + a }
+
+// runCaddy returns the run of behindGateway for Caddy, its state (HOME and the XDG
+// directories, as the example's command keeps it) in the test's directory.
+func runCaddy(t *testing.T) func(dir, conf string) {
 	caddy := gateway(t, "caddy")
-	base, up := behindGateway(t, "../examples/Caddyfile.forward-auth", "http://:8080", func(a string) string { return "http://" + a },
-		func(dir, conf string) {
-			// Caddy keeps its state under $HOME and the XDG directories.
-			startEnv(t, dir, "caddy", []string{"HOME=" + dir, "XDG_DATA_HOME=" + dir, "XDG_CONFIG_HOME=" + dir},
-				caddy, "run", "--config", conf, "--adapter", "caddyfile")
-		})
+	return func(dir, conf string) {
+		startEnv(t, dir, "caddy", []string{"HOME=" + dir, "XDG_DATA_HOME=" + dir, "XDG_CONFIG_HOME=" + dir},
+			caddy, "run", "--config", conf, "--adapter", "caddyfile")
+	}
+}
+
+func TestCaddyForwardAuthLimitsEachClientBehindIt(t *testing.T) {
+	base, up := behindGateway(t, caddyConf, caddyListenOld, caddyListen, runCaddy(t))
 	sixRequests(t, base, up)
 }
 
@@ -563,18 +578,98 @@ func waitListening(ctx context.Context, t *testing.T, addr string) {
 	}
 }
 
-// traefikForwardAuth is what the test reads of examples/traefik-forward-auth.yaml.
-type traefikForwardAuth struct {
+// traefikDynamic is examples/traefik-forward-auth.yaml, decoded strictly: a key this does
+// not know (a misspelt option Traefik would ignore) fails the test.
+type traefikDynamic struct {
 	HTTP struct {
+		Routers map[string]struct {
+			Rule        string   `yaml:"rule"`
+			EntryPoints []string `yaml:"entryPoints"`
+			Middlewares []string `yaml:"middlewares"`
+			Service     string   `yaml:"service"`
+		} `yaml:"routers"`
 		Middlewares map[string]struct {
-			ForwardAuth struct {
-				Address             string   `yaml:"address"`
-				TrustForwardHeader  bool     `yaml:"trustForwardHeader"`
-				AuthRequestHeaders  []string `yaml:"authRequestHeaders"`
-				AuthResponseHeaders []string `yaml:"authResponseHeaders"`
-			} `yaml:"forwardAuth"`
+			ForwardAuth *traefikForwardAuth `yaml:"forwardAuth"`
+			Headers     *struct {
+				CustomRequestHeaders map[string]string `yaml:"customRequestHeaders"`
+			} `yaml:"headers"`
 		} `yaml:"middlewares"`
+		Services map[string]struct {
+			LoadBalancer struct {
+				Servers []struct {
+					URL string `yaml:"url"`
+				} `yaml:"servers"`
+			} `yaml:"loadBalancer"`
+		} `yaml:"services"`
 	} `yaml:"http"`
+}
+
+// traefikForwardAuth is Traefik's ForwardAuth middleware, the options the example sets.
+type traefikForwardAuth struct {
+	Address             string   `yaml:"address"`
+	TrustForwardHeader  bool     `yaml:"trustForwardHeader"`
+	AuthRequestHeaders  []string `yaml:"authRequestHeaders"`
+	AuthResponseHeaders []string `yaml:"authResponseHeaders"`
+}
+
+// traefikExample decodes examples/traefik-forward-auth.yaml strictly and returns the
+// ForwardAuth of its router's chain, and the headers the chain clears before it.
+func traefikExample(t *testing.T) (traefikForwardAuth, map[string]bool) {
+	t.Helper()
+	raw, err := os.ReadFile("../examples/traefik-forward-auth.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg traefikDynamic
+	dec := yaml.NewDecoder(bytes.NewReader(raw))
+	dec.KnownFields(true)
+	if err := dec.Decode(&cfg); err != nil {
+		t.Fatalf("examples/traefik-forward-auth.yaml: %v", err)
+	}
+	router, ok := cfg.HTTP.Routers["api"]
+	if !ok || len(cfg.HTTP.Services[router.Service].LoadBalancer.Servers) == 0 {
+		t.Fatalf("no router api with a service: %+v", cfg.HTTP)
+	}
+	cleared := map[string]bool{}
+	for _, name := range router.Middlewares {
+		mw, ok := cfg.HTTP.Middlewares[name]
+		if !ok {
+			t.Fatalf("router api names the middleware %q, which is not defined", name)
+		}
+		if mw.ForwardAuth != nil {
+			return *mw.ForwardAuth, cleared
+		}
+		if mw.Headers != nil {
+			for h, v := range mw.Headers.CustomRequestHeaders {
+				if v == "" { // Traefik removes a header set to ""
+					cleared[http.CanonicalHeaderKey(h)] = true
+				}
+			}
+		}
+	}
+	t.Fatalf("router api has no forwardAuth middleware in %v", router.Middlewares)
+	return traefikForwardAuth{}, nil
+}
+
+// Traefik's chain clears X-User-ID and X-Plan-Tier before its ForwardAuth, and sends
+// rl-exporter only the client headers it reads: none rl-exporter believes from Traefik as a
+// trusted header peer, none naming the original request.
+func TestTraefikExampleSendsNoClientIdentityOrOriginalRequestHeader(t *testing.T) {
+	fa, cleared := traefikExample(t)
+	for _, h := range []string{"X-User-Id", "X-Plan-Tier"} {
+		if !cleared[h] {
+			t.Errorf("the chain before forwardAuth leaves the client's %s (cleared: %v)", h, cleared)
+		}
+	}
+	for _, h := range fa.AuthRequestHeaders {
+		switch http.CanonicalHeaderKey(h) {
+		case "X-User-Id", "X-Plan-Tier", "X-Original-Uri", "X-Original-Method", "X-Forwarded-Uri", "X-Forwarded-Method", "X-Forwarded-Host", "X-Forwarded-For":
+			t.Errorf("authRequestHeaders passes the client's own %s to rl-exporter", h)
+		}
+	}
+	if len(fa.AuthRequestHeaders) == 0 || len(fa.AuthRequestHeaders) > 4 {
+		t.Errorf("authRequestHeaders %v: want the few headers rl-exporter reads (without it Traefik sends every header)", fa.AuthRequestHeaders)
+	}
 }
 
 // Traefik's ForwardAuth sends GET to its address with the client's headers
@@ -584,16 +679,7 @@ type traefikForwardAuth struct {
 // answer as it is. The test sends exactly that request for a client whose
 // own headers include a forged X-Original-URI and X-Forwarded-For.
 func TestTraefikForwardAuthRequestIsDecidedOnItsHeaders(t *testing.T) {
-	raw, err := os.ReadFile("../examples/traefik-forward-auth.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var cfg traefikForwardAuth
-	dec := yaml.NewDecoder(strings.NewReader(string(raw)))
-	if err := dec.Decode(&cfg); err != nil {
-		t.Fatal(err)
-	}
-	fa := cfg.HTTP.Middlewares["rate-limit"].ForwardAuth
+	fa, _ := traefikExample(t)
 	if !strings.HasPrefix(fa.Address, "http://"+exampleRL+"/") || fa.TrustForwardHeader || len(fa.AuthResponseHeaders) == 0 {
 		t.Fatalf("forwardAuth %+v: want an address on %s, trustForwardHeader false and authResponseHeaders", fa, exampleRL)
 	}
@@ -750,4 +836,29 @@ func matchesAny(patterns []*matcherv3.StringMatcher, name string) bool {
 		}
 	}
 	return false
+}
+
+// Envoy's ext_authz sends rl-exporter only the headers it names (Host, the method, the path,
+// Content-Length and Authorization always): the example names exact headers alone, none
+// rl-exporter would believe from Envoy as a trusted header peer, so that however many or large
+// the client's headers, the check stays within rl-exporter's bounds; and no header names the
+// original request, which ext_authz gives as the path under path_prefix.
+func TestEnvoyExampleSendsOnlyTheHeadersRlExporterReads(t *testing.T) {
+	authz := envoyExtAuthz(t)
+	patterns := authz.GetAllowedHeaders().GetPatterns()
+	if len(patterns) == 0 {
+		t.Fatal("no allowed_headers: rl-exporter would not see X-Forwarded-For")
+	}
+	for _, p := range patterns {
+		name := p.GetExact()
+		switch {
+		case name == "":
+			t.Errorf("allowed_headers pattern %v: want exact names (a prefix, suffix or regex lets a client add headers)", p)
+		case name == "x-user-id" || name == "x-plan-tier" || strings.HasPrefix(name, "x-original-") || strings.HasPrefix(name, "x-forwarded-uri"):
+			t.Errorf("allowed_headers passes the client's own %s to rl-exporter", name)
+		}
+	}
+	if authz.GetHttpService().GetAuthorizationRequest().GetAllowedHeaders() != nil {
+		t.Error("http_service.authorization_request.allowed_headers is set: deprecated since Envoy 1.25 for allowed_headers")
+	}
 }

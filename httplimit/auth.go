@@ -3,6 +3,7 @@ package httplimit
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -48,13 +49,16 @@ const (
 // whether a request may pass. It reads no body and takes any method. The original request is
 // the path under AuthPath (Envoy's ext_authz, with the request's own method and Host), else
 // X-Original-URI and X-Original-Method with the Host (nginx), else X-Forwarded-Uri,
-// X-Forwarded-Method and X-Forwarded-Host (Caddy, Traefik); both families at once are a 400,
-// for one of them is a client's. The client is identified from the request as the middleware
-// identifies it, the gateway being its peer (a trusted proxy). The answer is the middleware's:
-// 200 with the rate-limit headers and no body (and LeaseHeader on a concurrency limit), 429 (or DenyStatusHeader's 401 or 403) with
-// Retry-After and the JSON body, 503 when fail-closed, after a leaky_bucket delay when there
-// is one. Safe for concurrent use; it believes forwarded headers, so serve answers it only
-// for the decision API's peers.
+// X-Forwarded-Method and X-Forwarded-Host (Caddy, Traefik). The client is identified from the
+// request as the middleware identifies it, the gateway being its peer (a trusted proxy). The
+// answer is the middleware's: 200 with the rate-limit headers and no body (and LeaseHeader on a
+// concurrency limit), 429 (or DenyStatusHeader's 401 or 403) with Retry-After and the JSON
+// body, 503 when fail-closed, after a leaky_bucket delay when there is one. A request it
+// cannot place (both header families at once, for one of them is a client's; a URI that is no
+// path, a bad escape, a method that is no token) is refused through DenyAuth, never answered
+// 400: a gateway takes any status outside its contract as the limiter's failure. Safe for
+// concurrent use; it believes forwarded headers, so serve answers it only for the decision
+// API's peers.
 func (m *Middleware) AuthHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		deny, err := denyStatus(r.Header)
@@ -62,12 +66,79 @@ func (m *Middleware) AuthHandler() http.Handler {
 			err = m.authorize(w, r, deny)
 		}
 		if err != nil {
-			writeJSON(w, "application/json", http.StatusBadRequest, RejectedBody{Error: "bad_request", Message: err.Error()})
+			m.DenyAuth(w, r, DenyBadRequest, err.Error())
 		}
 	})
 }
 
-// authorize decides the request r names and answers it; an error is the caller's 400.
+// DenyReason says why /v1/auth refused a request without deciding it: the value of the
+// reason label of rate_limit_auth_denied_total and of the body's "error".
+type DenyReason uint8
+
+// The reasons of DenyAuth.
+const (
+	// DenyRequestTooLarge: a head past the bounds of the listener serving AuthPath.
+	DenyRequestTooLarge DenyReason = iota
+	// DenyBadPath: an original path refused as the upstream would read it otherwise.
+	DenyBadPath
+	// DenyBadRequest: an original request that cannot be placed (no URI, a bad escape, a
+	// method that is no token, a forged second header family, a bad DenyStatusHeader).
+	DenyBadRequest
+	// DenyInternal: the handling panicked.
+	DenyInternal
+	denyReasons // the number of reasons
+)
+
+var denyReasonNames = [denyReasons]string{"request_too_large", "bad_path", "bad_request", "internal"}
+
+// String is the reason's label value, such as "request_too_large".
+func (d DenyReason) String() string {
+	if d < denyReasons {
+		return denyReasonNames[d]
+	}
+	return "unknown"
+}
+
+// DenyReasons returns every DenyReason, in order.
+func DenyReasons() []DenyReason {
+	out := make([]DenyReason, denyReasons)
+	for i := range out {
+		out[i] = DenyReason(i)
+	}
+	return out
+}
+
+// DenyAuth refuses the forward-auth request r without a decision: the status the gateway
+// passes on as a refusal (DenyStatusHeader's 401 or 403, else 429), Cache-Control: no-store
+// and the JSON body {"error": reason, "message": detail}. It counts the refusal (AuthDenied)
+// and logs it, summarised (the first at once, then a line per Config.LogInterval). Every
+// refusal of AuthPath that is not a decision goes through it, so that nothing a client can
+// shape reaches a gateway as a 4xx or 5xx outside its contract. Safe for concurrent use.
+func (m *Middleware) DenyAuth(w http.ResponseWriter, r *http.Request, reason DenyReason, detail string) {
+	if reason >= denyReasons {
+		reason = DenyBadRequest
+	}
+	m.authDenied[reason].Add(1)
+	m.denyLog.Log(r.Context(), "forward-auth refused a request it could not decide", []slog.Attr{
+		slog.String("reason", reason.String()), slog.String("detail", detail)})
+	code, err := denyStatus(r.Header)
+	if err != nil {
+		code = http.StatusTooManyRequests
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	writeJSON(w, "application/json", code, RejectedBody{Error: reason.String(), Message: detail})
+}
+
+// AuthDenied returns how many forward-auth requests DenyAuth refused for reason.
+// Safe for concurrent use.
+func (m *Middleware) AuthDenied(reason DenyReason) uint64 {
+	if reason >= denyReasons {
+		return 0
+	}
+	return m.authDenied[reason].Load()
+}
+
+// authorize decides the request r names and answers it; an error is the caller's DenyBadRequest.
 func (m *Middleware) authorize(w http.ResponseWriter, r *http.Request, deny int) error {
 	p := m.policy.Load()
 	pr := probes.Get().(*probe)
@@ -79,7 +150,7 @@ func (m *Middleware) authorize(w http.ResponseWriter, r *http.Request, deny int)
 		return err
 	}
 	if err := p.paths.normalize(&pr.url); err != nil {
-		denyPath(w, deny, err)
+		m.DenyAuth(w, r, DenyBadPath, err.Error())
 		return nil
 	}
 	rt := p.match(&pr.req)

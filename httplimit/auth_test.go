@@ -137,13 +137,17 @@ func TestForwardAuthDenialStatusCanBe403ForNginx(t *testing.T) {
 		t.Errorf("refusal with %s: 401: status %d", DenyStatusHeader, w.Code)
 	}
 	hdr[DenyStatusHeader] = "500"
-	if w := auth(h, "GET", AuthPath, hdr); w.Code != http.StatusBadRequest || !strings.Contains(w.Body.String(), DenyStatusHeader) {
-		t.Errorf("%s: 500: status %d %s, want 400 naming the header", DenyStatusHeader, w.Code, w.Body)
+	if w := auth(h, "GET", AuthPath, hdr); w.Code != http.StatusTooManyRequests || !strings.Contains(w.Body.String(), DenyStatusHeader) ||
+		!strings.Contains(w.Body.String(), `"error":"bad_request"`) {
+		t.Errorf("%s: 500: status %d %s, want the refusal 429, bad_request, naming the header", DenyStatusHeader, w.Code, w.Body)
 	}
 }
 
-func TestForwardAuthRefusesRequestsItCannotPlace(t *testing.T) {
-	_, h, rec := authSetup(t)
+// A request /v1/auth cannot place is refused with the status the gateway passes on as a
+// refusal, never a 400: nginx's auth_request takes any status but 2xx, 401 and 403 as the
+// limiter's failure, which the example lets through unchecked.
+func TestForwardAuthRefusesRequestsItCannotPlaceWithTheGatewaysDenyStatus(t *testing.T) {
+	m, h, rec := authSetup(t)
 	cases := []struct {
 		name string
 		hdr  map[string]string
@@ -153,16 +157,30 @@ func TestForwardAuthRefusesRequestsItCannotPlace(t *testing.T) {
 		{"both families: a client's forged header beside the gateway's", map[string]string{
 			"X-Original-URI": "/orders/1", "X-Forwarded-Uri": "/cheap"}, "both"},
 		{"a URI that is no path", map[string]string{"X-Forwarded-Uri": "orders"}, "X-Forwarded-Uri"},
+		{"a bad escape", map[string]string{"X-Original-URI": "/orders/%zz"}, "X-Original-Uri"},
 		{"a method that is no token", map[string]string{"X-Original-URI": "/orders/1", "X-Original-Method": "GE T"}, "X-Original-Method"},
 	}
+	refused := 0
 	for _, c := range cases {
-		w := auth(h, "GET", AuthPath, c.hdr)
-		if w.Code != http.StatusBadRequest || !strings.Contains(w.Body.String(), c.want) {
-			t.Errorf("%s: status %d %s, want 400 naming %s", c.name, w.Code, w.Body, c.want)
+		for _, deny := range []string{"403", ""} {
+			hdr := map[string]string{DenyStatusHeader: deny}
+			for k, v := range c.hdr {
+				hdr[k] = v
+			}
+			w := auth(h, "GET", AuthPath, hdr)
+			want := map[string]int{"403": http.StatusForbidden, "": http.StatusTooManyRequests}[deny]
+			refused++
+			if w.Code != want || !strings.Contains(w.Body.String(), `"error":"bad_request"`) || !strings.Contains(w.Body.String(), c.want) ||
+				w.Header().Get("Cache-Control") != "no-store" {
+				t.Errorf("%s, %s %q: status %d %s, want %d bad_request naming %s", c.name, DenyStatusHeader, deny, w.Code, w.Body, want, c.want)
+			}
 		}
 	}
 	if n := len(rec.all()); n != 0 {
 		t.Errorf("%d decisions recorded for requests refused as bad", n)
+	}
+	if got := m.AuthDenied(DenyBadRequest); got != uint64(refused) || refused < 10 {
+		t.Errorf("AuthDenied(bad_request) %d, want the %d refused (at least 10)", got, refused)
 	}
 }
 

@@ -30,7 +30,8 @@ type Config struct {
 	Trace    TraceFunc        // when set, a span per decision; nil costs nothing
 	Now      func() time.Time // the clock of X-RateLimit-Reset and the log summaries; default time.Now
 	// LogInterval (default limiter.DefaultLogInterval) is the least time between two lines of
-	// costs no window admits: the first is written at once, the next count the occurrences since.
+	// costs no window admits, and of forward-auth requests refused undecided (DenyAuth): the
+	// first is written at once, the next count the occurrences since.
 	LogInterval time.Duration
 	// PassRoute gives the handler behind the middleware each request's Route in its context
 	// (RouteFrom); off, the request passes on unchanged and nothing is allocated for it.
@@ -65,6 +66,9 @@ type Middleware struct {
 	identityLog *summarylog.Line
 	route       bool // Config.PassRoute
 	costs       decision.CostRecorder
+	denyLog     *summarylog.Line // forward-auth requests refused undecided (DenyAuth)
+	// authDenied counts DenyAuth's refusals by reason.
+	authDenied [denyReasons]atomic.Uint64
 }
 
 // New returns a Middleware enforcing cfg.Policy.
@@ -85,6 +89,7 @@ func New(cfg Config) (*Middleware, error) {
 	}
 	m.costLog = summarylog.New(m.logger, cfg.LogInterval, m.now)
 	m.identityLog = summarylog.New(m.logger, cfg.LogInterval, m.now)
+	m.denyLog = summarylog.New(m.logger, cfg.LogInterval, m.now)
 	m.Swap(cfg.Policy)
 	return m, nil
 }

@@ -300,13 +300,3 @@ func (ps Paths) matchURL(u *url.URL, trimSlash bool) (url.URL, bool) {
 func refusePath(w http.ResponseWriter, err error) {
 	writeJSON(w, "application/json", http.StatusBadRequest, RejectedBody{Error: "bad_path", Message: err.Error()})
 }
-
-// denyPath answers a forward-auth request whose original path is refused (ErrEscapedSlash): the
-// gateway's deny status (DenyStatusHeader's 401 or 403; 403 without one, for a status outside a
-// gateway's contract takes its failure path), so that the request is refused, never let through.
-func denyPath(w http.ResponseWriter, deny int, err error) {
-	if deny != http.StatusUnauthorized {
-		deny = http.StatusForbidden
-	}
-	writeJSON(w, "application/json", deny, RejectedBody{Error: "bad_path", Message: err.Error()})
-}

@@ -12,7 +12,7 @@
 # with the ratio to nginx and the CPU per request over the bare upstream's
 # (a proxied request is two HTTP exchanges, the upstream's one), ending with
 # one line per serve path giving both goal ratios; nginx with auth_request asking serve's /v1/auth
-# (examples/nginx-auth-request.conf, the CPU of nginx and serve together);
+# (examples/nginx/nginx.conf, a second nginx, the CPU of nginx and serve together);
 # and POST /v1/check (memory and Redis) against the bare upstream answering
 # the same POST.
 #
@@ -124,11 +124,12 @@ fi
 
 pick_port nginx_port
 pick_port auth_port
-mkdir -p "$dir/nginx/logs"
-# The documented forward-auth configuration, on this run's ports, asking
-# the memory serve (whose limit no run reaches) about every request.
-sed -e "s/127.0.0.1:8480/127.0.0.1:$mem_port/; s/127.0.0.1:8481/127.0.0.1:$up_port/; s/listen 8080;/listen 127.0.0.1:$auth_port;/" \
-  "$here/../examples/nginx-auth-request.conf" >"$dir/nginx/auth-request.conf"
+mkdir -p "$dir/nginx/logs" "$dir/nginx-auth"
+# The documented forward-auth nginx.conf, on this run's ports, asking the
+# memory serve (whose limit no run reaches) about every request.
+sed -e "s/127.0.0.1:8480/127.0.0.1:$mem_port/; s/127.0.0.1:8481/127.0.0.1:$up_port/; s/listen 127.0.0.1:8080;/listen 127.0.0.1:$auth_port;/" \
+  -e "s|error_log stderr warn;|error_log $dir/nginx-auth/error.log warn;|" \
+  "$here/../examples/nginx/nginx.conf" >"$dir/nginx-auth/nginx.conf"
 cat >"$dir/nginx/nginx.conf" <<EOF
 daemon off;
 worker_processes auto;
@@ -153,11 +154,12 @@ http {
       proxy_set_header Connection "";
     }
   }
-  include $dir/nginx/auth-request.conf;
 }
 EOF
 "$NGINX" -p "$dir/nginx" -e "$dir/nginx/logs/error.log" -c "$dir/nginx/nginx.conf" &
 nginx_pid=$!; pids+=("$nginx_pid")
+"$NGINX" -p "$dir/nginx-auth/" -e "$dir/nginx-auth/error.log" -c nginx.conf &
+auth_nginx_pid=$!; pids+=("$auth_nginx_pid")
 
 for p in "$up_port" "$mem_port" "$redis_serve_port" "$nginx_port" "$auth_port" ${base_mem_port:-} ${base_redis_port:-}; do wait_port "$p"; done
 
@@ -172,7 +174,7 @@ EOF
 targets=(
   "upstream alone|http://127.0.0.1:$up_port/api/v1/orders/42||$up_pid|"
   "nginx limit_req|http://127.0.0.1:$nginx_port/api/v1/orders/42||$nginx_pid|"
-  "nginx auth_request to serve|http://127.0.0.1:$auth_port/api/v1/orders/42||$nginx_pid $mem_pid|"
+  "nginx auth_request to serve|http://127.0.0.1:$auth_port/api/v1/orders/42||$auth_nginx_pid $mem_pid|"
   "serve memory|http://127.0.0.1:$mem_port/api/v1/orders/42||$mem_pid|"
   "serve redis|http://127.0.0.1:$redis_serve_port/api/v1/orders/42||$redis_pid|$redis_server_pid"
   "check upstream alone|http://127.0.0.1:$up_port/v1/check|$dir/check.lua|$up_pid|"

@@ -134,6 +134,9 @@ func Build(cfg *config.Config, d Deps) (*Built, error) {
 	if err != nil {
 		return fail(err)
 	}
+	if b.grpc != nil {
+		srv.panics["grpc"] = b.grpc.panics // before Serve and before any collection
+	}
 	b.mu.Lock()
 	b.Server = srv
 	b.mu.Unlock()
@@ -170,7 +173,7 @@ func newServer(cfg *config.Config, d Deps, mw *httplimit.Middleware, opened Open
 		Middleware: mw, Ready: opened.readiness(), ReadyTimeout: cfg.Server.ReadyTimeout,
 		ReadyStrict: cfg.Server.ReadyStrict, FailPolicy: cfg.Store.FailPolicy,
 		ReadHeaderTimeout: cfg.Server.ReadHeaderTimeout, ReadTimeout: cfg.Server.ReadTimeout, IdleTimeout: cfg.Server.IdleTimeout,
-		MaxHeaderBytes: cfg.Server.MaxHeaderBytes, MaxHeaderCount: cfg.Server.MaxHeaderCount,
+		MaxHeaderBytes: cfg.Server.MaxHeaderBytes, MaxHeaderCount: cfg.Server.MaxHeaderCount, AuthMaxHeaderBytes: cfg.Server.AuthMaxHeaderBytes,
 		CheckAPI:       CheckAPI{Disabled: !cfg.Server.CheckAPI.Enabled, AllowedPeers: checkPeers, Tokens: checkTokens, Prefix: cfg.Server.CheckAPI.Prefix},
 		MetricsHandler: d.MetricsHandler, AdminHandlers: adminHandlers, AdminAuthFailures: authFailures, MetricsWebConfigFile: webConfig,
 		ShutdownTimeout: cfg.Server.ShutdownTimeout, Closers: closers, Logger: d.Logger, Overload: ov,

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -35,6 +36,7 @@ type EndpointLabels interface {
 // Build, served by its part of Built.Serve (run), stopped after the HTTP drain.
 type grpcListener struct {
 	ln            net.Listener
+	panics        *atomic.Uint64 // panics its calls recovered
 	newServer     func() (*grpc.Server, *health.Server)
 	svc           *rls.Service
 	drain         time.Duration
@@ -92,7 +94,9 @@ func (b *Built) newGRPC(cfg *config.Config, d *Deps) (*grpcListener, error) {
 	}.Options(), grpc.MaxHeaderListSize(uint32(cfg.Server.MaxHeaderBytes)))
 	// The server is made in run: its stream workers are goroutines, and
 	// Build starts none.
-	g := &grpcListener{ln: ln, newServer: func() (*grpc.Server, *health.Server) { return rls.NewServer(svc, tc, opts...) }, svc: svc, drain: cfg.Server.ShutdownTimeout, logger: logger,
+	panics := &atomic.Uint64{}
+	opts = append(opts, grpc.ChainUnaryInterceptor(recoverUnary(panics, logger)), grpc.ChainStreamInterceptor(recoverStream(panics, logger)))
+	g := &grpcListener{ln: ln, newServer: func() (*grpc.Server, *health.Server) { return rls.NewServer(svc, tc, opts...) }, svc: svc, drain: cfg.Server.ShutdownTimeout, logger: logger, panics: panics,
 		watcher: watcher, reloads: make(chan struct{}, 1), relabelNeeded: relabelNeeded}
 	if g.drain <= 0 {
 		g.drain = DefaultShutdownTimeout

@@ -139,11 +139,13 @@ func TestEveryWayInChoosesTheClassOfThePathTheUpstreamReads(t *testing.T) {
 
 // Without X-Deny-Status a refused path still gets a status every gateway reads as a refusal,
 // never one that takes its failure path.
-func TestForwardAuthRefusesAnEncodedSlashWith403WithoutADenyStatus(t *testing.T) {
+// Without X-Deny-Status a refused path is answered as any forward-auth refusal is (429), so a
+// gateway configured for the limit's refusals treats it as one.
+func TestForwardAuthRefusesAnEncodedSlashWithTheDenyStatusAndCountsIt(t *testing.T) {
 	p := startServe(t, []string{"main"}, "--config", writeConfig(t, pathsConfig))
-	for _, deny := range []string{"", "401"} {
+	for _, deny := range []string{"", "401", "403"} {
 		hdr := map[string]string{"X-Forwarded-Uri": "/api%2Fv1%2Forders%2F1", "X-Forwarded-Method": "GET"}
-		want := http.StatusForbidden
+		want := http.StatusTooManyRequests
 		if deny != "" {
 			hdr["X-Deny-Status"] = deny
 			want, _ = strconv.Atoi(deny)

@@ -19,6 +19,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -96,6 +97,12 @@ type Config struct {
 	// bound a request's head on every listener; beyond either the answer is 431.
 	MaxHeaderBytes int
 	MaxHeaderCount int
+	// AuthMaxHeaderBytes (at least MaxHeaderBytes; zero: DefaultAuthMaxHeaderBytes) bounds the
+	// head of a forward-auth request; past it, or past MaxHeaderCount, /v1/auth refuses with the
+	// gateway's status (never 431). Without an Upstream the main listener reads heads this
+	// large (and a little more), its other paths still bounded by MaxHeaderBytes; with one it
+	// faces the proxy's clients and net/http stops at MaxHeaderBytes for every path.
+	AuthMaxHeaderBytes int
 	// MetricsHandler serves /metrics. Default: the Go and process collectors.
 	MetricsHandler http.Handler
 	// MetricsWebConfigFile is an exporter-toolkit web config (TLS, basic auth) for MetricsListen.
@@ -147,6 +154,7 @@ type Server struct {
 	servers    map[string]*http.Server
 	slow       map[string]*atomic.Uint64 // slow clients cut off, by listener
 	oversized  map[string]*atomic.Uint64 // heads refused with 431, by listener
+	panics     map[string]*atomic.Uint64 // panics recovered, by listener
 	store      storeState
 	checkGuard *admin.Guard // asks the decision API's callers for a token; nil without CheckAPI.Tokens
 	stopping   atomic.Bool
@@ -189,6 +197,10 @@ func New(cfg Config) (*Server, error) {
 	if cfg.MaxHeaderCount <= 0 {
 		cfg.MaxHeaderCount = DefaultMaxHeaderCount
 	}
+	if cfg.AuthMaxHeaderBytes <= 0 {
+		cfg.AuthMaxHeaderBytes = DefaultAuthMaxHeaderBytes
+	}
+	cfg.AuthMaxHeaderBytes = max(cfg.AuthMaxHeaderBytes, cfg.MaxHeaderBytes)
 	if cfg.FailPolicy == "" {
 		cfg.FailPolicy = "open"
 	}
@@ -201,7 +213,8 @@ func New(cfg Config) (*Server, error) {
 		cfg.MetricsHandler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})
 	}
 	s := &Server{cfg: cfg, logger: cfg.Logger, listeners: map[string]net.Listener{}, servers: map[string]*http.Server{},
-		slow: map[string]*atomic.Uint64{}, oversized: map[string]*atomic.Uint64{}, serving: make(chan struct{})}
+		slow: map[string]*atomic.Uint64{}, oversized: map[string]*atomic.Uint64{}, panics: map[string]*atomic.Uint64{},
+		serving: make(chan struct{})}
 	s.store.init()
 	if err := s.setupOverload(); err != nil {
 		return nil, err
@@ -238,13 +251,26 @@ func New(cfg Config) (*Server, error) {
 			s.closeListeners()
 			return nil, fmt.Errorf("server: %s listener %s: %w", name, addr, err)
 		}
-		oversized := &atomic.Uint64{}
-		s.oversized[name] = oversized
+		oversized, panics := &atomic.Uint64{}, &atomic.Uint64{}
+		s.oversized[name], s.panics[name] = oversized, panics
+		limits, readBytes := headLimits{maxCount: cfg.MaxHeaderCount, refused: oversized}, cfg.MaxHeaderBytes
+		var auth func(*http.Request) bool
+		if name == "main" && !cfg.CheckAPI.Disabled {
+			auth = authMatcher(cmp.Or(cfg.CheckAPI.Prefix, DefaultPrefix))
+			limits.auth = auth
+			// A forward-auth service's peers are gateways, which forward heads as large as
+			// they accept: read those, so that /v1/auth answers each with a refusal the
+			// gateway passes on (net/http's 431 is a failure to nginx, which may let the
+			// request through); the other paths keep MaxHeaderBytes, checked by limits.
+			if cfg.Upstream == nil {
+				readBytes, limits.maxBytes = cfg.AuthMaxHeaderBytes+authHeadSlack, cfg.MaxHeaderBytes
+			}
+		}
 		srv := &http.Server{
-			Handler:           headerCountLimit(s.bodyDeadlines(handlers[name]), cfg.MaxHeaderCount, oversized),
+			Handler:           limits.wrap(s.bodyDeadlines(s.recovering(handlers[name], panics, auth))),
 			ReadHeaderTimeout: headerTimeout,
 			IdleTimeout:       cfg.IdleTimeout,
-			MaxHeaderBytes:    cfg.MaxHeaderBytes - headerReadSlack,
+			MaxHeaderBytes:    readBytes - headerReadSlack,
 			ErrorLog:          slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn),
 		}
 		// The exporter-toolkit web config wraps the metrics listener in
@@ -293,6 +319,9 @@ func (s *Server) decisionAPI(prefix string) map[string]decisionRoute {
 	}
 	out := map[string]decisionRoute{}
 	for path, h := range s.cfg.Middleware.DecisionAPI() {
+		if path == httplimit.AuthPath {
+			h = authHeadLimit(h, s.cfg.Middleware, s.cfg.AuthMaxHeaderBytes, s.cfg.MaxHeaderCount)
+		}
 		out[prefix+strings.TrimPrefix(path, DefaultPrefix)] = decisionRoute{path: path, h: s.peerGuarded(h, path)}
 	}
 	return out
@@ -307,7 +336,7 @@ func (s *Server) mainHandler() http.Handler {
 	}
 	api := s.decisionAPI(prefix)
 	authPath := prefix + strings.TrimPrefix(httplimit.AuthPath, DefaultPrefix)
-	auth := api[authPath]
+	auth, isAuth := api[authPath], authMatcher(prefix)
 	notFound := "no upstream is configured"
 	if api != nil {
 		notFound += "; only " + prefix + "check and " + prefix + "auth are served"
@@ -325,7 +354,7 @@ func (s *Server) mainHandler() http.Handler {
 	ops := s.cfg.MetricsListen == ""
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rt, ok := api[r.URL.Path]
-		if !ok && auth.h != nil && len(r.URL.Path) > len(authPath) && r.URL.Path[len(authPath)] == '/' && strings.HasPrefix(r.URL.Path, authPath) {
+		if !ok && auth.h != nil && isAuth(r) {
 			rt, ok = auth, true // Envoy's ext_authz: the original path under path_prefix
 		}
 		if ok {
@@ -372,6 +401,16 @@ func atPath(r *http.Request, prefix string) *http.Request {
 	}
 	r2.URL = &u
 	return r2
+}
+
+// authMatcher says whether a request asks forward-auth under prefix: its auth path, or a path
+// under it (Envoy's ext_authz with path_prefix).
+func authMatcher(prefix string) func(*http.Request) bool {
+	authPath := prefix + strings.TrimPrefix(httplimit.AuthPath, DefaultPrefix)
+	return func(r *http.Request) bool {
+		p := r.URL.Path
+		return p == authPath || len(p) > len(authPath) && strings.HasPrefix(p, authPath+"/")
+	}
 }
 
 // peerGuarded is api (at path) behind the decision API's peer and token checks; nil when the

@@ -90,8 +90,9 @@ var slowClientsDesc = prometheus.NewDesc("rate_limit_slow_clients_total",
 var adminAuthFailuresDesc = prometheus.NewDesc("rl_exporter_admin_auth_failures_total",
 	"Requests to the admin listener refused for a missing or wrong bearer token.", nil, nil)
 
-// Metrics returns rate_limit_slow_clients_total and rate_limit_oversized_headers_total
-// by listener and, with AdminAuthFailures, rl_exporter_admin_auth_failures_total, as a
+// Metrics returns rate_limit_slow_clients_total, rate_limit_oversized_headers_total and
+// rl_exporter_panics_total by listener, rate_limit_auth_denied_total by reason (while the
+// decision API is on) and, with AdminAuthFailures, rl_exporter_admin_auth_failures_total, as a
 // prometheus.Collector for the /metrics registry. Safe for concurrent use.
 func (s *Server) Metrics() prometheus.Collector { return serverMetrics{s} }
 
@@ -102,6 +103,8 @@ func (m serverMetrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- slowClientsDesc
 	ch <- oversizedHeadersDesc
 	ch <- adminAuthFailuresDesc
+	ch <- panicsDesc
+	ch <- authDeniedDesc
 }
 
 // Collect is part of prometheus.Collector.
@@ -111,6 +114,12 @@ func (m serverMetrics) Collect(ch chan<- prometheus.Metric) {
 	}
 	for name, c := range m.s.oversized {
 		ch <- prometheus.MustNewConstMetric(oversizedHeadersDesc, prometheus.CounterValue, float64(c.Load()), name)
+	}
+	for name, c := range m.s.panics {
+		ch <- prometheus.MustNewConstMetric(panicsDesc, prometheus.CounterValue, float64(c.Load()), name)
+	}
+	if !m.s.cfg.CheckAPI.Disabled {
+		m.collectAuthDenied(ch)
 	}
 	if f := m.s.cfg.AdminAuthFailures; f != nil {
 		ch <- prometheus.MustNewConstMetric(adminAuthFailuresDesc, prometheus.CounterValue, float64(f.Total()))
