@@ -13,6 +13,13 @@ import (
 // The handler bounds the body, not http.Server.ReadTimeout: net/http keeps that
 // deadline while the handler runs, and its background read then cancels the
 // request's context, cutting off a slow upstream's answer or a leaky_bucket delay.
+//
+// A body read to its end stays at its end: net/http drains and closes a request's
+// body when the answer's first bytes are written, while the proxy's transport, which
+// sent the whole body already, may still read it once more (to check it is no longer
+// than its Content-Length, or the end of a body replayed after an estimate). Were that
+// read to fail on the closed body, the transport would drop the upstream connection
+// and the answer streaming on it.
 
 // readDeadliner is the part of net/http's ResponseWriter that moves the read deadline.
 type readDeadliner interface {
@@ -50,11 +57,16 @@ type requestBody struct {
 	mu      sync.Mutex
 	started bool // the deadline is set
 	ended   bool // EOF or an error was seen
+	eof     bool // the first error was EOF: every later read is EOF too
 	done    bool // the handler returned: the connection is not ours to change
 }
 
 func (b *requestBody) Read(p []byte) (int, error) {
 	b.mu.Lock()
+	if b.eof {
+		b.mu.Unlock()
+		return 0, io.EOF
+	}
 	if !b.started && !b.done {
 		b.started = true
 		_ = b.conn.SetReadDeadline(time.Now().Add(b.timeout))
@@ -65,7 +77,8 @@ func (b *requestBody) Read(p []byte) (int, error) {
 		b.mu.Lock()
 		if !b.ended {
 			b.ended = true
-			if errors.Is(err, io.EOF) {
+			b.eof = errors.Is(err, io.EOF)
+			if b.eof {
 				// Read in full: the connection's background read, waiting
 				// for the next request, must not time out.
 				if !b.done {
