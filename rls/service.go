@@ -317,6 +317,9 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 	}
 	c := s.current.Load()
 	descs := req.GetDescriptors()
+	// Read before the store's own clock, as the HTTP path does, so that the reset the headers
+	// name is not pushed past the store's by the call's latency (decision.ResetAt).
+	now := s.cfg.Now()
 	// Most requests carry a few descriptors: their matches stay on the stack.
 	var rulesBuf [4]*rule
 	var limsBuf [4]*limiter.Limiter
@@ -389,7 +392,7 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 		s.countInvalid(InvalidCostExceedsLimit)
 	}
 	if s.cfg.ResponseHeaders && haveHeader {
-		ans.setHeaders(*s.headers.Load(), &headerFrom, s.cfg.Now())
+		ans.setHeaders(*s.headers.Load(), &headerFrom, now)
 	}
 	return resp, nil
 }
