@@ -33,8 +33,8 @@ func TestTheLLMCostExamplesProKeySentAsBearerIsChargedOnPro(t *testing.T) {
 		}
 		_, _ = io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
-		if resp.StatusCode != 200 || resp.Header.Get("X-RateLimit-Limit") != "200000" {
-			t.Fatalf("status %d, X-RateLimit-Limit %q: want 200 on pro's bucket of 200000", resp.StatusCode, resp.Header.Get("X-RateLimit-Limit"))
+		if resp.StatusCode != 200 || resp.Header.Get("X-RateLimit-Limit") != "1000000" {
+			t.Fatalf("status %d, X-RateLimit-Limit %q: want 200 on pro's month of 1000000", resp.StatusCode, resp.Header.Get("X-RateLimit-Limit"))
 		}
 	}
 	want := `rate_limit_cost_total{endpoint="POST /v1/chat/completions",phase="committed",plan_tier="pro"} 624`
