@@ -185,6 +185,15 @@ func (m *Middleware) authorize(w http.ResponseWriter, r *http.Request, deny int)
 	case http.StatusServiceUnavailable:
 		writeJSON(w, "application/json", code, body)
 	default:
+		if o.Decision.Delay > AuthMaxDelay && o.Verdict.Limited() {
+			// The queued slot stays taken: a client that queues deep spends its own budget.
+			m.cancel(r.Context(), &o)
+			retry := decision.CeilSeconds(o.Decision.Delay)
+			w.Header().Set("Retry-After", strconv.FormatInt(retry, 10))
+			writeJSON(w, "application/json", deny, RejectedBody{Error: "rate_limit_exceeded", RetryAfter: retry,
+				Message: fmt.Sprintf("queued %s behind the requests before it, past the %s forward-auth holds an answer", o.Decision.Delay.Round(time.Millisecond), AuthMaxDelay)})
+			return nil
+		}
 		if o.Decision.Delay > 0 && o.Verdict.Limited() {
 			t := time.NewTimer(o.Decision.Delay)
 			defer t.Stop()
@@ -200,6 +209,13 @@ func (m *Middleware) authorize(w http.ResponseWriter, r *http.Request, deny int)
 	}
 	return nil
 }
+
+// AuthMaxDelay is the longest forward-auth holds an answer for a leaky bucket's delay. A
+// gateway that waits longer for its auth request gives up and takes its failure path (nginx's
+// 504), which may let the request through: a request queued further back is refused instead,
+// with the deny status and Retry-After at its turn. Below the shortest gateway timeout the
+// examples set (nginx's 5s).
+const AuthMaxDelay = time.Second
 
 // denyStatus is the status a refusal gets: DenyStatusHeader's 401 or 403, else 429.
 func denyStatus(h http.Header) (int, error) {
