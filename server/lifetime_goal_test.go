@@ -123,8 +123,8 @@ func TestGoalAStreamLongerThanItsHoldIsChargedItsReportedCost(t *testing.T) {
 }
 
 // TestGoalARequestLongerThanItsLeaseTTLKeepsInFlightWithinTheLimit: concurrency limit 2,
-// lease_ttl 1s, an upstream that holds each request 2.2 s (the finding's 10 s and 22 s, scaled
-// down tenfold), 64 clients on one key for 5.5 s: the proxy renews each lease while its request
+// lease_ttl 1s, an upstream that holds each request 2.2 s (a 10 s lease_ttl and a 22 s request,
+// scaled down tenfold), 64 clients on one key for 5.5 s: the proxy renews each lease while its request
 // runs, so the upstream never sees more than 2 at once and no lease expires, on memory and Redis.
 func TestGoalARequestLongerThanItsLeaseTTLKeepsInFlightWithinTheLimit(t *testing.T) {
 	const clients, limit, ttl, hold, duration = 64, 2, time.Second, 2200 * time.Millisecond, 5500 * time.Millisecond

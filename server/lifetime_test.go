@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -114,10 +115,15 @@ func TestACommitAfterItsHoldIsChargedLate(t *testing.T) {
 	const hold = 300 * time.Millisecond
 	cl := costClass("chat", httplimit.CostFrom{JSON: "usage.total_tokens"}, 300, limiter.PerMinute(limiter.FixedWindow, 1000), "POST /v1/chat")
 	cl.Hold, cl.OnExpiry = hold, limiter.ExpireRefund
-	p := startCostProxy(t, usageUpstream(t).URL, limiter.NewMemoryStore(limiter.MemoryConfig{}), cl)
+	// The store's clock is the test's: the commit comes past the hold, and within the time the
+	// store keeps an expired reservation's record, however slowly the machine runs.
+	var at atomic.Int64
+	at.Store(time.Now().UnixNano())
+	store := limiter.NewMemoryStore(limiter.MemoryConfig{Now: func() time.Time { return time.Unix(0, at.Load()) }})
+	p := startCostProxy(t, usageUpstream(t).URL, store, cl)
 	api := decisionAPI{t, p.base}
 	tok := api.reserve("apikey:team-a")
-	time.Sleep(hold + 100*time.Millisecond) // waits out the hold; nothing to synchronise with
+	at.Add(int64(hold + 100*time.Millisecond))
 	code, got := api.post(httplimit.CommitPath, `{"reservation":"`+tok+`","cost":420}`)
 	if code != 200 || got["late"] != true || got["charged"] != float64(420) || got["estimate"] != float64(300) {
 		t.Fatalf("commit after the hold: %d %v, want 200, late, 420 charged", code, got)
