@@ -144,3 +144,21 @@ func TestAResponseThatReportsItsCostTwiceIsChargedTheLargest(t *testing.T) {
 		})
 	}
 }
+
+// Past the bytes read ahead the member may be named again, and the upstream reads the last: a
+// body that runs past them reserves at least the default, whatever its first bytes say.
+func TestARequestLongerThanTheBytesReadAheadReservesAtLeastTheDefault(t *testing.T) {
+	e := Estimate{JSON: "max_tokens", Default: 1000, Max: 4000, Min: 1}
+	body := `{"max_tokens":1,"pad":"` + strings.Repeat("x", MaxCostScan) + `","max_tokens":4000}`
+	r := httptest.NewRequest("POST", "/v1/chat/completions", strings.NewReader(body))
+	if n, _ := e.of(r, 100000); n != 1000 {
+		t.Errorf("a body past the %d bytes read ahead reserves %d, want the default 1000", MaxCostScan, n)
+	}
+	if b, _ := io.ReadAll(r.Body); string(b) != body {
+		t.Errorf("the upstream gets %d bytes, want the body unchanged (%d)", len(b), len(body))
+	}
+	small := httptest.NewRequest("POST", "/v1/chat/completions", strings.NewReader(`{"max_tokens":10}`))
+	if n, _ := e.of(small, 100000); n != 10 {
+		t.Errorf("a whole body naming 10 reserves %d, want 10", n)
+	}
+}

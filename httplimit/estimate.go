@@ -54,11 +54,16 @@ func (e Estimate) of(r *http.Request, quota int64) (n int64, dup bool) {
 		c.numbers(r.Header.Values(e.Header))
 		n, ok, dup = c.cost, c.found, c.dup
 	case e.JSON != "" && r.Body != nil && r.Body != http.NoBody:
-		head, err := io.ReadAll(io.LimitReader(r.Body, MaxCostScan))
+		head, err := io.ReadAll(io.LimitReader(r.Body, MaxCostScan+1))
 		r.Body = replayBody{io.MultiReader(bytes.NewReader(head), readerOnly{r.Body, err}), r.Body}
-		res, twice := jsonLargest(head, e.JSON)
+		cut := len(head) > MaxCostScan
+		res, twice := jsonLargest(head[:min(len(head), MaxCostScan)], e.JSON)
 		if res.Type == gjson.Number && res.Num == math.Trunc(res.Num) && res.Num < 1<<53 {
 			n, ok = int64(res.Num), true
+		}
+		if cut {
+			// The member may be named again past the bytes read, and upstreams read the last.
+			n, ok = max(n, e.Default), true
 		}
 		dup = twice
 	}
