@@ -24,6 +24,7 @@ var guides = []string{
 	"cost-and-quotas.md",
 	"overload.md",
 	"kubernetes.md",
+	"gateways.md",
 }
 
 // notRun marks a shell block that the guide test does not run, with the
@@ -33,7 +34,7 @@ const notRun = "not-run:"
 // guidePorts are the ports the pages and examples name; each guide runs
 // with each of them moved to a free port, in its commands and in the
 // checkout's examples/, and moved back in what the commands print.
-var guidePorts = []string{"8480", "8481", "8482", "8081", "9480"}
+var guidePorts = []string{"8480", "8481", "8482", "8081", "9480", "8080"}
 
 // guideBlock is one shell block of a page.
 type guideBlock struct {
@@ -261,6 +262,33 @@ var background = regexp.MustCompile(`[^&]&\s*$`)
 // configFlag finds the files a command reads its config from.
 var configFlag = regexp.MustCompile(`(?:--config|-c)[ =](\S+)`)
 
+// prefixFlag finds the directory a command reads a relative config from
+// (nginx -p "$PWD/examples/nginx/" -c nginx.conf).
+var prefixFlag = regexp.MustCompile(`\s-p[ =](\S+)`)
+
+// configFiles returns the files, in the checkout dir, that cmd names as
+// its config: relative to the directory it runs in, or to its -p prefix.
+func configFiles(dir, cmd string) []string {
+	path := func(arg string) string {
+		arg = strings.Trim(arg, `"'`)
+		for _, pwd := range []string{"${PWD}", "$PWD"} {
+			arg = strings.ReplaceAll(arg, pwd, dir)
+		}
+		if !filepath.IsAbs(arg) {
+			arg = filepath.Join(dir, arg)
+		}
+		return arg
+	}
+	var files []string
+	for _, m := range configFlag.FindAllStringSubmatch(cmd, -1) {
+		files = append(files, path(m[1]))
+		for _, p := range prefixFlag.FindAllStringSubmatch(cmd, -1) {
+			files = append(files, filepath.Join(path(p[1]), strings.Trim(m[1], `"'`)))
+		}
+	}
+	return files
+}
+
 // loopbackAddr finds the addresses a block's programs listen on.
 var loopbackAddr = regexp.MustCompile(`127\.0\.0\.1:\d+`)
 
@@ -342,7 +370,10 @@ func (sh *guideShell) run(ctx context.Context, id int, cmds []string) ([]result,
 		if background.MatchString(c) {
 			c = strings.TrimSuffix(strings.TrimSpace(c), "&") + fmt.Sprintf(` >%q 2>&1 &`, filepath.Join(sh.logs, fmt.Sprintf("bg-%d-%d.log", id, i)))
 		}
-		fmt.Fprintf(&script, "printf '\\036cmd %d\\n'\n%s\nprintf '\\n\\036rc %d %%d\\n' $?\n", i, c, i)
+		// jobs, after each command, reports and forgets the jobs that
+		// ended, as an interactive shell does at its next prompt: the
+		// next job started is %1 again once all have ended, as the reader's.
+		fmt.Fprintf(&script, "printf '\\036cmd %d\\n'\n%s\nprintf '\\n\\036rc %d %%d\\n' $?\njobs >/dev/null\n", i, c, i)
 	}
 	if _, err := io.WriteString(sh.in, script.String()); err != nil {
 		return nil, err
@@ -368,7 +399,7 @@ func (sh *guideShell) run(ctx context.Context, id int, cmds []string) ([]result,
 				results[i].output = append(results[i].output, l)
 			}
 		case <-ctx.Done():
-			return results, fmt.Errorf("command %d did not end in time", i+1)
+			return results, fmt.Errorf("command %d did not end in time; it printed:\n%s", i+1, strings.Join(results[i].output, "\n"))
 		}
 	}
 	return results, nil
@@ -410,8 +441,8 @@ func (sh *guideShell) logsOf() string {
 // what a console block's command prints must be what the page shows,
 // with ports, times, ids and hashes normalised. A program started in the
 // background (cmd &) serves the next blocks once the loopback addresses
-// its block names (in the command or its --config file) accept
-// connections. A block whose info string says "not-run: why" is skipped.
+// its block names (in the command or its --config file, nginx's -c under
+// its -p) accept connections. A block whose info string says "not-run: why" is skipped.
 func TestEveryGuideRunsAsWrittenAndPrintsWhatItShows(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs every guide's commands")
@@ -437,8 +468,8 @@ func TestEveryGuideRunsAsWrittenAndPrintsWhatItShows(t *testing.T) {
 					if background.MatchString(c.text) {
 						starts = true
 						addrs = append(addrs, loopbackAddr.FindAllString(moved, -1)...)
-						for _, m := range configFlag.FindAllStringSubmatch(moved, -1) {
-							if cfg, err := os.ReadFile(filepath.Join(dir, m[1])); err == nil {
+						for _, f := range configFiles(dir, moved) {
+							if cfg, err := os.ReadFile(f); err == nil {
 								addrs = append(addrs, loopbackAddr.FindAllString(string(cfg), -1)...)
 							}
 						}
@@ -504,6 +535,12 @@ func TestTheGuideExtractorSeesPromptsOutputContinuationsAndNotRun(t *testing.T) 
 	}
 	if n := normalise([]string{`"created":1796443375,"id":"chatcmpl-demo2" at 2026-12-05T04:02:56.029910499Z key apikey:1fbfd5e2a34698de`, ""}); !slices.Equal(n, []string{`"created":<unix>,"id":"chatcmpl-<id>" at <time> key apikey:<hex>`}) {
 		t.Errorf("normalised: %q", n)
+	}
+	if got := configFiles("/co", `/usr/sbin/nginx -p "$PWD/examples/nginx/" -e stderr -c nginx.conf &`); !slices.Contains(got, "/co/examples/nginx/nginx.conf") {
+		t.Errorf("nginx's config under its prefix not found: %q", got)
+	}
+	if got := configFiles("/co", `caddy run --config examples/Caddyfile.forward-auth &`); !slices.Equal(got, []string{"/co/examples/Caddyfile.forward-auth"}) {
+		t.Errorf("config files: %q", got)
 	}
 	m := portMap{"8480": "41234"}
 	if got := m.apply("--listen 127.0.0.1:8480 :8480 port 8480"); got != "--listen 127.0.0.1:41234 :41234 port 8480" {
