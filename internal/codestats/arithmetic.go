@@ -30,15 +30,13 @@ import (
 //     admission test and settle, such as units+cost > rate,
 //     (cur+cost)·P + prev·(P−e) ≤ R·P or min(units+delta, 2·rate).
 //
-// Settles and adjustments are often written for every algorithm at once,
-// so two more units count: a case of a Go switch whose expressions name
-// algorithms (a default case is the algorithms no other case names) and
-// that also assigns, as memShard.adjust's cases are each algorithm's
-// settle (a case that only checks, as a test's expectation does, moves no
-// state and is no formula); and a Lua script
-// named after no algorithm whose leading comment's first sentence names
-// some ("token_bucket's and leaky_bucket's settle"), as bucket_settle.lua.
-// A script is A's when its name contains A's (gcra_settle.lua).
+// Settles are often written for every algorithm at once, so two more units
+// count: a case of a Go switch naming algorithms (default: those no other
+// case names) that also assigns, as memShard.adjust's (a case that only
+// checks, as a test's expectation, moves no state); and a Lua script named
+// after none whose leading comment's first sentence names some
+// ("token_bucket's and leaky_bucket's settle"). A script is A's when its
+// name contains A's (gcra_settle.lua).
 //
 // A file counts once per algorithm however many of its units do. The rule
 // is about what a reader must change to change an algorithm's formula: a
@@ -171,10 +169,8 @@ func goArithmetic(f sourceFile) ([]limiter.Algorithm, error) {
 	return out, nil
 }
 
-// casesArithmetic lists the algorithms whose arithmetic a case of some
-// switch on the algorithm in the file writes: a case naming algorithms, or
-// the default of a switch whose other cases name some, that computes and
-// compares.
+// casesArithmetic lists the algorithms whose arithmetic a case of a switch
+// on the algorithm in the file writes (see the rule above).
 func casesArithmetic(file *ast.File) []limiter.Algorithm {
 	var out []limiter.Algorithm
 	ast.Inspect(file, func(n ast.Node) bool {
@@ -221,8 +217,7 @@ func casesArithmetic(file *ast.File) []limiter.Algorithm {
 	return out
 }
 
-// assigns reports whether a body assigns anything: a case that moves state,
-// not one that only checks it (a test's expectation for some algorithms).
+// assigns reports whether a body assigns anything: it moves state.
 func assigns(body *ast.BlockStmt) bool {
 	found := false
 	ast.Inspect(body, func(n ast.Node) bool {
@@ -235,8 +230,7 @@ func assigns(body *ast.BlockStmt) bool {
 	return found
 }
 
-// caseNames is the identifiers and string literals of a case's
-// expressions, space-separated.
+// caseNames is the identifiers and strings of a case's expressions.
 func caseNames(cc *ast.CaseClause) string {
 	var b strings.Builder
 	for _, e := range cc.List {
@@ -310,8 +304,7 @@ func arithmeticIn(body *ast.BlockStmt) (computes, compares bool) {
 	return computes, compares
 }
 
-// clamps reports whether a call's function is min or max (the builtins,
-// math.Min, math.Max): a bound is a comparison.
+// clamps reports whether a call is min, max, math.Min or math.Max.
 func clamps(fun ast.Expr) bool {
 	switch f := fun.(type) {
 	case *ast.Ident:
