@@ -25,7 +25,7 @@ func releaseByHeader(h http.Handler, lease, body string) (int, map[string]any) {
 // body-less release gives it back, and the slot is free again.
 func TestForwardAuthTakesALeaseAndAHeaderReleaseGivesItBack(t *testing.T) {
 	m, rec := jobsLeases(t, 2)
-	authH, checkH := m.AuthHandler(), m.CheckHandler()
+	authH, releaseH := m.AuthHandler(), m.ReleaseHandler()
 	ask := func(hdr map[string]string) *httptest.ResponseRecorder {
 		h := map[string]string{"X-Original-URI": "/jobs/run", "X-Original-Method": "POST"}
 		for k, v := range hdr {
@@ -56,29 +56,29 @@ func TestForwardAuthTakesALeaseAndAHeaderReleaseGivesItBack(t *testing.T) {
 		t.Fatalf("a rate-limited route: status %d, %s %q; want 200 without a lease", w.Code, LeaseHeader, w.Header().Get(LeaseHeader))
 	}
 
-	if code, out := releaseByHeader(checkH, leases[0], `{"lease":"`+leases[0]+`"}`); code != http.StatusBadRequest {
+	if code, out := releaseByHeader(releaseH, leases[0], `{"lease":"`+leases[0]+`"}`); code != http.StatusBadRequest {
 		t.Fatalf("release with both a body and the header: %d %v, want 400", code, out)
 	}
-	if code, out := releaseByHeader(checkH, leases[0], ""); code != http.StatusOK || out["released"] != true {
+	if code, out := releaseByHeader(releaseH, leases[0], ""); code != http.StatusOK || out["released"] != true {
 		t.Fatalf("header release: %d %v", code, out)
 	}
 	if rec.held() != 1 {
 		t.Fatalf("in flight %d after one release, want 1", rec.held())
 	}
-	if code, out := releaseByHeader(checkH, leases[0], ""); code != http.StatusNotFound || out["error"] != "lease_unknown" {
+	if code, out := releaseByHeader(releaseH, leases[0], ""); code != http.StatusNotFound || out["error"] != "lease_unknown" {
 		t.Fatalf("released twice: %d %v, want 404 lease_unknown", code, out)
 	}
-	if code, _ := releaseByHeader(checkH, "nonsense", ""); code != http.StatusBadRequest {
+	if code, _ := releaseByHeader(releaseH, "nonsense", ""); code != http.StatusBadRequest {
 		t.Fatalf("a malformed lease header: %d, want 400", code)
 	}
-	if code, _ := releaseByHeader(checkH, "", ""); code != http.StatusBadRequest {
+	if code, _ := releaseByHeader(releaseH, "", ""); code != http.StatusBadRequest {
 		t.Fatalf("neither a body nor the header: %d, want 400", code)
 	}
 	if w := ask(nil); w.Code != http.StatusOK || w.Header().Get(LeaseHeader) == "" {
 		t.Fatalf("auth after the release: status %d, %s %q", w.Code, LeaseHeader, w.Header().Get(LeaseHeader))
 	}
 	// The JSON body still works, for the same tokens.
-	if code, out := releaseByHeader(checkH, "", `{"lease":"`+leases[1]+`"}`); code != http.StatusOK || out["released"] != true {
+	if code, out := releaseByHeader(releaseH, "", `{"lease":"`+leases[1]+`"}`); code != http.StatusOK || out["released"] != true {
 		t.Fatalf("JSON release of an auth's lease: %d %v", code, out)
 	}
 }

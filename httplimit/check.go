@@ -29,10 +29,9 @@ const DecisionAPIPrefix = "/v1/"
 // path_prefix). Every handler believes what it is told: mount them where CheckHandler is.
 // Safe for concurrent use; each call builds the handlers anew.
 func (m *Middleware) DecisionAPI() map[string]http.Handler {
-	check := m.CheckHandler()
 	return map[string]http.Handler{
-		CheckPath:   check,
-		ReleasePath: check,
+		CheckPath:   m.CheckHandler(),
+		ReleasePath: m.ReleaseHandler(),
 		CommitPath:  m.CommitHandler(),
 		RenewPath:   m.RenewHandler(),
 		UsagePath:   m.UsageHandler(),
@@ -95,8 +94,14 @@ type CheckResponse struct {
 	Lease       string `json:"lease,omitempty"`       // the lease taken for a "lease": true request
 }
 
-// CheckHandler returns the decision API: POST a CheckRequest as JSON (whatever the
-// Content-Type) and get a CheckResponse with the headers the middleware would send: 200 when
+// methodNotAllowed answers a decision API request that is not a POST.
+func methodNotAllowed(w http.ResponseWriter) {
+	w.Header().Set("Allow", http.MethodPost)
+	writeJSON(w, "application/json", http.StatusMethodNotAllowed, RejectedBody{Error: "method_not_allowed", Message: "use POST"})
+}
+
+// CheckHandler returns the decision API's check, served at CheckPath (ReleaseHandler releases
+// leases): POST a CheckRequest as JSON (whatever the Content-Type) and get a CheckResponse with the headers the middleware would send: 200 when
 // allowed, 429 when rejected, 503 when fail-closed, 400 for a bad body or for a reserve the
 // class's limit cannot hold, 413 for one over MaxCheckBody, 501 for a dry run the store cannot
 // peek. It believes the key and plan tier in the body, so mount it only where the clients it
@@ -104,13 +109,8 @@ type CheckResponse struct {
 func (m *Middleware) CheckHandler() http.Handler {
 	var routes endpointRoutes
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == ReleasePath && r.Method == http.MethodPost {
-			m.serveRelease(w, r)
-			return
-		}
 		if r.Method != http.MethodPost {
-			w.Header().Set("Allow", http.MethodPost)
-			writeJSON(w, "application/json", http.StatusMethodNotAllowed, RejectedBody{Error: "method_not_allowed", Message: "use POST"})
+			methodNotAllowed(w)
 			return
 		}
 		req, status, err := readCheckRequest(w, r)

@@ -251,7 +251,7 @@ func jobsLeases(t *testing.T, n int64) (*Middleware, *leaseRecords) {
 
 func TestTheDecisionAPIHandsOutLeasesAndReleasesThem(t *testing.T) {
 	m, rec := jobsLeases(t, 1)
-	h := m.CheckHandler()
+	h, rel := m.CheckHandler(), m.ReleaseHandler()
 	ask := `{"key":"user:1","endpoint":"POST /jobs/run","lease":true}`
 	code, out, hdr := checkCall(t, h, CheckPath, ask)
 	lease, _ := out["lease"].(string)
@@ -267,20 +267,20 @@ func TestTheDecisionAPIHandsOutLeasesAndReleasesThem(t *testing.T) {
 	if code, out, _ = checkCall(t, h, CheckPath, `{"key":"user:1","endpoint":"GET /elsewhere","lease":true}`); code != 400 {
 		t.Fatalf("a lease on a rate limit: %d %v", code, out)
 	}
-	if code, out, _ = checkCall(t, h, ReleasePath, `{"lease":"`+lease+`"}`); code != 200 || out["released"] != true {
+	if code, out, _ = checkCall(t, rel, ReleasePath, `{"lease":"`+lease+`"}`); code != 200 || out["released"] != true {
 		t.Fatalf("release: %d %v", code, out)
 	}
 	if rec.held() != 0 {
 		t.Fatalf("in flight %d after the release", rec.held())
 	}
-	if code, out, _ = checkCall(t, h, ReleasePath, `{"lease":"`+lease+`"}`); code != 404 || out["error"] != "lease_unknown" {
+	if code, out, _ = checkCall(t, rel, ReleasePath, `{"lease":"`+lease+`"}`); code != 404 || out["error"] != "lease_unknown" {
 		t.Fatalf("released twice: %d %v", code, out)
 	}
 	forged := strings.Repeat("0", 32) + lease[32:]
-	if code, _, _ = checkCall(t, h, ReleasePath, `{"lease":"`+forged+`"}`); code != 404 {
+	if code, _, _ = checkCall(t, rel, ReleasePath, `{"lease":"`+forged+`"}`); code != 404 {
 		t.Fatalf("a guessed id: %d", code)
 	}
-	if code, _, _ = checkCall(t, h, ReleasePath, `{"lease":"nonsense"}`); code != 400 {
+	if code, _, _ = checkCall(t, rel, ReleasePath, `{"lease":"nonsense"}`); code != 400 {
 		t.Fatalf("a malformed lease: %d", code)
 	}
 	if code, _, _ = checkCall(t, h, CheckPath, ask); code != 200 {

@@ -2,8 +2,6 @@ package rls
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -122,14 +120,6 @@ type overridden struct {
 	lim  *limiter.Limiter
 }
 
-// liveLimiter is a compiled live change of one rule and plan tier.
-type liveLimiter struct {
-	*decision.Live
-	rendered decision.RenderedLimit
-	unit     string // with perUnit, the limit as Envoy shows it; "" for none of Envoy's units
-	perUnit  uint32
-}
-
 // New returns a Service deciding with cfg and enforcing rules (nil: none
 // yet; every descriptor is then unlimited).
 func New(cfg Config, rules *Rules) (*Service, error) {
@@ -203,84 +193,12 @@ func (s *Service) Swap(rules *Rules) error {
 	return nil
 }
 
-// SetLive puts live changes in force, kept through Swap: live maps a rule's endpoint (as
-// Rules.Limits lists it) and a plan tier to the change of that rule's limit for that tier.
-// Entries naming no rule (HTTP classes), unlimited and blocked rules and the limits requests
-// carry are left alone. On error the changes in force stay.
-func (s *Service) SetLive(live map[string]map[string]decision.LiveLimit) error {
-	s.swapMu.Lock()
-	defer s.swapMu.Unlock()
-	old := s.current.Load()
-	compiledLive, err := s.compileLive(old.rules, live)
-	if err != nil {
-		return err
-	}
-	overrides, err := s.newOverrides()
-	if err != nil {
-		return err
-	}
-	s.live = live
-	s.current.Store(&compiled{rules: old.rules, limiters: old.limiters, live: compiledLive, overrides: overrides})
-	return nil
-}
-
 func (s *Service) newOverrides() (*lru.Cache[overrideKey, *overridden], error) {
 	c, err := lru.New[overrideKey, *overridden](s.cfg.MaxOverrides)
 	if err != nil {
 		return nil, fmt.Errorf("rls: limit override cache: %w", err)
 	}
 	return c, nil
-}
-
-func (s *Service) compileLive(rules *Rules, live map[string]map[string]decision.LiveLimit) (map[*rule]map[string]*liveLimiter, error) {
-	if len(live) == 0 {
-		return nil, nil
-	}
-	out := map[*rule]map[string]*liveLimiter{}
-	var err error
-	for _, root := range rules.domains {
-		walk(root, func(r *rule) {
-			byTier := live[r.path]
-			if err != nil || r.unlimited || r.blocked || len(byTier) == 0 {
-				return
-			}
-			for tier, lv := range byTier {
-				l, lerr := decision.NewLive(lv, s.cfg.Engine)
-				if lerr != nil {
-					err = fmt.Errorf("rls: %s tier %s: %w", r.path, tier, lerr)
-					return
-				}
-				ll := &liveLimiter{Live: l, rendered: decision.RenderLimit(r.policyName(), lv.Limit),
-					perUnit: uint32(min(max(lv.Limit.Rate, 0), math.MaxUint32))}
-				for _, u := range units {
-					if u.period == lv.Limit.Period {
-						ll.unit = u.name
-					}
-				}
-				if out[r] == nil {
-					out[r] = map[string]*liveLimiter{}
-				}
-				out[r][tier] = ll
-			}
-		})
-	}
-	return out, err
-}
-
-// LiveLimit returns the limit a live change enforces on the rule of endpoint for tier, when it
-// is enforced for some descriptors (not in shadow, rollout above 0), as the rate_limit_limit
-// gauge shows it.
-func (s *Service) LiveLimit(endpoint, tier string) (limiter.Limit, bool) {
-	c := s.current.Load()
-	for r, byTier := range c.live {
-		if r.path != endpoint {
-			continue
-		}
-		if lv := byTier[tier]; lv != nil && lv.Enforced() {
-			return lv.Limit, true
-		}
-	}
-	return limiter.Limit{}, false
 }
 
 // SetHeaders replaces the answers' header families, as a reload of serve's headers section
@@ -304,9 +222,6 @@ func walk(n *node, f func(*rule)) {
 		walk(c, f)
 	}
 }
-
-// keyPrefix starts every store key of the service, apart from HTTP's.
-const keyPrefix = "rls|"
 
 // ShouldRateLimit decides every descriptor of req a rule matches, at its own hits_addend, else
 // the request's (0 means 1), and answers OVER_LIMIT when any of them is over its limit.
@@ -699,79 +614,6 @@ func (s *Service) DetailedEndpoints() []string {
 	s.detailedMu.Unlock()
 	sort.Strings(out)
 	return out
-}
-
-// storeKey is a descriptor's limiter key: its domain and entries, each part escaped so that
-// distinct descriptors never share a key, then suffix. One over decision.MaxKey bytes before the
-// suffix (the values are the client's: a header, a path) becomes "=sha256:" and its hash (no
-// escaped domain holds a bare '='), so that huge values neither make huge store keys nor escape
-// the limit by making the request invalid.
-func storeKey(domain string, entries []*ratelimitv3.RateLimitDescriptor_Entry, suffix string) string {
-	size := len(keyPrefix) + escapedLen(domain)
-	for _, e := range entries {
-		size += 2 + escapedLen(e.GetKey()) + escapedLen(e.GetValue())
-	}
-	if size > decision.MaxKey {
-		return hashedKey(domain, entries, size) + suffix
-	}
-	var b strings.Builder
-	b.Grow(size + len(suffix))
-	writeKey(&b, domain, entries)
-	b.WriteString(suffix)
-	return b.String()
-}
-
-// hashedKey is storeKey's form of a key of size bytes over decision.MaxKey.
-func hashedKey(domain string, entries []*ratelimitv3.RateLimitDescriptor_Entry, size int) string {
-	var b strings.Builder
-	b.Grow(size)
-	writeKey(&b, domain, entries)
-	sum := sha256.Sum256([]byte(b.String()))
-	return keyPrefix + "=sha256:" + hex.EncodeToString(sum[:16])
-}
-
-// writeKey writes the escaped key of domain and entries to b.
-func writeKey(b *strings.Builder, domain string, entries []*ratelimitv3.RateLimitDescriptor_Entry) {
-	b.WriteString(keyPrefix)
-	writeKeyPart(b, domain)
-	for _, e := range entries {
-		b.WriteByte('|')
-		writeKeyPart(b, e.GetKey())
-		b.WriteByte('=')
-		writeKeyPart(b, e.GetValue())
-	}
-}
-
-// escapes reports the bytes a key part escapes as %XX.
-func escapes(c byte) bool { return c == '|' || c == '=' || c == '%' }
-
-// escapedLen is the length of s escaped by appendKeyPart.
-func escapedLen(s string) int {
-	n := len(s)
-	for i := 0; i < len(s); i++ {
-		if escapes(s[i]) {
-			n += 2
-		}
-	}
-	return n
-}
-
-func writeKeyPart(b *strings.Builder, s string) {
-	const hexDigits = "0123456789ABCDEF"
-	if escapedLen(s) == len(s) {
-		b.WriteString(s)
-		return
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !escapes(c) {
-			b.WriteByte(c)
-			continue
-		}
-		b.WriteByte('%')
-		b.WriteByte(hexDigits[c>>4])
-		b.WriteByte(hexDigits[c&0xf])
-	}
 }
 
 // matchDescriptor is match for a request's descriptor.

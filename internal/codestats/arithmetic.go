@@ -8,6 +8,7 @@ import (
 	"path"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/rl-exporter/rl-exporter/limiter"
@@ -25,8 +26,17 @@ import (
 //     fixed_window, or sliding_window's two counters"). Other doc text does
 //     not count: it often mentions algorithms the code only passes on;
 //   - it decides: its code, comments aside, both computes (+ - * / %) and
-//     compares (< <= > >=), the shape of every admission test, such as
-//     units+cost > rate or (cur+cost)·P + prev·(P−e) ≤ R·P.
+//     compares (< <= > >=, or clamps with min and max), the shape of every
+//     admission test and settle, such as units+cost > rate,
+//     (cur+cost)·P + prev·(P−e) ≤ R·P or min(units+delta, 2·rate).
+//
+// Settles are often written for every algorithm at once, so two more units
+// count: a case of a Go switch naming algorithms (default: those no other
+// case names) that also assigns, as memShard.adjust's (a case that only
+// checks, as a test's expectation, moves no state); and a Lua script named
+// after none whose leading comment's first sentence names some
+// ("token_bucket's and leaky_bucket's settle"). A script is A's when its
+// name contains A's (gcra_settle.lua).
 //
 // A file counts once per algorithm however many of its units do. The rule
 // is about what a reader must change to change an algorithm's formula: a
@@ -59,8 +69,10 @@ func arithmeticPlaces(goFiles, luaFiles []sourceFile) ([]arithmeticAt, error) {
 		}
 	}
 	for _, f := range luaFiles {
-		a, ok := luaAlgorithm(f.path)
-		if ok && luaDecides(f.content) {
+		if !luaDecides(f.content) {
+			continue
+		}
+		for _, a := range luaAlgorithms(f) {
 			add(a, f.path)
 		}
 	}
@@ -145,6 +157,9 @@ func goArithmetic(f sourceFile) ([]limiter.Algorithm, error) {
 			}
 		}
 	}
+	for _, a := range casesArithmetic(parsed) {
+		found[a] = true
+	}
 	var out []limiter.Algorithm
 	for _, a := range limiter.AllAlgorithms() {
 		if found[a] {
@@ -152,6 +167,86 @@ func goArithmetic(f sourceFile) ([]limiter.Algorithm, error) {
 		}
 	}
 	return out, nil
+}
+
+// casesArithmetic lists the algorithms whose arithmetic a case of a switch
+// on the algorithm in the file writes (see the rule above).
+func casesArithmetic(file *ast.File) []limiter.Algorithm {
+	var out []limiter.Algorithm
+	ast.Inspect(file, func(n ast.Node) bool {
+		sw, ok := n.(*ast.SwitchStmt)
+		if !ok {
+			return true
+		}
+		named := map[limiter.Algorithm]bool{}
+		var dflt *ast.CaseClause
+		var clauses []*ast.CaseClause
+		for _, st := range sw.Body.List {
+			cc := st.(*ast.CaseClause)
+			if cc.List == nil {
+				dflt = cc
+				continue
+			}
+			clauses = append(clauses, cc)
+			for _, a := range algorithmsNamed(caseNames(cc)) {
+				named[a] = true
+			}
+		}
+		if len(named) == 0 {
+			return true
+		}
+		decides := func(cc *ast.CaseClause) bool {
+			body := &ast.BlockStmt{List: cc.Body}
+			c, k := arithmeticIn(body)
+			return c && k && assigns(body)
+		}
+		for _, cc := range clauses {
+			if decides(cc) {
+				out = append(out, algorithmsNamed(caseNames(cc))...)
+			}
+		}
+		if dflt != nil && decides(dflt) {
+			for _, a := range limiter.AllAlgorithms() {
+				if !named[a] {
+					out = append(out, a)
+				}
+			}
+		}
+		return true
+	})
+	return out
+}
+
+// assigns reports whether a body assigns anything: it moves state.
+func assigns(body *ast.BlockStmt) bool {
+	found := false
+	ast.Inspect(body, func(n ast.Node) bool {
+		switch n.(type) {
+		case *ast.AssignStmt, *ast.IncDecStmt:
+			found = true
+		}
+		return !found
+	})
+	return found
+}
+
+// caseNames is the identifiers and strings of a case's expressions.
+func caseNames(cc *ast.CaseClause) string {
+	var b strings.Builder
+	for _, e := range cc.List {
+		ast.Inspect(e, func(n ast.Node) bool {
+			switch x := n.(type) {
+			case *ast.Ident:
+				b.WriteString(x.Name + " ")
+			case *ast.BasicLit:
+				if v, err := strconv.Unquote(x.Value); err == nil && x.Kind == token.STRING {
+					b.WriteString(v + " ")
+				}
+			}
+			return true
+		})
+	}
+	return b.String()
 }
 
 // firstSentence is text up to its first full stop followed by a space or
@@ -194,6 +289,10 @@ func arithmeticIn(body *ast.BlockStmt) (computes, compares bool) {
 			case token.LSS, token.LEQ, token.GTR, token.GEQ:
 				compares = true
 			}
+		case *ast.CallExpr:
+			if clamps(x.Fun) {
+				compares = true
+			}
 		case *ast.AssignStmt:
 			switch x.Tok {
 			case token.ADD_ASSIGN, token.SUB_ASSIGN, token.MUL_ASSIGN, token.QUO_ASSIGN, token.REM_ASSIGN:
@@ -205,15 +304,34 @@ func arithmeticIn(body *ast.BlockStmt) (computes, compares bool) {
 	return computes, compares
 }
 
-// luaAlgorithm is the algorithm a Lua script is named after.
-func luaAlgorithm(file string) (limiter.Algorithm, bool) {
-	base := strings.TrimSuffix(path.Base(file), ".lua")
-	for _, a := range limiter.AllAlgorithms() {
-		if string(a) == base {
-			return a, true
-		}
+// clamps reports whether a call is min, max, math.Min or math.Max.
+func clamps(fun ast.Expr) bool {
+	switch f := fun.(type) {
+	case *ast.Ident:
+		return f.Name == "min" || f.Name == "max"
+	case *ast.SelectorExpr:
+		x, ok := f.X.(*ast.Ident)
+		return ok && x.Name == "math" && (f.Sel.Name == "Min" || f.Sel.Name == "Max")
 	}
-	return "", false
+	return false
+}
+
+// luaAlgorithms is the algorithms a Lua script is of: those its name
+// names (gcra.lua, gcra_settle.lua), else those the first sentence of its
+// leading comment names (bucket_settle.lua).
+func luaAlgorithms(f sourceFile) []limiter.Algorithm {
+	if named := algorithmsNamed(strings.TrimSuffix(path.Base(f.path), ".lua")); len(named) > 0 {
+		return named
+	}
+	var lead []string
+	for _, line := range strings.Split(string(f.content), "\n") {
+		rest, ok := strings.CutPrefix(strings.TrimSpace(line), "--")
+		if !ok {
+			break
+		}
+		lead = append(lead, rest)
+	}
+	return algorithmsNamed(firstSentence(strings.Join(lead, " ")))
 }
 
 var (

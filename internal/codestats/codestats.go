@@ -201,7 +201,7 @@ func report(w io.Writer, files, lua, tests []sourceFile, maxLines, block int, ta
 	for _, a := range arith {
 		most = max(most, len(a.files))
 	}
-	fmt.Fprintf(w, "places each algorithm's arithmetic is written (files with a function, type or Lua script of the algorithm that computes and compares): at most %d\n", most)
+	fmt.Fprintf(w, "places each algorithm's arithmetic is written (files with a function, type, switch case or Lua script of the algorithm that computes and compares, decide and settle): at most %d\n", most)
 	for _, a := range arith {
 		fmt.Fprintf(w, "  %2d  %-14s  %s\n", len(a.files), a.algorithm, strings.Join(a.files, " "))
 	}

@@ -162,6 +162,79 @@ func TestArithmeticIsPlacedInUnitsOfAnAlgorithmThatComputeAndCompare(t *testing.
 	}
 }
 
+func TestSettleArithmeticCountsForTheAlgorithmItsCaseOrScriptNames(t *testing.T) {
+	goFiles := []sourceFile{
+		// A shared method switching on the algorithm: each case that computes and compares
+		// (min and max compare) is its algorithm's; default is the algorithms no case names.
+		{path: "store/adjust.go", content: []byte(`package store
+
+// shard is one lock's keys.
+type shard struct{ units, extra int64 }
+
+func (e *shard) adjust(alg int, delta, r, p int64) {
+	switch alg {
+	case fixedWindowIndex:
+		e.units = min(e.units+delta, 2*r)
+	case slidingWindowIndex, slidingLogIndex:
+		e.extra = delta
+	case tokenBucketIndex:
+		e.units = min(max(e.units-delta*p, -r), r)
+	case leakyBucketIndex:
+		if e.units+delta > r {
+			e.units = r
+		}
+	default: // gcra
+		e.units = max(e.units+delta*p, 0)
+	}
+}
+
+func (e *shard) route(alg int) {
+	switch alg {
+	case gcraIndex:
+		e.gcra()
+	}
+}
+`)},
+		// A check for some algorithms computes and compares but moves no state.
+		{path: "suite/suite.go", content: []byte(`package suite
+
+func check(t *T, alg string, got, less, slack int64) {
+	switch alg {
+	case "token_bucket", "gcra":
+		if got <= less+slack {
+			t.Fatal(got)
+		}
+	}
+}
+`)},
+	}
+	luaFiles := []sourceFile{
+		{path: "lua/sliding_log_settle.lua", content: []byte("local function adjust(KEYS, delta)\n  if delta < 0 then redis.call('ZREMRANGEBYSCORE', KEYS[1], 0, delta + 1) end\nend\n")},
+		// Named after no algorithm; its leading comment's first sentence names two.
+		{path: "lua/bucket_settle.lua", content: []byte("-- token_bucket's and leaky_bucket's settle, on one layout. Unlike gcra it keeps a level.\nlocal function bucket_adjust(level, delta)\n  return math.max(level + delta, 0) > 0\nend\n")},
+		// Only calls the shared arithmetic.
+		{path: "lua/token_bucket_settle.lua", content: []byte("-- token_bucket: adjust.\nlocal function adjust(KEYS, delta)\n  bucket_adjust(KEYS, delta, true)\nend\n")},
+		{path: "lua/reservations.lua", content: []byte("-- Reservations, after the algorithm's decide and settle.\nlocal n = tonumber(ARGV[1]) + 1\nif n > 2 then return 0 end\n")},
+	}
+	got, err := arithmeticPlaces(goFiles, luaFiles)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{
+		"fixed_window":   "store/adjust.go",
+		"sliding_window": "",
+		"sliding_log":    "lua/sliding_log_settle.lua",
+		"token_bucket":   "lua/bucket_settle.lua store/adjust.go",
+		"leaky_bucket":   "lua/bucket_settle.lua store/adjust.go",
+		"gcra":           "store/adjust.go",
+	}
+	for _, a := range got {
+		if w := want[string(a.algorithm)]; strings.Join(a.files, " ") != w {
+			t.Errorf("%s is written in %q, want %q", a.algorithm, a.files, w)
+		}
+	}
+}
+
 func TestNamesUsedFromAnImportedPackageAreListedOnce(t *testing.T) {
 	files := []sourceFile{
 		{path: "rls/a.go", content: []byte("package rls\n\nimport \"example.com/m/httplimit\"\n\nvar a = httplimit.Decide\nvar b httplimit.Ask\nvar c = httplimit.Decide\n")},

@@ -19,6 +19,9 @@ import (
 	"github.com/prometheus/prometheus/template"
 )
 
+// The promtest*.go files are not tests of this package: they write the promtool unit tests
+// (rules-tests/) that check the generated alerts fire and stay quiet as the spec says.
+
 // RuleTestFile is a promtool unit test file (`promtool test rules`).
 type RuleTestFile struct {
 	RuleFiles          []string   `yaml:"rule_files"`
