@@ -113,6 +113,12 @@ func (m *Middleware) CheckHandler() http.Handler {
 			methodNotAllowed(w)
 			return
 		}
+		if r.URL.Path == ReleasePath {
+			// Deprecated: embedders that mounted CheckHandler at ReleasePath too; mount
+			// ReleaseHandler there. Kept for one release.
+			m.serveRelease(w, r)
+			return
+		}
 		req, status, err := readCheckRequest(w, r)
 		if err != nil {
 			writeJSON(w, "application/json", status, RejectedBody{Error: "bad_request", Message: err.Error()})

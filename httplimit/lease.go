@@ -323,7 +323,14 @@ func (m *Middleware) serveRelease(w http.ResponseWriter, r *http.Request) {
 			Message: fmt.Sprintf("class %s tier %s has no concurrency limit in force", className, tier)})
 		return
 	}
-	err = m.release(r.Context(), endpoint, tier, ls, lease)
+	// The token is the caller's word: a lease the store does not hold (released already,
+	// expired, or made up) takes nothing off this instance's in-flight count.
+	expired, err := ls.Release(context.WithoutCancel(r.Context()), lease)
+	held := int64(-1)
+	if errors.Is(err, limiter.ErrLeaseUnknown) {
+		held = 0
+	}
+	m.recordLeases(r.Context(), endpoint, tier, held, expired)
 	switch {
 	case errors.Is(err, limiter.ErrLeaseUnknown):
 		writeJSON(w, "application/json", http.StatusNotFound, ReleaseResponse{Error: "lease_unknown", Message: limiter.ErrLeaseUnknown.Error()})
