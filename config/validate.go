@@ -119,8 +119,7 @@ func (c *Config) validateServer(e *errs) {
 		e.add("server.max_header_count", "must be 1 to 100000, got %d", s.MaxHeaderCount)
 	}
 	if err := s.Paths.HTTPLimit().Validate(); err != nil {
-		field, why, _ := strings.Cut(err.Error(), ": ")
-		e.add("server.paths."+field, "%s", why)
+		e.addField("server.paths", err)
 	}
 	for i, p := range s.CheckAPI.AllowedPeers {
 		if _, err := parsePrefix(p); err != nil {
@@ -172,12 +171,7 @@ func (c *Config) validateStore(e *errs) {
 	case "memory":
 	case "redis":
 		if _, err := c.RedisClientConfig(); err != nil {
-			key := "store.redis"
-			var fe *fieldError
-			if errors.As(err, &fe) {
-				key, err = key+"."+fe.field, fe.err
-			}
-			e.add(key, "%v", err)
+			e.addField("store.redis", err)
 		}
 	default:
 		e.addHint("store.type", suggest(s.Type, []string{"memory", "redis"}), "%q: want memory or redis", s.Type)
@@ -262,23 +256,23 @@ func (c *Config) redisClientConfig(r Redis) (redisstore.ClientConfig, error) {
 		PoolSize: r.PoolSize, DialTimeout: r.DialTimeout, Username: r.Username, Password: r.Password.Reveal(),
 	}
 	if r.PoolSize < 0 {
-		return cc, &fieldError{"pool_size", fmt.Errorf("must be >= 0, got %d", r.PoolSize)}
+		return cc, &limiter.FieldError{Field: "pool_size", Err: fmt.Errorf("must be >= 0, got %d", r.PoolSize)}
 	}
 	if r.DialTimeout < 0 {
-		return cc, &fieldError{"dial_timeout", fmt.Errorf("must be >= 0, got %s", r.DialTimeout)}
+		return cc, &limiter.FieldError{Field: "dial_timeout", Err: fmt.Errorf("must be >= 0, got %s", r.DialTimeout)}
 	}
 	if r.DialAttempts < 1 || r.DialAttempts > MaxRedisDialAttempts {
-		return cc, &fieldError{"dial_attempts", fmt.Errorf("must be between 1 and %d, got %d", MaxRedisDialAttempts, r.DialAttempts)}
+		return cc, &limiter.FieldError{Field: "dial_attempts", Err: fmt.Errorf("must be between 1 and %d, got %d", MaxRedisDialAttempts, r.DialAttempts)}
 	}
 	cc.DialAttempts = r.DialAttempts
 	if rc := r.Cluster; rc.RefreshMinInterval <= 0 {
-		return cc, &fieldError{"cluster.refresh_min_interval", fmt.Errorf("must be > 0, got %s", rc.RefreshMinInterval)}
+		return cc, &limiter.FieldError{Field: "cluster.refresh_min_interval", Err: fmt.Errorf("must be > 0, got %s", rc.RefreshMinInterval)}
 	}
 	if rc := r.Cluster; rc.ReloadInterval <= 0 {
-		return cc, &fieldError{"cluster.reload_interval", fmt.Errorf("must be > 0, got %s", rc.ReloadInterval)}
+		return cc, &limiter.FieldError{Field: "cluster.reload_interval", Err: fmt.Errorf("must be > 0, got %s", rc.ReloadInterval)}
 	}
 	if rc := r.Cluster; rc.MaxRedirects < 0 || rc.MaxRedirects > MaxRedisClusterRedirects {
-		return cc, &fieldError{"cluster.max_redirects", fmt.Errorf("must be between 0 and %d, got %d", MaxRedisClusterRedirects, rc.MaxRedirects)}
+		return cc, &limiter.FieldError{Field: "cluster.max_redirects", Err: fmt.Errorf("must be between 0 and %d, got %d", MaxRedisClusterRedirects, rc.MaxRedirects)}
 	}
 	cc.ClusterReloadInterval = r.Cluster.ReloadInterval
 	cc.ClusterMaxRedirects = r.Cluster.MaxRedirects
@@ -289,7 +283,7 @@ func (c *Config) redisClientConfig(r Redis) (redisstore.ClientConfig, error) {
 		// Checked here to name the key; the message never shows the URL's
 		// password.
 		if _, err := redisstore.ParseURL(r.URL); err != nil {
-			return cc, &fieldError{"url", err}
+			return cc, &limiter.FieldError{Field: "url", Err: err}
 		}
 	}
 	if r.PasswordFile != "" && r.Password != "" {
@@ -297,13 +291,13 @@ func (c *Config) redisClientConfig(r Redis) (redisstore.ClientConfig, error) {
 	}
 	tc, err := c.redisTLS(r.TLS)
 	if err != nil {
-		return cc, &fieldError{"tls", err}
+		return cc, &limiter.FieldError{Field: "tls", Err: err}
 	}
 	cc.TLS = tc
 	if r.PasswordFile != "" {
 		b, err := os.ReadFile(c.Path(r.PasswordFile))
 		if err != nil {
-			return cc, &fieldError{"password_file", err}
+			return cc, &limiter.FieldError{Field: "password_file", Err: err}
 		}
 		cc.Password = strings.TrimRight(string(b), "\r\n")
 	}
@@ -312,16 +306,6 @@ func (c *Config) redisClientConfig(r Redis) (redisstore.ClientConfig, error) {
 	}
 	return cc, nil
 }
-
-// fieldError is a problem of one key under store.redis (or a peer
-// region's Redis).
-type fieldError struct {
-	field string
-	err   error
-}
-
-func (e *fieldError) Error() string { return e.field + ": " + e.err.Error() }
-func (e *fieldError) Unwrap() error { return e.err }
 
 // redisTLS builds the TLS configuration t (store.redis.tls or a peer's),
 // reading its files.
@@ -920,11 +904,7 @@ func (cl Class) validateCost(e *errs, key string) {
 	}
 	est := cl.estimate()
 	if err := (httplimit.Estimate(est)).Validate(); err != nil {
-		field, why, ok := strings.Cut(err.Error(), ": ")
-		if !ok {
-			field, why = "", err.Error()
-		}
-		e.add(strings.TrimSuffix(key+".estimate."+field, "."), "%s", why)
+		e.addField(key+".estimate", err)
 	}
 	if est.Header != "" && !httplimit.ValidHeaderName(est.Header) {
 		e.add(key+".estimate.header", "%q is not a header name", est.Header)
