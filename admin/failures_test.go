@@ -16,7 +16,7 @@ func TestRefusedTokensAreCountedAndLoggedOncePerInterval(t *testing.T) {
 	var logs bytes.Buffer
 	now := time.Unix(1_700_000_000, 0)
 	f := &AuthFailures{Logger: slog.New(slog.NewTextHandler(&logs, nil)), Interval: 10 * time.Second, Now: func() time.Time { return now }}
-	g, err := NewGuardWith(GuardConfig{Tokens: []Token{{Name: "grafana", Secret: roToken}}, Failures: f})
+	g, err := NewTokenGuardWith(TokenGuardConfig{Tokens: []Token{{Name: "grafana", Secret: roToken}}, Failures: f})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package admin
 
 import (
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"strings"
 	"testing"
@@ -9,7 +10,7 @@ import (
 
 func guardedMux(t *testing.T) http.Handler {
 	t.Helper()
-	g, err := NewGuard([]Token{{Name: "ops", ReadWrite: true, Secret: rwToken}, {Name: "grafana", Secret: roToken}})
+	g, err := NewTokenGuard([]Token{{Name: "ops", ReadWrite: true, Secret: rwToken}, {Name: "grafana", Secret: roToken}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,16 +63,16 @@ func TestProfilesAreServedButNotTheCommandLine(t *testing.T) {
 }
 
 func TestAGuardNeedsTokens(t *testing.T) {
-	if _, err := NewGuard(nil); err != ErrNoTokens {
-		t.Errorf("NewGuard(nil): %v, want ErrNoTokens", err)
+	if _, err := NewTokenGuard(nil); err != ErrNoTokens {
+		t.Errorf("NewTokenGuard(nil): %v, want ErrNoTokens", err)
 	}
-	if _, err := NewGuard([]Token{{Name: "x"}}); err == nil {
+	if _, err := NewTokenGuard([]Token{{Name: "x"}}); err == nil {
 		t.Error("a token without a secret accepted")
 	}
 }
 
 func TestSetTokensRevokesTheTokensLeftOutAndAdmitsTheNewOnes(t *testing.T) {
-	g, err := NewGuard([]Token{{Name: "ops", ReadWrite: true, Secret: rwToken}, {Name: "grafana", Secret: roToken}})
+	g, err := NewTokenGuard([]Token{{Name: "ops", ReadWrite: true, Secret: rwToken}, {Name: "grafana", Secret: roToken}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,5 +100,24 @@ func TestSetTokensRevokesTheTokensLeftOutAndAdmitsTheNewOnes(t *testing.T) {
 	}
 	if w := call(h, "GET", "/", roToken, ""); w.Code != 401 {
 		t.Errorf("with no token left: %d, want 401", w.Code)
+	}
+}
+
+func TestTheOldGuardNamesStillMakeATokenGuard(t *testing.T) {
+	var g *Guard
+	g, err := NewGuard([]Token{{Name: "grafana", Secret: roToken}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg GuardConfig = TokenGuardConfig{Tokens: []Token{{Name: "grafana", Secret: roToken}}, Realm: "r"}
+	if _, err := NewGuardWith(cfg); err != nil {
+		t.Fatal(err)
+	}
+	w := httptest.NewRecorder()
+	r := httptest.NewRequest(http.MethodGet, "/debug/top-limited", nil)
+	r.Header.Set("Authorization", "Bearer "+roToken)
+	g.ReadOnly(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusTeapot) })).ServeHTTP(w, r)
+	if w.Code != http.StatusTeapot {
+		t.Errorf("a valid token through the old names: %d, want the guarded handler's %d", w.Code, http.StatusTeapot)
 	}
 }

@@ -1,10 +1,10 @@
 package config
 
 import (
-	"fmt"
-	"strings"
+	"errors"
 	"time"
 
+	"github.com/rl-exporter/rl-exporter/limiter"
 	"github.com/rl-exporter/rl-exporter/overload"
 	"github.com/rl-exporter/rl-exporter/slo"
 )
@@ -31,12 +31,13 @@ func (c *Config) OverloadTarget() (target time.Duration, quantile float64, sourc
 }
 
 // OverloadConfig is server.overload as package overload takes it, the target
-// read from the SLO spec when server.overload.target is not set.
+// read from the SLO spec when server.overload.target is not set. A problem is
+// a *limiter.FieldError naming its key.
 func (c *Config) OverloadConfig() (overload.Config, error) {
 	o := c.Server.Overload
 	target, quantile, _, err := c.OverloadTarget()
 	if err != nil {
-		return overload.Config{}, fmt.Errorf("server.overload.slo_spec: %w", err)
+		return overload.Config{}, &limiter.FieldError{Field: "server.overload.slo_spec", Err: err}
 	}
 	cfg := overload.Config{
 		Target: target, Quantile: quantile, Headroom: o.Headroom,
@@ -45,7 +46,11 @@ func (c *Config) OverloadConfig() (overload.Config, error) {
 		Window: o.Window, MinSamples: o.MinSamples, Reserve: o.CriticalReserve, CriticalWait: o.CriticalWait,
 	}
 	if err := cfg.Validate(); err != nil {
-		return cfg, fmt.Errorf("server.overload.%w", err)
+		var fe *limiter.FieldError
+		if errors.As(err, &fe) {
+			err = &limiter.FieldError{Field: "server.overload." + fe.Field, Err: fe.Err}
+		}
+		return cfg, err
 	}
 	return cfg, nil
 }
@@ -84,7 +89,6 @@ func (c *Config) validateOverload(e *errs) {
 		e.add("server.overload.retry_after", "must be at least 1s (Retry-After counts whole seconds), got %s", o.RetryAfter)
 	}
 	if _, err := c.OverloadConfig(); err != nil {
-		key, msg, _ := strings.Cut(err.Error(), ": ")
-		e.add(key, "%s", msg)
+		e.addField("", err)
 	}
 }

@@ -2,10 +2,13 @@ package config
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"reflect"
 	"slices"
 	"strings"
+
+	"github.com/rl-exporter/rl-exporter/limiter"
 )
 
 // FieldError is one problem of a configuration: the key at fault as the
@@ -124,6 +127,25 @@ func (e *errs) add(key, format string, args ...any) {
 // addHint records a problem of key with a hint; an empty hint is none.
 func (e *errs) addHint(key, hint, format string, args ...any) {
 	e.list = append(e.list, &FieldError{Source: e.source, Key: key, Msg: fmt.Sprintf(format, args...), Hint: hint})
+}
+
+// addField records err as a problem under key: of key.Field when err is a
+// *limiter.FieldError (a domain value's or a converter's, naming the field
+// at fault), else of key itself.
+func (e *errs) addField(key string, err error) {
+	var fe *limiter.FieldError
+	if errors.As(err, &fe) {
+		key, err = joinKey(key, fe.Field), fe.Err
+	}
+	e.add(key, "%v", err)
+}
+
+// joinKey is the dotted key of field under key; either may be empty.
+func joinKey(key, field string) string {
+	if key == "" || field == "" {
+		return key + field
+	}
+	return key + "." + field
 }
 
 func (e *errs) err() error { return e.list.err() }

@@ -1,7 +1,6 @@
 package config
 
 import (
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -220,11 +219,7 @@ func (c *Config) validatePeer(e *errs, name string, p Redis) {
 		e.add(key+".durability", "every region uses store.redis.durability and durability_timeout; remove them here")
 	}
 	if _, err := c.redisClientConfig(p); err != nil {
-		var fe *fieldError
-		if errors.As(err, &fe) {
-			key, err = key+"."+fe.field, fe.err
-		}
-		e.add(key, "%v", err)
+		e.addField(key, err)
 	}
 }
 

@@ -2,7 +2,6 @@ package config
 
 import (
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"math"
@@ -77,13 +76,9 @@ func (c *Config) GRPCTLSConfig() (*tls.Config, error) {
 	}
 	tc := &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert}}
 	if t.ClientCAFile != "" {
-		b, err := os.ReadFile(c.Path(t.ClientCAFile))
+		pool, err := c.caPool("client_ca_file", t.ClientCAFile)
 		if err != nil {
-			return nil, fmt.Errorf("client_ca_file: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(b) {
-			return nil, fmt.Errorf("client_ca_file: %s holds no PEM certificate", t.ClientCAFile)
+			return nil, err
 		}
 		tc.ClientCAs = pool
 		tc.ClientAuth = tls.RequireAndVerifyClientCert

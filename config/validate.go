@@ -1,14 +1,14 @@
 package config
 
+// This file says what is wrong with a file: every problem, each naming its
+// key (see FieldError). convert.go turns a checked Config into the domain's
+// values.
+
 import (
-	"cmp"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
-	"net/netip"
 	"net/url"
 	"os"
 	"sort"
@@ -17,7 +17,6 @@ import (
 
 	"github.com/rl-exporter/rl-exporter/httplimit"
 	"github.com/rl-exporter/rl-exporter/limiter"
-	"github.com/rl-exporter/rl-exporter/limiter/redisstore"
 	"github.com/rl-exporter/rl-exporter/region"
 )
 
@@ -119,8 +118,7 @@ func (c *Config) validateServer(e *errs) {
 		e.add("server.max_header_count", "must be 1 to 100000, got %d", s.MaxHeaderCount)
 	}
 	if err := s.Paths.HTTPLimit().Validate(); err != nil {
-		field, why, _ := strings.Cut(err.Error(), ": ")
-		e.add("server.paths."+field, "%s", why)
+		e.addField("server.paths", err)
 	}
 	for i, p := range s.CheckAPI.AllowedPeers {
 		if _, err := parsePrefix(p); err != nil {
@@ -172,12 +170,7 @@ func (c *Config) validateStore(e *errs) {
 	case "memory":
 	case "redis":
 		if _, err := c.RedisClientConfig(); err != nil {
-			key := "store.redis"
-			var fe *fieldError
-			if errors.As(err, &fe) {
-				key, err = key+"."+fe.field, fe.err
-			}
-			e.add(key, "%v", err)
+			e.addField("store.redis", err)
 		}
 	default:
 		e.addHint("store.type", suggest(s.Type, []string{"memory", "redis"}), "%q: want memory or redis", s.Type)
@@ -232,129 +225,6 @@ func (c *Config) validateStore(e *errs) {
 	default:
 		e.add("store.redis.durability", "must be none or wait, got %q", r.Durability)
 	}
-}
-
-// RedisStoreConfig returns the Redis store's settings: the key prefix,
-// how decisions are batched and what they wait for (durability).
-func (c *Config) RedisStoreConfig() redisstore.Config {
-	r := c.Store.Redis
-	sc := redisstore.Config{
-		Prefix:                    r.Prefix,
-		Batch:                     redisstore.BatchConfig{Disabled: r.Batch.Disabled, MaxSize: r.Batch.MaxSize, Senders: r.Batch.Senders},
-		ClusterRefreshMinInterval: r.Cluster.RefreshMinInterval,
-	}
-	if r.Durability == "wait" {
-		sc.Durability, sc.DurabilityTimeout = redisstore.DurabilityWait, r.DurabilityTimeout
-	}
-	return sc
-}
-
-// RedisClientConfig returns how to reach Redis, reading the password file.
-func (c *Config) RedisClientConfig() (redisstore.ClientConfig, error) {
-	return c.redisClientConfig(c.Store.Redis)
-}
-
-// redisClientConfig returns how to reach the Redis r locates (store.redis
-// or a peer region's), reading its password file.
-func (c *Config) redisClientConfig(r Redis) (redisstore.ClientConfig, error) {
-	cc := redisstore.ClientConfig{
-		URL: r.URL, ClusterAddrs: r.ClusterAddrs, SentinelAddrs: r.SentinelAddrs, MasterName: r.SentinelMaster,
-		PoolSize: r.PoolSize, DialTimeout: r.DialTimeout, Username: r.Username, Password: r.Password.Reveal(),
-	}
-	if r.PoolSize < 0 {
-		return cc, &fieldError{"pool_size", fmt.Errorf("must be >= 0, got %d", r.PoolSize)}
-	}
-	if r.DialTimeout < 0 {
-		return cc, &fieldError{"dial_timeout", fmt.Errorf("must be >= 0, got %s", r.DialTimeout)}
-	}
-	if r.DialAttempts < 1 || r.DialAttempts > MaxRedisDialAttempts {
-		return cc, &fieldError{"dial_attempts", fmt.Errorf("must be between 1 and %d, got %d", MaxRedisDialAttempts, r.DialAttempts)}
-	}
-	cc.DialAttempts = r.DialAttempts
-	if rc := r.Cluster; rc.RefreshMinInterval <= 0 {
-		return cc, &fieldError{"cluster.refresh_min_interval", fmt.Errorf("must be > 0, got %s", rc.RefreshMinInterval)}
-	}
-	if rc := r.Cluster; rc.ReloadInterval <= 0 {
-		return cc, &fieldError{"cluster.reload_interval", fmt.Errorf("must be > 0, got %s", rc.ReloadInterval)}
-	}
-	if rc := r.Cluster; rc.MaxRedirects < 0 || rc.MaxRedirects > MaxRedisClusterRedirects {
-		return cc, &fieldError{"cluster.max_redirects", fmt.Errorf("must be between 0 and %d, got %d", MaxRedisClusterRedirects, rc.MaxRedirects)}
-	}
-	cc.ClusterReloadInterval = r.Cluster.ReloadInterval
-	cc.ClusterMaxRedirects = r.Cluster.MaxRedirects
-	if cc.ClusterMaxRedirects == 0 {
-		cc.ClusterMaxRedirects = -1 // none; 0 is the client's default
-	}
-	if r.URL != "" {
-		// Checked here to name the key; the message never shows the URL's
-		// password.
-		if _, err := redisstore.ParseURL(r.URL); err != nil {
-			return cc, &fieldError{"url", err}
-		}
-	}
-	if r.PasswordFile != "" && r.Password != "" {
-		return cc, errors.New("password and password_file: set one, not both")
-	}
-	tc, err := c.redisTLS(r.TLS)
-	if err != nil {
-		return cc, &fieldError{"tls", err}
-	}
-	cc.TLS = tc
-	if r.PasswordFile != "" {
-		b, err := os.ReadFile(c.Path(r.PasswordFile))
-		if err != nil {
-			return cc, &fieldError{"password_file", err}
-		}
-		cc.Password = strings.TrimRight(string(b), "\r\n")
-	}
-	if _, err := cc.Options(); err != nil {
-		return cc, err
-	}
-	return cc, nil
-}
-
-// fieldError is a problem of one key under store.redis (or a peer
-// region's Redis).
-type fieldError struct {
-	field string
-	err   error
-}
-
-func (e *fieldError) Error() string { return e.field + ": " + e.err.Error() }
-func (e *fieldError) Unwrap() error { return e.err }
-
-// redisTLS builds the TLS configuration t (store.redis.tls or a peer's),
-// reading its files.
-func (c *Config) redisTLS(t RedisTLS) (*tls.Config, error) {
-	if !t.Enabled {
-		if t.CAFile != "" || t.CertFile != "" || t.KeyFile != "" || t.ServerName != "" || t.InsecureSkipVerify {
-			return nil, errors.New("enabled: must be true when other tls keys are set")
-		}
-		return nil, nil
-	}
-	tc := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: t.ServerName, InsecureSkipVerify: t.InsecureSkipVerify} //nolint:gosec // an explicit, documented opt-in
-	if t.CAFile != "" {
-		b, err := os.ReadFile(c.Path(t.CAFile))
-		if err != nil {
-			return nil, fmt.Errorf("ca_file: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(b) {
-			return nil, fmt.Errorf("ca_file: %s holds no PEM certificate", t.CAFile)
-		}
-		tc.RootCAs = pool
-	}
-	if (t.CertFile == "") != (t.KeyFile == "") {
-		return nil, errors.New("cert_file and key_file: set both or neither")
-	}
-	if t.CertFile != "" {
-		cert, err := tls.LoadX509KeyPair(c.Path(t.CertFile), c.Path(t.KeyFile))
-		if err != nil {
-			return nil, fmt.Errorf("cert_file/key_file: %w", err)
-		}
-		tc.Certificates = []tls.Certificate{cert}
-	}
-	return tc, nil
 }
 
 func (c *Config) validateMetrics(e *errs) {
@@ -511,75 +381,6 @@ func (c *Config) validateClientIP(e *errs) {
 	}
 }
 
-// CheckAPIPeers returns server.check_api.allowed_peers parsed, a single
-// address as its own /32 or /128.
-func (c *Config) CheckAPIPeers() ([]netip.Prefix, error) {
-	return prefixes("server.check_api.allowed_peers", c.Server.CheckAPI.AllowedPeers)
-}
-
-// prefixes parses the CIDRs (or single addresses) of the list at key.
-func prefixes(key string, list []string) ([]netip.Prefix, error) {
-	var out []netip.Prefix
-	for _, p := range list {
-		pre, err := parsePrefix(p)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %q: %w", key, p, err)
-		}
-		out = append(out, pre)
-	}
-	return out, nil
-}
-
-func parsePrefix(s string) (netip.Prefix, error) {
-	if strings.Contains(s, "/") {
-		p, err := netip.ParsePrefix(s)
-		return p.Masked(), err
-	}
-	a, err := netip.ParseAddr(s)
-	if err != nil {
-		return netip.Prefix{}, err
-	}
-	return netip.PrefixFrom(a, a.BitLen()), nil
-}
-
-func (c *Config) jwtConfig() (*httplimit.JWTConfig, error) {
-	j := c.Identity.JWT
-	if j.Algorithm == "" {
-		return nil, nil
-	}
-	out := &httplimit.JWTConfig{Header: j.Header, Algorithm: j.Algorithm, Issuer: j.Issuer, Audience: j.Audience, Leeway: j.Leeway}
-	switch {
-	case strings.HasPrefix(j.Algorithm, "HS"):
-		if j.SecretFile == "" {
-			return nil, fmt.Errorf("secret_file: required for %s", j.Algorithm)
-		}
-		b, err := os.ReadFile(c.Path(j.SecretFile))
-		if err != nil {
-			return nil, fmt.Errorf("secret_file: %w", err)
-		}
-		out.Secret = []byte(strings.TrimRight(string(b), "\r\n"))
-		if len(out.Secret) < 16 {
-			return nil, fmt.Errorf("secret_file: the secret is %d bytes; use at least 16", len(out.Secret))
-		}
-	case strings.HasPrefix(j.Algorithm, "RS"), strings.HasPrefix(j.Algorithm, "ES"):
-		if j.PublicKeyFile == "" {
-			return nil, fmt.Errorf("public_key_file: required for %s", j.Algorithm)
-		}
-		b, err := os.ReadFile(c.Path(j.PublicKeyFile))
-		if err != nil {
-			return nil, fmt.Errorf("public_key_file: %w", err)
-		}
-		out.PublicKeyPEM = b
-	default:
-		return nil, fmt.Errorf("algorithm: %q is not supported (want HS256, HS384, HS512, RS256, RS384, RS512, ES256, ES384 or ES512)", j.Algorithm)
-	}
-	// Parse the key now, so a bad file is reported here with its key name.
-	if _, err := httplimit.NewPolicy(httplimit.PolicyConfig{Store: limiter.NewMemoryStore(limiter.MemoryConfig{}), Identity: httplimit.IdentityConfig{JWT: out}}); err != nil {
-		return nil, fmt.Errorf("%s", strings.TrimPrefix(err.Error(), "policy: identity: jwt: "))
-	}
-	return out, nil
-}
-
 func (c *Config) validateClasses(e *errs) {
 	tiers := map[string]bool{}
 	for _, t := range c.Tiers.Names {
@@ -716,19 +517,6 @@ func ValidateLimit(l limiter.Limit, cost int64) error {
 	return nil
 }
 
-// TierLimit is class's limit for tier: the tier's own, else the default tier's.
-func (c *Config) TierLimit(class, tier string) Limit {
-	cl := c.Classes[class]
-	if l, ok := cl.Limits[tier]; ok {
-		return l
-	}
-	return cl.Limits[c.Tiers.Default]
-}
-
-// IsConcurrency reports whether the limit is algorithm concurrency: a cap
-// on requests in flight, enforced by limiter.Leases, not limiter.Limiter.
-func (l Limit) IsConcurrency() bool { return l.Algorithm == string(limiter.Concurrency) }
-
 // onlyConcurrency reports whether limits has limits and every one is algorithm concurrency.
 func onlyConcurrency(limits map[string]Limit) bool {
 	for _, l := range limits {
@@ -737,11 +525,6 @@ func onlyConcurrency(limits map[string]Limit) bool {
 		}
 	}
 	return len(limits) > 0
-}
-
-// Lease returns a concurrency limit as the limiter package takes it.
-func (l Limit) Lease() limiter.LeaseLimit {
-	return limiter.LeaseLimit{Limit: l.Limit, TTL: cmp.Or(l.LeaseTTL, DefaultLeaseTTL)}
 }
 
 // leaseProblems returns the {field, problem} pairs of a limit that is, or
@@ -770,130 +553,6 @@ func leaseProblems(l Limit) [][2]string {
 	return out
 }
 
-// Limiter returns the limit as the limiter package takes it.
-func (l Limit) Limiter() limiter.Limit { return l.limit() }
-
-func (l Limit) limit() limiter.Limit {
-	return limiter.Limit{
-		Algorithm: limiter.Algorithm(l.Algorithm), Rate: l.Rate, Period: l.Period, Burst: l.Burst,
-		NoDelay: l.NoDelay, AlignWindows: l.AlignWindows, Calendar: l.Calendar.limiter(),
-	}
-}
-
-// PolicyConfig converts c into what httplimit.NewPolicy compiles, deciding
-// on store. It reads the JWT secret or key file.
-func (c *Config) PolicyConfig(store limiter.Store, observer limiter.Observer) (httplimit.PolicyConfig, error) {
-	pc := httplimit.PolicyConfig{
-		DefaultClass: c.DefaultClass,
-		Tiers:        c.Tiers.Names,
-		DefaultTier:  c.Tiers.Default,
-		Store:        store,
-		FailPolicy:   limiter.FailPolicy(c.Store.FailPolicy),
-		Timeout:      c.Store.Timeout,
-		Observer:     observer,
-		Paths:        c.Server.Paths.HTTPLimit(),
-		Headers: httplimit.HeaderConfig{
-			OmitXRateLimit: !c.Headers.XRateLimit,
-			OmitRateLimit:  !c.Headers.RateLimit,
-			Legacy:         c.Headers.Legacy,
-			ProblemJSON:    c.Headers.ProblemJSON,
-		},
-		Identity: httplimit.IdentityConfig{
-			UserHeader:           c.Identity.UserHeader,
-			APIKeyHeaders:        c.Identity.APIKeyHeader,
-			APIKeySchemes:        c.Identity.APIKeySchemes,
-			AllowUnknownAPIKeys:  !c.Identity.RequireKnownAPIKey,
-			RefuseUnusableAPIKey: c.Identity.UnusableAPIKey == UnusableAPIKeyRefuse,
-			TierHeader:           c.Tiers.Header,
-			ClientIPHeader:       c.Identity.ClientIPHeader,
-			TrustedHops:          c.Identity.TrustedHops,
-			IPv4Prefix:           c.Identity.IPv4Prefix,
-			IPv6Prefix:           c.Identity.IPv6Prefix,
-		},
-	}
-	if c.Store.Type == "redis" {
-		// Callers that share one breaker among their limiters set
-		// pc.Guard, which takes precedence.
-		pc.Breaker = limiter.BreakerConfig{Threshold: c.Store.Breaker.Threshold, Cooldown: c.Store.Breaker.Cooldown}
-	}
-	var err error
-	if pc.Identity.TrustedProxies, err = prefixes("identity.trusted_proxies", c.Identity.TrustedProxies); err != nil {
-		return pc, err
-	}
-	if pc.Identity.TrustedHeaderPeers, err = prefixes("identity.trusted_header_peers", c.Identity.TrustedHeaderPeers); err != nil {
-		return pc, err
-	}
-	if len(c.Tiers.Keys) > 0 {
-		pc.Identity.TierByKey = map[string]string{}
-		for tier, keys := range c.Tiers.Keys {
-			for _, k := range keys {
-				pc.Identity.TierByKey[k] = tier
-			}
-		}
-	}
-	if len(c.Tiers.APIKeys) > 0 {
-		pc.Identity.TierByAPIKey = map[string]string{}
-		for tier, keys := range c.Tiers.APIKeys {
-			for _, k := range keys {
-				pc.Identity.TierByAPIKey[k] = tier
-			}
-		}
-	}
-	j, err := c.jwtConfig()
-	if err != nil {
-		return pc, fmt.Errorf("identity.jwt: %w", err)
-	}
-	pc.Identity.JWT = j
-	for _, name := range c.ClassNames() {
-		cl := c.Classes[name]
-		hc := httplimit.Class{Name: name, Routes: cl.Routes, Shadow: cl.Shadow, Shared: cl.Shared, Cost: cl.Cost, Limits: map[string]limiter.Limit{},
-			Penalty: limiter.Penalty{After: cl.Penalty.After, Within: cl.Penalty.Within, For: cl.Penalty.For}}
-		if cl.CostFrom != nil {
-			hc.CostFrom = httplimit.CostFrom(*cl.CostFrom)
-			est := cl.estimate()
-			hc.Estimate = httplimit.Estimate(est)
-			hc.Hold = cl.Reserve.Hold
-			hc.OnExpiry, _ = limiter.ParseExpiryPolicy(cl.Reserve.OnExpiry) // validated
-		}
-		for tier, l := range cl.Limits {
-			if l.IsConcurrency() {
-				if hc.Leases == nil {
-					hc.Leases = map[string]limiter.LeaseLimit{}
-				}
-				hc.Leases[tier] = l.Lease()
-				continue
-			}
-			hc.Limits[tier] = l.limit()
-		}
-		pc.Classes = append(pc.Classes, hc)
-	}
-	return pc, nil
-}
-
-// SlogLevel is the configured log level.
-func (c *Config) SlogLevel() slog.Level {
-	var l slog.Level
-	_ = l.UnmarshalText([]byte(c.Log.Level))
-	return l
-}
-
-// HTTPLimit is p as httplimit takes it.
-func (p Paths) HTTPLimit() httplimit.Paths {
-	return httplimit.Paths{EscapedSlashes: p.EscapedSlashes, Case: p.Case, TrailingSlash: p.TrailingSlash}
-}
-
-// estimate is the class's estimate, its default the class cost when unset.
-func (cl Class) estimate() Estimate {
-	var est Estimate
-	if cl.Estimate != nil {
-		est = *cl.Estimate
-	}
-	if est.Default == 0 {
-		est.Default = cl.Cost
-	}
-	return est
-}
-
 // validateCost checks cost_from, estimate and reserve of the class at key.
 func (cl Class) validateCost(e *errs, key string) {
 	if cl.CostFrom == nil {
@@ -920,11 +579,7 @@ func (cl Class) validateCost(e *errs, key string) {
 	}
 	est := cl.estimate()
 	if err := (httplimit.Estimate(est)).Validate(); err != nil {
-		field, why, ok := strings.Cut(err.Error(), ": ")
-		if !ok {
-			field, why = "", err.Error()
-		}
-		e.add(strings.TrimSuffix(key+".estimate."+field, "."), "%s", why)
+		e.addField(key+".estimate", err)
 	}
 	if est.Header != "" && !httplimit.ValidHeaderName(est.Header) {
 		e.add(key+".estimate.header", "%q is not a header name", est.Header)

@@ -9,6 +9,8 @@ import (
 	"net/http"
 
 	"github.com/tidwall/gjson"
+
+	"github.com/rl-exporter/rl-exporter/limiter"
 )
 
 // Estimate is what a request of a class with CostFrom reserves at admission: what the request
@@ -22,17 +24,18 @@ type Estimate struct {
 	Max     int64  // caps what the request says; 0: the limit's quota
 }
 
-// Validate checks the estimate of a class that reads its cost from the response.
+// Validate checks the estimate of a class that reads its cost from the response. A field out of
+// range is a *limiter.FieldError naming it.
 func (e Estimate) Validate() error {
 	switch {
 	case e.Min < 0:
-		return errors.New("min: must be >= 0")
+		return &limiter.FieldError{Field: "min", Err: errors.New("must be >= 0")}
 	case e.Default < max(e.Min, 1):
-		return fmt.Errorf("default: must be >= %d (min)", max(e.Min, 1))
+		return &limiter.FieldError{Field: "default", Err: fmt.Errorf("must be >= %d (min)", max(e.Min, 1))}
 	case e.Max < 0:
-		return errors.New("max: must be >= 0")
+		return &limiter.FieldError{Field: "max", Err: errors.New("must be >= 0")}
 	case e.Max > 0 && e.Max < e.Default:
-		return errors.New("max: must be at least the default")
+		return &limiter.FieldError{Field: "max", Err: errors.New("must be at least the default")}
 	case e.JSON != "" && e.Header != "":
 		return errors.New("set json or header, not both")
 	}

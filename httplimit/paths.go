@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+
+	"github.com/rl-exporter/rl-exporter/limiter"
 )
 
 // Paths says how a request's path is read before its route is chosen, so that the class is the
@@ -37,22 +39,23 @@ const (
 	PathsStrict      = "strict"
 )
 
-// Validate names the first field with a value Paths does not know.
+// Validate names the first field with a value Paths does not know, as a
+// *limiter.FieldError.
 func (ps Paths) Validate() error {
 	switch ps.EscapedSlashes {
 	case "", PathsReject, PathsDecode, PathsKeep:
 	default:
-		return fmt.Errorf("escaped_slashes: %q: want reject, decode or keep", ps.EscapedSlashes)
+		return &limiter.FieldError{Field: "escaped_slashes", Err: fmt.Errorf("%q: want reject, decode or keep", ps.EscapedSlashes)}
 	}
 	switch ps.Case {
 	case "", PathsSensitive, PathsInsensitive:
 	default:
-		return fmt.Errorf("case: %q: want sensitive or insensitive", ps.Case)
+		return &limiter.FieldError{Field: "case", Err: fmt.Errorf("%q: want sensitive or insensitive", ps.Case)}
 	}
 	switch ps.TrailingSlash {
 	case "", PathsIgnore, PathsStrict:
 	default:
-		return fmt.Errorf("trailing_slash: %q: want ignore or strict", ps.TrailingSlash)
+		return &limiter.FieldError{Field: "trailing_slash", Err: fmt.Errorf("%q: want ignore or strict", ps.TrailingSlash)}
 	}
 	return nil
 }

@@ -15,6 +15,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/rl-exporter/rl-exporter/limiter"
 )
 
 // Defaults of Config. The gradient's come from Gradient2 (smoothing, queue
@@ -113,37 +115,38 @@ func (cfg *Config) fill() error {
 	return cfg.Validate()
 }
 
-// Validate reports the first field out of its range, by its config key.
+// Validate reports the first field out of its range as a
+// *limiter.FieldError naming its config key.
 func (cfg Config) Validate() error {
 	switch {
 	case cfg.Target < 0:
-		return errors.New("target: must not be negative")
+		return &limiter.FieldError{Field: "target", Err: errors.New("must not be negative")}
 	case cfg.Quantile <= 0 || cfg.Quantile >= 1:
-		return errors.New("quantile: must be strictly between 0 and 1")
+		return &limiter.FieldError{Field: "quantile", Err: errors.New("must be strictly between 0 and 1")}
 	case cfg.Headroom <= 0 || cfg.Headroom > 1:
-		return errors.New("headroom: must be in (0, 1]")
+		return &limiter.FieldError{Field: "headroom", Err: errors.New("must be in (0, 1]")}
 	case cfg.MinLimit < 1:
-		return errors.New("min_limit: must be at least 1")
+		return &limiter.FieldError{Field: "min_limit", Err: errors.New("must be at least 1")}
 	case cfg.MaxLimit < cfg.MinLimit:
-		return fmt.Errorf("max_limit: %d is below min_limit %d", cfg.MaxLimit, cfg.MinLimit)
+		return &limiter.FieldError{Field: "max_limit", Err: fmt.Errorf("%d is below min_limit %d", cfg.MaxLimit, cfg.MinLimit)}
 	case cfg.InitialLimit < cfg.MinLimit || cfg.InitialLimit > cfg.MaxLimit:
-		return fmt.Errorf("initial_limit: %d is outside [min_limit %d, max_limit %d]", cfg.InitialLimit, cfg.MinLimit, cfg.MaxLimit)
+		return &limiter.FieldError{Field: "initial_limit", Err: fmt.Errorf("%d is outside [min_limit %d, max_limit %d]", cfg.InitialLimit, cfg.MinLimit, cfg.MaxLimit)}
 	case cfg.Tolerance < 1:
-		return errors.New("tolerance: must be at least 1")
+		return &limiter.FieldError{Field: "tolerance", Err: errors.New("must be at least 1")}
 	case cfg.Smoothing <= 0 || cfg.Smoothing > 1:
-		return errors.New("smoothing: must be in (0, 1]")
+		return &limiter.FieldError{Field: "smoothing", Err: errors.New("must be in (0, 1]")}
 	case cfg.QueueSize < 0:
-		return errors.New("queue_size: must not be negative")
+		return &limiter.FieldError{Field: "queue_size", Err: errors.New("must not be negative")}
 	case cfg.LongWindow < 1:
-		return errors.New("long_window: must be at least 1")
+		return &limiter.FieldError{Field: "long_window", Err: errors.New("must be at least 1")}
 	case cfg.Window < 0:
-		return errors.New("window: must not be negative")
+		return &limiter.FieldError{Field: "window", Err: errors.New("must not be negative")}
 	case cfg.MinSamples < 1:
-		return errors.New("min_samples: must be at least 1")
+		return &limiter.FieldError{Field: "min_samples", Err: errors.New("must be at least 1")}
 	case cfg.Reserve < 0 || cfg.Reserve >= 1:
-		return errors.New("critical_reserve: must be in [0, 1)")
+		return &limiter.FieldError{Field: "critical_reserve", Err: errors.New("must be in [0, 1)")}
 	case cfg.CriticalWait > time.Minute:
-		return errors.New("critical_wait: must be at most 1m")
+		return &limiter.FieldError{Field: "critical_wait", Err: errors.New("must be at most 1m")}
 	}
 	return nil
 }

@@ -156,7 +156,7 @@ type Server struct {
 	oversized  map[string]*atomic.Uint64 // heads refused with 431, by listener
 	panics     map[string]*atomic.Uint64 // panics recovered, by listener
 	store      storeState
-	checkGuard *admin.Guard // asks the decision API's callers for a token; nil without CheckAPI.Tokens
+	checkGuard *admin.TokenGuard // asks the decision API's callers for a token; nil without CheckAPI.Tokens
 	stopping   atomic.Bool
 	serving    chan struct{} // closed once Serve's listeners accept
 	drainOnce  sync.Once
@@ -220,7 +220,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	if toks := cfg.CheckAPI.Tokens; len(toks) > 0 {
-		g, err := admin.NewGuardWith(admin.GuardConfig{Tokens: toks, Realm: "rl-exporter decision API"})
+		g, err := admin.NewTokenGuardWith(admin.TokenGuardConfig{Tokens: toks, Realm: "rl-exporter decision API"})
 		if err != nil {
 			return nil, fmt.Errorf("server: CheckAPI.Tokens: %w", err)
 		}

@@ -36,7 +36,7 @@ func usageServer(t *testing.T, token string) *httptest.Server {
 		r := httptest.NewRequest("GET", "/orders/1", nil)
 		h.ServeHTTP(httptest.NewRecorder(), r)
 	}
-	g, err := admin.NewGuard([]admin.Token{{Name: "grafana", Secret: token}})
+	g, err := admin.NewTokenGuard([]admin.Token{{Name: "grafana", Secret: token}})
 	if err != nil {
 		t.Fatal(err)
 	}
