@@ -73,10 +73,10 @@ type liveState struct {
 	metrics *ConfigMetrics
 	sources *config.Sources
 	logger  *slog.Logger
-	reloads <-chan struct{} // Deps.Reloads
-	strict  bool            // Deps.StrictSecrets
-	guard   *admin.Guard    // nil when no admin token was configured at start
-	asked   atomic.Bool     // the reload under way was asked for (SIGHUP), not a file change
+	reloads <-chan struct{}   // Deps.Reloads
+	strict  bool              // Deps.StrictSecrets
+	guard   *admin.TokenGuard // nil when no admin token was configured at start
+	asked   atomic.Bool       // the reload under way was asked for (SIGHUP), not a file change
 }
 
 // ConfigMetrics returns the configuration counters, for the /metrics registry.
@@ -161,7 +161,7 @@ func (b *Built) adminHandlers(cfg *config.Config, extra map[string]http.Handler,
 	}
 	list := adminTokens(toks)
 	b.authFailures = &admin.AuthFailures{Logger: b.live.logger}
-	guard, err := admin.NewGuardWith(admin.GuardConfig{Tokens: list, Failures: b.authFailures})
+	guard, err := admin.NewTokenGuardWith(admin.TokenGuardConfig{Tokens: list, Failures: b.authFailures})
 	if err != nil {
 		return nil, err
 	}
