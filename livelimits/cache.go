@@ -118,6 +118,9 @@ type Cache struct {
 	overlay  Overlay
 	timer    *time.Timer
 	changeMu sync.Mutex // serialises OnChange
+	// refreshMu serialises Refresh from its read to its notice, so that a read taken before a
+	// write is never applied, or announced, after a read taken after it.
+	refreshMu sync.Mutex
 }
 
 type keyInfo struct{ class, tier string }
@@ -272,6 +275,8 @@ func (c *Cache) checkLocked(key string, ch Change) error {
 // Refresh reads the given keys (every key when none is given) from the
 // backend and applies what changed. On a read error nothing changes.
 func (c *Cache) Refresh(ctx context.Context, keys ...string) error {
+	c.refreshMu.Lock()
+	defer c.refreshMu.Unlock()
 	if len(keys) == 0 {
 		keys = c.Keys()
 	}
