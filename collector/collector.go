@@ -20,19 +20,12 @@ import (
 // and rate_limit_fail_closed_total, as returned by limiter.ErrorKind.
 var failureReasons = [...]string{"timeout", "error", "circuit_open"}
 
+// statuses are the status label values of rate_limit_requests_total, each
+// counted at its limiter.Status.Index.
+var statuses = limiter.AllStatuses()
+
 // storeErrorKinds are the kind label values of rate_limit_store_errors_total.
 var storeErrorKinds = [...]string{"timeout", "error"}
-
-// Indices into the per-status counters, in the order of limiter.AllStatuses.
-const (
-	statusAllowed = iota
-	statusRejected
-	statusShadowRejected
-	statusFailOpen
-	statusFailClosed
-	statusPenalized
-	numStatuses
-)
 
 const (
 	reasonTimeout = iota
@@ -58,7 +51,7 @@ var foldLabels = [numFolds][2]string{
 // pairSeries holds the counters of one (endpoint, plan_tier) label set.
 type pairSeries struct {
 	tier      string
-	requests  [numStatuses]atomic.Uint64
+	requests  [limiter.NumStatuses]atomic.Uint64 // by limiter.Status.Index
 	nearLimit atomic.Uint64
 	cost      atomic.Pointer[pairCost] // from the label set's first reservation
 }
@@ -452,7 +445,8 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	idx := c.index.Load()
 	for _, ep := range idx.order {
 		for _, ps := range ep.order {
-			for i, s := range limiter.AllStatuses() {
+			for _, s := range statuses {
+				i, _ := s.Index()
 				ch <- prometheus.MustNewConstMetric(c.requestsDesc, prometheus.CounterValue,
 					float64(ps.requests[i].Load()), string(s), ep.name, ps.tier)
 			}

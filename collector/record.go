@@ -42,13 +42,13 @@ func (c *Collector) RecordDecision(_ context.Context, r limiter.Record) {
 		ep.fails.canceled.Add(1)
 		return
 	}
-	s := statusIndex(r.Status, r.Decision)
-	ps.requests[s].Add(1)
+	s, i := statusOf(r.Status, r.Decision)
+	ps.requests[i].Add(1)
 	if r.Decision.Failure == limiter.FailureLocal {
 		ep.fails.degraded.Add(1)
 	}
 	switch s {
-	case statusAllowed:
+	case limiter.StatusAllowed:
 		d := r.Decision
 		if d.Limit > 0 && float64(d.Remaining) < c.nearShare*float64(d.Limit) {
 			ps.nearLimit.Add(1)
@@ -56,13 +56,13 @@ func (c *Collector) RecordDecision(_ context.Context, r limiter.Record) {
 		if d.Delay > 0 {
 			ep.delay.Observe(d.Delay.Seconds())
 		}
-	case statusRejected, statusShadowRejected, statusPenalized:
+	case limiter.StatusRejected, limiter.StatusShadowRejected, limiter.StatusPenalized:
 		if r.Key != "" {
 			c.top.add(r.Key, ep.name, ps.tier)
 		}
-	case statusFailOpen:
+	case limiter.StatusFailOpen:
 		ep.fails.open[reasonIndex(r.Err)].Add(1)
-	case statusFailClosed:
+	case limiter.StatusFailClosed:
 		ep.fails.closed[reasonIndex(r.Err)].Add(1)
 	}
 }
@@ -90,30 +90,24 @@ func (c *Collector) fold(endpoint, tier string) (*endpointSeries, *pairSeries) {
 	return ep, ps
 }
 
-func statusIndex(s limiter.Status, d limiter.Decision) int {
-	switch s {
-	case limiter.StatusAllowed:
-		return statusAllowed
-	case limiter.StatusRejected:
-		return statusRejected
-	case limiter.StatusShadowRejected:
-		return statusShadowRejected
-	case limiter.StatusFailOpen:
-		return statusFailOpen
-	case limiter.StatusFailClosed:
-		return statusFailClosed
-	case limiter.StatusPenalized:
-		return statusPenalized
+// statusOf is the status r is counted under and its counter's index: s when it has one, else
+// derived from d.
+func statusOf(s limiter.Status, d limiter.Decision) (limiter.Status, int) {
+	if i, ok := s.Index(); ok {
+		return s, i
 	}
 	switch {
 	case d.Failure == limiter.FailureOpen:
-		return statusFailOpen
+		s = limiter.StatusFailOpen
 	case d.Failure == limiter.FailureClosed:
-		return statusFailClosed
+		s = limiter.StatusFailClosed
 	case d.Allowed:
-		return statusAllowed
+		s = limiter.StatusAllowed
+	default:
+		s = limiter.StatusRejected
 	}
-	return statusRejected
+	i, _ := s.Index()
+	return s, i
 }
 
 func reasonIndex(err error) int {

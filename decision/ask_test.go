@@ -28,7 +28,7 @@ func TestAWayInRecordsAndTracesClassTierAndStatusFromTheOutcomeAlone(t *testing.
 		t.Fatal(err)
 	}
 	ask := Ask{Endpoint: "GET /orders/{id}", Tier: "pro", Key: "orders|pro|ip:1", Cost: 1, Limiter: l}
-	leaseAsk := Ask{Endpoint: "POST /upload", Tier: "free", Key: "upload|free|ip:1", Mode: ModeLease, Leases: leases}
+	leaseAsk := Ask{Endpoint: "POST /upload", Tier: "free", Key: "upload|free|ip:1", Mode: limiter.ModeLease, Leases: leases}
 	concurrency := limiter.Limit{Algorithm: limiter.Concurrency, Rate: 1}
 	steps := []struct {
 		name       string
@@ -36,7 +36,7 @@ func TestAWayInRecordsAndTracesClassTierAndStatusFromTheOutcomeAlone(t *testing.
 		wantStatus limiter.Status
 		wantLimit  limiter.Limit
 	}{
-		{"a dry run under the limit would pass", func() Ask { a := ask; a.Mode = ModeDryRun; return a }(), limiter.StatusAllowed, lim},
+		{"a dry run under the limit would pass", func() Ask { a := ask; a.Mode = limiter.ModePeek; return a }(), limiter.StatusAllowed, lim},
 		{"the first request is admitted", ask, limiter.StatusAllowed, lim},
 		{"the second is refused", ask, limiter.StatusRejected, lim},
 		{"a shadow class over its limit passes", func() Ask { a := ask; a.Shadow = true; return a }(), limiter.StatusShadowRejected, lim},
@@ -57,7 +57,7 @@ func TestAWayInRecordsAndTracesClassTierAndStatusFromTheOutcomeAlone(t *testing.
 		if len(tr.started) != 1 || tr.started[0] != wantSpan || len(tr.ended) != 1 || tr.ended[0] != string(s.wantStatus) {
 			t.Errorf("%s: spans started %q, ended %q; want one started %q, ended %s", s.name, tr.started, tr.ended, wantSpan, s.wantStatus)
 		}
-		if s.ask.Mode == ModeLease && (o.Lease.ID != "") != (s.wantStatus == limiter.StatusAllowed) {
+		if s.ask.Mode == limiter.ModeLease && (o.Lease.ID != "") != (s.wantStatus == limiter.StatusAllowed) {
 			t.Errorf("%s: lease %+v", s.name, o.Lease)
 		}
 	}
@@ -66,4 +66,23 @@ func TestAWayInRecordsAndTracesClassTierAndStatusFromTheOutcomeAlone(t *testing.
 		t.Error("a nil TraceFunc starts a span")
 	}
 	Outcome{}.EndTrace(nil)
+}
+
+// An at-most ask takes what fits of its cost and is refused only when not one unit does, as
+// Limiter.AllowAtMost answers: the one Mode means the same in an Ask as in a store call.
+func TestAnAtMostAskTakesWhatFits(t *testing.T) {
+	l, err := limiter.New(limiter.Config{Store: limiter.NewMemoryStore(limiter.MemoryConfig{}), Limit: limiter.PerMinute(limiter.FixedWindow, 5)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ask := Ask{Endpoint: "POST /batch", Tier: "free", Key: "batch|free|ip:1", Cost: 3, Mode: limiter.ModeAtMost, Limiter: l}
+	for _, want := range []struct {
+		status   limiter.Status
+		admitted int64
+	}{{limiter.StatusAllowed, 3}, {limiter.StatusAllowed, 2}, {limiter.StatusRejected, 0}} {
+		o := Decide(context.Background(), ask)
+		if o.Status() != want.status || o.Decision.Admitted != want.admitted {
+			t.Errorf("at most 3 of 5: %s with %d admitted, want %s with %d", o.Status(), o.Decision.Admitted, want.status, want.admitted)
+		}
+	}
 }

@@ -69,11 +69,11 @@ type Outcome struct {
 	Decision limiter.Decision
 	Err      error
 	Limit    limiter.Limit
-	// Reservation is what a ModeReserve ask opened: ID "" when nothing was (refused, shadow over,
+	// Reservation is what a limiter.ModeReserve ask opened: ID "" when nothing was (refused, shadow over,
 	// the fail policy's), so that settling it does nothing.
 	Reservation limiter.Reservation
-	Lease       limiter.Lease         // what a ModeLease ask took: ID "" when nothing was
-	Leased      limiter.LeaseDecision // the concurrency limit's answer to a ModeLease ask
+	Lease       limiter.Lease         // what a limiter.ModeLease ask took: ID "" when nothing was
+	Leased      limiter.LeaseDecision // the concurrency limit's answer to a limiter.ModeLease ask
 }
 
 // Status is the status the outcome is recorded with.
@@ -130,25 +130,39 @@ func (o *Outcome) judge(d limiter.Decision, err error, lim limiter.Limit, shadow
 // ShadowSuffix ends a shadow live change's store key, apart from the enforced limit's state.
 const ShadowSuffix = "|shadow"
 
-// Mode is what an Ask takes from its limit (limiter.Mode is what one store call does).
-type Mode uint8
+// Mode is what an Ask takes from its limit.
+//
+// Deprecated: use limiter.Mode, the one set of modes.
+type Mode = limiter.Mode
 
 const (
-	ModeConsume Mode = iota // take Cost now
-	ModeDryRun              // peek: whether Cost would pass now; nothing is taken
-	ModeReserve             // hold Cost, an estimate, in a reservation settled at the real cost
-	ModeLease               // hold one of Leases' slots until it is released; Cost is unused
+	// ModeConsume takes Cost now.
+	//
+	// Deprecated: use limiter.ModeConsume.
+	ModeConsume = limiter.ModeConsume
+	// ModeDryRun is whether Cost would pass now; nothing is taken.
+	//
+	// Deprecated: use limiter.ModePeek.
+	ModeDryRun = limiter.ModePeek
+	// ModeReserve holds Cost, an estimate, in a reservation settled at the real cost.
+	//
+	// Deprecated: use limiter.ModeReserve.
+	ModeReserve = limiter.ModeReserve
+	// ModeLease holds one of Leases' slots until it is released; Cost is unused.
+	//
+	// Deprecated: use limiter.ModeLease.
+	ModeLease = limiter.ModeLease
 )
 
-// Ask is one decision for Decide, a plain value: Cost units of Key from Limiter (ModeLease: a slot
-// of Leases) under Endpoint and Tier. LiveShadow, asked on Key+ShadowSuffix when Limiter admits,
+// Ask is one decision for Decide, a plain value: Cost units of Key from Limiter in Mode (consume,
+// peek, at most, reserve; limiter.ModeLease: a slot of Leases) under Endpoint and Tier. LiveShadow, asked on Key+ShadowSuffix when Limiter admits,
 // makes VerdictAllowed VerdictLiveShadowOver when it would refuse. Shadow refuses nothing.
 type Ask struct {
 	Endpoint   string // the decision's class in metrics and spans: a route pattern, a rule's path
 	Tier       string // the plan tier applied
 	Key        string // the store key
 	Cost       int64
-	Mode       Mode
+	Mode       limiter.Mode
 	Shadow     bool
 	Limiter    *limiter.Limiter
 	LiveShadow *limiter.Limiter
@@ -159,10 +173,13 @@ type Ask struct {
 func Decide(ctx context.Context, a Ask) Outcome {
 	o := Outcome{Ask: a}
 	switch a.Mode {
-	case ModeDryRun:
+	case limiter.ModePeek:
 		d, err := a.Limiter.PeekN(ctx, a.Key, a.Cost)
 		o.judge(d, err, a.Limiter.Limit(), a.Shadow)
-	case ModeLease:
+	case limiter.ModeAtMost:
+		d, err := a.Limiter.AllowAtMost(ctx, a.Key, a.Cost)
+		o.judge(d, err, a.Limiter.Limit(), a.Shadow)
+	case limiter.ModeLease:
 		lease, ld, err := a.Leases.Acquire(ctx, a.Key)
 		d := limiter.Decision{Allowed: ld.Allowed, Limit: ld.Limit, Remaining: ld.Remaining(), RetryAfter: ld.RetryAfter, Failure: ld.Failure}
 		if ld.Allowed {
@@ -170,7 +187,7 @@ func Decide(ctx context.Context, a Ask) Outcome {
 		}
 		o.judge(d, err, limiter.Limit{Algorithm: limiter.Concurrency, Rate: ld.Limit}, a.Shadow)
 		o.Lease, o.Leased = lease, ld
-	case ModeReserve:
+	case limiter.ModeReserve:
 		var d limiter.Decision
 		var err error
 		o.Reservation, d, err = a.Limiter.Reserve(ctx, a.Key, a.Cost)
@@ -179,7 +196,7 @@ func Decide(ctx context.Context, a Ask) Outcome {
 		d, err := a.Limiter.AllowN(ctx, a.Key, a.Cost)
 		o.judge(d, err, a.Limiter.Limit(), a.Shadow)
 	}
-	if o.Verdict == VerdictAllowed && a.LiveShadow != nil && !a.Shadow && a.Mode != ModeDryRun {
+	if o.Verdict == VerdictAllowed && a.LiveShadow != nil && !a.Shadow && a.Mode != limiter.ModePeek {
 		if sd, serr := a.LiveShadow.AllowN(ctx, a.Key+ShadowSuffix, a.Cost); serr == nil && !sd.Allowed {
 			o.Verdict = VerdictLiveShadowOver
 		}

@@ -112,3 +112,18 @@ func TestRolloutBucketIsPinned(t *testing.T) {
 		}
 	}
 }
+
+// Every verdict is recorded under a status the collector counts (it has an Index), or under
+// canceled, which is counted apart: a verdict added with a status of its own needs that status
+// in limiter's list.
+func TestEveryVerdictIsRecordedUnderACountedStatus(t *testing.T) {
+	for v := VerdictAllowed; v <= VerdictPenalized; v++ {
+		s := v.Status()
+		if _, ok := s.Index(); !ok && s != limiter.StatusCanceled {
+			t.Errorf("verdict %d is recorded as %q, which no counter counts", v, s)
+		}
+	}
+	if s := Verdict(VerdictPenalized + 1).Status(); s != "" {
+		t.Errorf("a verdict past the last is recorded as %q; the test above misses one", s)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/rl-exporter/rl-exporter/decision"
+	"github.com/rl-exporter/rl-exporter/limiter"
 )
 
 // AuthPath is where serve mounts the forward-auth endpoint. Envoy's ext_authz (HTTP) with
@@ -160,14 +161,14 @@ func (m *Middleware) authorize(w http.ResponseWriter, r *http.Request, deny int)
 	}
 	a := rt.ask(p.tier(c.tier), c.key)
 	switch {
-	case a.Mode == decision.ModeLease:
+	case a.Mode == limiter.ModeLease:
 		m.authorizeLease(w, r, p, rt, a, deny)
 		return nil
 	case !rt.class.costFrom.IsZero():
 		// No body reaches forward-auth: a JSON estimate is its default.
 		est := rt.class.estimate
 		est.JSON = ""
-		a.Mode, a.Cost = decision.ModeReserve, m.estimate(r, est, a)
+		a.Mode, a.Cost = limiter.ModeReserve, m.estimate(r, est, a)
 	case m.cost != nil:
 		orig := r.Clone(r.Context())
 		orig.Method, orig.Host, orig.URL = pr.req.Method, pr.req.Host, &pr.url

@@ -247,9 +247,10 @@ func (c *costReader) jsonBody() {
 // every write and flush straight through and shows the bytes to its costReader afterwards.
 type costWriter struct {
 	http.ResponseWriter
-	read  costReader
-	wrote bool
-	gone  bool
+	read   costReader
+	wrote  bool
+	gone   bool
+	failed bool // the upstream gave no answer: the reservation is cancelled
 }
 
 func (w *costWriter) WriteHeader(code int) {

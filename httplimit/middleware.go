@@ -122,7 +122,7 @@ type outcome struct {
 func (rt route) ask(tier, client string) decision.Ask {
 	a := decision.Ask{Endpoint: rt.pattern, Tier: tier, Key: rt.key(tier, client), Cost: rt.class.cost, Shadow: rt.class.shadow}
 	if ls := rt.class.leasesFor(tier); ls != nil {
-		a.Mode, a.Leases = decision.ModeLease, ls
+		a.Mode, a.Leases = limiter.ModeLease, ls
 		return a
 	}
 	a.Limiter = rt.class.limiterFor(tier)
@@ -137,7 +137,7 @@ func (m *Middleware) decide(ctx context.Context, rt route, client string, a deci
 	// Read before the store's own clock, so that the reset the headers name is not pushed past
 	// the store's by the call's latency (decision.ResetAt).
 	now := m.now()
-	dryRun := a.Mode == decision.ModeDryRun
+	dryRun := a.Mode == limiter.ModePeek
 	if m.trace != nil && !dryRun {
 		var end func(limiter.Status, limiter.Decision, error)
 		ctx, end = m.trace.Start(ctx, a, a.Limiter.Limit())
@@ -250,11 +250,11 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 		}
 		a := rt.ask(p.tier(c.tier), c.key)
 		switch {
-		case a.Mode == decision.ModeLease:
+		case a.Mode == limiter.ModeLease:
 			m.serveLeased(w, r, p, rt, a, next)
 			return
 		case !rt.class.costFrom.IsZero():
-			a.Mode, a.Cost = decision.ModeReserve, m.estimate(r, rt.class.estimate, a)
+			a.Mode, a.Cost = limiter.ModeReserve, m.estimate(r, rt.class.estimate, a)
 		case m.cost != nil:
 			a.Cost = m.cost(r)
 		}
@@ -282,7 +282,7 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 		if m.route {
 			r = r.WithContext(context.WithValue(r.Context(), routeKey{}, Route{Class: rt.class.name, Endpoint: o.Endpoint, Tier: o.Tier}))
 		}
-		if o.Mode == decision.ModeReserve {
+		if o.Mode == limiter.ModeReserve {
 			m.serveReserved(w, r, next, &o)
 			return
 		}

@@ -11,35 +11,63 @@ import (
 	"github.com/rl-exporter/rl-exporter/limiter"
 )
 
-// costState is what a handler behind a class with CostFrom can say of its request.
-type costState struct{ upstreamFailed bool }
+// UpstreamReporter is implemented by the response writer the middleware hands the handler of an
+// admitted request whose class reads its cost from the response (Class.CostFrom). A proxy calls
+// UpstreamFailed where the upstream gave no answer (refused, reset, timed out before its
+// response): the request's reservation is then cancelled, the whole estimate given back, since
+// nothing was served. Call it from the request's handler only, before it returns.
+type UpstreamReporter interface {
+	UpstreamFailed()
+}
 
-type costStateKey struct{}
-
-// UpstreamFailed tells the middleware that the request got no answer from the upstream (refused,
-// reset, timed out before its response): its reservation is cancelled, the whole estimate given
-// back, since nothing was served. serve's proxy calls it where it answers 502, on both its paths.
-// Safe to call from the request's handler only; a no-op outside a class with CostFrom.
-func UpstreamFailed(ctx context.Context) {
-	if st, ok := ctx.Value(costStateKey{}).(*costState); ok {
-		st.upstreamFailed = true
+// ReportUpstreamFailure tells the middleware through w that the upstream gave no answer, finding
+// its UpstreamReporter in w or in any writer w wraps (Unwrap() http.ResponseWriter, the chain
+// http.ResponseController follows). It reports whether one was there: outside a class with
+// CostFrom nothing was reserved, so nothing listens. serve's proxy calls it where it answers 502,
+// on both its paths. Safe to call from the request's handler only.
+func ReportUpstreamFailure(w http.ResponseWriter) bool {
+	for {
+		switch t := w.(type) {
+		case UpstreamReporter:
+			t.UpstreamFailed()
+			return true
+		case interface{ Unwrap() http.ResponseWriter }:
+			w = t.Unwrap()
+		default:
+			return false
+		}
 	}
 }
+
+type costWriterKey struct{}
+
+// UpstreamFailed is ReportUpstreamFailure through the request's context: a no-op outside a class
+// with CostFrom. Safe to call from the request's handler only.
+//
+// Deprecated: use ReportUpstreamFailure, which says so through the response writer.
+func UpstreamFailed(ctx context.Context) {
+	if cw, ok := ctx.Value(costWriterKey{}).(*costWriter); ok {
+		cw.UpstreamFailed()
+	}
+}
+
+// UpstreamFailed implements UpstreamReporter: the reservation is cancelled once the handler returns.
+func (w *costWriter) UpstreamFailed() { w.failed = true }
 
 // serveReserved serves an admitted request of a class with CostFrom: the response streams
 // through a costWriter, the reservation renewed every third of its hold meanwhile, and once it
 // ends (or the handler panics to abort it) the reservation is committed at the cost read, at the
-// estimate when none was, or cancelled on UpstreamFailed.
+// estimate when none was, or cancelled when the handler reports the upstream failed
+// (ReportUpstreamFailure).
 func (m *Middleware) serveReserved(w http.ResponseWriter, r *http.Request, next http.Handler, o *outcome) {
 	if o.Reservation.ID == "" {
 		next.ServeHTTP(w, r) // nothing to settle: the fail policy's or a shadow class's pass
 		return
 	}
-	st := &costState{}
 	cw := &costWriter{ResponseWriter: w, read: costReader{from: o.route.class.costFrom}}
-	ctx := context.WithValue(r.Context(), costStateKey{}, st)
+	ctx := context.WithValue(r.Context(), costWriterKey{}, cw) // for the deprecated UpstreamFailed
 	defer func() {
-		if st.upstreamFailed {
+		if cw.failed {
 			m.cancel(r.Context(), o)
 			return
 		}

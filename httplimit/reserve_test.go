@@ -86,7 +86,7 @@ func costServer(t *testing.T, clk *fakeClock) (*httptest.Server, *costEvents) {
 	m, ev := costMiddleware(t, clk, "/v1/chat", CostFrom{Header: "X-Usage-Tokens"}, 100)
 	srv := httptest.NewServer(m.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Query().Get("fail") != "" {
-			UpstreamFailed(r.Context())
+			ReportUpstreamFailure(w)
 			w.WriteHeader(http.StatusBadGateway)
 			return
 		}
@@ -192,5 +192,51 @@ func TestAStreamCutShortCommitsTheEstimateAsClientGone(t *testing.T) {
 	defer ev.mu.Unlock()
 	if s := ev.settled[0]; s.Actual != 100 || ev.measured[0] || ev.unknown[CostClientGone] != 1 {
 		t.Fatalf("settled %+v measured %v unknown %v, want the estimate committed as client_gone", s, ev.measured[0], ev.unknown)
+	}
+}
+
+// wrappingWriter wraps a response writer as a handler between the middleware and the proxy does
+// (serve's overload gate), reaching it through Unwrap alone.
+type wrappingWriter struct{ http.ResponseWriter }
+
+func (w wrappingWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// A proxy tells the middleware that the upstream gave no answer through the response writer it
+// was handed, however wrapped, and the reservation comes back whole; the context way, deprecated,
+// still does for now. Where nothing was reserved, nobody listens and the proxy is told so.
+func TestAnUpstreamFailureIsReportedThroughTheResponseWriter(t *testing.T) {
+	m, _ := costMiddleware(t, newClock(), "/v1/chat", CostFrom{Header: "X-Usage-Tokens"}, 100)
+	heard := make(chan bool, 1)
+	srv := httptest.NewServer(m.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Query().Get("fail") {
+		case "wrapped":
+			heard <- ReportUpstreamFailure(wrappingWriter{w})
+		case "context":
+			UpstreamFailed(r.Context())
+			heard <- true
+		default:
+			heard <- false
+		}
+		w.WriteHeader(http.StatusBadGateway)
+	})))
+	t.Cleanup(srv.Close)
+	for _, s := range []struct {
+		query string
+		want  int64 // remaining once this request's 100 are reserved
+	}{
+		{"fail=wrapped", 900},
+		{"fail=context", 900}, // the first's 100 came back
+		{"fail=none", 900},    // and the second's: this one is committed at its estimate
+		{"fail=wrapped", 800},
+	} {
+		if got := remainingAfter(t, srv, s.query); got != s.want {
+			t.Errorf("%s: remaining %d, want %d", s.query, got, s.want)
+		}
+		if got := <-heard; got != (s.query != "fail=none") {
+			t.Errorf("%s: the middleware heard the report: %v", s.query, got)
+		}
+	}
+	if ReportUpstreamFailure(httptest.NewRecorder()) {
+		t.Error("a writer the middleware did not hand out took the report")
 	}
 }

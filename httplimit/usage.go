@@ -121,7 +121,7 @@ func (m *Middleware) usage(ctx context.Context, p *Policy, client, ownTier, plan
 			seen[a.Key] = true
 			var u UsageLimit
 			var err error
-			if a.Mode == decision.ModeLease {
+			if a.Mode == limiter.ModeLease {
 				u, err = c.leaseUsage(ctx, a, now)
 			} else {
 				u, err = c.usage(ctx, a, client, now)

@@ -2,8 +2,9 @@
 // nothing of HTTP or Prometheus: callers give a key, a cost and a Limit and
 // get a Decision.
 //
-//   - Limiter (limiter.go, inspect.go) enforces one Limit on one Store; New
-//     validates it and binds it to the store once (storecall.go).
+//   - Limiter (limiter.go, mode.go) enforces one Limit on one Store in a
+//     Mode (consume, peek, at most; reserve and lease beside); New validates
+//     it and binds it to the store once (bind.go).
 //
 //   - A Store decides atomically: MemoryStore (memory.go, memtable.go) in
 //     process, or limiter/redisstore for a fleet. An Inspector also peeks,

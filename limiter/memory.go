@@ -184,6 +184,17 @@ func (s *MemoryStore) Decide(ctx context.Context, key string, lim Limit, cost in
 	return b.decide(ctx, key, cost, ModeConsume, 0)
 }
 
+// memoryBinding is a MemoryStore bound to one compiled limit (bind.go).
+type memoryBinding struct {
+	store *MemoryStore
+	limit compiledLimit
+}
+
+func (b *memoryBinding) reset(_ context.Context, key string, _ time.Duration) error {
+	b.store.reset(key, b.limit.alg)
+	return nil
+}
+
 // decide is every decision on a MemoryStore. It never waits nor fails.
 func (b *memoryBinding) decide(_ context.Context, key string, cost int64, mode Mode, _ time.Duration) (d Decision, _ error) {
 	if mode == ModeConsume {

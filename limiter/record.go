@@ -20,12 +20,29 @@ const (
 // counted in rate_limit_canceled_total.
 const StatusCanceled Status = "canceled"
 
-// NumStatuses is len(AllStatuses()).
-const NumStatuses = 6
+// recorded is the one list of the statuses a decision is counted under, in
+// the order of their Index; adding a status here gives it its counter.
+var recorded = [...]Status{StatusAllowed, StatusRejected, StatusShadowRejected, StatusFailOpen, StatusFailClosed, StatusPenalized}
 
-// AllStatuses returns the other statuses in a stable order, as a new slice.
+// NumStatuses is len(AllStatuses()): the number of Index values.
+const NumStatuses = len(recorded)
+
+// AllStatuses returns the other statuses in a stable order (their Index), as
+// a new slice.
 func AllStatuses() []Status {
-	return []Status{StatusAllowed, StatusRejected, StatusShadowRejected, StatusFailOpen, StatusFailClosed, StatusPenalized}
+	return append([]Status(nil), recorded[:]...)
+}
+
+// Index is s's place in AllStatuses, from 0 to NumStatuses-1, for a table of
+// counters by status; ok is false for StatusCanceled and any status not
+// there. Safe for concurrent use; it allocates nothing.
+func (s Status) Index() (i int, ok bool) {
+	for i, r := range recorded {
+		if r == s {
+			return i, true
+		}
+	}
+	return -1, false
 }
 
 // Record is one request's decision, told to a Recorder. It is a plain value.

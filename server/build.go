@@ -278,7 +278,7 @@ func (b *Built) policy(cfg *config.Config) (*httplimit.Policy, error) {
 	if err != nil {
 		return nil, fmt.Errorf("config %s: %w", cfg.Source, err)
 	}
-	p, err := b.compile(pc)
+	p, err := b.compile(pc, nil)
 	if err != nil {
 		return nil, fmt.Errorf("config %s: %w", cfg.Source, err)
 	}

@@ -211,13 +211,14 @@ func checkSecrets(cfg *config.Config, strict bool, logger *slog.Logger) error {
 	return nil
 }
 
-// withLive returns pc with the live changes of the cache applied.
-func (b *Built) withLive(pc httplimit.PolicyConfig) httplimit.PolicyConfig {
+// withLive returns pc with the live changes of the cache applied, and whether there was one.
+func (b *Built) withLive(pc httplimit.PolicyConfig) (httplimit.PolicyConfig, bool) {
 	if b.live.cache == nil {
-		return pc
+		return pc, false
 	}
 	ov := b.live.cache.Overlay()
 	classes := make([]httplimit.Class, len(pc.Classes))
+	live := false
 	for i, c := range pc.Classes {
 		c.Live = nil
 		for tier, ap := range ov[c.Name] {
@@ -229,22 +230,35 @@ func (b *Built) withLive(pc httplimit.PolicyConfig) httplimit.PolicyConfig {
 				c.Live = map[string]decision.LiveLimit{}
 			}
 			c.Live[tier] = ap.Live()
+			live = true
 		}
 		classes[i] = c
 	}
 	pc.Classes = classes
-	return pc
+	return pc, live
 }
 
+// newPolicy compiles a policy: every compilation of this package goes through it, so that a test
+// can count them.
+var newPolicy = httplimit.NewPolicy
+
 // compile builds the policy of pc with the live changes; should the policy refuse
-// them, they are logged and left out rather than the file's change.
-func (b *Built) compile(pc httplimit.PolicyConfig) (*httplimit.Policy, error) {
-	p, err := httplimit.NewPolicy(b.withLive(pc))
-	if err == nil || b.live.cache == nil {
+// them, they are logged and left out rather than the file's change. base, when not
+// nil, is pc compiled already, without them: it is the policy when there are none.
+func (b *Built) compile(pc httplimit.PolicyConfig, base *httplimit.Policy) (*httplimit.Policy, error) {
+	lpc, live := b.withLive(pc)
+	if !live && base != nil {
+		return base, nil
+	}
+	p, err := newPolicy(lpc)
+	if err == nil || !live {
 		return p, err
 	}
 	b.live.logger.Error("live limits left out: the policy refused them", slog.String("error", err.Error()))
-	return httplimit.NewPolicy(pc)
+	if base != nil {
+		return base, nil
+	}
+	return newPolicy(pc)
 }
 
 // applyLive puts a new overlay of live changes in force.
@@ -254,7 +268,7 @@ func (b *Built) applyLive(livelimits.Overlay) {
 	if b.Server == nil {
 		return // still building: the policy is compiled with the overlay
 	}
-	p, err := b.compile(b.live.pc)
+	p, err := b.compile(b.live.pc, nil)
 	if err != nil {
 		b.live.logger.Error("live limits not applied", slog.String("error", err.Error()))
 		return
@@ -286,13 +300,16 @@ func (b *Built) reload(cfg *config.Config) error {
 	if err != nil {
 		return fmt.Errorf("config %s: %w", cfg.Source, err)
 	}
-	if _, err := httplimit.NewPolicy(pc); err != nil {
-		return fmt.Errorf("config %s: %w", cfg.Source, err)
-	}
+	var base *httplimit.Policy
 	if b.live.cache != nil {
+		// Compiled before the targets change, so that a policy that refuses pc changes none of
+		// them; it is the policy itself unless live changes apply.
+		if base, err = newPolicy(pc); err != nil {
+			return fmt.Errorf("config %s: %w", cfg.Source, err)
+		}
 		b.live.cache.SetTargets(b.liveTargets(cfg))
 	}
-	p, err := b.compile(pc)
+	p, err := b.compile(pc, base)
 	if err != nil {
 		return fmt.Errorf("config %s: %w", cfg.Source, err)
 	}

@@ -523,7 +523,7 @@ func (s *Server) proxy(upstream *url.URL) http.Handler {
 		if errors.Is(err, context.Canceled) {
 			return
 		}
-		httplimit.UpstreamFailed(r.Context()) // nothing was served: a reservation is given back
+		httplimit.ReportUpstreamFailure(w) // nothing was served: a reservation is given back
 		s.logger.LogAttrs(r.Context(), slog.LevelWarn, "upstream error", slog.String("path", r.URL.Path), slog.String("error", err.Error()))
 		writeError(w, http.StatusBadGateway, "bad_gateway", "the upstream did not answer")
 	}

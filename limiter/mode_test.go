@@ -140,3 +140,19 @@ func TestPeekResetAndAllowAtMostNeedAnInspector(t *testing.T) {
 		t.Fatalf("Allow on a plain store: %+v, %v", d, err)
 	}
 }
+
+// Reserve and lease are modes of a decision, not of a store call: a store asked to decide in
+// one refuses and takes nothing.
+func TestAStoreCallRefusesTheModesThatAreNotItsOwn(t *testing.T) {
+	store := limiter.NewMemoryStore(limiter.MemoryConfig{})
+	lim := limiter.PerMinute(limiter.FixedWindow, 5)
+	for _, mode := range []limiter.Mode{limiter.ModeReserve, limiter.ModeLease} {
+		if _, err := store.DecideMode(context.Background(), "k", lim, 1, mode, 0); !errors.Is(err, limiter.ErrNotSupported) {
+			t.Errorf("DecideMode in %s: %v, want ErrNotSupported", mode, err)
+		}
+	}
+	d, err := store.DecideMode(context.Background(), "k", lim, 1, limiter.ModePeek, 0)
+	if err != nil || d.Remaining != 5 {
+		t.Errorf("after the refused calls a peek sees %d remaining (%v), want all 5", d.Remaining, err)
+	}
+}

@@ -24,17 +24,6 @@ func bind(st Store, lim Limit) boundStore {
 	return inspectorBinding{store: asInspector(st), limit: lim}
 }
 
-// memoryBinding's decide is in memory.go.
-type memoryBinding struct {
-	store *MemoryStore
-	limit compiledLimit
-}
-
-func (b *memoryBinding) reset(_ context.Context, key string, _ time.Duration) error {
-	b.store.reset(key, b.limit.alg)
-	return nil
-}
-
 type inspectorBinding struct {
 	store Inspector
 	limit Limit

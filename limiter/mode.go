@@ -7,7 +7,9 @@ import (
 	"time"
 )
 
-// Mode says what a store call does with the cost.
+// Mode says what a decision takes of its cost: the one set of modes of a
+// store call (ModeConsume, ModePeek, ModeAtMost), and of a decision.Ask,
+// which can also reserve or lease.
 type Mode uint8
 
 const (
@@ -18,15 +20,25 @@ const (
 	// ModeAtMost takes the cost or as many units as fit, atomically; it
 	// rejects only when not one fits, with one's RetryAfter (AllowAtMost).
 	ModeAtMost
+	// ModeReserve holds the cost, an estimate, in a Reservation settled
+	// later at the real cost (Reserve); no store call takes it as a mode.
+	ModeReserve
+	// ModeLease holds one slot of a concurrency limit until it is released
+	// (Leases.Acquire); the cost is unused and no store call takes it.
+	ModeLease
 )
 
-// String returns "consume", "peek" or "at_most".
+// String returns "consume", "peek", "at_most", "reserve" or "lease".
 func (m Mode) String() string {
 	switch m {
 	case ModePeek:
 		return "peek"
 	case ModeAtMost:
 		return "at_most"
+	case ModeReserve:
+		return "reserve"
+	case ModeLease:
+		return "lease"
 	}
 	return "consume"
 }
@@ -35,8 +47,9 @@ func (m Mode) String() string {
 // Implementations are safe for concurrent use.
 type Inspector interface {
 	Store
-	// DecideMode is Decide in mode. A timeout > 0 bounds the call as well
-	// as ctx; a store that never waits ignores it.
+	// DecideMode is Decide in mode: ModeConsume, ModePeek or ModeAtMost;
+	// another mode is an error. A timeout > 0 bounds the call as well as
+	// ctx; a store that never waits ignores it.
 	DecideMode(ctx context.Context, key string, lim Limit, cost int64, mode Mode, timeout time.Duration) (Decision, error)
 	// Reset forgets key's state under lim's algorithm; unknown is no error.
 	Reset(ctx context.Context, key string, lim Limit, timeout time.Duration) error
@@ -53,6 +66,9 @@ func (s *MemoryStore) DecideMode(ctx context.Context, key string, lim Limit, cos
 	}
 	if err := lim.CheckCost(cost); err != nil {
 		return Decision{Limit: lim.Quota()}, fmt.Errorf("memory store: %w", err)
+	}
+	if mode > ModeAtMost {
+		return Decision{}, fmt.Errorf("memory store: mode %s is no store call's: %w", mode, ErrNotSupported)
 	}
 	b := memoryBinding{store: s, limit: compileLimit(lim)}
 	return b.decide(ctx, key, cost, mode, 0)
