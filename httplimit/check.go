@@ -136,7 +136,7 @@ func (m *Middleware) CheckHandler() http.Handler {
 			writeJSON(w, "application/json", http.StatusBadRequest, RejectedBody{Error: "bad_request", Message: err.Error()})
 			return
 		}
-		if a.Mode == decision.ModeLease || req.Lease {
+		if a.Mode == limiter.ModeLease || req.Lease {
 			m.checkLease(w, r, p, rt, a, req)
 			return
 		}
@@ -177,9 +177,9 @@ func (p *Policy) checkAsk(rt route, req *CheckRequest) (decision.Ask, error) {
 	}
 	a := rt.ask(tier, req.Key)
 	switch {
-	case a.Mode == decision.ModeLease && req.Reserve:
+	case a.Mode == limiter.ModeLease && req.Reserve:
 		return a, errors.New(leaseNotReservation(rt.class.name, tier))
-	case a.Mode == decision.ModeLease || req.Lease:
+	case a.Mode == limiter.ModeLease || req.Lease:
 		return a, nil
 	case req.Reserve && !rt.class.costFrom.IsZero():
 		a.Cost = rt.class.estimate.Default
@@ -199,9 +199,9 @@ func (p *Policy) checkAsk(rt route, req *CheckRequest) (decision.Ask, error) {
 	case req.Reserve && !a.Limiter.Reserves():
 		return a, errors.New(cannotReserve(rt.class.name, tier, a.Limiter.Limit()))
 	case req.Reserve:
-		a.Mode = decision.ModeReserve
+		a.Mode = limiter.ModeReserve
 	case req.DryRun:
-		a.Mode = decision.ModeDryRun
+		a.Mode = limiter.ModePeek
 	}
 	return a, nil
 }

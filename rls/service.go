@@ -460,9 +460,9 @@ func (s *Service) decide(ctx context.Context, c *compiled, l *limiter.Limiter, r
 	peek := d.GetHitsAddend() != nil && d.GetHitsAddend().GetValue() == 0
 	charge := r.charge && !peek && l.Reserves()
 	if peek {
-		a.Mode, a.Cost = decision.ModeDryRun, 1
+		a.Mode, a.Cost = limiter.ModePeek, 1
 	} else if charge {
-		a.Mode, a.Cost = decision.ModeReserve, 1
+		a.Mode, a.Cost = limiter.ModeReserve, 1
 	}
 	// A descriptor is covered by its store key, as an HTTP client by its key.
 	if lv := c.live[r][a.Tier]; lv != nil && lv.Apply(&a, key) {
