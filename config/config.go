@@ -95,6 +95,9 @@ type Server struct {
 	MetricsListen string `koanf:"metrics_listen"`
 	// AdminListen, when set, serves what shows users' keys. Off by default.
 	AdminListen string `koanf:"admin_listen"`
+	// AuthListen, when set, serves forward-auth (the decision API's auth path) alone, reading
+	// heads up to AuthMaxHeaderBytes even where Listen proxies. Off by default.
+	AuthListen string `koanf:"auth_listen"`
 	// Upstream is the URL requests are proxied to; without it only the
 	// decision API and the health endpoints are served.
 	Upstream string `koanf:"upstream"`

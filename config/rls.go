@@ -122,6 +122,7 @@ func (c *Config) validateRLS(e *errs) {
 	} else if !strings.HasSuffix(s.GRPCListen, ":0") {
 		for _, other := range []struct{ key, addr string }{
 			{"server.listen", s.Listen}, {"server.metrics_listen", s.MetricsListen}, {"server.admin_listen", s.AdminListen},
+			{"server.auth_listen", s.AuthListen},
 		} {
 			if other.addr == s.GRPCListen {
 				e.add("server.grpc_listen", "%q is already %s", s.GRPCListen, other.key)

@@ -69,6 +69,7 @@ func (c *Config) validateServer(e *errs) {
 	seen := map[string]string{}
 	for _, l := range []struct{ key, addr string }{
 		{"server.listen", s.Listen}, {"server.metrics_listen", s.MetricsListen}, {"server.admin_listen", s.AdminListen},
+		{"server.auth_listen", s.AuthListen},
 	} {
 		if l.addr == "" {
 			if l.key == "server.listen" {

@@ -141,3 +141,33 @@ func TestWithoutAnUpstreamTheOtherPathsKeepTheHeaderByteBound(t *testing.T) {
 		t.Errorf("rate_limit_oversized_headers_total{listener=main} %g, want 3", got)
 	}
 }
+
+// A serve that also proxies bounds its public listener's heads at max_header_bytes, which a
+// gateway forwarding every client header can pass: server.auth_listen gives forward-auth a
+// listener of its own that reads heads up to auth_max_header_bytes and answers each with a
+// decision or the deny status, while the public listener keeps its bound.
+func TestAServeThatProxiesAnswersForwardAuthOnItsOwnListenerWithinTheLargerBound(t *testing.T) {
+	srv := startServer(t, server.Config{Upstream: readingUpstream(t, 0), AuthListen: "127.0.0.1:0"})
+	if srv.Addr("auth") == "" {
+		t.Fatal("no auth listener")
+	}
+	for _, c := range []struct {
+		name         string
+		fields, size int
+		want         int
+	}{
+		{"70 KB of headers in a few fields", 5, 70 << 10, http.StatusOK},
+		{"150 headers", 150, 3000, http.StatusForbidden},
+		{"a head just past 1 MiB", 5, 1<<20 + 10_000, http.StatusForbidden},
+	} {
+		if resp, body := rawAnswer(t, srv.Addr("auth"), gatewayHead("/v1/auth", c.fields, c.size)); resp.StatusCode != c.want {
+			t.Errorf("%s to the auth listener: %d %q, want %d", c.name, resp.StatusCode, body, c.want)
+		}
+	}
+	if resp, body := rawAnswer(t, srv.Addr("main"), gatewayHead("/v1/auth", 5, 70<<10)); resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
+		t.Errorf("70 KB to the public listener: %d %q, want its 431", resp.StatusCode, body)
+	}
+	if resp, _ := rawAnswer(t, srv.Addr("auth"), gatewayHead("/anything", 3, 200)); resp.StatusCode != http.StatusNotFound {
+		t.Errorf("another path on the auth listener: %d, want 404", resp.StatusCode)
+	}
+}

@@ -168,7 +168,7 @@ func newServer(cfg *config.Config, d Deps, mw *httplimit.Middleware, opened Open
 		checkTokens = append(checkTokens, admin.Token{Name: t.Name, Secret: t.Token.Reveal()})
 	}
 	return New(Config{
-		Listen: cfg.Server.Listen, MetricsListen: cfg.Server.MetricsListen, AdminListen: cfg.Server.AdminListen,
+		Listen: cfg.Server.Listen, MetricsListen: cfg.Server.MetricsListen, AdminListen: cfg.Server.AdminListen, AuthListen: cfg.Server.AuthListen,
 		Upstream: upstream, UpstreamTransport: transportConfig(cfg.Server.UpstreamTransport),
 		Middleware: mw, Ready: opened.readiness(), ReadyTimeout: cfg.Server.ReadyTimeout,
 		ReadyStrict: cfg.Server.ReadyStrict, FailPolicy: cfg.Store.FailPolicy,

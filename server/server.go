@@ -71,6 +71,11 @@ type Config struct {
 	MetricsListen string
 	// AdminListen, when set, serves AdminHandlers. Off by default.
 	AdminListen string
+	// AuthListen, when set (and the decision API on), serves forward-auth alone, reading heads up
+	// to AuthMaxHeaderBytes whether or not the main listener proxies: a gateway forwarding every
+	// client header then gets a decision or the deny status, never the 431 the public listener's
+	// MaxHeaderBytes gives. Forward-auth stays on the main listener too. Off by default.
+	AuthListen string
 	// Upstream is where non-reserved requests are proxied. Nil: they get 404.
 	Upstream          *url.URL
 	UpstreamTransport TransportConfig
@@ -240,8 +245,12 @@ func New(cfg Config) (*Server, error) {
 		}
 		handlers["admin"] = mux
 	}
+	if cfg.AuthListen != "" && !cfg.CheckAPI.Disabled {
+		addrs["auth"] = cfg.AuthListen
+		handlers["auth"] = s.authOnlyHandler()
+	}
 	headerTimeout := min(cfg.ReadHeaderTimeout, cfg.ReadTimeout)
-	for _, name := range []string{"main", "metrics", "admin"} {
+	for _, name := range []string{"main", "metrics", "admin", "auth"} {
 		addr, ok := addrs[name]
 		if !ok {
 			continue
@@ -255,14 +264,14 @@ func New(cfg Config) (*Server, error) {
 		s.oversized[name], s.panics[name] = oversized, panics
 		limits, readBytes := headLimits{maxCount: cfg.MaxHeaderCount, refused: oversized}, cfg.MaxHeaderBytes
 		var auth func(*http.Request) bool
-		if name == "main" && !cfg.CheckAPI.Disabled {
+		if (name == "main" || name == "auth") && !cfg.CheckAPI.Disabled {
 			auth = authMatcher(cmp.Or(cfg.CheckAPI.Prefix, DefaultPrefix))
 			limits.auth = auth
 			// A forward-auth service's peers are gateways, which forward heads as large as
 			// they accept: read those, so that /v1/auth answers each with a refusal the
 			// gateway passes on (net/http's 431 is a failure to nginx, which may let the
 			// request through); the other paths keep MaxHeaderBytes, checked by limits.
-			if cfg.Upstream == nil {
+			if cfg.Upstream == nil || name == "auth" {
 				readBytes, limits.maxBytes = cfg.AuthMaxHeaderBytes+authHeadSlack, cfg.MaxHeaderBytes
 			}
 		}
@@ -401,6 +410,23 @@ func atPath(r *http.Request, prefix string) *http.Request {
 	}
 	r2.URL = &u
 	return r2
+}
+
+// authOnlyHandler serves forward-auth (its path under the prefix and the subtree Envoy asks)
+// and answers every other path 404: the handler of the AuthListen listener.
+func (s *Server) authOnlyHandler() http.Handler {
+	prefix := cmp.Or(s.cfg.CheckAPI.Prefix, DefaultPrefix)
+	auth, isAuth := s.decisionAPI(prefix)[prefix+strings.TrimPrefix(httplimit.AuthPath, DefaultPrefix)], authMatcher(prefix)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !isAuth(r) {
+			writeError(w, http.StatusNotFound, "not_found", "this listener serves "+prefix+"auth alone")
+			return
+		}
+		if prefix != DefaultPrefix {
+			r = atPath(r, prefix)
+		}
+		auth.h.ServeHTTP(w, r)
+	})
 }
 
 // authMatcher says whether a request asks forward-auth under prefix: its auth path, or a path
