@@ -15,6 +15,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rl-exporter/rl-exporter/internal/eventually"
 )
 
 // freeListenAddr returns a loopback address nothing listens on.
@@ -149,15 +151,11 @@ classes:
 		refunded += max(0, tt.maxTokens-usage.Usage.Total)
 	}
 	want := map[string]int64{"reserved": reserved, "committed": reported, "refunded": refunded}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		got := costTotals(t, base)
-		if got["reserved"] == want["reserved"] && got["committed"] == want["committed"] && got["refunded"] == want["refunded"] && got["expired"] == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("rate_limit_cost_total by phase %v, want %v (the answers reported %d tokens)", got, want, reported)
-		}
-		time.Sleep(20 * time.Millisecond)
+	var got map[string]int64
+	if !eventually.Within(10*time.Second, func() bool {
+		got = costTotals(t, base)
+		return got["reserved"] == want["reserved"] && got["committed"] == want["committed"] && got["refunded"] == want["refunded"] && got["expired"] == 0
+	}) {
+		t.Fatalf("rate_limit_cost_total by phase %v, want %v (the answers reported %d tokens)", got, want, reported)
 	}
 }
