@@ -148,13 +148,21 @@ func TestCluster(t *testing.T) {
 
 	t.Run("decisions on a slot that moved to another master follow the redirection", func(t *testing.T) {
 		run := strconv.FormatInt(time.Now().UnixNano(), 36)
-		// Keys of one slot nobody has written to yet, and the slot's owner.
+		// Keys of one slot that holds no key yet (an earlier subtest's key
+		// may share a slot: the move needs an empty one), and its owner.
 		var moved []string
 		slot := -1
-		for i := 0; len(moved) < 8 && i < 1_000_000; i++ {
+		for i := 0; len(moved) < 8 && i < 2_000_000; i++ {
 			k := "moved:" + run + ":" + strconv.Itoa(i)
 			s := redisstore.KeySlot(store.Keys(k, limiter.GCRA)[0])
 			if slot < 0 {
+				n, err := cl.Nodes[cl.OwnerAtStart(s)].Do("CLUSTER", "COUNTKEYSINSLOT", strconv.Itoa(s))
+				if err != nil {
+					t.Fatalf("CLUSTER COUNTKEYSINSLOT %d: %v", s, err)
+				}
+				if n != int64(0) {
+					continue
+				}
 				slot = s
 			}
 			if s == slot {
