@@ -424,3 +424,29 @@ return out
 `
 	return acquire, release, batch, renew
 }
+
+// TestAlgorithmFilesHoldDecideThenSettle holds each algorithm's Lua file
+// to its two sections, decide then settle, and no other line a section
+// could start at: such a line would cut the section before it short.
+func TestAlgorithmFilesHoldDecideThenSettle(t *testing.T) {
+	for _, a := range limiter.AllAlgorithms() {
+		src, err := luaFiles.ReadFile("lua/" + string(a) + ".lua")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var marks []string
+		for _, line := range strings.Split(string(src), "\n") {
+			if strings.HasPrefix(line, sectionMark) {
+				marks = append(marks, strings.TrimPrefix(line, sectionMark))
+			}
+		}
+		if !slices.Equal(marks, []string{"decide", "settle"}) {
+			t.Errorf("%s.lua has the sections %q, want decide then settle", a, marks)
+		}
+		for _, name := range marks {
+			if body, err := algorithmSection(a, name); err != nil || strings.TrimSpace(body) == "" {
+				t.Errorf("%s.lua's %s section: %q, %v", a, name, body, err)
+			}
+		}
+	}
+}
