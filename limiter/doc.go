@@ -17,6 +17,11 @@
 //     CircuitBreaker (breaker.go), the failure log and the LocalFallback.
 //
 //   - AlgorithmSpec (algorithms.go) is the table of the six algorithms.
+//     Each algorithm's arithmetic on the memory store, its decision and its
+//     settle side by side, is its own file, <algorithm>.go (gcra.go); on
+//     Redis, limiter/redisstore/lua/<algorithm>.lua. memory.go and
+//     reserve_memory.go are the store around them, calendar.go a
+//     calendar's window boundaries, which both stores use.
 //
 //   - Observer (types.go) and Recorder (record.go) tell the collector of
 //     store calls and decisions.
@@ -80,7 +85,8 @@
 // # Reservations
 //
 // Limiter.Reserve takes an estimate as AllowN does and opens a reservation
-// for Config.Hold (reserve*.go; Redis: lua/*_settle.lua); Commit settles it
+// for Config.Hold (reserve*.go, <algorithm>Adjust in <algorithm>.go; Redis:
+// the settle section of lua/<algorithm>.lua); Commit settles it
 // at the actual cost, Cancel at 0, by taking actual − estimate: a refund
 // never leaves more than a fresh key has, an excess is taken even past the
 // quota, at most one quota below zero, so the next requests wait. A refund

@@ -275,6 +275,8 @@ func (sh *memShard) sweepBooks(now int64) {
 
 // adjust takes delta more units from key (< 0: gives back) after a peek
 // brings its state to now; a key not held is fresh, a refund does nothing.
+// How the state moves is the algorithm's own, beside its decision
+// (<algorithm>Adjust in <algorithm>.go); mark is where a refund goes.
 func (sh *memShard) adjust(h uint64, key string, cl *compiledLimit, now, delta, mark int64) {
 	if delta == 0 {
 		return
@@ -290,71 +292,19 @@ func (sh *memShard) adjust(h uint64, key string, cl *compiledLimit, now, delta, 
 		e = sh.slot(i)
 	}
 	e.apply(now, i < 0, key, cl, 1, true)
-	p, r := cl.periodUS, cl.rate
 	delta = min(max(delta, -2*cl.quota), 2*cl.quota) // no effect is larger; no product overflows
 	switch cl.alg {
 	case fixedWindowIndex:
-		if delta > 0 {
-			e.units = min(e.units+delta, 2*r)
-		} else if e.stamp == mark {
-			e.units = max(e.units+delta, 0)
-		}
+		e.fixedWindowAdjust(cl, delta, mark)
 	case slidingWindowIndex:
-		switch {
-		case delta > 0:
-			e.units = min(e.units+delta, 2*r)
-			e.idleAt = e.stamp + 2*p
-		case e.stamp == mark:
-			e.units = max(e.units+delta, 0)
-		case e.stamp-p == mark:
-			e.extra = max(e.extra+delta, 0)
-		}
+		e.slidingWindowAdjust(cl, delta, mark)
 	case slidingLogIndex:
-		lg := e.log
-		if delta > 0 {
-			if n := min(delta, 2*r-lg.total); n > 0 {
-				lg.add(now, n, r)
-				e.idleAt = now + p
-			}
-		} else {
-			lg.remove(mark, -delta)
-		}
+		e.slidingLogAdjust(now, cl, delta, mark)
 	case tokenBucketIndex:
-		full := cl.quota * p
-		e.units = min(max(e.units-delta*p, -full), full)
-		e.idleAt = now + ceilDiv(full-e.units, r)
+		e.tokenBucketAdjust(now, cl, delta)
 	case leakyBucketIndex:
-		full := cl.quota * p
-		e.units = min(max(e.units+delta*p, 0), 2*full)
-		e.idleAt = now + ceilDiv(e.units, r)
-	default: // gcra
-		ahead := max(math.Float64frombits(uint64(e.stamp))-float64(now), 0) + float64(delta)*cl.interval
-		ahead = min(max(ahead, 0), 2*cl.tolerance)
-		e.stamp = int64(math.Float64bits(float64(now) + ahead))
-		e.idleAt = now + int64(math.Ceil(ahead))
-	}
-}
-
-// remove takes up to n units admitted at ts out of the log; none when they
-// have left the window.
-func (l *timestampLog) remove(ts, n int64) {
-	for i := 0; i < l.size && n > 0; i++ {
-		j := (l.head + i) % len(l.ring)
-		en := &l.ring[j]
-		if en.ts != ts {
-			continue
-		}
-		took := min(en.n, n)
-		en.n -= took
-		l.total -= took
-		n -= took
-		if en.n > 0 {
-			return
-		}
-		for k := i; k+1 < l.size; k++ { // close the gap
-			l.ring[(l.head+k)%len(l.ring)] = l.ring[(l.head+k+1)%len(l.ring)]
-		}
-		l.size--
-		return
+		e.leakyBucketAdjust(now, cl, delta)
+	default:
+		e.gcraAdjust(now, cl, delta)
 	}
 }

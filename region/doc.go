@@ -14,7 +14,8 @@
 //     rest of the key's window.
 //
 // The async decisions run the Redis store's own per-algorithm scripts
-// (redisstore.DecideFunction) in their multi-region mode, lua/slots.lua.
+// (redisstore.DecideFunction) in their multi-region mode, lua/slots.lua,
+// sent as generated into lua/generated (go generate ./region/).
 // OvershootBound states how far above the limit each mode can admit;
 // docs/multi-region.md derives it and gives the measured figures.
 package region

@@ -10,11 +10,22 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/rl-exporter/rl-exporter/limiter"
-	"github.com/rl-exporter/rl-exporter/limiter/redisstore"
 )
 
-//go:embed lua/*.lua
-var luaFiles embed.FS
+//go:generate go test -run ^TestGeneratedScriptsAreCurrent$ -update .
+
+// generatedFiles are the decision scripts as sent, one per algorithm of
+// asyncAlgorithms, written by scripts_gen_test.go from the store's preamble,
+// lua/slots.lua, the algorithm's decide (redisstore.DecideFunction, the
+// store's own) and lua/run.lua.
+//
+//go:embed lua/generated/*.lua
+var generatedFiles embed.FS
+
+// mergeScript is the shipper's script, sent as written.
+//
+//go:embed lua/merge.lua
+var mergeScript string
 
 // asyncScripts are the multi-region decision scripts, one per algorithm of
 // asyncAlgorithms, and the merge script of the shipper.
@@ -35,38 +46,16 @@ func (a *asyncScripts) load(ctx context.Context, c redis.UniversalClient) error 
 	return nil
 }
 
-// loadAsyncScripts assembles each algorithm's script: the decision
-// scripts' preamble (redisstore.Preamble), lua/slots.lua (the per-region
-// slots the algorithm's decide reads and writes once it sets regions), the
-// algorithm's decide (redisstore.DecideFunction, the store's own) and
-// lua/run.lua (the mode and the main part).
+// loadAsyncScripts reads each algorithm's decision script from
+// lua/generated.
 func loadAsyncScripts() (*asyncScripts, error) {
-	read := func(name string) (string, error) {
-		b, err := luaFiles.ReadFile("lua/" + name + ".lua")
-		if err != nil {
-			return "", fmt.Errorf("script %s: %w", name, err)
-		}
-		return string(b), nil
-	}
-	slots, err := read("slots")
-	if err != nil {
-		return nil, err
-	}
-	run, err := read("run")
-	if err != nil {
-		return nil, err
-	}
-	merge, err := read("merge")
-	if err != nil {
-		return nil, err
-	}
-	out := &asyncScripts{decide: map[limiter.Algorithm]*redis.Script{}, merge: redis.NewScript(merge)}
+	out := &asyncScripts{decide: map[limiter.Algorithm]*redis.Script{}, merge: redis.NewScript(mergeScript)}
 	for _, a := range asyncAlgorithms {
-		decide, err := redisstore.DecideFunction(a)
+		src, err := generatedFiles.ReadFile("lua/generated/" + string(a) + ".lua")
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("script for %s: %w", a, err)
 		}
-		out.decide[a] = redis.NewScript(redisstore.Preamble() + slots + decide + run)
+		out.decide[a] = redis.NewScript(string(src))
 	}
 	return out, nil
 }

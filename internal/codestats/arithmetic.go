@@ -7,6 +7,7 @@ import (
 	"go/token"
 	"path"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -43,15 +44,24 @@ import (
 // table entry or a switch that only dispatches on an algorithm does not
 // compute, and a helper that computes for no named algorithm is shared.
 
-// arithmeticAt is one algorithm and the files its arithmetic is written in.
+// DefaultArithmeticAside are the files whose arithmetic of an algorithm is
+// listed apart: limiter/calendar.go finds where a calendar's windows start
+// and end in a zone's dates, which both stores share (Lua knows no zones,
+// so the Redis scripts are given the starts); it is fixed_window's
+// boundaries, not its count, which is written in its own two files.
+var DefaultArithmeticAside = []string{"limiter/calendar.go"}
+
+// arithmeticAt is one algorithm and the files its arithmetic is written
+// in, those set aside apart.
 type arithmeticAt struct {
 	algorithm limiter.Algorithm
 	files     []string
+	aside     []string
 }
 
 // arithmeticPlaces applies the rule to the Go and Lua files, one entry per
-// algorithm in the table's order.
-func arithmeticPlaces(goFiles, luaFiles []sourceFile) ([]arithmeticAt, error) {
+// algorithm in the table's order; a file of aside is listed in aside.
+func arithmeticPlaces(goFiles, luaFiles []sourceFile, aside []string) ([]arithmeticAt, error) {
 	by := map[limiter.Algorithm]map[string]bool{}
 	add := func(a limiter.Algorithm, file string) {
 		if by[a] == nil {
@@ -80,9 +90,14 @@ func arithmeticPlaces(goFiles, luaFiles []sourceFile) ([]arithmeticAt, error) {
 	for _, a := range limiter.AllAlgorithms() {
 		at := arithmeticAt{algorithm: a}
 		for file := range by[a] {
-			at.files = append(at.files, file)
+			if slices.Contains(aside, file) {
+				at.aside = append(at.aside, file)
+			} else {
+				at.files = append(at.files, file)
+			}
 		}
 		sort.Strings(at.files)
+		sort.Strings(at.aside)
 		out = append(out, at)
 	}
 	return out, nil

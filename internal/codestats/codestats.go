@@ -3,7 +3,8 @@
 // places that name an algorithm outside the table of algorithms
 // (limiter/algorithms.go), each package's share of comment lines, the
 // places each algorithm's arithmetic is written (see arithmetic.go for
-// the rule), outside tests and generated files; the time.Sleep calls in
+// the rule; calendar boundaries, DefaultArithmeticAside, listed apart),
+// outside tests and generated files; the time.Sleep calls in
 // tests; and the names the Envoy service (rls) uses from the HTTP
 // middleware (httplimit). Run it from the repository root:
 //
@@ -19,7 +20,8 @@
 // slidingLogIndex); comments do not count. Then, each after its heading:
 // per package, its comment share (lines any part of which is a comment,
 // over non-blank lines); per package, its tests' time.Sleep calls; per
-// algorithm, the files its arithmetic is written in; and the names rls
+// algorithm, the files its arithmetic is written in (then, in brackets,
+// those set aside); and the names rls
 // uses from httplimit. It reads files only and always exits 0 unless it
 // cannot read the tree.
 package main
@@ -55,7 +57,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "codestats:", err)
 		os.Exit(1)
 	}
-	if err := report(os.Stdout, files, lua, tests, *maxLines, *block, *table); err != nil {
+	if err := report(os.Stdout, files, lua, tests, *maxLines, *block, *table, DefaultArithmeticAside); err != nil {
 		fmt.Fprintln(os.Stderr, "codestats:", err)
 		os.Exit(1)
 	}
@@ -153,7 +155,7 @@ func isGeneratedLua(src []byte) bool {
 	return strings.HasPrefix(line, "-- Code generated ") && strings.HasSuffix(strings.TrimSpace(line), "DO NOT EDIT.")
 }
 
-func report(w io.Writer, files, lua, tests []sourceFile, maxLines, block int, table string) error {
+func report(w io.Writer, files, lua, tests []sourceFile, maxLines, block int, table string, aside []string) error {
 	long, err := longFunctions(files, maxLines)
 	if err != nil {
 		return err
@@ -193,7 +195,7 @@ func report(w io.Writer, files, lua, tests []sourceFile, maxLines, block int, ta
 	for _, s := range sleeps {
 		fmt.Fprintf(w, "  %4d  %s\n", s.calls, s.pkg)
 	}
-	arith, err := arithmeticPlaces(files, lua)
+	arith, err := arithmeticPlaces(files, lua, aside)
 	if err != nil {
 		return err
 	}
@@ -201,9 +203,13 @@ func report(w io.Writer, files, lua, tests []sourceFile, maxLines, block int, ta
 	for _, a := range arith {
 		most = max(most, len(a.files))
 	}
-	fmt.Fprintf(w, "places each algorithm's arithmetic is written (files with a function, type, switch case or Lua script of the algorithm that computes and compares, decide and settle): at most %d\n", most)
+	fmt.Fprintf(w, "places each algorithm's arithmetic is written (files with a function, type, switch case or Lua script of the algorithm that computes and compares, decide and settle; calendar boundaries apart): at most %d\n", most)
 	for _, a := range arith {
-		fmt.Fprintf(w, "  %2d  %-14s  %s\n", len(a.files), a.algorithm, strings.Join(a.files, " "))
+		line := fmt.Sprintf("  %2d  %-14s  %s", len(a.files), a.algorithm, strings.Join(a.files, " "))
+		if len(a.aside) > 0 {
+			line += "  (and calendar boundaries, shared by both stores: " + strings.Join(a.aside, " ") + ")"
+		}
+		fmt.Fprintln(w, line)
 	}
 	names, err := importedNames(files, "rls", "httplimit")
 	if err != nil {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"sort"
 	"strings"
 	"testing"
 
@@ -143,7 +144,7 @@ func TestArithmeticIsPlacedInUnitsOfAnAlgorithmThatComputeAndCompare(t *testing.
 		{path: "lua/preamble.lua", content: []byte("local function f(a, b) if a < b then return a - b end end\n")},
 		{path: "lua/sliding_log.lua", content: []byte("-- a - b < c in a comment only\nreturn redis.call('GET', KEYS[1])\n")},
 	}
-	got, err := arithmeticPlaces(goFiles, luaFiles)
+	got, err := arithmeticPlaces(goFiles, luaFiles, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -216,7 +217,7 @@ func check(t *T, alg string, got, less, slack int64) {
 		{path: "lua/token_bucket_settle.lua", content: []byte("-- token_bucket: adjust.\nlocal function adjust(KEYS, delta)\n  bucket_adjust(KEYS, delta, true)\nend\n")},
 		{path: "lua/reservations.lua", content: []byte("-- Reservations, after the algorithm's decide and settle.\nlocal n = tonumber(ARGV[1]) + 1\nif n > 2 then return 0 end\n")},
 	}
-	got, err := arithmeticPlaces(goFiles, luaFiles)
+	got, err := arithmeticPlaces(goFiles, luaFiles, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -231,6 +232,55 @@ func check(t *T, alg string, got, less, slack int64) {
 	for _, a := range got {
 		if w := want[string(a.algorithm)]; strings.Join(a.files, " ") != w {
 			t.Errorf("%s is written in %q, want %q", a.algorithm, a.files, w)
+		}
+	}
+}
+
+func TestArithmeticInAFileSetAsideIsListedApart(t *testing.T) {
+	goFiles := []sourceFile{
+		{path: "limiter/calendar.go", content: []byte("package limiter\n\n// Calendar puts fixed_window's windows on a zone's days.\ntype Calendar struct{ last int64 }\n\nfunc (c *Calendar) at(now int64) bool { return c.last+1 <= now }\n")},
+		{path: "limiter/fixed_window.go", content: []byte("package limiter\n\nfunc fixedWindow(n, cost, rate int64) bool { return n+cost <= rate }\n")},
+	}
+	got, err := arithmeticPlaces(goFiles, nil, []string{"limiter/calendar.go"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range got {
+		files, aside := strings.Join(a.files, " "), strings.Join(a.aside, " ")
+		if a.algorithm == limiter.FixedWindow {
+			if files != "limiter/fixed_window.go" || aside != "limiter/calendar.go" {
+				t.Errorf("fixed_window is written in %q and, aside, %q; want limiter/fixed_window.go and limiter/calendar.go", files, aside)
+			}
+		} else if files != "" || aside != "" {
+			t.Errorf("%s is written in %q and, aside, %q; want nowhere", a.algorithm, files, aside)
+		}
+	}
+}
+
+// TestTheTreeWritesEachAlgorithmsArithmeticInTwoFiles holds the
+// repository to one Go file and one Lua script per algorithm, decide and
+// settle together: limiter/<algorithm>.go for the memory store and
+// limiter/redisstore/lua/<algorithm>.lua for Redis, calendar boundaries
+// (DefaultArithmeticAside) apart.
+func TestTheTreeWritesEachAlgorithmsArithmeticInTwoFiles(t *testing.T) {
+	const root = "../.."
+	goFiles, err := goFiles(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	luaFiles, err := filesEnding(root, ".lua")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := arithmeticPlaces(goFiles, luaFiles, DefaultArithmeticAside)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range got {
+		want := []string{"limiter/" + string(a.algorithm) + ".go", "limiter/redisstore/lua/" + string(a.algorithm) + ".lua"}
+		sort.Strings(want)
+		if files := strings.Join(a.files, " "); files != strings.Join(want, " ") {
+			t.Errorf("%s's arithmetic is written in %q, want %q", a.algorithm, files, want)
 		}
 	}
 }

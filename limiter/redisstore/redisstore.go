@@ -3,9 +3,10 @@
 // Cluster) shares every limit exactly.
 //
 // Each decision is one Lua script call, atomic on Redis, on Redis's clock.
-// Each algorithm's decision is one file, lua/<algorithm>.lua, for every
-// mode (lua/run.lua; sent as generated into lua/generated), which package
-// region runs on per-region slots too.
+// Each algorithm's arithmetic is one file, lua/<algorithm>.lua: its
+// decision, for every mode (lua/run.lua), which package region runs on
+// per-region slots too, and its settle; sent as generated into
+// lua/generated.
 // Decisions made while others are on their way share a call (batch.go).
 // A key k under algorithm a is <prefix>:{<escaped k>}:<a>, one Cluster
 // slot. docs/redis-store.md describes batching, failover and keys in full.

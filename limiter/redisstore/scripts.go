@@ -5,6 +5,7 @@ import (
 	"embed"
 	"encoding/hex"
 	"fmt"
+	"strings"
 
 	"github.com/rl-exporter/rl-exporter/limiter"
 )
@@ -14,8 +15,10 @@ import (
 func Preamble() string { return preamble }
 
 // DecideFunction is decide(KEYS, ARGV, now, cost, peek) of algorithm a,
-// lua/<a>.lua, the one copy of its arithmetic in Lua: on one region's keys,
-// or per-region slots once regions is set. Safe for concurrent use.
+// the decide section of lua/<a>.lua, the one copy of its decision in Lua:
+// on one region's keys, or per-region slots once regions is set. The
+// generators of the store's scripts and region's call it. Safe for
+// concurrent use.
 func DecideFunction(a limiter.Algorithm) (string, error) {
 	values, err := decideValues(a)
 	if err != nil {
@@ -28,12 +31,36 @@ func DecideFunction(a limiter.Algorithm) (string, error) {
 // decideValues is decide_values(KEYS, ARGV, now, cost, peek), lua/<a>.lua:
 // decide's table as values, which the batch script writes into its reply.
 func decideValues(a limiter.Algorithm) (string, error) {
-	body, err := luaFiles.ReadFile("lua/" + string(a) + ".lua")
+	body, err := algorithmSection(a, "decide")
+	if err != nil {
+		return "", err
+	}
+	return "local function decide_values(KEYS, ARGV, now, cost, peek)\n" + body + "end\n", nil
+}
+
+// algorithmSection is the section name of lua/<a>.lua: the lines after
+// its line "--- name" up to the next such line. An algorithm's file holds
+// its arithmetic for Redis, decide (the decision) and settle (mark and
+// adjust, which a reservation's settle runs), side by side as
+// limiter/<a>.go holds the memory store's.
+func algorithmSection(a limiter.Algorithm, name string) (string, error) {
+	file := "lua/" + string(a) + ".lua"
+	src, err := luaFiles.ReadFile(file)
 	if err != nil {
 		return "", fmt.Errorf("script for %s: %w", a, err)
 	}
-	return "local function decide_values(KEYS, ARGV, now, cost, peek)\n" + string(body) + "end\n", nil
+	_, rest, found := strings.Cut("\n"+string(src), "\n"+sectionMark+name+"\n")
+	if !found {
+		return "", fmt.Errorf("script for %s: %s has no line %q", a, file, sectionMark+name)
+	}
+	if i := strings.Index(rest, "\n"+sectionMark); i >= 0 {
+		rest = rest[:i+1]
+	}
+	return rest, nil
 }
+
+// sectionMark starts a line that starts a section of an algorithm's file.
+const sectionMark = "--- "
 
 //go:embed lua/preamble.lua
 var preamble string

@@ -1,6 +1,7 @@
 -- Reservations: the main part of the reserve, settle and renew scripts,
--- after the algorithm's decide, run and lua/<algorithm>_settle.lua (mark,
--- adjust), given nk (the algorithm's keys) and np (its parameters).
+-- after the algorithm's decide, run and the settle section of
+-- lua/<algorithm>.lua (mark, adjust), given nk (the algorithm's keys) and
+-- np (its parameters).
 -- KEYS     the algorithm's keys, then the book, under the key's hash tag: a
 --          hash {id = "estimate:mark:policy:expiry:hold (µs)"} (policy 1 =
 --          refund on expiry) and, in the field "" (never an id), the book's

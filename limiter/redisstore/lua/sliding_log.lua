@@ -1,3 +1,9 @@
+-- sliding_log's arithmetic for Redis, in the two sections the generator
+-- (scripts_gen_test.go, go generate ./limiter/redisstore/) takes apart,
+-- each after its "--- name" line: decide, the body of decide_values, in
+-- every decision script (region's too); settle, mark and adjust, in the
+-- reservation scripts. The memory store's is limiter/sliding_log.go.
+--- decide
 -- sliding_log: the body of decide_values(KEYS, ARGV, now, cost, peek), one
 -- decision made atomically at now (µs, Redis's clock); with peek it writes
 -- nothing (expired entries stay until the next decision drops them) and
@@ -40,3 +46,30 @@ end
 local nth = redis.call('ZRANGEBYSCORE', KEYS[1], inside, '+inf', 'WITHSCORES', 'LIMIT', n + cost - rate - 1, 1)
 local retry = tonumber(nth[2]) + period - now
 return 0, math.max(rate - n, 0), reset, retry, 0
+--- settle
+-- sliding_log: mark and adjust for reservations. mark is the admission's
+-- time: a refund removes up to −delta members of that score while it is
+-- inside the window; an excess adds delta members at now, the log holding
+-- at most two quotas.
+local function mark(ARGV, now)
+  return now
+end
+local function adjust(KEYS, ARGV, now, delta, charged)
+  local rate, period = tonumber(ARGV[1]), tonumber(ARGV[2])
+  if delta < 0 then
+    if charged > now - period then
+      local members = redis.call('ZRANGEBYSCORE', KEYS[1], charged, charged, 'LIMIT', 0, -delta)
+      for i = 1, #members, 1000 do
+        redis.call('ZREM', KEYS[1], unpack(members, i, math.min(i + 999, #members)))
+      end
+    end
+    return
+  end
+  redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - period)
+  local add = math.min(delta, 2 * rate - redis.call('ZCARD', KEYS[1]))
+  if add <= 0 then return end
+  append_log(KEYS, now, add)
+  local ttl = math.ceil(period / 1000)
+  redis.call('PEXPIRE', KEYS[1], ttl)
+  redis.call('PEXPIRE', KEYS[2], ttl)
+end

@@ -1,3 +1,9 @@
+-- sliding_window's arithmetic for Redis, in the two sections the generator
+-- (scripts_gen_test.go, go generate ./limiter/redisstore/) takes apart,
+-- each after its "--- name" line: decide, the body of decide_values, in
+-- every decision script (region's too); settle, mark and adjust, in the
+-- reservation scripts. The memory store's is limiter/sliding_window.go.
+--- decide
 -- sliding_window (counter): the body of decide_values(KEYS, ARGV, now, cost,
 -- peek), one decision made atomically at now (µs, Redis's clock); with peek
 -- it writes nothing and answers with the state as it is.
@@ -88,3 +94,31 @@ if regions then
   return 0, remaining, reset, math.max(retry, 1), 0, 0, windowEnd, ''
 end
 return 0, remaining, reset, retry, 0
+--- settle
+-- sliding_window: mark and adjust for reservations, as fixed_window's. A
+-- refund goes into the window charged: this window's count, or, once the
+-- state has moved on one window, the previous count it weighs.
+local function mark(ARGV, now)
+  return now - math.fmod(now - tonumber(ARGV[3]), tonumber(ARGV[2]))
+end
+local function adjust(KEYS, ARGV, now, delta, charged)
+  local rate, period = tonumber(ARGV[1]), tonumber(ARGV[2])
+  local state = redis.call('HMGET', KEYS[1], 'w', 'c', 'p')
+  local w, c, p = tonumber(state[1]), tonumber(state[2]) or 0, tonumber(state[3]) or 0
+  if delta < 0 then
+    if w == charged then
+      redis.call('HSET', KEYS[1], 'c', math.max(c + delta, 0))
+    elseif w == charged + period then
+      redis.call('HSET', KEYS[1], 'p', math.max(p + delta, 0))
+    end
+    return
+  end
+  local ws = mark(ARGV, now)
+  if w == ws - period then
+    c, p = 0, c
+  elseif w ~= ws then
+    c, p = 0, 0
+  end
+  redis.call('HSET', KEYS[1], 'w', ws, 'c', math.min(c + delta, 2 * rate), 'p', p)
+  redis.call('PEXPIRE', KEYS[1], math.ceil((ws + 2 * period - now) / 1000))
+end

@@ -1,3 +1,9 @@
+-- token_bucket's arithmetic for Redis, in the two sections the generator
+-- (scripts_gen_test.go, go generate ./limiter/redisstore/) takes apart,
+-- each after its "--- name" line: decide, the body of decide_values, in
+-- every decision script (region's too); settle, mark and adjust, in the
+-- reservation scripts. The memory store's is limiter/token_bucket.go.
+--- decide
 -- token_bucket: the body of decide_values(KEYS, ARGV, now, cost, peek), one
 -- decision made atomically at now (µs, Redis's clock); with peek it writes
 -- nothing and answers with the state as it is.
@@ -69,3 +75,34 @@ end
 if regions and not peek and #learnt > 0 then save(0) end
 local refill = ceildiv(full - level, rate)
 return 0, math.max(floordiv(level, period), 0), refill, ceildiv(cost * period - level, rate), 0, regions and 0, refill, ''
+--- settle
+-- token_bucket: mark and adjust for reservations (lua/reservations.lua),
+-- on decide's state KEYS[1] {l, t}. The tokens missing (0 on a fresh key)
+-- are brought to now, moved by delta (a refund gives tokens back up to a
+-- full bucket, an excess leaves up to one bucket of debt), and the state
+-- dropped once it is that of a fresh key. A missing key is full: a refund
+-- does nothing. No mark: a bucket has no window to find.
+local function mark(ARGV, now)
+  return 0
+end
+local function adjust(KEYS, ARGV, now, delta, charged)
+  local burst, rate, period = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+  local full = burst * period
+  local state = redis.call('HMGET', KEYS[1], 'l', 't')
+  local level, at = tonumber(state[1]), tonumber(state[2])
+  local spent = 0
+  if not (level and at) then
+    if delta < 0 then return end
+  else
+    spent = full - level
+    local elapsed = math.min(math.max(now - at, 0), ceildiv(spent, rate))
+    spent = math.max(0, spent - elapsed * rate)
+  end
+  spent = math.min(math.max(spent + delta * period, 0), 2 * full)
+  if spent <= 0 then
+    redis.call('DEL', KEYS[1])
+    return
+  end
+  redis.call('HSET', KEYS[1], 'l', full - spent, 't', now)
+  redis.call('PEXPIRE', KEYS[1], math.ceil(ceildiv(spent, rate) / 1000))
+end
