@@ -306,7 +306,7 @@ func (c *Config) PolicyConfig(store limiter.Store, observer limiter.Observer) (h
 	for _, name := range c.ClassNames() {
 		cl := c.Classes[name]
 		hc := httplimit.Class{Name: name, Routes: cl.Routes, Shadow: cl.Shadow, Shared: cl.Shared, Cost: cl.Cost, Limits: map[string]limiter.Limit{},
-			Penalty: limiter.Penalty{After: cl.Penalty.After, Within: cl.Penalty.Within, For: cl.Penalty.For}}
+			Penalty: cl.Penalty.Penalty}
 		if cl.CostFrom != nil {
 			hc.CostFrom = httplimit.CostFrom(*cl.CostFrom)
 			est := cl.estimate()

@@ -70,13 +70,7 @@ func Defaults() Config {
 				MaxIdleConnsPerHost: DefaultMaxIdleConnsPerHost, IdleConnTimeout: DefaultIdleConnTimeout,
 				DialTimeout: DefaultDialTimeout, ResponseHeaderTimeout: DefaultResponseHeaderTimeout,
 			},
-			Overload: Overload{
-				Quantile: overload.DefaultQuantile, Headroom: overload.DefaultHeadroom,
-				MinLimit: overload.DefaultMinLimit, MaxLimit: overload.DefaultMaxLimit, InitialLimit: overload.DefaultInitialLimit,
-				Tolerance: overload.DefaultTolerance, Smoothing: overload.DefaultSmoothing, QueueSize: overload.DefaultQueueSize,
-				LongWindow: overload.DefaultLongWindow, Window: overload.DefaultWindow, MinSamples: overload.DefaultMinSamples,
-				CriticalReserve: overload.DefaultReserve, RetryAfter: DefaultOverloadRetryAfter, CriticalWait: overload.DefaultCriticalWait,
-			},
+			Overload: Overload{Config: overload.Defaults(), RetryAfter: DefaultOverloadRetryAfter},
 		},
 		Log: Log{Format: "text", Level: "info"},
 		Store: Store{
@@ -139,13 +133,12 @@ func defaults() map[string]any {
 // flattenSet adds the non-zero fields of the struct v to out under their
 // koanf keys, prefixed.
 func flattenSet(v reflect.Value, prefix string, out map[string]any) {
-	for i := 0; i < v.NumField(); i++ {
-		tag := v.Type().Field(i).Tag.Get("koanf")
-		f := v.Field(i)
-		if tag == "" || tag == "-" || f.IsZero() {
+	for _, kf := range keyFields(v.Type()) {
+		f := v.FieldByIndex(kf.Index)
+		if f.IsZero() {
 			continue
 		}
-		key := prefix + tag
+		key := prefix + kf.Key
 		switch {
 		case f.Type() == durationType:
 			out[key] = time.Duration(f.Int()).String()
