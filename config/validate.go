@@ -581,7 +581,7 @@ func (cl Class) validateCost(e *errs, key string) {
 		e.add(key+".cost_from", "set exactly one of header, trailer or json, got %d", set)
 	}
 	est := cl.estimate()
-	if err := (httplimit.Estimate(est)).Validate(); err != nil {
+	if err := est.Validate(); err != nil {
 		e.addField(key+".estimate", err)
 	}
 	if est.Header != "" && !httplimit.ValidHeaderName(est.Header) {
