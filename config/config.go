@@ -26,6 +26,10 @@ import (
 	"github.com/knadh/koanf/providers/confmap"
 	"github.com/knadh/koanf/providers/rawbytes"
 	"github.com/knadh/koanf/v2"
+
+	"github.com/rl-exporter/rl-exporter/httplimit"
+	"github.com/rl-exporter/rl-exporter/limiter"
+	"github.com/rl-exporter/rl-exporter/overload"
 )
 
 // DefaultListen is the address of serve's main listener when none is
@@ -177,51 +181,25 @@ type Paths struct {
 }
 
 // Overload configures the upstream's adaptive concurrency limit and the
-// shedding by priority (package overload, whose defaults these are).
+// shedding by priority. Its tuning keys are package overload's Config
+// (quantile, headroom, min_limit, max_limit, initial_limit, tolerance,
+// smoothing, queue_size, long_window, window, min_samples,
+// critical_reserve, critical_wait; defaults overload.Defaults), laid out
+// in the block as they are; these fields are serve's.
 type Overload struct {
 	// Enabled turns the limit on. Default false.
 	Enabled bool `koanf:"enabled"`
-	// Target is the latency objective the limit holds the upstream's
-	// responses under, on Quantile. Default: the upstream latency objective
-	// of SLOSpec, when set; else none, and the latency baseline alone
-	// bounds the limit.
-	Target time.Duration `koanf:"target"`
+	// Config is the controller's tuning. Its Target is the latency
+	// objective the limit holds the upstream's responses under, on
+	// Quantile. Default: the upstream latency objective of SLOSpec, when
+	// set; else none, and the latency baseline alone bounds the limit
+	// (OverloadConfig reads it).
+	overload.Config `koanf:",squash"`
 	// SLOSpec is the SLO spec (slo.yaml) whose overload.latency_threshold
 	// and overload.latency_quantile give Target and Quantile when Target is 0.
 	SLOSpec string `koanf:"slo_spec"`
-	// Quantile of each window's latencies that Target bounds. Default 0.99.
-	Quantile float64 `koanf:"quantile"`
-	// Headroom is the share of Target above which the limit shrinks. Default 0.8.
-	Headroom float64 `koanf:"headroom"`
-	// MinLimit, MaxLimit and InitialLimit bound the limit and start it.
-	// Defaults 20 (as Gradient2's), 1000 and 20.
-	MinLimit     int `koanf:"min_limit"`
-	MaxLimit     int `koanf:"max_limit"`
-	InitialLimit int `koanf:"initial_limit"`
-	// Tolerance is how far a window's mean latency may exceed the baseline
-	// (its long-window average) before the limit shrinks. Default 1.5.
-	Tolerance float64 `koanf:"tolerance"`
-	// Smoothing is the weight of each window's estimate in the limit. Default 0.2.
-	Smoothing float64 `koanf:"smoothing"`
-	// QueueSize is what the limit grows by per window within bounds. Default 4.
-	QueueSize int `koanf:"queue_size"`
-	// LongWindow is how many windows the baseline averages. Default 600.
-	LongWindow int `koanf:"long_window"`
-	// Window and MinSamples: the limit moves at most once per Window, from
-	// at least MinSamples responses. Defaults 100ms and 10.
-	Window     time.Duration `koanf:"window"`
-	MinSamples int           `koanf:"min_samples"`
-	// CriticalReserve is the share of the limit each priority keeps from
-	// the one below: critical requests are admitted up to the limit,
-	// default ones up to limit×(1−r), sheddable ones up to limit×(1−r)².
-	// Default 0.2.
-	CriticalReserve float64 `koanf:"critical_reserve"`
 	// RetryAfter is the Retry-After of a shed request's 503. Default 1s.
 	RetryAfter time.Duration `koanf:"retry_after"`
-	// CriticalWait is how long a critical request that finds the whole
-	// limit in use waits for a slot before it is shed. Default 100ms;
-	// negative: none.
-	CriticalWait time.Duration `koanf:"critical_wait"`
 }
 
 // UpstreamTransport configures the reverse proxy's connections to the
@@ -671,13 +649,12 @@ type Class struct {
 	Reserve Reserve `koanf:"reserve"`
 }
 
-// Penalty is a class's penalty box (limiter.Penalty). Within defaults to
-// the period of the class's limit for the default tier, the window its
-// refusals are counted in.
+// Penalty is a class's penalty box: limiter.Penalty's keys (after,
+// within, for). Within defaults to the period of the class's limit for the
+// default tier, the window its refusals are counted in; the struct
+// remembers whether it took that default.
 type Penalty struct {
-	After  int64         `koanf:"after"`
-	Within time.Duration `koanf:"within"`
-	For    time.Duration `koanf:"for"`
+	limiter.Penalty `koanf:",squash"`
 	// withinDefault: the file left within unset and fill set it.
 	withinDefault bool
 }
@@ -688,24 +665,16 @@ func (p Penalty) WithinIsDefault() bool { return p.withinDefault }
 
 // CostFrom names where a response carries its cost: exactly one of a
 // header, a trailer, or a gjson path into the JSON body (also read in the
-// last data event of a text/event-stream response that has it).
-type CostFrom struct {
-	Header  string `koanf:"header"`
-	Trailer string `koanf:"trailer"`
-	JSON    string `koanf:"json"`
-}
+// last data event of a text/event-stream response that has it). The file's
+// shape is httplimit's, keys and all.
+type CostFrom = httplimit.CostFrom
 
 // Estimate is what a request reserves at admission: what it says in a
 // member of its JSON body or a header (given twice, the largest), at
 // least Min (default 1) and capped at Max (default: the quota), else
-// Default.
-type Estimate struct {
-	JSON    string `koanf:"json"`
-	Header  string `koanf:"header"`
-	Default int64  `koanf:"default"`
-	Min     int64  `koanf:"min"`
-	Max     int64  `koanf:"max"`
-}
+// Default. The file's shape is httplimit's, keys and all, or a number
+// (estimateFromNumber).
+type Estimate = httplimit.Estimate
 
 // Reserve configures a class's reservations.
 type Reserve struct {

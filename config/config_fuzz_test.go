@@ -144,10 +144,8 @@ func unknownKey(data []byte) string {
 			var next reflect.Type
 			switch t.Kind() {
 			case reflect.Struct:
-				for i := 0; i < t.NumField(); i++ {
-					if tag := t.Field(i).Tag.Get("koanf"); tag == k && tag != "-" {
-						next = t.Field(i).Type
-					}
+				if idx, ok := taggedField(t, k); ok {
+					next = t.FieldByIndex(idx).Type
 				}
 			case reflect.Map:
 				next = t.Elem()
@@ -249,16 +247,11 @@ func valueAt(v reflect.Value, path []string) (reflect.Value, bool) {
 	for _, p := range path {
 		switch v.Kind() {
 		case reflect.Struct:
-			found := false
-			for i := 0; i < v.NumField(); i++ {
-				if v.Type().Field(i).Tag.Get("koanf") == p {
-					v, found = v.Field(i), true
-					break
-				}
-			}
+			idx, found := taggedField(v.Type(), p)
 			if !found {
 				return reflect.Value{}, false
 			}
+			v = v.FieldByIndex(idx)
 		case reflect.Map:
 			e := v.MapIndex(reflect.ValueOf(p).Convert(v.Type().Key()))
 			if !e.IsValid() {
@@ -320,4 +313,24 @@ func envValue(t reflect.Type, s string) (any, bool) {
 		return nil, false
 	}
 	return v.Interface(), true
+}
+
+// taggedField is the index path of the field of struct t tagged key,
+// looking into the structs embedded with ",squash", whose keys are the
+// block's own.
+func taggedField(t reflect.Type, key string) ([]int, bool) {
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		tag := f.Tag.Get("koanf")
+		if f.Anonymous && tag == ",squash" {
+			if idx, ok := taggedField(f.Type, key); ok {
+				return append([]int{i}, idx...), true
+			}
+			continue
+		}
+		if tag == key && tag != "-" {
+			return []int{i}, true
+		}
+	}
+	return nil, false
 }

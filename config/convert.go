@@ -282,51 +282,55 @@ func (c *Config) PolicyConfig(store limiter.Store, observer limiter.Observer) (h
 	if pc.Identity.TrustedHeaderPeers, err = prefixes("identity.trusted_header_peers", c.Identity.TrustedHeaderPeers); err != nil {
 		return pc, err
 	}
-	if len(c.Tiers.Keys) > 0 {
-		pc.Identity.TierByKey = map[string]string{}
-		for tier, keys := range c.Tiers.Keys {
-			for _, k := range keys {
-				pc.Identity.TierByKey[k] = tier
-			}
-		}
-	}
-	if len(c.Tiers.APIKeys) > 0 {
-		pc.Identity.TierByAPIKey = map[string]string{}
-		for tier, keys := range c.Tiers.APIKeys {
-			for _, k := range keys {
-				pc.Identity.TierByAPIKey[k] = tier
-			}
-		}
-	}
+	pc.Identity.TierByKey = tierOf(c.Tiers.Keys)
+	pc.Identity.TierByAPIKey = tierOf(c.Tiers.APIKeys)
 	j, err := c.jwtConfig()
 	if err != nil {
 		return pc, fmt.Errorf("identity.jwt: %w", err)
 	}
 	pc.Identity.JWT = j
 	for _, name := range c.ClassNames() {
-		cl := c.Classes[name]
-		hc := httplimit.Class{Name: name, Routes: cl.Routes, Shadow: cl.Shadow, Shared: cl.Shared, Cost: cl.Cost, Limits: map[string]limiter.Limit{},
-			Penalty: limiter.Penalty{After: cl.Penalty.After, Within: cl.Penalty.Within, For: cl.Penalty.For}}
-		if cl.CostFrom != nil {
-			hc.CostFrom = httplimit.CostFrom(*cl.CostFrom)
-			est := cl.estimate()
-			hc.Estimate = httplimit.Estimate(est)
-			hc.Hold = cl.Reserve.Hold
-			hc.OnExpiry, _ = limiter.ParseExpiryPolicy(cl.Reserve.OnExpiry) // validated
-		}
-		for tier, l := range cl.Limits {
-			if l.IsConcurrency() {
-				if hc.Leases == nil {
-					hc.Leases = map[string]limiter.LeaseLimit{}
-				}
-				hc.Leases[tier] = l.Lease()
-				continue
-			}
-			hc.Limits[tier] = l.limit()
-		}
-		pc.Classes = append(pc.Classes, hc)
+		pc.Classes = append(pc.Classes, c.Classes[name].httplimit(name))
 	}
 	return pc, nil
+}
+
+// tierOf inverts the lists of keys per tier into each key's tier; nil
+// when there are none.
+func tierOf(byTier map[string][]string) map[string]string {
+	if len(byTier) == 0 {
+		return nil
+	}
+	out := map[string]string{}
+	for tier, keys := range byTier {
+		for _, k := range keys {
+			out[k] = tier
+		}
+	}
+	return out
+}
+
+// httplimit is the class named name as httplimit compiles it: a
+// concurrency limit becomes a tier's lease limit, the others its limit.
+func (cl Class) httplimit(name string) httplimit.Class {
+	hc := httplimit.Class{Name: name, Routes: cl.Routes, Shadow: cl.Shadow, Shared: cl.Shared, Cost: cl.Cost, Limits: map[string]limiter.Limit{},
+		Penalty: cl.Penalty.Penalty}
+	if cl.CostFrom != nil {
+		hc.CostFrom, hc.Estimate = *cl.CostFrom, cl.estimate()
+		hc.Hold = cl.Reserve.Hold
+		hc.OnExpiry, _ = limiter.ParseExpiryPolicy(cl.Reserve.OnExpiry) // validated
+	}
+	for tier, l := range cl.Limits {
+		if l.IsConcurrency() {
+			if hc.Leases == nil {
+				hc.Leases = map[string]limiter.LeaseLimit{}
+			}
+			hc.Leases[tier] = l.Lease()
+			continue
+		}
+		hc.Limits[tier] = l.limit()
+	}
+	return hc
 }
 
 // SlogLevel is the configured log level.

@@ -239,14 +239,42 @@ func unknownKeys(name string, raw map[string]any, t reflect.Type) Problems {
 	return out
 }
 
+// keyField is a field of a struct that a key of a file names: Key is its
+// koanf tag, Index its path from the struct (reflect.Value.FieldByIndex).
+type keyField struct {
+	reflect.StructField
+	Key string
+}
+
+// keyFields are the fields of struct t that a file's keys name, in
+// order, those of a struct embedded with ",squash" (a domain package's
+// struct whose keys are the block's, as limiter.Penalty is a class's
+// penalty) in its place, as the decoder reads them.
+func keyFields(t reflect.Type) []keyField {
+	var out []keyField
+	for i := range t.NumField() {
+		f := t.Field(i)
+		tag, opts, _ := strings.Cut(f.Tag.Get("koanf"), ",")
+		switch {
+		case !f.IsExported() || tag == "-":
+		case tag == "" && f.Anonymous && opts == "squash" && f.Type.Kind() == reflect.Struct:
+			for _, inner := range keyFields(f.Type) {
+				inner.Index = append([]int{i}, inner.Index...)
+				out = append(out, inner)
+			}
+		case tag != "":
+			out = append(out, keyField{StructField: f, Key: tag})
+		}
+	}
+	return out
+}
+
 // fieldByTag is the field of struct t whose koanf tag is key, exactly; a
 // field tagged derived is set from another key, never written in a file.
 func fieldByTag(t reflect.Type, key string) (reflect.StructField, bool) {
-	for i := range t.NumField() {
-		f := t.Field(i)
-		tag, _, _ := strings.Cut(f.Tag.Get("koanf"), ",")
-		if f.IsExported() && tag != "-" && tag == key && f.Tag.Get("derived") == "" {
-			return f, true
+	for _, f := range keyFields(t) {
+		if f.Key == key && f.Tag.Get("derived") == "" {
+			return f.StructField, true
 		}
 	}
 	return reflect.StructField{}, false
@@ -255,11 +283,9 @@ func fieldByTag(t reflect.Type, key string) (reflect.StructField, bool) {
 // fieldTags are the keys a file may set in struct t.
 func fieldTags(t reflect.Type) []string {
 	var out []string
-	for i := range t.NumField() {
-		f := t.Field(i)
-		tag, _, _ := strings.Cut(f.Tag.Get("koanf"), ",")
-		if f.IsExported() && tag != "-" && tag != "" && f.Tag.Get("derived") == "" {
-			out = append(out, tag)
+	for _, f := range keyFields(t) {
+		if f.Tag.Get("derived") == "" {
+			out = append(out, f.Key)
 		}
 	}
 	return out

@@ -9,11 +9,16 @@ import (
 	"github.com/knadh/koanf/providers/confmap"
 	"github.com/knadh/koanf/v2"
 
+	"github.com/rl-exporter/rl-exporter/collector"
+	"github.com/rl-exporter/rl-exporter/heartbeat"
 	"github.com/rl-exporter/rl-exporter/httplimit"
 	"github.com/rl-exporter/rl-exporter/limiter"
 	"github.com/rl-exporter/rl-exporter/limiter/redisstore"
+	"github.com/rl-exporter/rl-exporter/livelimits"
 	"github.com/rl-exporter/rl-exporter/overload"
 	"github.com/rl-exporter/rl-exporter/region"
+	"github.com/rl-exporter/rl-exporter/rls"
+	"github.com/rl-exporter/rl-exporter/tracing"
 )
 
 // Defaults of the server section, also those of server.Config and
@@ -70,32 +75,18 @@ func Defaults() Config {
 				MaxIdleConnsPerHost: DefaultMaxIdleConnsPerHost, IdleConnTimeout: DefaultIdleConnTimeout,
 				DialTimeout: DefaultDialTimeout, ResponseHeaderTimeout: DefaultResponseHeaderTimeout,
 			},
-			Overload: Overload{
-				Quantile: overload.DefaultQuantile, Headroom: overload.DefaultHeadroom,
-				MinLimit: overload.DefaultMinLimit, MaxLimit: overload.DefaultMaxLimit, InitialLimit: overload.DefaultInitialLimit,
-				Tolerance: overload.DefaultTolerance, Smoothing: overload.DefaultSmoothing, QueueSize: overload.DefaultQueueSize,
-				LongWindow: overload.DefaultLongWindow, Window: overload.DefaultWindow, MinSamples: overload.DefaultMinSamples,
-				CriticalReserve: overload.DefaultReserve, RetryAfter: DefaultOverloadRetryAfter, CriticalWait: overload.DefaultCriticalWait,
-			},
+			Overload: Overload{Config: overload.Defaults(), RetryAfter: DefaultOverloadRetryAfter},
 		},
 		Log: Log{Format: "text", Level: "info"},
 		Store: Store{
-			Type: "memory", Timeout: 100 * time.Millisecond, FailPolicy: "open",
+			Type: "memory", Timeout: limiter.DefaultTimeout, FailPolicy: string(limiter.FailOpen),
 			// fail_policy local shares the limit among the instances that heartbeat.
 			Breaker: StoreBreaker{Threshold: limiter.DefaultThreshold, Cooldown: limiter.DefaultCooldown},
-			Local:   StoreLocal{MinInstances: 1, HeartbeatInterval: time.Second, InstanceTTL: 5 * time.Second, MaxKeys: limiter.DefaultLocalMaxKeys},
-			Redis: Redis{
-				// A refused connection fails at once; a Cluster's slot map is
-				// reloaded as soon as a failed call says it may be stale.
-				DialAttempts: redisstore.DefaultDialAttempts,
-				Batch:        RedisBatch{MaxSize: redisstore.DefaultBatchMaxSize, Senders: redisstore.DefaultBatchSenders},
-				Cluster: RedisCluster{
-					RefreshMinInterval: redisstore.DefaultClusterRefreshMinInterval,
-					ReloadInterval:     redisstore.DefaultClusterReloadInterval, MaxRedirects: redisstore.DefaultClusterMaxRedirects,
-				},
-				// A decision is answered once the primary ran its script.
-				Durability: "none", DurabilityTimeout: redisstore.DefaultDurabilityTimeout,
+			Local: StoreLocal{
+				MinInstances: limiter.DefaultMinInstances, HeartbeatInterval: heartbeat.DefaultInterval, InstanceTTL: heartbeat.DefaultTTL,
+				MaxKeys: limiter.DefaultLocalMaxKeys,
 			},
+			Redis: redisDefaults(),
 		},
 		Tiers: Tiers{Default: "default"},
 		Identity: Identity{
@@ -105,19 +96,44 @@ func Defaults() Config {
 			APIKeySchemes:      slices.Clone(httplimit.DefaultAPIKeySchemes), UnusableAPIKey: UnusableAPIKeyAddress,
 		},
 		Headers: Headers{XRateLimit: true, RateLimit: true},
-		Metrics: Metrics{MaxLabelSets: 1000, Exemplars: true, NearLimitShare: 0.2, TopKeys: 100, TopWindow: 10 * time.Minute},
-		Tracing: Tracing{Exporter: "none", SampleRatio: 1, ServiceName: "rl-exporter"},
-		Live:    Live{Enabled: true, RefreshInterval: 10 * time.Second},
-		Reload:  Reload{Watch: true, Interval: 5 * time.Second},
+		Metrics: Metrics{
+			MaxLabelSets: collector.DefaultMaxLabelSets, Exemplars: true, NearLimitShare: collector.DefaultNearLimitShare,
+			TopKeys: collector.DefaultTopKeys, TopWindow: collector.DefaultTopWindow,
+		},
+		Tracing: Tracing{Exporter: string(tracing.ExporterNone), SampleRatio: tracing.DefaultSampleRatio, ServiceName: tracing.DefaultServiceName},
+		Live:    Live{Enabled: true, RefreshInterval: livelimits.DefaultRefreshInterval},
+		Reload:  Reload{Watch: true, Interval: DefaultReloadInterval},
 		// What one request, and one connection, can make the gRPC service hold.
 		RLS: RLS{
-			ResponseHeaders: true, MaxDescriptors: 32, MaxEntries: 16, MaxOverrides: 1000,
-			MaxConcurrentStreams: 100, KeepaliveMinTime: 10 * time.Second, KeepalivePermitWithoutStream: true,
-			MaxConnectionIdle: 5 * time.Minute,
+			ResponseHeaders: true, MaxDescriptors: rls.DefaultMaxDescriptors, MaxEntries: rls.DefaultMaxEntries, MaxOverrides: rls.DefaultMaxOverrides,
+			MaxConcurrentStreams: rls.DefaultMaxConcurrentStreams, KeepaliveMinTime: rls.DefaultKeepaliveMinTime, KeepalivePermitWithoutStream: true,
+			MaxConnectionIdle: rls.DefaultMaxConnectionIdle,
 		},
 		Region: Region{SyncInterval: region.DefaultSyncInterval, SyncTimeout: region.DefaultSyncTimeout, MaxClockSkew: region.DefaultMaxClockSkew},
 	}
 }
+
+// redisDefaults is store.redis's defaults, package redisstore's: a refused
+// connection fails at once; a Cluster's slot map is reloaded as soon as a
+// failed call says it may be stale; a decision is answered once the
+// primary ran its script. The key prefix, the pool size and the dial
+// timeout are left to redisstore, unprinted.
+func redisDefaults() Redis {
+	sc, cc := redisstore.Defaults(), redisstore.ClientDefaults()
+	return Redis{
+		DialAttempts: cc.DialAttempts,
+		Batch:        RedisBatch{MaxSize: sc.Batch.MaxSize, Senders: sc.Batch.Senders},
+		Cluster: RedisCluster{
+			RefreshMinInterval: sc.ClusterRefreshMinInterval,
+			ReloadInterval:     cc.ClusterReloadInterval, MaxRedirects: cc.ClusterMaxRedirects,
+		},
+		Durability: "none", DurabilityTimeout: sc.DurabilityTimeout,
+	}
+}
+
+// DefaultReloadInterval is reload.interval's default: the content check
+// behind the file-system notifications.
+const DefaultReloadInterval = 5 * time.Second
 
 // builtInLimit is the limit of the built-in class, "default", the
 // middleware's own default (httplimit.DefaultLimit).
@@ -139,13 +155,12 @@ func defaults() map[string]any {
 // flattenSet adds the non-zero fields of the struct v to out under their
 // koanf keys, prefixed.
 func flattenSet(v reflect.Value, prefix string, out map[string]any) {
-	for i := 0; i < v.NumField(); i++ {
-		tag := v.Type().Field(i).Tag.Get("koanf")
-		f := v.Field(i)
-		if tag == "" || tag == "-" || f.IsZero() {
+	for _, kf := range keyFields(v.Type()) {
+		f := v.FieldByIndex(kf.Index)
+		if f.IsZero() {
 			continue
 		}
-		key := prefix + tag
+		key := prefix + kf.Key
 		switch {
 		case f.Type() == durationType:
 			out[key] = time.Duration(f.Int()).String()

@@ -39,12 +39,8 @@ func (c *Config) OverloadConfig() (overload.Config, error) {
 	if err != nil {
 		return overload.Config{}, &limiter.FieldError{Field: "server.overload.slo_spec", Err: err}
 	}
-	cfg := overload.Config{
-		Target: target, Quantile: quantile, Headroom: o.Headroom,
-		MinLimit: o.MinLimit, MaxLimit: o.MaxLimit, InitialLimit: o.InitialLimit,
-		Tolerance: o.Tolerance, Smoothing: o.Smoothing, QueueSize: o.QueueSize, LongWindow: o.LongWindow,
-		Window: o.Window, MinSamples: o.MinSamples, Reserve: o.CriticalReserve, CriticalWait: o.CriticalWait,
-	}
+	cfg := o.Config
+	cfg.Target, cfg.Quantile = target, quantile
 	if err := cfg.Validate(); err != nil {
 		var fe *limiter.FieldError
 		if errors.As(err, &fe) {

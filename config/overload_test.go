@@ -3,6 +3,7 @@ package config
 import (
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -104,6 +105,38 @@ func TestOverloadSettingsAreChecked(t *testing.T) {
 	} {
 		if _, err := Parse("x.yaml", []byte(tc.yaml)); err == nil || !strings.Contains(err.Error(), tc.key) {
 			t.Errorf("%s: %v, want an error on %s", tc.yaml, err, tc.key)
+		}
+	}
+}
+
+// The overload block is package overload's Config as it is, beside
+// serve's own keys: each key lands in its field, from a file and from the
+// environment alike, and a key of neither is still unknown.
+func TestTheOverloadBlockIsTheControllersConfig(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "rl.yaml")
+	if err := os.WriteFile(path, []byte("server:\n  upstream: http://127.0.0.1:1\n  overload: {enabled: true, target: 200ms, min_limit: 5, critical_reserve: 0.3, retry_after: 2s}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Sources{File: path, Env: []string{"RL_SERVER__OVERLOAD__QUANTILE=0.95", "RL_SERVER__OVERLOAD__CRITICAL_WAIT=50ms"}}.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := c.OverloadConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := overload.Defaults()
+	want.Target, want.MinLimit, want.Reserve, want.Quantile, want.CriticalWait = 200*time.Millisecond, 5, 0.3, 0.95, 50*time.Millisecond
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("OverloadConfig() = %+v, want %+v", got, want)
+	}
+	if o := c.Server.Overload; !o.Enabled || o.RetryAfter != 2*time.Second {
+		t.Errorf("serve's keys: enabled %v, retry_after %s; want true, 2s", o.Enabled, o.RetryAfter)
+	}
+	_, err = Parse("x.yaml", []byte("server: {overload: {reserve: 0.3, now: 1}}\nclasses: {default: {limits: {default: {algorithm: gcra, rate: 1, period: 1s}}, penalty: {after: 2, fr: 1m}}}\n"))
+	for _, key := range []string{"server.overload.reserve", "server.overload.now", "classes.default.penalty.fr"} {
+		if err == nil || !strings.Contains(err.Error(), key+": unknown key") {
+			t.Errorf("%s: err %v, want it named an unknown key", key, err)
 		}
 	}
 }

@@ -176,9 +176,8 @@ func typeAt(t reflect.Type, path []string) (reflect.Type, error) {
 		switch t.Kind() {
 		case reflect.Struct:
 			found := false
-			for j := 0; j < t.NumField(); j++ {
-				f := t.Field(j)
-				if tag := f.Tag.Get("koanf"); tag == p && tag != "-" {
+			for _, f := range keyFields(t) {
+				if f.Key == p {
 					t, found = f.Type, true
 					break
 				}

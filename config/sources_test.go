@@ -195,16 +195,24 @@ func TestTheExampleConfigIsValidAndShowsEverySection(t *testing.T) {
 func TestWatchSeesAnEditAndARemovedAndRecreatedFile(t *testing.T) {
 	dir := t.TempDir()
 	path := writeFile(t, dir, "rl.yaml", "log: {level: info}\n")
-	var changes atomic.Int32
+	var changes, ticks atomic.Int32
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
 		// Since the content written above, so that an edit made before
 		// the watch first reads the file is a change all the same.
-		Watch(ctx, WatchConfig{Path: path, Interval: 300 * time.Millisecond, Since: sha256.Sum256([]byte("log: {level: info}\n"))}, func() { changes.Add(1) })
+		Watch(ctx, WatchConfig{Path: path, Interval: 300 * time.Millisecond, Since: sha256.Sum256([]byte("log: {level: info}\n")),
+			tick: func() { ticks.Add(1) }}, func() { changes.Add(1) })
 		close(done)
 	}()
 	defer func() { cancel(); <-done }()
+	// aCheckPasses waits until a periodic check has run from start to end
+	// after the call: the second tick from now follows a whole check.
+	aCheckPasses := func() {
+		t.Helper()
+		from := ticks.Load()
+		eventually.True(t, 5*time.Second, "a whole content check", func() bool { return ticks.Load() >= from+2 })
+	}
 	wait := func(want int32) {
 		t.Helper()
 		eventually.True(t, 5*time.Second, fmt.Sprintf("%d changes seen", want), func() bool { return changes.Load() >= want })
@@ -216,17 +224,17 @@ func TestWatchSeesAnEditAndARemovedAndRecreatedFile(t *testing.T) {
 	wait(1)
 	// Same content again: no change.
 	writeFile(t, dir, "rl.yaml", "log: {level: debug}\n")
-	// Nothing to wait on: the claim is that the polls of the next 500ms
-	// (at 300ms) see no change in the same content.
-	time.Sleep(500 * time.Millisecond)
+	// The checks that follow see no change in the same content.
+	aCheckPasses()
 	wait(1)
 	// Removed, then created with new content (what some editors do).
 	if err := os.Remove(path); err != nil {
 		t.Fatal(err)
 	}
 	// The file stays missing a while, as between an editor's removal and
-	// its write: the watch must not count the absence as a change.
-	time.Sleep(100 * time.Millisecond)
+	// its write: the watch must not count the absence as a change, for a
+	// whole check at least.
+	aCheckPasses()
 	writeFile(t, dir, "rl.yaml", "log: {level: warn}\n")
 	wait(2)
 	// Replaced by a rename, as most editors and ConfigMaps do.

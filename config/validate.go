@@ -479,8 +479,10 @@ func validatePenalty(e *errs, key string, cl Class, def Limit) {
 		// all): its own problem is reported, within's default with it.
 		within = time.Second
 	}
+	lp := p.Penalty
+	lp.Within = within
 	var fe *limiter.FieldError
-	if err := (limiter.Penalty{After: p.After, Within: within, For: p.For}).Validate(); errors.As(err, &fe) {
+	if err := lp.Validate(); errors.As(err, &fe) {
 		msg := fe.Err.Error()
 		if fe.Field == "within" && within == 0 {
 			msg += "; unset, it is the period of the class's limit for the default tier, which has none (algorithm concurrency): set it"
@@ -579,7 +581,7 @@ func (cl Class) validateCost(e *errs, key string) {
 		e.add(key+".cost_from", "set exactly one of header, trailer or json, got %d", set)
 	}
 	est := cl.estimate()
-	if err := (httplimit.Estimate(est)).Validate(); err != nil {
+	if err := est.Validate(); err != nil {
 		e.addField(key+".estimate", err)
 	}
 	if est.Header != "" && !httplimit.ValidHeaderName(est.Header) {

@@ -34,6 +34,9 @@ type WatchConfig struct {
 	// taken on Watch's goroutine like the others, so that it is never
 	// applied twice over by the content check that follows.
 	Trigger <-chan struct{}
+	// tick, when set, runs before each periodic check: a test counts the
+	// checks with it, so that it waits for one instead of for a time.
+	tick func()
 }
 
 // Watch calls onChange each time the content of the file at w.Path
@@ -94,7 +97,12 @@ func Watch(ctx context.Context, w WatchConfig, onChange func()) {
 	}()
 	filewatch.Run(ctx, filewatch.Config{
 		Digest: func() [32]byte { return filewatch.HashFile(path) }, Since: w.Since,
-		Interval: interval, OnTick: arm, // re-arm a notification watch that ended (the file was removed)
+		Interval: interval, OnTick: func() {
+			arm() // re-arm a notification watch that ended (the file was removed)
+			if w.tick != nil {
+				w.tick()
+			}
+		},
 		Notify: notify, Debounce: watchDebounce, Trigger: w.Trigger,
 	}, onChange)
 }

@@ -15,10 +15,11 @@ import (
 // CostFrom says where the real cost of a class's request is read from its response: one of a
 // header, a trailer or a gjson path into a JSON body. For a text/event-stream response the path
 // is looked up in each data event and the last event that has it wins ("[DONE]" is skipped).
+// The koanf tags name its keys in a config file's classes.<name>.cost_from.
 type CostFrom struct {
-	Header  string
-	Trailer string
-	JSON    string
+	Header  string `koanf:"header"`
+	Trailer string `koanf:"trailer"`
+	JSON    string `koanf:"json"`
 }
 
 // IsZero reports a class charged its fixed cost at admission.

@@ -15,13 +15,14 @@ import (
 
 // Estimate is what a request of a class with CostFrom reserves at admission: what the request
 // says (a member of its JSON body, such as max_tokens, or a header), at least Min and capped at
-// Max, else Default. A member or header given more than once says its largest value.
+// Max, else Default. A member or header given more than once says its largest value. The koanf
+// tags name its keys in a config file's classes.<name>.estimate, which is this struct as it is.
 type Estimate struct {
-	JSON    string // a gjson path into the request's JSON body
-	Header  string // a request header
-	Default int64  // ≥ Min
-	Min     int64  // the least a request reserves, whatever it says; 0: 1
-	Max     int64  // caps what the request says; 0: the limit's quota
+	JSON    string `koanf:"json"`    // a gjson path into the request's JSON body
+	Header  string `koanf:"header"`  // a request header
+	Default int64  `koanf:"default"` // ≥ Min
+	Min     int64  `koanf:"min"`     // the least a request reserves, whatever it says; 0: 1
+	Max     int64  `koanf:"max"`     // caps what the request says; 0: the limit's quota
 }
 
 // Validate checks the estimate of a class that reads its cost from the response. A field out of

@@ -16,14 +16,21 @@ type InstanceCounter interface {
 // LocalConfig configures FailLocal's decisions.
 type LocalConfig struct {
 	Instances    InstanceCounter  // nil: this instance enforces the whole limit
-	MinInstances int              // the least count a limit is divided by; default 1
+	MinInstances int              // the least count a limit is divided by; default DefaultMinInstances
 	MaxKeys      int              // keys remembered; default DefaultLocalMaxKeys
 	Store        Store            // default: a new MemoryStore on Now
 	Now          func() time.Time // default time.Now
 }
 
-// DefaultLocalMaxKeys is LocalConfig.MaxKeys' default (about 100 B a key).
-const DefaultLocalMaxKeys = 100_000
+// Defaults of LocalConfig.
+const (
+	// DefaultLocalMaxKeys is LocalConfig.MaxKeys' default (about 100 B a key).
+	DefaultLocalMaxKeys = 100_000
+	// DefaultMinInstances: a count never known divides the limit by
+	// nothing, so that a store down from the start does not starve the
+	// keys.
+	DefaultMinInstances = 1
+)
 
 // LocalFallback makes FailLocal's decisions, so that the instances
 // together keep the store's budget: each enforces the limit divided by the
@@ -57,7 +64,7 @@ type localEntry struct {
 // NewLocalFallback returns a LocalFallback.
 func NewLocalFallback(cfg LocalConfig) *LocalFallback {
 	if cfg.MinInstances < 1 {
-		cfg.MinInstances = 1
+		cfg.MinInstances = DefaultMinInstances
 	}
 	if cfg.MaxKeys <= 0 {
 		cfg.MaxKeys = DefaultLocalMaxKeys

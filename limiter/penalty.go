@@ -9,10 +9,11 @@ import (
 
 // Penalty is a penalty box: a key refused After times within Within is
 // refused for For, whatever its limit says. A plain value; zero is off.
+// The koanf tags name its keys in a config file's classes.<name>.penalty.
 type Penalty struct {
-	After  int64         // refusals that trip it; 0: off
-	Within time.Duration // the refusals counted: those since the first one, for this long
-	For    time.Duration // how long the key is refused once tripped
+	After  int64         `koanf:"after"`  // refusals that trip it; 0: off
+	Within time.Duration `koanf:"within"` // the refusals counted: those since the first one, for this long
+	For    time.Duration `koanf:"for"`    // how long the key is refused once tripped
 }
 
 // Enabled reports whether p does anything.

@@ -16,6 +16,10 @@ import (
 // DefaultPrefix is the first component of the keys and of the channel.
 const DefaultPrefix = "rl"
 
+// DefaultRefreshInterval is Config.RefreshInterval's default: a missed
+// notification is caught up within it.
+const DefaultRefreshInterval = 10 * time.Second
+
 // TierKey is the hash of a tier's live change: "<prefix>:config:<tier>".
 func TierKey(prefix, tier string) string { return prefix + ":config:" + tier }
 
@@ -80,7 +84,7 @@ type Config struct {
 	// Validate checks a limit exactly as the config file's limits are
 	// checked. Default: limiter.Limit.Validate and CheckCost.
 	Validate func(l limiter.Limit, cost int64) error
-	// RefreshInterval is the period of the full re-read. Default 10s.
+	// RefreshInterval is the period of the full re-read. Default DefaultRefreshInterval.
 	RefreshInterval time.Duration
 	// OnChange is called with the new overlay each time it changes
 	// (a change arrived, expired, or was removed), one call at a time.
@@ -142,7 +146,7 @@ func New(cfg Config) (*Cache, error) {
 		}
 	}
 	if cfg.RefreshInterval <= 0 {
-		cfg.RefreshInterval = 10 * time.Second
+		cfg.RefreshInterval = DefaultRefreshInterval
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)

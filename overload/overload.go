@@ -44,41 +44,59 @@ const (
 // moving average, as Gradient2's ExpAvgMeasurement warms up.
 const warmupWindows = 10
 
-// Config configures a Controller; a zero field takes its Default.
+// Config configures a Controller; a zero field takes its Default. It is a
+// plain value. The koanf tags name its keys in a config file's
+// server.overload block, which holds it as it is.
 type Config struct {
 	// Target is the latency objective on the Quantile of each window's
 	// responses (the SLO's p99 threshold); zero: the baseline alone bounds
 	// the limit.
-	Target   time.Duration
-	Quantile float64
+	Target   time.Duration `koanf:"target"`
+	Quantile float64       `koanf:"quantile"`
 	// Headroom is the share of Target above which the limit shrinks, so that
 	// the overshoot before a decrease takes effect stays under Target.
-	Headroom float64
+	Headroom float64 `koanf:"headroom"`
 	// MinLimit, MaxLimit bound the limit; InitialLimit is where it starts.
-	MinLimit, MaxLimit, InitialLimit int
+	MinLimit     int `koanf:"min_limit"`
+	MaxLimit     int `koanf:"max_limit"`
+	InitialLimit int `koanf:"initial_limit"`
 	// Tolerance is how far a window's mean latency may exceed the baseline
 	// (the long-window average) before the limit shrinks.
-	Tolerance float64
+	Tolerance float64 `koanf:"tolerance"`
 	// Smoothing is the weight of each window's new estimate in the limit.
-	Smoothing float64
+	Smoothing float64 `koanf:"smoothing"`
 	// QueueSize is what the limit grows by in a window within both bounds.
-	QueueSize int
+	QueueSize int `koanf:"queue_size"`
 	// LongWindow is the number of windows the baseline averages over.
-	LongWindow int
+	LongWindow int `koanf:"long_window"`
 	// Window is the least time between two updates of the limit, and
 	// MinSamples the least number of responses one is made from.
-	Window     time.Duration
-	MinSamples int
+	Window     time.Duration `koanf:"window"`
+	MinSamples int           `koanf:"min_samples"`
 	// Reserve is the share of the limit each priority keeps from the ones
 	// below it: critical is admitted up to the limit, default up to
 	// limit·(1−Reserve), sheddable up to limit·(1−Reserve)².
-	Reserve float64
+	Reserve float64 `koanf:"critical_reserve"`
 	// CriticalWait is how long a critical request that finds the whole limit
 	// in use waits for a slot (AcquireWait), in arrival order, before it is
 	// shed; at most Limit of them wait. Default DefaultCriticalWait; negative: none.
-	CriticalWait time.Duration
+	CriticalWait time.Duration `koanf:"critical_wait"`
 	// Now is the clock; default time.Now.
-	Now func() time.Time
+	Now func() time.Time `koanf:"-"`
+}
+
+// Defaults returns the Config a zero Config is filled into: every field
+// that has a default set to it; Target none and Now nil (time.Now). A
+// caller that shows the defaults (rl-exporter check --print-defaults)
+// starts from it. Each call returns a fresh value.
+func Defaults() Config {
+	return Config{
+		Quantile: DefaultQuantile, Headroom: DefaultHeadroom,
+		MinLimit: DefaultMinLimit, MaxLimit: DefaultMaxLimit, InitialLimit: DefaultInitialLimit,
+		Tolerance: DefaultTolerance, Smoothing: DefaultSmoothing, QueueSize: DefaultQueueSize,
+		LongWindow: DefaultLongWindow, Window: DefaultWindow, MinSamples: DefaultMinSamples,
+		Reserve: DefaultReserve, CriticalWait: DefaultCriticalWait,
+	}
 }
 
 func (cfg *Config) fill() error {

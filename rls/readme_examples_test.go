@@ -9,6 +9,7 @@ import (
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
+	"github.com/rl-exporter/rl-exporter/internal/eventually"
 	"github.com/rl-exporter/rl-exporter/limiter"
 	"github.com/rl-exporter/rl-exporter/rls"
 )
@@ -242,10 +243,11 @@ func TestREADMEExamples(t *testing.T) {
 	})
 }
 
-// startOfSecond sleeps until just after the next second begins.
+// startOfSecond waits until the next second has begun: polled every
+// eventually.Every, it returns within that of the second's start.
 func startOfSecond() {
-	now := time.Now()
-	time.Sleep(now.Truncate(time.Second).Add(time.Second + 5*time.Millisecond).Sub(now))
+	began := time.Now().Unix()
+	eventually.Within(2*time.Second, func() bool { return time.Now().Unix() > began })
 }
 
 // inOneSecond runs attempt from just after a second begins, and reports

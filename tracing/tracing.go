@@ -73,16 +73,26 @@ type Config struct {
 	// Headers are sent with every OTLP export (e.g. an API key).
 	Headers map[string]string
 	// SampleRatio is the share of new traces sampled, in [0, 1]; traces
-	// started upstream follow their parent's decision. Default 1 (nil).
+	// started upstream follow their parent's decision. Default
+	// DefaultSampleRatio (nil).
 	SampleRatio *float64
 	// ServiceName and ServiceVersion describe this process in the
-	// resource. Defaults "rl-exporter" and "unknown".
+	// resource. Defaults DefaultServiceName and "unknown".
 	ServiceName, ServiceVersion string
 	// Writer receives the stdout exporter's JSON. Default os.Stdout.
 	Writer io.Writer
 	// ExportTimeout bounds one export. Default 10s.
 	ExportTimeout time.Duration
 }
+
+// Defaults of Config.
+const (
+	// DefaultSampleRatio samples every new trace: the collector, or
+	// SampleRatio, thins them.
+	DefaultSampleRatio = 1.0
+	// DefaultServiceName names this process in the traces' resource.
+	DefaultServiceName = "rl-exporter"
+)
 
 // Provider hands out tracers and decision spans. A nil or disabled
 // Provider is a valid no-op one. Safe for concurrent use.
@@ -109,7 +119,7 @@ func New(ctx context.Context, cfg Config) (*Provider, error) {
 	if exp == ExporterNone {
 		return Disabled(), nil
 	}
-	ratio := 1.0
+	ratio := DefaultSampleRatio
 	if cfg.SampleRatio != nil {
 		ratio = *cfg.SampleRatio
 		if !(ratio >= 0 && ratio <= 1) {
@@ -117,7 +127,7 @@ func New(ctx context.Context, cfg Config) (*Provider, error) {
 		}
 	}
 	if cfg.ServiceName == "" {
-		cfg.ServiceName = "rl-exporter"
+		cfg.ServiceName = DefaultServiceName
 	}
 	if cfg.ServiceVersion == "" {
 		cfg.ServiceVersion = "unknown"

@@ -61,26 +61,7 @@ func runCheck(_ context.Context, args []string, _ environ, stdout, stderr io.Wri
 		printConfigProblems(stderr, "check", *file, err)
 		return exitFailure
 	}
-	if loose := cfg.LooseSecretFiles(); len(loose) > 0 {
-		if *strict {
-			printConfigProblems(stderr, "check", *file, errors.Join(loose...))
-			return exitFailure
-		}
-		for _, err := range loose {
-			fmt.Fprintf(stderr, "rl-exporter check: warning: %v\n", err)
-		}
-	}
-	var refused []string
-	for _, f := range cfg.Exposure() {
-		line := fmt.Sprintf("config %s: %s", cfg.Source, f)
-		if f.Refuse {
-			refused = append(refused, line)
-			continue
-		}
-		fmt.Fprintf(stderr, "rl-exporter check: warning: %s\n", line)
-	}
-	if len(refused) > 0 {
-		printConfigProblems(stderr, "check", *file, errors.New(strings.Join(refused, "\n")))
+	if !exposureAccepted(stderr, cfg, *file, *strict) {
 		return exitFailure
 	}
 	domains := ""
@@ -166,6 +147,36 @@ func printConfigProblems(w io.Writer, cmd, source string, err error) {
 	for _, l := range lines {
 		fmt.Fprintf(w, "  %s\n", l)
 	}
+}
+
+// exposureAccepted warns of what cfg, loaded from file, leaves open (secret
+// files others may read, config.Exposure), and reports false, having
+// printed why, when any of it is refused: a loose secret file with
+// strict, an exposure that refuses.
+func exposureAccepted(stderr io.Writer, cfg *config.Config, file string, strict bool) bool {
+	if loose := cfg.LooseSecretFiles(); len(loose) > 0 {
+		if strict {
+			printConfigProblems(stderr, "check", file, errors.Join(loose...))
+			return false
+		}
+		for _, err := range loose {
+			fmt.Fprintf(stderr, "rl-exporter check: warning: %v\n", err)
+		}
+	}
+	var refused []string
+	for _, f := range cfg.Exposure() {
+		line := fmt.Sprintf("config %s: %s", cfg.Source, f)
+		if f.Refuse {
+			refused = append(refused, line)
+			continue
+		}
+		fmt.Fprintf(stderr, "rl-exporter check: warning: %s\n", line)
+	}
+	if len(refused) > 0 {
+		printConfigProblems(stderr, "check", file, errors.New(strings.Join(refused, "\n")))
+		return false
+	}
+	return true
 }
 
 // printDefaultsTo writes the default of every key that has one, as YAML.

@@ -147,6 +147,36 @@ func TestCheckPrintDefaultsPrintsEveryDefaultAsAFileThatParsesBackIntoThem(t *te
 	}
 }
 
+// TestCheckPrintDefaultsPrintsTheRecordedDefaults holds the printed
+// defaults to testdata/print-defaults.yaml, so that moving where a default
+// is declared cannot change one unseen. A default changed on purpose is
+// recorded there with it.
+func TestCheckPrintDefaultsPrintsTheRecordedDefaults(t *testing.T) {
+	var out, errb bytes.Buffer
+	if code := run(context.Background(), []string{"check", "--print-defaults"}, nil, &out, &errb); code != exitOK {
+		t.Fatalf("exit %d, stderr %s", code, errb.String())
+	}
+	want, err := os.ReadFile(filepath.Join("testdata", "print-defaults.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := out.String(); got != string(want) {
+		gl, wl := strings.Split(got, "\n"), strings.Split(string(want), "\n")
+		for i := range max(len(gl), len(wl)) {
+			var g, w string
+			if i < len(gl) {
+				g = gl[i]
+			}
+			if i < len(wl) {
+				w = wl[i]
+			}
+			if g != w {
+				t.Fatalf("check --print-defaults differs from testdata/print-defaults.yaml at line %d: %q, want %q", i+1, g, w)
+			}
+		}
+	}
+}
+
 func TestCheckNamesTenMistakesInOneRunEachWithItsKeyAndWhatWasMeant(t *testing.T) {
 	bad := filepath.Join(t.TempDir(), "ten.yaml")
 	if err := os.WriteFile(bad, []byte(`server:
