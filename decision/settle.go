@@ -138,7 +138,7 @@ type Reporter struct {
 }
 
 // Record tells the recorders of o, once, as its Op says:
-//   - OpDecide: RecordDecision (a dry run: nothing); a lease taken (+1 in flight) and those found
+//   - OpDecide: RecordDecision (a way in that records no dry run does not pass one); a lease taken (+1 in flight) and those found
 //     expired; a reservation opened (CostReserved, its estimate).
 //   - OpCommit, OpCancel: settled (on time or late), CostSettled as the store answered, after
 //     CostUnknown of a.Unknown; a reservation of this instance's own (not FromToken) that the
@@ -153,9 +153,6 @@ type Reporter struct {
 func (r Reporter) Record(ctx context.Context, o Outcome) {
 	switch o.Op {
 	case OpDecide:
-		if o.Mode == limiter.ModePeek {
-			return
-		}
 		if r.Recorder != nil {
 			r.Recorder.RecordDecision(ctx, o.Recorded())
 			if o.Mode == limiter.ModeLease {
@@ -197,8 +194,14 @@ func (r Reporter) settled(o Outcome) {
 	if r.Costs == nil {
 		return
 	}
-	if o.Op == OpCharge {
+	switch {
+	case o.Op != OpCharge:
+	case o.Reservation.ID != "":
 		r.Costs.CostReserved(o.Endpoint, o.Tier, o.Reservation.Estimate)
+	case o.Settled():
+		// On a spent budget: a reservation of 0 settled at the cost, which is what a charge
+		// taken is; one not taken opened nothing.
+		r.Costs.CostReserved(o.Endpoint, o.Tier, 0)
 	}
 	switch {
 	case o.Settled():
