@@ -46,7 +46,7 @@ type Config struct {
 	// OnDetailedEndpoint, when set, is told of each new detailed_metric label before its first
 	// decision is recorded. It must be quick.
 	OnDetailedEndpoint func(endpoint string)
-	Trace              decision.TraceFunc // a span per decision; nil: none
+	Trace              decision.TraceFunc // a span per decision and per stream-done charge; nil: none
 	Logger             *slog.Logger       // default discard
 	Now                func() time.Time   // the headers' and log summaries' clock; default time.Now
 	MaxDescriptors     int                // per request; more: InvalidArgument
