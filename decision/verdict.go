@@ -61,10 +61,12 @@ func (v Verdict) Limited() bool { return v.known() && verdicts[v].limited }
 // Drops reports that nobody is left to answer.
 func (v Verdict) Drops() bool { return !v.known() || v == VerdictCanceled }
 
-// Outcome is one decision judged, a plain value holding all recording and tracing need: its Ask,
-// Verdict, Err and the Decision of Limit (for a cost no window admits, a refusal for a window).
+// Outcome is one decision judged, or one settle, charge, release or renewal of what a decision
+// holds (Op), a plain value holding all recording and tracing need: its Ask, Verdict, Err and the
+// Decision of Limit (for a cost no window admits, a refusal for a window).
 type Outcome struct {
 	Ask
+	Op       Op // OpDecide for Decide and Judge
 	Verdict  Verdict
 	Decision limiter.Decision
 	Err      error
@@ -74,6 +76,10 @@ type Outcome struct {
 	Reservation limiter.Reservation
 	Lease       limiter.Lease         // what a limiter.ModeLease ask took: ID "" when nothing was
 	Leased      limiter.LeaseDecision // the concurrency limit's answer to a limiter.ModeLease ask
+	// Of the other ops: Reservation and Lease are what they acted on (Ask's), Settlement what a
+	// settle or charge did and Renewal what a renewal did, as the store answered.
+	Settlement limiter.Settlement
+	Renewal    limiter.Renewal
 }
 
 // Status is the status the outcome is recorded with.
@@ -167,6 +173,16 @@ type Ask struct {
 	Limiter    *limiter.Limiter
 	LiveShadow *limiter.Limiter
 	Leases     *limiter.Leases
+	// What Settle, Charge, Release and Renew act on: a reservation a ModeReserve ask opened, a
+	// lease a ModeLease ask took (Decide ignores them).
+	Reservation limiter.Reservation
+	Lease       limiter.Lease
+	// Unknown is why a settle's real cost is unknown (CostMissing and the others), "" when Cost
+	// is it: the reservation is then committed at its estimate.
+	Unknown string
+	// FromToken says Reservation or Lease is a caller's token, not this instance's own hold: its
+	// figures count only as far as the store confirms them.
+	FromToken bool
 }
 
 // Decide asks for a and judges the answer.

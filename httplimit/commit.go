@@ -112,40 +112,31 @@ func (m *Middleware) CommitHandler() http.Handler {
 				Message: fmt.Sprintf("reservation: endpoint %q, tier %q has a concurrency limit, which holds leases", tok.endpoint, tok.tier)})
 			return
 		}
-		quota := a.Limiter.Limit().Quota()
-		if unknown != "" {
-			// The token's estimate is the caller's word; held to the quota, it charges no more.
-			est := min(tok.estimate, quota)
-			req.Cost = &est
+		// The token is the caller's word (FromToken): its estimate, held to the quota, is what a
+		// cost unknown commits at, and what is counted is what the store answered.
+		a.Reservation = limiter.Reservation{ID: tok.id, Key: a.Key, Estimate: tok.estimate, Expires: tok.expires}
+		a.Unknown, a.FromToken = unknown, true
+		if req.Cost != nil {
+			a.Cost = *req.Cost
 		}
-		res := limiter.Reservation{ID: tok.id, Key: a.Key, Estimate: tok.estimate, Expires: tok.expires}
-		var s limiter.Settlement
-		if req.Cancel {
-			s, err = a.Limiter.Cancel(r.Context(), res)
-		} else {
-			s, err = a.Limiter.Commit(r.Context(), res, *req.Cost)
-		}
-		switch {
-		case errors.Is(err, limiter.ErrReservationExpired):
-			// Found expired by the store, which charged what the expiry did not take.
-		case errors.Is(err, limiter.ErrReservationUnknown):
-			// Nothing the store holds: no figure of the token's is counted.
+		o := m.rep.Settle(r.Context(), a, req.Cancel)
+		switch o.Verdict {
+		case decision.VerdictAllowed:
+			// Settled, or found expired by the store, which charged what the expiry did not take.
+		case decision.VerdictRejected:
 			writeJSON(w, "application/json", http.StatusConflict, RejectedBody{Error: "reservation_not_open",
 				Message: "reservation: not open: already settled, cancelled or expired"})
 			return
-		case err != nil:
-			m.logger.Warn("reservation not settled", "endpoint", rt.pattern, "error", err.Error())
+		case decision.VerdictCanceled:
+			return // nobody is left to answer
+		default:
+			m.logger.Warn("reservation not settled", "endpoint", rt.pattern, "error", o.Err.Error())
 			w.Header().Set("Retry-After", "1")
 			writeJSON(w, "application/json", http.StatusServiceUnavailable, RejectedBody{Error: "rate_limit_unavailable",
 				Message: "the rate limiter cannot settle right now; retry later", RetryAfter: 1})
 			return
 		}
-		if m.costs != nil {
-			if unknown != "" {
-				m.costs.CostUnknown(rt.pattern, tok.tier, unknown)
-			}
-			m.costs.CostSettled(rt.pattern, tok.tier, decision.Counted(s, quota), !req.Cancel && unknown == "")
-		}
+		s := o.Settlement
 		w.Header().Set("Cache-Control", "no-store")
 		writeJSON(w, "application/json", http.StatusOK, CommitResponse{Endpoint: rt.pattern, PlanTier: tok.tier,
 			Estimate: s.Estimate, Actual: s.Actual, Refunded: s.Refunded, Charged: s.Charged, Late: s.Late})

@@ -15,7 +15,7 @@ func (m *Middleware) identify(w http.ResponseWriter, r *http.Request, p *Policy)
 		return c, true
 	}
 	ctx := r.Context()
-	if ir, ok := m.recorder.(IdentityRecorder); ok {
+	if ir, ok := m.rep.Recorder.(IdentityRecorder); ok {
 		ir.RecordIdentityFallback(ctx, c.fallback)
 	}
 	refuse := p.identity.cfg.RefuseUnusableAPIKey && c.fallback != FallbackInvalidJWT

@@ -86,17 +86,12 @@ func (p *Policy) LeaseLimits() []EndpointLease {
 // passes reports whether a request o decided goes on.
 func passes(o *decision.Outcome) bool { return !o.Verdict.Refuses() && !o.Verdict.Drops() }
 
-// acquire takes the lease a asks for and records the decision once.
+// acquire takes the lease a asks for, and traces and records the decision once.
 func (m *Middleware) acquire(ctx context.Context, rt route, a decision.Ask) decision.Outcome {
+	ctx, end := m.rep.Trace.Start(ctx, a, limiter.Limit{Algorithm: limiter.Concurrency, Rate: a.Leases.Limit().Limit})
 	o := decision.Decide(ctx, a)
-	if m.recorder != nil {
-		m.recorder.RecordDecision(ctx, o.Recorded())
-		var taken int64
-		if o.Lease.ID != "" {
-			taken = 1
-		}
-		m.recordLeases(ctx, o.Endpoint, o.Tier, taken, o.Leased.Expired)
-	}
+	o.EndTrace(end)
+	m.rep.Record(ctx, o)
 	if o.Verdict == decision.VerdictRejected || o.Verdict == decision.VerdictShadowClassOver {
 		if m.logger.Enabled(ctx, slog.LevelDebug) {
 			m.logger.LogAttrs(ctx, slog.LevelDebug, "concurrency limited",
@@ -107,27 +102,20 @@ func (m *Middleware) acquire(ctx context.Context, rt route, a decision.Ask) deci
 	return o
 }
 
-func (m *Middleware) recordLeases(ctx context.Context, endpoint, tier string, inFlight, expired int64) {
-	if lr, ok := m.recorder.(limiter.LeaseRecorder); ok && (inFlight != 0 || expired != 0) {
-		lr.RecordLeases(ctx, endpoint, tier, inFlight, expired)
+// release gives o's lease back on a context that outlives the request: a client gone away must
+// still free its slot. Whatever the store answers, this instance no longer holds the lease (the
+// Reporter counts it out); one the store failed to drop is counted expired by a later call on
+// its key.
+func (m *Middleware) release(ctx context.Context, o *decision.Outcome) {
+	if o.Lease.ID == "" {
+		return
 	}
-}
-
-// release gives a lease back on a context that outlives the request: a client gone away must
-// still free its slot.
-func (m *Middleware) release(ctx context.Context, endpoint, tier string, ls *limiter.Leases, lease limiter.Lease) error {
-	if lease.ID == "" {
-		return nil
-	}
-	// Whatever the store answers, this instance no longer holds the lease; one the store
-	// failed to drop is counted expired by a later call on its key.
-	expired, err := ls.Release(context.WithoutCancel(ctx), lease)
-	m.recordLeases(ctx, endpoint, tier, -1, expired)
-	if err != nil {
+	a := o.Ask
+	a.Lease = o.Lease
+	if r := m.rep.Release(context.WithoutCancel(ctx), a); r.Err != nil {
 		m.logger.LogAttrs(ctx, slog.LevelDebug, "lease not released",
-			slog.String("endpoint", endpoint), slog.String("plan_tier", tier), slog.String("error", err.Error()))
+			slog.String("endpoint", o.Endpoint), slog.String("plan_tier", o.Tier), slog.String("error", r.Err.Error()))
 	}
-	return err
 }
 
 // writeLeaseHeaders sets what the enabled header families can honestly say of a concurrency
@@ -201,8 +189,8 @@ func (m *Middleware) serveLeased(w http.ResponseWriter, r *http.Request, p *Poli
 		writeJSON(w, "application/json", code, body)
 		return
 	}
-	defer m.release(r.Context(), o.Endpoint, o.Tier, o.Leases, o.Lease) //nolint:errcheck // logged and counted
-	defer o.Leases.Keep(o.Lease)()                                      // stopped before the release above
+	defer m.release(r.Context(), &o)
+	defer o.Leases.Keep(o.Lease)() // stopped before the release above
 	next.ServeHTTP(w, r)
 }
 
@@ -323,18 +311,14 @@ func (m *Middleware) serveRelease(w http.ResponseWriter, r *http.Request) {
 			Message: fmt.Sprintf("class %s tier %s has no concurrency limit in force", className, tier)})
 		return
 	}
-	// The token is the caller's word: a lease the store does not hold (released already,
-	// expired, or made up) takes nothing off this instance's in-flight count.
-	expired, err := ls.Release(context.WithoutCancel(r.Context()), lease)
-	held := int64(-1)
-	if errors.Is(err, limiter.ErrLeaseUnknown) {
-		held = 0
-	}
-	m.recordLeases(r.Context(), endpoint, tier, held, expired)
+	// The token is the caller's word (FromToken): a lease the store does not hold (released
+	// already, expired, or made up) takes nothing off this instance's in-flight count.
+	o := m.rep.Release(context.WithoutCancel(r.Context()), decision.Ask{Endpoint: endpoint, Tier: tier, Key: lease.Key,
+		Mode: limiter.ModeLease, Leases: ls, Lease: lease, FromToken: true})
 	switch {
-	case errors.Is(err, limiter.ErrLeaseUnknown):
+	case o.Verdict == decision.VerdictRejected:
 		writeJSON(w, "application/json", http.StatusNotFound, ReleaseResponse{Error: "lease_unknown", Message: limiter.ErrLeaseUnknown.Error()})
-	case err != nil:
+	case o.Err != nil:
 		w.Header().Set(decision.HeaderRetryAfter, "1")
 		writeJSON(w, "application/json", http.StatusServiceUnavailable, ReleaseResponse{Error: "rate_limit_unavailable",
 			Message: "the store cannot release the lease right now; it expires at its lease_ttl"})

@@ -18,8 +18,11 @@ import (
 
 // Config configures a Middleware. Only Policy is required.
 type Config struct {
-	Policy   *Policy          // the initial policy
-	Recorder limiter.Recorder // when set, told of every decision once (never of a dry run)
+	Policy *Policy // the initial policy
+	// Recorder, when set, is told of every decision once (never of a dry run) and, when it is a
+	// limiter.LeaseRecorder, of the leases taken, given back and found expired, whichever way in
+	// (middleware, forward-auth, decision API, release, renew) did it: decision.Reporter.Record.
+	Recorder limiter.Recorder
 	// Logger (default: discard) gets a debug line per refused, shadow-over or store-failed
 	// decision, never per allowed one, and error lines, summarised, of costs no window admits.
 	Logger *slog.Logger
@@ -27,8 +30,10 @@ type Config struct {
 	// OnPolicy, when set, is called with the initial policy and each one passed to Swap, once in
 	// force: the collector learns the limits in force (Policy.Limits) through it.
 	OnPolicy func(*Policy)
-	Trace    TraceFunc        // when set, a span per decision; nil costs nothing
-	Now      func() time.Time // the clock of X-RateLimit-Reset and the log summaries; default time.Now
+	// Trace, when set, starts a span per decision and per settle, release and renewal of what
+	// one holds (decision.Reporter); nil costs nothing.
+	Trace TraceFunc
+	Now   func() time.Time // the clock of X-RateLimit-Reset and the log summaries; default time.Now
 	// LogInterval (default limiter.DefaultLogInterval) is the least time between two lines of
 	// costs no window admits, and of forward-auth requests refused undecided (DenyAuth): the
 	// first is written at once, the next count the occurrences since.
@@ -36,7 +41,8 @@ type Config struct {
 	// PassRoute gives the handler behind the middleware each request's Route in its context
 	// (RouteFrom); off, the request passes on unchanged and nothing is allocated for it.
 	PassRoute bool
-	// Costs, when set, is told what the reservations of classes with CostFrom did.
+	// Costs, when set, is told what the reservations of classes with CostFrom did, as the store
+	// answered: opened, and settled by the middleware, forward-auth's gateway or the decision API.
 	Costs decision.CostRecorder
 }
 
@@ -54,18 +60,18 @@ func RouteFrom(ctx context.Context) (Route, bool) {
 // Middleware enforces a Policy on HTTP requests. It is safe for concurrent use; Swap replaces
 // the policy atomically, so every request sees exactly one policy, old or new.
 type Middleware struct {
-	policy   atomic.Pointer[Policy]
-	recorder limiter.Recorder
+	policy atomic.Pointer[Policy]
+	// rep traces and records every way in: decisions, and the settles, releases and renewals
+	// of what they hold.
+	rep      decision.Reporter
 	logger   *slog.Logger
 	cost     func(*http.Request) int64
 	onPolicy func(*Policy)
-	trace    TraceFunc
 	now      func() time.Time
 	costLog  *summarylog.Line // request costs that cannot be admitted
 	// identityLog: requests whose credentials identify no client (identify)
 	identityLog *summarylog.Line
-	route       bool // Config.PassRoute
-	costs       decision.CostRecorder
+	route       bool             // Config.PassRoute
 	denyLog     *summarylog.Line // forward-auth requests refused undecided (DenyAuth)
 	// authDenied counts DenyAuth's refusals by reason.
 	authDenied [denyReasons]atomic.Uint64
@@ -76,8 +82,8 @@ func New(cfg Config) (*Middleware, error) {
 	if cfg.Policy == nil {
 		return nil, errors.New("httplimit: Policy is required")
 	}
-	m := &Middleware{recorder: cfg.Recorder, logger: cfg.Logger, cost: cfg.Cost, onPolicy: cfg.OnPolicy, now: cfg.Now, trace: cfg.Trace,
-		route: cfg.PassRoute, costs: cfg.Costs}
+	m := &Middleware{rep: decision.Reporter{Trace: cfg.Trace, Recorder: cfg.Recorder, Costs: cfg.Costs},
+		logger: cfg.Logger, cost: cfg.Cost, onPolicy: cfg.OnPolicy, now: cfg.Now, route: cfg.PassRoute}
 	if m.logger == nil {
 		m.logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
@@ -138,9 +144,9 @@ func (m *Middleware) decide(ctx context.Context, rt route, client string, a deci
 	// the store's by the call's latency (decision.ResetAt).
 	now := m.now()
 	dryRun := a.Mode == limiter.ModePeek
-	if m.trace != nil && !dryRun {
+	if m.rep.Trace != nil && !dryRun {
 		var end func(limiter.Status, limiter.Decision, error)
-		ctx, end = m.trace.Start(ctx, a, a.Limiter.Limit())
+		ctx, end = m.rep.Trace.Start(ctx, a, a.Limiter.Limit())
 		defer func() { o.EndTrace(end) }()
 	}
 	boxed := false
@@ -157,13 +163,8 @@ func (m *Middleware) decide(ctx context.Context, rt route, client string, a deci
 	if dryRun {
 		return o
 	}
-	if m.recorder != nil {
-		m.recorder.RecordDecision(ctx, o.Recorded())
-	}
+	m.rep.Record(ctx, o.Outcome)
 	m.log(ctx, &o)
-	if o.Reservation.ID != "" && m.costs != nil {
-		m.costs.CostReserved(o.Endpoint, o.Tier, o.Cost)
-	}
 	return o
 }
 

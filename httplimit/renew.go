@@ -91,14 +91,19 @@ func (m *Middleware) renewReservation(r *http.Request, token string) (limiter.Re
 	if a.Limiter == nil {
 		return limiter.Renewal{}, http.StatusNotFound, fmt.Errorf("reservation: endpoint %q, tier %q has a concurrency limit, which holds leases", tok.endpoint, tok.tier)
 	}
-	rn, err := a.Limiter.Renew(r.Context(), limiter.Reservation{ID: tok.id, Key: a.Key})
-	switch {
-	case errors.Is(err, limiter.ErrReservationUnknown):
-		return rn, http.StatusConflict, errors.New("reservation: not open: already settled, cancelled or expired")
-	case err != nil:
-		return rn, http.StatusServiceUnavailable, err
+	a.Reservation, a.FromToken = limiter.Reservation{ID: tok.id, Key: a.Key}, true
+	return renewed(m.rep.Renew(r.Context(), a), http.StatusConflict, errors.New("reservation: not open: already settled, cancelled or expired"))
+}
+
+// renewed answers a renewal's outcome: the status of a failure, unknown's for nothing held.
+func renewed(o decision.Outcome, status int, unknown error) (limiter.Renewal, int, error) {
+	switch o.Verdict {
+	case decision.VerdictAllowed:
+		return o.Renewal, 0, nil
+	case decision.VerdictRejected:
+		return o.Renewal, status, unknown
 	}
-	return rn, 0, nil
+	return o.Renewal, http.StatusServiceUnavailable, o.Err
 }
 
 // renewLease renews the lease a token names, answering the status of a failure.
@@ -107,18 +112,13 @@ func (m *Middleware) renewLease(r *http.Request, token string) (limiter.Renewal,
 	if err != nil {
 		return limiter.Renewal{}, http.StatusBadRequest, err
 	}
-	ls, _ := m.policy.Load().leasesOf(lease, className, tier)
+	ls, endpoint := m.policy.Load().leasesOf(lease, className, tier)
 	if ls == nil {
 		return limiter.Renewal{}, http.StatusNotFound, fmt.Errorf("lease: class %s tier %s has no concurrency limit in force", className, tier)
 	}
-	rn, err := ls.Renew(r.Context(), lease)
-	switch {
-	case errors.Is(err, limiter.ErrLeaseUnknown):
-		return rn, http.StatusNotFound, limiter.ErrLeaseUnknown
-	case err != nil:
-		return rn, http.StatusServiceUnavailable, err
-	}
-	return rn, 0, nil
+	o := m.rep.Renew(r.Context(), decision.Ask{Endpoint: endpoint, Tier: tier, Key: lease.Key, Mode: limiter.ModeLease,
+		Leases: ls, Lease: lease, FromToken: true})
+	return renewed(o, http.StatusNotFound, limiter.ErrLeaseUnknown)
 }
 
 // readRenewRequest reads the JSON body, or the ReservationHeader or LeaseHeader of a bodiless

@@ -2,7 +2,6 @@ package httplimit
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -75,8 +74,8 @@ func (m *Middleware) serveReserved(w http.ResponseWriter, r *http.Request, next 
 		if r.Context().Err() != nil && reason != "" {
 			reason = CostClientGone
 		}
-		if cw.read.dup && m.costs != nil {
-			m.costs.CostDuplicate(o.Endpoint, o.Tier, decision.DuplicateCost)
+		if cw.read.dup && m.rep.Costs != nil {
+			m.rep.Costs.CostDuplicate(o.Endpoint, o.Tier, decision.DuplicateCost)
 		}
 		m.commit(r.Context(), o, cost, reason)
 	}()
@@ -87,8 +86,8 @@ func (m *Middleware) serveReserved(w http.ResponseWriter, r *http.Request, next 
 // estimate is what r reserves as est reads it for the ask a, a value given more than once counted.
 func (m *Middleware) estimate(r *http.Request, est Estimate, a decision.Ask) int64 {
 	n, dup := est.of(r, a.Limiter.Limit().Quota())
-	if dup && m.costs != nil {
-		m.costs.CostDuplicate(a.Endpoint, a.Tier, decision.DuplicateEstimate)
+	if dup && m.rep.Costs != nil {
+		m.rep.Costs.CostDuplicate(a.Endpoint, a.Tier, decision.DuplicateEstimate)
 	}
 	return n
 }
@@ -96,50 +95,25 @@ func (m *Middleware) estimate(r *http.Request, est Estimate, a decision.Ask) int
 // commit settles o's reservation at cost, or at its estimate when reason says why cost is unknown.
 // It settles even when the client is gone: the upstream's work was done.
 func (m *Middleware) commit(ctx context.Context, o *outcome, cost int64, reason string) {
-	res := o.Reservation
-	if res.ID == "" {
-		return
-	}
-	if reason != "" {
-		cost = res.Estimate
-		if m.costs != nil {
-			m.costs.CostUnknown(o.Endpoint, o.Tier, reason)
-		}
-	}
-	s, err := o.Limiter.Commit(context.WithoutCancel(ctx), res, cost)
-	m.settled(ctx, o, s, err, reason == "")
+	m.settle(ctx, o, cost, reason, false)
 }
 
 // cancel gives o's reservation back whole.
-func (m *Middleware) cancel(ctx context.Context, o *outcome) {
+func (m *Middleware) cancel(ctx context.Context, o *outcome) { m.settle(ctx, o, 0, "", true) }
+
+// settle commits or cancels o's reservation through the Reporter, which traces and records it as
+// the store answered: one it no longer holds, or failed to settle, is this instance's own and is
+// counted expired, its expiry settling it.
+func (m *Middleware) settle(ctx context.Context, o *outcome, cost int64, reason string, cancel bool) {
 	if o.Reservation.ID == "" {
 		return
 	}
-	s, err := o.Limiter.Cancel(context.WithoutCancel(ctx), o.Reservation)
-	m.settled(ctx, o, s, err, false)
-}
-
-// settled records what settling o's reservation did, as the store answered it.
-func (m *Middleware) settled(ctx context.Context, o *outcome, s limiter.Settlement, err error, measured bool) {
-	switch {
-	case err == nil || errors.Is(err, limiter.ErrReservationExpired):
-		// Settled, or settled late: its hold ended first (the holder lost the store for two
-		// thirds of it), and the cost beyond what the expiry took was charged now.
-		if m.costs != nil {
-			m.costs.CostSettled(o.Endpoint, o.Tier, decision.Counted(s, o.Limiter.Limit().Quota()), measured)
-		}
-	case errors.Is(err, limiter.ErrReservationUnknown):
-		// Gone without a trace (its tombstone forgotten, the key reset): the expiry settled it.
-		if m.costs != nil {
-			m.costs.CostExpired(o.Endpoint, o.Tier, o.Reservation.Estimate)
-		}
-	default:
-		// Left open, the store expires it by its policy; the metrics count it then as expired here.
-		if m.costs != nil {
-			m.costs.CostExpired(o.Endpoint, o.Tier, o.Reservation.Estimate)
-		}
+	a := o.Ask
+	a.Reservation, a.Cost, a.Unknown = o.Reservation, cost, reason
+	s := m.rep.Settle(context.WithoutCancel(ctx), a, cancel)
+	if s.Verdict == decision.VerdictFailClosed {
 		m.logger.LogAttrs(ctx, slog.LevelWarn, "reservation not settled: it expires by its policy",
-			slog.String("endpoint", o.Endpoint), slog.String("error", err.Error()))
+			slog.String("endpoint", o.Endpoint), slog.String("error", s.Err.Error()))
 	}
 }
 

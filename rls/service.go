@@ -46,7 +46,7 @@ type Config struct {
 	// OnDetailedEndpoint, when set, is told of each new detailed_metric label before its first
 	// decision is recorded. It must be quick.
 	OnDetailedEndpoint func(endpoint string)
-	Trace              decision.TraceFunc // a span per decision; nil: none
+	Trace              decision.TraceFunc // a span per decision and per stream-done charge; nil: none
 	Logger             *slog.Logger       // default discard
 	Now                func() time.Time   // the headers' and log summaries' clock; default time.Now
 	MaxDescriptors     int                // per request; more: InvalidArgument
@@ -98,6 +98,7 @@ type Service struct {
 
 	invalid [5]atomic.Uint64 // requests counted as invalid, by InvalidReasons index
 	costLog *summarylog.Line // descriptor costs that cannot be admitted
+	rep     decision.Reporter
 }
 
 // compiled are Rules with their limiters and live changes.
@@ -147,7 +148,7 @@ func New(cfg Config, rules *Rules) (*Service, error) {
 	if cfg.LogInterval <= 0 {
 		cfg.LogInterval = limiter.DefaultLogInterval
 	}
-	s := &Service{cfg: cfg}
+	s := &Service{cfg: cfg, rep: decision.Reporter{Trace: cfg.Trace, Recorder: cfg.Recorder, Costs: cfg.Costs}}
 	s.costLog = summarylog.New(cfg.Logger, cfg.LogInterval, cfg.Now)
 	s.SetTiers(cfg.Tiers, cfg.DefaultTier)
 	s.SetHeaders(cfg.Headers)
@@ -487,9 +488,9 @@ func (s *Service) decide(ctx context.Context, c *compiled, l *limiter.Limiter, r
 	if charge {
 		s.charge(ctx, &o, cost)
 	}
-	if s.cfg.Recorder != nil && !charge {
-		// A stream-done charge is no admission: rate_limit_cost_total counts it.
-		s.cfg.Recorder.RecordDecision(ctx, o.Recorded())
+	if !charge {
+		// A stream-done charge is no admission: its Charge is recorded, in rate_limit_cost_total.
+		s.rep.Record(ctx, o.Outcome)
 	}
 	if o.Err != nil {
 		s.logFailure(ctx, o, cost)
@@ -627,44 +628,28 @@ func (r *Rules) matchDescriptor(domain string, d *ratelimitv3.RateLimitDescripto
 	return r.match(domain, entries)
 }
 
-// charge settles the one-unit reservation a charging rule's call opened at the cost it reports,
-// taking the excess past the limit, so that the next peeks see it.
+// charge takes the cost a charging rule's call reports (decision.Charge, traced and recorded):
+// it settles the one-unit reservation the call opened at that cost, taking the excess past the
+// limit, or, on a budget too spent to open one, charges it all the same, since the request was
+// served; the next peeks see it.
 func (s *Service) charge(ctx context.Context, o *outcome, cost int64) {
-	if o.Reservation.ID == "" {
-		if o.Verdict == decision.VerdictRejected || o.Verdict == decision.VerdictShadowClassOver {
-			s.chargeSpent(ctx, o, cost)
-		}
-		return
+	spent := o.Verdict == decision.VerdictRejected || o.Verdict == decision.VerdictShadowClassOver
+	if o.Reservation.ID == "" && !spent {
+		return // the fail policy's pass: no store to charge
 	}
-	if s.cfg.Costs != nil {
-		s.cfg.Costs.CostReserved(o.Endpoint, o.Tier, 1)
+	a := o.Ask
+	a.Cost = cost
+	if o.Reservation.ID != "" {
+		a.Reservation = o.Reservation
 	}
-	settled, err := o.Limiter.Commit(context.WithoutCancel(ctx), o.Reservation, cost)
-	if err != nil && !errors.Is(err, limiter.ErrReservationExpired) {
+	c := s.rep.Charge(context.WithoutCancel(ctx), a)
+	switch {
+	case c.Settled():
+	case a.Reservation.ID != "":
 		s.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "stream-done charge not settled: it expires by its policy",
-			slog.String("endpoint", o.Endpoint), slog.String("error", err.Error()))
-		if s.cfg.Costs != nil {
-			s.cfg.Costs.CostExpired(o.Endpoint, o.Tier, 1)
-		}
-		return
-	}
-	if s.cfg.Costs != nil {
-		s.cfg.Costs.CostSettled(o.Endpoint, o.Tier, decision.Counted(settled, o.Limiter.Limit().Quota()), false)
-	}
-}
-
-// chargeSpent takes a stream-done cost from a budget too spent to open a reservation: the request
-// was served, so its cost is owed past the limit and the next admissions wait for it.
-func (s *Service) chargeSpent(ctx context.Context, o *outcome, cost int64) {
-	settled, err := o.Limiter.Charge(context.WithoutCancel(ctx), o.Key, cost)
-	if err != nil {
+			slog.String("endpoint", o.Endpoint), slog.String("error", c.Err.Error()))
+	default:
 		s.costLog.Log(ctx, "stream-done charge not taken on a spent budget", []slog.Attr{
-			slog.String("endpoint", o.Endpoint), slog.Int64("cost", cost), slog.String("error", err.Error())})
-		return
-	}
-	if s.cfg.Costs != nil {
-		// Counted as a reservation of 0 settled at the cost, which is what it is.
-		s.cfg.Costs.CostReserved(o.Endpoint, o.Tier, 0)
-		s.cfg.Costs.CostSettled(o.Endpoint, o.Tier, decision.Counted(settled, o.Limiter.Limit().Quota()), false)
+			slog.String("endpoint", o.Endpoint), slog.Int64("cost", cost), slog.String("error", c.Err.Error())})
 	}
 }
