@@ -382,3 +382,16 @@ func costRecorder(r limiter.Recorder) decision.CostRecorder {
 	c, _ := r.(decision.CostRecorder)
 	return c
 }
+
+// transportConfig is the TransportConfig of server.upstream_transport,
+// whose response_header_timeout 0 means no bound.
+func transportConfig(c config.UpstreamTransport) TransportConfig {
+	t := TransportConfig{
+		MaxIdleConnsPerHost: c.MaxIdleConnsPerHost, IdleConnTimeout: c.IdleConnTimeout,
+		DialTimeout: c.DialTimeout, ResponseHeaderTimeout: c.ResponseHeaderTimeout, H2C: c.H2C,
+	}
+	if t.ResponseHeaderTimeout == 0 {
+		t.ResponseHeaderTimeout = -1
+	}
+	return t
+}
