@@ -594,7 +594,11 @@ func writeError(w http.ResponseWriter, code int, kind, msg string) {
 // drains in-flight requests for up to ShutdownTimeout and closes the Closers.
 // It returns nil after a clean shutdown, else the first serving error.
 func (s *Server) Serve(ctx context.Context) error {
-	err := runParts(ctx, s.logger, s.serving, []part{{name: "http", run: s.serveHTTP}})
+	err := s.Run(ctx, sync.OnceFunc(func() { close(s.serving) }))
+	if err != nil {
+		s.logger.Error("stopped on error", slog.String("part", "http"), slog.String("error", err.Error()))
+		err = fmt.Errorf("http: %w", err)
+	}
 	if cerr := s.Shutdown(); err == nil {
 		err = cerr
 	}
