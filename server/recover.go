@@ -1,13 +1,9 @@
 package server
 
 import (
-	"errors"
 	"io"
-	"log/slog"
 	"net/http"
-	"runtime/debug"
 	"sync"
-	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -16,44 +12,7 @@ import (
 
 // A handler's panic left to net/http closes the connection without an answer: the client
 // reads an empty reply, and a gateway asking /v1/auth takes it as the limiter's failure.
-// recovering answers instead, once, and counts it.
-
-// recovering is next with its panics recovered: the request gets a 500 JSON answer (on
-// AuthPath, when auth is set, the forward-auth refusal DenyInternal instead) unless its
-// answer had started, the panic is logged once with its stack and counted in panics.
-// http.ErrAbortHandler, the way to abort a response on purpose, goes on to net/http.
-func (s *Server) recovering(next http.Handler, panics *atomic.Uint64, auth func(*http.Request) bool) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		sw := startedWriters.Get().(*startedWriter)
-		sw.ResponseWriter, sw.started = w, false
-		defer func() {
-			p := recover()
-			started := sw.started
-			sw.ResponseWriter = nil
-			startedWriters.Put(sw)
-			if p == nil {
-				return
-			}
-			if err, ok := p.(error); ok && errors.Is(err, http.ErrAbortHandler) {
-				panic(p)
-			}
-			panics.Add(1)
-			s.logger.LogAttrs(r.Context(), slog.LevelError, "panic serving a request",
-				slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.Any("panic", p),
-				slog.Bool("answer_started", started), slog.String("stack", string(debug.Stack())))
-			switch {
-			case started:
-				// Part of an answer is out: cut it off rather than append to it.
-				panic(http.ErrAbortHandler)
-			case auth != nil && auth(r):
-				s.cfg.Middleware.DenyAuth(w, r, httplimit.DenyInternal, "the request could not be decided: an internal error")
-			default:
-				writeError(w, http.StatusInternalServerError, "internal", "an internal error; it is logged")
-			}
-		}()
-		next.ServeHTTP(sw, r)
-	})
-}
+// listenerHandler (listener.go) answers instead, once, and counts it.
 
 // startedWriter is a ResponseWriter that notes whether its answer has started. Pooled, so
 // that the request path allocates nothing for it.

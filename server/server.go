@@ -297,7 +297,7 @@ func (s *Server) listen(name, addr string, h http.Handler) error {
 		}
 	}
 	srv := &http.Server{
-		Handler:           limits.wrap(s.bodyDeadlines(s.recovering(h, panics, auth))),
+		Handler:           &listenerHandler{s: s, limits: limits, panics: panics, auth: auth, next: h},
 		ReadHeaderTimeout: min(cfg.ReadHeaderTimeout, cfg.ReadTimeout),
 		IdleTimeout:       cfg.IdleTimeout,
 		MaxHeaderBytes:    readBytes - headerReadSlack,
