@@ -11,10 +11,10 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/rl-exporter/rl-exporter/app"
 	"github.com/rl-exporter/rl-exporter/config"
 	"github.com/rl-exporter/rl-exporter/internal/redistest"
 	"github.com/rl-exporter/rl-exporter/limiter"
-	"github.com/rl-exporter/rl-exporter/server"
 )
 
 // scriptCalls is the number of script calls (EVALSHA and EVAL) Redis has
@@ -57,7 +57,7 @@ func TestServeBatchesRedisDecisionsUnlessTheConfigTurnsItOff(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		opened, err := server.OpenStore(cfg)
+		opened, err := app.OpenStore(cfg)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -26,24 +26,18 @@ type readDeadliner interface {
 	SetReadDeadline(time.Time) error
 }
 
-// bodyDeadlines wraps a listener's handler so that a request's body must arrive
-// within ReadTimeout of its first read, and nothing else is bounded by it.
-func (s *Server) bodyDeadlines(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		rd, ok := w.(readDeadliner)
-		if !ok { // not net/http's HTTP/1 writer: leave it to the server
-			next.ServeHTTP(w, r)
-			return
-		}
-		if r.Body == nil || r.Body == http.NoBody {
-			next.ServeHTTP(w, r)
-			return
-		}
-		b := &requestBody{ReadCloser: r.Body, conn: rd, timeout: s.cfg.ReadTimeout}
-		r.Body = b
-		next.ServeHTTP(w, r)
-		b.handlerDone()
-	})
+// deadlineBody puts r's body under a deadline of timeout from its first read, and nothing
+// else under it; the handler calls the returned done once it returns. A request without a
+// body, or on a writer that cannot move the read deadline (not net/http's HTTP/1 one), is
+// left to the server: done is then nil.
+func deadlineBody(w http.ResponseWriter, r *http.Request, timeout time.Duration) (done func()) {
+	rd, ok := w.(readDeadliner)
+	if !ok || r.Body == nil || r.Body == http.NoBody {
+		return nil
+	}
+	b := &requestBody{ReadCloser: r.Body, conn: rd, timeout: timeout}
+	r.Body = b
+	return b.handlerDone
 }
 
 // requestBody is a request body read under a deadline, remembering why it

@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/rl-exporter/rl-exporter/proxy"
 )
 
 // The direct path's exchange ends when its request's context does, whoever
@@ -39,13 +41,16 @@ func blockingUpstream(t *testing.T) (u *url.URL, arrived, cancelled chan struct{
 	return u, arrived, cancelled
 }
 
-func testDirectProxy(u *url.URL, errs chan<- error) *directProxy {
-	return &directProxy{
-		pool:     newUpstreamPool(u.Host, TransportConfig{}),
-		fallback: http.NotFoundHandler(),
-		onError:  func(_ http.ResponseWriter, _ *http.Request, err error) { errs <- err },
-		buffers:  &bufferPool{},
+// testDirectProxy is the proxy to u (on the direct path, where the platform has
+// it), its errors sent to errs.
+func testDirectProxy(t *testing.T, u *url.URL, errs chan<- error) *proxy.Proxy {
+	t.Helper()
+	p, err := proxy.New(proxy.Config{Upstream: u, ErrorHandler: func(_ http.ResponseWriter, _ *http.Request, err error) { errs <- err }})
+	if err != nil {
+		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = p.Close() })
+	return p
 }
 
 func waitFor(t *testing.T, ch <-chan struct{}, what string) {
@@ -77,8 +82,7 @@ func serveOnSlowClientConns(t *testing.T, h http.Handler) string {
 func TestAHandlersOwnCancellationStopsTheUpstreamExchange(t *testing.T) {
 	u, arrived, cancelled := blockingUpstream(t)
 	errs := make(chan error, 1)
-	p := testDirectProxy(u, errs)
-	defer p.pool.CloseIdleConnections()
+	p := testDirectProxy(t, u, errs)
 	addr := serveOnSlowClientConns(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// A handler cancelling the request itself, its client still there.
 		ctx, cancel := context.WithCancel(r.Context())
@@ -104,8 +108,7 @@ func TestAHandlersOwnCancellationStopsTheUpstreamExchange(t *testing.T) {
 func TestAClientGoingAwayStopsAnExchangeUnderAContextWithValues(t *testing.T) {
 	u, arrived, cancelled := blockingUpstream(t)
 	errs := make(chan error, 1)
-	p := testDirectProxy(u, errs)
-	defer p.pool.CloseIdleConnections()
+	p := testDirectProxy(t, u, errs)
 	type key struct{}
 	addr := serveOnSlowClientConns(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		r = r.WithContext(context.WithValue(r.Context(), key{}, "a value"))
@@ -127,8 +130,7 @@ func TestAClientGoingAwayStopsAnExchangeUnderAContextWithValues(t *testing.T) {
 func TestARequestFromOutsideNetHTTPIsWatchedOnItsContext(t *testing.T) {
 	u, arrived, cancelled := blockingUpstream(t)
 	errs := make(chan error, 1)
-	p := testDirectProxy(u, errs)
-	defer p.pool.CloseIdleConnections()
+	p := testDirectProxy(t, u, errs)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	r := httptest.NewRequestWithContext(ctx, http.MethodGet, "http://test/slow", nil)

@@ -32,10 +32,10 @@ import (
 	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
 	"google.golang.org/grpc/status"
 
+	"github.com/rl-exporter/rl-exporter/app"
 	"github.com/rl-exporter/rl-exporter/config"
 	"github.com/rl-exporter/rl-exporter/internal/eventually"
 	"github.com/rl-exporter/rl-exporter/internal/redistest"
-	"github.com/rl-exporter/rl-exporter/server"
 )
 
 const grpcDomain = `domain: shop
@@ -46,7 +46,7 @@ descriptors:
 
 // buildGRPC builds serve from yaml (with the rls dir and the gRPC
 // listener) with the collector wired in, and returns it with a client.
-func buildGRPC(t *testing.T, extra string, rlsDir string, sections ...string) (*server.Built, *grpc.ClientConn) {
+func buildGRPC(t *testing.T, extra string, rlsDir string, sections ...string) (*app.Built, *grpc.ClientConn) {
 	t.Helper()
 	cfg, err := config.Parse("rl.yaml", []byte(fmt.Sprintf(`
 server: {listen: "127.0.0.1:0", grpc_listen: "127.0.0.1:0"%s}
@@ -64,15 +64,15 @@ tiers: {names: [free, pro], default: free}
 // serveGRPC builds serve from cfg (reading reloads from sources, when not
 // nil) with the collector wired in, serves it until the test ends, and
 // returns it with a gRPC client of its listener.
-func serveGRPC(t *testing.T, cfg *config.Config, sources *config.Sources) (*server.Built, *grpc.ClientConn) {
+func serveGRPC(t *testing.T, cfg *config.Config, sources *config.Sources) (*app.Built, *grpc.ClientConn) {
 	t.Helper()
-	tel, err := server.NewTelemetry(context.Background(), cfg, server.TelemetryInfo{TraceWriter: io.Discard})
+	tel, err := app.NewTelemetry(context.Background(), cfg, app.TelemetryInfo{TraceWriter: io.Discard})
 	if err != nil {
 		t.Fatal(err)
 	}
 	deps := tel.Deps(nil)
 	deps.Sources = sources
-	srv, err := server.Build(cfg, deps)
+	srv, err := app.Build(cfg, deps)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +102,7 @@ func shouldRateLimit(t *testing.T, conn *grpc.ClientConn, user string) *rlsv3.Ra
 	return resp
 }
 
-func scrapeMain(t *testing.T, srv *server.Built) string {
+func scrapeMain(t *testing.T, srv *app.Built) string {
 	t.Helper()
 	resp, err := http.Get("http://" + srv.Addr("main") + "/metrics")
 	if err != nil {
@@ -194,7 +194,7 @@ rls: {config_dir: %q}
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := server.Build(cfg, server.Deps{})
+	srv, err := app.Build(cfg, app.Deps{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -326,7 +326,7 @@ func TestTheGRPCListenerAnswersPerFailPolicyWhenRedisIsDown(t *testing.T) {
 // buildGRPCFromFile writes yaml (which must set the gRPC listener) to a
 // config file and builds serve from it as the binary does, watching the
 // file for reloads, and returns it with a client and the file's path.
-func buildGRPCFromFile(t *testing.T, yaml string) (*server.Built, *grpc.ClientConn, string) {
+func buildGRPCFromFile(t *testing.T, yaml string) (*app.Built, *grpc.ClientConn, string) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "rl.yaml")
 	writeFile(t, path, yaml)
@@ -360,7 +360,7 @@ func askAs(t *testing.T, conn *grpc.ClientConn, user, plan string) *rlsv3.RateLi
 
 // adminDo sends one admin API request with the read-write token and
 // returns the status and body.
-func adminDo(t *testing.T, srv *server.Built, method, path, body string) (int, string) {
+func adminDo(t *testing.T, srv *app.Built, method, path, body string) (int, string) {
 	t.Helper()
 	req, err := http.NewRequest(method, "http://"+srv.Addr("admin")+path, strings.NewReader(body))
 	if err != nil {

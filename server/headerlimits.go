@@ -66,29 +66,36 @@ type headLimits struct {
 // go to next.
 func (l headLimits) wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if l.auth != nil && l.auth(r) {
+		if !l.refuse(w, r) {
 			next.ServeHTTP(w, r)
-			return
 		}
-		msg := ""
-		if n := headerCount(r); n > l.maxCount {
-			msg = fmt.Sprintf("the request has %d header fields; at most %d are accepted", n, l.maxCount)
-		} else if l.maxBytes > 0 {
-			if n := headBytes(r); n > l.maxBytes {
-				msg = fmt.Sprintf("the request's head is %d bytes; at most %d are accepted", n, l.maxBytes)
-			}
-		}
-		if msg == "" {
-			next.ServeHTTP(w, r)
-			return
-		}
-		if l.refused != nil {
-			l.refused.Add(1)
-		}
-		// The rest of what such a client sends is not worth reading.
-		w.Header().Set("Connection", "close")
-		writeError(w, http.StatusRequestHeaderFieldsTooLarge, "header_fields_too_large", msg)
 	})
+}
+
+// refuse answers 431 to a request past the bounds, counting it in refused when set, and
+// says whether it did.
+func (l headLimits) refuse(w http.ResponseWriter, r *http.Request) bool {
+	if l.auth != nil && l.auth(r) {
+		return false
+	}
+	msg := ""
+	if n := headerCount(r); n > l.maxCount {
+		msg = fmt.Sprintf("the request has %d header fields; at most %d are accepted", n, l.maxCount)
+	} else if l.maxBytes > 0 {
+		if n := headBytes(r); n > l.maxBytes {
+			msg = fmt.Sprintf("the request's head is %d bytes; at most %d are accepted", n, l.maxBytes)
+		}
+	}
+	if msg == "" {
+		return false
+	}
+	if l.refused != nil {
+		l.refused.Add(1)
+	}
+	// The rest of what such a client sends is not worth reading.
+	w.Header().Set("Connection", "close")
+	writeError(w, http.StatusRequestHeaderFieldsTooLarge, "header_fields_too_large", msg)
+	return true
 }
 
 // authHeadLimit is the forward-auth handler next behind the bounds of a head: past

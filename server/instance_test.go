@@ -18,9 +18,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rl-exporter/rl-exporter/app"
 	"github.com/rl-exporter/rl-exporter/config"
 	"github.com/rl-exporter/rl-exporter/internal/eventually"
-	"github.com/rl-exporter/rl-exporter/server"
 )
 
 // lockedBuffer is a log destination safe for concurrent writes.
@@ -44,8 +44,8 @@ func (l *lockedBuffer) String() string {
 // instance is one serve process built in this process: its decision API
 // called directly (no network), its /metrics and its log.
 type instance struct {
-	srv   *server.Built
-	tel   *server.Telemetry
+	srv   *app.Built
+	tel   *app.Telemetry
 	check http.Handler
 	logs  *lockedBuffer
 }
@@ -58,11 +58,11 @@ func buildInstance(t *testing.T, yaml string) *instance {
 	}
 	logs := &lockedBuffer{}
 	logger := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	tel, err := server.NewTelemetry(context.Background(), cfg, server.TelemetryInfo{TraceWriter: io.Discard, Logger: logger})
+	tel, err := app.NewTelemetry(context.Background(), cfg, app.TelemetryInfo{TraceWriter: io.Discard, Logger: logger})
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := server.Build(cfg, tel.Deps(logger))
+	srv, err := app.Build(cfg, tel.Deps(logger))
 	if err != nil {
 		t.Fatal(err)
 	}

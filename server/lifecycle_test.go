@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
+	"github.com/rl-exporter/rl-exporter/app"
 	"github.com/rl-exporter/rl-exporter/config"
 	"github.com/rl-exporter/rl-exporter/internal/eventually"
 	"github.com/rl-exporter/rl-exporter/server"
@@ -45,7 +46,7 @@ reload: {watch: true, interval: 100ms}
 	if gs := ours.alive(); len(gs) > 0 {
 		t.Fatalf("goroutines of this test running before Build:%s", stacks(gs))
 	}
-	srv, err := server.Build(cfg, server.Deps{Sources: sources, Reloads: make(chan struct{})})
+	srv, err := app.Build(cfg, app.Deps{Sources: sources, Reloads: make(chan struct{})})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +110,7 @@ func TestShutdownOfABuiltNeverServedReleasesItsListeners(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := server.Build(cfg, server.Deps{})
+	srv, err := app.Build(cfg, app.Deps{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +123,7 @@ func TestShutdownOfABuiltNeverServedReleasesItsListeners(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		again, err := server.Build(cfg, server.Deps{})
+		again, err := app.Build(cfg, app.Deps{})
 		if err != nil {
 			t.Fatalf("%s not released by Shutdown: %v", addr, err)
 		}

@@ -9,10 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rl-exporter/rl-exporter/app"
 	"github.com/rl-exporter/rl-exporter/config"
 	"github.com/rl-exporter/rl-exporter/httplimit"
 	"github.com/rl-exporter/rl-exporter/livelimits"
-	"github.com/rl-exporter/rl-exporter/server"
 )
 
 // reservationExpiry reads the expiry a /v1/check reservation token carries (its last field).
@@ -47,7 +47,7 @@ classes:
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := server.Build(cfg, server.Deps{})
+	srv, err := app.Build(cfg, app.Deps{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rl-exporter/rl-exporter/app"
 	"github.com/rl-exporter/rl-exporter/internal/leakcheck"
 	"github.com/rl-exporter/rl-exporter/internal/testbin"
-	"github.com/rl-exporter/rl-exporter/server"
 )
 
 // binary is rl-exporter, built once for this test binary.
@@ -30,7 +30,7 @@ func TestMain(m *testing.M) {
 
 // serve runs srv until the test ends and returns once every part of it
 // serves (Built.Ready); a Serve that ends early fails the test.
-func serve(t testing.TB, srv *server.Built) {
+func serve(t testing.TB, srv *app.Built) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

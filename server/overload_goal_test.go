@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rl-exporter/rl-exporter/app"
 	"github.com/rl-exporter/rl-exporter/internal/capacity"
-	"github.com/rl-exporter/rl-exporter/server"
 )
 
 // overloadRun is what one priority's clients saw in a run.
@@ -116,7 +116,7 @@ func TestGoalOverloadKeepsCriticalRequestsWithinTheSLOAtThreeTimesCapacity(t *te
 		ups := httptest.NewServer(up)
 		defer ups.Close()
 		cfg := overloadConfig(t, ups.URL, overload)
-		srv, err := server.Build(cfg, server.Deps{})
+		srv, err := app.Build(cfg, app.Deps{})
 		if err != nil {
 			t.Fatal(err)
 		}

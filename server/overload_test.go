@@ -9,8 +9,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/rl-exporter/rl-exporter/app"
 	"github.com/rl-exporter/rl-exporter/config"
-	"github.com/rl-exporter/rl-exporter/server"
 )
 
 func overloadConfig(t *testing.T, upstream, overload string) *config.Config {
@@ -35,7 +35,7 @@ classes:
 }
 
 // shedCounts reads rate_limit_shed_total by "priority/reason", and the limit gauge.
-func shedCounts(t *testing.T, srv *server.Built) (map[string]float64, float64) {
+func shedCounts(t *testing.T, srv *app.Built) (map[string]float64, float64) {
 	t.Helper()
 	reg := prometheus.NewPedanticRegistry()
 	if err := reg.Register(srv.OverloadMetrics()); err != nil {
@@ -66,7 +66,7 @@ func shedCounts(t *testing.T, srv *server.Built) (map[string]float64, float64) {
 func TestOverloadShedsSheddableFirstAndKeepsCriticalItsShare(t *testing.T) {
 	up, arrived, release := slowUpstream(t)
 	// A fixed limit of 2, half of it kept for critical requests.
-	srv, err := server.Build(overloadConfig(t, up.URL, "enabled: true, min_limit: 2, max_limit: 2, initial_limit: 2, critical_reserve: 0.5, retry_after: 3s"), server.Deps{})
+	srv, err := app.Build(overloadConfig(t, up.URL, "enabled: true, min_limit: 2, max_limit: 2, initial_limit: 2, critical_reserve: 0.5, retry_after: 3s"), app.Deps{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +119,7 @@ func TestOverloadShedsSheddableFirstAndKeepsCriticalItsShare(t *testing.T) {
 
 func TestWithoutOverloadNothingIsShedAndNoSeriesExported(t *testing.T) {
 	up := upstream(t)
-	srv, err := server.Build(overloadConfig(t, up.URL, ""), server.Deps{})
+	srv, err := app.Build(overloadConfig(t, up.URL, ""), app.Deps{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,7 +135,7 @@ func TestWithoutOverloadNothingIsShedAndNoSeriesExported(t *testing.T) {
 func TestAReloadChangesPriorities(t *testing.T) {
 	up, arrived, release := slowUpstream(t)
 	cfg := overloadConfig(t, up.URL, "enabled: true, min_limit: 2, max_limit: 2, initial_limit: 2, critical_reserve: 0.5")
-	srv, err := server.Build(cfg, server.Deps{})
+	srv, err := app.Build(cfg, app.Deps{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,63 +1,18 @@
 package server
 
 import (
-	"context"
-	"errors"
 	"io"
-	"log/slog"
 	"net/http"
-	"runtime/debug"
 	"sync"
-	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/rl-exporter/rl-exporter/httplimit"
 )
 
 // A handler's panic left to net/http closes the connection without an answer: the client
 // reads an empty reply, and a gateway asking /v1/auth takes it as the limiter's failure.
-// recovering answers instead, once, and counts it.
-
-// recovering is next with its panics recovered: the request gets a 500 JSON answer (on
-// AuthPath, when auth is set, the forward-auth refusal DenyInternal instead) unless its
-// answer had started, the panic is logged once with its stack and counted in panics.
-// http.ErrAbortHandler, the way to abort a response on purpose, goes on to net/http.
-func (s *Server) recovering(next http.Handler, panics *atomic.Uint64, auth func(*http.Request) bool) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		sw := startedWriters.Get().(*startedWriter)
-		sw.ResponseWriter, sw.started = w, false
-		defer func() {
-			p := recover()
-			started := sw.started
-			sw.ResponseWriter = nil
-			startedWriters.Put(sw)
-			if p == nil {
-				return
-			}
-			if err, ok := p.(error); ok && errors.Is(err, http.ErrAbortHandler) {
-				panic(p)
-			}
-			panics.Add(1)
-			s.logger.LogAttrs(r.Context(), slog.LevelError, "panic serving a request",
-				slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.Any("panic", p),
-				slog.Bool("answer_started", started), slog.String("stack", string(debug.Stack())))
-			switch {
-			case started:
-				// Part of an answer is out: cut it off rather than append to it.
-				panic(http.ErrAbortHandler)
-			case auth != nil && auth(r):
-				s.cfg.Middleware.DenyAuth(w, r, httplimit.DenyInternal, "the request could not be decided: an internal error")
-			default:
-				writeError(w, http.StatusInternalServerError, "internal", "an internal error; it is logged")
-			}
-		}()
-		next.ServeHTTP(sw, r)
-	})
-}
+// listenerHandler (listener.go) answers instead, once, and counts it.
 
 // startedWriter is a ResponseWriter that notes whether its answer has started. Pooled, so
 // that the request path allocates nothing for it.
@@ -99,40 +54,6 @@ func (w *startedWriter) Flush() {
 
 // Unwrap lets http.ResponseController reach the connection's writer.
 func (w *startedWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
-
-// recoverUnary is the gRPC listener's unary interceptor: a panicking call is answered
-// Internal, logged once with its stack and counted in panics; grpc-go would let it end the
-// process.
-func recoverUnary(panics *atomic.Uint64, logger *slog.Logger) grpc.UnaryServerInterceptor {
-	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (resp any, err error) {
-		defer func() {
-			if p := recover(); p != nil {
-				resp, err = nil, recoveredCall(ctx, panics, logger, info.FullMethod, p)
-			}
-		}()
-		return handler(ctx, req)
-	}
-}
-
-// recoverStream is recoverUnary for streaming calls (the health service's Watch).
-func recoverStream(panics *atomic.Uint64, logger *slog.Logger) grpc.StreamServerInterceptor {
-	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) (err error) {
-		defer func() {
-			if p := recover(); p != nil {
-				err = recoveredCall(ss.Context(), panics, logger, info.FullMethod, p)
-			}
-		}()
-		return handler(srv, ss)
-	}
-}
-
-// recoveredCall counts and logs the panic p of a call to method and returns its Internal status.
-func recoveredCall(ctx context.Context, panics *atomic.Uint64, logger *slog.Logger, method string, p any) error {
-	panics.Add(1)
-	logger.LogAttrs(ctx, slog.LevelError, "panic serving a request", slog.String("listener", "grpc"),
-		slog.String("method", method), slog.Any("panic", p), slog.String("stack", string(debug.Stack())))
-	return status.Error(codes.Internal, "an internal error; it is logged")
-}
 
 // Panics returns how many panics the named listener ("main", "metrics", "admin", "grpc") recovered.
 func (s *Server) Panics(listener string) uint64 {

@@ -10,10 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rl-exporter/rl-exporter/app"
 	"github.com/rl-exporter/rl-exporter/config"
 	"github.com/rl-exporter/rl-exporter/internal/redistest"
 	"github.com/rl-exporter/rl-exporter/region"
-	"github.com/rl-exporter/rl-exporter/server"
 )
 
 // decisionsSeen counts the region decisions by mode and home.
@@ -55,7 +55,7 @@ classes: {api: {region_mode: %s, limits: {default: {algorithm: fixed_window, rat
 		return c
 	}
 	seen := &decisionsSeen{}
-	srv, err := server.Build(conf("local"), server.Deps{Region: seen})
+	srv, err := app.Build(conf("local"), app.Deps{Region: seen})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +108,7 @@ classes: {api: {limits: {default: {algorithm: fixed_window, rate: 3, period: 1h}
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := server.Build(start, server.Deps{})
+	srv, err := app.Build(start, app.Deps{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,7 +155,7 @@ default_class: good
 	}
 	var logs strings.Builder
 	var logMu sync.Mutex
-	srv, err := server.Build(cfg, server.Deps{Logger: slog.New(slog.NewTextHandler(lockedWriter{&logMu, &logs}, nil))})
+	srv, err := app.Build(cfg, app.Deps{Logger: slog.New(slog.NewTextHandler(lockedWriter{&logMu, &logs}, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,8 +10,8 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/rl-exporter/rl-exporter/app"
 	"github.com/rl-exporter/rl-exporter/config"
-	"github.com/rl-exporter/rl-exporter/server"
 )
 
 func TestEveryRequestSeesOneWholeConfigWhileReloadsRun(t *testing.T) {
@@ -28,7 +28,7 @@ classes:
 		return c
 	}
 	a, b := conf(1000), conf(2000)
-	srv, err := server.Build(a, server.Deps{})
+	srv, err := app.Build(a, app.Deps{})
 	if err != nil {
 		t.Fatal(err)
 	}

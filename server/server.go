@@ -28,7 +28,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/http/httputil"
 	"net/netip"
 	"net/url"
 	"strings"
@@ -44,6 +43,7 @@ import (
 	"github.com/rl-exporter/rl-exporter/collector"
 	"github.com/rl-exporter/rl-exporter/config"
 	"github.com/rl-exporter/rl-exporter/httplimit"
+	"github.com/rl-exporter/rl-exporter/proxy"
 )
 
 // Reserved paths.
@@ -172,50 +172,9 @@ type Server struct {
 
 // New validates cfg and opens the listeners, so that Addr is known before Serve.
 func New(cfg Config) (*Server, error) {
-	if cfg.Listen == "" {
-		return nil, errors.New("server: Listen is required")
-	}
-	if cfg.Middleware == nil {
-		return nil, errors.New("server: Middleware is required")
-	}
-	if cfg.ReadyTimeout <= 0 {
-		cfg.ReadyTimeout = DefaultReadyTimeout
-	}
-	if cfg.ShutdownTimeout <= 0 {
-		cfg.ShutdownTimeout = DefaultShutdownTimeout
-	}
-	if cfg.ReadHeaderTimeout <= 0 {
-		cfg.ReadHeaderTimeout = DefaultReadHeaderTimeout
-	}
-	if cfg.ReadTimeout <= 0 {
-		cfg.ReadTimeout = DefaultReadTimeout
-	}
-	if cfg.IdleTimeout <= 0 {
-		cfg.IdleTimeout = DefaultIdleTimeout
-	}
-	if cfg.MaxHeaderBytes == 0 {
-		cfg.MaxHeaderBytes = DefaultMaxHeaderBytes
-	}
-	if cfg.MaxHeaderBytes < MinMaxHeaderBytes {
-		return nil, fmt.Errorf("server: MaxHeaderBytes %d is below %d", cfg.MaxHeaderBytes, MinMaxHeaderBytes)
-	}
-	if cfg.MaxHeaderCount <= 0 {
-		cfg.MaxHeaderCount = DefaultMaxHeaderCount
-	}
-	if cfg.AuthMaxHeaderBytes <= 0 {
-		cfg.AuthMaxHeaderBytes = DefaultAuthMaxHeaderBytes
-	}
-	cfg.AuthMaxHeaderBytes = max(cfg.AuthMaxHeaderBytes, cfg.MaxHeaderBytes)
-	if cfg.FailPolicy == "" {
-		cfg.FailPolicy = "open"
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	}
-	if cfg.MetricsHandler == nil {
-		reg := prometheus.NewRegistry()
-		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-		cfg.MetricsHandler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
 	}
 	s := &Server{cfg: cfg, logger: cfg.Logger, listeners: map[string]net.Listener{}, servers: map[string]*http.Server{},
 		slow: map[string]*atomic.Uint64{}, oversized: map[string]*atomic.Uint64{}, panics: map[string]*atomic.Uint64{},
@@ -231,8 +190,71 @@ func New(cfg Config) (*Server, error) {
 		}
 		s.checkGuard = g
 	}
-	handlers := map[string]http.Handler{"main": s.mainHandler()}
-	addrs := map[string]string{"main": cfg.Listen}
+	addrs, handlers, err := s.handlers()
+	if err != nil {
+		return nil, err
+	}
+	for _, name := range []string{"main", "metrics", "admin", "auth"} {
+		if addr, ok := addrs[name]; ok {
+			if err := s.listen(name, addr, handlers[name]); err != nil {
+				s.closeListeners()
+				return nil, err
+			}
+		}
+	}
+	return s, nil
+}
+
+// withDefaults is c with every zero duration and bound at its default, or why it cannot serve.
+func (c Config) withDefaults() (Config, error) {
+	if c.Listen == "" {
+		return c, errors.New("server: Listen is required")
+	}
+	if c.Middleware == nil {
+		return c, errors.New("server: Middleware is required")
+	}
+	c.ReadyTimeout = orDefault(c.ReadyTimeout, DefaultReadyTimeout)
+	c.ShutdownTimeout = orDefault(c.ShutdownTimeout, DefaultShutdownTimeout)
+	c.ReadHeaderTimeout = orDefault(c.ReadHeaderTimeout, DefaultReadHeaderTimeout)
+	c.ReadTimeout = orDefault(c.ReadTimeout, DefaultReadTimeout)
+	c.IdleTimeout = orDefault(c.IdleTimeout, DefaultIdleTimeout)
+	if c.MaxHeaderBytes == 0 {
+		c.MaxHeaderBytes = DefaultMaxHeaderBytes
+	}
+	if c.MaxHeaderBytes < MinMaxHeaderBytes {
+		return c, fmt.Errorf("server: MaxHeaderBytes %d is below %d", c.MaxHeaderBytes, MinMaxHeaderBytes)
+	}
+	c.MaxHeaderCount = orDefault(c.MaxHeaderCount, DefaultMaxHeaderCount)
+	c.AuthMaxHeaderBytes = max(orDefault(c.AuthMaxHeaderBytes, DefaultAuthMaxHeaderBytes), c.MaxHeaderBytes)
+	c.FailPolicy = cmp.Or(c.FailPolicy, "open")
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.MetricsHandler == nil {
+		reg := prometheus.NewRegistry()
+		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		c.MetricsHandler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})
+	}
+	return c, nil
+}
+
+// orDefault is v, or dflt when v is not positive.
+func orDefault[T int | time.Duration](v, dflt T) T {
+	if v <= 0 {
+		return dflt
+	}
+	return v
+}
+
+// handlers are the listeners to open, by name: their addresses and handlers.
+func (s *Server) handlers() (addrs map[string]string, handlers map[string]http.Handler, err error) {
+	cfg := s.cfg
+	main, err := s.mainHandler()
+	if err != nil {
+		return nil, nil, err
+	}
+	handlers = map[string]http.Handler{"main": main}
+	addrs = map[string]string{"main": cfg.Listen}
 	if cfg.MetricsListen != "" {
 		addrs["metrics"] = cfg.MetricsListen
 		handlers["metrics"] = s.opsHandler()
@@ -249,51 +271,49 @@ func New(cfg Config) (*Server, error) {
 		addrs["auth"] = cfg.AuthListen
 		handlers["auth"] = s.authOnlyHandler()
 	}
-	headerTimeout := min(cfg.ReadHeaderTimeout, cfg.ReadTimeout)
-	for _, name := range []string{"main", "metrics", "admin", "auth"} {
-		addr, ok := addrs[name]
-		if !ok {
-			continue
-		}
-		ln, err := net.Listen("tcp", addr)
-		if err != nil {
-			s.closeListeners()
-			return nil, fmt.Errorf("server: %s listener %s: %w", name, addr, err)
-		}
-		oversized, panics := &atomic.Uint64{}, &atomic.Uint64{}
-		s.oversized[name], s.panics[name] = oversized, panics
-		limits, readBytes := headLimits{maxCount: cfg.MaxHeaderCount, refused: oversized}, cfg.MaxHeaderBytes
-		var auth func(*http.Request) bool
-		if (name == "main" || name == "auth") && !cfg.CheckAPI.Disabled {
-			auth = authMatcher(cmp.Or(cfg.CheckAPI.Prefix, DefaultPrefix))
-			limits.auth = auth
-			// A forward-auth service's peers are gateways, which forward heads as large as
-			// they accept: read those, so that /v1/auth answers each with a refusal the
-			// gateway passes on (net/http's 431 is a failure to nginx, which may let the
-			// request through); the other paths keep MaxHeaderBytes, checked by limits.
-			if cfg.Upstream == nil || name == "auth" {
-				readBytes, limits.maxBytes = cfg.AuthMaxHeaderBytes+authHeadSlack, cfg.MaxHeaderBytes
-			}
-		}
-		srv := &http.Server{
-			Handler:           limits.wrap(s.bodyDeadlines(s.recovering(handlers[name], panics, auth))),
-			ReadHeaderTimeout: headerTimeout,
-			IdleTimeout:       cfg.IdleTimeout,
-			MaxHeaderBytes:    readBytes - headerReadSlack,
-			ErrorLog:          slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn),
-		}
-		// The exporter-toolkit web config wraps the metrics listener in
-		// TLS, whose connections the counting below would not see.
-		if name != "metrics" || cfg.MetricsWebConfigFile == "" {
-			slow := &atomic.Uint64{}
-			s.slow[name] = slow
-			ln = &slowClientListener{Listener: ln, slow: slow, oversized: oversized}
-			srv.ConnState = slowClientConnState
-		}
-		s.listeners[name] = ln
-		s.servers[name] = srv
+	return addrs, handlers, nil
+}
+
+// listen opens listener name at addr, serving h behind every listener's bounds.
+func (s *Server) listen(name, addr string, h http.Handler) error {
+	cfg := s.cfg
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("server: %s listener %s: %w", name, addr, err)
 	}
-	return s, nil
+	oversized, panics := &atomic.Uint64{}, &atomic.Uint64{}
+	s.oversized[name], s.panics[name] = oversized, panics
+	limits, readBytes := headLimits{maxCount: cfg.MaxHeaderCount, refused: oversized}, cfg.MaxHeaderBytes
+	var auth func(*http.Request) bool
+	if (name == "main" || name == "auth") && !cfg.CheckAPI.Disabled {
+		auth = authMatcher(cmp.Or(cfg.CheckAPI.Prefix, DefaultPrefix))
+		limits.auth = auth
+		// A forward-auth service's peers are gateways, which forward heads as large as
+		// they accept: read those, so that /v1/auth answers each with a refusal the
+		// gateway passes on (net/http's 431 is a failure to nginx, which may let the
+		// request through); the other paths keep MaxHeaderBytes, checked by limits.
+		if cfg.Upstream == nil || name == "auth" {
+			readBytes, limits.maxBytes = cfg.AuthMaxHeaderBytes+authHeadSlack, cfg.MaxHeaderBytes
+		}
+	}
+	srv := &http.Server{
+		Handler:           &listenerHandler{s: s, limits: limits, panics: panics, auth: auth, next: h},
+		ReadHeaderTimeout: min(cfg.ReadHeaderTimeout, cfg.ReadTimeout),
+		IdleTimeout:       cfg.IdleTimeout,
+		MaxHeaderBytes:    readBytes - headerReadSlack,
+		ErrorLog:          slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn),
+	}
+	// The exporter-toolkit web config wraps the metrics listener in
+	// TLS, whose connections the counting below would not see.
+	if name != "metrics" || cfg.MetricsWebConfigFile == "" {
+		slow := &atomic.Uint64{}
+		s.slow[name] = slow
+		ln = &slowClientListener{Listener: ln, slow: slow, oversized: oversized}
+		srv.ConnState = slowClientConnState
+	}
+	s.listeners[name] = ln
+	s.servers[name] = srv
+	return nil
 }
 
 func (s *Server) closeListeners() {
@@ -338,7 +358,7 @@ func (s *Server) decisionAPI(prefix string) map[string]decisionRoute {
 
 // mainHandler dispatches the reserved paths exactly (no path cleaning, so
 // the upstream sees the path the client sent) and proxies the rest.
-func (s *Server) mainHandler() http.Handler {
+func (s *Server) mainHandler() (http.Handler, error) {
 	prefix := s.cfg.CheckAPI.Prefix
 	if prefix == "" {
 		prefix = DefaultPrefix
@@ -354,7 +374,10 @@ func (s *Server) mainHandler() http.Handler {
 		writeError(w, http.StatusNotFound, "not_found", notFound)
 	})
 	if s.cfg.Upstream != nil {
-		rest = s.proxy(s.cfg.Upstream)
+		var err error
+		if rest, err = s.proxy(s.cfg.Upstream); err != nil {
+			return nil, err
+		}
 		if s.cfg.Overload != nil {
 			rest = s.overloadGate(rest)
 		}
@@ -381,7 +404,7 @@ func (s *Server) mainHandler() http.Handler {
 			}
 		}
 		limited.ServeHTTP(w, r)
-	})
+	}), nil
 }
 
 // withoutAuthorization is h asked without the Authorization header, which carried the decision
@@ -530,50 +553,35 @@ func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
 	_ = json.NewEncoder(w).Encode(rd)
 }
 
-// proxy forwards to upstream, appending the client to X-Forwarded-For, on the
-// direct path (direct.go) when it can, else through httputil.ReverseProxy.
-func (s *Server) proxy(upstream *url.URL) http.Handler {
-	transport := NewTransport(s.cfg.UpstreamTransport)
+// proxy forwards to upstream (package proxy); a request it cannot forward is
+// answered here: 400 for a malformed body, nothing for a client gone or cut off,
+// else 502 with the reservation given back.
+func (s *Server) proxy(upstream *url.URL) (http.Handler, error) {
+	p, err := proxy.New(proxy.Config{Upstream: upstream, Transport: s.cfg.UpstreamTransport, ErrorHandler: s.upstreamError})
+	if err != nil {
+		return nil, fmt.Errorf("server: Upstream: %w", err)
+	}
 	// Idle upstream connections close after the drain, with the store.
-	s.cfg.Closers = append(s.cfg.Closers, idleCloser{transport})
-	buffers := &bufferPool{}
-	onError := func(w http.ResponseWriter, r *http.Request, err error) {
-		// A failing request body is the client's fault: 400 when malformed,
-		// nothing when cut off by ReadTimeout (its connection is closed).
-		if be := (*BodyError)(nil); errors.As(err, &be) {
-			if !isTimeout(be.Err) {
-				writeError(w, http.StatusBadRequest, "bad_request", "the request body is malformed: "+be.Err.Error())
-			}
-			return
+	s.cfg.Closers = append(s.cfg.Closers, p)
+	return p, nil
+}
+
+// upstreamError answers a request the proxy could not forward.
+func (s *Server) upstreamError(w http.ResponseWriter, r *http.Request, err error) {
+	// A failing request body is the client's fault: 400 when malformed,
+	// nothing when cut off by ReadTimeout (its connection is closed).
+	if be := (*BodyError)(nil); errors.As(err, &be) {
+		if !isTimeout(be.Err) {
+			writeError(w, http.StatusBadRequest, "bad_request", "the request body is malformed: "+be.Err.Error())
 		}
-		if errors.Is(err, context.Canceled) {
-			return
-		}
-		httplimit.ReportUpstreamFailure(w) // nothing was served: a reservation is given back
-		s.logger.LogAttrs(r.Context(), slog.LevelWarn, "upstream error", slog.String("path", r.URL.Path), slog.String("error", err.Error()))
-		writeError(w, http.StatusBadGateway, "bad_gateway", "the upstream did not answer")
+		return
 	}
-	rp := &httputil.ReverseProxy{
-		Transport:  transport,
-		BufferPool: buffers,
-		Rewrite: func(pr *httputil.ProxyRequest) {
-			pr.SetURL(upstream)
-			pr.Out.Host = pr.In.Host
-			// SetXForwarded replaces X-Forwarded-For; keep the chain so far.
-			if prior, ok := pr.In.Header["X-Forwarded-For"]; ok {
-				pr.Out.Header["X-Forwarded-For"] = append([]string(nil), prior...)
-			}
-			pr.SetXForwarded()
-		},
-		ErrorHandler: onError,
+	if errors.Is(err, context.Canceled) {
+		return
 	}
-	fallback := limiterFirst{rp} // merges the headers as the direct path does (proxyheaders.go)
-	if !directPathFor(upstream, s.cfg.UpstreamTransport) {
-		return fallback
-	}
-	pool := newUpstreamPool(upstream.Host, s.cfg.UpstreamTransport)
-	s.cfg.Closers = append(s.cfg.Closers, idleCloser{pool})
-	return &directProxy{pool: pool, fallback: fallback, onError: onError, buffers: buffers}
+	httplimit.ReportUpstreamFailure(w) // nothing was served: a reservation is given back
+	s.logger.LogAttrs(r.Context(), slog.LevelWarn, "upstream error", slog.String("path", r.URL.Path), slog.String("error", err.Error()))
+	writeError(w, http.StatusBadGateway, "bad_gateway", "the upstream did not answer")
 }
 
 func writeError(w http.ResponseWriter, code int, kind, msg string) {
@@ -586,7 +594,11 @@ func writeError(w http.ResponseWriter, code int, kind, msg string) {
 // drains in-flight requests for up to ShutdownTimeout and closes the Closers.
 // It returns nil after a clean shutdown, else the first serving error.
 func (s *Server) Serve(ctx context.Context) error {
-	err := runParts(ctx, s.logger, s.serving, []part{{name: "http", run: s.serveHTTP}})
+	err := s.Run(ctx, sync.OnceFunc(func() { close(s.serving) }))
+	if err != nil {
+		s.logger.Error("stopped on error", slog.String("part", "http"), slog.String("error", err.Error()))
+		err = fmt.Errorf("http: %w", err)
+	}
 	if cerr := s.Shutdown(); err == nil {
 		err = cerr
 	}

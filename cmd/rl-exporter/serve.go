@@ -16,9 +16,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/rl-exporter/rl-exporter/app"
 	"github.com/rl-exporter/rl-exporter/config"
 	"github.com/rl-exporter/rl-exporter/limiter"
-	"github.com/rl-exporter/rl-exporter/server"
 )
 
 // serveFlags are the everyday settings serve takes as flags; each one given
@@ -138,7 +138,7 @@ func runServe(ctx context.Context, args []string, env environ, stdout, stderr io
 	}
 	// The Redis client's own lines go to the same handler, summarised.
 	redis.SetLogger(newRedisLog(logger, limiter.DefaultLogInterval))
-	tel, err := server.NewTelemetry(ctx, cfg, server.TelemetryInfo{Version: version, Revision: revision, TraceWriter: stdout, Logger: logger})
+	tel, err := app.NewTelemetry(ctx, cfg, app.TelemetryInfo{Version: version, Revision: revision, TraceWriter: stdout, Logger: logger})
 	if err != nil {
 		fmt.Fprintf(stderr, "rl-exporter serve: %v\n", err)
 		return exitFailure
@@ -154,7 +154,7 @@ func runServe(ctx context.Context, args []string, env environ, stdout, stderr io
 	deps := tel.Deps(logger)
 	deps.Sources = &sources
 	deps.Reloads, deps.StrictSecrets = reloads, f.strictSecrets
-	srv, err := server.Build(cfg, deps)
+	srv, err := app.Build(cfg, deps)
 	if err != nil {
 		fmt.Fprintf(stderr, "rl-exporter serve: %v\n", err)
 		return exitFailure

@@ -25,17 +25,6 @@ func (s *Store) DecideMode(ctx context.Context, key string, lim limiter.Limit, c
 	if mode > limiter.ModeAtMost {
 		return limiter.Decision{}, fmt.Errorf("redis store: unknown mode %d", mode)
 	}
-	return s.decide(ctx, key, lim, cost, timeout, mode)
-}
-
-// Decide implements limiter.Store: DecideMode in ModeConsume, bounded by
-// ctx alone.
-func (s *Store) Decide(ctx context.Context, key string, lim limiter.Limit, cost int64) (limiter.Decision, error) {
-	return s.decide(ctx, key, lim, cost, 0, limiter.ModeConsume)
-}
-
-// decide makes one decision in mode.
-func (s *Store) decide(ctx context.Context, key string, lim limiter.Limit, cost int64, timeout time.Duration, mode limiter.Mode) (limiter.Decision, error) {
 	spec := limiter.SpecOf(lim.Algorithm)
 	if err := checkCall(spec, lim, cost); err != nil {
 		return limiter.Decision{}, err
@@ -48,6 +37,12 @@ func (s *Store) decide(ctx context.Context, key string, lim limiter.Limit, cost 
 		err = fmt.Errorf("redis %s script for %s: %w", lim.Algorithm, stateKey, err)
 	}
 	return d, err
+}
+
+// Decide implements limiter.Store: DecideMode in ModeConsume, bounded by
+// ctx alone.
+func (s *Store) Decide(ctx context.Context, key string, lim limiter.Limit, cost int64) (limiter.Decision, error) {
+	return s.DecideMode(ctx, key, lim, cost, limiter.ModeConsume, 0)
 }
 
 // checkCall refuses what would harm the shared state: a cost below 1, a

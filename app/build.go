@@ -1,4 +1,4 @@
-package server
+package app
 
 import (
 	"cmp"
@@ -22,7 +22,9 @@ import (
 	"github.com/rl-exporter/rl-exporter/limiter"
 	"github.com/rl-exporter/rl-exporter/limiter/redisstore"
 	"github.com/rl-exporter/rl-exporter/overload"
+	"github.com/rl-exporter/rl-exporter/proxy"
 	"github.com/rl-exporter/rl-exporter/region"
+	"github.com/rl-exporter/rl-exporter/server"
 )
 
 // Deps are what the caller wires in besides the config; each may be nil.
@@ -135,7 +137,7 @@ func Build(cfg *config.Config, d Deps) (*Built, error) {
 		return fail(err)
 	}
 	if b.grpc != nil {
-		srv.panics["grpc"] = b.grpc.panics // before Serve and before any collection
+		srv.CountPanics("grpc", b.grpc.panics) // before Serve and before any collection
 	}
 	b.mu.Lock()
 	b.Server = srv
@@ -147,7 +149,7 @@ func Build(cfg *config.Config, d Deps) (*Built, error) {
 
 // newServer makes cfg's Server, with the opened store's readiness and closers.
 func newServer(cfg *config.Config, d Deps, mw *httplimit.Middleware, opened OpenedStore,
-	adminHandlers map[string]http.Handler, authFailures *admin.AuthFailures, webConfig string, closers []io.Closer, ov *Overload) (*Server, error) {
+	adminHandlers map[string]http.Handler, authFailures *admin.AuthFailures, webConfig string, closers []io.Closer, ov *server.Overload) (*server.Server, error) {
 	var upstream *url.URL
 	if cfg.Server.Upstream != "" {
 		var err error
@@ -167,14 +169,14 @@ func newServer(cfg *config.Config, d Deps, mw *httplimit.Middleware, opened Open
 	for _, t := range checkToks {
 		checkTokens = append(checkTokens, admin.Token{Name: t.Name, Secret: t.Token.Reveal()})
 	}
-	return New(Config{
+	return server.New(server.Config{
 		Listen: cfg.Server.Listen, MetricsListen: cfg.Server.MetricsListen, AdminListen: cfg.Server.AdminListen, AuthListen: cfg.Server.AuthListen,
 		Upstream: upstream, UpstreamTransport: transportConfig(cfg.Server.UpstreamTransport),
 		Middleware: mw, Ready: opened.readiness(), ReadyTimeout: cfg.Server.ReadyTimeout,
 		ReadyStrict: cfg.Server.ReadyStrict, FailPolicy: cfg.Store.FailPolicy,
 		ReadHeaderTimeout: cfg.Server.ReadHeaderTimeout, ReadTimeout: cfg.Server.ReadTimeout, IdleTimeout: cfg.Server.IdleTimeout,
 		MaxHeaderBytes: cfg.Server.MaxHeaderBytes, MaxHeaderCount: cfg.Server.MaxHeaderCount, AuthMaxHeaderBytes: cfg.Server.AuthMaxHeaderBytes,
-		CheckAPI:       CheckAPI{Disabled: !cfg.Server.CheckAPI.Enabled, AllowedPeers: checkPeers, Tokens: checkTokens, Prefix: cfg.Server.CheckAPI.Prefix},
+		CheckAPI:       server.CheckAPI{Disabled: !cfg.Server.CheckAPI.Enabled, AllowedPeers: checkPeers, Tokens: checkTokens, Prefix: cfg.Server.CheckAPI.Prefix},
 		MetricsHandler: d.MetricsHandler, AdminHandlers: adminHandlers, AdminAuthFailures: authFailures, MetricsWebConfigFile: webConfig,
 		ShutdownTimeout: cfg.Server.ShutdownTimeout, Closers: closers, Logger: d.Logger, Overload: ov,
 	})
@@ -182,7 +184,7 @@ func newServer(cfg *config.Config, d Deps, mw *httplimit.Middleware, opened Open
 
 // overload is server.overload's controller, its priorities read from the
 // config in force (a reload changes them); nil when off.
-func (b *Built) overload(cfg *config.Config) (*Overload, error) {
+func (b *Built) overload(cfg *config.Config) (*server.Overload, error) {
 	if !cfg.Server.Overload.Enabled || cfg.Server.Upstream == "" {
 		return nil, nil
 	}
@@ -195,14 +197,14 @@ func (b *Built) overload(cfg *config.Config) (*Overload, error) {
 		return nil, fmt.Errorf("config %s: server.overload.%w", cfg.Source, err)
 	}
 	b.priorities.Store(cfg)
-	return &Overload{Controller: ctl, RetryAfter: cfg.Server.Overload.RetryAfter,
+	return &server.Overload{Controller: ctl, RetryAfter: cfg.Server.Overload.RetryAfter,
 		Priority: func(class, tier string) overload.Priority { return b.priorities.Load().Priority(class, tier) }}, nil
 }
 
 // Built is a Server built from a config, able to reload its policy. Its
 // methods are safe for concurrent use.
 type Built struct {
-	*Server
+	*server.Server
 	store        limiter.Store
 	observer     limiter.Observer
 	guard        *limiter.Guard      // shared by every policy on store, across reloads
@@ -381,4 +383,17 @@ var _ httplimit.IdentityRecorder = (*collector.Collector)(nil)
 func costRecorder(r limiter.Recorder) decision.CostRecorder {
 	c, _ := r.(decision.CostRecorder)
 	return c
+}
+
+// transportConfig is the proxy.TransportConfig of server.upstream_transport,
+// whose response_header_timeout 0 means no bound.
+func transportConfig(c config.UpstreamTransport) proxy.TransportConfig {
+	t := proxy.TransportConfig{
+		MaxIdleConnsPerHost: c.MaxIdleConnsPerHost, IdleConnTimeout: c.IdleConnTimeout,
+		DialTimeout: c.DialTimeout, ResponseHeaderTimeout: c.ResponseHeaderTimeout, H2C: c.H2C,
+	}
+	if t.ResponseHeaderTimeout == 0 {
+		t.ResponseHeaderTimeout = -1
+	}
+	return t
 }

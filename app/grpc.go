@@ -1,4 +1,4 @@
-package server
+package app
 
 import (
 	"context"
@@ -19,6 +19,7 @@ import (
 	"github.com/rl-exporter/rl-exporter/limiter"
 	"github.com/rl-exporter/rl-exporter/livelimits"
 	"github.com/rl-exporter/rl-exporter/rls"
+	"github.com/rl-exporter/rl-exporter/server"
 )
 
 // EndpointLabels is the part of the collector told which endpoint labels exist
@@ -99,7 +100,7 @@ func (b *Built) newGRPC(cfg *config.Config, d *Deps) (*grpcListener, error) {
 	g := &grpcListener{ln: ln, newServer: func() (*grpc.Server, *health.Server) { return rls.NewServer(svc, tc, opts...) }, svc: svc, drain: cfg.Server.ShutdownTimeout, logger: logger, panics: panics,
 		watcher: watcher, reloads: make(chan struct{}, 1), relabelNeeded: relabelNeeded}
 	if g.drain <= 0 {
-		g.drain = DefaultShutdownTimeout
+		g.drain = server.DefaultShutdownTimeout
 	}
 	if cfg.Reload.Watch {
 		g.interval = cfg.Reload.Interval

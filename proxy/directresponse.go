@@ -1,4 +1,4 @@
-package server
+package proxy
 
 import (
 	"bufio"
@@ -21,6 +21,9 @@ type simpleResponse struct {
 	strs [8]string
 }
 
+// simpleProto is the only protocol of a usual answer's status line.
+const simpleProto = "HTTP/1.1 "
+
 // readSimpleResponse parses the answer to r at the start of br when it is one
 // of the usual kind, consuming its head; ok is false, with nothing consumed,
 // for every other (http.ReadResponse's to parse, or to refuse).
@@ -33,79 +36,25 @@ func readSimpleResponse(br *bufio.Reader, r *http.Request) (_ *simpleResponse, o
 	if end < 0 {
 		return nil, false
 	}
-	// The status line: "HTTP/1.1 ddd" and a reason, or none.
-	const proto = "HTTP/1.1 "
-	if len(buf) < len(proto)+4 || string(buf[:len(proto)]) != proto {
-		return nil, false
-	}
-	code := 0
-	for _, c := range buf[len(proto) : len(proto)+3] {
-		if c < '0' || c > '9' {
-			return nil, false
-		}
-		code = code*10 + int(c-'0')
-	}
-	if code < 200 || code == http.StatusNoContent || code == http.StatusNotModified {
-		return nil, false
-	}
-	first := bytes.IndexByte(buf, '\n')
-	if buf[first-1] != '\r' || (buf[len(proto)+3] != ' ' && first != len(proto)+4) {
+	code, first, ok := simpleStatus(buf)
+	if !ok {
 		return nil, false
 	}
 	// One string holds the status and every field name and value of the head.
 	head := string(buf[:end+2])
 	fields := head[first+1:]
-	lines := 0
-	for rest := fields; rest != ""; lines++ {
-		i := indexLF(rest)
-		if i < 1 || rest[i-1] != '\r' {
-			return nil, false
-		}
-		rest = rest[i+1:]
+	lines, ok := countLines(fields)
+	if !ok {
+		return nil, false
 	}
 	sr := &simpleResponse{}
 	resp := &sr.resp
-	resp.Status, resp.StatusCode = head[len(proto):first-1], code
+	resp.Status, resp.StatusCode = head[len(simpleProto):first-1], code
 	resp.Proto, resp.ProtoMajor, resp.ProtoMinor = "HTTP/1.1", 1, 1
 	resp.Request = r
-	resp.Header = make(http.Header, lines)
-	strs := sr.strs[:]
-	if lines > len(sr.strs) {
-		strs = make([]string, lines)
-	}
-	length := int64(-1)
-	for rest := fields; rest != ""; {
-		i := indexLF(rest)
-		line := rest[:i-1]
-		rest = rest[i+1:]
-		key, value, ok := splitField(line)
-		if !ok {
-			return nil, false
-		}
-		switch key {
-		case "Content-Length":
-			if length >= 0 {
-				return nil, false // a list, or a conflict: ReadResponse's rules
-			}
-			if length = parseLength(value); length < 0 {
-				return nil, false
-			}
-		case "Transfer-Encoding", "Trailer", "Pragma":
-			return nil, false
-		case "Connection":
-			if hasToken([]string{value}, "close") {
-				return nil, false // ReadResponse drops the field
-			}
-		}
-		if vv := resp.Header[key]; vv != nil {
-			resp.Header[key] = append(vv, value)
-		} else {
-			resp.Header[key], strs = strs[:1:1], strs[1:]
-			resp.Header[key][0] = value
-		}
-	}
-	if length < 0 {
-		return nil, false // to be read until the upstream closes
+	length, ok := sr.parseFields(fields, lines)
+	if !ok {
+		return nil, false // or to be read until the upstream closes
 	}
 	if _, err := br.Discard(end + 4); err != nil {
 		return nil, false
@@ -118,6 +67,84 @@ func readSimpleResponse(br *bufio.Reader, r *http.Request) (_ *simpleResponse, o
 		resp.Body = &sr.body
 	}
 	return sr, true
+}
+
+// simpleStatus parses the status line at the start of buf, "HTTP/1.1 ddd" and a
+// reason or none, of a final status with a body: its code and the index of its '\n'.
+func simpleStatus(buf []byte) (code, first int, ok bool) {
+	const proto = simpleProto
+	if len(buf) < len(proto)+4 || string(buf[:len(proto)]) != proto {
+		return 0, 0, false
+	}
+	for _, c := range buf[len(proto) : len(proto)+3] {
+		if c < '0' || c > '9' {
+			return 0, 0, false
+		}
+		code = code*10 + int(c-'0')
+	}
+	if code < 200 || code == http.StatusNoContent || code == http.StatusNotModified {
+		return 0, 0, false
+	}
+	first = bytes.IndexByte(buf, '\n')
+	if buf[first-1] != '\r' || (buf[len(proto)+3] != ' ' && first != len(proto)+4) {
+		return 0, 0, false
+	}
+	return code, first, true
+}
+
+// countLines counts the field lines of fields, each ended by CRLF (else ok is false).
+func countLines(fields string) (lines int, ok bool) {
+	for rest := fields; rest != ""; lines++ {
+		i := indexLF(rest)
+		if i < 1 || rest[i-1] != '\r' {
+			return 0, false
+		}
+		rest = rest[i+1:]
+	}
+	return lines, true
+}
+
+// parseFields fills sr's header from fields, lines of them, and returns the
+// Content-Length; ok is false for a field left to http.ReadResponse, or none.
+func (sr *simpleResponse) parseFields(fields string, lines int) (length int64, ok bool) {
+	h := make(http.Header, lines)
+	sr.resp.Header = h
+	strs := sr.strs[:]
+	if lines > len(sr.strs) {
+		strs = make([]string, lines)
+	}
+	length = -1
+	for rest := fields; rest != ""; {
+		i := indexLF(rest)
+		line := rest[:i-1]
+		rest = rest[i+1:]
+		key, value, ok := splitField(line)
+		if !ok {
+			return 0, false
+		}
+		switch key {
+		case "Content-Length":
+			if length >= 0 {
+				return 0, false // a list, or a conflict: ReadResponse's rules
+			}
+			if length = parseLength(value); length < 0 {
+				return 0, false
+			}
+		case "Transfer-Encoding", "Trailer", "Pragma":
+			return 0, false
+		case "Connection":
+			if hasToken([]string{value}, "close") {
+				return 0, false // ReadResponse drops the field
+			}
+		}
+		if vv := h[key]; vv != nil {
+			h[key] = append(vv, value)
+		} else {
+			h[key], strs = strs[:1:1], strs[1:]
+			h[key][0] = value
+		}
+	}
+	return length, length >= 0
 }
 
 // indexLF is the index of the first '\n' in s, or -1.

@@ -2,7 +2,7 @@
 
 // Not under the race detector, which makes sync.Pool drop items at random.
 
-package server
+package proxy
 
 import "testing"
 

@@ -1,4 +1,4 @@
-package server
+package proxy
 
 import (
 	"net"
@@ -58,19 +58,6 @@ func (c TransportConfig) withDefaults() TransportConfig {
 	return c
 }
 
-// transportConfig is the TransportConfig of server.upstream_transport,
-// whose response_header_timeout 0 means no bound.
-func transportConfig(c config.UpstreamTransport) TransportConfig {
-	t := TransportConfig{
-		MaxIdleConnsPerHost: c.MaxIdleConnsPerHost, IdleConnTimeout: c.IdleConnTimeout,
-		DialTimeout: c.DialTimeout, ResponseHeaderTimeout: c.ResponseHeaderTimeout, H2C: c.H2C,
-	}
-	if t.ResponseHeaderTimeout == 0 {
-		t.ResponseHeaderTimeout = -1
-	}
-	return t
-}
-
 // NewTransport returns the http.Transport the reverse proxy reaches the upstream
 // with: keep-alive connections, HTTP/2 with H2C or when TLS negotiates it, no
 // transparent compression (bodies pass as the upstream sent them) and no proxy
@@ -97,17 +84,6 @@ func NewTransport(cfg TransportConfig) *http.Transport {
 		t.Protocols = p
 	}
 	return t
-}
-
-// idleCloser closes a Transport's idle connections (and their goroutines) as a Closer.
-type idleCloser struct {
-	t interface{ CloseIdleConnections() }
-}
-
-// Close implements io.Closer; it never fails.
-func (c idleCloser) Close() error {
-	c.t.CloseIdleConnections()
-	return nil
 }
 
 // bufferPool lends the reverse proxy its copy buffers (httputil.BufferPool). Safe
