@@ -54,7 +54,10 @@ const setGiveBack = 3
 // would have admitted, is bounded by the takes in flight: at most one cost
 // per part of an earlier group per concurrent cross-slot set that a later
 // group refuses, held for the later group's round trip and the give-back's
-// (TestCrossSlotSetNeverOvershoots measures both). A give-back that fails
+// (TestCluster's cross-slot set measures both: with 64 clients whose
+// users' quotas bind, about 210 refusals by the organisation's part while
+// its count was under its quota, no unit admitted past a quota, none left
+// short by the end). A give-back that fails
 // (the node unreachable) leaves its take counted, an undershoot of that
 // cost until the window or bucket recovers; the set is still answered as
 // refused, without an error.
