@@ -62,21 +62,32 @@ func (s *MemoryStore) decideSet(keys []string, cls []*compiledLimit, costs []int
 		s.shards[i].mu.Lock()
 	}
 	now := s.nowUS()
-	allowed := true
+	allowed, fresh := true, false
+	var ebuf [8]*memSlot
+	slots := ebuf[:0]
 	for i, key := range keys {
 		sh := &s.shards[hashes[i]&s.mask]
+		var e *memSlot
 		if j := sh.find(hashes[i], cls[i].alg, key); j >= 0 {
-			out[i] = sh.slot(j).apply(now, false, key, cls[i], costAt(costs, i), true)
+			e = sh.slot(j)
+			out[i] = e.apply(now, false, key, cls[i], costAt(costs, i), true)
 		} else {
 			var blank memSlot
 			out[i] = blank.apply(now, true, key, cls[i], costAt(costs, i), true)
+			fresh = true
 		}
+		slots = append(slots, e)
 		out[i].Admitted = 0
 		allowed = allowed && out[i].Allowed
 	}
-	if allowed && mode == ModeConsume {
-		// Each part admits on the state just read: take every cost. An
-		// insertion may move the slots of its shard, so each is found again.
+	if allowed && mode == ModeConsume && !fresh {
+		// Each part admits on the state just read: take every cost.
+		for i, key := range keys {
+			out[i] = slots[i].apply(now, false, key, cls[i], costAt(costs, i), false)
+		}
+	} else if allowed && mode == ModeConsume {
+		// As above, but an insertion may move the slots of its shard, so
+		// each is found again.
 		for i, key := range keys {
 			sh := &s.shards[hashes[i]&s.mask]
 			var e *memSlot
