@@ -17,7 +17,7 @@ func (e *memSlot) gcra(d *Decision, now int64, cl *compiledLimit, cost int64, pe
 	if wait := newAhead - tolerance; wait > 0 && wait/t > gcraEpsilon {
 		e.idleAt = now + int64(math.Ceil(ahead))
 		remaining := max(int64(math.Floor((tolerance-ahead)/t+gcraEpsilon)), 0)
-		reset := fromUS(int64(math.Ceil(ahead - gcraEpsilon*t)))
+		reset := fromUS(max(int64(math.Ceil(ahead-gcraEpsilon*t)), 0))
 		retry := fromUS(int64(math.Ceil(wait - gcraEpsilon*t)))
 		d.set(false, cl.quota, remaining, reset, retry, 0, 0)
 		return
@@ -25,7 +25,8 @@ func (e *memSlot) gcra(d *Decision, now int64, cl *compiledLimit, cost int64, pe
 	if peek {
 		e.idleAt = now + int64(math.Ceil(ahead))
 		remaining := max(int64(math.Floor((tolerance-ahead)/t+gcraEpsilon)), 0)
-		d.set(true, cl.quota, remaining, fromUS(int64(math.Ceil(ahead-gcraEpsilon*t))), 0, 0, cost)
+		// ahead may be 0: the rounding allowance must not make the reset negative.
+		d.set(true, cl.quota, remaining, fromUS(max(int64(math.Ceil(ahead-gcraEpsilon*t)), 0)), 0, 0, cost)
 		return
 	}
 	e.stamp = int64(math.Float64bits(nowF + newAhead))

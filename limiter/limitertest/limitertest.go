@@ -30,6 +30,14 @@ type NewStore func(t *testing.T) limiter.Store
 func Run(t *testing.T, newStore NewStore) {
 	t.Helper()
 	RunAlgorithms(t, newStore, limiter.AllAlgorithms())
+	if st := newStore(t); isSetStore(st) {
+		RunSets(t, st)
+	}
+}
+
+func isSetStore(st limiter.Store) bool {
+	_, ok := st.(limiter.SetStore)
+	return ok
 }
 
 // RunAlgorithms is Run for the algorithms algs alone, for a store that

@@ -35,6 +35,10 @@ func TestCluster(t *testing.T) {
 		limitertest.Run(t, func(*testing.T) limiter.Store { return store })
 	})
 
+	t.Run("a set across slots never overshoots, and leaves each count at what it admitted", func(t *testing.T) {
+		crossSlotSet(t, cl, store)
+	})
+
 	t.Run("allow-at-most from many goroutines admits exactly the quota of a key", func(t *testing.T) {
 		t.Logf("units admitted: %v", limitertest.AtMostContention(t, []limiter.Store{store, store}, 16))
 	})

@@ -74,3 +74,10 @@ func TestSentinelHoldsReservationsOnThePrimary(t *testing.T) {
 		t.Fatalf("PeekN(7) after committing 3 of 10 = %+v, %v", d, err)
 	}
 }
+
+func TestSentinelDecidesSets(t *testing.T) {
+	t.Parallel()
+	sn := redistest.Sentinel(t)
+	store := newStore(t, redisstore.ClientConfig{SentinelAddrs: sn.SentinelAddrs, MasterName: sn.MasterName})
+	limitertest.RunSets(t, store)
+}

@@ -87,6 +87,9 @@ func wantGenerated() (map[string]string, error) {
 	for i, src := range []string{acquire, release, batch, renew} {
 		want[generatedPath(limiter.Concurrency, leaseKinds[i])] = src
 	}
+	if want[setPath], err = setSource(redisClock); err != nil {
+		return nil, err
+	}
 	return want, nil
 }
 

@@ -80,19 +80,19 @@ local newAhead = ahead + cost * interval
 
 if regions and regions.threshold >= 0 and newAhead / interval - regions.threshold > epsilon then
   if not peek and #learnt > 0 then save(0) end
-  local reset = math.ceil(ahead - epsilon * interval)
+  local reset = math.max(math.ceil(ahead - epsilon * interval), 0)
   return 0, math.max(math.floor((tolerance - ahead) / interval + epsilon), 0), reset, 0, 0, 1, reset, ''
 end
 local wait = newAhead - tolerance
 if wait / interval > epsilon then
   if regions and not peek and #learnt > 0 then save(0) end
   local remaining = math.max(math.floor((tolerance - ahead) / interval + epsilon), 0)
-  local reset = math.ceil(ahead - epsilon * interval)
+  local reset = math.max(math.ceil(ahead - epsilon * interval), 0)
   return 0, remaining, reset, math.ceil(wait - epsilon * interval), 0, regions and 0, reset, ''
 end
 if peek then
   local remaining = math.max(math.floor((tolerance - ahead) / interval + epsilon), 0)
-  local reset = math.ceil(ahead - epsilon * interval)
+  local reset = math.max(math.ceil(ahead - epsilon * interval), 0)
   return cost, remaining, reset, 0, 0, regions and 0, reset, ''
 end
 

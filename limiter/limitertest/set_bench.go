@@ -1,0 +1,89 @@
+package limitertest
+
+import (
+	"context"
+	"runtime"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/rl-exporter/rl-exporter/limiter"
+)
+
+// BenchmarkSets measures set decisions on store from 64 callers at once
+// (b.SetParallelism), over 100,000 users of 1,000 organisations: one
+// limit decided alone (Limiter.AllowN: sliding_window requests), the same
+// as a set of one part, and a set of three (that, token_bucket tokens and
+// a calendar month's quota per organisation). The set benchmarks report
+// their decisions per second as a share of the one limit's
+// (x_one_limit), so run "one_limit" with them.
+func BenchmarkSets(b *testing.B, store limiter.Store) {
+	const callers, users, orgs = 64, 100_000, 1_000
+	mk := func(lim limiter.Limit) *limiter.Limiter {
+		l, err := limiter.New(limiter.Config{Limit: lim, Store: store, Timeout: 10 * time.Second})
+		if err != nil {
+			b.Fatal(err)
+		}
+		return l
+	}
+	month := limiter.PerCalendar(1<<40, &limiter.Calendar{Unit: limiter.Month, Location: time.UTC})
+	requests := mk(limiter.PerMinute(limiter.SlidingWindow, 1<<20))
+	tokens := mk(limiter.Limit{Algorithm: limiter.TokenBucket, Rate: 1 << 20, Period: time.Minute})
+	quota := mk(month)
+	run := uniqueRun()
+	userKeys, orgKeys := make([]string, users), make([]string, orgs)
+	for i := range userKeys {
+		userKeys[i] = "bench:" + run + ":user:" + strconv.Itoa(i)
+	}
+	for i := range orgKeys {
+		orgKeys[i] = "bench:" + run + ":org:" + strconv.Itoa(i)
+	}
+	userKey := func(i int) string { return userKeys[i%users] }
+	orgKey := func(i int) string { return orgKeys[i%orgs] }
+	costs := []int64{1, 7, 1}
+	var oneNs float64
+	parallel := func(b *testing.B, decide func(ctx context.Context, i int, out []limiter.Decision) error) float64 {
+		b.SetParallelism((callers + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0))
+		b.ReportAllocs()
+		start := time.Now()
+		b.RunParallel(func(pb *testing.PB) {
+			ctx := context.Background()
+			i := int(time.Now().UnixNano() % users)
+			out := make([]limiter.Decision, 3)
+			for pb.Next() {
+				i += 7919
+				if err := decide(ctx, i, out); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+		ns := float64(time.Since(start).Nanoseconds()) / float64(b.N)
+		b.ReportMetric(1e9/ns, "decisions/s")
+		return ns
+	}
+	b.Run("one_limit", func(b *testing.B) {
+		oneNs = parallel(b, func(ctx context.Context, i int, _ []limiter.Decision) error {
+			_, err := requests.AllowN(ctx, userKey(i), 1)
+			return err
+		})
+	})
+	for _, parts := range []int{1, 3} {
+		ls := []*limiter.Limiter{requests, tokens, quota}[:parts]
+		set, err := limiter.NewSet(ls...)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run("parts="+strconv.Itoa(parts), func(b *testing.B) {
+			ns := parallel(b, func(ctx context.Context, i int, out []limiter.Decision) error {
+				var keys [3]string
+				keys[0], keys[1], keys[2] = userKey(i), userKey(i), orgKey(i)
+				_, err := set.Decide(ctx, limiter.ModeConsume, keys[:parts], costs[:parts], out[:parts])
+				return err
+			})
+			if oneNs > 0 {
+				b.ReportMetric(oneNs/ns, "x_one_limit")
+			}
+		})
+	}
+}
