@@ -49,6 +49,9 @@ type Class struct {
 	// Leases is the concurrency limit per plan tier, for the tiers limited by requests in flight
 	// instead of a Limits entry (limiter.Leases; the store must be a limiter.Leaser).
 	Leases map[string]limiter.LeaseLimit
+	// TierLimits, for a tier, puts several limits on each request, decided as one (TierLimit);
+	// a tier listed here has no Limits or Leases entry.
+	TierLimits map[string][]TierLimit
 }
 
 // newLimiter is the class's limiter of lim on tier's store; with CostFrom it must hold reservations.
