@@ -179,47 +179,8 @@ func New(cfg Config) (*Collector, error) {
 		limits:    map[limitKey]limitValue{},
 		circuit:   map[string]limiter.CircuitState{cfg.Store: limiter.CircuitClosed},
 		top:       newTopK(cfg.TopKeys, cfg.TopWindow, cfg.Now),
-
-		requestsDesc: prometheus.NewDesc("rate_limit_requests_total",
-			"Rate-limit decisions, exactly one per request, by outcome (allowed, rejected, shadow_rejected, fail_open, fail_closed, penalized).",
-			[]string{"status", "endpoint", "plan_tier"}, nil),
-		nearLimitDesc: prometheus.NewDesc("rate_limit_near_limit_total",
-			"Allowed decisions that left less than the configured share of the limit.",
-			[]string{"endpoint", "plan_tier"}, nil),
-		failOpenDesc: prometheus.NewDesc("rate_limit_fail_open_total",
-			"Requests let through because the store failed, by reason.",
-			[]string{"endpoint", "reason"}, nil),
-		failClosedDesc: prometheus.NewDesc("rate_limit_fail_closed_total",
-			"Requests refused with 503 because the store failed, by reason.",
-			[]string{"endpoint", "reason"}, nil),
-		storeErrorsDesc: prometheus.NewDesc("rate_limit_store_errors_total",
-			"Store calls that failed, by kind.",
-			[]string{"store", "kind"}, nil),
-		limitDesc: prometheus.NewDesc("rate_limit_limit",
-			"The limit in force: requests per window, or the bucket size for bucket algorithms.",
-			[]string{"endpoint", "plan_tier", "algorithm"}, nil),
-		quotaDesc: prometheus.NewDesc("rate_limit_quota",
-			"The quota in force per window (the bucket size for bucket algorithms), without the algorithm label, to divide usage by.",
-			[]string{"endpoint", "plan_tier"}, nil),
-		buildInfoDesc: prometheus.NewDesc("rl_exporter_build_info",
-			"A constant 1 labelled with the version, revision and Go version of rl-exporter.",
-			[]string{"version", "revision", "goversion"}, nil),
-		degradedDesc: prometheus.NewDesc("rate_limit_degraded_total",
-			"Decisions made on this instance's share of the limit because the store failed (fail_policy local); they are also counted in rate_limit_requests_total as allowed or rejected.",
-			[]string{"endpoint"}, nil),
-		canceledDesc: prometheus.NewDesc("rate_limit_canceled_total",
-			"Requests whose caller cancelled or went away while the store decided; not store failures, not in rate_limit_requests_total.",
-			[]string{"endpoint"}, nil),
-		circuitDesc: prometheus.NewDesc("rate_limit_circuit_state",
-			"State of the circuit breaker in front of the store: 0 closed, 1 half-open, 2 open.",
-			[]string{"store"}, nil),
-		unreplicatedDesc: prometheus.NewDesc("rate_limit_redis_unreplicated_writes_total",
-			"Decisions whose Redis write no replica acknowledged within store.redis.durability_timeout (store.redis.durability wait); they were answered and counted all the same.",
-			[]string{"store"}, nil),
-		foldedDesc: prometheus.NewDesc("rate_limit_labels_folded_total",
-			`Decisions whose endpoint was counted as "other" or whose plan tier as the default tier, because the value was not configured or beyond the cardinality cap.`,
-			[]string{"label", "reason"}, nil),
 	}
+	c.initDescs()
 	c.storeDuration = prometheus.NewHistogramVec(histogramOpts(
 		"rate_limit_redis_duration_seconds",
 		"Time each decision waited on the store (Redis or memory), timeouts included, by operation (the algorithm).",
@@ -245,6 +206,50 @@ func New(cfg Config) (*Collector, error) {
 		return nil, fmt.Errorf("collector: register: %w", err)
 	}
 	return c, nil
+}
+
+// initDescs describes the series Collect builds from the collector's own
+// counts (the rest are client_golang vectors).
+func (c *Collector) initDescs() {
+	c.requestsDesc = prometheus.NewDesc("rate_limit_requests_total",
+		"Rate-limit decisions, exactly one per request, by outcome (allowed, rejected, shadow_rejected, fail_open, fail_closed, penalized).",
+		[]string{"status", "endpoint", "plan_tier"}, nil)
+	c.nearLimitDesc = prometheus.NewDesc("rate_limit_near_limit_total",
+		"Allowed decisions that left less than the configured share of the limit.",
+		[]string{"endpoint", "plan_tier"}, nil)
+	c.failOpenDesc = prometheus.NewDesc("rate_limit_fail_open_total",
+		"Requests let through because the store failed, by reason.",
+		[]string{"endpoint", "reason"}, nil)
+	c.failClosedDesc = prometheus.NewDesc("rate_limit_fail_closed_total",
+		"Requests refused with 503 because the store failed, by reason.",
+		[]string{"endpoint", "reason"}, nil)
+	c.storeErrorsDesc = prometheus.NewDesc("rate_limit_store_errors_total",
+		"Store calls that failed, by kind.",
+		[]string{"store", "kind"}, nil)
+	c.limitDesc = prometheus.NewDesc("rate_limit_limit",
+		"The limit in force: requests per window, or the bucket size for bucket algorithms.",
+		[]string{"endpoint", "plan_tier", "algorithm"}, nil)
+	c.quotaDesc = prometheus.NewDesc("rate_limit_quota",
+		"The quota in force per window (the bucket size for bucket algorithms), without the algorithm label, to divide usage by.",
+		[]string{"endpoint", "plan_tier"}, nil)
+	c.buildInfoDesc = prometheus.NewDesc("rl_exporter_build_info",
+		"A constant 1 labelled with the version, revision and Go version of rl-exporter.",
+		[]string{"version", "revision", "goversion"}, nil)
+	c.degradedDesc = prometheus.NewDesc("rate_limit_degraded_total",
+		"Decisions made on this instance's share of the limit because the store failed (fail_policy local); they are also counted in rate_limit_requests_total as allowed or rejected.",
+		[]string{"endpoint"}, nil)
+	c.canceledDesc = prometheus.NewDesc("rate_limit_canceled_total",
+		"Requests whose caller cancelled or went away while the store decided; not store failures, not in rate_limit_requests_total.",
+		[]string{"endpoint"}, nil)
+	c.circuitDesc = prometheus.NewDesc("rate_limit_circuit_state",
+		"State of the circuit breaker in front of the store: 0 closed, 1 half-open, 2 open.",
+		[]string{"store"}, nil)
+	c.unreplicatedDesc = prometheus.NewDesc("rate_limit_redis_unreplicated_writes_total",
+		"Decisions whose Redis write no replica acknowledged within store.redis.durability_timeout (store.redis.durability wait); they were answered and counted all the same.",
+		[]string{"store"}, nil)
+	c.foldedDesc = prometheus.NewDesc("rate_limit_labels_folded_total",
+		`Decisions whose endpoint was counted as "other" or whose plan tier as the default tier, because the value was not configured or beyond the cardinality cap.`,
+		[]string{"label", "reason"}, nil)
 }
 
 func histogramOpts(name, help string, buckets []float64, native bool) prometheus.HistogramOpts {

@@ -73,32 +73,7 @@ var datasource = common.DataSourceRef{Type: cog.ToPtr("prometheus"), Uid: cog.To
 // spec in the "generated" description.
 func overview(m *slo.Model, source string) (dashboard.Dashboard, error) {
 	q := queries{}
-	b := dashboard.NewDashboardBuilder(OverviewTitle).
-		Uid(OverviewUID).
-		Description(generatedMarker(source)).
-		Tags([]string{"rl-exporter", "rate-limit", "generated"}).
-		Readonly().
-		Tooltip(dashboard.DashboardCursorSyncCrosshair).
-		Refresh("30s").
-		Time("now-3h", "now").
-		Timezone(common.TimeZoneBrowser).
-		WithVariable(dashboard.NewDatasourceVariableBuilder(VarDatasource).
-			Label("Data source").
-			Type("prometheus")).
-		WithVariable(dashboard.NewQueryVariableBuilder(VarJob).
-			Label("Job").
-			Description("The Prometheus job that scrapes rl-exporter; the spec's is " + strconv.Quote(m.Job) + ".").
-			Datasource(datasource).
-			Query(dashboard.StringOrMap{String: cog.ToPtr(fmt.Sprintf("label_values(%s, %s)", metricBuildInfo, VarJob))}).
-			Refresh(dashboard.VariableRefreshOnTimeRangeChanged).
-			Sort(dashboard.VariableSortAlphabeticalAsc).
-			Current(option(m.Job))).
-		WithVariable(multiVariable(VarInstance, "Instance", "The rl-exporter processes of the job (the instance label).",
-			fmt.Sprintf(`label_values(%s{job=~"$job"}, %s)`, metricBuildInfo, VarInstance))).
-		WithVariable(multiVariable(VarEndpoint, "Endpoint", "Route patterns of the limiter's configuration (the endpoint label).",
-			q.labelValues(metricRequests, "", VarEndpoint))).
-		WithVariable(multiVariable(VarPlanTier, "Plan tier", "Plan tiers of the limiter's configuration (the plan_tier label).",
-			q.labelValues(metricRequests, `endpoint=~"$endpoint"`, VarPlanTier)))
+	b := overviewFrame(m, q, source)
 
 	var id uint32
 	next := func() uint32 { id++; return id }
@@ -153,6 +128,37 @@ func overview(m *slo.Model, source string) (dashboard.Dashboard, error) {
 	b.WithPanel(instancesPanel(q, next()))
 
 	return b.Build()
+}
+
+// overviewFrame is the Overview dashboard without its rows: its identity,
+// time settings and variables.
+func overviewFrame(m *slo.Model, q queries, source string) *dashboard.DashboardBuilder {
+	return dashboard.NewDashboardBuilder(OverviewTitle).
+		Uid(OverviewUID).
+		Description(generatedMarker(source)).
+		Tags([]string{"rl-exporter", "rate-limit", "generated"}).
+		Readonly().
+		Tooltip(dashboard.DashboardCursorSyncCrosshair).
+		Refresh("30s").
+		Time("now-3h", "now").
+		Timezone(common.TimeZoneBrowser).
+		WithVariable(dashboard.NewDatasourceVariableBuilder(VarDatasource).
+			Label("Data source").
+			Type("prometheus")).
+		WithVariable(dashboard.NewQueryVariableBuilder(VarJob).
+			Label("Job").
+			Description("The Prometheus job that scrapes rl-exporter; the spec's is " + strconv.Quote(m.Job) + ".").
+			Datasource(datasource).
+			Query(dashboard.StringOrMap{String: cog.ToPtr(fmt.Sprintf("label_values(%s, %s)", metricBuildInfo, VarJob))}).
+			Refresh(dashboard.VariableRefreshOnTimeRangeChanged).
+			Sort(dashboard.VariableSortAlphabeticalAsc).
+			Current(option(m.Job))).
+		WithVariable(multiVariable(VarInstance, "Instance", "The rl-exporter processes of the job (the instance label).",
+			fmt.Sprintf(`label_values(%s{job=~"$job"}, %s)`, metricBuildInfo, VarInstance))).
+		WithVariable(multiVariable(VarEndpoint, "Endpoint", "Route patterns of the limiter's configuration (the endpoint label).",
+			q.labelValues(metricRequests, "", VarEndpoint))).
+		WithVariable(multiVariable(VarPlanTier, "Plan tier", "Plan tiers of the limiter's configuration (the plan_tier label).",
+			q.labelValues(metricRequests, `endpoint=~"$endpoint"`, VarPlanTier)))
 }
 
 // multiVariable is a query variable of several values, All by default,
