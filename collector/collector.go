@@ -138,6 +138,7 @@ type Collector struct {
 
 	circuitMu sync.Mutex
 	circuit   map[string]limiter.CircuitState // by store
+	perNode   bool                            // a node's breaker was added: no series for the store's own
 
 	requestsDesc, nearLimitDesc, failOpenDesc, failClosedDesc *prometheus.Desc
 	storeErrorsDesc, limitDesc, buildInfoDesc, foldedDesc     *prometheus.Desc
@@ -509,15 +510,26 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 // (called on a change of state, never per decision).
 func (c *Collector) CircuitChanged(store string, _, to limiter.CircuitState) {
 	c.circuitMu.Lock()
-	c.circuit[store] = to
+	if store != c.cfg.Store || !c.perNode {
+		c.circuit[store] = to
+	}
 	c.circuitMu.Unlock()
 }
 
 // CircuitAdded starts the series rate_limit_circuit_state{store} at state:
 // a Redis Cluster master's breaker, made when the master joined the slot
-// map. Part of limiter.CircuitSetObserver: safe for concurrent use, quick.
+// map. From the first, the store's own series is dropped for good: a keyed
+// decision on a Cluster consults its master's breaker alone, so the store's
+// would say "closed" while a master's circuit is open. Part of
+// limiter.CircuitSetObserver: safe for concurrent use, quick.
 func (c *Collector) CircuitAdded(store string, state limiter.CircuitState) {
-	c.CircuitChanged(store, state, state)
+	c.circuitMu.Lock()
+	if !c.perNode {
+		c.perNode = true
+		delete(c.circuit, c.cfg.Store)
+	}
+	c.circuit[store] = state
+	c.circuitMu.Unlock()
 }
 
 // CircuitRemoved drops the series rate_limit_circuit_state{store}: its

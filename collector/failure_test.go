@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -151,5 +152,38 @@ func TestAScraperThatHangsUpMidResponseLogsNoError(t *testing.T) {
 	}
 	if !strings.Contains(out, "level=DEBUG") {
 		t.Errorf("the write error was not logged at debug level at all; log:\n%.2000s", out)
+	}
+}
+
+func TestOnAStoreOfSeveralNodesOnlyEachNodesCircuitIsExported(t *testing.T) {
+	c, err := collector.New(collector.Config{Endpoints: []string{"/a"}, Tiers: []string{"free"}, DefaultTier: "free", Store: "redis"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	series := func() string {
+		rec := httptest.NewRecorder()
+		c.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+		var out []string
+		for _, line := range strings.Split(rec.Body.String(), "\n") {
+			if strings.HasPrefix(line, "rate_limit_circuit_state{") {
+				out = append(out, line)
+			}
+		}
+		return strings.Join(out, "\n")
+	}
+	if got, want := series(), `rate_limit_circuit_state{store="redis"} 0`; got != want {
+		t.Fatalf("before any node's breaker: %q, want %q", got, want)
+	}
+	// A Cluster's masters each get a breaker; the store's own is never
+	// consulted for a keyed decision, so its series would say "closed"
+	// while a master's circuit is open.
+	c.CircuitAdded("redis/10.0.0.1:7000", limiter.CircuitClosed)
+	c.CircuitAdded("redis/10.0.0.2:7000", limiter.CircuitClosed)
+	c.CircuitChanged("redis/10.0.0.2:7000", limiter.CircuitClosed, limiter.CircuitOpen)
+	c.CircuitChanged("redis", limiter.CircuitClosed, limiter.CircuitClosed)
+	want := `rate_limit_circuit_state{store="redis/10.0.0.1:7000"} 0
+rate_limit_circuit_state{store="redis/10.0.0.2:7000"} 2`
+	if got := series(); got != want {
+		t.Errorf("with two nodes' breakers:\n%s\nwant\n%s", got, want)
 	}
 }

@@ -48,6 +48,7 @@ const (
 	metricFailOpen     = "rate_limit_fail_open_total"
 	metricFailClosed   = "rate_limit_fail_closed_total"
 	metricStoreErrors  = "rate_limit_store_errors_total"
+	metricCircuit      = "rate_limit_circuit_state"
 	metricBuildInfo    = "rl_exporter_build_info"
 )
 
@@ -92,6 +93,7 @@ func overview(m *slo.Model, source string) (dashboard.Dashboard, error) {
 	b.WithPanel(latencyHeatmap(m, q, next()))
 	b.WithPanel(failuresPanel(m, q, next()))
 	b.WithPanel(storeErrorsPanel(m, q, next()))
+	b.WithPanel(circuitPanel(m, q, next()))
 
 	if s := m.Availability; s != nil {
 		row(fmt.Sprintf("Availability SLO: %s of decisions neither fail open nor closed over %s", percent(s.Objective), duration(s.Period)))
@@ -482,6 +484,26 @@ func storeErrorsPanel(m *slo.Model, q queries, id uint32) *timeseries.PanelBuild
 		Thresholds(thresholds()).
 		ThresholdsStyle(noThresholdLine())
 	if o := m.FailOpen; o != nil {
+		p.Links(links(runbook(true, func() slo.Alert { return o.Alert })))
+	}
+	return p
+}
+
+// circuitPanel shows each breaker's state, the worst instance's: one series
+// for a single Redis or memory store, one per master on a Redis Cluster
+// (store="redis/<address>"), with no series for the Cluster as a whole.
+func circuitPanel(m *slo.Model, q queries, id uint32) *timeseries.PanelBuilder {
+	p := timeseriesPanel(id, "Circuit breakers (0 closed, 1 half-open, 2 open)",
+		"The circuit breaker in front of the store, the worst state among the selected instances: one series for a single "+
+			"Redis or the memory store, one per master on a Redis Cluster (store=\"redis/<address>\"; a master's circuit opens alone, "+
+			"and its series is dropped when it leaves the slot map). While open, its decisions follow store.fail_policy without calling it.",
+		unitCount).
+		WithTarget(target("A", fmt.Sprintf("max by (store) (%s%s)", metricCircuit, q.sel(false, false)), "{{store}}")).
+		Max(2).
+		Thresholds(thresholds()).
+		ThresholdsStyle(noThresholdLine())
+	if o := m.FailOpen; o != nil {
+		// An open circuit's decisions are what the fail-open alert counts.
 		p.Links(links(runbook(true, func() slo.Alert { return o.Alert })))
 	}
 	return p
