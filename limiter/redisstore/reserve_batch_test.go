@@ -1,8 +1,7 @@
 package redisstore
 
 import (
-	"bytes"
-	"context"
+		"context"
 	"testing"
 	"time"
 
@@ -17,60 +16,32 @@ import (
 func TestOneBatchOfReservationCallsAnswersAsTheCallsOneByOne(t *testing.T) {
 	_, store := singleStore(t)
 	ctx := context.Background()
-	all, err := loadReserveScripts()
-	if err != nil {
-		t.Fatal(err)
-	}
 	a := limiter.FixedWindow
 	spec := limiter.SpecOf(a)
-	sc := &all[spec.Index()]
 	lims := []limiter.Limit{{Algorithm: a, Rate: 10, Period: time.Hour}, {Algorithm: a, Rate: 7, Period: time.Hour}}
 	keep := 2 * time.Hour.Milliseconds()
-	op := func(kind int64, key string, lim limiter.Limit, cost int64, id string, extra ...int64) *scriptOp {
-		o := newScriptOp()
-		o.kind = kind
-		base := store.baseKey(key, a)
-		for _, suffix := range spec.KeySuffixes() {
-			o.addKey(base + suffix)
-		}
-		o.addKey(base + bookSuffix)
-		o.nnums = len(argsInto(o.nums[:0], spec, key, lim, cost, limiter.ModeConsume))
-		o.idAt, o.id = o.nnums, id
-		o.addNums(extra...)
-		o.addSet(o.nums[:spec.NumParams()]...)
-		if kind == kindReserve {
-			o.addSet(extra...)
-			o.value = cost
-		} else {
-			o.value = extra[0]
-		}
-		return o
+	op := func(kind int64, key string, lim limiter.Limit, cost int64, id string, extra ...int64) *request {
+		return store.reservationOp(spec, key, lim, kind, cost, id, extra...)
 	}
 	hold := time.Minute.Microseconds()
-	ops := []*scriptOp{
+	ops := []*request{
 		op(kindReserve, "a", lims[0], 6, "a1", hold, 0, keep),
 		op(kindReserve, "b", lims[1], 5, "b1", hold, 1, keep),
 		op(kindReserve, "a", lims[0], 5, "a2", hold, 0, keep), // 6 + 5 > 10: refused
-		op(kindSettle, "a", lims[0], 1, "a1", 2),              // gives 4 back
+		op(kindSettle, "a", lims[0], 1, "a1", 2, 10),          // gives 4 back
 		op(kindReserve, "a", lims[0], 5, "a3", hold, 0, keep), // 2 + 5 fits
-		op(kindSettle, "b", lims[1], 1, "b1", 7),              // takes 2 more
-		op(kindSettle, "b", lims[1], 1, "b1", 7),              // settled already
-		op(kindSettle, "a", lims[0], 1, "nobody", 0),
+		op(kindSettle, "b", lims[1], 1, "b1", 7, 7),           // takes 2 more
+		op(kindSettle, "b", lims[1], 1, "b1", 7, 7),           // settled already
+		op(kindSettle, "a", lims[0], 1, "nobody", 0, 10),
 	}
-	for _, o := range ops {
-		o.ctx = ctx
-	}
-	var enc setEncoder
-	var raw bytes.Buffer
-	store.runOps(ctx, &sc.ops, ops, &enc, nil, &raw, nil)
-	if n := len(enc.nums) - 2; n != 4 {
+	sd := flushTogether(t, store, ops)
+	if n := len(sd.enc.sets); n != 4 {
 		t.Errorf("%d sets of shared numbers, want 4", n)
 	}
 	want := [][]int64{
 		{6, 4}, {5, 2}, {0, 4}, {1, 6}, {5, 3}, {1, 5}, {0, 0}, {0, 0},
 	}
 	for i, o := range ops {
-		<-o.done
 		if o.err != nil {
 			t.Fatalf("call %d: %v", i, o.err)
 		}
@@ -90,22 +61,11 @@ func TestOneBatchOfReservationCallsAnswersAsTheCallsOneByOne(t *testing.T) {
 // releases on two keys under two limits in one batch script call.
 func TestOneBatchOfLeaseCallsAnswersAsTheCallsOneByOne(t *testing.T) {
 	_, store := singleStore(t)
-	ctx := context.Background()
-	sc, err := leaseScripts()
-	if err != nil {
-		t.Fatal(err)
-	}
 	ttl := time.Minute.Microseconds()
-	op := func(kind int64, key, id string, limit int64) *scriptOp {
-		o := newScriptOp()
-		o.kind, o.ctx = kind, ctx
-		o.addKey(store.LeaseKey(key))
-		o.idAt, o.id = 0, id
-		o.addNums(limit, ttl)
-		o.addSet(limit, ttl)
-		return o
+	op := func(kind int64, key, id string, limit int64) *request {
+		return store.leaseOp(key, kind, id, limit, ttl)
 	}
-	ops := []*scriptOp{
+	ops := []*request{
 		op(kindAcquire, "a", "a1", 1),
 		op(kindAcquire, "b", "b1", 2),
 		op(kindAcquire, "a", "a2", 1), // a holds its one lease: refused
@@ -114,12 +74,9 @@ func TestOneBatchOfLeaseCallsAnswersAsTheCallsOneByOne(t *testing.T) {
 		op(kindRelease, "a", "a1", 0), // released already
 		op(kindAcquire, "a", "a3", 1),
 	}
-	var enc setEncoder
-	var raw bytes.Buffer
-	store.runOps(ctx, sc, ops, &enc, nil, &raw, nil)
+	flushTogether(t, store, ops)
 	want := [][2]int64{{1, 1}, {1, 1}, {0, 1}, {1, 2}, {1, 0}, {0, 0}, {1, 1}}
 	for i, o := range ops {
-		<-o.done
 		if o.err != nil {
 			t.Fatalf("call %d: %v", i, o.err)
 		}
@@ -136,44 +93,20 @@ func TestOneBatchOfLeaseCallsAnswersAsTheCallsOneByOne(t *testing.T) {
 func TestABatchedChargeIsTakenOnASpentBudget(t *testing.T) {
 	_, store := singleStore(t)
 	ctx := context.Background()
-	all, err := loadReserveScripts()
-	if err != nil {
-		t.Fatal(err)
-	}
 	a := limiter.FixedWindow
 	spec := limiter.SpecOf(a)
 	lim := limiter.Limit{Algorithm: a, Rate: 10, Period: time.Hour}
-	op := func(kind int64, cost int64, id string, extra ...int64) *scriptOp {
-		o := newScriptOp()
-		o.kind, o.ctx = kind, ctx
-		base := store.baseKey("k", a)
-		for _, suffix := range spec.KeySuffixes() {
-			o.addKey(base + suffix)
-		}
-		o.addKey(base + bookSuffix)
-		o.nnums = len(argsInto(o.nums[:0], spec, "k", lim, cost, limiter.ModeConsume))
-		o.idAt, o.id = o.nnums, id
-		o.addNums(extra...)
-		o.addSet(o.nums[:spec.NumParams()]...)
-		if kind == kindReserve {
-			o.addSet(extra...)
-			o.value = cost
-		} else {
-			o.value = extra[0]
-		}
-		return o
+	op := func(kind int64, cost int64, id string, extra ...int64) *request {
+		return store.reservationOp(spec, "k", lim, kind, cost, id, extra...)
 	}
-	ops := []*scriptOp{
+	ops := []*request{
 		op(kindReserve, 10, "r1", time.Minute.Microseconds(), 0, 2*time.Hour.Milliseconds()),
-		op(kindSettle, 1, "", 5),    // a charge of 5 on the spent budget
-		op(kindSettle, 1, "r1", -1), // the 10 reserved given back
+		op(kindSettle, 1, "", 5, 10),    // a charge of 5 on the spent budget
+		op(kindSettle, 1, "r1", -1, 10), // the 10 reserved given back
 	}
-	var enc setEncoder
-	var raw bytes.Buffer
-	store.runOps(ctx, &all[spec.Index()].ops, ops, &enc, nil, &raw, nil)
+	flushTogether(t, store, ops)
 	want := [][2]int64{{10, 0}, {1, 0}, {1, 10}}
 	for i, o := range ops {
-		<-o.done
 		if o.err != nil {
 			t.Fatalf("call %d: %v", i, o.err)
 		}
@@ -184,4 +117,24 @@ func TestABatchedChargeIsTakenOnASpentBudget(t *testing.T) {
 	if d, err := store.DecideMode(ctx, "k", lim, 5, limiter.ModePeek, time.Second); err != nil || !d.Allowed || d.Remaining != 5 {
 		t.Fatalf("after a charge of 5 of 10 in the batch: %+v, %v; want 5 remaining", d, err)
 	}
+}
+
+// flushTogether sends reqs as one batch of a sender, as a lane would, and
+// requires each to have its answer.
+func flushTogether(t *testing.T, store *Store, reqs []*request) *sender {
+	t.Helper()
+	for _, r := range reqs {
+		r.ctx = context.Background()
+		r.answered.Store(0)
+	}
+	sd := newSender(store.batch)
+	sd.flush(append([]*request(nil), reqs...))
+	for i, r := range reqs {
+		select {
+		case <-r.done:
+		default:
+			t.Fatalf("call %d: no answer after its batch", i)
+		}
+	}
+	return sd
 }
