@@ -1,7 +1,9 @@
 package redisstore
 
 import (
-		"context"
+	"context"
+	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -137,4 +139,114 @@ func flushTogether(t *testing.T, store *Store, reqs []*request) *sender {
 		}
 	}
 	return sd
+}
+
+// TestADecisionAndAReserveShareOneRoundTrip flushes a decision and a
+// reserve on the same key as one batch: one pipeline of two script calls
+// (one per family), each answered as alone.
+func TestADecisionAndAReserveShareOneRoundTrip(t *testing.T) {
+	_, store := singleStore(t)
+	lim := limiter.Limit{Algorithm: limiter.GCRA, Rate: 10, Period: time.Hour}
+	spec := limiter.SpecOf(lim.Algorithm)
+	d := newRequest(store, "k", lim, 3, limiter.ModeConsume)
+	r := store.reservationOp(spec, "k", lim, kindReserve, 4, "r1", time.Minute.Microseconds(), 0, 2*time.Hour.Milliseconds())
+	sd := flushTogether(t, store, []*request{d, r})
+	if len(sd.groups) != 2 {
+		t.Fatalf("a decision and a reserve in %d script calls, want 2 in one pipeline", len(sd.groups))
+	}
+	if d.err != nil || !d.d.Allowed || d.d.Remaining != 7 {
+		t.Fatalf("decision of 3 of 10: %+v, %v; want allowed, 7 remaining", d.d, d.err)
+	}
+	if r.err != nil || r.out[0] != 4 || r.out[1] != 3 {
+		t.Fatalf("reserve of 4 after 3 of 10: %v, %v; want 4 admitted, 3 remaining", r.out[:r.nout], r.err)
+	}
+}
+
+// TestSettleAsyncAnswersAsSettle settles a reservation without waiting:
+// then hears what Settle would have said, the budget shows the refund, and
+// a second settle of the same id hears it is unknown.
+func TestSettleAsyncAnswersAsSettle(t *testing.T) {
+	_, store := singleStore(t)
+	ctx := context.Background()
+	lim := limiter.Limit{Algorithm: limiter.FixedWindow, Rate: 10, Period: time.Hour}
+	if d, err := store.Reserve(ctx, "k", lim, limiter.ReserveRequest{ID: "r1", Estimate: 8}, time.Second); err != nil || !d.Allowed {
+		t.Fatalf("reserve 8 of 10: %+v, %v", d, err)
+	}
+	type answer struct {
+		st  limiter.Settlement
+		err error
+	}
+	got := make(chan answer, 2)
+	then := func(st limiter.Settlement, err error) { got <- answer{st, err} }
+	store.SettleAsync(ctx, "k", lim, "r1", 3, time.Second, then)
+	a := <-got
+	if a.err != nil || a.st.Estimate != 8 || a.st.Actual != 3 || a.st.Refunded != 5 {
+		t.Fatalf("settle of 8 at 3: %+v, %v; want 5 refunded", a.st, a.err)
+	}
+	if d, err := store.DecideMode(ctx, "k", lim, 7, limiter.ModePeek, time.Second); err != nil || !d.Allowed || d.Remaining != 0 {
+		t.Fatalf("after 3 committed of 10, a peek at 7: %+v, %v; want allowed, 0 remaining", d, err)
+	}
+	store.SettleAsync(ctx, "k", lim, "r1", 3, time.Second, then)
+	if a := <-got; !errors.Is(a.err, limiter.ErrReservationUnknown) {
+		t.Fatalf("second settle: %+v, %v; want ErrReservationUnknown", a.st, a.err)
+	}
+}
+
+// TestAnAsyncSettleThatFailsIsReported settles through CommitAsync while
+// Redis is down: the caller returns, and the failure reaches then and the
+// Limiter's Observer, as a failed Commit's does.
+func TestAnAsyncSettleThatFailsIsReported(t *testing.T) {
+	srv, store := singleStore(t)
+	obs := &errorCounter{}
+	l, err := limiter.New(limiter.Config{Limit: limiter.Limit{Algorithm: limiter.GCRA, Rate: 10, Period: time.Hour}, Store: store,
+		Observer: obs, Timeout: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	r, d, err := l.Reserve(ctx, "k", 2)
+	if err != nil || !d.Allowed {
+		t.Fatalf("reserve: %+v, %v", d, err)
+	}
+	srv.Stop()
+	got := make(chan error, 1)
+	l.CommitAsync(ctx, r, 1, func(_ limiter.Settlement, err error) { got <- err })
+	if err := <-got; err == nil {
+		t.Fatal("a commit on a stopped Redis succeeded")
+	}
+	if obs.errs.Load() == 0 {
+		t.Fatal("the Observer was not told of the failed commit")
+	}
+}
+
+// TestReleaseLeaseAsyncAnswersAsReleaseLease releases a lease without
+// waiting, then again: held, then unknown.
+func TestReleaseLeaseAsyncAnswersAsReleaseLease(t *testing.T) {
+	_, store := singleStore(t)
+	ctx := context.Background()
+	lim := limiter.LeaseLimit{Limit: 1, TTL: time.Minute}
+	if d, err := store.AcquireLease(ctx, "k", lim, "l1", time.Second); err != nil || !d.Allowed {
+		t.Fatalf("acquire: %+v, %v", d, err)
+	}
+	got := make(chan error, 2)
+	store.ReleaseLeaseAsync(ctx, "k", "l1", time.Second, func(_ int64, err error) { got <- err })
+	if err := <-got; err != nil {
+		t.Fatalf("release: %v", err)
+	}
+	store.ReleaseLeaseAsync(ctx, "k", "l1", time.Second, func(_ int64, err error) { got <- err })
+	if err := <-got; !errors.Is(err, limiter.ErrLeaseUnknown) {
+		t.Fatalf("second release: %v, want ErrLeaseUnknown", err)
+	}
+	if d, err := store.AcquireLease(ctx, "k", lim, "l2", time.Second); err != nil || !d.Allowed {
+		t.Fatalf("acquire after the release: %+v, %v", d, err)
+	}
+}
+
+// errorCounter is a limiter.Observer counting the failed store calls.
+type errorCounter struct{ errs atomic.Int64 }
+
+func (c *errorCounter) ObserveStore(_ context.Context, _ string, _ time.Duration, err error) {
+	if err != nil {
+		c.errs.Add(1)
+	}
 }
