@@ -128,6 +128,9 @@ func flushTogether(t *testing.T, store *Store, reqs []*request) *sender {
 	for _, r := range reqs {
 		r.ctx = context.Background()
 		r.answered.Store(0)
+		if r.done == nil {
+			r.done = make(chan struct{}, 1)
+		}
 	}
 	sd := newSender(store.batch)
 	sd.flush(append([]*request(nil), reqs...))
@@ -183,8 +186,8 @@ func TestSettleAsyncAnswersAsSettle(t *testing.T) {
 	if a.err != nil || a.st.Estimate != 8 || a.st.Actual != 3 || a.st.Refunded != 5 {
 		t.Fatalf("settle of 8 at 3: %+v, %v; want 5 refunded", a.st, a.err)
 	}
-	if d, err := store.DecideMode(ctx, "k", lim, 7, limiter.ModePeek, time.Second); err != nil || !d.Allowed || d.Remaining != 0 {
-		t.Fatalf("after 3 committed of 10, a peek at 7: %+v, %v; want allowed, 0 remaining", d, err)
+	if d, err := store.DecideMode(ctx, "k", lim, 8, limiter.ModePeek, time.Second); err != nil || d.Allowed || d.Remaining != 7 {
+		t.Fatalf("after 3 committed of 10, a peek at 8: %+v, %v; want refused, 7 remaining", d, err)
 	}
 	store.SettleAsync(ctx, "k", lim, "r1", 3, time.Second, then)
 	if a := <-got; !errors.Is(a.err, limiter.ErrReservationUnknown) {
