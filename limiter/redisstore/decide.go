@@ -107,8 +107,11 @@ func (s *Store) recycle(r *request) {
 	r.ctx, r.err, r.id = nil, nil, ""
 	r.deadline = time.Time{}
 	r.d = limiter.Decision{}
-	r.nout, r.nset, r.kind = 0, 0, 0
-	r.set = [maxOpNums]int64{}
+	if r.isOp() {
+		// sameSet compares whole arrays.
+		r.set = [maxOpNums]int64{}
+		r.nout, r.nset, r.kind, r.value = 0, 0, 0, 0
+	}
 	r.then, r.onSettle, r.onRelease = nil, nil, nil
 	s.requests.Put(r)
 }
