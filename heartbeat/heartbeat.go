@@ -22,12 +22,16 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/rl-exporter/rl-exporter/limiter/redisstore"
 )
 
 //go:embed beat.lua
 var beatLua string
 
-var beatScript = redis.NewScript(beatLua)
+// beatScript is sent as the store sends its own scripts (redisstore.Script):
+// by its SHA1, whole once Redis answers NOSCRIPT.
+var beatScript = redisstore.NewScript(beatLua)
 
 // Defaults of Config.
 const (

@@ -107,3 +107,20 @@ func TestNewRefusesATTLNotLongerThanTheInterval(t *testing.T) {
 		t.Fatal("a TTL equal to the interval was accepted")
 	}
 }
+
+// TestABeatAfterTheScriptCacheIsFlushedSendsTheScriptWhole beats once,
+// flushes Redis's script cache (a restart, a fresh replica), and beats
+// again: the runner answers NOSCRIPT by sending the script whole.
+func TestABeatAfterTheScriptCacheIsFlushedSendsTheScriptWhole(t *testing.T) {
+	srv := redistest.Single(t)
+	h := newBeat(t, srv.URL(), "a", 2*time.Second)
+	if n := beat(t, h); n != 1 {
+		t.Fatalf("first beat counts %d, want 1", n)
+	}
+	if _, err := srv.Do("SCRIPT", "FLUSH"); err != nil {
+		t.Fatal(err)
+	}
+	if n := beat(t, h); n != 1 {
+		t.Fatalf("beat after SCRIPT FLUSH counts %d, want 1", n)
+	}
+}

@@ -96,6 +96,10 @@
 // TAT, back. The record lives with the key and a settle removes it in the
 // same atomic step: once. Unsettled, it is charged (ExpireCharge) or
 // refunded (ExpireRefund) by the next Reserve or Settle on the key.
+// CommitAsync and CancelAsync settle without the caller waiting for the
+// store (an AsyncSettler, such as Redis's, queues the settle in its next
+// batch, beside its decisions); the answer reaches a function of the
+// caller's, after the Observer and the breaker heard of it as for Commit.
 //
 // Overshoot bound: a window settles at most the quota plus the excesses of
 // the reservations in flight at its last admission, ≤ (in flight) × the

@@ -76,6 +76,17 @@ type Leaser interface {
 	RenewLease(ctx context.Context, key string, lim LeaseLimit, id string, timeout time.Duration) (Renewal, error)
 }
 
+// AsyncReleaser is a Leaser that can release without its caller waiting
+// (Leases.ReleaseAsync). Implementations are safe for concurrent use.
+type AsyncReleaser interface {
+	Leaser
+	// ReleaseLeaseAsync makes ReleaseLease's call and returns without
+	// waiting for it: then gets what ReleaseLease would have returned,
+	// exactly once, on a goroutine of the store's (or the caller's, when
+	// the call could not be sent); it must not block.
+	ReleaseLeaseAsync(ctx context.Context, key string, id string, timeout time.Duration, then func(expired int64, err error))
+}
+
 // ErrLeaseUnknown is returned, wrapped, when no lease has the id.
 var ErrLeaseUnknown = errors.New("lease unknown: already released or expired")
 
@@ -213,6 +224,39 @@ func (l *Leases) Release(ctx context.Context, lease Lease) (int64, error) {
 	}
 	start := time.Now()
 	n, err := l.store.ReleaseLease(ctx, lease.Key, lease.ID, l.timeout)
+	return l.released(ctx, breaker, start, n, err)
+}
+
+// ReleaseAsync is Release for a caller that does not wait for the answer:
+// on an AsyncReleaser (the Redis store) the release joins the store's
+// next batch and ReleaseAsync returns at once. then (nil: none) gets what
+// Release would have returned, once, after the Observer and the breaker
+// were told of the call as Release tells them; it runs on a goroutine of
+// the store's and must not block. Elsewhere it is Release, then then on
+// the caller's goroutine. Safe for concurrent use.
+func (l *Leases) ReleaseAsync(ctx context.Context, lease Lease, then func(int64, error)) {
+	if then == nil {
+		then = func(int64, error) {}
+	}
+	as, ok := l.store.(AsyncReleaser)
+	if lease.ID == "" || lease.local || !ok {
+		then(l.Release(ctx, lease))
+		return
+	}
+	breaker := l.breakerFor(lease.Key)
+	if breaker != nil && !breaker.allow() {
+		then(0, fmt.Errorf("%s store: %w", l.storeName, ErrCircuitOpen)) // the lease expires at its TTL
+		return
+	}
+	start := time.Now()
+	as.ReleaseLeaseAsync(ctx, lease.Key, lease.ID, l.timeout, func(n int64, err error) {
+		then(l.released(ctx, breaker, start, n, err))
+	})
+}
+
+// released tells the Observer and the breaker how a release that started
+// at start ended.
+func (l *Leases) released(ctx context.Context, breaker *CircuitBreaker, start time.Time, n int64, err error) (int64, error) {
 	if !errors.Is(err, ErrLeaseUnknown) {
 		l.observe(ctx, start, err)
 	}

@@ -121,6 +121,18 @@ type Reserver interface {
 	Renew(ctx context.Context, key string, lim Limit, id string, hold time.Duration, timeout time.Duration) (Renewal, error)
 }
 
+// AsyncSettler is a Reserver that can settle without its caller waiting
+// (Limiter.CommitAsync). Implementations are safe for concurrent use.
+type AsyncSettler interface {
+	Reserver
+	// SettleAsync makes Settle's call and returns without waiting for it:
+	// then gets what Settle would have returned, exactly once, on a
+	// goroutine of the store's (or the caller's, when the call could not
+	// be sent), once the store answered or the call failed; it must not
+	// block.
+	SettleAsync(ctx context.Context, key string, lim Limit, id string, actual int64, timeout time.Duration, then func(Settlement, error))
+}
+
 // NewReservationID returns 128 random bits in hex, unguessable.
 func NewReservationID() (string, error) {
 	var b [16]byte

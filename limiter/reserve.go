@@ -190,6 +190,55 @@ func (l *Limiter) Cancel(ctx context.Context, r Reservation) (Settlement, error)
 	return l.settleReservation(ctx, r, -1)
 }
 
+// CommitAsync is Commit for a caller that does not wait for the answer
+// (a proxy settling after its response): on a store that settles without
+// waiting (an AsyncSettler, such as the Redis store) the settle joins the
+// store's next batch and CommitAsync returns at once. then (nil: none)
+// gets what Commit would have returned, once, after the Observer, the
+// breaker and the failure log were told of the call as Commit tells them,
+// so that a lost settle is counted and logged, never silent. It runs on a
+// goroutine of the store's and must not block; on other stores CommitAsync
+// is Commit and then runs on the caller's goroutine. Safe for concurrent use.
+func (l *Limiter) CommitAsync(ctx context.Context, r Reservation, actual int64, then func(Settlement, error)) {
+	if then == nil {
+		then = func(Settlement, error) {}
+	}
+	if actual < 0 {
+		then(Settlement{}, fmt.Errorf("reservation %s: %w: got %d", r.ID, ErrInvalidActual, actual))
+		return
+	}
+	l.settleAsync(ctx, r, actual, then)
+}
+
+// CancelAsync is CommitAsync at nothing, as Cancel is Commit's.
+func (l *Limiter) CancelAsync(ctx context.Context, r Reservation, then func(Settlement, error)) {
+	if then == nil {
+		then = func(Settlement, error) {}
+	}
+	l.settleAsync(ctx, r, -1, then)
+}
+
+func (l *Limiter) settleAsync(ctx context.Context, r Reservation, actual int64, then func(Settlement, error)) {
+	b, bound := l.resv.(reserverBinding)
+	var as AsyncSettler
+	if bound {
+		as, bound = b.store.(AsyncSettler)
+	}
+	if r.ID == "" || !bound {
+		then(l.settleReservation(ctx, r, actual))
+		return
+	}
+	breaker := l.breakerFor(r.Key)
+	if breaker != nil && !breaker.allow() {
+		then(Settlement{}, fmt.Errorf("%s store: settle %s: %w", l.storeName, r.ID, ErrCircuitOpen))
+		return
+	}
+	start := l.startCall()
+	as.SettleAsync(ctx, r.Key, b.limit, r.ID, actual, l.timeout, func(s Settlement, err error) {
+		then(l.settled(ctx, r.Key, breaker, start, s, err))
+	})
+}
+
 func (l *Limiter) settleReservation(ctx context.Context, r Reservation, actual int64) (Settlement, error) {
 	if r.ID == "" {
 		return Settlement{}, nil
@@ -212,6 +261,12 @@ func (l *Limiter) storeSettle(ctx context.Context, key, verb, name string, call 
 	}
 	start := l.startCall()
 	s, err := call()
+	return l.settled(ctx, key, breaker, start, s, err)
+}
+
+// settled tells the Observer, the breaker and the log how a settling
+// call on key that started at start ended.
+func (l *Limiter) settled(ctx context.Context, key string, breaker *CircuitBreaker, start time.Time, s Settlement, err error) (Settlement, error) {
 	if err != nil && errors.Is(err, ErrReservationUnknown) {
 		l.settle(ctx, breaker, start, nil) // the store answered
 		return s, err

@@ -368,3 +368,28 @@ func TestReserveRefusedByTheLocalShareAfterAnOutageGivesTheUnitsBack(t *testing.
 		t.Fatalf("the store kept the refused reservation's units: %+v, %v", pd, err)
 	}
 }
+
+// TestCommitAsyncOnAStoreThatWaitsIsCommit: on the memory store, which
+// settles in place, CommitAsync and CancelAsync hand then what Commit and
+// Cancel return, before they return, and a second settle is unknown.
+func TestCommitAsyncOnAStoreThatWaitsIsCommit(t *testing.T) {
+	clk := &fakeClock{t: time.Unix(1_700_000_000, 0)}
+	l := newReserveLimiter(t, limiter.GCRA, clk, limiter.ExpireCharge)
+	ctx := context.Background()
+	r := reserve(t, l, "k", 10)
+	var st limiter.Settlement
+	var err error
+	l.CommitAsync(ctx, r, 4, func(s limiter.Settlement, e error) { st, err = s, e })
+	if err != nil || st.Estimate != 10 || st.Refunded != 6 {
+		t.Fatalf("CommitAsync of 10 at 4: %+v, %v; want 6 refunded", st, err)
+	}
+	if got := remaining(t, l, "k"); got != 96 {
+		t.Fatalf("remaining after committing 4 of 100: %d, want 96", got)
+	}
+	err = nil
+	l.CancelAsync(ctx, r, func(_ limiter.Settlement, e error) { err = e })
+	if !errors.Is(err, limiter.ErrReservationUnknown) {
+		t.Fatalf("CancelAsync after the commit: %v, want ErrReservationUnknown", err)
+	}
+	l.CommitAsync(ctx, r, -1, nil) // an invalid actual with no one to tell: no panic
+}

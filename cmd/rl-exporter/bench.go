@@ -69,7 +69,7 @@ func parseBenchFlags(args []string, stderr io.Writer) (benchOptions, error) {
 	fs.IntVar(&poolSize, "pool-size", 0, "connections per Redis node (0 = 10 per CPU)")
 	fs.DurationVar(&o.timeout, "timeout", limiter.DefaultTimeout, "deadline of one store call; a call past it counts as an error")
 	fs.BoolVar(&o.json, "json", false, "print the result as one JSON object on the last line of standard output")
-	fs.StringVar(&o.mode, "mode", "decide", "decide: plain decisions; reserve (lease): plain decisions and, in turns with them for as long, reserve+commit (lease acquire+release) pairs, their ratio and CPU time")
+	fs.StringVar(&o.mode, "mode", "decide", "decide: plain decisions; reserve (lease): plain decisions and, in turns with them for as long, reserve+commit (lease acquire+release) pairs, their ratio and CPU time; the commit (release) is sent without its caller waiting, as a proxy's after its response, and a pair counts once the store acknowledged it")
 	fs.Int64Var(&o.estimate, "estimate", 1, "--mode reserve: units each reservation takes; it commits a random 0 to twice that")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), "usage: rl-exporter bench [flags]\n\n"+

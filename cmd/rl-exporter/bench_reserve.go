@@ -6,6 +6,8 @@ import (
 	"io"
 	"math/rand/v2"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -43,7 +45,10 @@ type pairContender struct {
 	prefix string
 	name   string // in the progress bar: "plain" or "pairs"
 	op     loadgen.DecideFunc
-	res    loadgen.Result
+	// acks, for a pair, counts the settles the store acknowledged: a pair
+	// counts once its settle is acknowledged, not when its caller moves on.
+	acks *settleAcks
+	res  loadgen.Result
 	// redisCPU and clientCPU are the CPU time Redis and this process spent
 	// during the contender's turns.
 	redisCPU, clientCPU time.Duration
@@ -119,28 +124,70 @@ func pairOp(o benchOptions, lim *limiter.Limiter, store limiter.Store, storeName
 		if err != nil {
 			return nil, "", fmt.Errorf("--mode lease: %w", err)
 		}
+		acks := new(settleAcks)
 		op := func(ctx context.Context, key string) (bool, error) {
 			l, d, err := leases.Acquire(ctx, key)
 			if err != nil || !d.Allowed {
 				return false, err
 			}
-			_, err = leases.Release(ctx, l)
-			return err == nil, err
+			acks.sent()
+			leases.ReleaseAsync(ctx, l, func(_ int64, err error) { acks.answered(err) })
+			return true, nil
 		}
-		return &pairContender{prefix: "l", name: "pairs", op: op}, "lease acquire+release pairs", nil
+		return &pairContender{prefix: "l", name: "pairs", op: op, acks: acks}, "lease acquire+release pairs", nil
 	}
 	if !lim.Reserves() {
 		return nil, "", fmt.Errorf("--mode reserve: the %s store cannot hold reservations under %s", storeName, o.limit.Algorithm)
 	}
+	acks := new(settleAcks)
 	op := func(ctx context.Context, key string) (bool, error) {
 		r, d, err := lim.Reserve(ctx, key, o.estimate)
 		if err != nil || !d.Allowed {
 			return false, err
 		}
-		_, err = lim.Commit(ctx, r, rand.Int64N(2*o.estimate+1))
-		return err == nil, err
+		acks.sent()
+		lim.CommitAsync(ctx, r, rand.Int64N(2*o.estimate+1), func(_ limiter.Settlement, err error) { acks.answered(err) })
+		return true, nil
 	}
-	return &pairContender{prefix: "r", name: "pairs", op: op}, fmt.Sprintf("reserve+commit pairs of %d", o.estimate), nil
+	return &pairContender{prefix: "r", name: "pairs", op: op, acks: acks}, fmt.Sprintf("reserve+commit pairs of %d", o.estimate), nil
+}
+
+// settleAcks counts the settles (commits, releases) a pair's caller sent
+// without waiting, and what the store answered them. Safe for concurrent use.
+type settleAcks struct {
+	wg       sync.WaitGroup
+	ok, fail atomic.Uint64
+	first    atomic.Pointer[error]
+}
+
+// sent is called before a settle is sent; answered once it is answered.
+func (a *settleAcks) sent() { a.wg.Add(1) }
+
+func (a *settleAcks) answered(err error) {
+	if err != nil {
+		a.fail.Add(1)
+		a.first.CompareAndSwap(nil, &err)
+	} else {
+		a.ok.Add(1)
+	}
+	a.wg.Done()
+}
+
+// settle waits for every settle of a turn whose callers are done to be
+// answered, and makes res count the pairs settled: an admitted pair
+// counts once its settle is acknowledged (a failed settle is an error),
+// and the wait is part of the turn's time.
+func (a *settleAcks) settle(res loadgen.Result, callersDone time.Time) loadgen.Result {
+	a.wg.Wait()
+	res.Elapsed += time.Since(callersDone)
+	ok, fail := a.ok.Swap(0), a.fail.Swap(0)
+	res.Allowed = ok
+	res.Errors += fail
+	res.Decisions = res.Allowed + res.Rejected + res.Errors
+	if e := a.first.Swap(nil); e != nil && res.FirstError == nil {
+		res.FirstError = *e
+	}
+	return res
 }
 
 // runTurn runs c for one turn and adds what it measured to c's totals.
@@ -153,6 +200,9 @@ func (c *pairContender) runTurn(ctx context.Context, cfg loadgen.Config, info *r
 	res, err := loadgen.Run(ctx, cfg, c.op)
 	if err != nil {
 		return err
+	}
+	if c.acks != nil {
+		res = c.acks.settle(res, time.Now())
 	}
 	c.clientCPU += processCPU() - clientBefore
 	redisAfter, err := info.read(ctx)

@@ -3,11 +3,13 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/rl-exporter/rl-exporter/internal/redistest"
+	"github.com/rl-exporter/rl-exporter/loadgen"
 )
 
 func TestBenchReserveModeReportsPairsBesidePlainDecisions(t *testing.T) {
@@ -95,5 +97,26 @@ func TestBenchReserveModeRejectsBadFlagValuesNamingTheFlag(t *testing.T) {
 		if code != exitUsage || !strings.Contains(stderr.String(), args[len(args)-2]) {
 			t.Fatalf("%v: exit %d, stderr:\n%s", args, code, stderr.String())
 		}
+	}
+}
+
+// TestAPairCountsOnceItsSettleIsAnswered: a turn's callers are done, but
+// its pairs count only once their settles are answered, a failed one as
+// an error, and the wait for them is part of the turn.
+func TestAPairCountsOnceItsSettleIsAnswered(t *testing.T) {
+	acks := new(settleAcks)
+	for range 3 {
+		acks.sent()
+	}
+	acks.answered(nil)
+	acks.answered(nil)
+	go acks.answered(errors.New("lost")) // still on its way when the callers are done
+	callersDone := time.Now().Add(-20 * time.Millisecond)
+	res := acks.settle(loadgen.Result{Elapsed: time.Second, Decisions: 4, Allowed: 3, Rejected: 1}, callersDone)
+	if res.Allowed != 2 || res.Errors != 1 || res.Rejected != 1 || res.Decisions != 4 || res.FirstError == nil {
+		t.Fatalf("3 settles sent, 2 answered, 1 failed, 1 rejected reserve: %+v", res)
+	}
+	if res.Elapsed < time.Second+20*time.Millisecond {
+		t.Fatalf("elapsed %s does not include the wait for the last settle", res.Elapsed)
 	}
 }

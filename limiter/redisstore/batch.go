@@ -1,13 +1,19 @@
 package redisstore
 
-// The batching layer, behind Store.send (decide.go): a decision made
-// while others are in progress is queued (batcher.wait) on the lane of its
+// The batching layer, behind Store.send (decide.go): one operation model.
+// Every store operation is a request (decide.go): a decision, or a
+// reservation's reserve, settle or renewal, or a lease's acquire, release
+// or renewal. One made while others are in progress is queued
+// (batcher.wait; batcher.post for one nobody waits for) on the lane of its
 // Redis node (one on a single server, one per Cluster master); up to
 // BatchConfig.Senders goroutines per lane (lane.send) take turns to gather
 // what is queued, up to MaxSize, and flush it (sender.flush): group it by
-// algorithm and slot, one batch-script call per group, all in one
-// pipeline, each member handed its answer. A request goes back to the pool
-// once its answer is read; one whose caller gave up is left to the garbage
+// script family (an algorithm's decisions, its reservation calls, lease
+// calls) and slot, one batch-script call per group (encode.go), all in one
+// pipeline, so that a reserve or a settle rides in the same round trip as
+// the decisions beside it, each member handed its answer (five integers
+// each, whatever its family). A request goes back to the pool once its
+// answer is read; one whose caller gave up is left to the garbage
 // collector, because a sender may still hold it.
 
 import (
@@ -108,7 +114,7 @@ var errDeadline = context.DeadlineExceeded
 
 // wait queues r and waits for its answer (a sender's, or its timer's
 // errDeadline, through r.done) or the end of ctx.
-func (b *batcher) wait(ctx context.Context, r *request, timeout time.Duration) (limiter.Decision, error) {
+func (b *batcher) wait(ctx context.Context, r *request, timeout time.Duration) reply {
 	r.answered.Store(0)
 	timed := r.setDeadline(ctx, timeout)
 	ln, err := b.laneFor(ctx, r)
@@ -121,18 +127,42 @@ func (b *batcher) wait(ctx context.Context, r *request, timeout time.Duration) (
 		if expired || r.disarm(timed) {
 			b.s.recycle(r)
 		}
-		return limiter.Decision{}, err
+		return reply{err: err}
 	}
 	select {
 	case <-r.done:
-		d, err := r.d, r.err
+		rep := reply{d: r.d, err: r.err, ints: r.out, n: r.nout}
 		if r.disarm(timed) {
 			b.s.recycle(r) // answered by a sender, which is done with it
 		}
-		return d, err
+		return rep
 	case <-ctx.Done():
 		r.disarm(timed)
-		return limiter.Decision{}, ctx.Err()
+		return reply{err: ctx.Err()}
+	}
+}
+
+// post queues r, an operation nobody waits for, and returns at once
+// unless its lane's queue is full: then it waits for room until r's
+// deadline. r.then gets its answer (or the error that kept it from Redis)
+// on a sender's goroutine, or on the caller's when it could not be queued.
+func (b *batcher) post(ctx context.Context, r *request, timeout time.Duration) {
+	r.answered.Store(0)
+	r.ctx = ctx
+	if dl, ok := ctx.Deadline(); ok {
+		r.deadline = dl
+	}
+	if timeout > 0 {
+		if dl := time.Now().Add(timeout); r.deadline.IsZero() || dl.Before(r.deadline) {
+			r.deadline = dl
+		}
+	}
+	ln, err := b.laneFor(ctx, r)
+	if err == nil {
+		err = ln.enqueueBy(ctx, r)
+	}
+	if err != nil {
+		deliver(r, limiter.Decision{}, nil, err)
 	}
 }
 
@@ -161,7 +191,7 @@ func (r *request) setDeadline(ctx context.Context, timeout time.Duration) bool {
 }
 
 // expire answers r with errDeadline unless it has its answer already.
-func (r *request) expire() { deliver(r, limiter.Decision{}, errDeadline) }
+func (r *request) expire() { deliver(r, limiter.Decision{}, nil, errDeadline) }
 
 // disarm stops r's timer when timed and reports whether it can no longer
 // touch r.
@@ -211,11 +241,42 @@ func (ln *lane) enqueue(ctx context.Context, r *request) (expired bool, err erro
 			return true, errDeadline
 		}
 	}
+	ln.queued()
+	return false, nil
+}
+
+// queued makes sure a sender will take what was just queued.
+func (ln *lane) queued() {
 	ln.wake()
 	if ln.holding.Load() > 0 && len(ln.queue)+1 >= ln.b.gather {
 		ln.signal()
 	}
-	return false, nil
+}
+
+// enqueueBy queues r, which has no timer, waiting for room until ctx ends
+// or r's deadline passes.
+func (ln *lane) enqueueBy(ctx context.Context, r *request) error {
+	select {
+	case ln.queue <- r:
+		ln.queued()
+		return nil
+	default:
+	}
+	var expired <-chan time.Time
+	if !r.deadline.IsZero() {
+		t := time.NewTimer(time.Until(r.deadline))
+		defer t.Stop()
+		expired = t.C
+	}
+	select {
+	case ln.queue <- r:
+		ln.queued()
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-expired:
+		return errDeadline
+	}
 }
 
 // wake starts a sender when fewer than the configured number run.
@@ -410,9 +471,10 @@ type sender struct {
 	traceEnd func()
 }
 
-// group is the decisions of one batch that go in one script call.
+// group is the requests of one batch that go in one script call: one
+// script family's (famReserve), on one Cluster slot.
 type group struct {
-	alg     int
+	fam     int
 	numKeys int64
 	members []*request
 	cmd     redis.Cmder
@@ -426,10 +488,16 @@ func newSender(b *batcher) *sender {
 	return sd
 }
 
-// deliver hands r its answer, unless it has one already.
-func deliver(r *request, d limiter.Decision, err error) {
+// deliver hands r its answer (a decision's d, or an operation's ints),
+// unless it has one already: to its waiting caller, or to r.then.
+func deliver(r *request, d limiter.Decision, ints []int64, err error) {
 	if r.answered.CompareAndSwap(0, 1) {
 		r.d, r.err = d, err
+		r.nout = copy(r.out[:], ints)
+		if r.then != nil {
+			r.then(r)
+			return
+		}
 		r.done <- struct{}{}
 	}
 }
@@ -456,14 +524,14 @@ func dropExpired(batch []*request) (live []*request, deadline time.Time) {
 	live = batch[:0]
 	for _, r := range batch {
 		if err := r.ctx.Err(); err != nil {
-			deliver(r, limiter.Decision{}, err)
+			deliver(r, limiter.Decision{}, nil, err)
 			continue
 		}
 		switch {
 		case r.deadline.IsZero():
 			unbounded = true
 		case !now.Before(r.deadline):
-			deliver(r, limiter.Decision{}, errDeadline)
+			deliver(r, limiter.Decision{}, nil, errDeadline)
 			continue
 		case r.deadline.After(deadline):
 			deadline = r.deadline
@@ -523,14 +591,14 @@ func (sd *sender) endTrace() {
 	}
 }
 
-// group sorts the live members by algorithm and Cluster slot.
+// group sorts the live members by script family and Cluster slot.
 func (sd *sender) group(live []*request) {
 	sd.groups = sd.groups[:0]
 	clear(sd.byKey)
 	for _, r := range live {
-		k := r.alg
+		k := r.fam
 		if sd.b.s.cluster {
-			k = r.alg*clusterSlots + r.slot
+			k = r.fam*clusterSlots + r.slot
 		}
 		gi, ok := sd.byKey[k]
 		if !ok {
@@ -540,12 +608,12 @@ func (sd *sender) group(live []*request) {
 				// Capacity append left: no reply buffer yet.
 				sd.groups = sd.groups[:gi+1]
 				g := &sd.groups[gi]
-				g.alg, g.members = r.alg, g.members[:0]
+				g.fam, g.members = r.fam, g.members[:0]
 				if g.raw == nil {
 					g.raw = new(bytes.Buffer)
 				}
 			} else {
-				sd.groups = append(sd.groups, group{alg: r.alg, raw: new(bytes.Buffer)})
+				sd.groups = append(sd.groups, group{fam: r.fam, raw: new(bytes.Buffer)})
 			}
 		}
 		sd.groups[gi].members = append(sd.groups[gi].members, r)
@@ -559,7 +627,11 @@ func (sd *sender) buildCommands() {
 	for gi := range sd.groups {
 		g := &sd.groups[gi]
 		start := len(sd.args)
-		sd.args = sd.b.s.encode(&sd.enc, sd.args, &sd.b.s.algs[g.alg], g)
+		if g.fam < famReserve {
+			sd.args = sd.b.s.encode(&sd.enc, sd.args, &sd.b.s.algs[g.fam], g)
+		} else {
+			sd.args = sd.enc.encodeOps(sd.args, sd.b.s.batchScript(g.fam), g)
+		}
 		g.args = sd.args[start:len(sd.args):len(sd.args)]
 	}
 }
@@ -667,12 +739,12 @@ func (sd *sender) deliverGroup(ctx context.Context, g *group) error {
 	s := sd.b.s
 	err := sd.replyInts(g)
 	if isNoScript(err) {
-		g.args[0], g.args[1] = "eval", s.algs[g.alg].batch.srcArg
+		g.args[0], g.args[1] = "eval", s.batchScript(g.fam).srcArg
 		sd.ints, err = s.call(ctx, sd.via, g.args, g.raw, sd.ints)
 	}
 	if sd.node != nil && isMoved(err) {
 		s.noteError(err)
-		sd.ints, err = s.run(ctx, s.client, &s.algs[g.alg].batch, g.args, g.raw, sd.ints)
+		sd.ints, err = s.run(ctx, s.client, s.batchScript(g.fam), g.args, g.raw, sd.ints)
 	}
 	if s.cluster && (isTryAgain(err) || isAsk(err)) {
 		// A migrating slot splits the group's keys: Redis ran nothing, so
@@ -685,13 +757,22 @@ func (sd *sender) deliverGroup(ctx context.Context, g *group) error {
 
 	for i, r := range g.members {
 		if err != nil {
-			deliver(r, limiter.Decision{}, err)
+			deliver(r, limiter.Decision{}, nil, err)
 			continue
 		}
-		d, derr := r.answer(decodeInts(sd.ints[i*replyLen : (i+1)*replyLen]))
-		deliver(r, d, derr)
+		deliverInts(r, sd.ints[i*replyLen:(i+1)*replyLen])
 	}
 	return err
+}
+
+// deliverInts hands r the answer its script's integers make.
+func deliverInts(r *request, ints []int64) {
+	if r.isOp() {
+		deliver(r, limiter.Decision{}, ints, nil)
+		return
+	}
+	d, err := r.answer(decodeInts(ints))
+	deliver(r, d, nil, err)
 }
 
 // Backoff of a call that Redis answered TRYAGAIN (see retryWait).
@@ -720,7 +801,6 @@ func retryWait(ctx context.Context, backoff time.Duration) bool {
 // within ctx's deadline. It returns the last member's error.
 func (sd *sender) singly(ctx context.Context, g *group) error {
 	s := sd.b.s
-	sc := &s.algs[g.alg].single
 	pending := append(sd.pending[:0], g.members...)
 	defer func() { clear(sd.pending); sd.pending = pending[:0] }()
 	var last error
@@ -729,6 +809,7 @@ func (sd *sender) singly(ctx context.Context, g *group) error {
 		pipe := s.cc.Pipeline()
 		sd.cmds = sd.cmds[:0]
 		for _, r := range pending {
+			sc := s.singleScript(r)
 			args := r.cmdArgs()
 			args[0], args[1] = "evalsha", sc.shaArg
 			if eval {
@@ -757,11 +838,14 @@ func (sd *sender) singly(ctx context.Context, g *group) error {
 			}
 			if err != nil {
 				last = err
-				deliver(r, limiter.Decision{}, err)
+				deliver(r, limiter.Decision{}, nil, err)
 				continue
 			}
-			d, derr := r.answer(decodeInts(sd.ints))
-			deliver(r, d, derr)
+			if !r.isOp() {
+				deliverInts(r, sd.ints)
+				continue
+			}
+			deliver(r, limiter.Decision{}, sd.ints, nil)
 		}
 		clear(sd.cmds)
 		pending = again
@@ -770,7 +854,7 @@ func (sd *sender) singly(ctx context.Context, g *group) error {
 		}
 		if !retryWait(ctx, backoff) {
 			for _, r := range pending {
-				deliver(r, limiter.Decision{}, last)
+				deliver(r, limiter.Decision{}, nil, last)
 			}
 			return last
 		}

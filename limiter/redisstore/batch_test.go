@@ -360,7 +360,7 @@ func TestBatchesOfMoreAlgorithmsThanBeforeHaveReplyBuffers(t *testing.T) {
 	for n := 1; n <= limiter.NumAlgorithms; n++ {
 		var live []*request
 		for alg := 0; alg < n; alg++ {
-			live = append(live, &request{alg: alg})
+			live = append(live, &request{alg: alg, fam: alg})
 		}
 		sd.group(live)
 		if len(sd.groups) != n {
@@ -385,10 +385,10 @@ func newRequest(s *Store, key string, lim limiter.Limit, cost int64, mode limite
 // batchCall is the KEYS and ARGV of the batch-script call a sender makes
 // for reqs (decisions of one algorithm, in this order).
 func batchCall(s *Store, reqs []*request) (keys []string, args []any) {
-	g := group{alg: reqs[0].alg, members: reqs}
+	g := group{fam: reqs[0].fam, members: reqs}
 	var e encoder
 	e.reserve([]group{g})
-	cmd := s.encode(&e, nil, &s.algs[g.alg], &g)
+	cmd := s.encode(&e, nil, &s.algs[g.fam], &g)
 	nk := int(g.numKeys)
 	for _, k := range cmd[3 : 3+nk] {
 		keys = append(keys, *k.(*string))

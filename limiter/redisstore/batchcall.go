@@ -26,7 +26,7 @@ func (s *Store) BatchCall(lim limiter.Limit, keys []string) (BatchCall, error) {
 		return BatchCall{}, fmt.Errorf("redis store: a batch call needs a key")
 	}
 	sc := &s.algs[limiter.SpecOf(lim.Algorithm).Index()]
-	g := group{alg: sc.spec.Index(), members: make([]*request, len(keys))}
+	g := group{fam: sc.spec.Index(), members: make([]*request, len(keys))}
 	for i, key := range keys {
 		g.members[i] = new(request)
 		s.fill(g.members[i], sc, key, lim, 1, limiter.ModeConsume)

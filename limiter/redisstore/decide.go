@@ -32,11 +32,11 @@ func (s *Store) DecideMode(ctx context.Context, key string, lim limiter.Limit, c
 	r := s.requests.Get().(*request)
 	s.fill(r, &s.algs[spec.Index()], key, lim, cost, mode)
 	stateKey := r.keys[0]
-	d, err := s.send(ctx, r, timeout)
-	if err != nil {
-		err = fmt.Errorf("redis %s script for %s: %w", lim.Algorithm, stateKey, err)
+	rep := s.send(ctx, r, timeout)
+	if rep.err != nil {
+		return rep.d, fmt.Errorf("redis %s script for %s: %w", lim.Algorithm, stateKey, rep.err)
 	}
-	return d, err
+	return rep.d, nil
 }
 
 // Decide implements limiter.Store: DecideMode in ModeConsume, bounded by
@@ -60,23 +60,25 @@ func checkCall(spec *limiter.AlgorithmSpec, lim limiter.Limit, cost int64) error
 // fill prepares r's keys and script arguments.
 func (s *Store) fill(r *request, sc *algScripts, key string, lim limiter.Limit, cost int64, mode limiter.Mode) {
 	r.alg = sc.spec.Index()
+	r.fam = r.alg
 	base := s.baseKey(key, lim.Algorithm)
 	for i, suffix := range sc.keySuffixes {
 		r.keys[i] = base + suffix // the empty suffix allocates nothing
 	}
 	r.nkeys = len(sc.keySuffixes)
 	r.nargs = len(argsInto(r.args[:0], sc.spec, key, lim, cost, mode))
+	r.idAt = r.nargs
 	r.limit, r.cost, r.mode = lim.Quota(), cost, mode
 	if s.cluster {
 		r.slot = keySlot(base)
 	}
 }
 
-// send makes r's decision: alone when no other is in progress, or when
-// the others leave room for one more call on its way and none to gather
-// (lane.claim): handed to a sender it would go alone all the same, a
-// goroutine switch later; else batched.
-func (s *Store) send(ctx context.Context, r *request, timeout time.Duration) (limiter.Decision, error) {
+// send makes r's call (a decision or any other operation): alone when no
+// other is in progress, or when the others leave room for one more call
+// on its way and none to gather (lane.claim): handed to a sender it would
+// go alone all the same, a goroutine switch later; else batched.
+func (s *Store) send(ctx context.Context, r *request, timeout time.Duration) reply {
 	if s.batch == nil {
 		defer s.recycle(r)
 		return s.direct(ctx, r, timeout)
@@ -97,14 +99,21 @@ func (s *Store) send(ctx context.Context, r *request, timeout time.Duration) (li
 // recycle clears r and puts it back in the pool.
 func (s *Store) recycle(r *request) {
 	clear(r.keys[:r.nkeys])
-	r.ctx, r.err = nil, nil
+	r.ctx, r.err, r.id = nil, nil, ""
 	r.deadline = time.Time{}
 	r.d = limiter.Decision{}
+	if r.isOp() {
+		// sameSet compares whole arrays.
+		r.set = [maxOpNums]int64{}
+		r.nout, r.nset, r.kind, r.value = 0, 0, 0, 0
+	}
+	r.then, r.onSettle, r.onRelease = nil, nil, nil
 	s.requests.Put(r)
 }
 
-// direct sends r alone on the caller's goroutine.
-func (s *Store) direct(ctx context.Context, r *request, timeout time.Duration) (limiter.Decision, error) {
+// direct sends r alone on the caller's goroutine, with the script of its
+// kind of call alone.
+func (s *Store) direct(ctx context.Context, r *request, timeout time.Duration) reply {
 	var via processor = s.client
 	own, conn, warm := s.takeDirect()
 	if conn != nil {
@@ -116,11 +125,11 @@ func (s *Store) direct(ctx context.Context, r *request, timeout time.Duration) (
 			defer r.unbind()
 		}
 	}
-	sc := &s.algs[r.alg]
-	ints, err := s.run(ctx, via, &sc.single, r.cmdArgs(), &r.raw, r.ints[:0])
+	sc := s.singleScript(r)
+	ints, err := s.run(ctx, via, sc, r.cmdArgs(), &r.raw, r.ints[:0])
 	// TRYAGAIN: a migrating slot splits the keys and Redis ran nothing.
 	for backoff := tryAgainFirst; isTryAgain(err) && retryWait(ctx, backoff); backoff = min(2*backoff, tryAgainMax) {
-		ints, err = s.run(ctx, via, &sc.single, r.cmdArgs(), &r.raw, ints)
+		ints, err = s.run(ctx, via, sc, r.cmdArgs(), &r.raw, ints)
 	}
 	r.ints = ints
 	if own != nil {
@@ -128,9 +137,24 @@ func (s *Store) direct(ctx context.Context, r *request, timeout time.Duration) (
 	}
 	if err != nil {
 		s.noteError(err)
-		return limiter.Decision{}, err
+		return reply{err: err}
 	}
-	return r.answer(decodeInts(ints))
+	var rep reply
+	if r.isOp() {
+		rep.n = copy(rep.ints[:], ints)
+		return rep
+	}
+	rep.d, rep.err = r.answer(decodeInts(ints))
+	return rep
+}
+
+// reply is what a call came to: a decision's Decision, or another
+// operation's integers (lua/reservations.lua, lua/concurrency.lua).
+type reply struct {
+	d    limiter.Decision
+	ints [replyLen]int64
+	n    int
+	err  error
 }
 
 // takeDirect takes the first free connection of s.alone (nil: none).
@@ -165,19 +189,38 @@ func (r *request) unbind() {
 	r.dctx = deadlineCtx{}
 }
 
-// request is one decision on its way and, once made, its answer. Requests
+// request is one store operation on its way and, once made, its answer:
+// a decision (consume, peek, at most) or another operation (reserve,
+// settle, renew; lease acquire, release, renew), each with its keys,
+// limit, cost and mode, which the same lanes carry (batch.go). Requests
 // are pooled, and their keys and arguments held in arrays, so that a
 // decision allocates only its key and command (TestGoalDecisionAllocatesLittle).
 type request struct {
-	alg   int // limiter.AlgorithmSpec.Index
-	keys  [maxKeys]string
+	alg int // limiter.AlgorithmSpec.Index
+	// fam is the request's script family (decision, reservation or lease
+	// scripts, see famReserve), which its batch shares a call with.
+	fam int
+	// kind is an operation's kind of call (kindReserve ..., kindAcquire
+	// ...), in its family's batch script.
+	kind  int64
+	keys  [maxOpKeys]string
 	nkeys int
-	args  [maxArgs]int64
+	// args are the script's integer arguments, the id between
+	// args[:idAt] and args[idAt:nargs] (a decision has none: idAt = nargs).
+	args  [maxOpNums]int64
 	nargs int
-	limit int64 // the quota, Decision.Limit
-	cost  int64
-	mode  limiter.Mode
-	slot  int // Cluster hash slot
+	id    string
+	idAt  int
+	// set, value and setIndex are an operation's arguments in a batch
+	// (encoder.encodeOps): the numbers it shares with others, its own.
+	set      [maxOpNums]int64
+	nset     int
+	value    int64
+	setIndex int64
+	limit    int64 // the quota, Decision.Limit
+	cost     int64
+	mode     limiter.Mode
+	slot     int // Cluster hash slot
 
 	ctx      context.Context
 	deadline time.Time // zero: none besides ctx's
@@ -187,13 +230,21 @@ type request struct {
 	done     chan struct{}
 	timer    *time.Timer // the caller's deadline (r.expire), reused
 	d        limiter.Decision
+	out      [replyLen]int64 // an operation's integers
+	nout     int
 	err      error
+	// then, set on an operation nobody waits for, is called with the
+	// answer in place of done, then r goes back to s's pool (batch.go's post).
+	then      func(r *request)
+	s         *Store
+	onSettle  func(limiter.Settlement, error)
+	onRelease func(int64, error)
 
 	// dctx or cancel bound a decision sent alone (request.bound).
 	dctx   deadlineCtx
 	cancel context.CancelFunc
 	// argv, raw and ints are reused buffers of the direct path.
-	argv [4 + maxKeys + maxArgs]any
+	argv [4 + maxOpKeys + maxOpNums]any
 	raw  bytes.Buffer
 	ints []int64
 }
@@ -228,11 +279,20 @@ func (r *request) appendKeys(dst []any) []any {
 
 // appendArgs appends pointers to r's script arguments to dst.
 func (r *request) appendArgs(dst []any) []any {
-	for i := 0; i < r.nargs; i++ {
+	for i := 0; i < r.idAt; i++ {
+		dst = append(dst, &r.args[i])
+	}
+	if r.isOp() {
+		dst = append(dst, &r.id)
+	}
+	for i := r.idAt; i < r.nargs; i++ {
 		dst = append(dst, &r.args[i])
 	}
 	return dst
 }
+
+// isOp reports whether r is an operation other than a decision.
+func (r *request) isOp() bool { return r.fam >= famReserve }
 
 // run sends EVALSHA of sc with args (EVAL on NOSCRIPT) and reads the
 // integers of its reply into dst.

@@ -6,8 +6,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/rl-exporter/rl-exporter/limiter"
 )
 
@@ -28,14 +26,14 @@ var leaseScripts = sync.OnceValues(func() (*opScripts, error) {
 	return &opScripts{single: [3]*script{kindAcquire: &a, kindRelease: &r, kindLeaseRenew: &n}, batch: &b}, nil
 })
 
-// goRedisScript is lua/<name>.lua, read once, as a go-redis Script (EVALSHA, EVAL on NOSCRIPT).
-func goRedisScript(name string) func() (*redis.Script, error) {
-	return sync.OnceValues(func() (*redis.Script, error) {
+// luaScript is lua/<name>.lua, read once, as a Script.
+func luaScript(name string) func() (*Script, error) {
+	return sync.OnceValues(func() (*Script, error) {
 		src, err := luaFiles.ReadFile("lua/" + name + ".lua")
 		if err != nil {
 			return nil, fmt.Errorf("redis store: %s script: %w", name, err)
 		}
-		return redis.NewScript(string(src)), nil
+		return NewScript(string(src)), nil
 	})
 }
 
@@ -66,10 +64,42 @@ func (s *Store) ReleaseLease(ctx context.Context, key string, id string, timeout
 	if err != nil {
 		return 0, err
 	}
+	return released(id, r)
+}
+
+// released reads a release's reply.
+func released(id string, r [4]int64) (int64, error) {
 	if r[0] != 1 {
 		return r[2], fmt.Errorf("redis store: lease %s: %w", id, limiter.ErrLeaseUnknown)
 	}
 	return r[2], nil
+}
+
+// ReleaseLeaseAsync implements limiter.AsyncReleaser: ReleaseLease's
+// call, queued in the store's next batch without its caller waiting, as
+// SettleAsync: then gets what ReleaseLease would have returned, once, on
+// a goroutine of the store's, and must not block. Safe for concurrent use.
+func (s *Store) ReleaseLeaseAsync(ctx context.Context, key string, id string, timeout time.Duration, then func(int64, error)) {
+	r := s.leaseOp(key, kindRelease, id, 0, 0)
+	r.onRelease = then
+	s.postOp(ctx, r, timeout, releasedAsync)
+}
+
+// releasedAsync hands an asynchronous release's answer to its onRelease.
+func releasedAsync(r *request) {
+	s, then, lk, id := r.s, r.onRelease, r.keys[0], r.id
+	var out [4]int64
+	err := r.err
+	if err == nil && r.nout < len(out) {
+		err = fmt.Errorf("%d values in the reply, want %d", r.nout, len(out))
+	}
+	copy(out[:], r.out[:r.nout])
+	s.recycle(r)
+	if err != nil {
+		then(0, fmt.Errorf("redis concurrency script on %s: %w", lk, err))
+		return
+	}
+	then(released(id, out))
 }
 
 // RenewLease implements limiter.Leaser: one script call, batched as
@@ -93,29 +123,27 @@ func (s *Store) RenewLease(ctx context.Context, key string, lim limiter.LeaseLim
 
 func (s *Store) runLease(ctx context.Context, timeout time.Duration, key string, kind int64, id string, limit, ttl int64) ([4]int64, error) {
 	var out [4]int64
-	sc, err := leaseScripts()
-	if err != nil {
-		return out, err
-	}
-	lk := s.LeaseKey(key)
-	op := newScriptOp()
-	op.kind = kind
-	op.addKey(lk)
-	op.idAt, op.id = 0, id
-	op.addNums(limit, ttl)
-	op.addSet(limit, ttl)
-	var vals []int64
-	if s.batch != nil && !s.cluster {
-		vals, err = s.leaseBatch.do(ctx, s, sc, op, timeout)
-	} else {
-		vals, err = s.aloneOp(ctx, sc, op, timeout)
-	}
+	r := s.leaseOp(key, kind, id, limit, ttl)
+	lk := r.keys[0]
+	vals, n, err := s.op(ctx, r, timeout)
 	if err != nil {
 		return out, fmt.Errorf("redis concurrency script on %s: %w", lk, err)
 	}
-	if len(vals) < len(out) {
-		return out, fmt.Errorf("redis concurrency script on %s: %d values in the reply, want %d", lk, len(vals), len(out))
+	if n < len(out) {
+		return out, fmt.Errorf("redis concurrency script on %s: %d values in the reply, want %d", lk, n, len(out))
 	}
-	copy(out[:], vals)
+	copy(out[:], vals[:n])
 	return out, nil
+}
+
+// leaseOp is the request of a lease call of kind on key.
+func (s *Store) leaseOp(key string, kind int64, id string, limit, ttl int64) *request {
+	r := s.newOp(famLease, kind)
+	r.addKey(s.LeaseKey(key))
+	r.idAt, r.id = 0, id
+	r.addNums(limit, ttl)
+	r.addSet(limit, ttl)
+	r.limit, r.cost = limit, 1
+	s.slotted(r)
+	return r
 }

@@ -9,7 +9,7 @@ import (
 )
 
 // leasePeekScript is lua/lease_peek.lua.
-var leasePeekScript = goRedisScript("lease_peek")
+var leasePeekScript = luaScript("lease_peek")
 
 // PeekLeases implements limiter.LeasePeeker: one read-only script call on the key's lease set,
 // on Redis's clock. Safe for concurrent use.

@@ -6,16 +6,14 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/rl-exporter/rl-exporter/limiter"
 )
 
 //go:embed lua/penalty.lua
 var penaltySource string
 
-// strikeScript is lua/penalty.lua, sent by its SHA and loaded when missing.
-var strikeScript = redis.NewScript(penaltySource)
+// strikeScript is lua/penalty.lua, sent by its SHA and whole on NOSCRIPT.
+var strikeScript = NewScript(penaltySource)
 
 // penaltyKeys are key's strike counter and box, under one hash tag.
 func (s *Store) penaltyKeys(key string) []string {

@@ -57,3 +57,26 @@ func TestAPenaltysKeysExpireOnRedisOwnClock(t *testing.T) {
 		t.Errorf("Penalized: %s, want the box's PTTL", left)
 	}
 }
+
+// TestScriptRunsAfterTheScriptCacheIsFlushed runs a Script, flushes
+// Redis's script cache and runs it again: EVALSHA's NOSCRIPT is answered
+// by EVAL, and the script's SHA1 is what EVALSHA names.
+func TestScriptRunsAfterTheScriptCacheIsFlushed(t *testing.T) {
+	srv := redistest.Single(t)
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	t.Cleanup(func() { _ = c.Close() })
+	sc := redisstore.NewScript("return tonumber(ARGV[1]) + 1")
+	ctx := context.Background()
+	for i := range 2 {
+		if _, err := srv.Do("SCRIPT", "FLUSH"); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := sc.Run(ctx, c, nil, 41).Int64(); err != nil || n != 42 {
+			t.Fatalf("run %d: %d, %v; want 42", i, n, err)
+		}
+		// EVAL cached the script under the SHA1 that EVALSHA names.
+		if ok, err := c.ScriptExists(ctx, sc.Hash()).Result(); err != nil || len(ok) != 1 || !ok[0] {
+			t.Fatalf("SCRIPT EXISTS %s after run %d: %v, %v", sc.Hash(), i, ok, err)
+		}
+	}
+}

@@ -7,7 +7,10 @@
 // decision, for every mode (lua/run.lua), which package region runs on
 // per-region slots too, and its settle; sent as generated into
 // lua/generated.
-// Decisions made while others are on their way share a call (batch.go).
+// Every store operation (a decision, a reservation's or a lease's call) is
+// one request, and those made while others are on their way share a batch
+// and its round trip (batch.go); every script goes through one runner,
+// EVALSHA then EVAL on NOSCRIPT (Script, Store.run).
 // A key k under algorithm a is <prefix>:{<escaped k>}:<a>, one Cluster
 // slot. docs/redis-store.md describes batching, failover and keys in full.
 package redisstore
@@ -116,10 +119,10 @@ type Store struct {
 	wait         []any
 	replObs      ReplicationObserver
 	unreplicated atomic.Int64
-	// reserveBatches batch reservation calls, by AlgorithmSpec.Index;
-	// leaseBatch lease calls (reserve_batch.go).
-	reserveBatches [limiter.NumAlgorithms]opBatcher
-	leaseBatch     opBatcher
+	// resv are the reservation scripts, by AlgorithmSpec.Index, leases
+	// the lease scripts (reserve_batch.go).
+	resv   *[limiter.NumAlgorithms]reserveScripts
+	leases *opScripts
 }
 
 // New returns a Store on client (only a *redis.Client, Sentinel's
@@ -138,7 +141,15 @@ func New(client redis.UniversalClient, cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("redisstore: %w", err)
 	}
-	s := &Store{client: client, prefix: cfg.Prefix, algs: algs}
+	resv, err := loadReserveScripts()
+	if err != nil {
+		return nil, err
+	}
+	leases, err := leaseScripts()
+	if err != nil {
+		return nil, err
+	}
+	s := &Store{client: client, prefix: cfg.Prefix, algs: algs, resv: resv, leases: leases}
 	s.requests.New = func() any { return &request{done: make(chan struct{}, 1)} }
 	s.cc, s.cluster = client.(*redis.ClusterClient)
 	s.typedReplies = s.cluster

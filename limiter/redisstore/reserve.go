@@ -1,7 +1,6 @@
 package redisstore
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"sync"
@@ -92,8 +91,52 @@ func (s *Store) Settle(ctx context.Context, key string, lim limiter.Limit, id st
 	if err != nil {
 		return limiter.Settlement{}, err
 	}
+	return settlement(lim.Algorithm, key, id, actual, ints)
+}
+
+// SettleAsync implements limiter.AsyncSettler: Settle's call, queued in
+// the store's next batch (beside the decisions and other calls on their
+// way) without its caller waiting. then gets what Settle would have
+// returned once Redis answered, or the error that kept the call from it
+// (a full queue past the timeout, a failed or timed-out batch): called
+// once, on one of the store's sender goroutines (or the caller's, when
+// the call never left it), so it must not block. Safe for concurrent use.
+func (s *Store) SettleAsync(ctx context.Context, key string, lim limiter.Limit, id string, actual int64, timeout time.Duration, then func(limiter.Settlement, error)) {
+	spec := limiter.SpecOf(lim.Algorithm)
+	if err := checkCall(spec, lim, 1); err != nil {
+		then(limiter.Settlement{}, err)
+		return
+	}
+	if id == "" {
+		then(limiter.Settlement{}, fmt.Errorf("redis store: reservation %q of %s: %w", id, key, limiter.ErrReservationUnknown))
+		return
+	}
+	r := s.reservationOp(spec, key, lim, kindSettle, 1, id, actual, lim.Quota())
+	r.onSettle = then
+	s.postOp(ctx, r, timeout, settled)
+}
+
+// settled hands an asynchronous settle's answer to its onSettle.
+func settled(r *request) {
+	s, then := r.s, r.onSettle
+	spec := s.algs[r.alg].spec
+	book := r.keys[r.nkeys-1]
+	var st limiter.Settlement
+	err := r.err
+	if err != nil {
+		err = fmt.Errorf("redis %s settle script for %s: %w", spec.Algorithm(), book, err)
+	} else {
+		// The error names the book, which names the key.
+		st, err = settlement(spec.Algorithm(), book, r.id, r.value, r.out[:r.nout])
+	}
+	s.recycle(r)
+	then(st, err)
+}
+
+// settlement reads a settle script's reply of a settle at actual.
+func settlement(a limiter.Algorithm, key, id string, actual int64, ints []int64) (limiter.Settlement, error) {
 	if len(ints) < 4 || ints[0] < 0 || ints[0] > 2 || ints[1] < 0 || ints[2] < 0 || ints[3] < 0 {
-		return limiter.Settlement{}, fmt.Errorf("redis %s settle script: unexpected reply %v", lim.Algorithm, ints)
+		return limiter.Settlement{}, fmt.Errorf("redis %s settle script: unexpected reply %v", a, ints)
 	}
 	st := limiter.Settlement{Expired: ints[2]}
 	switch ints[0] {
@@ -163,69 +206,48 @@ func (s *Store) Charge(ctx context.Context, key string, lim limiter.Limit, cost 
 	return limiter.Settlement{Actual: cost, Charged: cost, Expired: ints[2]}, nil
 }
 
-// reservationCall runs the reserve or settle script of spec on key with the
-// algorithm's parameters, cost, mode 0, the id and extra, bounded by
-// timeout: batched with others in progress on a single server
-// (reserve_batch.go), alone on a Cluster.
+// reservationCall runs the reserve, settle or renew script of spec on key
+// with the algorithm's parameters, cost, mode 0, the id and extra, bounded
+// by timeout: alone, or batched with the calls in progress (batch.go).
 func (s *Store) reservationCall(ctx context.Context, spec *limiter.AlgorithmSpec, key string, lim limiter.Limit, timeout time.Duration, kind int64, cost int64, id string, extra ...int64) ([]int64, error) {
-	all, err := loadReserveScripts()
+	r := s.reservationOp(spec, key, lim, kind, cost, id, extra...)
+	book := r.keys[r.nkeys-1]
+	ints, n, err := s.op(ctx, r, timeout)
 	if err != nil {
-		return nil, err
+		name := [...]string{kindReserve: "reserve", kindSettle: "settle", kindRenew: "renew"}[kind]
+		return nil, fmt.Errorf("redis %s %s script for %s: %w", lim.Algorithm, name, book, err)
 	}
+	return ints[:n], nil
+}
+
+// reservationOp is the request of a reservation call (see reservationCall).
+func (s *Store) reservationOp(spec *limiter.AlgorithmSpec, key string, lim limiter.Limit, kind int64, cost int64, id string, extra ...int64) *request {
+	r := s.newOp(famReserve+spec.Index(), kind)
+	r.alg = spec.Index()
 	base := s.baseKey(key, lim.Algorithm)
-	op := newScriptOp()
-	op.kind = kind
 	for _, suffix := range s.algs[spec.Index()].keySuffixes {
-		op.addKey(base + suffix)
+		r.addKey(base + suffix)
 	}
-	op.addKey(base + bookSuffix)
-	op.nnums = len(argsInto(op.nums[:0], spec, key, lim, cost, limiter.ModeConsume))
-	op.idAt, op.id = op.nnums, id
-	op.addNums(extra...)
+	r.addKey(base + bookSuffix)
+	r.nargs = len(argsInto(r.args[:0], spec, key, lim, cost, limiter.ModeConsume))
+	r.idAt, r.id = r.nargs, id
+	r.addNums(extra...)
+	r.limit, r.cost, r.mode = lim.Quota(), cost, limiter.ModeConsume
 	// In a batch: the parameters and a reserve's or renewal's hold, policy
 	// and keep, or a settle's quota, shared; the estimate or the actual
 	// cost its own (lua/reservations_batch.lua).
-	op.addSet(op.nums[:spec.NumParams()]...)
+	r.addSet(r.args[:spec.NumParams()]...)
 	switch kind {
 	case kindReserve:
-		op.addSet(extra...)
-		op.value = cost
+		r.addSet(extra...)
+		r.value = cost
 	case kindRenew:
-		op.addSet(extra...)
-		op.value = 0
+		r.addSet(extra...)
+		r.value = 0
 	default:
-		op.addSet(0, extra[1]) // the actual cost's place, then the quota
-		op.value = extra[0]
+		r.addSet(0, extra[1]) // the actual cost's place, then the quota
+		r.value = extra[0]
 	}
-	sc := &all[spec.Index()]
-	var ints []int64
-	if s.batch != nil && !s.cluster {
-		ints, err = s.reserveBatches[spec.Index()].do(ctx, s, &sc.ops, op, timeout)
-	} else {
-		ints, err = s.aloneOp(ctx, &sc.ops, op, timeout)
-	}
-	if err != nil {
-		name := [...]string{kindReserve: "reserve", kindSettle: "settle", kindRenew: "renew"}[kind]
-		return nil, fmt.Errorf("redis %s %s script for %s: %w", lim.Algorithm, name, base, err)
-	}
-	return ints, nil
-}
-
-// aloneOp runs op as its own script call on the caller's goroutine.
-func (s *Store) aloneOp(ctx context.Context, sc *opScripts, op *scriptOp, timeout time.Duration) ([]int64, error) {
-	if timeout > 0 {
-		if dl, ok := ctx.Deadline(); !ok || time.Until(dl) > timeout {
-			var cancel context.CancelFunc
-			ctx, cancel = context.WithTimeout(ctx, timeout)
-			defer cancel()
-		}
-	}
-	op.ctx = ctx
-	var raw bytes.Buffer
-	s.runOps(ctx, sc, []*scriptOp{op}, nil, nil, &raw, nil)
-	<-op.done
-	var answer [opWidth]int64
-	n, err := copy(answer[:], op.out[:op.nout]), op.err
-	op.release()
-	return answer[:n], err
+	s.slotted(r)
+	return r
 }

@@ -9,7 +9,7 @@ import (
 )
 
 // openScript is lua/open_reservations.lua.
-var openScript = goRedisScript("open_reservations")
+var openScript = luaScript("open_reservations")
 
 // OpenReservations implements limiter.ReservationCounter: one read-only
 // script call counting the records of the key's book not past their hold
