@@ -159,7 +159,7 @@ func (c *setCall) run(ctx context.Context, group []int, mode int64) ([]int64, er
 		args = append(args, p.Cost, mark)
 	}
 	ints, err := s.run(ctx, s.client, c.sc, args, &c.raw, c.ints[:0])
-	for backoff := time.Millisecond; isTryAgain(err) && setRetryWait(ctx, backoff); backoff = min(2*backoff, 8*time.Millisecond) {
+	for backoff := tryAgainFirst; isTryAgain(err) && retryWait(ctx, backoff); backoff = min(2*backoff, tryAgainMax) {
 		ints, err = s.run(ctx, s.client, c.sc, args, &c.raw, ints)
 	}
 	if err != nil {
@@ -171,21 +171,6 @@ func (c *setCall) run(ctx context.Context, group []int, mode int64) ([]int64, er
 	}
 	c.ints = ints
 	return ints, nil
-}
-
-// setRetryWait waits backoff, or reports false when ctx ends first.
-func setRetryWait(ctx context.Context, backoff time.Duration) bool {
-	if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= backoff {
-		return false
-	}
-	t := time.NewTimer(backoff)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }
 
 // answer writes group's answers from ints to out and reports whether every
