@@ -61,6 +61,7 @@ func (o *Outcome) decideSet(ctx context.Context, a Ask) {
 		}
 	}
 	o.judge(o.Parts[at].Decision, err, o.Parts[at].Limit, a.Shadow)
+	o.Speaker = o.Parts[at].Name
 	if o.Verdict != VerdictAllowed || s.ShadowSet == nil || a.Mode != limiter.ModeConsume {
 		return
 	}
@@ -96,6 +97,7 @@ func (o *Outcome) refuseCosts(shadow bool) bool {
 		return false
 	}
 	o.judge(o.Parts[at].Decision, cerr, o.Parts[at].Limit, shadow)
+	o.Speaker = o.Parts[at].Name
 	return true
 }
 

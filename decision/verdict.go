@@ -92,6 +92,8 @@ type Outcome struct {
 	// RefusedBy names the enforced limits that refused a request of several (nil otherwise, and
 	// when the store failed); for a cost no window admits, those it exceeds.
 	RefusedBy []string
+	// Speaker names the limit of several whose Decision and Limit these are.
+	Speaker string
 }
 
 // Status is the status the outcome is recorded with.

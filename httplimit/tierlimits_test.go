@@ -70,9 +70,9 @@ func chat(h http.Handler, user, org string, cost int) *httptestRecorder {
 	return do(h, "POST", "/v1/chat", gatewayPeer, hdr)
 }
 
-// usageOf is the usage of one named limit of class for client, with the request headers hdr
+// partUsage is the usage of one named limit of class for client, with the request headers hdr
 // naming the scopes' values.
-func usageOf(t *testing.T, m *Middleware, client, class, name string, hdr http.Header) UsageLimit {
+func partUsage(t *testing.T, m *Middleware, client, class, name string, hdr http.Header) UsageLimit {
 	t.Helper()
 	rep, err := m.UsageScoped(context.Background(), client, "", hdr, nil)
 	if err != nil {
@@ -137,13 +137,13 @@ func TestTierLimitsARefusalTakesFromNoneAndNamesItsLimits(t *testing.T) {
 	if got := w.Header().Get("Retry-After"); got != "12" { // 20 tokens at 100 a minute
 		t.Errorf("Retry-After %q, want 12", got)
 	}
-	if u := usageOf(t, m, "user:alice", "chat", "rpm", org("acme")); u.Remaining != 4 {
+	if u := partUsage(t, m, "user:alice", "chat", "rpm", org("acme")); u.Remaining != 4 {
 		t.Errorf("rpm remaining %d after a refusal by tpm, want 4 (unchanged)", u.Remaining)
 	}
-	if u := usageOf(t, m, "user:alice", "chat", "monthly", org("acme")); u.Remaining != 240 {
+	if u := partUsage(t, m, "user:alice", "chat", "monthly", org("acme")); u.Remaining != 240 {
 		t.Errorf("monthly remaining %d after a refusal by tpm, want 240 (unchanged)", u.Remaining)
 	}
-	if u := usageOf(t, m, "user:alice", "chat", "tpm", nil); u.Remaining != 40 {
+	if u := partUsage(t, m, "user:alice", "chat", "tpm", nil); u.Remaining != 40 {
 		t.Errorf("tpm remaining %d, want 40", u.Remaining)
 	}
 
@@ -151,7 +151,7 @@ func TestTierLimitsARefusalTakesFromNoneAndNamesItsLimits(t *testing.T) {
 	if w := chat(h, "bob", "acme", 100); w.Code != http.StatusOK {
 		t.Fatalf("bob: %d %s", w.Code, w.Body)
 	}
-	if u := usageOf(t, m, "user:alice", "chat", "monthly", org("acme")); u.Remaining != 140 || u.Used != 160 {
+	if u := partUsage(t, m, "user:alice", "chat", "monthly", org("acme")); u.Remaining != 140 || u.Used != 160 {
 		t.Errorf("acme's month seen from alice: used %d remaining %d, want 160 and 140", u.Used, u.Remaining)
 	}
 	if w := chat(h, "carol", "acme", 100); w.Code != http.StatusOK {
@@ -208,17 +208,17 @@ func TestTierLimitsHeaderScopeFromAnUntrustedPeerOrMissingFallsBackToTheClient(t
 	if w.Code != http.StatusOK {
 		t.Fatalf("untrusted peer: %d %s", w.Code, w.Body)
 	}
-	if u := usageOf(t, m, "user:alice", "chat", "monthly", org("acme")); u.Used != 0 {
+	if u := partUsage(t, m, "user:alice", "chat", "monthly", org("acme")); u.Used != 0 {
 		t.Errorf("acme's month used %d by a header from an untrusted peer, want 0", u.Used)
 	}
-	if u := usageOf(t, m, "ip:203.0.113.9", "chat", "monthly", nil); u.Used != 100 {
+	if u := partUsage(t, m, "ip:203.0.113.9", "chat", "monthly", nil); u.Used != 100 {
 		t.Errorf("the client's own fallback month used %d, want 100", u.Used)
 	}
 	// From the gateway without the header: the client's own budget, counted.
 	if w := chat(h, "dave", "", 50); w.Code != http.StatusOK {
 		t.Fatalf("no org: %d", w.Code)
 	}
-	if u := usageOf(t, m, "user:dave", "chat", "monthly", nil); u.Used != 50 {
+	if u := partUsage(t, m, "user:dave", "chat", "monthly", nil); u.Used != 50 {
 		t.Errorf("dave's fallback month used %d, want 50", u.Used)
 	}
 	if got := m.ScopeFallbacks(); got != 2 {
@@ -280,7 +280,7 @@ func TestTierLimitsCheckAPINamesTheRefusingLimits(t *testing.T) {
 	if code != http.StatusTooManyRequests || !slices.Equal(resp.RefusedBy, []string{"tpm"}) {
 		t.Errorf("dry run: %d %+v, want 429 refused by tpm", code, resp)
 	}
-	if u := usageOf(t, m, "user:alice", "chat", "rpm", nil); u.Remaining != 4 {
+	if u := partUsage(t, m, "user:alice", "chat", "rpm", nil); u.Remaining != 4 {
 		t.Errorf("rpm remaining %d after a dry run, want 4", u.Remaining)
 	}
 }
