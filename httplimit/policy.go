@@ -331,28 +331,8 @@ func (p *Policy) compileClass(cfg PolicyConfig, c Class) (*class, error) {
 		cl.byTier[tier] = l
 		cl.render(l)
 	}
-	for tier, lv := range c.Live {
-		if !p.tiers[tier] {
-			return nil, fmt.Errorf("policy: class %q: live limit for unknown tier %q", c.Name, tier)
-		}
-		if cl.leasesFor(tier) != nil {
-			return nil, fmt.Errorf("policy: class %q tier %q: a live limit cannot change a concurrency limit", c.Name, tier)
-		}
-		if cl.setFor(tier) != nil {
-			return nil, fmt.Errorf("policy: class %q tier %q: a live limit cannot change one of several limits (TierLimits)", c.Name, tier)
-		}
-		l, err := decision.NewLive(lv, c.engine(cfg, tier))
-		if err == nil {
-			err = c.checkReserves(l.Limiter)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("policy: class %q tier %q: %w", c.Name, tier, err)
-		}
-		if cl.live == nil {
-			cl.live = map[string]*decision.Live{}
-		}
-		cl.live[tier] = l
-		cl.render(l.Limiter)
+	if err := cl.compileLive(p, cfg, c); err != nil {
+		return nil, err
 	}
 	for _, pat := range c.Routes {
 		reg := p.paths.matchPattern(pat)
@@ -366,6 +346,35 @@ func (p *Policy) compileClass(cfg PolicyConfig, c Class) (*class, error) {
 		cl.routes = append(cl.routes, pat)
 	}
 	return cl, nil
+}
+
+// compileLive makes c's live changes of a tier's limit; a concurrency limit and a tier of
+// several limits have none.
+func (cl *class) compileLive(p *Policy, cfg PolicyConfig, c Class) error {
+	for tier, lv := range c.Live {
+		if !p.tiers[tier] {
+			return fmt.Errorf("policy: class %q: live limit for unknown tier %q", c.Name, tier)
+		}
+		if cl.leasesFor(tier) != nil {
+			return fmt.Errorf("policy: class %q tier %q: a live limit cannot change a concurrency limit", c.Name, tier)
+		}
+		if cl.setFor(tier) != nil {
+			return fmt.Errorf("policy: class %q tier %q: a live limit cannot change one of several limits (TierLimits)", c.Name, tier)
+		}
+		l, err := decision.NewLive(lv, c.engine(cfg, tier))
+		if err == nil {
+			err = c.checkReserves(l.Limiter)
+		}
+		if err != nil {
+			return fmt.Errorf("policy: class %q tier %q: %w", c.Name, tier, err)
+		}
+		if cl.live == nil {
+			cl.live = map[string]*decision.Live{}
+		}
+		cl.live[tier] = l
+		cl.render(l.Limiter)
+	}
+	return nil
 }
 
 // ValidatePattern reports whether pattern is a valid ServeMux pattern.
