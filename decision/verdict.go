@@ -25,6 +25,9 @@ const (
 	VerdictFailClosed                         // the store failed: 503 with Retry-After, OVER_LIMIT
 	VerdictCanceled                           // the caller went away: nothing is answered
 	VerdictPenalized                          // the key is in its penalty box: 429 until it opens
+	// VerdictShadowLimitOver: of several limits (Ask.Set), a shadow one would refuse while the
+	// enforced ones admit; answered as allowed, with the enforced limits' headers.
+	VerdictShadowLimitOver
 )
 
 var verdicts = [...]struct {
@@ -40,6 +43,7 @@ var verdicts = [...]struct {
 	VerdictFailClosed:      {limiter.StatusFailClosed, true, false},
 	VerdictCanceled:        {limiter.StatusCanceled, false, false},
 	VerdictPenalized:       {limiter.StatusPenalized, true, true},
+	VerdictShadowLimitOver: {limiter.StatusShadowRejected, false, true},
 }
 
 func (v Verdict) known() bool { return v > 0 && int(v) < len(verdicts) }
@@ -80,6 +84,16 @@ type Outcome struct {
 	// settle or charge did and Renewal what a renewal did, as the store answered.
 	Settlement limiter.Settlement
 	Renewal    limiter.Renewal
+	// Parts, for an Ask of several limits (Ask.Set), is each limit's answer: the enforced ones
+	// in SetAsk.Parts' order, then the shadow ones decided. Decision and Limit are then those of
+	// the limit the answer speaks for: a refusing one with the longest RetryAfter (every
+	// refusing limit admits again by then), else the one with the least Remaining ÷ quota.
+	Parts []PartOutcome
+	// RefusedBy names the enforced limits that refused a request of several (nil otherwise, and
+	// when the store failed); for a cost no window admits, those it exceeds.
+	RefusedBy []string
+	// Speaker names the limit of several whose Decision and Limit these are.
+	Speaker string
 }
 
 // Status is the status the outcome is recorded with.
@@ -183,11 +197,18 @@ type Ask struct {
 	// FromToken says Reservation or Lease is a caller's token, not this instance's own hold: its
 	// figures count only as far as the store confirms them.
 	FromToken bool
+	// Set, when set, decides several limits as one in place of Limiter (ModeConsume or
+	// ModePeek; Key and Cost are then the parts'): see SetAsk.
+	Set *SetAsk
 }
 
 // Decide asks for a and judges the answer.
 func Decide(ctx context.Context, a Ask) Outcome {
 	o := Outcome{Ask: a}
+	if a.Set != nil {
+		o.decideSet(ctx, a)
+		return o
+	}
 	switch a.Mode {
 	case limiter.ModePeek:
 		d, err := a.Limiter.PeekN(ctx, a.Key, a.Cost)

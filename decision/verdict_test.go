@@ -117,13 +117,13 @@ func TestRolloutBucketIsPinned(t *testing.T) {
 // canceled, which is counted apart: a verdict added with a status of its own needs that status
 // in limiter's list.
 func TestEveryVerdictIsRecordedUnderACountedStatus(t *testing.T) {
-	for v := VerdictAllowed; v <= VerdictPenalized; v++ {
+	for v := VerdictAllowed; v <= VerdictShadowLimitOver; v++ {
 		s := v.Status()
 		if _, ok := s.Index(); !ok && s != limiter.StatusCanceled {
 			t.Errorf("verdict %d is recorded as %q, which no counter counts", v, s)
 		}
 	}
-	if s := Verdict(VerdictPenalized + 1).Status(); s != "" {
+	if s := Verdict(VerdictShadowLimitOver + 1).Status(); s != "" {
 		t.Errorf("a verdict past the last is recorded as %q; the test above misses one", s)
 	}
 }

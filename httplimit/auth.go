@@ -159,7 +159,7 @@ func (m *Middleware) authorize(w http.ResponseWriter, r *http.Request, deny int)
 	if !ok {
 		return nil
 	}
-	a := rt.ask(p.tier(c.tier), c.key)
+	a := m.askOf(r, p, rt, c)
 	switch {
 	case a.Mode == limiter.ModeLease:
 		m.authorizeLease(w, r, p, rt, a, deny)

@@ -70,6 +70,11 @@ type CheckRequest struct {
 	// with POST ReleasePath {"lease": "<lease>"} when the request ends (unreleased, it holds its
 	// slot for the limit's lease_ttl). Required for a concurrency limit, refused for others.
 	Lease bool `json:"lease"`
+	// Headers and Claims give the values of a tier's header- and claim-scoped limits
+	// (TierLimit.Scope): {"X-Org-ID": "acme"}, {"org": "acme"}. Believed as Key is; a limit
+	// without its value counts on Key's budget.
+	Headers map[string]string `json:"headers,omitempty"`
+	Claims  map[string]string `json:"claims,omitempty"`
 }
 
 // CheckResponse is the decision API's answer.
@@ -89,6 +94,8 @@ type CheckResponse struct {
 	DryRun   bool   `json:"dry_run,omitempty"`  // nothing was taken
 	Error    string `json:"error,omitempty"`    // on a 429 and a 503, as in their body
 	Message  string `json:"message,omitempty"`  // on a 429 and a 503, as in their body
+	// RefusedBy names the limits that refused, for a tier of several limits (TierLimit.Name).
+	RefusedBy []string `json:"refused_by,omitempty"`
 
 	Reservation string `json:"reservation,omitempty"` // a reserve's token for POST /v1/commit
 	Lease       string `json:"lease,omitempty"`       // the lease taken for a "lease": true request
@@ -163,6 +170,7 @@ func (m *Middleware) CheckHandler() http.Handler {
 			DelayMS:    o.Decision.Delay.Milliseconds(),
 			Degraded:   o.Decision.Failure == limiter.FailureLocal,
 			Error:      body.Error, Message: body.Message,
+			RefusedBy:   o.RefusedBy,
 			Reservation: token,
 		})
 	})
@@ -176,6 +184,12 @@ func (p *Policy) checkAsk(rt route, req *CheckRequest) (decision.Ask, error) {
 		tier = p.tier(p.identity.tierOf("", strings.TrimPrefix(req.Key, "user:"), ""))
 	}
 	a := rt.ask(tier, req.Key)
+	if rt.class.sets != nil {
+		a, _ = rt.askScoped(tier, req.Key, req.scopes())
+	}
+	if a.Set != nil {
+		return a, req.setAsk(&a, rt, tier)
+	}
 	switch {
 	case a.Mode == limiter.ModeLease && req.Reserve:
 		return a, errors.New(leaseNotReservation(rt.class.name, tier))

@@ -217,6 +217,16 @@ func appendCheckResponse(b []byte, r *CheckResponse) []byte {
 		b = append(b, `,"message":`...)
 		b = appendJSONString(b, r.Message)
 	}
+	if len(r.RefusedBy) > 0 {
+		b = append(b, `,"refused_by":[`...)
+		for i, n := range r.RefusedBy {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendJSONString(b, n)
+		}
+		b = append(b, ']')
+	}
 	if r.Reservation != "" {
 		b = append(b, `,"reservation":`...)
 		b = appendJSONString(b, r.Reservation)

@@ -117,6 +117,11 @@ func TestTheCheckResponseEncoderWritesWhatJSONMarshalWrites(t *testing.T) {
 			f.SetString(odd + v.Type().Field(i).Name)
 		case reflect.Int64:
 			f.SetInt(-int64(i) * 1_000_000_007)
+		case reflect.Slice:
+			if f.Type().Elem().Kind() != reflect.String {
+				t.Fatalf("CheckResponse.%s is a slice of %s: teach appendCheckResponse and this test about it", v.Type().Field(i).Name, f.Type().Elem().Kind())
+			}
+			f.Set(reflect.ValueOf([]string{odd + v.Type().Field(i).Name, "b"}))
 		default:
 			t.Fatalf("CheckResponse.%s is a %s: teach appendCheckResponse and this test about it", v.Type().Field(i).Name, f.Kind())
 		}

@@ -44,6 +44,8 @@ type RejectedBody struct {
 	// Status is "penalized" for a client in its class's penalty box (Error
 	// "rate_limit_penalized"), else empty.
 	Status limiter.Status `json:"status,omitempty"`
+	// RefusedBy names the limits that refused, for a tier of several limits (TierLimit.Name).
+	RefusedBy []string `json:"refused_by,omitempty"`
 }
 
 // ProblemBody is the application/problem+json body of a 429 (RFC 9457).
@@ -52,8 +54,9 @@ type ProblemBody struct {
 	Title            string   `json:"title"` // an RFC 9457 member, as are Status and Detail
 	Status           int      `json:"status"`
 	Detail           string   `json:"detail"`
-	ViolatedPolicies []string `json:"violated-policies"` // the RateLimit-Policy (class) that refused
-	RetryAfter       int64    `json:"retry_after"`       // the Retry-After header's value in seconds
+	ViolatedPolicies []string `json:"violated-policies"`    // the RateLimit-Policy (class, or limits of several) that refused
+	RetryAfter       int64    `json:"retry_after"`          // the Retry-After header's value in seconds
+	RefusedBy        []string `json:"refused_by,omitempty"` // as RejectedBody's
 }
 
 // writeRejected writes the 429 body in the configured form; respond has set the headers.
@@ -64,13 +67,18 @@ func writeRejected(hc HeaderConfig, w http.ResponseWriter, f decision.Fields, bo
 // writeRejectedStatus is writeRejected with another status (the forward-auth's 401 or 403).
 func writeRejectedStatus(hc HeaderConfig, w http.ResponseWriter, code int, f decision.Fields, body RejectedBody) {
 	if hc.ProblemJSON {
+		violated := []string{f.Policy()}
+		if len(body.RefusedBy) > 0 {
+			violated = body.RefusedBy
+		}
 		writeJSON(w, "application/problem+json", code, ProblemBody{
 			Type:             QuotaExceededType,
 			Title:            "Request cannot be satisfied as assigned quota has been exceeded",
 			Status:           code,
 			Detail:           body.Message,
-			ViolatedPolicies: []string{f.Policy()},
+			ViolatedPolicies: violated,
 			RetryAfter:       body.RetryAfter,
+			RefusedBy:        body.RefusedBy,
 		})
 		return
 	}

@@ -256,6 +256,7 @@ type client struct {
 	key      string
 	tier     string
 	fallback string
+	claims   map[string]any // a verified JWT's claims, for claim scopes (TierLimit); nil without one
 }
 
 // MaxUserKey is the longest user id kept verbatim in a limiter key; a
@@ -288,12 +289,12 @@ func (id *identity) resolve(r *http.Request) client {
 		// A JWT is three dot-separated parts; another token in a header API keys are also
 		// read from is left to them (an OpenAI-style key beside JWTs in Authorization).
 		if raw, ok := id.bearer(r); ok && (!id.jwtIsKeyHdr || strings.Count(raw, ".") == 2) {
-			sub, err := id.verify(raw)
+			sub, claims, err := id.verify(raw)
 			if err != nil {
 				// A token failing verification proves nothing: key by address, default tier.
 				return client{key: id.ipKey(id.clientIP(r)), fallback: FallbackInvalidJWT}
 			}
-			return client{key: userKey(sub), tier: id.tierOf(headerTier, sub, "")}
+			return client{key: userKey(sub), tier: id.tierOf(headerTier, sub, ""), claims: claims}
 		}
 	}
 	if user != "" {
@@ -473,19 +474,21 @@ func (id *identity) bearer(r *http.Request) (string, bool) {
 
 var errNoSubject = errors.New("token has no sub claim")
 
-func (id *identity) verify(raw string) (string, error) {
+// verify checks raw and returns its sub and its claims (the parser's own map, not copied).
+func (id *identity) verify(raw string) (string, map[string]any, error) {
 	tok, err := id.jwt.Parse(raw, func(*jwt.Token) (any, error) { return id.jwtKey, nil })
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
 	sub, err := tok.Claims.GetSubject()
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
 	if sub == "" {
-		return "", errNoSubject
+		return "", nil, errNoSubject
 	}
-	return sub, nil
+	claims, _ := tok.Claims.(jwt.MapClaims)
+	return sub, claims, nil
 }
 
 // inNetworks reports whether a is in one of nets; an invalid address (a Unix socket peer) is in none.

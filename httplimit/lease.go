@@ -58,6 +58,9 @@ func (c *class) leasesFor(tier string) *limiter.Leases {
 	if _, ok := c.byTier[tier]; ok {
 		return nil
 	}
+	if _, ok := c.sets[tier]; ok {
+		return nil
+	}
 	return c.dfltLeases
 }
 

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -75,6 +76,10 @@ type Middleware struct {
 	denyLog     *summarylog.Line // forward-auth requests refused undecided (DenyAuth)
 	// authDenied counts DenyAuth's refusals by reason.
 	authDenied [denyReasons]atomic.Uint64
+	// scopeFallbacks counts the limits of several (TierLimits) a request had no header or
+	// claim value for, counted on its client's budget instead; scopeLog writes them.
+	scopeFallbacks atomic.Uint64
+	scopeLog       *summarylog.Line
 }
 
 // New returns a Middleware enforcing cfg.Policy.
@@ -96,6 +101,7 @@ func New(cfg Config) (*Middleware, error) {
 	m.costLog = summarylog.New(m.logger, cfg.LogInterval, m.now)
 	m.identityLog = summarylog.New(m.logger, cfg.LogInterval, m.now)
 	m.denyLog = summarylog.New(m.logger, cfg.LogInterval, m.now)
+	m.scopeLog = summarylog.New(m.logger, cfg.LogInterval, m.now)
 	m.Swap(cfg.Policy)
 	return m, nil
 }
@@ -120,33 +126,62 @@ type outcome struct {
 	decision.Outcome
 	route route
 	n     decision.Fields
+	set   *tierSet // the tier's several limits, when it has them
 }
 
 // ask is the Ask of client on rt and tier at the class's cost: a lease on a tier under a
 // concurrency limit, else the enforced limiter (a live change's when it covers client) and any
 // live change in shadow beside it.
 func (rt route) ask(tier, client string) decision.Ask {
+	a, _ := rt.askScoped(tier, client, nil)
+	return a
+}
+
+// askScoped is ask with the values of header and claim scopes read from src (nil: none), and
+// how many such scopes had no value and fell back to the client's budget.
+func (rt route) askScoped(tier, client string, src *scopeSource) (decision.Ask, int) {
 	a := decision.Ask{Endpoint: rt.pattern, Tier: tier, Key: rt.key(tier, client), Cost: rt.class.cost, Shadow: rt.class.shadow}
+	if ts := rt.class.setFor(tier); ts != nil {
+		var fell int
+		a.Set, fell = ts.askSet(rt, tier, client, src)
+		a.Shadow = ts.shadow
+		return a, fell
+	}
 	if ls := rt.class.leasesFor(tier); ls != nil {
 		a.Mode, a.Leases = limiter.ModeLease, ls
-		return a
+		return a, 0
 	}
 	a.Limiter = rt.class.limiterFor(tier)
 	rt.class.live[tier].Apply(&a, client)
-	return a
+	return a, 0
+}
+
+// askLimit is the limit a is traced and boxed under: its Limiter's, else its first limit's.
+func askLimit(a decision.Ask) limiter.Limit {
+	switch {
+	case a.Limiter != nil:
+		return a.Limiter.Limit()
+	case a.Set != nil:
+		return a.Set.Set.Limiters()[0].Limit()
+	}
+	return limiter.Limit{}
 }
 
 // decide judges a, asked for client on rt (its penalty box first), and records and traces it
 // once; a dry run is neither.
 func (m *Middleware) decide(ctx context.Context, rt route, client string, a decision.Ask) outcome {
 	o := outcome{route: rt}
+	if a.Set != nil {
+		o.set = rt.class.setFor(a.Tier)
+		o.set.setCosts(&a)
+	}
 	// Read before the store's own clock, so that the reset the headers name is not pushed past
 	// the store's by the call's latency (decision.ResetAt).
 	now := m.now()
 	dryRun := a.Mode == limiter.ModePeek
 	if m.rep.Trace != nil && !dryRun {
 		var end func(limiter.Status, limiter.Decision, error)
-		ctx, end = m.rep.Trace.Start(ctx, a, a.Limiter.Limit())
+		ctx, end = m.rep.Trace.Start(ctx, a, askLimit(a))
 		defer func() { o.EndTrace(end) }()
 	}
 	boxed := false
@@ -159,7 +194,11 @@ func (m *Middleware) decide(ctx context.Context, rt route, client string, a deci
 			m.strike(ctx, rt.class, client)
 		}
 	}
-	o.n = decision.FieldsOf(rt.class.renderedFor(a.Limiter), o.Decision, now)
+	if o.set != nil {
+		o.n = decision.FieldsOf(o.set.renderedOf(o.Speaker), o.Decision, now)
+	} else {
+		o.n = decision.FieldsOf(rt.class.renderedFor(a.Limiter), o.Decision, now)
+	}
 	if dryRun {
 		return o
 	}
@@ -183,13 +222,17 @@ func (m *Middleware) log(ctx context.Context, o *outcome) {
 			slog.String("endpoint", o.Endpoint), slog.Int64("cost", o.Cost), slog.String("error", o.Err.Error())})
 	}
 	switch o.Verdict {
-	case decision.VerdictRejected, decision.VerdictShadowClassOver, decision.VerdictLiveShadowOver:
+	case decision.VerdictRejected, decision.VerdictShadowClassOver, decision.VerdictLiveShadowOver, decision.VerdictShadowLimitOver:
 		if m.logger.Enabled(ctx, slog.LevelDebug) {
-			m.logger.LogAttrs(ctx, slog.LevelDebug, "rate limited",
+			attrs := []slog.Attr{
 				slog.String("endpoint", o.Endpoint), slog.String("class", o.route.class.name), slog.String("plan_tier", o.Tier),
 				slog.String("key", o.Key), slog.Bool("shadow", o.Verdict != decision.VerdictRejected),
 				slog.Bool("live_shadow", o.Verdict == decision.VerdictLiveShadowOver),
-				slog.Int64("retry_after", o.n.Retry))
+				slog.Int64("retry_after", o.n.Retry)}
+			if o.set != nil {
+				attrs = append(attrs, slog.Any("refused_by", o.RefusedBy), slog.Any("shadow_refused_by", shadowRefusers(o.Parts)))
+			}
+			m.logger.LogAttrs(ctx, slog.LevelDebug, "rate limited", attrs...)
 		}
 	}
 }
@@ -209,7 +252,7 @@ func (p *Policy) respond(h http.Header, o *outcome) (int, RejectedBody) {
 			Error: "rate_limit_unavailable", Message: "the rate limiter cannot decide right now; retry later", RetryAfter: retry,
 		}
 	case v == decision.VerdictPenalized:
-		p.headers.Write(h, o.n)
+		p.writeHeaders(h, o)
 		h.Set("Cache-Control", "no-store")
 		return http.StatusTooManyRequests, RejectedBody{
 			Error:      "rate_limit_penalized",
@@ -217,15 +260,20 @@ func (p *Policy) respond(h http.Header, o *outcome) (int, RejectedBody) {
 			RetryAfter: o.n.Retry, Status: limiter.StatusPenalized,
 		}
 	case v.Refuses():
-		p.headers.Write(h, o.n)
+		p.writeHeaders(h, o)
 		h.Set("Cache-Control", "no-store")
+		msg := fmt.Sprintf("rate limit exceeded on %s; retry in %d s", o.Endpoint, o.n.Retry)
+		if len(o.RefusedBy) > 0 {
+			msg = fmt.Sprintf("rate limit exceeded on %s by %s; retry in %d s", o.Endpoint, strings.Join(o.RefusedBy, ", "), o.n.Retry)
+		}
 		return http.StatusTooManyRequests, RejectedBody{
 			Error:      "rate_limit_exceeded",
-			Message:    fmt.Sprintf("rate limit exceeded on %s; retry in %d s", o.Endpoint, o.n.Retry),
+			Message:    msg,
 			RetryAfter: o.n.Retry,
+			RefusedBy:  o.RefusedBy,
 		}
 	case v.Limited():
-		p.headers.Write(h, o.n)
+		p.writeHeaders(h, o)
 	}
 	return http.StatusOK, RejectedBody{}
 }
@@ -249,7 +297,7 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 		if !ok {
 			return
 		}
-		a := rt.ask(p.tier(c.tier), c.key)
+		a := m.askOf(r, p, rt, c)
 		switch {
 		case a.Mode == limiter.ModeLease:
 			m.serveLeased(w, r, p, rt, a, next)

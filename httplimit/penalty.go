@@ -44,7 +44,7 @@ func (m *Middleware) penalized(ctx context.Context, c *class, client string, a d
 	if left <= 0 {
 		return decision.Outcome{}, false
 	}
-	lim := a.Limiter.Limit()
+	lim := askLimit(a)
 	return decision.Outcome{Ask: a, Verdict: decision.VerdictPenalized, Limit: lim,
 		Decision: limiter.Decision{Limit: lim.Quota(), RetryAfter: left, ResetAfter: left}}, true
 }

@@ -174,6 +174,8 @@ type class struct {
 	estimate     Estimate
 	leases       map[string]*limiter.Leases // tier → concurrency limit (lease.go)
 	dfltLeases   *limiter.Leases
+	sets         map[string]*tierSet // tier → several limits (tierlimits.go)
+	dfltSet      *tierSet
 }
 
 var braces = strings.NewReplacer("{", "<", "}", ">")
@@ -288,13 +290,17 @@ func (p *Policy) compileClass(cfg PolicyConfig, c Class) (*class, error) {
 		return nil, err
 	}
 	dflt, ok := c.Limits[cfg.DefaultTier]
-	if _, leased := c.Leases[cfg.DefaultTier]; !ok && !leased {
+	_, leased := c.Leases[cfg.DefaultTier]
+	if _, several := c.TierLimits[cfg.DefaultTier]; !ok && !leased && !several {
 		return nil, fmt.Errorf("policy: class %q: no limit for the default tier %q", c.Name, cfg.DefaultTier)
 	}
 	if err := cl.checkEstimate(); err != nil {
 		return nil, fmt.Errorf("policy: class %q: estimate: %w", c.Name, err)
 	}
 	if err := p.compileLeases(cl, cfg, c); err != nil {
+		return nil, err
+	}
+	if err := p.compileTierLimits(cl, cfg, c); err != nil {
 		return nil, err
 	}
 	newLimiter := func(tier string, lim limiter.Limit) (*limiter.Limiter, error) {
@@ -314,7 +320,8 @@ func (p *Policy) compileClass(cfg PolicyConfig, c Class) (*class, error) {
 	cl.dflt = cl.byTier[cfg.DefaultTier]
 	for _, tier := range p.tierNames {
 		// A tier on a store of its own cannot share the default tier's limiter, on the default's store.
-		if _, own := c.Limits[tier]; own || cl.dflt == nil || c.storeFor(tier, cfg.Store) == c.storeFor(cfg.DefaultTier, cfg.Store) {
+		_, several := c.TierLimits[tier]
+		if _, own := c.Limits[tier]; own || several || cl.dflt == nil || c.storeFor(tier, cfg.Store) == c.storeFor(cfg.DefaultTier, cfg.Store) {
 			continue
 		}
 		l, err := newLimiter(tier, dflt)
@@ -324,25 +331,8 @@ func (p *Policy) compileClass(cfg PolicyConfig, c Class) (*class, error) {
 		cl.byTier[tier] = l
 		cl.render(l)
 	}
-	for tier, lv := range c.Live {
-		if !p.tiers[tier] {
-			return nil, fmt.Errorf("policy: class %q: live limit for unknown tier %q", c.Name, tier)
-		}
-		if cl.leasesFor(tier) != nil {
-			return nil, fmt.Errorf("policy: class %q tier %q: a live limit cannot change a concurrency limit", c.Name, tier)
-		}
-		l, err := decision.NewLive(lv, c.engine(cfg, tier))
-		if err == nil {
-			err = c.checkReserves(l.Limiter)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("policy: class %q tier %q: %w", c.Name, tier, err)
-		}
-		if cl.live == nil {
-			cl.live = map[string]*decision.Live{}
-		}
-		cl.live[tier] = l
-		cl.render(l.Limiter)
+	if err := cl.compileLive(p, cfg, c); err != nil {
+		return nil, err
 	}
 	for _, pat := range c.Routes {
 		reg := p.paths.matchPattern(pat)
@@ -356,6 +346,35 @@ func (p *Policy) compileClass(cfg PolicyConfig, c Class) (*class, error) {
 		cl.routes = append(cl.routes, pat)
 	}
 	return cl, nil
+}
+
+// compileLive makes c's live changes of a tier's limit; a concurrency limit and a tier of
+// several limits have none.
+func (cl *class) compileLive(p *Policy, cfg PolicyConfig, c Class) error {
+	for tier, lv := range c.Live {
+		if !p.tiers[tier] {
+			return fmt.Errorf("policy: class %q: live limit for unknown tier %q", c.Name, tier)
+		}
+		if cl.leasesFor(tier) != nil {
+			return fmt.Errorf("policy: class %q tier %q: a live limit cannot change a concurrency limit", c.Name, tier)
+		}
+		if cl.setFor(tier) != nil {
+			return fmt.Errorf("policy: class %q tier %q: a live limit cannot change one of several limits (TierLimits)", c.Name, tier)
+		}
+		l, err := decision.NewLive(lv, c.engine(cfg, tier))
+		if err == nil {
+			err = c.checkReserves(l.Limiter)
+		}
+		if err != nil {
+			return fmt.Errorf("policy: class %q tier %q: %w", c.Name, tier, err)
+		}
+		if cl.live == nil {
+			cl.live = map[string]*decision.Live{}
+		}
+		cl.live[tier] = l
+		cl.render(l.Limiter)
+	}
+	return nil
 }
 
 // ValidatePattern reports whether pattern is a valid ServeMux pattern.
@@ -428,12 +447,16 @@ func (p *Policy) tier(t string) string {
 	return p.defaultTier
 }
 
-// limiterFor returns tier's rate limiter; nil for a tier under a concurrency limit (leasesFor).
+// limiterFor returns tier's rate limiter; nil for a tier under a concurrency limit (leasesFor)
+// or several limits (setFor).
 func (c *class) limiterFor(tier string) *limiter.Limiter {
 	if l, ok := c.byTier[tier]; ok {
 		return l
 	}
 	if _, ok := c.leases[tier]; ok {
+		return nil
+	}
+	if _, ok := c.sets[tier]; ok {
 		return nil
 	}
 	return c.dflt

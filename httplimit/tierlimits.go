@@ -1,6 +1,22 @@
 package httplimit
 
-import "github.com/rl-exporter/rl-exporter/limiter"
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/textproto"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/rl-exporter/rl-exporter/decision"
+	"github.com/rl-exporter/rl-exporter/limiter"
+)
 
 // TierLimit is one of the several limits a tier puts on each request
 // (Class.TierLimits): requests per minute beside tokens per minute beside a
@@ -59,4 +75,449 @@ type Scope struct {
 	Kind   ScopeKind
 	Header string // ScopeHeader's header, canonical or not
 	Claim  string // ScopeClaim's claim name
+}
+
+// tierSet is a tier's several limits, compiled: the enforced ones decided as one (set), and
+// beside them the shadow ones (shadowSet), unless every limit is shadow: then they are all in
+// set, judged as a shadow class is. Immutable.
+type tierSet struct {
+	set, shadowSet *limiter.Set
+	parts          []tierPart // set's, then shadowSet's, each in list order
+	enforced       int        // how many of parts are set's
+	shadow         bool       // every limit is shadow
+	policy         string     // RateLimit-Policy of set's limits
+}
+
+// tierPart is one limit of a tierSet.
+type tierPart struct {
+	name     string
+	lim      *limiter.Limiter
+	unit     Unit
+	scope    Scope // Header canonical
+	rendered decision.RenderedLimit
+}
+
+// QuotaUnitRequests is the RateLimit-Policy quota unit ("qu") of a TierLimit counting requests
+// (UnitRequests). A limit of UnitCost names none: the draft registers no unit for a cost.
+const QuotaUnitRequests = "requests"
+
+// compileTierLimits makes c's sets of several limits, one per tier listed in TierLimits, and
+// for a tier on a store of its own without a list, the default tier's on that store.
+func (p *Policy) compileTierLimits(cl *class, cfg PolicyConfig, c Class) error {
+	if len(c.TierLimits) == 0 {
+		return nil
+	}
+	if !c.CostFrom.IsZero() {
+		return fmt.Errorf("policy: class %q: cost_from cannot settle a cost across several limits (TierLimits) yet: use Limits for a class that reads its cost", c.Name)
+	}
+	cl.sets = map[string]*tierSet{}
+	for tier, list := range c.TierLimits {
+		if !p.tiers[tier] {
+			return fmt.Errorf("policy: class %q: limits for unknown tier %q", c.Name, tier)
+		}
+		_, lim := c.Limits[tier]
+		_, lease := c.Leases[tier]
+		if lim || lease {
+			return fmt.Errorf("policy: class %q tier %q: both Limits and TierLimits (or Leases): a tier has one of them", c.Name, tier)
+		}
+		ts, err := compileTierSet(cfg, c, tier, list)
+		if err != nil {
+			return fmt.Errorf("policy: class %q tier %q: %w", c.Name, tier, err)
+		}
+		cl.sets[tier] = ts
+	}
+	dflt, ok := c.TierLimits[cfg.DefaultTier]
+	if !ok {
+		return nil
+	}
+	cl.dfltSet = cl.sets[cfg.DefaultTier]
+	for _, tier := range p.tierNames {
+		_, own := c.Limits[tier]
+		_, lease := c.Leases[tier]
+		_, set := c.TierLimits[tier]
+		if own || lease || set || c.storeFor(tier, cfg.Store) == c.storeFor(cfg.DefaultTier, cfg.Store) {
+			continue
+		}
+		ts, err := compileTierSet(cfg, c, tier, dflt)
+		if err != nil {
+			return fmt.Errorf("policy: class %q tier %q: %w", c.Name, tier, err)
+		}
+		cl.sets[tier] = ts
+	}
+	return nil
+}
+
+// compileTierSet checks list and builds its limiters and sets on tier's store.
+func compileTierSet(cfg PolicyConfig, c Class, tier string, list []TierLimit) (*tierSet, error) {
+	if len(list) == 0 {
+		return nil, errors.New("TierLimits lists no limit")
+	}
+	var enforced, shadowed []tierPart
+	seen := map[string]bool{}
+	for _, e := range list {
+		part, shadow, err := compileTierLimit(cfg, c, tier, e)
+		if err != nil {
+			return nil, fmt.Errorf("limit %q: %w", e.Name, err)
+		}
+		if seen[e.Name] {
+			return nil, fmt.Errorf("limit %q listed twice", e.Name)
+		}
+		seen[e.Name] = true
+		if shadow {
+			shadowed = append(shadowed, part)
+		} else {
+			enforced = append(enforced, part)
+		}
+	}
+	ts := &tierSet{}
+	if len(enforced) == 0 {
+		enforced, shadowed, ts.shadow = shadowed, nil, true
+	}
+	ts.parts, ts.enforced = append(enforced, shadowed...), len(enforced)
+	var err error
+	if ts.set, err = limiter.NewSet(limitersOf(enforced)...); err != nil {
+		return nil, err
+	}
+	if len(shadowed) > 0 {
+		if ts.shadowSet, err = limiter.NewSet(limitersOf(shadowed)...); err != nil {
+			return nil, err
+		}
+	}
+	items := make([]string, len(enforced))
+	for i, part := range enforced {
+		lim := part.lim.Limit()
+		items[i] = `"` + part.name + `";q=` + strconv.FormatInt(lim.Quota(), 10) +
+			";w=" + strconv.FormatInt(max(1, decision.CeilSeconds(lim.Window())), 10)
+		if part.unit == UnitRequests {
+			items[i] += `;qu="` + QuotaUnitRequests + `"`
+		}
+	}
+	ts.policy = strings.Join(items, ", ")
+	return ts, nil
+}
+
+// compileTierLimit checks e and builds its limiter; shadow says whether it refuses nothing.
+func compileTierLimit(cfg PolicyConfig, c Class, tier string, e TierLimit) (tierPart, bool, error) {
+	part := tierPart{name: e.Name, unit: e.Unit, scope: e.Scope}
+	if !ValidName(e.Name) {
+		return part, false, errors.New("name must be letters, digits, '_' or '-'")
+	}
+	if e.Lease != nil {
+		return part, false, errors.New("a concurrency limit (Lease) cannot be one of several limits yet: a store set cannot give back its takes when the lease is refused; use Leases for the tier")
+	}
+	if e.Penalty != nil {
+		return part, false, errors.New("a penalty of one limit of several is not supported: the class's Penalty boxes a client the set refuses")
+	}
+	switch part.unit {
+	case "":
+		part.unit = UnitRequests
+		if !c.CostFrom.IsZero() || (c.Cost != 0 && c.Cost != 1) {
+			part.unit = UnitCost
+		}
+	case UnitRequests, UnitCost:
+	default:
+		return part, false, fmt.Errorf("unit %q: want %s or %s", e.Unit, UnitRequests, UnitCost)
+	}
+	switch part.scope.Kind {
+	case "":
+		part.scope.Kind = ScopeClient
+	case ScopeClient, ScopeGlobal:
+	case ScopeHeader:
+		switch h := part.scope.Header; {
+		case h == "":
+			return part, false, errors.New("scope header names no header")
+		case !ValidHeaderName(h):
+			return part, false, fmt.Errorf("scope header %q is not a header name", h)
+		case len(cfg.Identity.TrustedHeaderPeers) == 0:
+			return part, false, fmt.Errorf("scope header %s is believed only from TrustedHeaderPeers, which is empty: list the networks of the gateways that set it", h)
+		}
+		part.scope.Header = textproto.CanonicalMIMEHeaderKey(part.scope.Header)
+	case ScopeClaim:
+		switch {
+		case part.scope.Claim == "":
+			return part, false, errors.New("scope claim names no claim")
+		case cfg.Identity.JWT == nil:
+			return part, false, fmt.Errorf("scope claim %s: claims are read from verified JWTs, and no JWT is configured", part.scope.Claim)
+		}
+	default:
+		return part, false, fmt.Errorf("scope %q: want client, global, header or claim", e.Scope.Kind)
+	}
+	l, err := c.newLimiter(cfg, tier, e.Limit)
+	if err != nil {
+		return part, false, err
+	}
+	part.lim = l
+	part.rendered = decision.RenderLimit(e.Name, e.Limit)
+	shadow := c.Shadow
+	if e.Shadow != nil {
+		shadow = *e.Shadow
+	}
+	return part, shadow, nil
+}
+
+func limitersOf(parts []tierPart) []*limiter.Limiter {
+	ls := make([]*limiter.Limiter, len(parts))
+	for i, p := range parts {
+		ls[i] = p.lim
+	}
+	return ls
+}
+
+// setFor returns tier's several limits; nil for a tier under one limit or a concurrency limit.
+func (c *class) setFor(tier string) *tierSet {
+	if c.sets == nil { // a class without TierLimits: one comparison per request
+		return nil
+	}
+	if ts, ok := c.sets[tier]; ok {
+		return ts
+	}
+	if _, ok := c.byTier[tier]; ok {
+		return nil
+	}
+	if _, ok := c.leases[tier]; ok {
+		return nil
+	}
+	return c.dfltSet
+}
+
+// renderedOf is the header values of the limit named name; the first enforced one's for "".
+func (ts *tierSet) renderedOf(name string) decision.RenderedLimit {
+	for _, p := range ts.parts {
+		if p.name == name {
+			return p.rendered
+		}
+	}
+	return ts.parts[0].rendered
+}
+
+// scopeSource is where a request's header and claim scopes are read: headers only when trusted
+// (the request comes from a trusted header peer, or through the decision API, whose caller is
+// believed), claims only from a verified JWT.
+type scopeSource struct {
+	header  http.Header
+	trusted bool
+	claims  map[string]any
+}
+
+// value is the scope's value for the request, "" when it has none.
+func (src *scopeSource) value(sc Scope) string {
+	if src == nil {
+		return ""
+	}
+	switch sc.Kind {
+	case ScopeHeader:
+		if src.trusted {
+			return src.header.Get(sc.Header)
+		}
+	case ScopeClaim:
+		return claimString(src.claims[sc.Claim])
+	}
+	return ""
+}
+
+// claimString is a claim's value as a key part: a string or a number, else "".
+func claimString(v any) string {
+	switch c := v.(type) {
+	case string:
+		return c
+	case float64:
+		return strconv.FormatFloat(c, 'f', -1, 64)
+	case json.Number:
+		return c.String()
+	case bool:
+		return strconv.FormatBool(c)
+	}
+	return ""
+}
+
+// scopeKeyValue is a scope value as kept in a key: verbatim up to MaxUserKey, else hashed.
+func scopeKeyValue(v string) string {
+	if len(v) <= MaxUserKey {
+		return v
+	}
+	sum := sha256.Sum256([]byte(v))
+	return "sha256:" + hex.EncodeToString(sum[:16])
+}
+
+// askSet is the decision.SetAsk of client on rt and tier, its keys by scope (src nil: header
+// and claim scopes fall back to the client's), and how many scopes fell back for want of a
+// value. Costs are set by setCosts, once the request's is known.
+//
+// Keys: a client-scoped limit counts on the client's key (route.key) and its name; a global
+// one on the class's, whatever the endpoint, tier or client; a header- or claim-scoped one on
+// the class's and the value's. The name ends every key, so that the limits of one request
+// never share a state, and "*" (no tier) keeps the class-wide keys apart from any client's.
+func (ts *tierSet) askSet(rt route, tier, client string, src *scopeSource) (*decision.SetAsk, int) {
+	sa := &decision.SetAsk{Set: ts.set, ShadowSet: ts.shadowSet}
+	all := make([]decision.SetPart, len(ts.parts))
+	fell := 0
+	var clientKey string
+	for i, p := range ts.parts {
+		var key string
+		switch p.scope.Kind {
+		case ScopeGlobal:
+			key = rt.class.name + "|*|global|" + p.name
+		case ScopeHeader, ScopeClaim:
+			if v := src.value(p.scope); v != "" {
+				if p.scope.Kind == ScopeHeader {
+					key = rt.class.name + "|*|h:" + p.scope.Header + "=" + scopeKeyValue(v) + "|" + p.name
+				} else {
+					key = rt.class.name + "|*|c:" + p.scope.Claim + "=" + scopeKeyValue(v) + "|" + p.name
+				}
+				break
+			}
+			fell++
+			fallthrough
+		default:
+			if clientKey == "" {
+				clientKey = rt.key(tier, client)
+			}
+			key = clientKey + "|" + p.name
+		}
+		all[i] = decision.SetPart{Name: p.name, Key: key, Cost: 1}
+	}
+	sa.Parts, sa.ShadowParts = all[:ts.enforced:ts.enforced], all[ts.enforced:]
+	if len(sa.ShadowParts) == 0 {
+		sa.ShadowParts = nil
+	}
+	return sa, fell
+}
+
+// setCosts gives each part of a its cost: 1 for a limit of requests, a.Cost for one of cost.
+func (ts *tierSet) setCosts(a *decision.Ask) {
+	for i := range a.Set.Parts {
+		a.Set.Parts[i].Cost = ts.costOf(i, a.Cost)
+	}
+	for i := range a.Set.ShadowParts {
+		a.Set.ShadowParts[i].Cost = ts.costOf(ts.enforced+i, a.Cost)
+	}
+}
+
+func (ts *tierSet) costOf(i int, cost int64) int64 {
+	if ts.parts[i].unit == UnitCost {
+		return cost
+	}
+	return 1
+}
+
+// writeHeaders writes o's rate-limit headers: those of the limit o speaks for and, for a tier
+// of several limits, RateLimit-Policy listing every enforced one.
+func (p *Policy) writeHeaders(h http.Header, o *outcome) {
+	p.headers.Write(h, o.n)
+	if o.set != nil && !p.headers.OmitRateLimit {
+		h[decision.HeaderPolicy] = []string{o.set.policy}
+	}
+}
+
+// shadowRefusers names the shadow limits of parts that would have refused.
+func shadowRefusers(parts []decision.PartOutcome) []string {
+	var out []string
+	for _, p := range parts {
+		if p.Shadow && !p.Decision.Allowed {
+			out = append(out, p.Name)
+		}
+	}
+	return out
+}
+
+// askOf is the Ask of client c's request r on rt under p, the scopes of a tier of several
+// limits read from r: headers from a trusted header peer only, claims from its verified JWT.
+// The scopes that had no value are counted (ScopeFallbacks) and logged once per interval.
+func (m *Middleware) askOf(r *http.Request, p *Policy, rt route, c client) decision.Ask {
+	tier := p.tier(c.tier)
+	if rt.class.sets == nil {
+		return rt.ask(tier, c.key)
+	}
+	src := &scopeSource{header: r.Header, claims: c.claims,
+		trusted: inNetworks(PeerAddr(r.RemoteAddr), p.identity.cfg.TrustedHeaderPeers)}
+	a, fell := rt.askScoped(tier, c.key, src)
+	m.scopeFell(r.Context(), rt, tier, fell)
+	return a
+}
+
+// scopeFell counts n limits whose header or claim scope had no value.
+func (m *Middleware) scopeFell(ctx context.Context, rt route, tier string, n int) {
+	if n == 0 {
+		return
+	}
+	m.scopeFallbacks.Add(uint64(n))
+	m.scopeLog.Log(ctx, "request has no value for a limit's header or claim scope: counted on its client's budget", []slog.Attr{
+		slog.String("class", rt.class.name), slog.String("plan_tier", tier)})
+}
+
+// ScopeFallbacks is how many times a limit of several (TierLimit) scoped by a header or a claim
+// found no value for it in a request (absent, or a header from a peer not trusted to set it)
+// and counted on the client's own budget instead, since the Middleware started. Safe for
+// concurrent use.
+func (m *Middleware) ScopeFallbacks() uint64 { return m.scopeFallbacks.Load() }
+
+// scopes is where the decision API reads a tier's header and claim scopes: what the caller
+// says, believed as its key is.
+func (req *CheckRequest) scopes() *scopeSource {
+	src := &scopeSource{trusted: true}
+	if len(req.Headers) > 0 {
+		src.header = make(http.Header, len(req.Headers))
+		for k, v := range req.Headers {
+			src.header.Set(k, v)
+		}
+	}
+	if len(req.Claims) > 0 {
+		src.claims = make(map[string]any, len(req.Claims))
+		for k, v := range req.Claims {
+			src.claims[k] = v
+		}
+	}
+	return src
+}
+
+// setAsk finishes the decision API's Ask a of a tier of several limits: its cost and mode. A
+// reservation or a lease is the caller's 400: such a tier holds neither.
+func (req *CheckRequest) setAsk(a *decision.Ask, rt route, tier string) error {
+	switch {
+	case req.Lease:
+		return fmt.Errorf("lease: class %s tier %s has several limits and no concurrency limit", rt.class.name, tier)
+	case req.Reserve:
+		return fmt.Errorf("reserve: class %s tier %s has several limits, which cannot hold a reservation", rt.class.name, tier)
+	}
+	if req.Cost != nil {
+		a.Cost = *req.Cost
+	}
+	if a.Cost < 1 {
+		return fmt.Errorf("cost: must be >= 1, got %d", a.Cost)
+	}
+	if req.DryRun {
+		a.Mode = limiter.ModePeek
+	}
+	return nil
+}
+
+// setUsage peeks at every limit of the set a names, of class c and client: each in Limits, and
+// the one closest to its end (least Remaining ÷ Quota) on the budget itself.
+func (c *class) setUsage(ctx context.Context, a decision.Ask, client string, now time.Time) (UsageLimit, error) {
+	ts := c.setFor(a.Tier)
+	parts := append(append([]decision.SetPart(nil), a.Set.Parts...), a.Set.ShadowParts...)
+	all := make([]UsageLimit, len(parts))
+	at := 0
+	for i, sp := range parts {
+		u, err := c.usage(ctx, decision.Ask{Tier: a.Tier, Key: sp.Key, Limiter: ts.parts[i].lim}, client, now)
+		if err != nil {
+			return UsageLimit{}, fmt.Errorf("limit %s: %w", sp.Name, err)
+		}
+		u.Name, u.Shadow = sp.Name, ts.shadow || i >= ts.enforced
+		all[i] = u
+		if i < ts.enforced && share(u) < share(all[at]) {
+			at = i
+		}
+	}
+	top := all[at]
+	top.Limits = all
+	return top, nil
+}
+
+// share is a budget's Remaining ÷ Quota.
+func share(u UsageLimit) float64 {
+	if u.Quota <= 0 {
+		return 1
+	}
+	return float64(u.Remaining) / float64(u.Quota)
 }

@@ -57,6 +57,12 @@ type UsageLimit struct {
 	// LeaseTTLSeconds the lifetime of a lease never released. Concurrency limits only.
 	Leases          []UsageLease `json:"leases,omitempty"`
 	LeaseTTLSeconds int64        `json:"lease_ttl_seconds,omitempty"`
+	// Name is the limit's, for one of several (TierLimit.Name): in Limits, and on the budget
+	// itself the name of the limit its figures are of, the least Remaining ÷ Quota.
+	Name string `json:"name,omitempty"`
+	// Limits, for a tier of several limits, is each one's usage in its list's order, each
+	// with its Name; the budget's own figures are those of the one closest to its end.
+	Limits []UsageLimit `json:"limits,omitempty"`
 }
 
 // UsageLease is a lease a client holds: when the store drops it if it is never released. A
@@ -84,7 +90,24 @@ func (m *Middleware) Usage(ctx context.Context, client, planTier string) (UsageR
 	if !ok {
 		tier = p.identity.tierOf("", strings.TrimPrefix(client, "user:"), "")
 	}
-	return m.usage(ctx, p, client, tier, planTier)
+	return m.usage(ctx, p, client, tier, planTier, nil)
+}
+
+// UsageScoped is Usage with the values of header- and claim-scoped limits (TierLimit.Scope)
+// given: headers as a request from a trusted header peer carries them, claims as a verified
+// JWT does. A limit without its value is reported on the client's own budget, where a request
+// without it counts. Safe for concurrent use.
+func (m *Middleware) UsageScoped(ctx context.Context, client, planTier string, headers http.Header, claims map[string]string) (UsageReport, error) {
+	p := m.policy.Load()
+	client = p.identity.clientKey(client)
+	tier, ok := p.identity.storedKeyTier[client]
+	if !ok {
+		tier = p.identity.tierOf("", strings.TrimPrefix(client, "user:"), "")
+	}
+	req := CheckRequest{Claims: claims}
+	src := req.scopes()
+	src.header = headers
+	return m.usage(ctx, p, client, tier, planTier, src)
 }
 
 // UsageOfAPIKey is Usage of the client the API key rawKey identifies, resolved as a request
@@ -97,11 +120,12 @@ func (m *Middleware) UsageOfAPIKey(ctx context.Context, rawKey, planTier string)
 	if c.fallback != "" {
 		return UsageReport{}, fmt.Errorf("api_key: %w: not listed under the API keys of any tier", ErrUnknownAPIKey)
 	}
-	return m.usage(ctx, p, c.key, c.tier, planTier)
+	return m.usage(ctx, p, c.key, c.tier, planTier, nil)
 }
 
-// usage is Usage of client, whose own tier is ownTier, on planTier (empty: ownTier).
-func (m *Middleware) usage(ctx context.Context, p *Policy, client, ownTier, planTier string) (UsageReport, error) {
+// usage is Usage of client, whose own tier is ownTier, on planTier (empty: ownTier), the
+// scopes of several limits read from src (nil: none).
+func (m *Middleware) usage(ctx context.Context, p *Policy, client, ownTier, planTier string, src *scopeSource) (UsageReport, error) {
 	tier := planTier
 	switch {
 	case tier == "":
@@ -114,14 +138,16 @@ func (m *Middleware) usage(ctx context.Context, p *Policy, client, ownTier, plan
 	seen := map[string]bool{}
 	for _, c := range p.classes {
 		for _, pat := range c.routes {
-			a := route{pattern: pat, class: c}.ask(tier, client)
+			a, _ := route{pattern: pat, class: c}.askScoped(tier, client, src)
 			if seen[a.Key] {
 				continue
 			}
 			seen[a.Key] = true
 			var u UsageLimit
 			var err error
-			if a.Mode == limiter.ModeLease {
+			if a.Set != nil {
+				u, err = c.setUsage(ctx, a, client, now)
+			} else if a.Mode == limiter.ModeLease {
 				u, err = c.leaseUsage(ctx, a, now)
 			} else {
 				u, err = c.usage(ctx, a, client, now)
@@ -257,12 +283,16 @@ func (m *Middleware) UsageHandler() http.Handler {
 		var err error
 		switch r.Method {
 		case http.MethodGet, http.MethodHead:
-			key, tier, qerr := usageQuery(r)
+			key, tier, scopes, qerr := usageQuery(r)
 			if qerr != nil {
 				writeJSON(w, "application/json", http.StatusBadRequest, RejectedBody{Error: "bad_request", Message: qerr.Error()})
 				return
 			}
-			rep, err = m.Usage(r.Context(), key, tier)
+			if scopes == nil {
+				rep, err = m.Usage(r.Context(), key, tier)
+			} else {
+				rep, err = m.UsageScoped(r.Context(), key, tier, scopes.scopes().header, scopes.Claims)
+			}
 		case http.MethodPost:
 			req, berr := usageBody(w, r)
 			if berr != nil {
@@ -291,22 +321,43 @@ func (m *Middleware) UsageHandler() http.Handler {
 	})
 }
 
-// usageQuery reads key and plan_tier, refusing anything else.
-func usageQuery(r *http.Request) (key, tier string, err error) {
+// usageQuery reads key and plan_tier, and header.<Name> and claim.<name>, the values of
+// header- and claim-scoped limits (nil scopes when none is given), refusing anything else.
+func usageQuery(r *http.Request) (key, tier string, scopes *CheckRequest, err error) {
 	q := r.URL.Query()
 	for name := range q {
-		if name != "key" && name != "plan_tier" {
-			return "", "", fmt.Errorf("unknown query parameter %q (only key and plan_tier are accepted)", name)
+		h, isHeader := strings.CutPrefix(name, "header.")
+		c, isClaim := strings.CutPrefix(name, "claim.")
+		switch {
+		case name == "key" || name == "plan_tier":
+		case isHeader && ValidHeaderName(h):
+			if scopes == nil {
+				scopes = &CheckRequest{}
+			}
+			if scopes.Headers == nil {
+				scopes.Headers = map[string]string{}
+			}
+			scopes.Headers[h] = q.Get(name)
+		case isClaim && c != "":
+			if scopes == nil {
+				scopes = &CheckRequest{}
+			}
+			if scopes.Claims == nil {
+				scopes.Claims = map[string]string{}
+			}
+			scopes.Claims[c] = q.Get(name)
+		default:
+			return "", "", nil, fmt.Errorf("unknown query parameter %q (only key, plan_tier, header.<Name> and claim.<name> are accepted)", name)
 		}
 	}
 	key, tier = q.Get("key"), q.Get("plan_tier")
 	switch {
 	case key == "":
-		return "", "", errors.New("key: required, as ?key=user:42")
+		return "", "", nil, errors.New("key: required, as ?key=user:42")
 	case len(key) > MaxCheckKey:
-		return "", "", fmt.Errorf("key: longer than %d bytes", MaxCheckKey)
+		return "", "", nil, fmt.Errorf("key: longer than %d bytes", MaxCheckKey)
 	}
-	return key, tier, nil
+	return key, tier, scopes, nil
 }
 
 // usageBody reads a UsageRequest strictly; its errors never quote the key.
