@@ -62,7 +62,7 @@ func threeWithTheSecondOver(t *testing.T, h *harness) *rlsv3.RateLimitResponse {
 	return h.call(t, "set", 0, desc("first", "a"), desc("narrow", "a"), desc("third", "a"))
 }
 
-func TestOneDescriptorOverItsLimitLeavesTheOthersCountedByDefaultAsEnvoysRateLimitDoes(t *testing.T) {
+func TestRlsOneDescriptorOverItsLimitLeavesTheOthersCountedByDefaultAsEnvoysRateLimitDoes(t *testing.T) {
 	for _, b := range []func(*testing.T) backend{func(*testing.T) backend { return memoryBackend() }, redisBackend} {
 		be := b(t)
 		t.Run(be.name, func(t *testing.T) {
@@ -82,7 +82,7 @@ func TestOneDescriptorOverItsLimitLeavesTheOthersCountedByDefaultAsEnvoysRateLim
 	}
 }
 
-func TestAllOrNothingARefusedCallTakesFromNoDescriptor(t *testing.T) {
+func TestRlsAllOrNothingARefusedCallTakesFromNoDescriptor(t *testing.T) {
 	for _, b := range []func(*testing.T) backend{func(*testing.T) backend { return memoryBackend() }, redisBackend} {
 		be := b(t)
 		t.Run(be.name, func(t *testing.T) {
@@ -111,7 +111,7 @@ func TestAllOrNothingARefusedCallTakesFromNoDescriptor(t *testing.T) {
 	}
 }
 
-func TestAllOrNothingKeepsEachRulesMeaning(t *testing.T) {
+func TestRlsAllOrNothingKeepsEachRulesMeaning(t *testing.T) {
 	h := start(t, limiter.NewMemoryStore(limiter.MemoryConfig{}), writeDir(t, map[string]string{"set.yaml": setConfig}), allOrNothing)
 
 	// Unmatched and unlimited descriptors are OK and no part of the set.
@@ -175,7 +175,7 @@ func TestAllOrNothingKeepsEachRulesMeaning(t *testing.T) {
 // TestServicePerDescriptorQuotaMode and those after it), decided on a real store: the call is
 // OVER_LIMIT when a descriptor of no quota_mode is over, or when every quota_mode descriptor is;
 // each status stays the descriptor's own.
-func TestQuotaModeDescriptorsRefuseOnlyWhenAllAreOver(t *testing.T) {
+func TestRlsQuotaModeDescriptorsRefuseOnlyWhenAllAreOver(t *testing.T) {
 	for _, mode := range []struct {
 		name string
 		mod  func(*rls.Config)
@@ -214,7 +214,7 @@ func TestQuotaModeDescriptorsRefuseOnlyWhenAllAreOver(t *testing.T) {
 	}
 }
 
-func TestAllOrNothingTakesFromTheQuotasThatAdmitWhenTheCallPasses(t *testing.T) {
+func TestRlsAllOrNothingTakesFromTheQuotasThatAdmitWhenTheCallPasses(t *testing.T) {
 	h := start(t, limiter.NewMemoryStore(limiter.MemoryConfig{}), writeDir(t, map[string]string{"set.yaml": setConfig}), allOrNothing)
 	h.call(t, "set", 0, desc("quota", "small"))
 	resp := h.call(t, "set", 0, desc("first", "q"), desc("quota", "small"), desc("quota", "large"))
@@ -236,7 +236,7 @@ func TestAllOrNothingTakesFromTheQuotasThatAdmitWhenTheCallPasses(t *testing.T) 
 	}
 }
 
-func TestAllOrNothingNeedsAStoreThatDecidesSets(t *testing.T) {
+func TestRlsAllOrNothingNeedsAStoreThatDecidesSets(t *testing.T) {
 	st := noSets{limiter.NewMemoryStore(limiter.MemoryConfig{})}
 	if _, err := rls.New(rls.Config{Engine: limiter.Config{Store: st}, AllOrNothing: true}, nil); err == nil {
 		t.Fatal("all_or_nothing on a store that decides no sets: no error")
