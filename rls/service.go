@@ -309,13 +309,19 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 			}
 		}
 	}
-	ans := newAnswer(len(descs))
+	return s.respond(rules, unlimited, outs, now), nil
+}
+
+// respond is the answer of the call's outcomes: outs[i] is descriptor i's when rules[i] is set.
+// The call is OVER_LIMIT when a descriptor of no quota_mode refuses, or when every quota_mode one
+// does.
+func (s *Service) respond(rules []*rule, unlimited []bool, outs []outcome, now time.Time) *rlsv3.RateLimitResponse {
+	ans := newAnswer(len(rules))
 	resp := &ans.resp
 	var headerFrom outcome
 	haveHeader, costRejected := false, false
 	quotas, quotasOver := 0, 0
-	for i := range descs {
-		r := rules[i]
+	for i, r := range rules {
 		st := resp.Statuses[i]
 		if r == nil {
 			st.Code = rlsv3.RateLimitResponse_OK
@@ -352,7 +358,7 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 	if s.cfg.ResponseHeaders && haveHeader {
 		ans.setHeaders(*s.headers.Load(), &headerFrom, now)
 	}
-	return resp, nil
+	return resp
 }
 
 // check returns why req cannot be decided and the reason it is counted under, or nil; the

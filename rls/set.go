@@ -139,11 +139,7 @@ func (s *Service) decideSet(ctx context.Context, cs *callSet, rules []*rule, out
 			}
 		}
 	}
-	quotaInSet := false
-	for _, q := range cs.quota {
-		quotaInSet = quotaInSet || q
-	}
-	if quotas > 0 && quotasPassed == 0 && !quotaInSet {
+	if quotas > 0 && quotasPassed == 0 && !cs.quotaLeft() {
 		refused = true // every quota of the call is over already
 	}
 	answers := make([]limiter.Decision, len(cs.keys))
@@ -181,33 +177,23 @@ func (s *Service) decideSet(ctx context.Context, cs *callSet, rules []*rule, out
 			admitted = ok && !refused
 			break
 		}
-		// Refused on consume: by a part of no quota_mode, or only by quotas over.
-		quotaOnly := true
-		for j, p := range idx {
-			if !out[j].Allowed && !cs.quota[p] {
-				quotaOnly = false
-			}
-		}
-		if !quotaOnly {
+		if !cs.dropOverQuotas(idx, out, final) {
 			refused = true
-			for j, p := range idx {
-				final[p] = !out[j].Allowed
-			}
 			break
 		}
-		quotaLeft := false
-		for j, p := range idx {
-			if !out[j].Allowed {
-				cs.live[p], final[p] = false, true
-			} else if cs.quota[p] {
-				quotaLeft = true
-			}
-		}
-		if !quotaLeft && quotasPassed == 0 {
+		if !cs.quotaLeft() && quotasPassed == 0 {
 			refused = true // every quota of the call is over
 			break
 		}
 	}
+	s.judgeSet(ctx, cs, answers, errs, final, admitted, ends, outs)
+	return refused
+}
+
+// judgeSet writes each set member's outcome from its part's answer, records those that count
+// (taken, or refusing) and ends their spans.
+func (s *Service) judgeSet(ctx context.Context, cs *callSet, answers []limiter.Decision, errs []error, final []bool, admitted bool,
+	ends []func(limiter.Status, limiter.Decision, error), outs []outcome) {
 	for i, p := range cs.part {
 		if p < 0 {
 			continue
@@ -237,7 +223,37 @@ func (s *Service) decideSet(ctx context.Context, cs *callSet, rules []*rule, out
 			s.logFailure(ctx, *o, a.Cost)
 		}
 	}
-	return refused
+}
+
+// dropOverQuotas takes the quota parts over their limit out of a set refused on consume (out
+// are the answers of the parts idx), marking their answers final, and reports whether only
+// quotas refused; when a part of no quota_mode refused it marks the refusals final and drops
+// nothing.
+func (cs *callSet) dropOverQuotas(idx []int, out []limiter.Decision, final []bool) bool {
+	for j, p := range idx {
+		if !out[j].Allowed && !cs.quota[p] {
+			for j, p := range idx {
+				final[p] = !out[j].Allowed
+			}
+			return false
+		}
+	}
+	for j, p := range idx {
+		if !out[j].Allowed {
+			cs.live[p], final[p] = false, true
+		}
+	}
+	return true
+}
+
+// quotaLeft reports a quota part still in the set.
+func (cs *callSet) quotaLeft() bool {
+	for p, q := range cs.quota {
+		if q && cs.live[p] {
+			return true
+		}
+	}
+	return false
 }
 
 // decideParts decides the parts as one set of lims.
