@@ -138,7 +138,7 @@ func (b *Built) newRLSService(cfg *config.Config, d *Deps, rules *rls.Rules, log
 		Engine: engine, Recorder: d.Recorder, ResponseHeaders: cfg.RLS.ResponseHeaders, Headers: pc.Headers,
 		Tiers: pc.Tiers, DefaultTier: pc.DefaultTier, TierDescriptorKey: cfg.RLS.TierDescriptorKey, Trace: d.Trace, Logger: logger,
 		MaxDescriptors: cfg.RLS.MaxDescriptors, MaxEntries: cfg.RLS.MaxEntries, MaxOverrides: cfg.RLS.MaxOverrides,
-		Costs: costRecorder(d.Recorder),
+		Costs: costRecorder(d.Recorder), AllOrNothing: cfg.RLS.AllOrNothing,
 	}, rules)
 }
 

@@ -47,6 +47,12 @@ type RLS struct {
 	// MaxConnectionIdle closes a connection that has had no call in flight
 	// for this long (GOAWAY; Envoy reconnects on its next call). Default 5m.
 	MaxConnectionIdle time.Duration `koanf:"max_connection_idle"`
+	// AllOrNothing decides a call's descriptors as one: the call is OK only
+	// when every descriptor's limit admits it, and a refused call takes from
+	// none (rls.Config.AllOrNothing). Default false: each descriptor is
+	// decided and counted on its own, as envoyproxy/ratelimit does, so a
+	// call one descriptor refuses has been counted by the others.
+	AllOrNothing bool `koanf:"all_or_nothing"`
 }
 
 // GRPCTLS configures TLS on server.grpc_listen: a certificate and key, and

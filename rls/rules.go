@@ -35,6 +35,10 @@ type Descriptor struct {
 	RateLimit   *RateLimit   `yaml:"rate_limit"`  // applies when the request's descriptor ends here
 	Descriptors []Descriptor `yaml:"descriptors"` // match the request descriptor's next entry
 	ShadowMode  bool         `yaml:"shadow_mode"` // decides and counts, but always answers OK
+	// QuotaMode makes the limit one of the call's quotas, as envoyproxy/ratelimit's quota_mode:
+	// its descriptor's status is its own, but the call is OVER_LIMIT for the quotas only when
+	// every quota_mode descriptor of the call is (src/service/ratelimit.go there).
+	QuotaMode bool `yaml:"quota_mode"`
 	// DetailedMetric puts the request's values into the metric's endpoint label (still under
 	// metrics.max_label_sets).
 	DetailedMetric bool `yaml:"detailed_metric"`
@@ -112,6 +116,7 @@ type rule struct {
 	unlimited bool
 	blocked   bool // requests_per_unit: 0, every request over the limit
 	shadow    bool
+	quota     bool // QuotaMode
 	detailed  bool
 	name      string
 	replaces  []string
@@ -238,7 +243,7 @@ func compileLevel(file, parent string, into *node, ds []Descriptor) error {
 
 func compileRule(d Descriptor, path string) (*rule, error) {
 	rl := d.RateLimit
-	r := &rule{path: path, shadow: d.ShadowMode, detailed: d.DetailedMetric, name: rl.Name, unlimited: rl.Unlimited, charge: rl.ChargeOnStreamDone}
+	r := &rule{path: path, shadow: d.ShadowMode, quota: d.QuotaMode, detailed: d.DetailedMetric, name: rl.Name, unlimited: rl.Unlimited, charge: rl.ChargeOnStreamDone}
 	for i, rep := range rl.Replaces {
 		if rep.Name == "" {
 			return nil, fmt.Errorf("replaces[%d]: name: required", i)

@@ -57,6 +57,11 @@ type Config struct {
 	LogInterval  time.Duration // spaces the lines of costs no limit admits
 	// Costs, when set, is told of the charges of charge_on_stream_done rules.
 	Costs decision.CostRecorder
+	// AllOrNothing decides a call's descriptors as one (limiter.Set): the call is OK only when
+	// every descriptor's limit admits it, and a refused call takes from none. Off, each
+	// descriptor is decided and counted on its own, as envoyproxy/ratelimit does. The store must
+	// be a limiter.SetStore (memory and Redis are). See decideAll for each rule's place in it.
+	AllOrNothing bool
 }
 
 // Defaults of the Config's request bounds.
@@ -148,6 +153,11 @@ func New(cfg Config, rules *Rules) (*Service, error) {
 	if cfg.LogInterval <= 0 {
 		cfg.LogInterval = limiter.DefaultLogInterval
 	}
+	if cfg.AllOrNothing {
+		if err := checkSetStore(cfg.Engine); err != nil {
+			return nil, err
+		}
+	}
 	s := &Service{cfg: cfg, rep: decision.Reporter{Trace: cfg.Trace, Recorder: cfg.Recorder, Costs: cfg.Costs}}
 	s.costLog = summarylog.New(cfg.Logger, cfg.LogInterval, cfg.Now)
 	s.SetTiers(cfg.Tiers, cfg.DefaultTier)
@@ -225,7 +235,9 @@ func walk(n *node, f func(*rule)) {
 }
 
 // ShouldRateLimit decides every descriptor of req a rule matches, at its own hits_addend, else
-// the request's (0 means 1), and answers OVER_LIMIT when any of them is over its limit.
+// the request's (0 means 1), and answers OVER_LIMIT when any of them without quota_mode is over
+// its limit, or when every quota_mode one is (envoyproxy/ratelimit's rule). With AllOrNothing
+// the descriptors are decided as one (decideAll); else each on its own.
 func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
 	if reason, err := s.check(req); err != nil {
 		s.countInvalid(reason)
@@ -276,15 +288,40 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 			replaced[name] = true
 		}
 	}
-	ans := newAnswer(len(descs))
+	for i, r := range rules {
+		if r != nil && r.name != "" && replaced[r.name] {
+			rules[i] = nil
+		}
+	}
+	var outsBuf [4]outcome
+	outs := outsBuf[:0]
+	if len(descs) <= len(outsBuf) {
+		outs = outsBuf[:len(descs)]
+	} else {
+		outs = make([]outcome, len(descs))
+	}
+	if s.cfg.AllOrNothing {
+		s.decideAll(ctx, c, req, rules, lims, outs)
+	} else {
+		for i, d := range descs {
+			if rules[i] != nil {
+				outs[i] = s.decide(ctx, c, lims[i], rules[i], req, d, false)
+			}
+		}
+	}
+	return s.respond(rules, unlimited, outs, now), nil
+}
+
+// respond is the answer of the call's outcomes: outs[i] is descriptor i's when rules[i] is set.
+// The call is OVER_LIMIT when a descriptor of no quota_mode refuses, or when every quota_mode one
+// does.
+func (s *Service) respond(rules []*rule, unlimited []bool, outs []outcome, now time.Time) *rlsv3.RateLimitResponse {
+	ans := newAnswer(len(rules))
 	resp := &ans.resp
 	var headerFrom outcome
 	haveHeader, costRejected := false, false
-	for i, d := range descs {
-		r := rules[i]
-		if r != nil && r.name != "" && replaced[r.name] {
-			r = nil
-		}
+	quotas, quotasOver := 0, 0
+	for i, r := range rules {
 		st := resp.Statuses[i]
 		if r == nil {
 			st.Code = rlsv3.RateLimitResponse_OK
@@ -294,15 +331,26 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 			}
 			continue
 		}
-		o := s.decide(ctx, c, lims[i], r, req, d)
+		o := &outs[i]
 		costRejected = costRejected || (o.Err != nil && o.Verdict == decision.VerdictRejected)
 		o.fillStatus(ans.block(i))
-		if o.Verdict.Refuses() {
+		switch {
+		case r.quota:
+			// A quota over its limit keeps its OVER_LIMIT status but refuses the call only with
+			// every other quota of it (envoyproxy/ratelimit's src/service/ratelimit.go).
+			quotas++
+			if o.Verdict.Refuses() {
+				quotasOver++
+			}
+		case o.Verdict.Refuses():
 			resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
 		}
 		if !haveHeader || o.tighter(&headerFrom) {
-			headerFrom, haveHeader = o, true
+			headerFrom, haveHeader = *o, true
 		}
+	}
+	if quotas > 0 && quotasOver == quotas {
+		resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
 	}
 	if costRejected {
 		s.countInvalid(InvalidCostExceedsLimit)
@@ -310,7 +358,7 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 	if s.cfg.ResponseHeaders && haveHeader {
 		ans.setHeaders(*s.headers.Load(), &headerFrom, now)
 	}
-	return resp, nil
+	return resp
 }
 
 // check returns why req cannot be decided and the reason it is counted under, or nil; the
@@ -448,26 +496,42 @@ func descriptorCost(req *rlsv3.RateLimitRequest, d *ratelimitv3.RateLimitDescrip
 	return cost
 }
 
-// decide makes and records one descriptor's decision as the HTTP path does, live changes of the
-// rule's tier included.
-func (s *Service) decide(ctx context.Context, c *compiled, l *limiter.Limiter, r *rule, req *rlsv3.RateLimitRequest, d *ratelimitv3.RateLimitDescriptor) outcome {
-	cost := descriptorCost(req, d)
+// ask is one descriptor's decision to make, at its cost in consume mode, with the live change
+// of the rule's tier applied, and its outcome's header values.
+func (s *Service) ask(c *compiled, l *limiter.Limiter, r *rule, req *rlsv3.RateLimitRequest, d *ratelimitv3.RateLimitDescriptor) (decision.Ask, outcome) {
 	key := storeKey(req.Domain, d.GetEntries(), r.keySuffix)
-	a := decision.Ask{Endpoint: s.endpoint(r, req.Domain, d.GetEntries()), Tier: s.tier(req, d), Key: key, Cost: cost,
+	a := decision.Ask{Endpoint: s.endpoint(r, req.Domain, d.GetEntries()), Tier: s.tier(req, d), Key: key, Cost: descriptorCost(req, d),
 		Shadow: r.shadow, Limiter: l}
 	o := outcome{rule: r, rendered: r.rendered, unit: r.unit, perUnit: r.perUnit}
-	// An explicit hits_addend of 0 asks whether one more would pass, taking nothing
-	// (envoyproxy/ratelimit's reading); a charging rule's other calls report a cost to take.
-	peek := d.GetHitsAddend() != nil && d.GetHitsAddend().GetValue() == 0
-	charge := r.charge && !peek && l.Reserves()
-	if peek {
-		a.Mode, a.Cost = limiter.ModePeek, 1
-	} else if charge {
-		a.Mode, a.Cost = limiter.ModeReserve, 1
-	}
 	// A descriptor is covered by its store key, as an HTTP client by its key.
 	if lv := c.live[r][a.Tier]; lv != nil && lv.Apply(&a, key) {
 		o.rendered, o.unit, o.perUnit = lv.rendered, lv.unit, lv.perUnit
+	}
+	return a, o
+}
+
+// peeks reports an explicit hits_addend of 0: whether one more would pass, taking nothing
+// (envoyproxy/ratelimit's reading).
+func peeks(d *ratelimitv3.RateLimitDescriptor) bool {
+	return d.GetHitsAddend() != nil && d.GetHitsAddend().GetValue() == 0
+}
+
+// decide makes and records one descriptor's decision as the HTTP path does, live changes of the
+// rule's tier included. A bystander's is a peek at its cost, neither recorded nor charged: the
+// descriptor of a call another refused (AllOrNothing), answered with its standing.
+func (s *Service) decide(ctx context.Context, c *compiled, l *limiter.Limiter, r *rule, req *rlsv3.RateLimitRequest, d *ratelimitv3.RateLimitDescriptor, bystander bool) outcome {
+	cost := descriptorCost(req, d)
+	a, o := s.ask(c, l, r, req, d)
+	// A charging rule's calls but peeks report a cost to take.
+	peek := peeks(d)
+	charge := r.charge && !peek && !bystander && l.Reserves()
+	switch {
+	case peek:
+		a.Mode, a.Cost = limiter.ModePeek, 1
+	case bystander:
+		a.Mode = limiter.ModePeek
+	case charge:
+		a.Mode, a.Cost = limiter.ModeReserve, 1
 	}
 	if s.cfg.Trace != nil {
 		lim := r.limit // a blocked rule's, which has no limiter
@@ -488,7 +552,7 @@ func (s *Service) decide(ctx context.Context, c *compiled, l *limiter.Limiter, r
 	if charge {
 		s.charge(ctx, &o, cost)
 	}
-	if !charge {
+	if !charge && !bystander {
 		// A stream-done charge is no admission: its Charge is recorded, in rate_limit_cost_total.
 		s.rep.Record(ctx, o.Outcome)
 	}
