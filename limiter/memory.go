@@ -41,7 +41,7 @@ type MemoryConfig struct {
 type MemoryStore struct {
 	now      func() time.Time // nil: the monotonic clock below
 	start    time.Time        // when the store was made, with a monotonic reading
-	startUS  int64            // start as Unix µs
+	startNS  int64            // start as Unix ns
 	seed     maphash.Seed
 	mask     uint64
 	perShard int
@@ -112,7 +112,7 @@ func NewMemoryStore(cfg MemoryConfig) *MemoryStore {
 	s := &MemoryStore{
 		now:      cfg.Now,
 		start:    start,
-		startUS:  start.UnixMicro(),
+		startNS:  start.UnixNano(),
 		seed:     maphash.MakeSeed(),
 		mask:     uint64(n - 1),
 		perShard: cfg.MaxKeys / n,
@@ -129,7 +129,11 @@ func (s *MemoryStore) nowUS() int64 {
 	if s.now != nil {
 		return s.now().UnixMicro()
 	}
-	return s.startUS + int64(time.Since(s.start)/time.Microsecond)
+	// Truncated once, from start's wall time in ns plus the monotonic time
+	// since: truncating start and the time since apart could read 1µs
+	// behind a time.Now() taken before the call, and a reset at a whole
+	// second would then be named a second late (decision.ResetAt).
+	return (s.startNS + int64(time.Since(s.start))) / int64(time.Microsecond)
 }
 
 // hash is the hash of (alg, key); its low bits pick the shard.
