@@ -16,6 +16,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -784,7 +785,13 @@ func FromKoanf(name string, k *koanf.Koanf) (*Config, error) {
 	found, k := misplacedBlocks(name, k)
 	found = append(found, unknownKeys(name, k.Raw(), reflect.TypeOf(Config{}))...)
 	c, undecoded := decode(name, k)
-	found = append(found, undecoded...)
+	for _, p := range undecoded {
+		// A key the file may not set at all (an entry's list) is told
+		// once, as unknown.
+		if !slices.ContainsFunc(found, func(f *FieldError) bool { return f.Key == p.Key }) {
+			found = append(found, p)
+		}
+	}
 	c.Source = name
 	if name != BuiltIn {
 		c.dir = filepath.Dir(name)
