@@ -135,7 +135,7 @@ func targets(cfg *config.Config) []livelimits.Target {
 			l := cfg.TierLimit(name, tier)
 			if l.IsConcurrency() || l.List != nil {
 				// Requests in flight, which no live change sets; a list's
-				// limits are each their own (<class>:<tier>:<name>).
+				// limits, which a live change does not address yet.
 				continue
 			}
 			out = append(out, livelimits.Target{Class: name, Tier: tier, Limit: l.Limiter(), Cost: cl.Cost})
