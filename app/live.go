@@ -133,8 +133,10 @@ func targets(cfg *config.Config) []livelimits.Target {
 		cl := cfg.Classes[name]
 		for _, tier := range cfg.Tiers.Names {
 			l := cfg.TierLimit(name, tier)
-			if l.IsConcurrency() {
-				continue // requests in flight, which no live change sets
+			if l.IsConcurrency() || l.List != nil {
+				// Requests in flight, which no live change sets; a list's
+				// limits, which a live change does not address yet.
+				continue
 			}
 			out = append(out, livelimits.Target{Class: name, Tier: tier, Limit: l.Limiter(), Cost: cl.Cost})
 		}

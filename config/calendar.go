@@ -41,7 +41,7 @@ type limitPeriod string
 // Period) and the calendar's unit.
 func calendarPeriods(_, to reflect.Type, data any) (any, error) {
 	m, ok := data.(map[string]any)
-	if to != limitType || !ok {
+	if (to != limitType && to != namedLimitType) || !ok {
 		return data, nil
 	}
 	p, ok := m["period"].(string)

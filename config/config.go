@@ -16,6 +16,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -620,7 +621,9 @@ type Class struct {
 	// Cost is the units each request takes. Default 1; every limit's quota
 	// (burst, or rate for the window algorithms) must be at least Cost.
 	Cost int64 `koanf:"cost"`
-	// Limits is the limit per tier; the default tier is required.
+	// Limits is the limit per tier; the default tier is required. A tier's
+	// value is one limit, or a list of named limits decided as one
+	// (Limit.List).
 	Limits map[string]Limit `koanf:"limits"`
 	// RegionMode is how the class's limits are shared across regions:
 	// local (default), strict, async or hybrid (docs/multi-region.md).
@@ -716,6 +719,10 @@ type Limit struct {
 	// LeaseTTL is, for algorithm concurrency, how long a lease never
 	// returned (a crashed instance) holds its slot. Default DefaultLeaseTTL.
 	LeaseTTL time.Duration `koanf:"lease_ttl"`
+	// List holds the limits of a tier whose value in the file is a list
+	// (tierLists): every one of them must admit a request. The other
+	// fields are then unset; nil for a tier of one limit.
+	List []NamedLimit `koanf:"list" derived:"a list"`
 }
 
 // Default returns the built-in configuration: one class, "default", that
@@ -778,7 +785,13 @@ func FromKoanf(name string, k *koanf.Koanf) (*Config, error) {
 	found, k := misplacedBlocks(name, k)
 	found = append(found, unknownKeys(name, k.Raw(), reflect.TypeOf(Config{}))...)
 	c, undecoded := decode(name, k)
-	found = append(found, undecoded...)
+	for _, p := range undecoded {
+		// A key the file may not set at all (an entry's list) is told
+		// once, as unknown.
+		if !slices.ContainsFunc(found, func(f *FieldError) bool { return f.Key == p.Key }) {
+			found = append(found, p)
+		}
+	}
 	c.Source = name
 	if name != BuiltIn {
 		c.dir = filepath.Dir(name)
@@ -803,6 +816,8 @@ func decode(name string, k *koanf.Koanf) (Config, Problems) {
 		var c Config
 		err := k.UnmarshalWithConf("", &c, koanf.UnmarshalConf{DecoderConfig: &mapstructure.DecoderConfig{
 			DecodeHook: mapstructure.ComposeDecodeHookFunc(
+				tierLists,
+				scopeWords,
 				calendarPeriods,
 				strictNumbers,
 				estimateFromNumber,
@@ -824,6 +839,10 @@ func decode(name string, k *koanf.Koanf) (Config, Problems) {
 		}
 		dropped := false
 		for _, p := range problems {
+			if dropListValue(k, p.Key) {
+				dropped = true
+				continue
+			}
 			if key := decodedPath(p.Key); key != "" && k.Exists(key) {
 				k.Delete(key)
 				dropped = true
@@ -864,7 +883,7 @@ func (c *Config) fill() {
 			cl.Cost = 1
 		}
 		if p := &cl.Penalty; p.After > 0 && p.Within == 0 {
-			if l := cl.Limits[c.Tiers.Default]; !l.IsConcurrency() && l.Period > 0 {
+			if l := cl.Limits[c.Tiers.Default].windowLimit(); !l.IsConcurrency() && l.Period > 0 {
 				p.Within, p.withinDefault = l.Period, true
 			}
 		}

@@ -311,7 +311,8 @@ func tierOf(byTier map[string][]string) map[string]string {
 }
 
 // httplimit is the class named name as httplimit compiles it: a
-// concurrency limit becomes a tier's lease limit, the others its limit.
+// concurrency limit becomes a tier's lease limit, a list its tier limits,
+// the others its limit.
 func (cl Class) httplimit(name string) httplimit.Class {
 	hc := httplimit.Class{Name: name, Routes: cl.Routes, Shadow: cl.Shadow, Shared: cl.Shared, Cost: cl.Cost, Limits: map[string]limiter.Limit{},
 		Penalty: cl.Penalty.Penalty}
@@ -321,6 +322,15 @@ func (cl Class) httplimit(name string) httplimit.Class {
 		hc.OnExpiry, _ = limiter.ParseExpiryPolicy(cl.Reserve.OnExpiry) // validated
 	}
 	for tier, l := range cl.Limits {
+		if l.List != nil {
+			if hc.TierLimits == nil {
+				hc.TierLimits = map[string][]httplimit.TierLimit{}
+			}
+			for _, nl := range l.List {
+				hc.TierLimits[tier] = append(hc.TierLimits[tier], cl.resolve(nl).httplimit())
+			}
+			continue
+		}
 		if l.IsConcurrency() {
 			if hc.Leases == nil {
 				hc.Leases = map[string]limiter.LeaseLimit{}

@@ -135,7 +135,7 @@ func decodeErrors(name string, err error) Problems {
 				walk(inner)
 				return
 			}
-			p := &FieldError{Source: name, Key: indexPart.Replace(t.Name()), Msg: decodeReason(inner)}
+			p := &FieldError{Source: name, Key: fileKey(indexPart.Replace(t.Name())), Msg: decodeReason(inner)}
 			var h *hintedError
 			if errors.As(inner, &h) {
 				p.Hint = h.hint
@@ -202,6 +202,12 @@ func unknownKeys(name string, raw map[string]any, t reflect.Type) Problems {
 		}
 		switch t.Kind() {
 		case reflect.Struct:
+			if l, ok := v.([]any); ok && t == limitType {
+				for i, e := range l { // a tier's list of limits (tierLists)
+					walk(e, namedLimitType, fmt.Sprintf("%s[%d]", path, i))
+				}
+				return
+			}
 			m, ok := v.(map[string]any)
 			if !ok || t == durationType {
 				return

@@ -33,6 +33,7 @@ func (c *Config) Exposure() []Finding {
 	}
 	out = append(out, c.shadowedRoutes()...)
 	out = append(out, c.identityHeaderExposure()...)
+	out = append(out, c.listFindings()...)
 	if a := c.Server.AdminListen; a != "" && !loopbackAddr(a) {
 		if toks, err := c.AdminTokens(); err == nil && len(toks) == 0 {
 			out = append(out, Finding{Key: "server.admin_listen", Refuse: true, Message: fmt.Sprintf(

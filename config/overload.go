@@ -55,8 +55,8 @@ func (c *Config) OverloadConfig() (overload.Config, error) {
 func (c *Config) Priority(class, tier string) overload.Priority {
 	cl := c.Classes[class]
 	s := cl.Priority
-	if l, ok := cl.Limits[tier]; ok && l.Priority != "" {
-		s = l.Priority
+	if l, ok := cl.Limits[tier]; ok && l.priority() != "" {
+		s = l.priority()
 	}
 	p, _ := overload.ParsePriority(s)
 	return p

@@ -71,7 +71,7 @@ func (c *Config) RegionMode(class, tier string) region.Mode {
 	if !ok {
 		l = cl.Limits[c.Tiers.Default]
 	}
-	s := l.RegionMode
+	s := l.regionMode()
 	if s == "" {
 		s = cl.RegionMode
 	}
@@ -240,6 +240,10 @@ func (c *Config) validateRegionModes(e *errs) []string {
 		hybrid := classMode == region.ModeHybrid
 		for _, tier := range slices.Sorted(maps.Keys(cl.Limits)) {
 			l, lk := cl.Limits[tier], key+".limits."+tier
+			if l.List != nil {
+				validateListRegion(e, lk, l, classMode)
+				continue
+			}
 			m := classMode
 			if l.RegionMode != "" {
 				tm, err := region.ParseMode(l.RegionMode)

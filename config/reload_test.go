@@ -68,7 +68,7 @@ func TestAReloadThatWouldDropTheFileOrItsIdentitySourceIsRefusedNamingTheFile(t 
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !c.EmptyFile() || c.Classes["default"].Limits["default"] != builtInLimit {
+		if !c.EmptyFile() || !reflect.DeepEqual(c.Classes["default"].Limits["default"], builtInLimit) {
 			t.Errorf("EmptyFile %v, classes %+v", c.EmptyFile(), c.Classes)
 		}
 		if d, _ := loadFile(t, path, reloadBase); d.EmptyFile() {

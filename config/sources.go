@@ -86,7 +86,13 @@ func (s Sources) Load() (*Config, error) {
 		}
 		m := map[string]any{}
 		for _, o := range layer {
-			m[o.Key] = o.Value
+			listed, err := overrideListEntry(k, o)
+			if err != nil {
+				return nil, fmt.Errorf("config %s: %w", name, err)
+			}
+			if !listed {
+				m[o.Key] = o.Value
+			}
 		}
 		if err := k.Load(confmap.Provider(m, "."), nil); err != nil {
 			return nil, fmt.Errorf("config %s: %w", name, err)
@@ -173,8 +179,21 @@ func typeAt(t reflect.Type, path []string) (reflect.Type, error) {
 		if p == "" {
 			return nil, fmt.Errorf("empty key component")
 		}
+		for t.Kind() == reflect.Pointer {
+			t = t.Elem()
+		}
 		switch t.Kind() {
 		case reflect.Struct:
+			if t == limitType {
+				// A key of the tier's limit, or the name of one of its
+				// list's limits (overrideListEntry).
+				lt, ok := limitTypeAt(p, i+1 < len(path))
+				if !ok {
+					return nil, fmt.Errorf("unknown key %q", strings.Join(path[:i+1], "."))
+				}
+				t = lt
+				continue
+			}
 			found := false
 			for _, f := range keyFields(t) {
 				if f.Key == p {

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -317,7 +318,7 @@ classes:
 			}
 			got := c.Classes["default"].Limits[tc.tier]
 			want := Limit{Algorithm: "fixed_window", Rate: 3, Period: time.Minute}
-			if got != want || len(c.Classes) != 1 {
+			if !reflect.DeepEqual(got, want) || len(c.Classes) != 1 {
 				t.Errorf("classes = %+v, want only default with %+v", c.Classes, want)
 			}
 		})

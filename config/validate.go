@@ -404,7 +404,7 @@ func (c *Config) validateClasses(e *errs) {
 		if cl.Cost < 1 {
 			e.add(key+".cost", "must be >= 1, got %d", cl.Cost)
 		}
-		validatePenalty(e, key+".penalty", cl, cl.Limits[c.Tiers.Default])
+		validatePenalty(e, key+".penalty", cl, cl.Limits[c.Tiers.Default].windowLimit())
 		cost := cl.Cost
 		if cl.CostFrom != nil {
 			cost = cl.estimate().Default
@@ -419,37 +419,11 @@ func (c *Config) validateClasses(e *errs) {
 				e.addHint(lk, suggest(tier, c.Tiers.Names), "unknown tier (tiers.names is %v)", c.Tiers.Names)
 				continue
 			}
-			for _, p := range l.Calendar.problems() {
-				e.add(lk+"."+p.Field, "%v", p.Err)
-			}
-			if l.IsConcurrency() || l.Limit != 0 || l.LeaseTTL != 0 {
-				hint := "" // limit or lease_ttl with an algorithm that was meant to be concurrency
-				if !l.IsConcurrency() {
-					hint = suggest(l.Algorithm, algorithmNames())
-				}
-				for _, p := range leaseProblems(l) {
-					e.addHint(lk+"."+p[0], hint, "%s", p[1])
-				}
+			if l.List != nil {
+				c.validateTierList(e, name, tier, l)
 				continue
 			}
-			if cl.CostFrom != nil {
-				if a, err := limiter.ParseAlgorithm(l.Algorithm); err == nil && !limiter.SupportsReservations(a) {
-					e.add(lk+".algorithm", "%s cannot give back or take the difference of a reservation, which cost_from needs", a)
-				}
-				if m := c.RegionMode(name, tier); m == region.ModeAsync || m == region.ModeHybrid {
-					e.add(lk+".region_mode", "%s decides on a local copy, which cannot hold the reservations cost_from needs: use local or strict", m)
-				}
-			}
-			for _, p := range limitProblems(l.limit(), cost) {
-				key, hint := lk, ""
-				if p.Field != "" {
-					key += "." + p.Field
-				}
-				if p.Field == "algorithm" {
-					hint = suggest(l.Algorithm, algorithmNames())
-				}
-				e.addHint(key, hint, "%v", p.Err)
-			}
+			c.validateLimit(e, lk, name, tier, l, cost, cl.CostFrom != nil)
 		}
 	}
 	if _, ok := c.Classes[c.DefaultClass]; !ok {
@@ -458,6 +432,42 @@ func (c *Config) validateClasses(e *errs) {
 		} else {
 			e.addHint("default_class", suggest(c.DefaultClass, c.ClassNames()), "%q is not a class (classes are %v)", c.DefaultClass, c.ClassNames())
 		}
+	}
+}
+
+// validateLimit checks the limit l at lk, of class's tier, that takes
+// cost per request; reserves: it holds the reservations of cost_from.
+func (c *Config) validateLimit(e *errs, lk, class, tier string, l Limit, cost int64, reserves bool) {
+	for _, p := range l.Calendar.problems() {
+		e.add(lk+"."+p.Field, "%v", p.Err)
+	}
+	if l.IsConcurrency() || l.Limit != 0 || l.LeaseTTL != 0 {
+		hint := "" // limit or lease_ttl with an algorithm that was meant to be concurrency
+		if !l.IsConcurrency() {
+			hint = suggest(l.Algorithm, algorithmNames())
+		}
+		for _, p := range leaseProblems(l) {
+			e.addHint(lk+"."+p[0], hint, "%s", p[1])
+		}
+		return
+	}
+	if reserves {
+		if a, err := limiter.ParseAlgorithm(l.Algorithm); err == nil && !limiter.SupportsReservations(a) {
+			e.add(lk+".algorithm", "%s cannot give back or take the difference of a reservation, which cost_from needs", a)
+		}
+		if m := c.RegionMode(class, tier); m == region.ModeAsync || m == region.ModeHybrid {
+			e.add(lk+".region_mode", "%s decides on a local copy, which cannot hold the reservations cost_from needs: use local or strict", m)
+		}
+	}
+	for _, p := range limitProblems(l.limit(), cost) {
+		key, hint := lk, ""
+		if p.Field != "" {
+			key += "." + p.Field
+		}
+		if p.Field == "algorithm" {
+			hint = suggest(l.Algorithm, algorithmNames())
+		}
+		e.addHint(key, hint, "%v", p.Err)
 	}
 }
 
@@ -491,7 +501,7 @@ func validatePenalty(e *errs, key string, cl Class, def Limit) {
 	}
 	modes := map[string]bool{cl.RegionMode: true}
 	for _, l := range cl.Limits {
-		modes[l.RegionMode] = true
+		modes[l.regionMode()] = true
 	}
 	for mode := range modes {
 		if mode != "" && mode != "local" {
@@ -520,11 +530,17 @@ func ValidateLimit(l limiter.Limit, cost int64) error {
 	return nil
 }
 
-// onlyConcurrency reports whether limits has limits and every one is algorithm concurrency.
+// onlyConcurrency reports whether limits has limits and every one, or
+// every one of a tier's list, is algorithm concurrency.
 func onlyConcurrency(limits map[string]Limit) bool {
 	for _, l := range limits {
-		if !l.IsConcurrency() {
+		if l.List == nil && !l.IsConcurrency() {
 			return false
+		}
+		for _, nl := range l.List {
+			if !nl.IsConcurrency() {
+				return false
+			}
 		}
 	}
 	return len(limits) > 0

@@ -74,6 +74,7 @@ func runCheck(_ context.Context, args []string, _ environ, stdout, stderr io.Wri
 		domains = fmt.Sprintf(", rls domains %s", strings.Join(rules.Domains(), " "))
 	}
 	fmt.Fprintf(stdout, "%s: valid (%d classes, %d tiers, store %s%s)\n", *file, len(cfg.Classes), len(cfg.Tiers.Names), cfg.Store.Type, domains)
+	printLimits(stdout, cfg)
 	printRegions(stdout, cfg, oneWay)
 	printCalendars(stdout, cfg, time.Now())
 	printOverload(stdout, cfg)
@@ -195,14 +196,60 @@ func printDefaultsTo(stdout, stderr io.Writer) int {
 func printCalendars(w io.Writer, cfg *config.Config, now time.Time) {
 	for _, class := range cfg.ClassNames() {
 		for _, tier := range cfg.Tiers.Names {
-			lim, ok := cfg.Classes[class].Limits[tier]
-			cal := lim.Limiter().Calendar
-			if !ok || cal == nil {
+			limits, own := cfg.NamedLimits(class, tier)
+			for _, lim := range limits {
+				cal := lim.Limiter().Calendar
+				if !own || cal == nil {
+					continue
+				}
+				start, end := cal.Window(now)
+				fmt.Fprintf(w, "  %s: %s %d per %s; this window [%s, %s), %s\n", limitName(cfg, class, tier, lim), lim.Algorithm, lim.Rate, lim.PeriodText(),
+					start.In(cal.Location).Format(time.RFC3339), end.In(cal.Location).Format(time.RFC3339), end.Sub(start))
+			}
+		}
+	}
+}
+
+// limitName is how check names a limit of class's tier: class/tier for a
+// tier of one limit, class/tier[name] for one of a list's.
+func limitName(cfg *config.Config, class, tier string, l config.NamedLimit) string {
+	if cfg.Classes[class].Limits[tier].List == nil {
+		return class + "/" + tier
+	}
+	return class + "/" + tier + "[" + l.Name + "]"
+}
+
+// printLimits writes every limit of every class and tier, a list's one
+// per line: its name (a single limit's is its class's), the limit, whose
+// budget it counts and what; a tier without limits of its own says so.
+func printLimits(w io.Writer, cfg *config.Config) {
+	fmt.Fprintln(w, "limits (class/tier name: limit, scope, unit):")
+	for _, class := range cfg.ClassNames() {
+		for _, tier := range cfg.Tiers.Names {
+			limits, own := cfg.NamedLimits(class, tier)
+			if !own {
+				fmt.Fprintf(w, "  %s/%s: the default tier's (%s)\n", class, tier, cfg.Tiers.Default)
 				continue
 			}
-			start, end := cal.Window(now)
-			fmt.Fprintf(w, "  %s/%s: %s %d per %s; this window [%s, %s), %s\n", class, tier, lim.Algorithm, lim.Rate, lim.PeriodText(),
-				start.In(cal.Location).Format(time.RFC3339), end.In(cal.Location).Format(time.RFC3339), end.Sub(start))
+			for _, l := range limits {
+				var b strings.Builder
+				if l.IsConcurrency() {
+					fmt.Fprintf(&b, "concurrency, %d in flight", l.Limit.Limit)
+				} else {
+					fmt.Fprintf(&b, "%s %d per %s", l.Algorithm, l.Rate, l.PeriodText())
+					if l.Burst > 0 {
+						fmt.Fprintf(&b, ", burst %d", l.Burst)
+					}
+				}
+				fmt.Fprintf(&b, ", scope %s, unit %s", l.Scope, l.Unit)
+				if l.Shadow != nil {
+					fmt.Fprintf(&b, ", shadow %v", *l.Shadow)
+				}
+				if p := l.Penalty; p != nil {
+					fmt.Fprintf(&b, ", penalty after %d within %s for %s", p.After, p.Within, p.For)
+				}
+				fmt.Fprintf(w, "  %s/%s %s: %s\n", class, tier, l.Name, b.String())
+			}
 		}
 	}
 }

@@ -14,13 +14,15 @@ func printLeases(w io.Writer, cfg *config.Config) {
 	scope := storeScope(cfg, "leases")
 	for _, class := range cfg.ClassNames() {
 		for _, tier := range cfg.Tiers.Names {
-			l := cfg.TierLimit(class, tier)
-			if !l.IsConcurrency() {
-				continue
+			limits, _ := cfg.NamedLimits(class, tier)
+			for _, l := range limits {
+				if !l.IsConcurrency() {
+					continue
+				}
+				lease := l.Lease()
+				fmt.Fprintf(w, "  %s: concurrency, at most %d requests in flight per key, %s; a lease never given back (a crashed instance) frees its slot after lease_ttl %s\n",
+					limitName(cfg, class, tier, l), lease.Limit, scope, lease.TTL)
 			}
-			lease := l.Lease()
-			fmt.Fprintf(w, "  %s/%s: concurrency, at most %d requests in flight per key, %s; a lease never given back (a crashed instance) frees its slot after lease_ttl %s\n",
-				class, tier, lease.Limit, scope, lease.TTL)
 		}
 	}
 }
