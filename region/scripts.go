@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/rl-exporter/rl-exporter/limiter"
+	"github.com/rl-exporter/rl-exporter/limiter/redisstore"
 )
 
 //go:generate go test -run ^TestGeneratedScriptsAreCurrent$ -update .
@@ -31,7 +32,9 @@ var mergeScript string
 // asyncAlgorithms, and the merge script of the shipper.
 type asyncScripts struct {
 	decide map[limiter.Algorithm]*redis.Script
-	merge  *redis.Script
+	// merge runs through the store's one script runner (EVALSHA, then
+	// EVAL on NOSCRIPT).
+	merge *redisstore.Script
 }
 
 // load loads the decide scripts into c's Redis (SCRIPT LOAD, pipelined).
@@ -49,7 +52,7 @@ func (a *asyncScripts) load(ctx context.Context, c redis.UniversalClient) error 
 // loadAsyncScripts reads each algorithm's decision script from
 // lua/generated.
 func loadAsyncScripts() (*asyncScripts, error) {
-	out := &asyncScripts{decide: map[limiter.Algorithm]*redis.Script{}, merge: redis.NewScript(mergeScript)}
+	out := &asyncScripts{decide: map[limiter.Algorithm]*redis.Script{}, merge: redisstore.NewScript(mergeScript)}
 	for _, a := range asyncAlgorithms {
 		src, err := generatedFiles.ReadFile("lua/generated/" + string(a) + ".lua")
 		if err != nil {

@@ -398,34 +398,21 @@ func (sh *shipper) read(ctx context.Context, p *peerShipping, keys []string) ([]
 	return calls, heard, nil
 }
 
-// sendMerges sends calls to c in one pipeline after extra (again after
-// NOSCRIPT) and returns the slots each ignored as too far ahead.
+// sendMerges sends calls to c in one pipeline after extra (again, with
+// EVAL, after NOSCRIPT: redisstore.Script.RunPipelined) and returns the slots each ignored as too far ahead.
 func (sh *shipper) sendMerges(ctx context.Context, c redis.UniversalClient, calls []mergeCall, extra func(redis.Pipeliner)) ([]int, error) {
-	merge := sh.set.scripts.merge
-	for attempt := 0; ; attempt++ {
-		pipe := c.Pipeline()
-		if extra != nil {
-			extra(pipe)
-		}
-		cmds := make([]*redis.Cmd, len(calls))
-		for i, m := range calls {
-			cmds[i] = merge.EvalSha(ctx, pipe, []string{m.hash}, m.args...)
-		}
-		_, err := pipe.Exec(ctx)
-		if attempt == 0 && redis.HasErrorPrefix(err, "NOSCRIPT") {
-			if lerr := merge.Load(ctx, c).Err(); lerr != nil {
-				return nil, fmt.Errorf("load the merge script: %w", lerr)
-			}
-			continue
-		}
-		rejected := make([]int, len(calls))
-		for i, cmd := range cmds {
-			if r, rerr := cmd.Int64Slice(); rerr == nil && len(r) == 2 {
-				rejected[i] = int(r[1])
-			}
-		}
-		return rejected, err
+	run := make([]redisstore.ScriptCall, len(calls))
+	for i, m := range calls {
+		run[i] = redisstore.ScriptCall{Keys: []string{m.hash}, Args: m.args}
 	}
+	cmds, err := sh.set.scripts.merge.RunPipelined(ctx, c, extra, run)
+	rejected := make([]int, len(calls))
+	for i, cmd := range cmds {
+		if r, rerr := cmd.Int64Slice(); rerr == nil && len(r) == 2 {
+			rejected[i] = int(r[1])
+		}
+	}
+	return rejected, err
 }
 
 // sum is the sum of ns.

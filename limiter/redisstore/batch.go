@@ -495,7 +495,10 @@ func deliver(r *request, d limiter.Decision, ints []int64, err error) {
 		r.d, r.err = d, err
 		r.nout = copy(r.out[:], ints)
 		if r.then != nil {
+			// then recycles r: the store is read first.
+			s := r.s
 			r.then(r)
+			s.async.done()
 			return
 		}
 		r.done <- struct{}{}

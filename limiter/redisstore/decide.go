@@ -79,6 +79,10 @@ func (s *Store) fill(r *request, sc *algScripts, key string, lim limiter.Limit, 
 // on its way and none to gather (lane.claim): handed to a sender it would
 // go alone all the same, a goroutine switch later; else batched.
 func (s *Store) send(ctx context.Context, r *request, timeout time.Duration) reply {
+	if s.async.isClosed() {
+		s.recycle(r)
+		return reply{err: ErrClosed}
+	}
 	if s.batch == nil {
 		defer s.recycle(r)
 		return s.direct(ctx, r, timeout)

@@ -123,6 +123,8 @@ type Store struct {
 	// the lease scripts (reserve_batch.go).
 	resv   *[limiter.NumAlgorithms]reserveScripts
 	leases *opScripts
+	// async counts the operations nobody waits for, for Close (close.go).
+	async asyncOps
 }
 
 // New returns a Store on client (only a *redis.Client, Sentinel's
@@ -151,6 +153,7 @@ func New(client redis.UniversalClient, cfg Config) (*Store, error) {
 	}
 	s := &Store{client: client, prefix: cfg.Prefix, algs: algs, resv: resv, leases: leases}
 	s.requests.New = func() any { return &request{done: make(chan struct{}, 1)} }
+	s.async.zero = make(chan struct{}, 1)
 	s.cc, s.cluster = client.(*redis.ClusterClient)
 	s.typedReplies = s.cluster
 	s.encode = (*encoder).encode

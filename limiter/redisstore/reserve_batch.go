@@ -102,10 +102,16 @@ func (s *Store) op(ctx context.Context, r *request, timeout time.Duration) ([opW
 // (post), or made at once on a store that does not batch. finish gets
 // its answer, on whichever goroutine had it, and recycles r.
 func (s *Store) postOp(ctx context.Context, r *request, timeout time.Duration, finish func(r *request)) {
+	if !s.async.add() {
+		r.err = ErrClosed
+		finish(r)
+		return
+	}
 	if s.batch == nil {
 		rep := s.direct(ctx, r, timeout)
 		r.err, r.nout = rep.err, copy(r.out[:], rep.ints[:rep.n])
 		finish(r)
+		s.async.done()
 		return
 	}
 	r.then = finish

@@ -29,3 +29,38 @@ func (s *Script) Run(ctx context.Context, c redis.Scripter, keys []string, args 
 	}
 	return cmd
 }
+
+// ScriptCall is the keys and arguments of one call of a Script in
+// RunPipelined.
+type ScriptCall struct {
+	Keys []string
+	Args []any
+}
+
+// RunPipelined runs the script once per element of calls in one pipeline
+// of c, after the commands before queues (nil: none), and returns each
+// call's command and the pipeline's error. When the server answers
+// NOSCRIPT the pipeline goes once more, before's commands included, with
+// EVAL of the whole script, as Run does for one call: before's commands
+// must bear being sent twice. Safe for concurrent use.
+func (s *Script) RunPipelined(ctx context.Context, c redis.UniversalClient, before func(redis.Pipeliner), calls []ScriptCall) ([]*redis.Cmd, error) {
+	cmds := make([]*redis.Cmd, len(calls))
+	for attempt := 0; ; attempt++ {
+		pipe := c.Pipeline()
+		if before != nil {
+			before(pipe)
+		}
+		for i, call := range calls {
+			if attempt == 0 {
+				cmds[i] = pipe.EvalSha(ctx, s.sc.sha, call.Keys, call.Args...)
+			} else {
+				cmds[i] = pipe.Eval(ctx, s.sc.src, call.Keys, call.Args...)
+			}
+		}
+		_, err := pipe.Exec(ctx)
+		if attempt == 0 && isNoScript(err) {
+			continue
+		}
+		return cmds, err
+	}
+}

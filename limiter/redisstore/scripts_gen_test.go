@@ -399,7 +399,7 @@ func reservationSources(spec *limiter.AlgorithmSpec, clock string) (reserve, set
 
 // leaseSources assembles the acquire, release, batch and renew scripts from
 // lua/concurrency.lua's lease function, reading the clock once. A batch
-// takes each call's key in KEYS and ARGV as setEncoder writes them, a set
+// takes each call's key in KEYS and ARGV as encoder.encodeOps writes them, a set
 // being limit and TTL (µs); it answers five integers a call (lease's four
 // and 0).
 func leaseSources(body, clock string) (acquire, release, batch, renew string) {
