@@ -3,6 +3,7 @@ package app
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -10,6 +11,7 @@ import (
 	"net/url"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -329,13 +331,28 @@ func (o OpenedStore) readiness() func(context.Context) error {
 	return o.Ready
 }
 
-// Close closes the Redis client, if any. Call it once, after the last decision.
+// Close closes the Redis client, if any, once the settles and releases
+// sent without waiting (a proxied response's commit) are answered, for at
+// most asyncFlushTimeout: those it could not send are named in the error.
+// Call it once, after the last decision.
 func (o OpenedStore) Close() error {
 	if o.Client == nil {
 		return nil
 	}
-	return o.Client.Close()
+	var flushed error
+	if st, ok := o.Store.(*redisstore.Store); ok {
+		ctx, cancel := context.WithTimeout(context.Background(), asyncFlushTimeout)
+		flushed = st.Close(ctx)
+		cancel()
+	}
+	return errors.Join(flushed, o.Client.Close())
 }
+
+// asyncFlushTimeout bounds how long closing the store waits for queued
+// settles: each is one batched call under store.timeout, so a healthy Redis
+// answers them all well within it, and a dead one must not hold a
+// shutdown past Kubernetes' grace period.
+const asyncFlushTimeout = 2 * time.Second
 
 // OpenStore opens the store cfg names. Redis is not contacted: a Redis
 // that is down at start-up makes /readyz unready and decisions follow the

@@ -55,6 +55,29 @@ func Settle(ctx context.Context, a Ask, cancel bool) Outcome {
 	return o
 }
 
+// SettleAsync is Settle for a caller that does not wait for the answer (a proxy settling after
+// its response): on a store that settles without waiting (limiter.AsyncSettler, such as Redis's)
+// the settle joins the store's next batch and SettleAsync returns at once; then gets the Outcome
+// Settle would have returned, once, on a goroutine of the store's (it must not block), or on the
+// caller's on other stores. Safe for concurrent use.
+func SettleAsync(ctx context.Context, a Ask, cancel bool, then func(Outcome)) {
+	o := Outcome{Ask: a, Op: OpCommit, Limit: a.Limiter.Limit(), Reservation: a.Reservation}
+	done := func(s limiter.Settlement, err error) {
+		o.Settlement = s
+		o.held(err, limiter.ErrReservationUnknown)
+		then(o)
+	}
+	switch {
+	case cancel:
+		o.Op = OpCancel
+		a.Limiter.CancelAsync(ctx, a.Reservation, done)
+	case a.Unknown != "":
+		a.Limiter.CommitAsync(ctx, a.Reservation, min(a.Reservation.Estimate, o.Limit.Quota()), done)
+	default:
+		a.Limiter.CommitAsync(ctx, a.Reservation, a.Cost, done)
+	}
+}
+
 // Charge takes a.Cost of a request already served (Envoy's charge at stream done): it commits
 // the one-unit reservation a.Reservation opened at admission at a.Cost or, where the budget was
 // too spent to open one (a.Reservation.ID ""), charges a.Key past the limit, so that the next
@@ -222,6 +245,18 @@ func (r Reporter) Settle(ctx context.Context, a Ask, cancel bool) Outcome {
 	ctx, end := r.Trace.Start(ctx, a, a.Limiter.Limit())
 	o := Settle(ctx, a, cancel)
 	return r.done(ctx, o, end)
+}
+
+// SettleAsync is SettleAsync traced and recorded once the store answered; then (nil: none) gets
+// the recorded Outcome, on the goroutine SettleAsync names.
+func (r Reporter) SettleAsync(ctx context.Context, a Ask, cancel bool, then func(Outcome)) {
+	ctx, end := r.Trace.Start(ctx, a, a.Limiter.Limit())
+	SettleAsync(ctx, a, cancel, func(o Outcome) {
+		r.done(ctx, o, end)
+		if then != nil {
+			then(o)
+		}
+	})
 }
 
 // Charge is Charge traced and recorded.

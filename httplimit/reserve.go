@@ -110,11 +110,16 @@ func (m *Middleware) settle(ctx context.Context, o *outcome, cost int64, reason 
 	}
 	a := o.Ask
 	a.Reservation, a.Cost, a.Unknown = o.Reservation, cost, reason
-	s := m.rep.Settle(context.WithoutCancel(ctx), a, cancel)
-	if s.Verdict == decision.VerdictFailClosed {
-		m.logger.LogAttrs(ctx, slog.LevelWarn, "reservation not settled: it expires by its policy",
-			slog.String("endpoint", o.Endpoint), slog.String("error", s.Err.Error()))
-	}
+	// Nobody waits for the answer: the response has ended. The store sends the settle with its next
+	// batch, and the outcome is traced, recorded and logged when it answers.
+	ctx = context.WithoutCancel(ctx)
+	endpoint := o.Endpoint
+	m.rep.SettleAsync(ctx, a, cancel, func(s decision.Outcome) {
+		if s.Verdict == decision.VerdictFailClosed {
+			m.logger.LogAttrs(ctx, slog.LevelWarn, "reservation not settled: it expires by its policy",
+				slog.String("endpoint", endpoint), slog.String("error", s.Err.Error()))
+		}
+	})
 }
 
 // cannotReserve says why a reserving check of class on tier is refused: lim's limiter cannot hold
