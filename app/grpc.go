@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 
+	"github.com/rl-exporter/rl-exporter/collector"
 	"github.com/rl-exporter/rl-exporter/config"
 	"github.com/rl-exporter/rl-exporter/httplimit"
 	"github.com/rl-exporter/rl-exporter/limiter"
@@ -31,6 +32,14 @@ type EndpointLabels interface {
 	Reconfigure(endpoints, tiers []string, defaultTier string) error
 	// SetLimit sets the limit in force for an endpoint and tier.
 	SetLimit(endpoint, tier string, lim limiter.Limit) error
+}
+
+// NamedLimitLabels is EndpointLabels told each limit's name, and every limit of a tier of
+// several at once: the collector's limit label. Implementations are safe for concurrent use.
+type NamedLimitLabels interface {
+	EndpointLabels
+	// SetLimits sets the limits in force for an endpoint and tier, each by its name.
+	SetLimits(endpoint, tier string, limits []collector.NamedLimit) error
 }
 
 // grpcListener is Envoy's rate limit service on server.grpc_listen: bound by
@@ -344,11 +353,32 @@ func setLabels(labels EndpointLabels, logger *slog.Logger, endpoints, tiers []st
 		logger.Warn("metrics: reconfigure labels", slog.String("error", err.Error()))
 		return
 	}
-	for _, l := range limits {
-		if err := labels.SetLimit(l.Endpoint, l.PlanTier, l.Limit); err != nil {
+	named, ok := labels.(NamedLimitLabels)
+	for i := 0; i < len(limits); {
+		l := limits[i]
+		j := i + 1 // a tier of several limits is listed together (Policy.Limits)
+		for j < len(limits) && limits[j].Endpoint == l.Endpoint && limits[j].PlanTier == l.PlanTier {
+			j++
+		}
+		var err error
+		if ok {
+			nls := make([]collector.NamedLimit, 0, j-i)
+			for _, e := range limits[i:j] {
+				name := e.Name
+				if name == "" { // a descriptor rule's limit, named by its endpoint
+					name = e.Endpoint
+				}
+				nls = append(nls, collector.NamedLimit{Name: name, Limit: e.Limit})
+			}
+			err = named.SetLimits(l.Endpoint, l.PlanTier, nls)
+		} else {
+			err = labels.SetLimit(l.Endpoint, l.PlanTier, limits[j-1].Limit)
+		}
+		if err != nil {
 			logger.Warn("metrics: limit in force", slog.String("endpoint", l.Endpoint),
 				slog.String("plan_tier", l.PlanTier), slog.String("error", err.Error()))
 		}
+		i = j
 	}
 }
 

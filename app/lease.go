@@ -10,7 +10,7 @@ import (
 // setLeaseLabels tells the collector the concurrency limits in force, after setLabels.
 func setLeaseLabels(col *collector.Collector, logger *slog.Logger, leases []httplimit.EndpointLease) {
 	for _, l := range leases {
-		if err := col.SetLeaseLimit(l.Endpoint, l.PlanTier, l.Limit); err != nil {
+		if err := col.SetNamedLeaseLimit(l.Endpoint, l.PlanTier, l.Class, l.Limit); err != nil {
 			logger.Warn("metrics: concurrency limit in force", slog.String("endpoint", l.Endpoint),
 				slog.String("plan_tier", l.PlanTier), slog.String("error", err.Error()))
 		}

@@ -53,7 +53,9 @@ type pairSeries struct {
 	tier      string
 	requests  [limiter.NumStatuses]atomic.Uint64 // by limiter.Status.Index
 	nearLimit atomic.Uint64
-	cost      atomic.Pointer[pairCost] // from the label set's first reservation
+	cost      atomic.Pointer[pairCost]     // from the label set's first reservation
+	refusals  atomic.Pointer[[]namedCount] // by configured limit (refusals.go)
+	refusedBy atomic.Uint64                // refusals by a limit not configured: OtherLimit
 }
 
 // endpointFails holds the per-endpoint failure counters.
@@ -108,6 +110,7 @@ type labelIndex struct {
 type limitKey struct{ endpoint, tier string }
 
 type limitValue struct {
+	name      string // the limit label
 	algorithm string
 	quota     float64
 }
@@ -122,8 +125,8 @@ type Collector struct {
 	exemplars bool
 
 	index  atomic.Pointer[labelIndex]
-	mu     sync.Mutex // serialises Reconfigure and SetLimit; guards limits
-	limits map[limitKey]limitValue
+	mu     sync.Mutex                // serialises Reconfigure and SetLimit; guards limits
+	limits map[limitKey][]limitValue // a tier's limits, in the order set
 
 	folded       [numFolds]atomic.Uint64
 	storeErrors  [2]atomic.Uint64 // by storeErrorKinds
@@ -143,7 +146,7 @@ type Collector struct {
 	requestsDesc, nearLimitDesc, failOpenDesc, failClosedDesc *prometheus.Desc
 	storeErrorsDesc, limitDesc, buildInfoDesc, foldedDesc     *prometheus.Desc
 	degradedDesc, canceledDesc, circuitDesc, unreplicatedDesc *prometheus.Desc
-	quotaDesc                                                 *prometheus.Desc
+	quotaDesc, refusalsDesc                                   *prometheus.Desc
 
 	costDesc, openDesc, unknownDesc *prometheus.Desc
 	duplicatesDesc                  *prometheus.Desc
@@ -177,7 +180,7 @@ func New(cfg Config) (*Collector, error) {
 		cfg:       cfg,
 		nearShare: cfg.NearLimitShare,
 		exemplars: cfg.Exemplars,
-		limits:    map[limitKey]limitValue{},
+		limits:    map[limitKey][]limitValue{},
 		circuit:   map[string]limiter.CircuitState{cfg.Store: limiter.CircuitClosed},
 		top:       newTopK(cfg.TopKeys, cfg.TopWindow, cfg.Now),
 	}
@@ -231,8 +234,11 @@ func (c *Collector) initDescs() {
 		"The limit in force: requests per window, or the bucket size for bucket algorithms.",
 		[]string{"endpoint", "plan_tier", "algorithm"}, nil)
 	c.quotaDesc = prometheus.NewDesc("rate_limit_quota",
-		"The quota in force per window (the bucket size for bucket algorithms), without the algorithm label, to divide usage by.",
-		[]string{"endpoint", "plan_tier"}, nil)
+		"The quota in force per window (the bucket size for bucket algorithms), without the algorithm label, to divide usage by; one per limit of a tier of several.",
+		[]string{"endpoint", "plan_tier", "limit"}, nil)
+	c.refusalsDesc = prometheus.NewDesc("rate_limit_refusals_total",
+		"Requests refused by a limit (status rejected), once per limit that refused: a request refused by several limits of its tier counts once under each.",
+		[]string{"endpoint", "plan_tier", "limit"}, nil)
 	c.buildInfoDesc = prometheus.NewDesc("rl_exporter_build_info",
 		"A constant 1 labelled with the version, revision and Go version of rl-exporter.",
 		[]string{"version", "revision", "goversion"}, nil)
@@ -345,28 +351,19 @@ var ErrUnknownLabel = errors.New("not configured")
 
 // SetLimit sets rate_limit_limit for an endpoint and plan tier to the quota
 // of lim (lim.Quota(): requests per window, or the bucket size), labelled
-// with its algorithm; a later call for the same endpoint and tier replaces
-// it, algorithm included. An endpoint folded by the cardinality cap is
-// ignored (its limit would be a label set beyond the cap). Safe for
-// concurrent use.
+// with its algorithm, and rate_limit_quota, labelled limit with the
+// endpoint's name; a later call for the same endpoint and tier replaces
+// it, algorithm included. It is SetLimits of one limit named after the
+// endpoint: the limit of a rule with no other name. An endpoint folded by
+// the cardinality cap is ignored (its limit would be a label set beyond
+// the cap). Safe for concurrent use.
 func (c *Collector) SetLimit(endpoint, tier string, lim limiter.Limit) error {
-	if _, err := limiter.ParseAlgorithm(string(lim.Algorithm)); err != nil {
-		return fmt.Errorf("collector: set limit of %s (tier %s): %w", endpoint, tier, err)
-	}
-	return c.setLimit(endpoint, tier, limitValue{algorithm: string(lim.Algorithm), quota: float64(lim.Quota())})
+	return c.SetLimits(endpoint, tier, []NamedLimit{{Name: endpoint, Limit: lim}})
 }
 
-// setLimit is setLimitLocked under c.mu.
-func (c *Collector) setLimit(endpoint, tier string, v limitValue) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	_, err := c.setLimitLocked(endpoint, tier, v)
-	return err
-}
-
-// setLimitLocked sets the limit of a configured endpoint and tier ("": the
+// setLimitLocked sets the limits of a configured endpoint and tier ("": the
 // default tier) and returns the tier, or "" for an endpoint beyond the cap.
-func (c *Collector) setLimitLocked(endpoint, tier string, v limitValue) (string, error) {
+func (c *Collector) setLimitLocked(endpoint, tier string, vs []limitValue) (string, error) {
 	idx := c.index.Load()
 	if _, ok := idx.capped[endpoint]; ok {
 		return "", nil
@@ -381,7 +378,8 @@ func (c *Collector) setLimitLocked(endpoint, tier string, v limitValue) (string,
 	if ep.tiers[tier] == nil {
 		return "", fmt.Errorf("collector: set limit of %s: plan tier %q: %w", endpoint, tier, ErrUnknownLabel)
 	}
-	c.limits[limitKey{endpoint, tier}] = v
+	c.limits[limitKey{endpoint, tier}] = vs
+	ep.tiers[tier].nameRefusals(vs)
 	return tier, nil
 }
 
@@ -435,7 +433,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 		c.requestsDesc, c.nearLimitDesc, c.failOpenDesc, c.failClosedDesc,
 		c.storeErrorsDesc, c.limitDesc, c.buildInfoDesc, c.foldedDesc,
 		c.degradedDesc, c.canceledDesc, c.circuitDesc, c.unreplicatedDesc, c.quotaDesc,
-		c.costDesc, c.openDesc, c.unknownDesc, c.duplicatesDesc,
+		c.refusalsDesc, c.costDesc, c.openDesc, c.unknownDesc, c.duplicatesDesc,
 	} {
 		ch <- d
 	}
@@ -459,6 +457,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(c.nearLimitDesc, prometheus.CounterValue,
 				float64(ps.nearLimit.Load()), ep.name, ps.tier)
 			c.collectCost(ch, ep.name, ps)
+			c.collectRefusals(ch, ep.name, ps)
 		}
 		for i, r := range failureReasons {
 			ch <- prometheus.MustNewConstMetric(c.failOpenDesc, prometheus.CounterValue,
@@ -488,10 +487,14 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	c.circuitMu.Unlock()
 	c.mu.Lock()
 	limits := make([]prometheus.Metric, 0, 2*len(c.limits))
-	for k, v := range c.limits {
-		limits = append(limits, prometheus.MustNewConstMetric(c.limitDesc, prometheus.GaugeValue, v.quota, k.endpoint, k.tier, v.algorithm))
-		if v.algorithm != string(limiter.Concurrency) { // requests in flight are no quota per window
-			limits = append(limits, prometheus.MustNewConstMetric(c.quotaDesc, prometheus.GaugeValue, v.quota, k.endpoint, k.tier))
+	for k, vs := range c.limits {
+		if len(vs) == 1 { // a tier of several limits has no one limit in force
+			limits = append(limits, prometheus.MustNewConstMetric(c.limitDesc, prometheus.GaugeValue, vs[0].quota, k.endpoint, k.tier, vs[0].algorithm))
+		}
+		for _, v := range vs {
+			if v.algorithm != string(limiter.Concurrency) { // requests in flight are no quota per window
+				limits = append(limits, prometheus.MustNewConstMetric(c.quotaDesc, prometheus.GaugeValue, v.quota, k.endpoint, k.tier, v.name))
+			}
 		}
 	}
 	c.mu.Unlock()

@@ -490,10 +490,10 @@ rate_limit_limit{algorithm="token_bucket",endpoint="/x",plan_tier="pro"} 40
 		t.Error(err)
 	}
 	quota := `
-# HELP rate_limit_quota The quota in force per window (the bucket size for bucket algorithms), without the algorithm label, to divide usage by.
+# HELP rate_limit_quota The quota in force per window (the bucket size for bucket algorithms), without the algorithm label, to divide usage by; one per limit of a tier of several.
 # TYPE rate_limit_quota gauge
-rate_limit_quota{endpoint="/x",plan_tier="pro"} %d
-rate_limit_quota{endpoint="/y",plan_tier="free"} 60
+rate_limit_quota{endpoint="/x",limit="/x",plan_tier="pro"} %d
+rate_limit_quota{endpoint="/y",limit="/y",plan_tier="free"} 60
 `
 	if err := testutil.CollectAndCompare(c, strings.NewReader(fmt.Sprintf(quota, 40)), "rate_limit_quota"); err != nil {
 		t.Error(err)

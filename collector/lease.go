@@ -60,11 +60,23 @@ func (c *Collector) RecordLeases(_ context.Context, endpoint, tier string, inFli
 
 // SetLeaseLimit sets rate_limit_limit{algorithm="concurrency"} for an
 // endpoint and tier to lim.Limit and starts its lease series at zero, so
-// that alerts on them see a series from the start. Safe for concurrent use.
+// that alerts on them see a series from the start; its refusals are
+// counted under the endpoint's name (SetNamedLeaseLimit names them). Safe
+// for concurrent use.
 func (c *Collector) SetLeaseLimit(endpoint, tier string, lim limiter.LeaseLimit) error {
+	return c.SetNamedLeaseLimit(endpoint, tier, endpoint, lim)
+}
+
+// SetNamedLeaseLimit is SetLeaseLimit with the limit label of the
+// limit's refusals (rate_limit_refusals_total): its class's name. Safe for
+// concurrent use.
+func (c *Collector) SetNamedLeaseLimit(endpoint, tier, name string, lim limiter.LeaseLimit) error {
+	if name == "" {
+		name = endpoint
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	tier, err := c.setLimitLocked(endpoint, tier, limitValue{algorithm: string(limiter.Concurrency), quota: float64(lim.Limit)})
+	tier, err := c.setLimitLocked(endpoint, tier, []limitValue{{name: name, algorithm: string(limiter.Concurrency), quota: float64(lim.Limit)}})
 	if err == nil && tier != "" {
 		c.leases.inFlight.WithLabelValues(endpoint, tier)
 		c.leases.expired.WithLabelValues(endpoint, tier)

@@ -12,6 +12,8 @@ import (
 
 // RecordDecision counts one decision: rate_limit_requests_total by status,
 // rate_limit_near_limit_total for allowed decisions close to the limit,
+// rate_limit_refusals_total for a rejected one under each limit that refused
+// (r.RefusedBy; none: the label set's one limit, see SetLimits),
 // the fail-open and fail-closed counters by reason (limiter.ErrorKind of
 // r.Err), rate_limit_degraded_total for a decision on the local share
 // (Decision.Failure FailureLocal), the leaky-bucket delay, and the key of a
@@ -57,6 +59,9 @@ func (c *Collector) RecordDecision(_ context.Context, r limiter.Record) {
 			ep.delay.Observe(d.Delay.Seconds())
 		}
 	case limiter.StatusRejected, limiter.StatusShadowRejected, limiter.StatusPenalized:
+		if s == limiter.StatusRejected {
+			ps.countRefusals(r.RefusedBy)
+		}
 		if r.Key != "" {
 			c.top.add(r.Key, ep.name, ps.tier)
 		}

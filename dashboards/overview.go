@@ -87,6 +87,7 @@ func overview(m *slo.Model, source string) (dashboard.Dashboard, error) {
 	b.WithPanel(decisionsPanel(q, next(), VarPlanTier, rejectionRunbook))
 	b.WithPanel(rejectionRatioPanel(m, q, next()))
 	b.WithPanel(limitPanel(q, next(), rejectionRunbook))
+	b.WithPanel(limitsPanel(q, next(), rejectionRunbook))
 
 	row("Store")
 	b.WithPanel(latencyPanel(m, q, next()))

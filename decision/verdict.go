@@ -99,9 +99,11 @@ type Outcome struct {
 // Status is the status the outcome is recorded with.
 func (o Outcome) Status() limiter.Status { return o.Verdict.Status() }
 
-// Recorded is what a Recorder is told of the outcome; its Err is set for store failures only.
+// Recorded is what a Recorder is told of the outcome; its Err is set for store failures only,
+// its RefusedBy is the outcome's (the limits of several that refused).
 func (o Outcome) Recorded() limiter.Record {
-	rec := limiter.Record{Endpoint: o.Endpoint, PlanTier: o.Tier, Key: o.Key, Limit: o.Limit, Status: o.Status(), Decision: o.Decision}
+	rec := limiter.Record{Endpoint: o.Endpoint, PlanTier: o.Tier, Key: o.Key, Limit: o.Limit, Status: o.Status(), Decision: o.Decision,
+		RefusedBy: o.RefusedBy}
 	if o.Verdict == VerdictFailOpen || o.Verdict == VerdictFailClosed || o.Decision.Failure == limiter.FailureLocal {
 		rec.Err = o.Err
 	}

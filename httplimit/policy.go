@@ -464,9 +464,13 @@ func (c *class) limiterFor(tier string) *limiter.Limiter {
 
 // EndpointLimit is the limit in force on an endpoint for a tier: Limit, before any live change
 // Configured; Source is SourceFile or the live change's, RolloutPercent its share (100 without
-// one); LiveShadow says a change runs in shadow beside Limit; Shadow that the class never rejects.
+// one); LiveShadow says a change runs in shadow beside Limit; Shadow that the class never rejects
+// (of a tier of several limits: that this limit refuses nothing). Name is the limit's name in
+// RateLimit-Policy and metrics' limit label: Class for a tier under one limit, the listed limit's
+// own (TierLimit.Name) for a tier of several, which has one EndpointLimit per limit.
 type EndpointLimit struct {
 	Endpoint, Class, PlanTier string
+	Name                      string
 	Limit, Configured         limiter.Limit
 	Shadow                    bool
 	Source                    string
@@ -483,11 +487,15 @@ func (p *Policy) Limits() []EndpointLimit {
 	var out []EndpointLimit
 	for pat, c := range p.routes {
 		for _, t := range p.tierNames {
+			if ts := c.setFor(t); ts != nil {
+				out = append(out, ts.limits(pat, c.name, t)...)
+				continue
+			}
 			if c.limiterFor(t) == nil {
 				continue // a concurrency limit: Policy.LeaseLimits
 			}
 			base := c.limiterFor(t).Limit()
-			el := EndpointLimit{Endpoint: pat, Class: c.name, PlanTier: t, Limit: base, Shadow: c.shadow,
+			el := EndpointLimit{Endpoint: pat, Class: c.name, PlanTier: t, Name: c.name, Limit: base, Shadow: c.shadow,
 				Configured: base, Source: SourceFile, RolloutPercent: 100}
 			if lv := c.live[t]; lv != nil {
 				el.Source, el.RolloutPercent, el.LiveShadow = lv.Source, lv.RolloutPercent, lv.Shadow
@@ -498,12 +506,24 @@ func (p *Policy) Limits() []EndpointLimit {
 			out = append(out, el)
 		}
 	}
-	sort.Slice(out, func(i, j int) bool {
+	sort.SliceStable(out, func(i, j int) bool { // a tier's several limits stay in list order
 		if out[i].Endpoint != out[j].Endpoint {
 			return out[i].Endpoint < out[j].Endpoint
 		}
 		return out[i].PlanTier < out[j].PlanTier
 	})
+	return out
+}
+
+// limits is ts's limits on endpoint pat of class and tier, as Policy.Limits lists them: the
+// enforced ones, then the shadow ones, each in list order.
+func (ts *tierSet) limits(pat, class, tier string) []EndpointLimit {
+	out := make([]EndpointLimit, len(ts.parts))
+	for i, part := range ts.parts {
+		lim := part.lim.Limit()
+		out[i] = EndpointLimit{Endpoint: pat, Class: class, PlanTier: tier, Name: part.name, Limit: lim,
+			Configured: lim, Shadow: ts.shadow || i >= ts.enforced, Source: SourceFile, RolloutPercent: 100}
+	}
 	return out
 }
 

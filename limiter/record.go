@@ -54,6 +54,10 @@ type Record struct {
 	Status   Status
 	Decision Decision
 	Err      error // the store's error behind a Decision.Failure, else nil
+	// RefusedBy names the limits that refused a request decided on several limits at once
+	// (nil for a single limit, which its recorder names by Endpoint and PlanTier). It shares
+	// the decision's array: a Recorder reads it during RecordDecision and keeps no reference.
+	RefusedBy []string
 }
 
 // Recorder is told of every request's decision, once. Implementations must

@@ -502,3 +502,57 @@ func TestMetricsBehindAWebConfigAnswer401WithoutCredentials(t *testing.T) {
 		}
 	})
 }
+
+// A tier of several limits exports each limit's quota, and a refused request counts once under
+// each limit that refused it; a tier of one limit counts under its class's name.
+func TestServeMetricsCountRefusalsByTheLimitsThatRefused(t *testing.T) {
+	up := upstream(t)
+	cfg := `
+tiers: {names: [free, pro], default: free, header: X-Plan-Tier}
+identity: {trusted_header_peers: [127.0.0.1]}
+classes:
+  default:
+    limits:
+      free: {algorithm: fixed_window, rate: 1, period: 1h}
+      pro:
+        - {name: hourly, algorithm: fixed_window, rate: 2, period: 1h}
+        - {name: daily, algorithm: fixed_window, rate: 2, period: 24h}
+`
+	p := startServe(t, []string{"main"}, "--config", writeConfig(t, cfg), "--upstream", up.URL)
+	metrics := p.url("main", "/metrics")
+	first := parseSamples(t, scrape(t, metrics, nil))
+	for lim, q := range map[[2]string]float64{{"pro", "hourly"}: 2, {"pro", "daily"}: 2, {"free", "default"}: 1} {
+		if v := first.get(t, series("rate_limit_quota", "endpoint", "/", "limit", lim[1], "plan_tier", lim[0])); v != q {
+			t.Errorf("rate_limit_quota of %v = %v, want %v", lim, v, q)
+		}
+		if v := first.get(t, series("rate_limit_refusals_total", "endpoint", "/", "limit", lim[1], "plan_tier", lim[0])); v != 0 {
+			t.Errorf("rate_limit_refusals_total of %v = %v before any request", lim, v)
+		}
+	}
+	pro := map[string]string{"X-Plan-Tier": "pro"}
+	for i, want := range []int{200, 200, 429, 429} { // both refuse the third and the fourth
+		if code := get(t, p.url("main", "/x"), pro).StatusCode; code != want {
+			t.Fatalf("pro request %d: %d, want %d", i+1, code, want)
+		}
+	}
+	for i, want := range []int{200, 429} {
+		if code := get(t, p.url("main", "/x"), nil).StatusCode; code != want {
+			t.Fatalf("free request %d: %d, want %d", i+1, code, want)
+		}
+	}
+	body := scrape(t, metrics, nil)
+	after := parseSamples(t, body)
+	for lim, n := range map[[2]string]float64{{"pro", "hourly"}: 2, {"pro", "daily"}: 2, {"free", "default"}: 1} {
+		if v := after.get(t, series("rate_limit_refusals_total", "endpoint", "/", "limit", lim[1], "plan_tier", lim[0])); v != n {
+			t.Errorf("rate_limit_refusals_total of %v = %v, want %v", lim, v, n)
+		}
+	}
+	if v := after.get(t, series("rate_limit_requests_total", "endpoint", "/", "plan_tier", "pro", "status", "rejected")); v != 2 {
+		t.Errorf("pro rejections %v, want 2: one per request however many limits refused", v)
+	}
+	cmd := exec.Command("promtool", "check", "metrics")
+	cmd.Stdin = strings.NewReader(body)
+	if out, err := cmd.CombinedOutput(); err != nil || len(bytes.TrimSpace(out)) > 0 {
+		t.Errorf("promtool check metrics: %v\n%s", err, out)
+	}
+}

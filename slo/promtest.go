@@ -8,6 +8,7 @@ import (
 	"io"
 	"maps"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -300,8 +301,10 @@ func (g *testGen) rejection() (RuleTestFile, error) {
 	over := math.Min(o.Threshold*1.2, (o.Threshold+1)/2)
 	under := o.Threshold * 0.8
 	total := int((o.Window + o.For + 10*step) / step)
-	// refused is the status of the 429s: rejected, or penalized for a client in its penalty box.
-	mk := func(endpoint, tier string, rps, ratio float64, refused string) []InputSeries {
+	// refused is the status of the 429s: rejected, or penalized for a client in its penalty box;
+	// limits, each limit's share of the decisions it refused (rate_limit_refusals_total), none
+	// for an exporter without the series.
+	mk := func(endpoint, tier string, rps, ratio float64, refused string, limits map[string]float64) []InputSeries {
 		perStep := rps * step.Seconds()
 		var out []InputSeries
 		for _, st := range []struct {
@@ -313,36 +316,50 @@ func (g *testGen) rejection() (RuleTestFile, error) {
 				Values: counterValues(segment{perStep * st.share, total}),
 			})
 		}
+		for _, name := range slices.Sorted(maps.Keys(limits)) {
+			out = append(out, InputSeries{
+				Series: series(metricRefusals, g.jobLabels(map[string]string{"instance": "rl-exporter-1:9090", "endpoint": endpoint, "plan_tier": tier, "limit": name})),
+				Values: counterValues(segment{perStep * limits[name], total}),
+			})
+		}
 		return out
 	}
 	var in []InputSeries
-	in = append(in, mk("/v1/search", "free", rps, over, "rejected")...)
-	in = append(in, mk("/v1/search", "pro", rps, under, "rejected")...)
-	in = append(in, mk("/v1/export", "free", rps, over, "penalized")...)
+	// Of a tier of several limits, rpm refuses over the threshold, tpm (some of the same
+	// requests) under it: the alert names rpm alone.
+	in = append(in, mk("/v1/search", "free", rps, over, "rejected", map[string]float64{"rpm": over, "tpm": under})...)
+	in = append(in, mk("/v1/search", "pro", rps, under, "rejected", map[string]float64{"search": under})...)
+	in = append(in, mk("/v1/export", "free", rps, over, "penalized", map[string]float64{"export": 0})...)
+	in = append(in, mk("/v1/legacy", "free", rps, over, "rejected", nil)...)
 	quietNote := ""
 	if o.MinRate > 0 {
-		in = append(in, mk("/v1/login", "free", o.MinRate/2, math.Max(0.5, over), "rejected")...)
+		in = append(in, mk("/v1/login", "free", o.MinRate/2, math.Max(0.5, over), "rejected", map[string]float64{"login": math.Max(0.5, over)})...)
 		quietNote = fmt.Sprintf("; %s rejected at %s decisions/s (under the traffic floor) stays quiet", percent(math.Max(0.5, over)), formatFloat(o.MinRate/2))
 	}
 	fire := o.Window + o.For + 2*step
-	want, err := expect(texts, o.Name, nil, map[string]string{"endpoint": "/v1/search", "plan_tier": "free"}, over)
-	if err != nil {
-		return RuleTestFile{}, err
-	}
-	penalized, err := expect(texts, o.Name, nil, map[string]string{"endpoint": "/v1/export", "plan_tier": "free"}, over)
-	if err != nil {
-		return RuleTestFile{}, err
+	var want []ExpAlert
+	for _, l := range []map[string]string{
+		{"endpoint": "/v1/search", "plan_tier": "free", "limit": "rpm"},
+		{"endpoint": "/v1/export", "plan_tier": "free"},
+		{"endpoint": "/v1/legacy", "plan_tier": "free"},
+	} {
+		a, err := expect(texts, o.Name, nil, l, over)
+		if err != nil {
+			return RuleTestFile{}, err
+		}
+		want = append(want, a)
 	}
 	t := RuleTest{
-		Name: fmt.Sprintf("%s rejected fires %s after %s, as %s penalized (429 from a penalty box) does; %s rejected stays quiet%s",
-			percent(over), o.Name, formatDuration(o.For), percent(over), percent(under), quietNote),
+		Name: fmt.Sprintf("limit rpm refusing %s fires %s after %s for rpm, not for tpm refusing %s; %s penalized (429 from a penalty box) and %s rejected "+
+			"from an exporter without %s fire for the endpoint and tier; %s rejected stays quiet%s",
+			percent(over), o.Name, formatDuration(o.For), percent(under), percent(over), percent(over), metricRefusals, percent(under), quietNote),
 		Interval:    formatDuration(step),
 		InputSeries: in,
 	}
 	if o.For > step {
 		t.AlertRuleTests = append(t.AlertRuleTests, AlertRuleTest{EvalTime: formatDuration(o.For), Alertname: o.Name})
 	}
-	t.AlertRuleTests = append(t.AlertRuleTests, AlertRuleTest{EvalTime: formatDuration(fire), Alertname: o.Name, ExpAlerts: []ExpAlert{want, penalized}})
+	t.AlertRuleTests = append(t.AlertRuleTests, AlertRuleTest{EvalTime: formatDuration(fire), Alertname: o.Name, ExpAlerts: want})
 	return g.file(step, t), nil
 }
 

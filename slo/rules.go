@@ -20,6 +20,7 @@ import (
 // Series read by the rules: the exporter's public metric contract.
 const (
 	metricRequests     = "rate_limit_requests_total"
+	metricRefusals     = "rate_limit_refusals_total"
 	metricRedisLatency = "rate_limit_redis_duration_seconds"
 	metricFailOpen     = "rate_limit_fail_open_total"
 	metricDegraded     = "rate_limit_degraded_total"
@@ -51,6 +52,12 @@ const (
 // RejectionRatioRecord names the per endpoint and plan tier 429 ratio.
 func RejectionRatioRecord(window time.Duration) string {
 	return "endpoint_plan_tier:rate_limit_rejections:ratio_rate" + formatDuration(window)
+}
+
+// RefusalRatioRecord names the share of the decisions of each endpoint and plan tier that each
+// of its limits refused (a request refused by several limits counts under each).
+func RefusalRatioRecord(window time.Duration) string {
+	return "endpoint_plan_tier_limit:rate_limit_refusals:ratio_rate" + formatDuration(window)
 }
 
 // RequestRateRecord names the per endpoint and plan tier decision rate.
@@ -132,21 +139,31 @@ func (m *Model) sel(extra string) string {
 	return "{" + s + "}"
 }
 
-// rejectionGroup records the rejection ratio and alerts on it.
+// rejectionGroup records the rejection ratio, the share each limit refused, and alerts per
+// limit: each limit's refusals (rate_limit_refusals_total), so that the tier of several limits
+// names the one too low; beside them, without a limit label, the 429s of the penalty box
+// (penalized, which no limit decided) and, from an exporter without rate_limit_refusals_total,
+// every 429 of the endpoint and tier.
 func (m *Model) rejectionGroup(o *RejectionObjective) rulefmt.RuleGroup {
 	w := formatDuration(o.Window)
 	rate := RequestRateRecord(o.Window)
 	ratio := RejectionRatioRecord(o.Window)
+	byLimit := RefusalRatioRecord(o.Window)
+	all := fmt.Sprintf("(sum by (endpoint, plan_tier) (rate(%s%s[%s])) > 0)", metricRequests, m.sel(""), w)
 	return rulefmt.RuleGroup{Name: GroupRejections, Rules: []rulefmt.Rule{
 		{Record: rate, Expr: fmt.Sprintf("sum by (endpoint, plan_tier) (rate(%s%s[%s]))", metricRequests, m.sel(""), w)},
 		{Record: ratio, Expr: fmt.Sprintf(
-			"sum by (endpoint, plan_tier) (rate(%s%s[%s]))\n/\n(sum by (endpoint, plan_tier) (rate(%s%s[%s])) > 0)",
-			metricRequests, m.sel(`status=~"`+RefusedStatuses+`"`), w, metricRequests, m.sel(""), w)},
+			"sum by (endpoint, plan_tier) (rate(%s%s[%s]))\n/\n%s",
+			metricRequests, m.sel(`status=~"`+RefusedStatuses+`"`), w, all)},
+		{Record: byLimit, Expr: fmt.Sprintf(
+			"sum by (endpoint, plan_tier, limit) (rate(%s%s[%s]))\n/ on (endpoint, plan_tier) group_left ()\n%s",
+			metricRefusals, m.sel(""), w, all)},
 		alertRule(o.Alert,
-			fmt.Sprintf("%s > %s\nand on (endpoint, plan_tier)\n%s >= %s", ratio, formatFloat(o.Threshold), rate, formatFloat(o.MinRate)),
+			fmt.Sprintf("(\n  %s\n  or on (endpoint, plan_tier)\n  %s\n  or\n  sum by (endpoint, plan_tier) (rate(%s%s[%s]))\n  /\n  %s\n) > %s\nand on (endpoint, plan_tier)\n%s >= %s",
+				byLimit, ratio, metricRequests, m.sel(`status="penalized"`), w, all, formatFloat(o.Threshold), rate, formatFloat(o.MinRate)),
 			nil,
-			"Too many requests to {{ $labels.endpoint }} ({{ $labels.plan_tier }}) are rejected with 429",
-			fmt.Sprintf("{{ $value | humanizePercentage }} of the rate limiter's decisions for endpoint {{ $labels.endpoint }}, plan tier {{ $labels.plan_tier }}, were rejections over the last %s (threshold %s, alerting only above %s decisions/s). A limit may be too low for real traffic, or a client is hammering the API.",
+			"Too many requests to {{ $labels.endpoint }} ({{ $labels.plan_tier }}) are rejected with 429{{ with $labels.limit }} by limit {{ . }}{{ end }}",
+			fmt.Sprintf("{{ $value | humanizePercentage }} of the rate limiter's decisions for endpoint {{ $labels.endpoint }}, plan tier {{ $labels.plan_tier }}, were {{ with $labels.limit }}refused by its limit {{ . }}{{ else }}answered 429{{ end }} over the last %s (threshold %s, alerting only above %s decisions/s). A limit may be too low for real traffic, or a client is hammering the API.",
 				w, percent(o.Threshold), formatFloat(o.MinRate))),
 	}}
 }

@@ -118,7 +118,11 @@ func TestPromtoolTestsCatchAThresholdMovedBehindTheirBack(t *testing.T) {
 		name, test, from, to string
 	}{
 		{"a higher 429 threshold misses the 6 % case", "rejection-ratio.yml",
-			"endpoint_plan_tier:rate_limit_rejections:ratio_rate5m > 0.05", "endpoint_plan_tier:rate_limit_rejections:ratio_rate5m > 0.07"},
+			") > 0.05\n", ") > 0.07\n"},
+		{"refusals summed over the limits name no limit", "rejection-ratio.yml",
+			"sum by (endpoint, plan_tier, limit) (rate(rate_limit_refusals_total", "sum by (endpoint, plan_tier) (rate(rate_limit_refusals_total"},
+		{"a rejection alert blind to the penalty box misses the penalized 429s", "rejection-ratio.yml",
+			`status="penalized"`, `status="none"`},
 		{"a lower latency threshold fires on the 40ms case", "store-latency.yml",
 			"operation:rate_limit_redis_duration_seconds:p99_rate5m > 0.05", "operation:rate_limit_redis_duration_seconds:p99_rate5m > 0.025"},
 		{"no traffic floor fires on the quiet endpoint", "rejection-ratio.yml",
