@@ -154,11 +154,11 @@ func runBenchSet(ctx context.Context, o benchOptions, lim *limiter.Limiter, stor
 		return d.Allowed, err
 	}}
 	set, what, err := setOp(o, lim, store)
-	if err != nil {
-		fmt.Fprintf(stderr, "rl-exporter bench: %v\n", err)
-		return exitFailure
+	var info *redisCPUReader
+	closeInfo := func() {}
+	if err == nil {
+		info, closeInfo, err = openRedisCPU(o)
 	}
-	info, closeInfo, err := openRedisCPU(o)
 	if err != nil {
 		fmt.Fprintf(stderr, "rl-exporter bench: %v\n", err)
 		return exitFailure
