@@ -40,6 +40,9 @@ type benchOptions struct {
 	// estimate of reserve.
 	mode     string
 	estimate int64
+	// limits is how many limits each request decides as one (bench_set.go),
+	// the month's per organisation of orgs (0: per client).
+	limits, orgs int
 }
 
 // usageError is a bad flag value: reported with the flag's name, exit 2.
@@ -71,6 +74,8 @@ func parseBenchFlags(args []string, stderr io.Writer) (benchOptions, error) {
 	fs.BoolVar(&o.json, "json", false, "print the result as one JSON object on the last line of standard output")
 	fs.StringVar(&o.mode, "mode", "decide", "decide: plain decisions; reserve (lease): plain decisions and, in turns with them for as long, reserve+commit (lease acquire+release) pairs, their ratio and CPU time; the commit (release) is sent without its caller waiting, as a proxy's after its response, and a pair counts once the store acknowledged it")
 	fs.Int64Var(&o.estimate, "estimate", 1, "--mode reserve: units each reservation takes; it commits a random 0 to twice that")
+	fs.IntVar(&o.limits, "limits", 1, "limits each request decides as one (limiter.Set), 1 to 3: the --algorithm --limit limit per client, a token_bucket of 7 tokens a request per client (gcra beside --algorithm token_bucket), a fixed_window calendar month per organisation; above 1 runs one limit and the sets in turns and prints their ratio and CPU time")
+	fs.IntVar(&o.orgs, "orgs", 100, "--limits 3: organisations, a client's being its number mod this; 0 counts the month per client (on a Cluster: every part in the client's slot)")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), "usage: rl-exporter bench [flags]\n\n"+
 			"Runs concurrent callers against a limiter for a while and reports decisions per\n"+
@@ -90,7 +95,10 @@ func parseBenchFlags(args []string, stderr io.Writer) (benchOptions, error) {
 	if err := o.resolveLimit(algorithm, burst); err != nil {
 		return o, err
 	}
-	return o, o.resolveMode()
+	if err := o.resolveMode(); err != nil {
+		return o, err
+	}
+	return o, o.resolveLimits()
 }
 
 // resolveStore checks the store flags and fills in the Redis client's
@@ -240,6 +248,16 @@ type benchReport struct {
 	CeilingRedisCPUMicrosPerDecision float64 `json:"ceiling_redis_cpu_us_per_decision,omitempty"`
 	CeilingBatch                     int     `json:"ceiling_batch,omitempty"`
 	CeilingError                     string  `json:"ceiling_error,omitempty"`
+	// Limits (above 1) is how many limits each request decided as one:
+	// the report is the requests', with the single decisions' rate of the
+	// same run (PlainDecisionsPerSecond), the ratio, and the CPU time of
+	// one request and of one single decision (the Plain fields). SetScope
+	// is, on a Cluster, "same-slot" or "cross-slot".
+	Limits                 int     `json:"limits,omitempty"`
+	SetScope               string  `json:"set_scope,omitempty"`
+	SetRatio               float64 `json:"set_ratio,omitempty"`
+	RedisCPUPerSetSeconds  float64 `json:"redis_cpu_per_set_seconds,omitempty"`
+	ClientCPUPerSetSeconds float64 `json:"client_cpu_per_set_seconds,omitempty"`
 }
 
 // newBenchReport is the result of a run as --json prints it.
@@ -286,6 +304,9 @@ func runBench(ctx context.Context, args []string, _ environ, stdout, stderr io.W
 	if err != nil {
 		fmt.Fprintf(stderr, "rl-exporter bench: %v\n", err)
 		return exitFailure
+	}
+	if o.limits > 1 {
+		return runBenchSet(ctx, o, lim, store, storeName, stdout, stderr)
 	}
 	if o.mode != "decide" {
 		return runBenchPairs(ctx, o, lim, store, storeName, stdout, stderr)

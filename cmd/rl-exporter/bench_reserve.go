@@ -78,24 +78,10 @@ func runBenchPairs(ctx context.Context, o benchOptions, lim *limiter.Limiter, st
 	rounds := max(1, min(benchRounds, int(o.duration/minBenchRound)))
 	fmt.Fprintf(stderr, "rl-exporter bench: %s, %s %s, %d callers, %d keys (%s): plain decisions and %s, in %d turns each, %s in all each\n",
 		storeName, o.limit.Algorithm, o.limitText, o.concurrency, o.keys, keyDistribution(o.zipf), what, rounds, o.duration)
-	turn := o.duration / time.Duration(rounds)
-	bar := newBenchProgress(stderr, 2*o.duration, o.json)
-	for i := range rounds {
-		order := []*pairContender{plain, pair}
-		if i%2 == 1 {
-			order[0], order[1] = pair, plain
-		}
-		for j, c := range order {
-			cfg := loadgen.Config{Duration: turn, Concurrency: o.concurrency, Keys: o.keys, Zipf: o.zipf, KeyPrefix: c.prefix,
-				Progress: bar.stage(time.Duration(2*i+j)*turn, fmt.Sprintf("turn %d/%d, %s", 2*i+j+1, 2*rounds, c.name))}
-			if err := c.runTurn(ctx, cfg, info); err != nil {
-				bar.finish()
-				fmt.Fprintf(stderr, "rl-exporter bench: %v\n", err)
-				return exitFailure
-			}
-		}
+	if err := runInTurns(ctx, o, rounds, plain, pair, info, stderr); err != nil {
+		fmt.Fprintf(stderr, "rl-exporter bench: %v\n", err)
+		return exitFailure
 	}
-	bar.finish()
 	rep := newBenchReport(storeName, o, pair.res)
 	rep.Mode, rep.PlainDecisionsPerSecond = o.mode, plain.res.DecisionsPerSecond()
 	if rep.PlainDecisionsPerSecond > 0 {
@@ -114,6 +100,29 @@ func runBenchPairs(ctx context.Context, o benchOptions, lim *limiter.Limiter, st
 	printPairReport(stdout, o, rep, what, info != nil)
 	printBenchReport(stdout, rep, pair.res)
 	return exitOK
+}
+
+// runInTurns runs a and b in turns, rounds each (b first every other
+// round), for o.duration each in all, so that a change of load on the
+// machine falls on both alike.
+func runInTurns(ctx context.Context, o benchOptions, rounds int, a, b *pairContender, info *redisCPUReader, stderr io.Writer) error {
+	turn := o.duration / time.Duration(rounds)
+	bar := newBenchProgress(stderr, 2*o.duration, o.json)
+	defer bar.finish()
+	for i := range rounds {
+		order := []*pairContender{a, b}
+		if i%2 == 1 {
+			order[0], order[1] = b, a
+		}
+		for j, c := range order {
+			cfg := loadgen.Config{Duration: turn, Concurrency: o.concurrency, Keys: o.keys, Zipf: o.zipf, KeyPrefix: c.prefix,
+				Progress: bar.stage(time.Duration(2*i+j)*turn, fmt.Sprintf("turn %d/%d, %s", 2*i+j+1, 2*rounds, c.name))}
+			if err := c.runTurn(ctx, cfg, info); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // pairOp is the pair --mode names, with a sentence for what it does.

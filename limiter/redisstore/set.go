@@ -74,12 +74,14 @@ func (s *Store) DecideSet(ctx context.Context, parts []limiter.Part, mode limite
 	if err != nil {
 		return false, fmt.Errorf("redis store: %w", err)
 	}
-	if timeout > 0 {
+	if dl, ok := ctx.Deadline(); timeout > 0 && (!ok || time.Until(dl) > timeout) {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, timeout)
 		defer cancel()
 	}
-	c := setCall{s: s, sc: sc, parts: parts, out: out}
+	c := setCalls.Get().(*setCall)
+	defer c.recycle()
+	c.s, c.sc, c.parts, c.out = s, sc, parts, out
 	groups := c.groups()
 	if len(groups) == 1 {
 		ints, err := c.run(ctx, groups[0], int64(mode))
@@ -91,7 +93,9 @@ func (s *Store) DecideSet(ctx context.Context, parts []limiter.Part, mode limite
 	return c.crossSlot(ctx, groups, mode)
 }
 
-// setCall is one DecideSet on its way.
+// setCall is one DecideSet on its way, with the buffers its calls reuse:
+// setCalls pools them, so that a set allocates its keys and command and
+// nothing per argument (TestSetOfThreeLimitsAllocatesLittle).
 type setCall struct {
 	s     *Store
 	sc    *script
@@ -100,17 +104,36 @@ type setCall struct {
 	marks []int64 // a take's marks, by part (cross-slot)
 	raw   bytes.Buffer
 	ints  []int64
+	// keys and nums are a call's keys and integer arguments, args the
+	// command pointing into them (a pointer boxes without allocating).
+	keys []string
+	nums []int64
+	args []any
+	all  []int
+	one  [1][]int
+}
+
+// setCalls pools setCalls.
+var setCalls = sync.Pool{New: func() any { return new(setCall) }}
+
+// recycle drops c's references to the caller's values and pools c.
+func (c *setCall) recycle() {
+	clear(c.keys)
+	clear(c.args)
+	c.s, c.sc, c.parts, c.out, c.marks = nil, nil, nil, nil, nil
+	setCalls.Put(c)
 }
 
 // groups are the parts' indexes by Cluster slot, in the order of their
 // first parts; one group of all off a Cluster.
 func (c *setCall) groups() [][]int {
-	all := make([]int, len(c.parts))
-	for i := range all {
-		all[i] = i
+	c.all = c.all[:0]
+	for i := range c.parts {
+		c.all = append(c.all, i)
 	}
 	if !c.s.cluster {
-		return [][]int{all}
+		c.one[0] = c.all
+		return c.one[:]
 	}
 	var groups [][]int
 	var slots []int
@@ -133,38 +156,42 @@ func (c *setCall) groups() [][]int {
 // marks to give back), again after TRYAGAIN (a migrating slot: nothing ran).
 func (c *setCall) run(ctx context.Context, group []int, mode int64) ([]int64, error) {
 	s := c.s
-	args := []any{nil, nil, 0}
-	nkeys := 0
-	for _, i := range group {
-		for _, k := range s.Keys(c.parts[i].Key, c.parts[i].Limit.Algorithm) {
-			args = append(args, k)
-			nkeys++
-		}
-	}
-	args[2] = nkeys
-	args = append(args, mode, len(group))
-	var params []int64
+	c.keys = c.keys[:0]
+	// nums: the number of keys, mode, the number of parts, then per part
+	// its algorithm, numbers of keys and parameters, parameters, cost, mark.
+	c.nums = append(c.nums[:0], 0, mode, int64(len(group)))
 	for _, i := range group {
 		p := c.parts[i]
-		spec := limiter.SpecOf(p.Limit.Algorithm)
-		args = append(args, spec.Index(), spec.NumKeys(), spec.NumParams())
-		params = spec.AppendParams(params[:0], p.Key, p.Limit)
-		for _, v := range params {
-			args = append(args, v)
+		alg := &s.algs[limiter.SpecOf(p.Limit.Algorithm).Index()]
+		base := s.baseKey(p.Key, p.Limit.Algorithm)
+		for _, suffix := range alg.keySuffixes {
+			c.keys = append(c.keys, base+suffix) // the empty suffix allocates nothing
 		}
+		c.nums = append(c.nums, int64(alg.spec.Index()), int64(alg.nkeys), int64(alg.spec.NumParams()))
+		c.nums = alg.spec.AppendParams(c.nums, p.Key, p.Limit)
 		var mark int64
 		if c.marks != nil {
 			mark = c.marks[i]
 		}
-		args = append(args, p.Cost, mark)
+		c.nums = append(c.nums, p.Cost, mark)
 	}
+	c.nums[0] = int64(len(c.keys))
+	// c.nums is complete: pointers into it stay valid.
+	args := append(c.args[:0], nil, nil, &c.nums[0])
+	for k := range c.keys {
+		args = append(args, &c.keys[k])
+	}
+	for k := 1; k < len(c.nums); k++ {
+		args = append(args, &c.nums[k])
+	}
+	c.args = args
 	ints, err := s.run(ctx, s.client, c.sc, args, &c.raw, c.ints[:0])
 	for backoff := tryAgainFirst; isTryAgain(err) && retryWait(ctx, backoff); backoff = min(2*backoff, tryAgainMax) {
 		ints, err = s.run(ctx, s.client, c.sc, args, &c.raw, ints)
 	}
 	if err != nil {
 		s.noteError(err)
-		return nil, fmt.Errorf("redis set script for %s: %w", args[3], err)
+		return nil, fmt.Errorf("redis set script for %s: %w", c.keys[0], err)
 	}
 	if len(ints) != setReplyLen*len(group) {
 		return nil, fmt.Errorf("redis set script: unexpected reply of %d integers for %d parts", len(ints), len(group))
