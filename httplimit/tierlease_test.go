@@ -273,3 +273,47 @@ func TestATierLeaseOnRedis(t *testing.T) {
 		t.Fatalf("in flight %d after a refusal by tpm, want 0", n)
 	}
 }
+
+// Forward-auth takes a tier's lease and answers its token, which the gateway renews and gives
+// back; a lease scoped to the class (no tier in its key) names its tier in the token.
+func TestForwardAuthTakesATierLeaseOfAGlobalScope(t *testing.T) {
+	store := limiter.NewMemoryStore(limiter.MemoryConfig{Now: newClock().Now})
+	cfg := chatPolicy(store)
+	cfg.Classes[0].TierLimits["default"] = []TierLimit{
+		{Name: "rpm", Limit: limiter.PerMinute(limiter.SlidingWindow, 500)},
+		{Name: "backend", Lease: &limiter.LeaseLimit{Limit: 1, TTL: time.Minute}, Scope: Scope{Kind: ScopeGlobal}},
+	}
+	p, err := NewPolicy(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := New(Config{Policy: p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	authH := m.AuthHandler()
+	ask := func() *httptest.ResponseRecorder {
+		return auth(authH, "GET", AuthPath, map[string]string{"X-Original-URI": "/v1/chat", "X-Original-Method": "POST"})
+	}
+	w := ask()
+	tok := w.Header().Get(LeaseHeader)
+	if w.Code != http.StatusOK || tok == "" {
+		t.Fatalf("first auth: %d, %s %q", w.Code, LeaseHeader, tok)
+	}
+	if w := ask(); w.Code != http.StatusTooManyRequests || w.Header().Get(LeaseHeader) != "" || !strings.Contains(w.Body.String(), `"refused_by":["backend"]`) {
+		t.Fatalf("second auth: %d %v %s, want 429 refused by backend", w.Code, w.Header(), w.Body)
+	}
+	rw := httptest.NewRecorder()
+	rr := httptest.NewRequest(http.MethodPost, RenewPath, nil)
+	rr.Header.Set(LeaseHeader, tok)
+	m.RenewHandler().ServeHTTP(rw, rr)
+	if rw.Code != http.StatusOK {
+		t.Fatalf("renew: %d %s", rw.Code, rw.Body)
+	}
+	if code, out := releaseByHeader(m.ReleaseHandler(), tok, ""); code != http.StatusOK || out["released"] != true {
+		t.Fatalf("release: %d %v", code, out)
+	}
+	if w := ask(); w.Code != http.StatusOK {
+		t.Fatalf("auth after the release: %d %s", w.Code, w.Body)
+	}
+}
