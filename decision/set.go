@@ -25,6 +25,19 @@ type SetAsk struct {
 	Parts       []SetPart
 	ShadowSet   *limiter.Set
 	ShadowParts []SetPart
+	// Lease, when set, is a concurrency limit among the several: a consume takes a lease on it
+	// first (Outcome.Lease, Outcome.Leased) and takes from Set only when it is granted; a lease
+	// it refuses leaves Set undecided, and a Set that refuses gives the lease back at once. A
+	// peek looks at Set alone: a lease cannot be peeked without being taken.
+	Lease *SetLease
+}
+
+// SetLease is the concurrency limit of an Ask of several (SetAsk.Lease): its name, the key its
+// leases are held on and its Leases. A plain value; Leases is safe for concurrent use.
+type SetLease struct {
+	Name   string
+	Key    string
+	Leases *limiter.Leases
 }
 
 // PartOutcome is one limit's answer within an Outcome of several (Outcome.Parts). A plain value.
@@ -46,6 +59,12 @@ func (o *Outcome) decideSet(ctx context.Context, a Ask) {
 	}
 	if o.refuseCosts(a.Shadow) {
 		return
+	}
+	if s.Lease != nil && a.Mode != limiter.ModePeek {
+		if !o.acquireSetLease(ctx, a) {
+			return
+		}
+		defer o.giveBackRefused(ctx)
 	}
 	keys, costs, out := partArgs(s.Parts)
 	ok, err := s.Set.Decide(ctx, a.Mode, keys, costs, out)
@@ -74,6 +93,38 @@ func (o *Outcome) decideSet(ctx context.Context, a Ask) {
 	if !sok && serr == nil {
 		o.Verdict = VerdictShadowLimitOver
 	}
+}
+
+// acquireSetLease takes the lease of a.Set.Lease, reporting whether the rate limits are to be
+// decided: when the lease is refused (or the store failed, or the caller went away), o is its
+// answer, naming the lease in RefusedBy when it refused.
+func (o *Outcome) acquireSetLease(ctx context.Context, a Ask) bool {
+	sl := a.Set.Lease
+	lease, ld, err := sl.Leases.Acquire(ctx, sl.Key)
+	d := limiter.Decision{Allowed: ld.Allowed, Limit: ld.Limit, Remaining: ld.Remaining(), RetryAfter: ld.RetryAfter, Failure: ld.Failure}
+	o.Lease, o.Leased = lease, ld
+	if ld.Allowed {
+		return true
+	}
+	o.judge(d, err, limiter.Limit{Algorithm: limiter.Concurrency, Rate: ld.Limit}, a.Shadow)
+	o.Speaker = sl.Name
+	if err == nil && ld.Failure == limiter.FailureNone {
+		o.RefusedBy = []string{sl.Name}
+	}
+	return false
+}
+
+// giveBackRefused releases the lease of a request its rate limits did not let pass (refused,
+// failed closed, the caller gone): it holds nothing afterwards. The store's answer is not
+// waited on by anyone: a lease it fails to drop expires at its TTL.
+func (o *Outcome) giveBackRefused(ctx context.Context) {
+	if o.Lease.ID == "" || (!o.Verdict.Refuses() && !o.Verdict.Drops()) {
+		return
+	}
+	if n, err := o.Set.Lease.Leases.Release(context.WithoutCancel(ctx), o.Lease); err == nil {
+		o.Leased.Expired += n
+	}
+	o.Lease = limiter.Lease{}
 }
 
 // refuseCosts refuses, taking nothing, a request whose cost some limit's window cannot admit:

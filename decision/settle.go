@@ -178,7 +178,7 @@ func (r Reporter) Record(ctx context.Context, o Outcome) {
 	case OpDecide:
 		if r.Recorder != nil {
 			r.Recorder.RecordDecision(ctx, o.Recorded())
-			if o.Mode == limiter.ModeLease {
+			if o.Mode == limiter.ModeLease || (o.Set != nil && o.Set.Lease != nil) {
 				var taken int64
 				if o.Lease.ID != "" {
 					taken = 1

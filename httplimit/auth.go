@@ -179,6 +179,9 @@ func (m *Middleware) authorize(w http.ResponseWriter, r *http.Request, deny int)
 	if code == http.StatusOK && o.Reservation.ID != "" {
 		w.Header().Set(ReservationHeader, reservationToken(o.Endpoint, o.Tier, c.key, o.Reservation))
 	}
+	if code == http.StatusOK && o.Lease.ID != "" {
+		w.Header().Set(LeaseHeader, tierLeaseToken(o.Lease, o.Tier))
+	}
 	switch code {
 	case 0:
 	case http.StatusTooManyRequests:
@@ -189,6 +192,8 @@ func (m *Middleware) authorize(w http.ResponseWriter, r *http.Request, deny int)
 		if o.Decision.Delay > AuthMaxDelay && o.Verdict.Limited() {
 			// The queued slot stays taken: a client that queues deep spends its own budget.
 			m.cancel(r.Context(), &o)
+			m.release(r.Context(), &o.Outcome)
+			w.Header().Del(LeaseHeader)
 			retry := decision.CeilSeconds(o.Decision.Delay)
 			w.Header().Set("Retry-After", strconv.FormatInt(retry, 10))
 			writeJSON(w, "application/json", deny, RejectedBody{Error: "rate_limit_exceeded", RetryAfter: retry,
@@ -202,6 +207,7 @@ func (m *Middleware) authorize(w http.ResponseWriter, r *http.Request, deny int)
 			case <-t.C:
 			case <-r.Context().Done():
 				m.cancel(r.Context(), &o)
+				m.release(r.Context(), &o.Outcome)
 				return nil
 			}
 		}

@@ -143,7 +143,7 @@ func (m *Middleware) CheckHandler() http.Handler {
 			writeJSON(w, "application/json", http.StatusBadRequest, RejectedBody{Error: "bad_request", Message: err.Error()})
 			return
 		}
-		if a.Mode == limiter.ModeLease || req.Lease {
+		if a.Set == nil && (a.Mode == limiter.ModeLease || req.Lease) {
 			m.checkLease(w, r, p, rt, a, req)
 			return
 		}
@@ -152,9 +152,12 @@ func (m *Middleware) CheckHandler() http.Handler {
 			writeJSON(w, "application/json", http.StatusNotImplemented, RejectedBody{Error: "not_implemented", Message: "dry_run: " + o.Err.Error()})
 			return
 		}
-		var token string
+		var token, lease string
 		if o.Reservation.ID != "" {
 			token = reservationToken(o.Endpoint, o.Tier, req.Key, o.Reservation)
+		}
+		if o.Lease.ID != "" {
+			lease = tierLeaseToken(o.Lease, o.Tier)
 		}
 		code, body := p.respond(w.Header(), &o)
 		if code == 0 {
@@ -172,6 +175,7 @@ func (m *Middleware) CheckHandler() http.Handler {
 			Error:      body.Error, Message: body.Message,
 			RefusedBy:   o.RefusedBy,
 			Reservation: token,
+			Lease:       lease,
 		})
 	})
 }

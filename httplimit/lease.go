@@ -115,6 +115,9 @@ func (m *Middleware) release(ctx context.Context, o *decision.Outcome) {
 	}
 	a := o.Ask
 	a.Lease = o.Lease
+	if a.Leases == nil && a.Set != nil && a.Set.Lease != nil {
+		a.Leases, a.Mode = a.Set.Lease.Leases, limiter.ModeLease
+	}
 	if r := m.rep.Release(context.WithoutCancel(ctx), a); r.Err != nil {
 		m.logger.LogAttrs(ctx, slog.LevelDebug, "lease not released",
 			slog.String("endpoint", o.Endpoint), slog.String("plan_tier", o.Tier), slog.String("error", r.Err.Error()))
@@ -203,9 +206,21 @@ func leaseToken(l limiter.Lease) string {
 	return l.ID + "." + base64.RawURLEncoding.EncodeToString([]byte(l.Key))
 }
 
-// parseLeaseToken is leaseToken's inverse: the lease and the class and tier its key names.
+// tierLeaseToken is leaseToken of a lease on tier's concurrency limit of several: a key scoped
+// beyond the client (global, header, claim) names no tier ("*"), so the token adds it.
+func tierLeaseToken(l limiter.Lease, tier string) string {
+	tok := leaseToken(l)
+	if parts := strings.SplitN(l.Key, "|", 3); len(parts) == 3 && parts[1] != tier {
+		tok += "." + base64.RawURLEncoding.EncodeToString([]byte(tier))
+	}
+	return tok
+}
+
+// parseLeaseToken is leaseToken's (and tierLeaseToken's) inverse: the lease and the class and
+// tier its key (or its tier part) names.
 func parseLeaseToken(tok string) (lease limiter.Lease, class, tier string, err error) {
-	id, enc, ok := strings.Cut(tok, ".")
+	id, rest, ok := strings.Cut(tok, ".")
+	enc, encTier, hasTier := strings.Cut(rest, ".")
 	key, derr := base64.RawURLEncoding.DecodeString(enc)
 	if !ok || len(id) != 32 || derr != nil || strings.Trim(id, "0123456789abcdef") != "" {
 		return lease, "", "", errors.New("lease: not a lease from this API")
@@ -214,7 +229,15 @@ func parseLeaseToken(tok string) (lease limiter.Lease, class, tier string, err e
 	if len(parts) != 3 {
 		return lease, "", "", errors.New("lease: not a lease from this API")
 	}
-	return limiter.Lease{ID: id, Key: string(key)}, parts[0], parts[1], nil
+	tier = parts[1]
+	if hasTier {
+		t, terr := base64.RawURLEncoding.DecodeString(encTier)
+		if terr != nil || len(t) == 0 || parts[1] != "*" {
+			return lease, "", "", errors.New("lease: not a lease from this API")
+		}
+		tier = string(t)
+	}
+	return limiter.Lease{ID: id, Key: string(key)}, parts[0], tier, nil
 }
 
 // writeLeaseRejected writes a concurrency refusal's body with status code (429, or forward-auth's
@@ -338,6 +361,9 @@ func (p *Policy) leasesOf(lease limiter.Lease, className, tier string) (*limiter
 	for _, c := range p.classes {
 		if c.name == className && p.tiers[tier] {
 			ls = c.leasesFor(tier)
+			if ts := c.setFor(tier); ts != nil && ts.lease != nil && strings.HasSuffix(lease.Key, "|"+ts.lease.name) {
+				ls = ts.lease.leases
+			}
 			if len(c.routes) > 0 {
 				endpoint = c.routes[0]
 			}

@@ -262,6 +262,15 @@ func (p *Policy) respond(h http.Header, o *outcome) (int, RejectedBody) {
 	case v.Refuses():
 		p.writeHeaders(h, o)
 		h.Set("Cache-Control", "no-store")
+		if o.leaseRefused() {
+			retry := leaseRetrySeconds(o.Leased)
+			return http.StatusTooManyRequests, RejectedBody{
+				Error:      "concurrency_limit_exceeded",
+				Message:    fmt.Sprintf("%d requests already in flight on %s (%s); retry in %d s", o.Leased.InFlight, o.Endpoint, o.Speaker, retry),
+				RetryAfter: retry,
+				RefusedBy:  o.RefusedBy,
+			}
+		}
 		msg := fmt.Sprintf("rate limit exceeded on %s; retry in %d s", o.Endpoint, o.n.Retry)
 		if len(o.RefusedBy) > 0 {
 			msg = fmt.Sprintf("rate limit exceeded on %s by %s; retry in %d s", o.Endpoint, strings.Join(o.RefusedBy, ", "), o.n.Retry)
@@ -318,6 +327,7 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 			writeJSON(w, "application/json", code, body)
 			return
 		}
+		defer m.holdLease(r.Context(), &o)()
 		if o.Decision.Delay > 0 && o.Verdict.Limited() {
 			t := time.NewTimer(o.Decision.Delay)
 			select {

@@ -85,7 +85,16 @@ type tierSet struct {
 	parts          []tierPart // set's, then shadowSet's, each in list order
 	enforced       int        // how many of parts are set's
 	shadow         bool       // every limit is shadow
-	policy         string     // RateLimit-Policy of set's limits
+	policy         string     // RateLimit-Policy of set's limits and lease's
+	lease          *tierLease // the list's concurrency limit, nil when it has none
+}
+
+// tierLease is the concurrency limit of a tierSet: a request holds a lease on it while it runs
+// (decision.SetAsk.Lease). Enforced or shadow as its class is.
+type tierLease struct {
+	name   string
+	leases *limiter.Leases
+	scope  Scope // Header canonical
 }
 
 // tierPart is one limit of a tierSet.
@@ -154,23 +163,39 @@ func compileTierSet(cfg PolicyConfig, c Class, tier string, list []TierLimit) (*
 	}
 	var enforced, shadowed []tierPart
 	seen := map[string]bool{}
+	ts := &tierSet{}
 	for _, e := range list {
-		part, shadow, err := compileTierLimit(cfg, c, tier, e)
-		if err != nil {
-			return nil, fmt.Errorf("limit %q: %w", e.Name, err)
-		}
 		if seen[e.Name] {
 			return nil, fmt.Errorf("limit %q listed twice", e.Name)
 		}
 		seen[e.Name] = true
+		if e.Lease != nil {
+			if ts.lease != nil {
+				return nil, fmt.Errorf("limit %q: a second concurrency limit (%s is one): a tier's list holds one", e.Name, ts.lease.name)
+			}
+			tl, err := compileTierLease(cfg, c, tier, e)
+			if err != nil {
+				return nil, fmt.Errorf("limit %q: %w", e.Name, err)
+			}
+			ts.lease = tl
+			continue
+		}
+		part, shadow, err := compileTierLimit(cfg, c, tier, e)
+		if err != nil {
+			return nil, fmt.Errorf("limit %q: %w", e.Name, err)
+		}
 		if shadow {
 			shadowed = append(shadowed, part)
 		} else {
 			enforced = append(enforced, part)
 		}
 	}
-	ts := &tierSet{}
-	if len(enforced) == 0 {
+	switch {
+	case ts.lease != nil && len(enforced)+len(shadowed) == 0:
+		return nil, fmt.Errorf("limit %q is the list's only limit: a tier under a concurrency limit alone takes Leases", ts.lease.name)
+	case ts.lease != nil && len(enforced) == 0 && !c.Shadow:
+		return nil, fmt.Errorf("every rate limit beside the concurrency limit %q is shadow: a list with a concurrency limit needs an enforced rate limit, or a shadow class", ts.lease.name)
+	case len(enforced) == 0:
 		enforced, shadowed, ts.shadow = shadowed, nil, true
 	}
 	ts.parts, ts.enforced = append(enforced, shadowed...), len(enforced)
@@ -192,8 +217,39 @@ func compileTierSet(cfg PolicyConfig, c Class, tier string, list []TierLimit) (*
 			items[i] += `;qu="` + QuotaUnitRequests + `"`
 		}
 	}
+	if ts.lease != nil {
+		items = append(items, `"`+ts.lease.name+`";q=`+strconv.FormatInt(ts.lease.leases.Limit().Limit, 10)+`;qu="`+QuotaUnitConcurrent+`"`)
+	}
 	ts.policy = strings.Join(items, ", ")
 	return ts, nil
+}
+
+// compileTierLease checks e, a concurrency limit of several, and builds its Leases on tier's
+// store.
+func compileTierLease(cfg PolicyConfig, c Class, tier string, e TierLimit) (*tierLease, error) {
+	tl := &tierLease{name: e.Name, scope: e.Scope}
+	switch {
+	case !ValidName(e.Name):
+		return nil, errors.New("name must be letters, digits, '_' or '-'")
+	case e.Penalty != nil:
+		return nil, errors.New("a penalty of one limit of several is not supported: the class's Penalty boxes a client the set refuses")
+	case e.Shadow != nil && *e.Shadow != c.Shadow:
+		return nil, errors.New("a concurrency limit of several is enforced or shadow as its class is: its lease is what the rate limits' takes wait on")
+	case e.Unit != "" && e.Unit != UnitRequests:
+		return nil, fmt.Errorf("unit %q: a concurrency limit counts requests in flight", e.Unit)
+	case !c.CostFrom.IsZero():
+		return nil, errors.New("a concurrency limit beside a cost read from the response (CostFrom) is not supported")
+	}
+	var err error
+	if tl.scope, err = checkScope(cfg, e.Scope); err != nil {
+		return nil, err
+	}
+	tl.leases, err = limiter.NewLeases(limiter.LeasesConfig{Limit: *e.Lease, Store: c.storeFor(tier, cfg.Store),
+		FailPolicy: cfg.FailPolicy, Timeout: cfg.Timeout, Observer: cfg.Observer, Guard: cfg.Guard})
+	if err != nil {
+		return nil, err
+	}
+	return tl, nil
 }
 
 // compileTierLimit checks e and builds its limiter; shadow says whether it refuses nothing.
@@ -201,9 +257,6 @@ func compileTierLimit(cfg PolicyConfig, c Class, tier string, e TierLimit) (tier
 	part := tierPart{name: e.Name, unit: e.Unit, scope: e.Scope}
 	if !ValidName(e.Name) {
 		return part, false, errors.New("name must be letters, digits, '_' or '-'")
-	}
-	if e.Lease != nil {
-		return part, false, errors.New("a concurrency limit (Lease) cannot be one of several limits yet: a store set cannot give back its takes when the lease is refused; use Leases for the tier")
 	}
 	if e.Penalty != nil {
 		return part, false, errors.New("a penalty of one limit of several is not supported: the class's Penalty boxes a client the set refuses")
@@ -218,29 +271,9 @@ func compileTierLimit(cfg PolicyConfig, c Class, tier string, e TierLimit) (tier
 	default:
 		return part, false, fmt.Errorf("unit %q: want %s or %s", e.Unit, UnitRequests, UnitCost)
 	}
-	switch part.scope.Kind {
-	case "":
-		part.scope.Kind = ScopeClient
-	case ScopeClient, ScopeGlobal:
-	case ScopeHeader:
-		switch h := part.scope.Header; {
-		case h == "":
-			return part, false, errors.New("scope header names no header")
-		case !ValidHeaderName(h):
-			return part, false, fmt.Errorf("scope header %q is not a header name", h)
-		case len(cfg.Identity.TrustedHeaderPeers) == 0:
-			return part, false, fmt.Errorf("scope header %s is believed only from TrustedHeaderPeers, which is empty: list the networks of the gateways that set it", h)
-		}
-		part.scope.Header = textproto.CanonicalMIMEHeaderKey(part.scope.Header)
-	case ScopeClaim:
-		switch {
-		case part.scope.Claim == "":
-			return part, false, errors.New("scope claim names no claim")
-		case cfg.Identity.JWT == nil:
-			return part, false, fmt.Errorf("scope claim %s: claims are read from verified JWTs, and no JWT is configured", part.scope.Claim)
-		}
-	default:
-		return part, false, fmt.Errorf("scope %q: want client, global, header or claim", e.Scope.Kind)
+	var err error
+	if part.scope, err = checkScope(cfg, e.Scope); err != nil {
+		return part, false, err
 	}
 	l, err := c.newLimiter(cfg, tier, e.Limit)
 	if err != nil {
@@ -253,6 +286,35 @@ func compileTierLimit(cfg PolicyConfig, c Class, tier string, e TierLimit) (tier
 		shadow = *e.Shadow
 	}
 	return part, shadow, nil
+}
+
+// checkScope checks sc and answers it defaulted (ScopeClient), its header canonical.
+func checkScope(cfg PolicyConfig, sc Scope) (Scope, error) {
+	switch sc.Kind {
+	case "":
+		sc.Kind = ScopeClient
+	case ScopeClient, ScopeGlobal:
+	case ScopeHeader:
+		switch h := sc.Header; {
+		case h == "":
+			return sc, errors.New("scope header names no header")
+		case !ValidHeaderName(h):
+			return sc, fmt.Errorf("scope header %q is not a header name", h)
+		case len(cfg.Identity.TrustedHeaderPeers) == 0:
+			return sc, fmt.Errorf("scope header %s is believed only from TrustedHeaderPeers, which is empty: list the networks of the gateways that set it", h)
+		}
+		sc.Header = textproto.CanonicalMIMEHeaderKey(sc.Header)
+	case ScopeClaim:
+		switch {
+		case sc.Claim == "":
+			return sc, errors.New("scope claim names no claim")
+		case cfg.Identity.JWT == nil:
+			return sc, fmt.Errorf("scope claim %s: claims are read from verified JWTs, and no JWT is configured", sc.Claim)
+		}
+	default:
+		return sc, fmt.Errorf("scope %q: want client, global, header or claim", sc.Kind)
+	}
+	return sc, nil
 }
 
 func limitersOf(parts []tierPart) []*limiter.Limiter {
@@ -352,33 +414,33 @@ func (ts *tierSet) askSet(rt route, tier, client string, src *scopeSource) (*dec
 	all := make([]decision.SetPart, len(ts.parts))
 	fell := 0
 	var clientKey string
-	for i, p := range ts.parts {
-		var key string
-		switch p.scope.Kind {
+	keyOf := func(sc Scope, name string) string {
+		switch sc.Kind {
 		case ScopeGlobal:
-			key = rt.class.name + "|*|global|" + p.name
+			return rt.class.name + "|*|global|" + name
 		case ScopeHeader, ScopeClaim:
-			if v := src.value(p.scope); v != "" {
-				if p.scope.Kind == ScopeHeader {
-					key = rt.class.name + "|*|h:" + p.scope.Header + "=" + scopeKeyValue(v) + "|" + p.name
-				} else {
-					key = rt.class.name + "|*|c:" + p.scope.Claim + "=" + scopeKeyValue(v) + "|" + p.name
+			if v := src.value(sc); v != "" {
+				if sc.Kind == ScopeHeader {
+					return rt.class.name + "|*|h:" + sc.Header + "=" + scopeKeyValue(v) + "|" + name
 				}
-				break
+				return rt.class.name + "|*|c:" + sc.Claim + "=" + scopeKeyValue(v) + "|" + name
 			}
 			fell++
-			fallthrough
-		default:
-			if clientKey == "" {
-				clientKey = rt.key(tier, client)
-			}
-			key = clientKey + "|" + p.name
 		}
-		all[i] = decision.SetPart{Name: p.name, Key: key, Cost: 1}
+		if clientKey == "" {
+			clientKey = rt.key(tier, client)
+		}
+		return clientKey + "|" + name
+	}
+	for i, p := range ts.parts {
+		all[i] = decision.SetPart{Name: p.name, Key: keyOf(p.scope, p.name), Cost: 1}
 	}
 	sa.Parts, sa.ShadowParts = all[:ts.enforced:ts.enforced], all[ts.enforced:]
 	if len(sa.ShadowParts) == 0 {
 		sa.ShadowParts = nil
+	}
+	if ts.lease != nil {
+		sa.Lease = &decision.SetLease{Name: ts.lease.name, Key: keyOf(ts.lease.scope, ts.lease.name), Leases: ts.lease.leases}
 	}
 	return sa, fell
 }
@@ -403,9 +465,32 @@ func (ts *tierSet) costOf(i int, cost int64) int64 {
 // writeHeaders writes o's rate-limit headers: those of the limit o speaks for and, for a tier
 // of several limits, RateLimit-Policy listing every enforced one.
 func (p *Policy) writeHeaders(h http.Header, o *outcome) {
-	p.headers.Write(h, o.n)
+	if o.leaseRefused() {
+		p.writeLeaseHeaders(h, o.Speaker, o.Leased)
+	} else {
+		p.headers.Write(h, o.n)
+	}
 	if o.set != nil && !p.headers.OmitRateLimit {
 		h[decision.HeaderPolicy] = []string{o.set.policy}
+	}
+}
+
+// leaseRefused reports whether o is of a tier of several limits whose concurrency limit refused
+// it (its rate limits then undecided): it is answered as a concurrency refusal is.
+func (o *outcome) leaseRefused() bool {
+	return o.set != nil && o.set.lease != nil && o.Speaker == o.set.lease.name && o.Verdict == decision.VerdictRejected
+}
+
+// holdLease keeps the lease o holds, if any, while the request is served: renewed every third
+// of its TTL, and given back when the returned func is called.
+func (m *Middleware) holdLease(ctx context.Context, o *outcome) (done func()) {
+	if o.Lease.ID == "" || o.Set == nil || o.Set.Lease == nil {
+		return func() {}
+	}
+	stop := o.Set.Lease.Leases.Keep(o.Lease)
+	return func() {
+		stop()
+		m.release(ctx, &o.Outcome)
 	}
 }
 
@@ -473,9 +558,13 @@ func (req *CheckRequest) scopes() *scopeSource {
 // setAsk finishes the decision API's Ask a of a tier of several limits: its cost and mode. A
 // reservation or a lease is the caller's 400: such a tier holds neither.
 func (req *CheckRequest) setAsk(a *decision.Ask, rt route, tier string) error {
-	switch {
-	case req.Lease:
+	switch leased := a.Set.Lease != nil; {
+	case req.Lease && !leased:
 		return fmt.Errorf("lease: class %s tier %s has several limits and no concurrency limit", rt.class.name, tier)
+	case leased && req.DryRun:
+		return fmt.Errorf("dry_run: class %s tier %s has a concurrency limit (%s), which takes a lease or refuses; it cannot be peeked", rt.class.name, tier, a.Set.Lease.Name)
+	case leased && !req.Lease:
+		return fmt.Errorf(`lease: class %s tier %s has a concurrency limit (%s): ask with "lease": true and give the lease back with POST %s`, rt.class.name, tier, a.Set.Lease.Name, ReleasePath)
 	case req.Reserve:
 		return fmt.Errorf("reserve: class %s tier %s has several limits, which cannot hold a reservation", rt.class.name, tier)
 	}
@@ -491,8 +580,9 @@ func (req *CheckRequest) setAsk(a *decision.Ask, rt route, tier string) error {
 	return nil
 }
 
-// setUsage peeks at every limit of the set a names, of class c and client: each in Limits, and
-// the one closest to its end (least Remaining ÷ Quota) on the budget itself.
+// setUsage peeks at every limit of the set a names, of class c and client: each in Limits (its
+// concurrency limit last, with its leases in flight), and the enforced one closest to its end
+// (least Remaining ÷ Quota) on the budget itself.
 func (c *class) setUsage(ctx context.Context, a decision.Ask, client string, now time.Time) (UsageLimit, error) {
 	ts := c.setFor(a.Tier)
 	parts := append(append([]decision.SetPart(nil), a.Set.Parts...), a.Set.ShadowParts...)
@@ -508,6 +598,17 @@ func (c *class) setUsage(ctx context.Context, a decision.Ask, client string, now
 		if i < ts.enforced && share(u) < share(all[at]) {
 			at = i
 		}
+	}
+	if sl := a.Set.Lease; sl != nil {
+		u, err := c.leaseUsage(ctx, decision.Ask{Tier: a.Tier, Key: sl.Key, Leases: sl.Leases}, now)
+		if err != nil {
+			return UsageLimit{}, fmt.Errorf("limit %s: %w", sl.Name, err)
+		}
+		u.Name, u.Shadow = sl.Name, ts.shadow
+		if share(u) < share(all[at]) {
+			at = len(all)
+		}
+		all = append(all, u)
 	}
 	top := all[at]
 	top.Limits = all

@@ -288,6 +288,7 @@ func TestTierLimitsCheckAPINamesTheRefusingLimits(t *testing.T) {
 func TestTierLimitsCompileErrorsNameClassTierAndLimit(t *testing.T) {
 	store := limiter.NewMemoryStore(limiter.MemoryConfig{})
 	rpm := limiter.PerMinute(limiter.FixedWindow, 5)
+	lease, yes := &limiter.LeaseLimit{Limit: 2, TTL: time.Minute}, true
 	base := func(list []TierLimit, edit func(*Class)) PolicyConfig {
 		c := Class{Name: "chat", TierLimits: map[string][]TierLimit{"default": list}}
 		if edit != nil {
@@ -303,7 +304,11 @@ func TestTierLimitsCompileErrorsNameClassTierAndLimit(t *testing.T) {
 	}{
 		{"duplicate", base([]TierLimit{{Name: "a", Limit: rpm}, {Name: "a", Limit: rpm}}, nil), `limit "a" listed twice`},
 		{"bad name", base([]TierLimit{{Name: "a b", Limit: rpm}}, nil), `limit "a b"`},
-		{"lease", base([]TierLimit{{Name: "c", Lease: &limiter.LeaseLimit{Limit: 2, TTL: time.Minute}}}, nil), `limit "c": a concurrency limit`},
+		{"lease alone", base([]TierLimit{{Name: "c", Lease: lease}}, nil), `limit "c" is the list's only limit`},
+		{"two leases", base([]TierLimit{{Name: "a", Limit: rpm}, {Name: "c", Lease: lease}, {Name: "d", Lease: lease}}, nil), `limit "d": a second concurrency limit`},
+		{"shadow lease", base([]TierLimit{{Name: "a", Limit: rpm}, {Name: "c", Lease: lease, Shadow: &yes}}, nil), `limit "c": a concurrency limit of several is enforced or shadow as its class is`},
+		{"lease of cost", base([]TierLimit{{Name: "a", Limit: rpm}, {Name: "c", Lease: lease, Unit: UnitCost}}, nil), `limit "c": unit "cost"`},
+		{"lease beside shadows", base([]TierLimit{{Name: "a", Limit: rpm, Shadow: &yes}, {Name: "c", Lease: lease}}, nil), `every rate limit beside the concurrency limit "c" is shadow`},
 		{"no header", base([]TierLimit{{Name: "o", Limit: rpm, Scope: Scope{Kind: ScopeHeader}}}, nil), `limit "o": scope header names no header`},
 		{"no claim", base([]TierLimit{{Name: "o", Limit: rpm, Scope: Scope{Kind: ScopeClaim}}}, nil), `limit "o": scope claim names no claim`},
 		{"both", base([]TierLimit{{Name: "a", Limit: rpm}}, func(c *Class) { c.Limits = map[string]limiter.Limit{"default": rpm} }), `tier "default": both Limits and TierLimits`},
