@@ -19,9 +19,6 @@ func TestTheRecipesConfigsConvertToTheirTierLimits(t *testing.T) {
 		file, class, tier string
 		want              []limit
 	}{
-		{"../examples/openai-style.yaml", "chat", "tier1", []limit{
-			{"rpm", httplimit.UnitRequests, httplimit.ScopeClient}, {"tpm", httplimit.UnitCost, httplimit.ScopeClient},
-			{"tpd", httplimit.UnitCost, httplimit.ScopeClient}, {"monthly", httplimit.UnitCost, httplimit.ScopeHeader}}},
 		{"../examples/github-style.yaml", "reads", "authenticated", []limit{
 			{"hourly", httplimit.UnitRequests, httplimit.ScopeClient}, {"points", httplimit.UnitCost, httplimit.ScopeClient},
 			{"concurrent", httplimit.UnitRequests, httplimit.ScopeClient}}},

@@ -17,7 +17,7 @@ const tierListConfig = `tiers: {names: [free, pro], default: free}
 identity: {trusted_header_peers: [10.0.0.0/8]}
 classes:
   chat:
-    cost_from: {json: usage.total_tokens}
+    cost: 3
     limits:
       free: {algorithm: fixed_window, rate: 100, period: 1m}
       pro: [{name: rpm, algorithm: sliding_window, rate: 500, period: 1m, unit: requests}, {name: tpm, algorithm: token_bucket, rate: 200000, period: 1m}, {name: monthly, algorithm: fixed_window, rate: 50000000, period: month, calendar: {time_zone: UTC}, scope: {header: X-Org-ID}}, {name: inflight, algorithm: concurrency, limit: 20}]
@@ -74,7 +74,7 @@ func TestATiersListConvertsToItsTierLimitsInOrder(t *testing.T) {
 }
 
 // A class with a cost other than 1 counts its cost by default; requests
-// only when a limit says so. Shadow and penalty override the class's.
+// only when a limit says so. Shadow overrides the class's.
 func TestAListsUnitShadowAndPenaltyDefaultsAndOverrides(t *testing.T) {
 	c, err := Parse("list.yaml", []byte(`tiers: {names: [free, pro], default: free}
 classes:
@@ -86,7 +86,7 @@ classes:
       free: {algorithm: gcra, rate: 5, period: 1s}
       pro:
         - {name: points, algorithm: gcra, rate: 900, period: 1m}
-        - {name: calls, algorithm: fixed_window, rate: 100, period: 1m, unit: requests, shadow: false, penalty: {after: 10, for: 5m}}
+        - {name: calls, algorithm: fixed_window, rate: 100, period: 1m, unit: requests, shadow: false}
         - {name: all, algorithm: fixed_window, rate: 100000, period: 1m, scope: global}
 `))
 	if err != nil {
@@ -102,8 +102,8 @@ classes:
 	if got[0].Shadow != nil || got[0].Penalty != nil {
 		t.Errorf("points overrides %v %v; want the class's", got[0].Shadow, got[0].Penalty)
 	}
-	if got[1].Shadow == nil || *got[1].Shadow || got[1].Penalty == nil || *got[1].Penalty != (limiter.Penalty{After: 10, Within: time.Minute, For: 5 * time.Minute}) {
-		t.Errorf("calls overrides %v %+v; want shadow false, penalty 10 within its period 1m for 5m", got[1].Shadow, got[1].Penalty)
+	if got[1].Shadow == nil || *got[1].Shadow || got[1].Penalty != nil {
+		t.Errorf("calls overrides %v %+v; want shadow false, the class's penalty", got[1].Shadow, got[1].Penalty)
 	}
 	if got[2].Scope != (httplimit.Scope{Kind: httplimit.ScopeGlobal}) {
 		t.Errorf("all's scope %+v, want global", got[2].Scope)
@@ -239,4 +239,21 @@ func hasFinding(fs []Finding, key, msg string) bool {
 		}
 	}
 	return false
+}
+
+// A penalty box of one limit of a list is refused, naming the limit: the
+// class's penalty boxes a client the list refuses.
+func TestAPenaltyOnOneLimitOfAListIsRefusedNamingIt(t *testing.T) {
+	_, err := Parse("list.yaml", []byte(`tiers: {names: [free, pro], default: free}
+classes:
+  api:
+    limits:
+      free: {algorithm: gcra, rate: 5, period: 1s}
+      pro:
+        - {name: points, algorithm: gcra, rate: 900, period: 1m}
+        - {name: calls, algorithm: fixed_window, rate: 100, period: 1m, penalty: {after: 10, for: 5m}}
+`))
+	if err == nil || !strings.Contains(err.Error(), `class "api" tier "pro": limit "calls": a penalty`) {
+		t.Fatalf("err = %v, want a refusal naming api/pro's limit calls and its penalty", err)
+	}
 }
