@@ -6,8 +6,7 @@ import (
 	"time"
 )
 
-// Algorithm names one of the six algorithms, as configuration and metric
-// labels spell it.
+// Algorithm names one of the six algorithms as configuration and metrics spell it.
 type Algorithm string
 
 const (
@@ -22,8 +21,7 @@ const (
 // NumAlgorithms bounds AlgorithmSpec.Index, for arrays [NumAlgorithms]T.
 const NumAlgorithms = int(algorithmCount)
 
-// Param is a number a decision takes (times in µs); an algorithm's Params
-// are its Redis script's first arguments.
+// Param is a number a decision takes (times in µs), a Redis script's first arguments.
 type Param uint8
 
 const (
@@ -32,9 +30,8 @@ const (
 	ParamPeriod                    // Limit.Period in µs
 	ParamWindowOffset              // WindowOffset in µs, 0 with AlignWindows
 	ParamNoDelay                   // 1 with Limit.NoDelay, else 0
-	// The calendar's window starts around the caller's clock (µs), all 0
-	// without Limit.Calendar: the one before now's, now's, the next and
-	// the one after. The script counts in the one holding Redis's clock.
+	// The calendar's window starts (µs, all 0 without Limit.Calendar) around the caller's
+	// now; the script counts in the one holding Redis's clock.
 	ParamCalendarPrev
 	ParamCalendarStart
 	ParamCalendarNext
@@ -66,11 +63,9 @@ func (p Param) String() string {
 	return fmt.Sprintf("Param(%d)", uint8(p))
 }
 
-// Value is the parameter for a decision on key under lim, now for a
-// calendar's window starts. It does not allocate.
+// Value is the parameter for a decision on key under lim, now. It does not allocate.
 func (p Param) Value(key string, lim Limit) int64 { return p.valueAt(key, lim, nil) }
 
-// valueAt is Value with the calendar's windows w (nil: found at now).
 func (p Param) valueAt(key string, lim Limit, w *calendarWindows) int64 {
 	switch p {
 	case ParamRate:
@@ -100,8 +95,8 @@ func (p Param) valueAt(key string, lim Limit, w *calendarWindows) int64 {
 	return 0
 }
 
-// AlgorithmSpec is everything about an algorithm but its arithmetic, read
-// by the stores and the collector. Specs are immutable, safe for concurrent use.
+// AlgorithmSpec is everything about an algorithm but its arithmetic. Specs are
+// immutable, safe for concurrent use.
 type AlgorithmSpec struct {
 	algorithm   Algorithm
 	index       algorithmIndex
@@ -196,8 +191,7 @@ func AlgorithmSpecs() []*AlgorithmSpec {
 	return out
 }
 
-// SpecOf returns a's spec, or nil. It runs on every decision: a switch
-// compiles to a few comparisons (a test holds it to the table).
+// SpecOf returns a's spec, or nil; a switch, as it runs on every decision.
 func SpecOf(a Algorithm) *AlgorithmSpec {
 	switch a {
 	case FixedWindow:
@@ -250,8 +244,7 @@ func (s *AlgorithmSpec) Index() int { return int(s.index) }
 // Bucket reports whether the quota is a bucket rather than Rate per window.
 func (s *AlgorithmSpec) Bucket() bool { return s.bucket }
 
-// Exact reports whether the algorithm never exceeds its bound; only
-// sliding_window is approximate.
+// Exact reports whether the algorithm never exceeds its bound (all but sliding_window).
 func (s *AlgorithmSpec) Exact() bool { return !s.approximate }
 
 // Delays reports whether admitted requests carry a Delay (unless NoDelay).
@@ -273,8 +266,7 @@ func (s *AlgorithmSpec) Params() []Param { return append([]Param(nil), s.params.
 // NumParams is len(Params()) without the copy.
 func (s *AlgorithmSpec) NumParams() int { return len(s.params) }
 
-// AppendParams appends the Params' values for key under lim to dst, a
-// calendar's window starts found around the clock's now.
+// AppendParams appends the Params' values for key under lim, now, to dst.
 func (s *AlgorithmSpec) AppendParams(dst []int64, key string, lim Limit) []int64 {
 	if lim.Calendar != nil {
 		return s.AppendParamsAt(dst, key, lim, time.Now())
@@ -282,8 +274,7 @@ func (s *AlgorithmSpec) AppendParams(dst []int64, key string, lim Limit) []int64
 	return s.appendParams(dst, key, lim, nil)
 }
 
-// AppendParamsAt is AppendParams with a calendar's window starts found
-// around now instead of the clock's.
+// AppendParamsAt is AppendParams at now instead of the clock's.
 func (s *AlgorithmSpec) AppendParamsAt(dst []int64, key string, lim Limit, now time.Time) []int64 {
 	var w *calendarWindows
 	if lim.Calendar != nil {
@@ -299,8 +290,7 @@ func (s *AlgorithmSpec) appendParams(dst []int64, key string, lim Limit, w *cale
 	return dst
 }
 
-// KeySuffixes returns, as a new slice, what the script's Redis keys
-// append to the base key <prefix>:{<key>}:<algorithm>, "" first.
+// KeySuffixes returns, as a new slice, what the Redis keys append to the base key, "" first.
 func (s *AlgorithmSpec) KeySuffixes() []string { return append([]string(nil), s.keySuffixes...) }
 
 // NumKeys is len(KeySuffixes()) without the copy.

@@ -28,8 +28,7 @@ const (
 	DefaultMinFailing = 100 * time.Millisecond
 )
 
-// CircuitState is a breaker's state, numbered as the
-// rate_limit_circuit_state gauge.
+// CircuitState is a breaker's state, numbered as the rate_limit_circuit_state gauge.
 type CircuitState int32
 
 const (
@@ -111,7 +110,6 @@ func (b *CircuitBreaker) allow() bool {
 	return true
 }
 
-// record counts the outcome of a store call that allow let through.
 func (b *CircuitBreaker) record(ok bool) {
 	if ok && CircuitState(b.state.Load()) == CircuitClosed {
 		if b.failures.Load() != 0 {
@@ -146,8 +144,7 @@ func (b *CircuitBreaker) record(ok bool) {
 	// Open: a call let through before the circuit opened changes nothing.
 }
 
-// release ends a call without a verdict on the store (the caller
-// cancelled): a probe gives its place to the next call.
+// release ends a cancelled call: a probe gives its place to the next call.
 func (b *CircuitBreaker) release() {
 	if CircuitState(b.state.Load()) != CircuitHalfOpen {
 		return

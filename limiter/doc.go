@@ -16,12 +16,10 @@
 //   - A Guard (guard.go) is what the Limiters on one store share: the
 //     CircuitBreaker (breaker.go), the failure log and the LocalFallback.
 //
-//   - AlgorithmSpec (algorithms.go) is the table of the six algorithms.
-//     Each algorithm's arithmetic on the memory store, its decision and its
-//     settle side by side, is its own file, <algorithm>.go (gcra.go); on
-//     Redis, limiter/redisstore/lua/<algorithm>.lua. memory.go and
-//     reserve_memory.go are the store around them, calendar.go a
-//     calendar's window boundaries, which both stores use.
+//   - AlgorithmSpec (algorithms.go) is the table of the six algorithms. Each
+//     one's arithmetic, decision and settle, is its own file: <algorithm>.go
+//     in memory, limiter/redisstore/lua/<algorithm>.lua on Redis;
+//     calendar.go holds the calendar window boundaries both stores use.
 //
 //   - Observer (types.go) and Recorder (record.go) tell the collector of
 //     store calls and decisions.
@@ -62,20 +60,16 @@
 //
 // Window algorithms admit Rate per window of Period, starting each key's
 // windows at its own WindowOffset unless Limit.AlignWindows. Bucket
-// algorithms hold Burst (default Rate) and refill or drain Rate per Period:
-// "at most N per minute" is Burst + Rate = N, Period one minute.
+// algorithms hold Burst (default Rate) and refill or drain Rate per Period.
 // sliding_window counts cur + prev·(Period−e)/Period, assuming even traffic
-// in the previous window; if it all came at that window's end, one Period
-// can admit about 2×Rate. leaky_bucket is NGINX limit_req's queue: an empty
+// in the previous window. leaky_bucket is NGINX limit_req's queue: an empty
 // bucket admits Burst at once (NGINX burst=Burst−1), each with the Delay
 // that spaces them at the drain rate (none with Limit.NoDelay).
 //
-// Limit.Calendar puts fixed_window's windows on a zone's days, weeks,
-// months or years (calendar.go): 23 to 25 hours across DST, 28 to 31 days.
-// Lua knows no zones: the caller passes the window starts around its clock
-// and the script counts in the one holding Redis TIME, so callers off by
-// less than a window share one count. sliding_window would carry a share
-// of one period into the next, which a calendar period resets.
+// Limit.Calendar puts fixed_window's windows on a zone's days, weeks, months
+// or years (calendar.go). Lua knows no zones: the caller passes the window
+// starts around its clock and the script counts in the one holding Redis
+// TIME, so callers off by less than a window share one count.
 //
 // Both stores count time in whole µs and bucket levels as integers in units
 // of 1/Period, so refill is exact; Limit.Validate refuses a Quota×Period (µs)
@@ -85,21 +79,16 @@
 // # Reservations
 //
 // Limiter.Reserve takes an estimate as AllowN does and opens a reservation
-// for Config.Hold (reserve*.go, <algorithm>Adjust in <algorithm>.go; Redis:
-// the settle section of lua/<algorithm>.lua); Commit settles it
-// at the actual cost, Cancel at 0, by taking actual − estimate: a refund
-// never leaves more than a fresh key has, an excess is taken even past the
-// quota, at most one quota below zero, so the next requests wait. A refund
-// goes into the window charged (fixed_window; sliding_window, or into the
-// previous count it still weighs), nothing once that has passed; removes
-// sliding_log's entries of the admission; moves a bucket's level, or gcra's
-// TAT, back. The record lives with the key and a settle removes it in the
-// same atomic step: once. Unsettled, it is charged (ExpireCharge) or
-// refunded (ExpireRefund) by the next Reserve or Settle on the key.
+// for Config.Hold (reserve*.go; on Redis, lua/<algorithm>.lua's settle);
+// Commit settles it at the actual cost, Cancel at 0, by taking actual −
+// estimate: a refund never leaves more than a fresh key has, an excess is
+// taken even past the quota, at most one quota below zero, so the next
+// requests wait. A window's refund goes into the window charged, nothing
+// once that has passed. The record lives with the key and a settle removes
+// it in the same atomic step: once. Unsettled, it is charged (ExpireCharge)
+// or refunded (ExpireRefund) by the next Reserve or Settle on the key.
 // CommitAsync and CancelAsync settle without the caller waiting for the
-// store (an AsyncSettler, such as Redis's, queues the settle in its next
-// batch, beside its decisions); the answer reaches a function of the
-// caller's, after the Observer and the breaker heard of it as for Commit.
+// store (an AsyncSettler, such as Redis's, queues the settle in its next batch).
 //
 // Overshoot bound: a window settles at most the quota plus the excesses of
 // the reservations in flight at its last admission, ≤ (in flight) × the

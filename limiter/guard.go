@@ -13,8 +13,7 @@ type GuardConfig struct {
 	Breaker BreakerConfig // Breaker.Store defaults to Store
 	Local   LocalConfig
 	Logger  *slog.Logger // default: discard
-	// LogInterval is the least time between summaries of one reason and
-	// node, and the most a failure waits to be logged.
+	// LogInterval spaces the summaries of one reason and node, and bounds a failure's wait to be logged.
 	LogInterval time.Duration
 	AfterFunc   func(d time.Duration, f func()) (stop func() bool) // default time.AfterFunc
 }
@@ -36,14 +35,12 @@ type Guard struct {
 	observer   CircuitObserver
 }
 
-// ShardedStore is a store of several servers (a Cluster's masters); Shard
-// names the one deciding key, "" when unsharded, so that a Guard opens a
-// dead server's circuit alone. Shard must be safe for concurrent use and cheap.
+// ShardedStore is a store of several servers; Shard names key's ("" when unsharded), so
+// that a Guard opens a dead server's circuit alone. Shard must be concurrency-safe and cheap.
 type ShardedStore interface {
 	Shard(key string) string
 }
 
-// breakerFor returns shard's breaker, reporting as "<store>/<shard>".
 func (g *Guard) breakerFor(shard string) *CircuitBreaker {
 	if shard == "" || g.breaker == nil {
 		return g.breaker
@@ -79,9 +76,8 @@ type CircuitSetObserver interface {
 	CircuitRemoved(store string) // it will not report again
 }
 
-// SetShards tells the Guard the store's shards now: the others' breakers
-// are dropped and stop reporting, new ones get a closed breaker (as a
-// dropped shard does on its next call). Safe for concurrent use.
+// SetShards drops the breakers of shards no longer listed; new ones get a closed
+// breaker. Safe for concurrent use.
 func (g *Guard) SetShards(shards []string) {
 	if g.breaker == nil {
 		return
@@ -184,7 +180,6 @@ type failureSummary struct {
 	stop     func() bool // of the armed timer, or nil
 }
 
-// failed counts a failure of reason (ErrorKind) on node (the shard, or "").
 func (f *failureLog) failed(ctx context.Context, reason, node string, err error) {
 	if !f.logger.Enabled(ctx, slog.LevelWarn) {
 		return
@@ -282,7 +277,6 @@ func (f *failureLog) close() {
 	f.flush()
 }
 
-// transitionLog logs the breaker's changes and flushes the log on closing.
 type transitionLog struct {
 	next CircuitObserver
 	log  *failureLog

@@ -23,8 +23,7 @@ type LeaseLimit struct {
 	TTL   time.Duration // a lease never released is dropped after it, ≥ 1ms
 }
 
-// Validate reports whether the limit is usable, naming the field that is
-// not: the error is a *FieldError.
+// Validate reports whether the limit is usable; the error is a *FieldError.
 func (l LeaseLimit) Validate() error {
 	if l.Limit < 1 {
 		return fieldErrorf("limit", "must be >= 1, got %d", l.Limit)
@@ -67,12 +66,12 @@ func (d LeaseDecision) Remaining() int64 { return max(0, d.Limit-d.InFlight) }
 // timeout > 0 bounds a call as well as ctx.
 type Leaser interface {
 	Store
-	// AcquireLease drops key's expired leases and, below lim.Limit, holds id until now + lim.TTL.
+	// AcquireLease drops expired leases and, below lim.Limit, holds id until now + lim.TTL.
 	AcquireLease(ctx context.Context, key string, lim LeaseLimit, id string, timeout time.Duration) (LeaseDecision, error)
 	// ReleaseLease drops id and key's expired leases; ErrLeaseUnknown, wrapped, when id is not held.
 	ReleaseLease(ctx context.Context, key string, id string, timeout time.Duration) (expired int64, err error)
-	// RenewLease drops key's expired leases and extends id to now + lim.TTL, so that a request
-	// still being served keeps its slot; ErrLeaseUnknown, wrapped, when id is not held.
+	// RenewLease drops expired leases and extends id to now + lim.TTL; ErrLeaseUnknown, wrapped,
+	// when id is not held.
 	RenewLease(ctx context.Context, key string, lim LeaseLimit, id string, timeout time.Duration) (Renewal, error)
 }
 
@@ -80,10 +79,8 @@ type Leaser interface {
 // (Leases.ReleaseAsync). Implementations are safe for concurrent use.
 type AsyncReleaser interface {
 	Leaser
-	// ReleaseLeaseAsync makes ReleaseLease's call and returns without
-	// waiting for it: then gets what ReleaseLease would have returned,
-	// exactly once, on a goroutine of the store's (or the caller's, when
-	// the call could not be sent); it must not block.
+	// ReleaseLeaseAsync returns at once; then gets ReleaseLease's result exactly once,
+	// on a store goroutine (or the caller's), and must not block.
 	ReleaseLeaseAsync(ctx context.Context, key string, id string, timeout time.Duration, then func(expired int64, err error))
 }
 
@@ -100,8 +97,8 @@ type LeasesConfig struct {
 	FailPolicy FailPolicy
 	Timeout    time.Duration
 	Observer   Observer // told of every store call, operation "concurrency"
-	// Guard, when set, is the Limiters' on the same store: its breaker skips a failing store and
-	// its log summarises the failures. FailLocal still holds leases on a MemoryStore of its own.
+	// Guard, when set, is the Limiters' on the same store. FailLocal still holds leases on a
+	// MemoryStore of its own.
 	Guard *Guard
 }
 
@@ -120,7 +117,7 @@ type Leases struct {
 	sharded    ShardedStore
 }
 
-// NewLeases validates cfg and returns a Leases.
+// NewLeases validates cfg.
 func NewLeases(cfg LeasesConfig) (*Leases, error) {
 	if cfg.Store == nil {
 		return nil, errors.New("limiter: Store is required")
@@ -208,9 +205,8 @@ func (l *Leases) Acquire(ctx context.Context, key string) (Lease, LeaseDecision,
 	return Lease{Key: key}, LeaseDecision{Allowed: true, Limit: l.lim.Limit, Failure: FailureOpen}, err
 }
 
-// Release gives lease back and returns the key's leases found expired. ID "" releases nothing;
-// twice or after the TTL gives ErrLeaseUnknown, wrapped. Call it on a context that outlives the
-// request: a client gone away must still release.
+// Release gives lease back and returns the key's leases found expired; twice or after the TTL,
+// ErrLeaseUnknown, wrapped. Use a context that outlives the request: a client gone must still release.
 func (l *Leases) Release(ctx context.Context, lease Lease) (int64, error) {
 	if lease.ID == "" {
 		return 0, nil
@@ -227,13 +223,9 @@ func (l *Leases) Release(ctx context.Context, lease Lease) (int64, error) {
 	return l.released(ctx, breaker, start, n, err)
 }
 
-// ReleaseAsync is Release for a caller that does not wait for the answer:
-// on an AsyncReleaser (the Redis store) the release joins the store's
-// next batch and ReleaseAsync returns at once. then (nil: none) gets what
-// Release would have returned, once, after the Observer and the breaker
-// were told of the call as Release tells them; it runs on a goroutine of
-// the store's and must not block. Elsewhere it is Release, then then on
-// the caller's goroutine. Safe for concurrent use.
+// ReleaseAsync is Release without waiting: on an AsyncReleaser it returns at once and
+// then (nil: none) gets Release's result once, on a store goroutine, so it must not
+// block; elsewhere it is Release, then then. Safe for concurrent use.
 func (l *Leases) ReleaseAsync(ctx context.Context, lease Lease, then func(int64, error)) {
 	if then == nil {
 		then = func(int64, error) {}
@@ -254,8 +246,6 @@ func (l *Leases) ReleaseAsync(ctx context.Context, lease Lease, then func(int64,
 	})
 }
 
-// released tells the Observer and the breaker how a release that started
-// at start ended.
 func (l *Leases) released(ctx context.Context, breaker *CircuitBreaker, start time.Time, n int64, err error) (int64, error) {
 	if !errors.Is(err, ErrLeaseUnknown) {
 		l.observe(ctx, start, err)
@@ -270,8 +260,7 @@ func (l *Leases) released(ctx context.Context, breaker *CircuitBreaker, start ti
 }
 
 // Renew extends lease to the TTL from now, so that a request still being served keeps its slot;
-// ErrLeaseUnknown, wrapped, when it is no longer held (released, or expired). ID "" renews
-// nothing. Keep calls it on a schedule. Safe for concurrent use.
+// ErrLeaseUnknown, wrapped, when it is no longer held. Safe for concurrent use.
 func (l *Leases) Renew(ctx context.Context, lease Lease) (Renewal, error) {
 	if lease.ID == "" {
 		return Renewal{}, nil
@@ -297,9 +286,8 @@ func (l *Leases) Renew(ctx context.Context, lease Lease) (Renewal, error) {
 	return rn, nil
 }
 
-// Keep renews lease every third of the TTL until the returned stop is called (the request is
-// over) or the lease is found no longer held, as Limiter.Keep does a reservation: a lease then
-// outlives its TTL only while its holder is alive. Safe for concurrent use.
+// Keep renews lease every third of the TTL until stop is called or the lease is no longer
+// held: it outlives its TTL only while its holder is alive. Safe for concurrent use.
 func (l *Leases) Keep(lease Lease) (stop func()) {
 	if lease.ID == "" {
 		return func() {}
@@ -310,7 +298,6 @@ func (l *Leases) Keep(lease Lease) (stop func()) {
 	})
 }
 
-// breakerFor is the Guard's breaker of key's shard, nil without a Guard.
 func (l *Leases) breakerFor(key string) *CircuitBreaker {
 	switch {
 	case l.guard == nil:

@@ -40,8 +40,7 @@ type Config struct {
 	Observer   Observer      // told of every store call
 	Local      Store         // FailLocal's store without a Guard; default a MemoryStore
 	Breaker    BreakerConfig // without a Guard
-	// Guard is shared by the Limiters on one store; Breaker and Local are
-	// then ignored.
+	// Guard is shared by the Limiters on one store; Breaker and Local are then ignored.
 	Guard *Guard
 	// Hold is how long a Reserve's reservation stays open; default DefaultHold.
 	Hold time.Duration
@@ -49,8 +48,7 @@ type Config struct {
 	OnExpiry ExpiryPolicy
 }
 
-// Limiter enforces one Limit on a Store. It is safe for concurrent use;
-// New settles all that does not change, so that a decision checks its cost.
+// Limiter enforces one Limit on a Store. It is safe for concurrent use.
 type Limiter struct {
 	lim         Limit
 	quota       int64
@@ -65,15 +63,12 @@ type Limiter struct {
 	sharded     ShardedStore
 	local       *LocalFallback // nil unless FailLocal
 	log         *failureLog
-	failedShard ShardedStore // names the failed shard in the log
-	// mem is the store, called directly, when it is a MemoryStore and
-	// nothing else happens around a call.
-	mem *memoryBinding
-	// resv holds reservations; nil when the store or algorithm cannot.
-	resv     reserveBinding
-	hold     time.Duration
-	onExpiry ExpiryPolicy
-	count    counterFunc // nil when the store keeps no count of reservations
+	failedShard ShardedStore   // names the failed shard in the log
+	mem         *memoryBinding // called directly when nothing else happens around a call
+	resv        reserveBinding // nil when the store cannot hold reservations
+	hold        time.Duration
+	onExpiry    ExpiryPolicy
+	count       counterFunc // nil when the store keeps no count of reservations
 }
 
 // New validates cfg and returns a Limiter.
@@ -135,7 +130,6 @@ func New(cfg Config) (*Limiter, error) {
 	return l, nil
 }
 
-// engineDefaults fills in the fail policy's and the timeout's defaults and checks the policy.
 func engineDefaults(fp FailPolicy, timeout time.Duration) (FailPolicy, time.Duration, error) {
 	if fp == "" {
 		fp = FailOpen
@@ -164,10 +158,9 @@ func (l *Limiter) Allow(ctx context.Context, key string) (d Decision, err error)
 // AllowN decides whether cost units for key may pass now.
 //
 // A cost below 1 or above the quota is refused with ErrInvalidCost or
-// ErrCostExceedsLimit. When the store fails, the Decision is the policy's,
-// with its Failure, and the error is returned beside it: follow the
-// Decision, count the error. When the caller cancels ctx, the refusal has
-// FailureCanceled and the error wraps context.Canceled: no store failure.
+// ErrCostExceedsLimit. When the store fails, the Decision is the policy's and
+// the error is returned beside it: follow the Decision, count the error. A
+// cancelled ctx refuses with FailureCanceled, no store failure.
 func (l *Limiter) AllowN(ctx context.Context, key string, cost int64) (d Decision, err error) {
 	if l.mem != nil && cost >= 1 && cost <= l.quota {
 		l.mem.consume(&d, key, cost)
@@ -244,8 +237,7 @@ func (l *Limiter) storeFailed(ctx context.Context, key string, cost int64, mode 
 	return l.fail(ctx, key, cost, mode, fmt.Errorf("%s store: %w", l.storeName, err))
 }
 
-// settle tells the Observer and the breaker how a call ended, unless the
-// caller cancelled it: then it releases the probe and returns false.
+// settle tells the Observer and the breaker how a call ended; false when the caller cancelled it.
 func (l *Limiter) settle(ctx context.Context, breaker *CircuitBreaker, start time.Time, err error) bool {
 	if err != nil && errors.Is(ctx.Err(), context.Canceled) {
 		if breaker != nil {

@@ -26,19 +26,15 @@ type LocalConfig struct {
 const (
 	// DefaultLocalMaxKeys is LocalConfig.MaxKeys' default (about 100 B a key).
 	DefaultLocalMaxKeys = 100_000
-	// DefaultMinInstances: a count never known divides the limit by
-	// nothing, so that a store down from the start does not starve the
-	// keys.
+	// DefaultMinInstances: a store down from the start does not starve the keys.
 	DefaultMinInstances = 1
 )
 
-// LocalFallback makes FailLocal's decisions, so that the instances
-// together keep the store's budget: each enforces the limit divided by the
-// live instances; a key's share starts from what its last store decision
-// left; and when the store is back, a key decided locally is also held to
-// its share until that resets, so that the return brings no burst. This
-// assumes a key's traffic is spread over the instances. It is safe for
-// concurrent use.
+// LocalFallback makes FailLocal's decisions, so that the instances together keep the
+// store's budget: each enforces the limit divided by the live instances, from what the
+// store last left; back on the store, a key decided locally is held to its share until
+// that resets, so the return brings no burst. It assumes a key's traffic is spread
+// over the instances. Safe for concurrent use.
 type LocalFallback struct {
 	cfg    LocalConfig
 	store  Inspector
@@ -61,7 +57,7 @@ type localEntry struct {
 	instances          int   // kept while a restarted store's count fills up
 }
 
-// NewLocalFallback returns a LocalFallback.
+// NewLocalFallback returns a LocalFallback, ready for concurrent use.
 func NewLocalFallback(cfg LocalConfig) *LocalFallback {
 	if cfg.MinInstances < 1 {
 		cfg.MinInstances = DefaultMinInstances

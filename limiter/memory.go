@@ -17,38 +17,31 @@ const evictionSamples = 5 // entries an insertion looks at (memShard.insert)
 
 // MemoryConfig configures a MemoryStore. The zero value is the defaults.
 type MemoryConfig struct {
-	// Now is the clock. Default: the wall clock at creation advanced by the
-	// monotonic clock, one read per decision, unmoved by wall-clock steps.
+	// Now is the clock. Default: the monotonic clock from creation, unmoved by wall-clock steps.
 	Now func() time.Time
 	// Shards is rounded up to a power of two, at most MaxKeys.
 	Shards int
-	// MaxKeys bounds the keys held, as floor(MaxKeys/Shards) per shard; a
-	// full shard evicts an idle sampled key, else the one closest to fresh.
+	// MaxKeys bounds the keys held; a full shard evicts an idle key, else the one closest to fresh.
 	MaxKeys int
 }
 
-// MemoryStore is the in-process Store and Inspector, safe for concurrent
-// use: keys are spread over shards, each under its own mutex. A decision on
-// a known key does not allocate. Two Limits of one algorithm share a key's
-// state, so give each limit on a client its own key prefix.
+// MemoryStore is the in-process Store and Inspector, safe for concurrent use: keys
+// are spread over shards, each under its own mutex. Two Limits of one algorithm share
+// a key's state, so give each limit on a client its own key prefix.
 //
-// A key whose state is as good as fresh is dropped by Sweep, or when an
-// insertion finds it idle. A shard is a hash table of 128-byte slots with
-// keys of up to 62 bytes inline, and a control byte per slot, at most 3/4
-// full and at least 3/8 after growing: 172 to 344 B a key, 258 MiB at worst
-// for the default MaxKeys, within 1.5× in resident memory
-// (TestGoalMemoryStoreRSSStaysNearTheLiveHeap).
+// A key whose state is as good as fresh is dropped by Sweep, or when an insertion
+// finds it idle. A shard's table of 128-byte slots, 3/8 to 3/4 full, costs 172 to
+// 344 B a key: 258 MiB at worst for the default MaxKeys.
 type MemoryStore struct {
-	now      func() time.Time // nil: the monotonic clock below
-	start    time.Time        // when the store was made, with a monotonic reading
-	startNS  int64            // start as Unix ns
-	seed     maphash.Seed
-	mask     uint64
-	perShard int
-	shards   []memShard
-	// penalties is the penalty box (PenaltyStore), apart from the tables.
-	penalties memoryPenalties
-	leases    leaseTable // concurrency leases, lease_memory.go
+	now       func() time.Time // nil: the monotonic clock below
+	start     time.Time        // when the store was made, with a monotonic reading
+	startNS   int64            // start as Unix ns
+	seed      maphash.Seed
+	mask      uint64
+	perShard  int
+	shards    []memShard
+	penalties memoryPenalties // PenaltyStore's
+	leases    leaseTable      // concurrency leases, lease_memory.go
 }
 
 func indexOf(a Algorithm) algorithmIndex {
@@ -58,7 +51,7 @@ func indexOf(a Algorithm) algorithmIndex {
 	return algorithmCount
 }
 
-// compiledLimit is a validated Limit in µs, worked out once per Limiter.
+// compiledLimit is a validated Limit in µs.
 type compiledLimit struct {
 	alg       algorithmIndex
 	align     bool
@@ -93,7 +86,7 @@ func compileSpec(spec *AlgorithmSpec, lim Limit) compiledLimit {
 	return cl
 }
 
-// NewMemoryStore returns a MemoryStore.
+// NewMemoryStore returns a MemoryStore, ready for concurrent use.
 func NewMemoryStore(cfg MemoryConfig) *MemoryStore {
 	if cfg.Shards <= 0 {
 		cfg.Shards = DefaultMemoryShards
@@ -129,14 +122,12 @@ func (s *MemoryStore) nowUS() int64 {
 	if s.now != nil {
 		return s.now().UnixMicro()
 	}
-	// Truncated once, from start's wall time in ns plus the monotonic time
-	// since: truncating start and the time since apart could read 1µs
-	// behind a time.Now() taken before the call, and a reset at a whole
-	// second would then be named a second late (decision.ResetAt).
+	// Truncated once: truncating apart could read 1µs behind an earlier time.Now(),
+	// naming a reset at a whole second a second late.
 	return (s.startNS + int64(time.Since(s.start))) / int64(time.Microsecond)
 }
 
-// hash is the hash of (alg, key); its low bits pick the shard.
+// hash's low bits pick the shard.
 func (s *MemoryStore) hash(alg algorithmIndex, key string) uint64 {
 	return maphash.String(s.seed, key) ^ (uint64(alg)+1)*0xC2B2AE3D27D4EB4F
 }
@@ -156,8 +147,7 @@ func (s *MemoryStore) Len() int {
 	return n
 }
 
-// Sweep drops every key whose state is as good as fresh, one shard at a
-// time, and returns how many. It is optional: insertions drop idle keys.
+// Sweep drops and counts the keys as good as fresh, one shard at a time. Optional.
 func (s *MemoryStore) Sweep() int {
 	now := s.nowUS()
 	dropped := 0
@@ -187,7 +177,6 @@ func (s *MemoryStore) Decide(ctx context.Context, key string, lim Limit, cost in
 	return b.decide(ctx, key, cost, ModeConsume, 0)
 }
 
-// memoryBinding is a MemoryStore bound to one compiled limit (bind.go).
 type memoryBinding struct {
 	store *MemoryStore
 	limit compiledLimit
@@ -198,7 +187,7 @@ func (b *memoryBinding) reset(_ context.Context, key string, _ time.Duration) er
 	return nil
 }
 
-// decide is every decision on a MemoryStore. It never waits nor fails.
+// decide never waits nor fails.
 func (b *memoryBinding) decide(_ context.Context, key string, cost int64, mode Mode, _ time.Duration) (d Decision, _ error) {
 	if mode == ModeConsume {
 		b.consume(&d, key, cost)
@@ -208,13 +197,10 @@ func (b *memoryBinding) decide(_ context.Context, key string, cost int64, mode M
 	return d, nil
 }
 
-// consume reads the clock under the lock, so that decisions on a key see
-// it in order, and before the lookup: the clock's counter read waits for
-// the loads before it, so read after the lookup it would wait for the
-// slot's cache miss, where read before it the rest of the clock's work
-// overlaps that miss. The algorithms write *d field by field, not return
-// it: copying in 16-byte words a struct just written field by field stalls
-// on store forwarding, and costs more than gcra's arithmetic.
+// consume reads the clock under the lock, so that a key's decisions see it in order,
+// and before the lookup, so that its work overlaps the slot's cache miss. The
+// algorithms write *d field by field: copying a struct just written so stalls on
+// store forwarding, costing more than gcra's arithmetic.
 func (b *memoryBinding) consume(d *Decision, key string, cost int64) {
 	s, cl := b.store, &b.limit
 	h := s.hash(cl.alg, key)
@@ -322,8 +308,7 @@ func (e *memSlot) apply(now int64, fresh bool, key string, cl *compiledLimit, co
 	return d
 }
 
-// set writes d field by field: a composite literal would be built aside
-// and copied (see memoryBinding.consume).
+// set writes d field by field, not a copied composite literal (see consume).
 func (d *Decision) set(allowed bool, limit, remaining int64, reset, retry, delay time.Duration, admitted int64) {
 	d.Allowed, d.Limit, d.Remaining = allowed, limit, remaining
 	d.ResetAfter, d.RetryAfter, d.Delay = reset, retry, delay

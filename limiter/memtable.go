@@ -7,33 +7,26 @@ import (
 )
 
 // memShard is an open-addressing hash table (linear probing, backward-shift
-// deletion) whose slots hold the entries, so that a lookup reads one slot.
-// A control byte per slot, apart from the slots, says whether it is empty
-// and else holds 7 bits of its hash: a lookup walks the probe run in the
-// control bytes, a few cache lines that stay cached, and reads only the
-// slots whose byte matches, so that it misses the cache once, not once per
-// slot of the run (and, when cores take turns on keys, moves fewer lines
-// between them). Large tables are made of chunks that a growing shard gives
-// up to the next, not to the GC, which would let garbage grow to the live
-// heap again. All methods need mu held.
+// deletion) holding the entries in its slots. A lookup walks the probe run in
+// the control bytes (empty, or 7 bits of the hash), which stay cached, so it
+// misses the cache once, not once per slot. Chunks a growing shard frees go to
+// the next, not the GC, lest garbage grow to the live heap. All methods need mu held.
 type memShard struct {
 	mu     sync.Mutex
-	chunks [][]memSlot // nil when empty
-	first  []memSlot   // chunks[0], the whole table of most shards
-	ctrl   []uint8     // per slot: 0 when empty, else ctrlOf(its hash)
-	size   int         // a power of two, or 0
-	shift  uint8       // 64 − log2(size)
-	n      int         // slots in use
-	pool   *chunkPool  // nil: chunks are left to the GC
-	// books are the open reservations (reserve_memory.go).
-	books map[bookKey]*reserveBook
+	chunks [][]memSlot              // nil when empty
+	first  []memSlot                // chunks[0], the whole table of most shards
+	ctrl   []uint8                  // per slot: 0 when empty, else ctrlOf(its hash)
+	size   int                      // a power of two, or 0
+	shift  uint8                    // 64 − log2(size)
+	n      int                      // slots in use
+	pool   *chunkPool               // nil: chunks are left to the GC
+	books  map[bookKey]*reserveBook // open reservations
 	// Pad to 128 bytes: neighbouring shards share no pair of cache lines.
 	_ [8]byte
 }
 
-// ctrlOf is a full slot's control byte: the high bit set, and the hash's
-// top 7 bits, which neither the shard (the low bits) nor the home slot
-// (Fibonacci hashing of all of them) is chosen by alone.
+// ctrlOf takes the hash's top 7 bits, by which neither the shard nor the home slot
+// is chosen alone.
 func ctrlOf(h uint64) uint8 { return uint8(h>>57) | 0x80 }
 
 // A table chunk is 512 slots, 64 KiB.
@@ -78,8 +71,7 @@ func (p *chunkPool) table(size int) [][]memSlot {
 	return t
 }
 
-// release keeps at most twice the table's chunks, enough for the next
-// shard to grow, so that memory a sweep freed is not held forever.
+// release keeps at most twice the table's chunks, so memory a sweep freed is not held forever.
 func (p *chunkPool) release(t [][]memSlot) {
 	if p == nil || len(t) == 0 || len(t[0]) < chunkSlots {
 		return
@@ -124,7 +116,6 @@ func (s *memSlot) keyIs(key string) bool {
 	return s.key == key
 }
 
-// keyString allocates for an inline key.
 func (s *memSlot) keyString() string {
 	if s.klen != longKey {
 		return string(s.kin[:s.klen])
@@ -184,8 +175,7 @@ func (sh *memShard) place(h uint64) int {
 	return i
 }
 
-// resize rebuilds the table with size slots, keeping the entries keep
-// (when not nil) accepts.
+// resize keeps the entries keep (nil: all) accepts.
 func (sh *memShard) resize(size int, keep func(*memSlot) bool) {
 	old := sh.chunks
 	sh.chunks = sh.pool.table(size)
@@ -236,7 +226,6 @@ func (sh *memShard) remove(i int) {
 	sh.n--
 }
 
-// sweep drops the entries idle at now and shrinks the table to fit.
 func (sh *memShard) sweep(now int64) int {
 	before := sh.n
 	live := 0
@@ -263,8 +252,7 @@ func (sh *memShard) sweep(now int64) int {
 	return before - sh.n
 }
 
-// insert adds (alg, key). First, of a few entries sampled from a
-// pseudo-random slot, it drops those idle for over idleGrace and, when the
+// insert first drops the sampled entries idle for over idleGrace and, when the
 // shard still holds max, evicts the one that becomes idle soonest.
 func (sh *memShard) insert(h uint64, alg algorithmIndex, key string, now int64, max int) *memSlot {
 	if sh.n > 0 {

@@ -7,24 +7,18 @@ import (
 	"time"
 )
 
-// Mode says what a decision takes of its cost: the one set of modes of a
-// store call (ModeConsume, ModePeek, ModeAtMost), and of a decision.Ask,
-// which can also reserve or lease.
+// Mode says what a decision takes of its cost; store calls take only the first three.
 type Mode uint8
 
 const (
 	ModeConsume Mode = iota // take all of it or nothing (AllowN)
-	// ModePeek answers as for the cost and changes nothing, not even by
-	// creating a key; Admitted is 0 (PeekN).
+	// ModePeek answers as for the cost and changes nothing, not even by creating a key.
 	ModePeek
-	// ModeAtMost takes the cost or as many units as fit, atomically; it
-	// rejects only when not one fits, with one's RetryAfter (AllowAtMost).
+	// ModeAtMost takes the cost or as many units as fit, rejecting only when none does.
 	ModeAtMost
-	// ModeReserve holds the cost, an estimate, in a Reservation settled
-	// later at the real cost (Reserve); no store call takes it as a mode.
+	// ModeReserve holds an estimate in a Reservation settled later (Reserve).
 	ModeReserve
-	// ModeLease holds one slot of a concurrency limit until it is released
-	// (Leases.Acquire); the cost is unused and no store call takes it.
+	// ModeLease holds one slot of a concurrency limit until released (Leases.Acquire).
 	ModeLease
 )
 
@@ -43,20 +37,17 @@ func (m Mode) String() string {
 	return "consume"
 }
 
-// Inspector is a Store that can also peek, admit at most, and reset.
-// Implementations are safe for concurrent use.
+// Inspector is a Store that can also peek, admit at most, and reset; safe for concurrent use.
 type Inspector interface {
 	Store
-	// DecideMode is Decide in mode: ModeConsume, ModePeek or ModeAtMost;
-	// another mode is an error. A timeout > 0 bounds the call as well as
-	// ctx; a store that never waits ignores it.
+	// DecideMode is Decide in ModeConsume, ModePeek or ModeAtMost. A timeout > 0
+	// bounds the call as well as ctx.
 	DecideMode(ctx context.Context, key string, lim Limit, cost int64, mode Mode, timeout time.Duration) (Decision, error)
 	// Reset forgets key's state under lim's algorithm; unknown is no error.
 	Reset(ctx context.Context, key string, lim Limit, timeout time.Duration) error
 }
 
-// ErrNotSupported is returned, wrapped, by PeekN, AllowAtMost and Reset on
-// a store that is not an Inspector.
+// ErrNotSupported is returned, wrapped, on a store that is not an Inspector.
 var ErrNotSupported = errors.New("store does not support peek, reset or allow-at-most")
 
 // DecideMode implements Inspector; like Decide it never waits.
@@ -89,22 +80,19 @@ func (l *Limiter) Peek(ctx context.Context, key string) (Decision, error) {
 	return l.PeekN(ctx, key, 1)
 }
 
-// PeekN says what AllowN would answer now, taking nothing (ModePeek). The
-// fail policy applies as for AllowN: a Decision with a Failure is no
-// reading of the store.
+// PeekN says what AllowN would answer now, taking nothing. The fail policy applies:
+// a Decision with a Failure is no reading of the store.
 func (l *Limiter) PeekN(ctx context.Context, key string, cost int64) (Decision, error) {
 	return l.decide(ctx, key, cost, ModePeek)
 }
 
-// AllowAtMost admits as many of n units as fit now, at most the quota
-// (ModeAtMost); Decision.Admitted says how many. The fail policy applies
-// as for AllowN; FailOpen admits them all.
+// AllowAtMost admits as many of n units as fit now (Decision.Admitted); FailOpen
+// admits them all.
 func (l *Limiter) AllowAtMost(ctx context.Context, key string, n int64) (Decision, error) {
 	return l.decide(ctx, key, min(n, l.quota), ModeAtMost)
 }
 
-// Reset forgets key's state under the Limiter's algorithm, in the store
-// and the local share. A failure is returned: no fail policy applies.
+// Reset forgets key's state in the store and the local share; no fail policy applies.
 func (l *Limiter) Reset(ctx context.Context, key string) error {
 	if l.local != nil {
 		l.local.reset(ctx, key, l.lim)

@@ -40,8 +40,8 @@ func ParseExpiryPolicy(s string) (ExpiryPolicy, error) {
 // DefaultHold is how long a reservation stays open when Config.Hold is 0.
 const DefaultHold = 5 * time.Minute
 
-// Reservation is a handle on units Reserve took from a key's budget until
-// Commit or Cancel settles them. It is a plain value; settle it once.
+// Reservation is a handle on units Reserve took until Commit or Cancel settles them.
+// It is a plain value; settle it once.
 type Reservation struct {
 	ID       string // 128 random bits in hex; "" when the fail policy decided
 	Key      string
@@ -55,34 +55,26 @@ type Settlement struct {
 	Actual   int64 // what it cost; 0 for Cancel
 	Refunded int64 // Estimate − Actual when positive: given back
 	Charged  int64 // Actual − Estimate when positive: taken, even past the quota
-	// Expired counts the key's other reservations the store found past
-	// their hold in the same call and settled by their policy.
+	// Expired counts the key's other reservations settled by their policy in the call.
 	Expired int64
-	// Late says the reservation had expired (its policy charged or
-	// refunded the estimate) before this settle: Charged is then what the
-	// actual cost came to beyond what the expiry took, at most one quota,
-	// taken from the key's current window or bucket, and Refunded is 0.
+	// Late says the reservation had expired before this settle: Charged is then the actual
+	// cost beyond what the expiry took, at most one quota, and Refunded is 0.
 	Late bool
 }
 
 // Renewal is what renewing a reservation or a lease did.
 type Renewal struct {
 	Expires time.Time // the new end of its hold or TTL, on the store's clock
-	// Expired counts the key's other reservations or leases the store
-	// found past their hold or TTL in the same call.
+	// Expired counts the key's other reservations or leases found expired in the call.
 	Expired int64
 }
 
-// ErrReservationUnknown is returned, wrapped, when no open reservation has
-// the id: it was settled, cancelled or expired. Nothing changed, except
-// for ErrReservationExpired, which wraps it.
+// ErrReservationUnknown is returned, wrapped, when no open reservation has the id;
+// nothing changed, except for ErrReservationExpired, which wraps it.
 var ErrReservationUnknown = errors.New("reservation unknown: already settled, cancelled or expired")
 
-// ErrReservationExpired is returned, wrapped, by a settle of a reservation
-// that expired before it: the store still knew it (for one hold past its
-// expiry) and charged the actual cost's excess over what the expiry took,
-// as the Settlement's Late and Charged say. errors.Is finds
-// ErrReservationUnknown in it too: the reservation was no longer open.
+// ErrReservationExpired is returned, wrapped, by a settle of a reservation expired
+// within one hold before it: the excess was charged late (Settlement.Late).
 var ErrReservationExpired = fmt.Errorf("reservation expired before it was settled, its cost charged late: %w", ErrReservationUnknown)
 
 // ReserveRequest is one reservation asked of a Reserver.
@@ -93,43 +85,29 @@ type ReserveRequest struct {
 	OnExpiry ExpiryPolicy
 }
 
-// Reserver is a Store that can hold reservations. Implementations are safe
-// for concurrent use and do each call atomically.
+// Reserver is a Store that can hold reservations, safe for concurrent use, each call atomic.
 type Reserver interface {
 	Store
-	// Reserve decides r.Estimate units for key under lim as Decide does
-	// and, when they are admitted, records reservation r.ID beside the key
-	// (in the same Redis hash slot), open for r.Hold. A timeout > 0 bounds
-	// the call as well as ctx.
+	// Reserve decides r.Estimate as Decide does and, if admitted, records r.ID beside the
+	// key (same Redis hash slot) for r.Hold. A timeout > 0 bounds the call as well as ctx.
 	Reserve(ctx context.Context, key string, lim Limit, r ReserveRequest, timeout time.Duration) (Decision, error)
-	// Settle settles key's open reservation id at actual units: it gives
-	// back what was reserved beyond actual, or takes the excess even past
-	// the quota, so that the next requests wait for it. actual < 0 cancels:
-	// everything is given back. With no such open reservation it returns
-	// ErrReservationUnknown, wrapped, and changes nothing.
+	// Settle settles reservation id at actual units, taking an excess even past the quota
+	// so that the next requests wait; actual < 0 cancels. ErrReservationUnknown, wrapped,
+	// when it is not open.
 	Settle(ctx context.Context, key string, lim Limit, id string, actual int64, timeout time.Duration) (Settlement, error)
-	// Charge takes cost (≥ 1) units from key unconditionally, as Settle
-	// does a reservation of 0 settled at cost: past the quota too, so that
-	// the next requests wait for the debt, within the bounds Settle keeps.
-	// It opens no record and returns the Settlement of that settle, with
-	// the key's expired reservations it settled on the way.
+	// Charge takes cost (≥ 1) units unconditionally, as Settle does a reservation of 0
+	// settled at cost, within the bounds Settle keeps; it opens no record.
 	Charge(ctx context.Context, key string, lim Limit, cost int64, timeout time.Duration) (Settlement, error)
-	// Renew extends key's open reservation id to hold from now, on the
-	// store's clock, so that a request still being served keeps it;
-	// ErrReservationUnknown, wrapped, when it is not open (settled, or
-	// expired already), and nothing changes.
+	// Renew extends reservation id to hold from now on the store's clock;
+	// ErrReservationUnknown, wrapped, when it is not open.
 	Renew(ctx context.Context, key string, lim Limit, id string, hold time.Duration, timeout time.Duration) (Renewal, error)
 }
 
-// AsyncSettler is a Reserver that can settle without its caller waiting
-// (Limiter.CommitAsync). Implementations are safe for concurrent use.
+// AsyncSettler is a Reserver that settles without its caller waiting. Safe for concurrent use.
 type AsyncSettler interface {
 	Reserver
-	// SettleAsync makes Settle's call and returns without waiting for it:
-	// then gets what Settle would have returned, exactly once, on a
-	// goroutine of the store's (or the caller's, when the call could not
-	// be sent), once the store answered or the call failed; it must not
-	// block.
+	// SettleAsync returns at once; then gets Settle's result exactly once, on a
+	// store goroutine (or the caller's), and must not block.
 	SettleAsync(ctx context.Context, key string, lim Limit, id string, actual int64, timeout time.Duration, then func(Settlement, error))
 }
 

@@ -7,18 +7,15 @@ import (
 	"time"
 )
 
-// ErrReservationsNotSupported is returned, wrapped, by Reserve, Commit and
-// Cancel when the store is no Reserver or the algorithm cannot settle.
+// ErrReservationsNotSupported is returned, wrapped, when the store is no Reserver.
 var ErrReservationsNotSupported = errors.New("store or algorithm does not support reservations")
 
 // ErrInvalidActual is returned, wrapped, by Commit for an actual below 0.
 var ErrInvalidActual = errors.New("actual cost must be at least 0")
 
-// SupportsReservations reports whether a's arithmetic can settle a
-// reservation (all six can; the package doc says how); unknown names cannot.
+// SupportsReservations reports whether a can settle a reservation: all six can.
 func SupportsReservations(a Algorithm) bool { return SpecOf(a) != nil }
 
-// reserveBinding is a store bound to one Limit that holds reservations.
 type reserveBinding interface {
 	reserve(ctx context.Context, key string, r ReserveRequest, timeout time.Duration) (Decision, error)
 	settle(ctx context.Context, key string, id string, actual int64, timeout time.Duration) (Settlement, error)
@@ -60,13 +57,11 @@ func (b reserverBinding) charge(ctx context.Context, key string, cost int64, tim
 	return b.store.Charge(ctx, key, b.limit, cost, timeout)
 }
 
-// Reserves reports whether Reserve can hold reservations: the store is a
-// Reserver and the algorithm supports them.
+// Reserves reports whether Reserve can hold reservations.
 func (l *Limiter) Reserves() bool { return l.resv != nil }
 
-// Reserve takes estimate units from key's budget as AllowN does and, when
-// admitted, opens a reservation for Config.Hold. A rejection, or the fail
-// policy's decision, has a Reservation with ID "": settling it does nothing.
+// Reserve takes estimate units as AllowN does and, if admitted, opens a reservation for
+// Config.Hold. A rejection or a fail policy's decision has ID "": settling it does nothing.
 func (l *Limiter) Reserve(ctx context.Context, key string, estimate int64) (Reservation, Decision, error) {
 	r := Reservation{Key: key, Estimate: estimate}
 	if estimate < 1 || estimate > l.quota {
@@ -110,12 +105,9 @@ func (l *Limiter) Reserve(ctx context.Context, key string, estimate int64) (Rese
 	return r, d, nil
 }
 
-// Commit settles r at its actual cost (≥ 0), giving back or taking the
-// difference; twice it returns
-// ErrReservationUnknown, wrapped. After r expired it returns
-// ErrReservationExpired, wrapped, beside a Settlement whose Late and
-// Charged say what the actual cost took beyond what the expiry did. A
-// store failure leaves r open until it expires by OnExpiry.
+// Commit settles r at its actual cost (≥ 0); twice, ErrReservationUnknown, wrapped;
+// after r expired, ErrReservationExpired, wrapped, with a Late Settlement. A store
+// failure leaves r open until it expires by OnExpiry.
 func (l *Limiter) Commit(ctx context.Context, r Reservation, actual int64) (Settlement, error) {
 	if actual < 0 {
 		return Settlement{}, fmt.Errorf("reservation %s: %w: got %d", r.ID, ErrInvalidActual, actual)
@@ -123,10 +115,8 @@ func (l *Limiter) Commit(ctx context.Context, r Reservation, actual int64) (Sett
 	return l.settleReservation(ctx, r, actual)
 }
 
-// Renew extends r's hold to Config.Hold from now, so that a request still
-// being served keeps its reservation; ErrReservationUnknown, wrapped, when
-// r is no longer open (settled, or expired already). ID "" renews nothing.
-// Keep calls it on a schedule. Safe for concurrent use.
+// Renew extends r's hold to Config.Hold from now; ErrReservationUnknown, wrapped,
+// when r is no longer open. Safe for concurrent use.
 func (l *Limiter) Renew(ctx context.Context, r Reservation) (Renewal, error) {
 	if r.ID == "" {
 		return Renewal{}, nil
@@ -146,13 +136,9 @@ func (l *Limiter) Renew(ctx context.Context, r Reservation) (Renewal, error) {
 // Hold is how long a reservation stays open unless renewed (Config.Hold).
 func (l *Limiter) Hold() time.Duration { return l.hold }
 
-// Keep renews r every third of its hold until the returned stop is called
-// (the holder's request is over) or r is found no longer open; a failed
-// renewal is tried again at the next tick, so the hold ends only when its
-// holder has been gone (or the store unreachable) for two thirds of it.
-// Renewals of many requests travel together through the store's batch.
-// stop does not wait for a renewal in flight: one that lands after the
-// settle finds nothing open. Safe for concurrent use.
+// Keep renews r every third of its hold until stop is called or r is no longer open,
+// so the hold ends only when its holder has been gone (or the store unreachable) for
+// two thirds of it. stop does not wait for a renewal in flight. Safe for concurrent use.
 func (l *Limiter) Keep(r Reservation) (stop func()) {
 	if r.ID == "" || l.resv == nil {
 		return func() {}
@@ -163,13 +149,9 @@ func (l *Limiter) Keep(r Reservation) (stop func()) {
 	})
 }
 
-// Charge takes cost (≥ 0) units from key unconditionally, even past the
-// quota, so that the next admissions wait for the debt: the settle of a
-// reservation of 0 at cost, in one atomic store call that opens none. It
-// suits a cost known only after the request was served, whatever the
-// budget then holds. Its Settlement has Actual and Charged = cost. It needs
-// Reserves(), else ErrReservationsNotSupported, wrapped; a store failure
-// loses the charge and is returned. Safe for concurrent use.
+// Charge takes cost (≥ 0) units unconditionally, even past the quota, so that the next
+// admissions wait for the debt: for a cost known only after the request was served. It
+// needs Reserves(); a store failure loses the charge. Safe for concurrent use.
 func (l *Limiter) Charge(ctx context.Context, key string, cost int64) (Settlement, error) {
 	if cost < 0 {
 		return Settlement{}, fmt.Errorf("charge of %s: %w: got %d", key, ErrInvalidActual, cost)
@@ -190,15 +172,10 @@ func (l *Limiter) Cancel(ctx context.Context, r Reservation) (Settlement, error)
 	return l.settleReservation(ctx, r, -1)
 }
 
-// CommitAsync is Commit for a caller that does not wait for the answer
-// (a proxy settling after its response): on a store that settles without
-// waiting (an AsyncSettler, such as the Redis store) the settle joins the
-// store's next batch and CommitAsync returns at once. then (nil: none)
-// gets what Commit would have returned, once, after the Observer, the
-// breaker and the failure log were told of the call as Commit tells them,
-// so that a lost settle is counted and logged, never silent. It runs on a
-// goroutine of the store's and must not block; on other stores CommitAsync
-// is Commit and then runs on the caller's goroutine. Safe for concurrent use.
+// CommitAsync is Commit without waiting: on an AsyncSettler it returns at once and then
+// (nil: none) gets Commit's result once, after the Observer, breaker and log heard of
+// it, on a store goroutine, so it must not block; elsewhere it is Commit, then then.
+// Safe for concurrent use.
 func (l *Limiter) CommitAsync(ctx context.Context, r Reservation, actual int64, then func(Settlement, error)) {
 	if then == nil {
 		then = func(Settlement, error) {}
@@ -251,9 +228,7 @@ func (l *Limiter) settleReservation(ctx context.Context, r Reservation, actual i
 	})
 }
 
-// storeSettle makes a settling call on key through its breaker, observed and
-// logged as the store's other calls are; verb and name say what it was in
-// errors, joined only then so that a call allocates nothing for them.
+// storeSettle joins verb and name only on error, so that a call allocates nothing for them.
 func (l *Limiter) storeSettle(ctx context.Context, key, verb, name string, call func() (Settlement, error)) (Settlement, error) {
 	breaker := l.breakerFor(key)
 	if breaker != nil && !breaker.allow() {
@@ -264,8 +239,6 @@ func (l *Limiter) storeSettle(ctx context.Context, key, verb, name string, call 
 	return l.settled(ctx, key, breaker, start, s, err)
 }
 
-// settled tells the Observer, the breaker and the log how a settling
-// call on key that started at start ended.
 func (l *Limiter) settled(ctx context.Context, key string, breaker *CircuitBreaker, start time.Time, s Settlement, err error) (Settlement, error) {
 	if err != nil && errors.Is(err, ErrReservationUnknown) {
 		l.settle(ctx, breaker, start, nil) // the store answered

@@ -7,7 +7,6 @@ import (
 	"time"
 )
 
-// bookKey names a key's reservations under one algorithm, as a slot does.
 type bookKey struct {
 	alg algorithmIndex
 	key string
@@ -20,11 +19,9 @@ type reserveBook struct {
 	next int64 // no record expires before (µs)
 }
 
-// openReservation is one record: mark is what a refund needs to find the
-// units it gives back (the window start, or sliding_log's timestamp). Past
-// its hold it stays one hold more as a tombstone (gone), so that a settle
-// arriving late still charges what the expiry did not; expires is then
-// when it is forgotten.
+// openReservation's mark finds the units a refund gives back. Past its hold it stays
+// one hold more as a tombstone (gone), so that a late settle still charges what the
+// expiry did not.
 type openReservation struct {
 	estimate int64
 	expires  int64 // µs
@@ -79,8 +76,6 @@ func (s *MemoryStore) Renew(ctx context.Context, key string, lim Limit, id strin
 	return b.renew(ctx, key, id, hold, 0)
 }
 
-// keyCall is a reservation call on one key with its shard locked and the
-// key's expired reservations settled.
 type keyCall struct {
 	sh      *memShard
 	h       uint64
@@ -174,7 +169,6 @@ func (b *memoryBinding) settle(_ context.Context, key string, id string, actual 
 	return st, nil
 }
 
-// renew extends key's open reservation id to hold from now.
 func (b *memoryBinding) renew(_ context.Context, key string, id string, hold time.Duration, _ time.Duration) (Renewal, error) {
 	c := b.lock(key)
 	defer c.sh.mu.Unlock()
@@ -188,8 +182,7 @@ func (b *memoryBinding) renew(_ context.Context, key string, id string, hold tim
 	return Renewal{Expires: time.UnixMicro(rec.expires), Expired: c.expired}, nil
 }
 
-// charge is the settle of a reservation of 0 opened now: an excess of
-// cost, so the mark (a refund's alone) does not matter.
+// charge settles a reservation of 0 at cost: an excess, so no mark is needed.
 func (b *memoryBinding) charge(_ context.Context, key string, cost int64, _ time.Duration) (Settlement, error) {
 	c := b.lock(key)
 	defer c.sh.mu.Unlock()
@@ -207,10 +200,8 @@ func (bk *reserveBook) find(id string) (openReservation, bool) {
 	return rec, ok
 }
 
-// settledLate fills in what settling at actual a reservation of estimate
-// that expired does: the excess over what its expiry took (the estimate,
-// or nothing when refunded) is charged now, at most quota; an expiry that
-// took more gives nothing back, the window it took it from being past.
+// settledLate charges the excess over what the expiry took, at most quota; an expiry
+// that took more gives nothing back, its window being past.
 func (st *Settlement) settledLate(estimate, actual int64, refunded bool, quota int64) {
 	st.Estimate, st.Actual, st.Late = estimate, max(actual, 0), true
 	took := estimate
@@ -227,9 +218,7 @@ func (st *Settlement) settled(estimate, actual int64) {
 	st.Charged = max(st.Actual-estimate, 0)
 }
 
-// expireBook turns book's records past their hold into tombstones,
-// refunding those of ExpireRefund, drops the tombstones past theirs, and
-// returns how many records expired.
+// expireBook turns records past their hold into tombstones and drops the tombstones past theirs.
 func (sh *memShard) expireBook(bk bookKey, book *reserveBook, h uint64, key string, cl *compiledLimit, now int64) int64 {
 	if now < book.next {
 		return 0
@@ -273,10 +262,8 @@ func (sh *memShard) sweepBooks(now int64) {
 	}
 }
 
-// adjust takes delta more units from key (< 0: gives back) after a peek
-// brings its state to now; a key not held is fresh, a refund does nothing.
-// How the state moves is the algorithm's own, beside its decision
-// (<algorithm>Adjust in <algorithm>.go); mark is where a refund goes.
+// adjust takes delta more units from key (< 0: gives back) once a peek brought its
+// state to now (<algorithm>Adjust); a refund to a key not held does nothing.
 func (sh *memShard) adjust(h uint64, key string, cl *compiledLimit, now, delta, mark int64) {
 	if delta == 0 {
 		return

@@ -15,8 +15,7 @@ type Limit struct {
 	Burst        int64         // a bucket algorithm's size; 0 means Rate
 	NoDelay      bool          // leaky_bucket gives no Delay (NGINX's nodelay)
 	AlignWindows bool          // windows start on multiples of Period since the epoch
-	// Calendar, on fixed_window, puts the windows on a calendar's days,
-	// weeks, months or years; Period is then Calendar.Unit.Longest().
+	// Calendar puts fixed_window's windows on a calendar; Period is then Calendar.Unit.Longest().
 	Calendar *Calendar
 }
 
@@ -54,8 +53,7 @@ func (l Limit) Window() time.Duration {
 // Interval is the time one unit of Rate takes to refill or drain: Period/Rate.
 func (l Limit) Interval() time.Duration { return l.Period / time.Duration(l.Rate) }
 
-// Validate reports whether the limit is usable, naming the first field
-// that is not: the error is a *FieldError.
+// Validate reports whether the limit is usable; the error is a *FieldError.
 func (l Limit) Validate() error {
 	if _, err := ParseAlgorithm(string(l.Algorithm)); err != nil {
 		return &FieldError{Field: "algorithm", Err: err}
@@ -80,8 +78,7 @@ func (l Limit) Validate() error {
 			return err
 		}
 	}
-	// Both stores count up to Quota·Period µs; Lua's doubles are exact to 2^53.
-	// A calendar window counts units alone.
+	// Both stores count up to Quota·Period µs (a calendar units alone); Lua is exact to 2^53.
 	if q, p := l.Quota(), int64(l.Period/time.Microsecond); l.Calendar == nil && (q > maxExactInteger/p || l.Rate > maxExactInteger/p) {
 		field := "rate"
 		if q > l.Rate {
@@ -101,10 +98,8 @@ func (l Limit) Validate() error {
 	return nil
 }
 
-// FieldError is what Validate of a Limit, LeaseLimit or Penalty returns:
-// the field at fault, named as a config file names it ("rate", "period",
-// "calendar.unit", "lease_ttl", "within"), and why. Callers that report
-// problems by key read Field instead of parsing the message. A plain value.
+// FieldError is what Validate of a Limit, LeaseLimit or Penalty returns: the field at
+// fault as a config file names it ("calendar.unit"), and why. A plain value.
 type FieldError struct {
 	Field string
 	Err   error
@@ -131,7 +126,7 @@ var ErrCostExceedsLimit = errors.New("cost exceeds the limit's quota")
 // ErrInvalidCost is returned, wrapped, for a cost below 1.
 var ErrInvalidCost = errors.New("cost must be at least 1")
 
-// CheckCost validates a cost against the limit's quota.
+// CheckCost validates cost against the quota.
 func (l Limit) CheckCost(cost int64) error {
 	if cost < 1 {
 		return fmt.Errorf("%w: got %d", ErrInvalidCost, cost)
@@ -142,9 +137,7 @@ func (l Limit) CheckCost(cost int64) error {
 	return nil
 }
 
-// Failure says whether, and how, a Decision was made without the store;
-// decision.Judge reads it for the verdict, the collector for its degraded
-// and cancelled counts.
+// Failure says whether, and how, a Decision was made without the store.
 type Failure uint8
 
 const (
@@ -178,23 +171,20 @@ type Decision struct {
 	ResetAfter time.Duration // until the full quota is back
 	RetryAfter time.Duration // rejected: until the same cost could pass; else 0
 	Delay      time.Duration // to hold an admitted leaky_bucket request for
-	// Admitted is how many units were taken: the cost of an allowed AllowN,
-	// 1 to n for an allowed AllowAtMost, 0 when rejected and for every peek.
+	// Admitted is how many units were taken: 0 when rejected and for every peek.
 	Admitted int64
 	Failure  Failure // who decided when the store did not
 }
 
 // Store makes decisions atomically. Implementations are safe for concurrent use.
 type Store interface {
-	// Decide admits or rejects cost units for key under lim, both checked
-	// by the caller. On error the Decision is ignored.
+	// Decide admits or rejects cost units (checked by the caller); on error the Decision is ignored.
 	Decide(ctx context.Context, key string, lim Limit, cost int64) (Decision, error)
 	// Name is the store kind ("memory", "redis") for logs and metric labels.
 	Name() string
 }
 
-// Observer is told of every store call: the algorithm (operation), how
-// long it took and its error. Implementations must be safe for concurrent
+// Observer is told of every store call. Implementations must be safe for concurrent
 // use and cheap: they run on the decision path.
 type Observer interface {
 	ObserveStore(ctx context.Context, operation string, elapsed time.Duration, err error)

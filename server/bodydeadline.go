@@ -14,22 +14,17 @@ import (
 // deadline while the handler runs, and its background read then cancels the
 // request's context, cutting off a slow upstream's answer or a leaky_bucket delay.
 //
-// A body read to its end stays at its end: net/http drains and closes a request's
-// body when the answer's first bytes are written, while the proxy's transport, which
-// sent the whole body already, may still read it once more (to check it is no longer
-// than its Content-Length, or the end of a body replayed after an estimate). Were that
-// read to fail on the closed body, the transport would drop the upstream connection
-// and the answer streaming on it.
+// A body read to its end stays at its end: net/http closes it when the answer starts,
+// yet the proxy's transport may read it once more (checking Content-Length); a failure
+// there would drop the upstream connection and the answer streaming on it.
 
-// readDeadliner is the part of net/http's ResponseWriter that moves the read deadline.
 type readDeadliner interface {
 	SetReadDeadline(time.Time) error
 }
 
-// deadlineBody puts r's body under a deadline of timeout from its first read, and nothing
-// else under it; the handler calls the returned done once it returns. A request without a
-// body, or on a writer that cannot move the read deadline (not net/http's HTTP/1 one), is
-// left to the server: done is then nil.
+// deadlineBody puts r's body under a deadline of timeout from its first read; the handler
+// calls done once it returns. done is nil when there is no body or the writer cannot move
+// the read deadline (not net/http's HTTP/1 one).
 func deadlineBody(w http.ResponseWriter, r *http.Request, timeout time.Duration) (done func()) {
 	rd, ok := w.(readDeadliner)
 	if !ok || r.Body == nil || r.Body == http.NoBody {
@@ -40,9 +35,8 @@ func deadlineBody(w http.ResponseWriter, r *http.Request, timeout time.Duration)
 	return b.handlerDone
 }
 
-// requestBody is a request body read under a deadline, remembering why it
-// failed. Its methods are safe for concurrent use (the proxy's transport
-// reads it on a goroutine of its own, possibly after the handler returned).
+// requestBody is safe for concurrent use: the proxy's transport reads it on a
+// goroutine of its own, possibly after the handler returned.
 type requestBody struct {
 	io.ReadCloser
 	conn    readDeadliner
@@ -88,9 +82,8 @@ func (b *requestBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// BodyError is a failure to read a request's body from the client (a bad chunk
-// size, a client too slow for ReadTimeout), so that whoever reads the body (the
-// proxy, the decision API) knows the failure as the client's.
+// BodyError is the client's failure to send a request's body (a bad chunk size, too
+// slow for ReadTimeout), so that its readers (proxy, decision API) can tell it.
 type BodyError struct{ Err error }
 
 // Error is the underlying error's message.
@@ -99,9 +92,8 @@ func (e *BodyError) Error() string { return e.Err.Error() }
 // Unwrap returns the underlying error.
 func (e *BodyError) Unwrap() error { return e.Err }
 
-// handlerDone bounds what net/http still reads of a body the handler did
-// not read (it discards up to 256 KiB to keep the connection), and stops
-// further deadline changes.
+// handlerDone bounds net/http's discarding of an unread body (up to 256 KiB, to keep
+// the connection), and stops further deadline changes.
 func (b *requestBody) handlerDone() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -112,7 +104,6 @@ func (b *requestBody) handlerDone() {
 	b.done = true
 }
 
-// isTimeout reports whether err is a read deadline expiring.
 func isTimeout(err error) bool {
 	if errors.Is(err, os.ErrDeadlineExceeded) {
 		return true

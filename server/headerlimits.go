@@ -10,27 +10,23 @@ import (
 	"github.com/rl-exporter/rl-exporter/httplimit"
 )
 
-// How a request's head is bounded: net/http reads 4096 bytes past
-// http.Server.MaxHeaderBytes, so it is given the bound less that slack; it does not
-// bound the number of fields (90,000 small ones fit in 1 MB, each a string and a
-// slice entry), so headerCountLimit answers 431 before any other work.
+// net/http reads 4096 bytes past http.Server.MaxHeaderBytes, and bounds no field
+// count (90,000 small ones fit in 1 MB), so headLimits counts them first.
 
 // Defaults of Config's header bounds: those of the config file.
 const (
 	DefaultMaxHeaderBytes = config.DefaultMaxHeaderBytes
 	DefaultMaxHeaderCount = config.DefaultMaxHeaderCount
-	// MinMaxHeaderBytes is the least MaxHeaderBytes may be: net/http's slack, so that
-	// net/http's own bound is positive, and a 4 KiB head beyond it.
+	// MinMaxHeaderBytes keeps net/http's own bound (MaxHeaderBytes less its slack) positive.
 	MinMaxHeaderBytes = 2 * headerReadSlack
 )
 
 // headerReadSlack is what net/http reads of a head beyond MaxHeaderBytes before its 431.
 const headerReadSlack = 4096
 
-// LimitHeaders bounds the heads of srv's requests to maxBytes bytes (request line
-// and fields, MinMaxHeaderBytes at least) and maxCount field lines, Host included;
-// past either the client gets 431. It sets srv.MaxHeaderBytes and wraps srv.Handler,
-// so call it before srv serves.
+// LimitHeaders answers 431 to heads over maxBytes (at least MinMaxHeaderBytes) or
+// maxCount field lines, Host included. Call it before srv serves: it sets
+// srv.MaxHeaderBytes and wraps srv.Handler.
 func LimitHeaders(srv *http.Server, maxBytes, maxCount int) {
 	srv.MaxHeaderBytes = max(maxBytes, MinMaxHeaderBytes) - headerReadSlack
 	h := srv.Handler
@@ -40,30 +36,22 @@ func LimitHeaders(srv *http.Server, maxBytes, maxCount int) {
 	srv.Handler = headLimits{maxCount: maxCount}.wrap(h)
 }
 
-// DefaultAuthMaxHeaderBytes is Config.AuthMaxHeaderBytes's default: net/http's own
-// bound, so that Caddy and Traefik, which accept heads that large and forward every
-// header by default, forward none that serve would not read.
+// DefaultAuthMaxHeaderBytes is net/http's own bound, so that Caddy and Traefik, which
+// forward every header by default, forward no head that serve would not read.
 const DefaultAuthMaxHeaderBytes = config.DefaultAuthMaxHeaderBytes
 
-// authHeadSlack is what the listener serving forward-auth reads past AuthMaxHeaderBytes, so
-// that a head a little over the bound (a gateway's own fields added to the most it accepts)
-// is still answered with the gateway's refusal status, not net/http's 431.
+// authHeadSlack covers a gateway's own fields added to the largest head it accepts, so that
+// head still gets the gateway's refusal status, not net/http's 431.
 const authHeadSlack = 64 << 10
 
-// headLimits is what a listener checks of a head before any other work.
 type headLimits struct {
-	// maxCount bounds the field lines; maxBytes, when set, the head's size: net/http reads
-	// heads past it on a listener that serves forward-auth (the bound of the rest is then
-	// checked here).
+	// maxBytes is set where net/http reads larger heads for forward-auth.
 	maxCount, maxBytes int
 	refused            *atomic.Uint64 // counts the 431s when set
-	// auth, when set, says that a request is a forward-auth one: it goes on unchecked, for
-	// the forward-auth handler refuses a head past its bounds with the gateway's status.
+	// auth matches forward-auth requests, left to authHeadLimit's gateway status.
 	auth func(*http.Request) bool
 }
 
-// wrap answers 431 to a request past the bounds, counting it in refused when set; the others
-// go to next.
 func (l headLimits) wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !l.refuse(w, r) {
@@ -72,8 +60,7 @@ func (l headLimits) wrap(next http.Handler) http.Handler {
 	})
 }
 
-// refuse answers 431 to a request past the bounds, counting it in refused when set, and
-// says whether it did.
+// refuse answers 431 to a request past the bounds and says whether it did.
 func (l headLimits) refuse(w http.ResponseWriter, r *http.Request) bool {
 	if l.auth != nil && l.auth(r) {
 		return false
@@ -92,14 +79,12 @@ func (l headLimits) refuse(w http.ResponseWriter, r *http.Request) bool {
 	if l.refused != nil {
 		l.refused.Add(1)
 	}
-	// The rest of what such a client sends is not worth reading.
 	w.Header().Set("Connection", "close")
 	writeError(w, http.StatusRequestHeaderFieldsTooLarge, "header_fields_too_large", msg)
 	return true
 }
 
-// authHeadLimit is the forward-auth handler next behind the bounds of a head: past
-// maxCount field lines or maxBytes bytes, mw refuses it (DenyRequestTooLarge) with the
+// authHeadLimit refuses a head past the bounds with mw's DenyRequestTooLarge, whose
 // status the gateway passes on as a refusal.
 func authHeadLimit(next http.Handler, mw *httplimit.Middleware, maxBytes, maxCount int) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -115,8 +100,7 @@ func authHeadLimit(next http.Handler, mw *httplimit.Middleware, maxBytes, maxCou
 	})
 }
 
-// headerCount is the number of header field lines r came with: net/http
-// keeps each line as one value, and Host apart.
+// headerCount relies on net/http keeping each field line as one value, and Host apart.
 func headerCount(r *http.Request) int {
 	n := 0
 	if r.Host != "" {
@@ -128,9 +112,8 @@ func headerCount(r *http.Request) int {
 	return n
 }
 
-// headBytes is the size of r's head as its parsed fields spell it: the request line,
-// "Name: value" and CRLF for each field line (Host included) and the blank line. It can
-// be a few bytes under what arrived (spaces net/http trimmed), never over.
+// headBytes is r's head size as its parsed fields spell it: a few bytes under what
+// arrived (spaces net/http trimmed), never over.
 func headBytes(r *http.Request) int {
 	n := len(r.Method) + 1 + len(r.RequestURI) + 1 + len(r.Proto) + 2 + 2
 	if r.Host != "" {
@@ -144,11 +127,9 @@ func headBytes(r *http.Request) int {
 	return n
 }
 
-// netHTTP431 is how net/http answers a head over MaxHeaderBytes: one write on the
-// connection, unlike a handler's buffered JSON, so slowClientConn.Write can tell it.
+// netHTTP431 starts net/http's own 431, one write that slowClientConn.Write can tell.
 var netHTTP431 = []byte("HTTP/1.1 431 Request Header Fields Too Large\r\nContent-Type: text/plain")
 
-// countOversized counts in refused the answer p when it is net/http's 431.
 func countOversized(p []byte, refused *atomic.Uint64) {
 	if refused != nil && bytes.HasPrefix(p, netHTTP431) {
 		refused.Add(1)

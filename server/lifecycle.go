@@ -12,10 +12,9 @@ import (
 	"github.com/rl-exporter/rl-exporter/collector"
 )
 
-// Run serves every listener, calling ready once they accept, until ctx is done
-// or one fails, then drains them (Shutdown's drain, without closing the Closers)
-// and returns the first serving error. Serve is Run then Shutdown; a process of
-// several parts runs Run as one of them. Call it once.
+// Run serves every listener, calling ready once they accept, until ctx is done or one
+// fails, then drains them without closing the Closers and returns the first serving
+// error. Serve is Run then Shutdown. Call it once.
 func (s *Server) Run(ctx context.Context, ready func()) error {
 	errc := make(chan error, len(s.servers))
 	for name, srv := range s.servers {
@@ -48,7 +47,6 @@ func (s *Server) Run(ctx context.Context, ready func()) error {
 	return serveErr
 }
 
-// serveListener serves one listener, the metrics one through its web config when set.
 func (s *Server) serveListener(name string, srv *http.Server, ln net.Listener) error {
 	if name == "metrics" && s.cfg.MetricsWebConfigFile != "" {
 		return collector.Serve(ln, srv, s.cfg.MetricsWebConfigFile, s.logger)
@@ -56,7 +54,6 @@ func (s *Server) serveListener(name string, srv *http.Server, ln net.Listener) e
 	return srv.Serve(ln)
 }
 
-// CountPanics makes c, the panics a listener outside the Server recovered (the gRPC
-// one), count in Panics(name) and the metrics. Call it before Serve and before the
-// first collection.
+// CountPanics counts c, the panics of a listener outside the Server (gRPC), in
+// Panics(name) and the metrics. Call it before Serve and the first collection.
 func (s *Server) CountPanics(name string, c *atomic.Uint64) { s.panics[name] = c }

@@ -10,9 +10,7 @@ import (
 	"github.com/rl-exporter/rl-exporter/httplimit"
 )
 
-// listenerHandler is what net/http calls on every listener, in one frame: it answers
-// 431 to a head past the bounds (headLimits), puts the body under ReadTimeout from its
-// first read (deadlineBody) and recovers next's panics (recovered), then calls next.
+// listenerHandler does every listener's checks (headLimits, deadlineBody, recovered) in one frame.
 type listenerHandler struct {
 	s      *Server
 	limits headLimits
@@ -44,10 +42,8 @@ func (l *listenerHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	l.next.ServeHTTP(sw, r)
 }
 
-// recovered answers the request whose handler panicked with p: a 500 JSON answer (on
-// forward-auth the refusal DenyInternal instead) unless its answer had started, the panic
-// logged once with its stack and counted in panics. http.ErrAbortHandler, the way to abort
-// a response on purpose, goes on to net/http.
+// recovered answers 500 (forward-auth: DenyInternal) unless the answer had started, logs and
+// counts the panic p; http.ErrAbortHandler, a deliberate abort, goes on to net/http.
 func (l *listenerHandler) recovered(w http.ResponseWriter, r *http.Request, p any, started bool) {
 	if err, ok := p.(error); ok && errors.Is(err, http.ErrAbortHandler) {
 		panic(p)

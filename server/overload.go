@@ -19,15 +19,12 @@ import (
 type Overload struct {
 	// Controller is the upstream's limit; required.
 	Controller *overload.Controller
-	// Priority is the priority of a request decided as class on tier; nil: default.
-	// Called concurrently.
+	// Priority ranks a request decided as class on tier; nil: default. Called concurrently.
 	Priority func(class, tier string) overload.Priority
 	// RetryAfter is the Retry-After of a shed request's 503. Default 1s.
 	RetryAfter time.Duration
 }
 
-// overloadGate admits each request to next through the controller, sheds the
-// others with 503, and reports each admitted response's latency and outcome.
 func (s *Server) overloadGate(next http.Handler) http.Handler {
 	o := s.cfg.Overload
 	retryAfter := strconv.Itoa(max(int(o.RetryAfter.Round(time.Second)/time.Second), 1))
@@ -54,7 +51,6 @@ func (s *Server) overloadGate(next http.Handler) http.Handler {
 	})
 }
 
-// statusWriter remembers the status of the response written through it.
 type statusWriter struct {
 	http.ResponseWriter
 	status int
@@ -86,7 +82,7 @@ func (s *Server) OverloadController() *overload.Controller {
 }
 
 // OverloadMetrics returns rate_limit_overload_limit, rate_limit_overload_in_flight and
-// rate_limit_shed_total for the /metrics registry; without Config.Overload, a collector of nothing.
+// rate_limit_shed_total (nothing without Config.Overload). Safe for concurrent use.
 func (s *Server) OverloadMetrics() prometheus.Collector {
 	if s.overloadMetrics == nil {
 		return noMetrics{}
@@ -99,7 +95,6 @@ type noMetrics struct{}
 func (noMetrics) Describe(chan<- *prometheus.Desc) {}
 func (noMetrics) Collect(chan<- prometheus.Metric) {}
 
-// setupOverload checks Config.Overload and makes its collector.
 func (s *Server) setupOverload() error {
 	o := s.cfg.Overload
 	if o == nil || s.cfg.Upstream == nil {
@@ -116,7 +111,6 @@ func (s *Server) setupOverload() error {
 	return nil
 }
 
-// newOverloadMetrics is the collector of cfg.Overload on upstream host.
 func newOverloadMetrics(o *Overload, host string) (*collector.Overload, error) {
 	var priorities, reasons []string
 	for _, p := range overload.Priorities {

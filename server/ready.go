@@ -7,9 +7,8 @@ import (
 	"time"
 )
 
-// storeState is the store's reachability as Config.Ready last answered it, shared
-// by every /readyz call so that probes cost the store one check per ReadyTimeout.
-// Safe for concurrent use.
+// storeState is shared by every /readyz call so that probes cost the store one check
+// per ReadyTimeout. Safe for concurrent use.
 type storeState struct {
 	ctx    context.Context // ends the check in flight at shutdown
 	cancel context.CancelFunc
@@ -22,7 +21,6 @@ type storeState struct {
 
 func (st *storeState) init() { st.ctx, st.cancel = context.WithCancel(context.Background()) }
 
-// storeErr is the store's reachability, at most ReadyTimeout old: nil when it answered.
 func (s *Server) storeErr(ctx context.Context) error {
 	st := &s.store
 	st.mu.Lock()

@@ -14,8 +14,7 @@ import (
 // reads an empty reply, and a gateway asking /v1/auth takes it as the limiter's failure.
 // listenerHandler (listener.go) answers instead, once, and counts it.
 
-// startedWriter is a ResponseWriter that notes whether its answer has started. Pooled, so
-// that the request path allocates nothing for it.
+// startedWriter notes whether its answer has started. Pooled: the request path allocates nothing.
 type startedWriter struct {
 	http.ResponseWriter
 	started bool
@@ -37,7 +36,7 @@ func (w *startedWriter) Write(p []byte) (int, error) {
 	return w.ResponseWriter.Write(p)
 }
 
-// ReadFrom is the ResponseWriter's own (net/http's sends a file with sendfile) when it has one.
+// ReadFrom keeps net/http's sendfile.
 func (w *startedWriter) ReadFrom(r io.Reader) (int64, error) {
 	w.started = true
 	if rf, ok := w.ResponseWriter.(io.ReaderFrom); ok {
@@ -46,7 +45,7 @@ func (w *startedWriter) ReadFrom(r io.Reader) (int64, error) {
 	return io.Copy(struct{ io.Writer }{w.ResponseWriter}, r)
 }
 
-// Flush implements http.Flusher: a flushed answer has started.
+// Flush implements http.Flusher.
 func (w *startedWriter) Flush() {
 	w.started = true
 	_ = http.NewResponseController(w.ResponseWriter).Flush()
@@ -71,7 +70,6 @@ var authDeniedDesc = prometheus.NewDesc("rate_limit_auth_denied_total",
 	"Forward-auth requests (/v1/auth) refused without a decision, with the gateway's refusal status, by reason: request_too_large, bad_path, bad_request or internal.",
 	[]string{"reason"}, nil)
 
-// collectAuthDenied sends rate_limit_auth_denied_total, a sample for every reason.
 func (m serverMetrics) collectAuthDenied(ch chan<- prometheus.Metric) {
 	mw := m.s.cfg.Middleware
 	for _, r := range httplimit.DenyReasons() {

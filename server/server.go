@@ -13,9 +13,8 @@
 //	/healthz          the process is up      } when MetricsListen is set
 //	/readyz           decisions can be made  }
 //
-// What shows users' keys is served only on the admin listener (AdminListen).
-// Every listener bounds what a client may hold (Config's timeouts and header
-// bounds); Metrics counts the slow clients cut off and the oversized heads refused.
+// What shows users' keys is served only on the admin listener (AdminListen). Every
+// listener bounds what a client may hold (Config's timeouts and header bounds).
 package server
 
 import (
@@ -71,10 +70,8 @@ type Config struct {
 	MetricsListen string
 	// AdminListen, when set, serves AdminHandlers. Off by default.
 	AdminListen string
-	// AuthListen, when set (and the decision API on), serves forward-auth alone, reading heads up
-	// to AuthMaxHeaderBytes whether or not the main listener proxies: a gateway forwarding every
-	// client header then gets a decision or the deny status, never the 431 the public listener's
-	// MaxHeaderBytes gives. Forward-auth stays on the main listener too. Off by default.
+	// AuthListen, when set (with the decision API on), also serves forward-auth alone, reading heads
+	// up to AuthMaxHeaderBytes: a gateway forwarding every client header gets a decision, never a 431.
 	AuthListen string
 	// Upstream is where non-reserved requests are proxied. Nil: they get 404.
 	Upstream          *url.URL
@@ -83,8 +80,7 @@ type Config struct {
 	Middleware *httplimit.Middleware
 	// CheckAPI says who may use the decision API. Zero: this host alone.
 	CheckAPI CheckAPI
-	// Ready reports whether the store is reachable (nil: always). One call at a time, bounded by
-	// ReadyTimeout, answers every probe for ReadyTimeout: at most one PING per ReadyTimeout.
+	// Ready reports whether the store is reachable (nil: always); called at most once per ReadyTimeout.
 	Ready        func(context.Context) error
 	ReadyTimeout time.Duration
 	// FailPolicy ("open", "local" or "closed"; empty: "open"): /readyz stays ready
@@ -102,11 +98,9 @@ type Config struct {
 	// bound a request's head on every listener; beyond either the answer is 431.
 	MaxHeaderBytes int
 	MaxHeaderCount int
-	// AuthMaxHeaderBytes (at least MaxHeaderBytes; zero: DefaultAuthMaxHeaderBytes) bounds the
-	// head of a forward-auth request; past it, or past MaxHeaderCount, /v1/auth refuses with the
-	// gateway's status (never 431). Without an Upstream the main listener reads heads this
-	// large (and a little more), its other paths still bounded by MaxHeaderBytes; with one it
-	// faces the proxy's clients and net/http stops at MaxHeaderBytes for every path.
+	// AuthMaxHeaderBytes (at least MaxHeaderBytes; zero: DefaultAuthMaxHeaderBytes) bounds a
+	// forward-auth head; past it /v1/auth refuses with the gateway's status, never 431. With an
+	// Upstream, the main listener still stops every head at MaxHeaderBytes.
 	AuthMaxHeaderBytes int
 	// MetricsHandler serves /metrics. Default: the Go and process collectors.
 	MetricsHandler http.Handler
@@ -153,21 +147,20 @@ func DefaultCheckPeers() []netip.Prefix {
 
 // Server is a serve process, running or ready to run. Safe for concurrent use.
 type Server struct {
-	cfg        Config
-	logger     *slog.Logger
-	listeners  map[string]net.Listener // "main", "metrics", "admin"
-	servers    map[string]*http.Server
-	slow       map[string]*atomic.Uint64 // slow clients cut off, by listener
-	oversized  map[string]*atomic.Uint64 // heads refused with 431, by listener
-	panics     map[string]*atomic.Uint64 // panics recovered, by listener
-	store      storeState
-	checkGuard *admin.TokenGuard // asks the decision API's callers for a token; nil without CheckAPI.Tokens
-	stopping   atomic.Bool
-	serving    chan struct{} // closed once Serve's listeners accept
-	drainOnce  sync.Once
-	closeOnce  sync.Once
-	// overloadMetrics exports Config.Overload; nil without it.
-	overloadMetrics *collector.Overload
+	cfg             Config
+	logger          *slog.Logger
+	listeners       map[string]net.Listener // "main", "metrics", "admin"
+	servers         map[string]*http.Server
+	slow            map[string]*atomic.Uint64 // slow clients cut off, by listener
+	oversized       map[string]*atomic.Uint64 // heads refused with 431, by listener
+	panics          map[string]*atomic.Uint64 // panics recovered, by listener
+	store           storeState
+	checkGuard      *admin.TokenGuard // asks the decision API's callers for a token; nil without CheckAPI.Tokens
+	stopping        atomic.Bool
+	serving         chan struct{} // closed once Serve's listeners accept
+	drainOnce       sync.Once
+	closeOnce       sync.Once
+	overloadMetrics *collector.Overload // nil without Config.Overload
 }
 
 // New validates cfg and opens the listeners, so that Addr is known before Serve.
@@ -205,7 +198,6 @@ func New(cfg Config) (*Server, error) {
 	return s, nil
 }
 
-// withDefaults is c with every zero duration and bound at its default, or why it cannot serve.
 func (c Config) withDefaults() (Config, error) {
 	if c.Listen == "" {
 		return c, errors.New("server: Listen is required")
@@ -238,7 +230,6 @@ func (c Config) withDefaults() (Config, error) {
 	return c, nil
 }
 
-// orDefault is v, or dflt when v is not positive.
 func orDefault[T int | time.Duration](v, dflt T) T {
 	if v <= 0 {
 		return dflt
@@ -246,7 +237,6 @@ func orDefault[T int | time.Duration](v, dflt T) T {
 	return v
 }
 
-// handlers are the listeners to open, by name: their addresses and handlers.
 func (s *Server) handlers() (addrs map[string]string, handlers map[string]http.Handler, err error) {
 	cfg := s.cfg
 	main, err := s.mainHandler()
@@ -274,7 +264,6 @@ func (s *Server) handlers() (addrs map[string]string, handlers map[string]http.H
 	return addrs, handlers, nil
 }
 
-// listen opens listener name at addr, serving h behind every listener's bounds.
 func (s *Server) listen(name, addr string, h http.Handler) error {
 	cfg := s.cfg
 	ln, err := net.Listen("tcp", addr)
@@ -288,10 +277,8 @@ func (s *Server) listen(name, addr string, h http.Handler) error {
 	if (name == "main" || name == "auth") && !cfg.CheckAPI.Disabled {
 		auth = authMatcher(cmp.Or(cfg.CheckAPI.Prefix, DefaultPrefix))
 		limits.auth = auth
-		// A forward-auth service's peers are gateways, which forward heads as large as
-		// they accept: read those, so that /v1/auth answers each with a refusal the
-		// gateway passes on (net/http's 431 is a failure to nginx, which may let the
-		// request through); the other paths keep MaxHeaderBytes, checked by limits.
+		// Gateways forward heads as large as they accept; net/http's 431 is a failure to
+		// nginx, which may let the request through, so /v1/auth must read them and refuse.
 		if cfg.Upstream == nil || name == "auth" {
 			readBytes, limits.maxBytes = cfg.AuthMaxHeaderBytes+authHeadSlack, cfg.MaxHeaderBytes
 		}
@@ -303,8 +290,7 @@ func (s *Server) listen(name, addr string, h http.Handler) error {
 		MaxHeaderBytes:    readBytes - headerReadSlack,
 		ErrorLog:          slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn),
 	}
-	// The exporter-toolkit web config wraps the metrics listener in
-	// TLS, whose connections the counting below would not see.
+	// The exporter-toolkit's TLS hides the metrics listener's connections from this count.
 	if name != "metrics" || cfg.MetricsWebConfigFile == "" {
 		slow := &atomic.Uint64{}
 		s.slow[name] = slow
@@ -333,15 +319,13 @@ func (s *Server) Addr(name string) string {
 // Middleware returns the middleware in front of the proxy (to Swap policies).
 func (s *Server) Middleware() *httplimit.Middleware { return s.cfg.Middleware }
 
-// decisionRoute is a path of the decision API: where httplimit's handler reads it (under
-// DefaultPrefix), and the handler behind the peer and token checks.
+// decisionRoute is a decision API path under DefaultPrefix and its guarded handler.
 type decisionRoute struct {
 	path string
 	h    http.Handler
 }
 
-// decisionAPI is every path of the decision API (httplimit's table), keyed by its path under
-// prefix, behind the peer and token checks. Nil when the decision API is disabled.
+// decisionAPI is keyed by path under prefix; nil when the decision API is disabled.
 func (s *Server) decisionAPI(prefix string) map[string]decisionRoute {
 	if s.cfg.CheckAPI.Disabled {
 		return nil
@@ -407,8 +391,7 @@ func (s *Server) mainHandler() (http.Handler, error) {
 	}), nil
 }
 
-// withoutAuthorization is h asked without the Authorization header, which carried the decision
-// API's token, checked: forward-auth then reads no client's API key in it.
+// withoutAuthorization drops the checked token, lest forward-auth read it as a client's API key.
 func withoutAuthorization(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		r2 := new(http.Request)
@@ -419,8 +402,7 @@ func withoutAuthorization(h http.Handler) http.Handler {
 	})
 }
 
-// atPath is r asked under DefaultPrefix, where httplimit's handlers read their paths, instead
-// of under prefix.
+// atPath moves r from prefix to DefaultPrefix, where httplimit's handlers read their paths.
 func atPath(r *http.Request, prefix string) *http.Request {
 	r2 := new(http.Request)
 	*r2 = *r
@@ -435,8 +417,7 @@ func atPath(r *http.Request, prefix string) *http.Request {
 	return r2
 }
 
-// authOnlyHandler serves forward-auth (its path under the prefix and the subtree Envoy asks)
-// and answers every other path 404: the handler of the AuthListen listener.
+// authOnlyHandler is AuthListen's handler: forward-auth, and 404 for every other path.
 func (s *Server) authOnlyHandler() http.Handler {
 	prefix := cmp.Or(s.cfg.CheckAPI.Prefix, DefaultPrefix)
 	auth, isAuth := s.decisionAPI(prefix)[prefix+strings.TrimPrefix(httplimit.AuthPath, DefaultPrefix)], authMatcher(prefix)
@@ -452,8 +433,7 @@ func (s *Server) authOnlyHandler() http.Handler {
 	})
 }
 
-// authMatcher says whether a request asks forward-auth under prefix: its auth path, or a path
-// under it (Envoy's ext_authz with path_prefix).
+// authMatcher also matches paths under the auth path: Envoy's ext_authz with path_prefix.
 func authMatcher(prefix string) func(*http.Request) bool {
 	authPath := prefix + strings.TrimPrefix(httplimit.AuthPath, DefaultPrefix)
 	return func(r *http.Request) bool {
@@ -462,8 +442,7 @@ func authMatcher(prefix string) func(*http.Request) bool {
 	}
 }
 
-// peerGuarded is api (at path) behind the decision API's peer and token checks; nil when the
-// decision API is disabled.
+// peerGuarded is nil when the decision API is disabled.
 func (s *Server) peerGuarded(api http.Handler, path string) http.Handler {
 	if s.cfg.CheckAPI.Disabled {
 		return nil
@@ -493,7 +472,6 @@ func (s *Server) peerGuarded(api http.Handler, path string) http.Handler {
 	})
 }
 
-// opsHandler serves /metrics, /healthz and /readyz.
 func (s *Server) opsHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
@@ -553,9 +531,6 @@ func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
 	_ = json.NewEncoder(w).Encode(rd)
 }
 
-// proxy forwards to upstream (package proxy); a request it cannot forward is
-// answered here: 400 for a malformed body, nothing for a client gone or cut off,
-// else 502 with the reservation given back.
 func (s *Server) proxy(upstream *url.URL) (http.Handler, error) {
 	p, err := proxy.New(proxy.Config{Upstream: upstream, Transport: s.cfg.UpstreamTransport, ErrorHandler: s.upstreamError})
 	if err != nil {
@@ -566,10 +541,9 @@ func (s *Server) proxy(upstream *url.URL) (http.Handler, error) {
 	return p, nil
 }
 
-// upstreamError answers a request the proxy could not forward.
+// upstreamError answers a request the proxy could not forward. A failing body is the
+// client's fault: 400 when malformed, nothing when ReadTimeout closed its connection.
 func (s *Server) upstreamError(w http.ResponseWriter, r *http.Request, err error) {
-	// A failing request body is the client's fault: 400 when malformed,
-	// nothing when cut off by ReadTimeout (its connection is closed).
 	if be := (*BodyError)(nil); errors.As(err, &be) {
 		if !isTimeout(be.Err) {
 			writeError(w, http.StatusBadRequest, "bad_request", "the request body is malformed: "+be.Err.Error())
@@ -622,8 +596,7 @@ func (s *Server) Shutdown() error {
 	return err
 }
 
-// drain turns /readyz unready and lets in-flight requests finish for up to
-// ShutdownTimeout, then closes their connections. Calling it again does nothing.
+// drain closes the connections still busy after ShutdownTimeout. Idempotent.
 func (s *Server) drain() error {
 	var firstErr error
 	s.drainOnce.Do(func() {

@@ -9,8 +9,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// slowClientListener hands out connections that count themselves as a slow
-// client when a read deadline cuts them off while a request is arriving.
 type slowClientListener struct {
 	net.Listener
 	slow      *atomic.Uint64
@@ -25,10 +23,9 @@ func (l *slowClientListener) Accept() (net.Conn, error) {
 	return &slowClientConn{Conn: c, slow: l.slow, oversized: l.oversized}, nil
 }
 
-// slowClientConn counts itself once as a slow client when a read deadline expires
-// after bytes of a request arrived (headers under ReadHeaderTimeout, body under
-// ReadTimeout), not on a connection quiet since its last request. A deadline in the
-// past is net/http aborting its own background read, not slowness, and is noted.
+// slowClientConn counts itself once as a slow client when a read deadline expires mid-request,
+// not on a connection idle since its last one. A deadline set in the past is net/http
+// aborting its own background read, not slowness.
 type slowClientConn struct {
 	net.Conn
 	slow      *atomic.Uint64
@@ -55,13 +52,12 @@ func (c *slowClientConn) Write(p []byte) (int, error) {
 	return c.Conn.Write(p)
 }
 
-// SetReadDeadline is net.Conn's, noting a deadline set in the past.
+// SetReadDeadline and SetDeadline are net.Conn's, noting a deadline set in the past.
 func (c *slowClientConn) SetReadDeadline(t time.Time) error {
 	c.aborting.Store(!t.IsZero() && t.Before(time.Now()))
 	return c.Conn.SetReadDeadline(t)
 }
 
-// SetDeadline is net.Conn's, noting a deadline set in the past.
 func (c *slowClientConn) SetDeadline(t time.Time) error {
 	c.aborting.Store(!t.IsZero() && t.Before(time.Now()))
 	return c.Conn.SetDeadline(t)
@@ -90,10 +86,9 @@ var slowClientsDesc = prometheus.NewDesc("rate_limit_slow_clients_total",
 var adminAuthFailuresDesc = prometheus.NewDesc("rl_exporter_admin_auth_failures_total",
 	"Requests to the admin listener refused for a missing or wrong bearer token.", nil, nil)
 
-// Metrics returns rate_limit_slow_clients_total, rate_limit_oversized_headers_total and
-// rl_exporter_panics_total by listener, rate_limit_auth_denied_total by reason (while the
-// decision API is on) and, with AdminAuthFailures, rl_exporter_admin_auth_failures_total, as a
-// prometheus.Collector for the /metrics registry. Safe for concurrent use.
+// Metrics returns rate_limit_slow_clients_total, rate_limit_oversized_headers_total,
+// rl_exporter_panics_total, rate_limit_auth_denied_total and (with AdminAuthFailures)
+// rl_exporter_admin_auth_failures_total for the /metrics registry. Safe for concurrent use.
 func (s *Server) Metrics() prometheus.Collector { return serverMetrics{s} }
 
 type serverMetrics struct{ s *Server }
@@ -126,9 +121,8 @@ func (m serverMetrics) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// OversizedHeaders returns how many requests of the named listener got 431 for a head
-// over MaxHeaderBytes or more fields than MaxHeaderCount; behind a web config (TLS),
-// only the second are counted.
+// OversizedHeaders returns how many requests of the named listener got 431 for their head;
+// behind a web config (TLS), only those over MaxHeaderCount.
 func (s *Server) OversizedHeaders(listener string) uint64 {
 	if c, ok := s.oversized[listener]; ok {
 		return c.Load()

@@ -22,21 +22,18 @@ const (
 	DefaultClusterReloadInterval = 60 * time.Second
 )
 
-// clusterRetryBackoff is the first pause before an unsent Cluster call is resent (doubled up to 4×).
+// clusterRetryBackoff is the first pause before resending an unsent Cluster call (doubled up to 4×).
 const clusterRetryBackoff = time.Millisecond
 
-// ClientConfig describes how to reach Redis. Set exactly one of URL (a
-// single server), ClusterAddrs (Redis Cluster) or SentinelAddrs with
-// MasterName (a primary found through Sentinel). It is a plain value.
+// ClientConfig describes how to reach Redis: set exactly one of URL, ClusterAddrs or
+// SentinelAddrs with MasterName. It is a plain value.
 type ClientConfig struct {
-	// URL is a single server: redis://[user:password@]host:port[/db], or
-	// rediss:// for TLS. go-redis query options (pool_size=, ...) apply
-	// where the fields below are zero.
+	// URL is a single server: redis[s]://[user:password@]host:port[/db]; its go-redis query
+	// options (pool_size=, ...) apply where the fields below are zero.
 	URL string
 	// ClusterAddrs are seed addresses ("host:port") of a Redis Cluster.
 	ClusterAddrs []string
-	// SentinelAddrs are Sentinel addresses ("host:port"); MasterName is the
-	// name of the monitored primary, required with them.
+	// SentinelAddrs ("host:port") require MasterName, the monitored primary's name.
 	SentinelAddrs []string
 	MasterName    string
 	// SentinelPassword authenticates to the Sentinels, when they need it.
@@ -52,29 +49,23 @@ type ClientConfig struct {
 	PoolSize int
 	// DialTimeout bounds connecting. Default DefaultDialTimeout.
 	DialTimeout time.Duration
-	// ReadTimeout and WriteTimeout bound socket I/O when the context's
-	// deadline is not earlier. Defaults DefaultReadTimeout, DefaultWriteTimeout.
+	// ReadTimeout and WriteTimeout bound socket I/O unless the context's deadline is earlier.
 	ReadTimeout  time.Duration
 	WriteTimeout time.Duration
-	// MaxRetries is how many times go-redis retries a call that failed on
-	// the network. Default 0: a decision whose reply was lost may have
-	// run, and the Limiter's fail policy handles the failure instead.
+	// MaxRetries is go-redis's retries of a call failed on the network. Default 0: a
+	// decision whose reply was lost may have run; the Limiter's fail policy handles it.
 	MaxRetries int
-	// DialAttempts is how many times a connection is dialled, within the
-	// call's deadline. Default DefaultDialAttempts.
+	// DialAttempts is how many times a connection is dialled within the call's deadline.
 	DialAttempts int
 	// DialRetryBackoff is the pause between two dial attempts.
 	DialRetryBackoff time.Duration
-	// ClusterMaxRedirects is how many MOVED or ASK redirections a Cluster
-	// call follows; negative: none.
+	// ClusterMaxRedirects is how many MOVED or ASK redirections a call follows; negative: none.
 	ClusterMaxRedirects int
-	// ClusterReloadInterval is how often a Cluster client reloads its slot
-	// map on its own.
+	// ClusterReloadInterval is how often a Cluster client reloads its slot map on its own.
 	ClusterReloadInterval time.Duration
 }
 
-// Options returns the go-redis options ClientConfig describes, with the
-// defaults applied and ContextTimeoutEnabled set.
+// Options returns the go-redis options c describes, defaults applied.
 func (c ClientConfig) Options() (*redis.UniversalOptions, error) {
 	if err := c.checkTarget(); err != nil {
 		return nil, err
@@ -119,7 +110,6 @@ func (c ClientConfig) checkTarget() error {
 	return nil
 }
 
-// baseOptions are the options c sets itself.
 func (c ClientConfig) baseOptions() *redis.UniversalOptions {
 	return &redis.UniversalOptions{
 		Username:         c.Username,
@@ -179,7 +169,6 @@ func applyURL(o *redis.UniversalOptions, url string) error {
 	return nil
 }
 
-// applyCluster sets the options of a Redis Cluster.
 func (c ClientConfig) applyCluster(o *redis.UniversalOptions) error {
 	if c.DB != 0 {
 		return fmt.Errorf("redis cluster: db must be 0, got %d", c.DB)
@@ -192,7 +181,6 @@ func (c ClientConfig) applyCluster(o *redis.UniversalOptions) error {
 	return nil
 }
 
-// applySentinel sets the options of a primary found through Sentinel.
 func (c ClientConfig) applySentinel(o *redis.UniversalOptions) error {
 	if c.MasterName == "" {
 		return errors.New("redis sentinel: master name is required with sentinel addresses")
@@ -202,7 +190,6 @@ func (c ClientConfig) applySentinel(o *redis.UniversalOptions) error {
 	return nil
 }
 
-// applyDefaults sets the defaults of the options still at zero.
 func (c ClientConfig) applyDefaults(o *redis.UniversalOptions) error {
 	if o.PoolSize <= 0 {
 		o.PoolSize = 10 * runtime.GOMAXPROCS(0)
@@ -238,8 +225,7 @@ func (c ClientConfig) applyDefaults(o *redis.UniversalOptions) error {
 	return nil
 }
 
-// NewClient returns a go-redis client for c, which the caller closes. It
-// does not contact Redis.
+// NewClient returns a go-redis client for c, which the caller closes. No Redis call.
 func (c ClientConfig) NewClient() (redis.UniversalClient, error) {
 	o, err := c.Options()
 	if err != nil {

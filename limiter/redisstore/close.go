@@ -9,14 +9,12 @@ import (
 	"github.com/rl-exporter/rl-exporter/limiter"
 )
 
-// ErrClosed is the error of a call made after Store.Close, and of an
-// asynchronous settle or release that Close took back from the queue
-// unsent once its context ended.
+// ErrClosed is the error of a call made after Store.Close, and of an asynchronous
+// settle or release that Close took back unsent once its context ended.
 var ErrClosed = errors.New("redis store closed")
 
-// asyncOps counts the operations posted without a caller waiting
-// (postOp) and not answered yet, so that Close can wait for them;
-// lock-free, as every call reads it.
+// asyncOps counts the posted operations not answered yet, so that Close can wait
+// for them; lock-free, as every call reads it.
 type asyncOps struct {
 	n      atomic.Int64
 	closed atomic.Bool
@@ -24,8 +22,7 @@ type asyncOps struct {
 	zero chan struct{}
 }
 
-// add counts one more operation on its way; false once the store is
-// closed (counted first, so that Close sees it or it sees Close).
+// add is false once the store is closed; it counts first, so that Close sees it or it sees Close.
 func (a *asyncOps) add() bool {
 	a.n.Add(1)
 	if a.closed.Load() {
@@ -35,7 +32,6 @@ func (a *asyncOps) add() bool {
 	return true
 }
 
-// done counts one operation answered.
 func (a *asyncOps) done() {
 	if a.n.Add(-1) == 0 && a.closed.Load() {
 		select {
@@ -45,20 +41,14 @@ func (a *asyncOps) done() {
 	}
 }
 
-// isClosed reports whether Close was called.
 func (a *asyncOps) isClosed() bool { return a.closed.Load() }
 
-// Close flushes the store: it refuses further calls (they fail with
-// ErrClosed) and waits, until ctx ends, for the settles and releases
-// queued without their callers waiting (SettleAsync, ReleaseLeaseAsync)
-// to be answered, each through its callback as usual. When ctx ends
-// first, those still queued are taken back unsent, their callbacks called
-// with ErrClosed, and Close returns an error wrapping ErrClosed that
-// counts them and those still on the wire (whose callbacks get Redis's
-// answer or their timeout's error later). A process that exits without
-// Close loses what was queued silently. Close does not close the client,
-// which is the caller's. Safe for concurrent use; a second Close waits
-// alike.
+// Close flushes the store: further calls fail with ErrClosed, and it waits until ctx
+// ends for queued SettleAsync and ReleaseLeaseAsync calls to be answered. When ctx
+// ends first, those still queued get ErrClosed unsent, and Close returns an error
+// wrapping ErrClosed that counts them and those still on the wire. Without Close a
+// process loses what was queued silently. The client stays open: it is the caller's.
+// Safe for concurrent use; a second Close waits alike.
 func (s *Store) Close(ctx context.Context) error {
 	s.async.closed.Store(true)
 	for s.async.n.Load() > 0 {
@@ -71,7 +61,6 @@ func (s *Store) Close(ctx context.Context) error {
 	return nil
 }
 
-// closeLate ends a Close whose context ended first.
 func (s *Store) closeLate(ctx context.Context) error {
 	unsent := s.dropQueued()
 	if left := int(s.async.n.Load()); left > 0 || unsent > 0 {
@@ -81,8 +70,7 @@ func (s *Store) closeLate(ctx context.Context) error {
 	return nil
 }
 
-// dropQueued answers every request still in a lane's queue with ErrClosed
-// and returns how many of them were posted ones.
+// dropQueued answers every queued request with ErrClosed; posted counts the posted ones.
 func (s *Store) dropQueued() (posted int) {
 	if s.batch == nil {
 		return 0

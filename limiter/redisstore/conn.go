@@ -11,10 +11,9 @@ import (
 // catches a connection closed while idle).
 const connIdle = 50 * time.Millisecond
 
-// ownConn is a single-server connection kept by one user (a sender, or
-// the decisions made alone) across calls, saving the pool's checkout and
-// its health-check system call per call; closed after an error or
-// connIdle. Safe for concurrent use; one caller at a time holds it.
+// ownConn is a single-server connection kept by one user across calls, saving the pool's
+// checkout and its health-check system call; closed after an error or connIdle. Safe for
+// concurrent use; one caller at a time holds it.
 type ownConn struct {
 	client *redis.Client // nil: not a single-server client
 
@@ -25,9 +24,8 @@ type ownConn struct {
 	lastUsed time.Time
 }
 
-// take returns the connection (nil: no client, or in use), which the
-// caller hands back with give; warm says it has made a call without error,
-// so that a call on it waits for no pool.
+// take returns the connection (nil: no client, or in use) for give; warm: a call on it
+// succeeded, so the next waits for no pool.
 func (o *ownConn) take() (c *redis.Conn, warm bool) {
 	if o.client == nil {
 		return nil, false
@@ -66,7 +64,6 @@ func (o *ownConn) give(c *redis.Conn, err error) {
 	}
 }
 
-// close returns the connection to the pool.
 func (o *ownConn) close() {
 	o.mu.Lock()
 	defer o.mu.Unlock()

@@ -16,8 +16,7 @@ const (
 	kindLeaseRenew = 2
 )
 
-// leaseScripts are lua/concurrency.lua's calls: acquire and release alone,
-// and the batch of many calls in one (reserve_batch.go).
+// leaseScripts are lua/concurrency.lua's calls, alone and batched (reserve_batch.go).
 var leaseScripts = sync.OnceValues(func() (*opScripts, error) {
 	var a, r, b, n script
 	if err := readGenerated(limiter.Concurrency, leaseKinds[:], &a, &r, &b, &n); err != nil {
@@ -26,7 +25,6 @@ var leaseScripts = sync.OnceValues(func() (*opScripts, error) {
 	return &opScripts{single: [3]*script{kindAcquire: &a, kindRelease: &r, kindLeaseRenew: &n}, batch: &b}, nil
 })
 
-// luaScript is lua/<name>.lua, read once, as a Script.
 func luaScript(name string) func() (*Script, error) {
 	return sync.OnceValues(func() (*Script, error) {
 		src, err := luaFiles.ReadFile("lua/" + name + ".lua")
@@ -40,8 +38,8 @@ func luaScript(name string) func() (*Script, error) {
 // LeaseKey is the sorted set holding key's leases: <prefix>:{<key>}:concurrency, one Cluster slot.
 func (s *Store) LeaseKey(key string) string { return s.baseKey(key, limiter.Concurrency) }
 
-// AcquireLease implements limiter.Leaser: one script call, batched with
-// others in progress on a single server. Safe for concurrent use.
+// AcquireLease implements limiter.Leaser in one script call, batched on a single server.
+// Safe for concurrent use.
 func (s *Store) AcquireLease(ctx context.Context, key string, lim limiter.LeaseLimit, id string, timeout time.Duration) (limiter.LeaseDecision, error) {
 	if err := lim.Validate(); err != nil {
 		return limiter.LeaseDecision{}, fmt.Errorf("redis store: concurrency: %w", err)
@@ -57,8 +55,7 @@ func (s *Store) AcquireLease(ctx context.Context, key string, lim limiter.LeaseL
 	return d, nil
 }
 
-// ReleaseLease implements limiter.Leaser: one script call, batched as
-// AcquireLease. Safe for concurrent use.
+// ReleaseLease implements limiter.Leaser in one script call. Safe for concurrent use.
 func (s *Store) ReleaseLease(ctx context.Context, key string, id string, timeout time.Duration) (int64, error) {
 	r, err := s.runLease(ctx, timeout, key, kindRelease, id, 0, 0)
 	if err != nil {
@@ -67,7 +64,6 @@ func (s *Store) ReleaseLease(ctx context.Context, key string, id string, timeout
 	return released(id, r)
 }
 
-// released reads a release's reply.
 func released(id string, r [4]int64) (int64, error) {
 	if r[0] != 1 {
 		return r[2], fmt.Errorf("redis store: lease %s: %w", id, limiter.ErrLeaseUnknown)
@@ -75,17 +71,14 @@ func released(id string, r [4]int64) (int64, error) {
 	return r[2], nil
 }
 
-// ReleaseLeaseAsync implements limiter.AsyncReleaser: ReleaseLease's
-// call, queued in the store's next batch without its caller waiting, as
-// SettleAsync: then gets what ReleaseLease would have returned, once, on
-// a goroutine of the store's, and must not block. Safe for concurrent use.
+// ReleaseLeaseAsync implements limiter.AsyncReleaser as SettleAsync does: then gets
+// ReleaseLease's result once, on a store goroutine, and must not block. Safe for concurrent use.
 func (s *Store) ReleaseLeaseAsync(ctx context.Context, key string, id string, timeout time.Duration, then func(int64, error)) {
 	r := s.leaseOp(key, kindRelease, id, 0, 0)
 	r.onRelease = then
 	s.postOp(ctx, r, timeout, releasedAsync)
 }
 
-// releasedAsync hands an asynchronous release's answer to its onRelease.
 func releasedAsync(r *request) {
 	s, then, lk, id := r.s, r.onRelease, r.keys[0], r.id
 	var out [4]int64
@@ -102,9 +95,8 @@ func releasedAsync(r *request) {
 	then(released(id, out))
 }
 
-// RenewLease implements limiter.Leaser: one script call, batched as
-// AcquireLease, that moves the lease's expiry to lim.TTL from now on
-// Redis's clock. Safe for concurrent use.
+// RenewLease implements limiter.Leaser: one script call moves the lease's expiry to
+// lim.TTL from now on Redis's clock. Safe for concurrent use.
 func (s *Store) RenewLease(ctx context.Context, key string, lim limiter.LeaseLimit, id string, timeout time.Duration) (limiter.Renewal, error) {
 	if err := lim.Validate(); err != nil {
 		return limiter.Renewal{}, fmt.Errorf("redis store: concurrency: %w", err)
@@ -136,7 +128,6 @@ func (s *Store) runLease(ctx context.Context, timeout time.Duration, key string,
 	return out, nil
 }
 
-// leaseOp is the request of a lease call of kind on key.
 func (s *Store) leaseOp(key string, kind int64, id string, limit, ttl int64) *request {
 	r := s.newOp(famLease, kind)
 	r.addKey(s.LeaseKey(key))

@@ -2,17 +2,12 @@
 // share one Redis (a single server, a Sentinel-managed primary or a Redis
 // Cluster) shares every limit exactly.
 //
-// Each decision is one Lua script call, atomic on Redis, on Redis's clock.
-// Each algorithm's arithmetic is one file, lua/<algorithm>.lua: its
-// decision, for every mode (lua/run.lua), which package region runs on
-// per-region slots too, and its settle; sent as generated into
-// lua/generated.
-// Every store operation (a decision, a reservation's or a lease's call) is
-// one request, and those made while others are on their way share a batch
-// and its round trip (batch.go); every script goes through one runner,
-// EVALSHA then EVAL on NOSCRIPT (Script, Store.run).
-// A key k under algorithm a is <prefix>:{<escaped k>}:<a>, one Cluster
-// slot. docs/redis-store.md describes batching, failover and keys in full.
+// Each decision is one Lua script call, atomic on Redis, on Redis's clock; each
+// algorithm's arithmetic is one file, lua/<algorithm>.lua, generated into
+// lua/generated. Concurrent operations share a batch and its round trip
+// (batch.go); every script goes through one runner, EVALSHA then EVAL on
+// NOSCRIPT. A key k under algorithm a is <prefix>:{<escaped k>}:<a>, one
+// Cluster slot. docs/redis-store.md describes batching, failover and keys.
 package redisstore
 
 import (
@@ -41,14 +36,11 @@ const DefaultPrefix = "rl"
 
 // Config configures a Store. The zero value is usable.
 type Config struct {
-	// Prefix starts every key, so that applications can share one Redis;
-	// no '{' or '}'. Default DefaultPrefix.
+	// Prefix starts every key, so applications can share one Redis; no '{' or '}'.
 	Prefix string
 	// Batch says how concurrent decisions share script calls.
 	Batch BatchConfig
-	// ClusterRefreshMinInterval is the shortest time between two slot map
-	// reloads that failed calls ask for. Default
-	// DefaultClusterRefreshMinInterval; negative: none.
+	// ClusterRefreshMinInterval spaces the slot map reloads failed calls ask for; negative: none.
 	ClusterRefreshMinInterval time.Duration
 	// BatchTracer, when set, is told of every batch.
 	BatchTracer BatchTracer
@@ -64,17 +56,14 @@ type Config struct {
 type Durability uint8
 
 const (
-	// DurabilityNone answers once the primary ran the script (a failover
-	// loses the writes no replica had yet).
+	// DurabilityNone answers once the primary ran the script; a failover loses unreplicated writes.
 	DurabilityNone Durability = iota
-	// DurabilityWait pipelines WAIT 1 <DurabilityTimeout> after each
-	// call: answered once a replica holds the write or the timeout passes
-	// (the write still counts). Not on a Cluster.
+	// DurabilityWait pipelines WAIT 1 <DurabilityTimeout> after each call; a timeout
+	// still counts the write. Not on a Cluster.
 	DurabilityWait
 )
 
-// DefaultDurabilityTimeout is half the Limiter's default timeout, leaving
-// the other half for the decision's round trip.
+// DefaultDurabilityTimeout leaves half the Limiter's default timeout for the round trip.
 const DefaultDurabilityTimeout = 50 * time.Millisecond
 
 // ReplicationObserver is told of the writes no replica acknowledged in
@@ -87,11 +76,10 @@ type ReplicationObserver interface {
 // DefaultClusterRefreshMinInterval is Config.ClusterRefreshMinInterval's default.
 const DefaultClusterRefreshMinInterval = 100 * time.Millisecond
 
-// BatchTracer links batches to the decisions' traces: a batch runs on a
-// context of its own. It is called concurrently from the senders.
+// BatchTracer links batches, which run on contexts of their own, to the decisions'
+// traces. It is called concurrently from the senders.
 type BatchTracer interface {
-	// TraceBatch gets the batch's context and the members' (not to be kept)
-	// and returns the context to send with and a function ending it (or nil).
+	// TraceBatch returns the context to send with and its end (or nil); decisions are not to be kept.
 	TraceBatch(batch context.Context, decisions []context.Context) (context.Context, func())
 }
 
@@ -102,29 +90,22 @@ type Store struct {
 	cluster      bool
 	single       *redis.Client // nil on a Cluster; what the ownConns hold
 	typedReplies bool          // go-redis's parser, not resp.go (a Cluster's, to follow MOVED and ASK)
-	// encode is (*encoder).encode; BenchmarkSpeedMechanisms swaps layouts.
-	encode func(e *encoder, dst []any, sc *algScripts, g *group) []any
-	cc     *redis.ClusterClient // the client, on a Cluster
-	// refreshMin and lastRefresh (Unix ns) bound noteError's reloads.
-	refreshMin  time.Duration
-	lastRefresh atomic.Int64
-	prefix      string
-	algs        [limiter.NumAlgorithms]algScripts // by AlgorithmSpec.Index
-	batch       *batcher                          // nil without batching
-	// alone are the connections of decisions made alone, one per such
-	// call that may be on its way at once (Store.send).
-	alone    []ownConn
-	requests sync.Pool
-	// wait is the WAIT of DurabilityWait, else nil.
-	wait         []any
+	// encode is (*encoder).encode; a benchmark swaps it.
+	encode       func(e *encoder, dst []any, sc *algScripts, g *group) []any
+	cc           *redis.ClusterClient // the client, on a Cluster
+	refreshMin   time.Duration
+	lastRefresh  atomic.Int64 // Unix ns
+	prefix       string
+	algs         [limiter.NumAlgorithms]algScripts // by AlgorithmSpec.Index
+	batch        *batcher                          // nil without batching
+	alone        []ownConn                         // one per decision made alone that may be on its way at once
+	requests     sync.Pool
+	wait         []any // DurabilityWait's WAIT, else nil
 	replObs      ReplicationObserver
 	unreplicated atomic.Int64
-	// resv are the reservation scripts, by AlgorithmSpec.Index, leases
-	// the lease scripts (reserve_batch.go).
-	resv   *[limiter.NumAlgorithms]reserveScripts
-	leases *opScripts
-	// async counts the operations nobody waits for, for Close (close.go).
-	async asyncOps
+	resv         *[limiter.NumAlgorithms]reserveScripts // by AlgorithmSpec.Index
+	leases       *opScripts
+	async        asyncOps // operations nobody waits for, for Close
 }
 
 // New returns a Store on client (only a *redis.Client, Sentinel's
@@ -184,8 +165,7 @@ func New(client redis.UniversalClient, cfg Config) (*Store, error) {
 	}
 	s.alone = make([]ownConn, 1)
 	if single && s.batch != nil {
-		// One more per sender, for decisions that go alone beside batches
-		// (lane.claim), when the pool keeps as many again for its other users.
+		// One more per sender (lane.claim), if the pool keeps as many again for its other users.
 		if held := 1 + 2*int(s.batch.senders); c.Options().PoolSize >= 2*held {
 			s.alone = make([]ownConn, 1+s.batch.senders)
 		}
@@ -202,16 +182,14 @@ func New(client redis.UniversalClient, cfg Config) (*Store, error) {
 // Name is "redis".
 func (s *Store) Name() string { return "redis" }
 
-// Warm loads the scripts and opens the connections the store's decisions
-// hold at once, so that a first decision on a distant Redis does not spend
-// its timeout dialling. Optional; safe for concurrent use.
+// Warm loads the scripts and opens the connections, so that a first decision on a
+// distant Redis does not spend its timeout dialling. Optional; safe for concurrent use.
 func (s *Store) Warm(ctx context.Context) error {
 	conns := len(s.alone)
 	if s.batch != nil {
 		conns += int(s.batch.senders)
 	}
 	warm := func(ctx context.Context, c redis.Cmdable) error {
-		// One connection per call, all held until done.
 		on := make([]redis.Cmdable, conns)
 		for i := range on {
 			on[i] = c
@@ -304,7 +282,6 @@ func (s *Store) Keys(key string, a limiter.Algorithm) []string {
 	return keys
 }
 
-// baseKey is <prefix>:{<escaped key>}:<algorithm>.
 func (s *Store) baseKey(key string, a limiter.Algorithm) string {
 	var b strings.Builder
 	b.Grow(len(s.prefix) + len(key) + len(a) + 8)
@@ -316,9 +293,8 @@ func (s *Store) baseKey(key string, a limiter.Algorithm) string {
 	return b.String()
 }
 
-// writeEscaped writes key with '%', '{' and '}' percent-encoded and the
-// empty key as "%00" (which no other key gives), so that the hash tag is
-// never "{}", which Redis Cluster would ignore.
+// writeEscaped percent-encodes '%', '{' and '}' and writes "" as "%00", so that the
+// hash tag is never "{}", which Redis Cluster would ignore.
 func writeEscaped(b *strings.Builder, key string) {
 	if key == "" {
 		b.WriteString("%00")
@@ -372,9 +348,8 @@ type scriptCmd struct{ *redis.Cmd }
 // NoRetry implements go-redis's retry opt-out.
 func (scriptCmd) NoRetry() bool { return true }
 
-// noteError reloads a Cluster's slot map, at most once per refreshMin,
-// after a failure a stale map explains: go-redis alone would keep a dead
-// master's slots until its next periodic reload.
+// noteError reloads a Cluster's slot map (at most once per refreshMin): go-redis alone
+// would keep a dead master's slots until its next periodic reload.
 func (s *Store) noteError(err error) {
 	if !s.cluster || s.refreshMin < 0 || !staleMapError(err) {
 		return
@@ -394,12 +369,10 @@ func isAsk(err error) bool { return errorPrefix(err, "ASK ") }
 
 func isTryAgain(err error) bool { return errorPrefix(err, "TRYAGAIN") }
 
-// errorPrefix reports whether err's message starts with prefix.
 func errorPrefix(err error, prefix string) bool {
 	return err != nil && strings.HasPrefix(err.Error(), prefix)
 }
 
-// staleMapError reports whether a stale slot map may explain err.
 func staleMapError(err error) bool {
 	if err == nil || errors.Is(err, context.Canceled) {
 		return false

@@ -9,14 +9,13 @@ import (
 	"github.com/rl-exporter/rl-exporter/limiter"
 )
 
-// reserveScripts are an algorithm's reserve and settle scripts, one atomic
-// call each, and their batch of many calls in one (reserve_batch.go).
+// reserveScripts are an algorithm's reserve and settle scripts and their batch (reserve_batch.go).
 type reserveScripts struct {
 	reserve, settle, batch, renew script
 	ops                           opScripts
 }
 
-// bookSuffix follows a key's base key in the key of its reservation book.
+// bookSuffix follows the base key in its reservation book's key.
 const bookSuffix = ":resv"
 
 // Kinds of reservation call in a batch (lua/reservations_batch.lua).
@@ -26,8 +25,7 @@ const (
 	kindRenew   = 2
 )
 
-// loadReserveScripts reads every algorithm's reservation scripts once,
-// indexed by AlgorithmSpec.Index; a pointer, so that a call copies nothing.
+// loadReserveScripts returns a pointer, so that a call copies nothing.
 var loadReserveScripts = sync.OnceValues(func() (*[limiter.NumAlgorithms]reserveScripts, error) {
 	all := new([limiter.NumAlgorithms]reserveScripts)
 	for _, spec := range limiter.AlgorithmSpecs() {
@@ -40,9 +38,8 @@ var loadReserveScripts = sync.OnceValues(func() (*[limiter.NumAlgorithms]reserve
 	return all, nil
 })
 
-// Reserve implements limiter.Reserver: the decision of r.Estimate and, when
-// admitted, the reservation's record, in one script call on Redis's clock,
-// the record under the key's hash tag. Safe for concurrent use.
+// Reserve implements limiter.Reserver: the decision of r.Estimate and the record
+// in one script call on Redis's clock. Safe for concurrent use.
 func (s *Store) Reserve(ctx context.Context, key string, lim limiter.Limit, r limiter.ReserveRequest, timeout time.Duration) (limiter.Decision, error) {
 	spec := limiter.SpecOf(lim.Algorithm)
 	if err := checkCall(spec, lim, r.Estimate); err != nil {
@@ -76,9 +73,8 @@ func (s *Store) Reserve(ctx context.Context, key string, lim limiter.Limit, r li
 	return d, nil
 }
 
-// Settle implements limiter.Reserver in one script call: the record is
-// removed and the state adjusted atomically, so a reservation settles once.
-// Safe for concurrent use.
+// Settle implements limiter.Reserver in one atomic script call, so a reservation
+// settles once. Safe for concurrent use.
 func (s *Store) Settle(ctx context.Context, key string, lim limiter.Limit, id string, actual int64, timeout time.Duration) (limiter.Settlement, error) {
 	spec := limiter.SpecOf(lim.Algorithm)
 	if err := checkCall(spec, lim, 1); err != nil {
@@ -94,13 +90,10 @@ func (s *Store) Settle(ctx context.Context, key string, lim limiter.Limit, id st
 	return settlement(lim.Algorithm, key, id, actual, ints)
 }
 
-// SettleAsync implements limiter.AsyncSettler: Settle's call, queued in
-// the store's next batch (beside the decisions and other calls on their
-// way) without its caller waiting. then gets what Settle would have
-// returned once Redis answered, or the error that kept the call from it
-// (a full queue past the timeout, a failed or timed-out batch): called
-// once, on one of the store's sender goroutines (or the caller's, when
-// the call never left it), so it must not block. Safe for concurrent use.
+// SettleAsync implements limiter.AsyncSettler: Settle's call, queued in the store's
+// next batch without its caller waiting. then gets Settle's result or the error that
+// kept the call from Redis, once, on a sender goroutine (or the caller's), so it must
+// not block. Safe for concurrent use.
 func (s *Store) SettleAsync(ctx context.Context, key string, lim limiter.Limit, id string, actual int64, timeout time.Duration, then func(limiter.Settlement, error)) {
 	spec := limiter.SpecOf(lim.Algorithm)
 	if err := checkCall(spec, lim, 1); err != nil {
@@ -116,7 +109,6 @@ func (s *Store) SettleAsync(ctx context.Context, key string, lim limiter.Limit, 
 	s.postOp(ctx, r, timeout, settled)
 }
 
-// settled hands an asynchronous settle's answer to its onSettle.
 func settled(r *request) {
 	s, then := r.s, r.onSettle
 	spec := s.algs[r.alg].spec
@@ -133,7 +125,6 @@ func settled(r *request) {
 	then(st, err)
 }
 
-// settlement reads a settle script's reply of a settle at actual.
 func settlement(a limiter.Algorithm, key, id string, actual int64, ints []int64) (limiter.Settlement, error) {
 	if len(ints) < 4 || ints[0] < 0 || ints[0] > 2 || ints[1] < 0 || ints[2] < 0 || ints[3] < 0 {
 		return limiter.Settlement{}, fmt.Errorf("redis %s settle script: unexpected reply %v", a, ints)
@@ -151,10 +142,8 @@ func settlement(a limiter.Algorithm, key, id string, actual int64, ints []int64)
 	return st, nil
 }
 
-// Renew implements limiter.Reserver in one script call, batched with the
-// key's other reservation calls in progress: the record's expiry moves to
-// hold from now on Redis's clock, and the book's TTL with it. Safe for
-// concurrent use.
+// Renew implements limiter.Reserver in one script call: the record's expiry moves to
+// hold from now on Redis's clock, the book's TTL with it. Safe for concurrent use.
 func (s *Store) Renew(ctx context.Context, key string, lim limiter.Limit, id string, hold time.Duration, timeout time.Duration) (limiter.Renewal, error) {
 	spec := limiter.SpecOf(lim.Algorithm)
 	if err := checkCall(spec, lim, 1); err != nil {
@@ -166,8 +155,7 @@ func (s *Store) Renew(ctx context.Context, key string, lim limiter.Limit, id str
 	if hold <= 0 {
 		hold = limiter.DefaultHold
 	}
-	// A reserve's shared numbers, so that renewals batch with reserves:
-	// the policy is not read.
+	// A reserve's shared numbers (policy unread), so that renewals batch with reserves.
 	ints, err := s.reservationCall(ctx, spec, key, lim, timeout, kindRenew, 1, id,
 		hold.Microseconds(), 0, 2*lim.Window().Milliseconds())
 	if err != nil {
@@ -184,10 +172,8 @@ func (s *Store) Renew(ctx context.Context, key string, lim limiter.Limit, id str
 	return rn, nil
 }
 
-// Charge implements limiter.Reserver in one script call: the settle
-// script's charge, a settle of id "" (the book's own field, never a
-// record's), takes cost as the excess of a reservation of 0 opened now,
-// even past the quota. Safe for concurrent use.
+// Charge implements limiter.Reserver as a settle of id "" (the book's own field): cost
+// is the excess of a reservation of 0, taken even past the quota. Safe for concurrent use.
 func (s *Store) Charge(ctx context.Context, key string, lim limiter.Limit, cost int64, timeout time.Duration) (limiter.Settlement, error) {
 	spec := limiter.SpecOf(lim.Algorithm)
 	if err := checkCall(spec, lim, 1); err != nil {
@@ -206,9 +192,7 @@ func (s *Store) Charge(ctx context.Context, key string, lim limiter.Limit, cost 
 	return limiter.Settlement{Actual: cost, Charged: cost, Expired: ints[2]}, nil
 }
 
-// reservationCall runs the reserve, settle or renew script of spec on key
-// with the algorithm's parameters, cost, mode 0, the id and extra, bounded
-// by timeout: alone, or batched with the calls in progress (batch.go).
+// reservationCall runs a reservation script alone or batched with the calls in progress.
 func (s *Store) reservationCall(ctx context.Context, spec *limiter.AlgorithmSpec, key string, lim limiter.Limit, timeout time.Duration, kind int64, cost int64, id string, extra ...int64) ([]int64, error) {
 	r := s.reservationOp(spec, key, lim, kind, cost, id, extra...)
 	book := r.keys[r.nkeys-1]
@@ -220,7 +204,6 @@ func (s *Store) reservationCall(ctx context.Context, spec *limiter.AlgorithmSpec
 	return ints[:n], nil
 }
 
-// reservationOp is the request of a reservation call (see reservationCall).
 func (s *Store) reservationOp(spec *limiter.AlgorithmSpec, key string, lim limiter.Limit, kind int64, cost int64, id string, extra ...int64) *request {
 	r := s.newOp(famReserve+spec.Index(), kind)
 	r.alg = spec.Index()
@@ -233,9 +216,7 @@ func (s *Store) reservationOp(spec *limiter.AlgorithmSpec, key string, lim limit
 	r.idAt, r.id = r.nargs, id
 	r.addNums(extra...)
 	r.limit, r.cost, r.mode = lim.Quota(), cost, limiter.ModeConsume
-	// In a batch: the parameters and a reserve's or renewal's hold, policy
-	// and keep, or a settle's quota, shared; the estimate or the actual
-	// cost its own (lua/reservations_batch.lua).
+	// In a batch all but the estimate or actual cost is shared (lua/reservations_batch.lua).
 	r.addSet(r.args[:spec.NumParams()]...)
 	switch kind {
 	case kindReserve:

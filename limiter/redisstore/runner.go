@@ -6,11 +6,9 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Script is a Lua script as the store sends every one of its own: EVALSHA
-// of its SHA1, then the whole script with EVAL when the server answers
-// NOSCRIPT (a restarted or flushed server, a fresh replica), so that no
-// caller loads scripts first. It is the one runner for the scripts around
-// the store too (the instance heartbeat's). Safe for concurrent use.
+// Script is a Lua script sent as the store sends its own: EVALSHA, then EVAL on
+// NOSCRIPT (a restarted or flushed server, a fresh replica), so that no caller loads
+// scripts first. Safe for concurrent use.
 type Script struct{ sc script }
 
 // NewScript returns src as a Script; its SHA1 is computed once.
@@ -30,19 +28,15 @@ func (s *Script) Run(ctx context.Context, c redis.Scripter, keys []string, args 
 	return cmd
 }
 
-// ScriptCall is the keys and arguments of one call of a Script in
-// RunPipelined.
+// ScriptCall is the keys and arguments of one call in RunPipelined.
 type ScriptCall struct {
 	Keys []string
 	Args []any
 }
 
-// RunPipelined runs the script once per element of calls in one pipeline
-// of c, after the commands before queues (nil: none), and returns each
-// call's command and the pipeline's error. When the server answers
-// NOSCRIPT the pipeline goes once more, before's commands included, with
-// EVAL of the whole script, as Run does for one call: before's commands
-// must bear being sent twice. Safe for concurrent use.
+// RunPipelined runs the script once per call in one pipeline of c, after the commands
+// before queues (nil: none). On NOSCRIPT the pipeline goes again with EVAL, before's
+// commands included, so they must bear being sent twice. Safe for concurrent use.
 func (s *Script) RunPipelined(ctx context.Context, c redis.UniversalClient, before func(redis.Pipeliner), calls []ScriptCall) ([]*redis.Cmd, error) {
 	cmds := make([]*redis.Cmd, len(calls))
 	for attempt := 0; ; attempt++ {

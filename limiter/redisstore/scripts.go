@@ -10,14 +10,12 @@ import (
 	"github.com/rl-exporter/rl-exporter/limiter"
 )
 
-// Preamble is lua/preamble.lua, which every decision script (the store's,
-// region's) starts with: integer helpers, and regions. Safe for concurrent use.
+// Preamble is lua/preamble.lua, which every decision script (the store's, region's)
+// starts with. Safe for concurrent use.
 func Preamble() string { return preamble }
 
-// DecideFunction is decide(KEYS, ARGV, now, cost, peek) of algorithm a,
-// the decide section of lua/<a>.lua, the one copy of its decision in Lua:
-// on one region's keys, or per-region slots once regions is set. The
-// generators of the store's scripts and region's call it. Safe for
+// DecideFunction is decide(KEYS, ARGV, now, cost, peek) of algorithm a, the one copy of
+// its decision in Lua (lua/<a>.lua), for the store's and region's scripts. Safe for
 // concurrent use.
 func DecideFunction(a limiter.Algorithm) (string, error) {
 	values, err := decideValues(a)
@@ -28,8 +26,7 @@ func DecideFunction(a limiter.Algorithm) (string, error) {
 		"  return {decide_values(KEYS, ARGV, now, cost, peek)}\nend\n", nil
 }
 
-// decideValues is decide_values(KEYS, ARGV, now, cost, peek), lua/<a>.lua:
-// decide's table as values, which the batch script writes into its reply.
+// decideValues is decide_values: decide's table as values, for the batch script's reply.
 func decideValues(a limiter.Algorithm) (string, error) {
 	body, err := algorithmSection(a, "decide")
 	if err != nil {
@@ -38,11 +35,8 @@ func decideValues(a limiter.Algorithm) (string, error) {
 	return "local function decide_values(KEYS, ARGV, now, cost, peek)\n" + body + "end\n", nil
 }
 
-// algorithmSection is the section name of lua/<a>.lua: the lines after
-// its line "--- name" up to the next such line. An algorithm's file holds
-// its arithmetic for Redis, decide (the decision) and settle (mark and
-// adjust, which a reservation's settle runs), side by side as
-// limiter/<a>.go holds the memory store's.
+// algorithmSection is the section name of lua/<a>.lua: the lines after "--- name" up
+// to the next such line.
 func algorithmSection(a limiter.Algorithm, name string) (string, error) {
 	file := "lua/" + string(a) + ".lua"
 	src, err := luaFiles.ReadFile(file)
@@ -59,17 +53,15 @@ func algorithmSection(a limiter.Algorithm, name string) (string, error) {
 	return rest, nil
 }
 
-// sectionMark starts a line that starts a section of an algorithm's file.
 const sectionMark = "--- "
 
 //go:embed lua/preamble.lua
 var preamble string
 
-// script is one Lua script and its SHA1.
 type script struct {
 	src string
 	sha string
-	// srcArg and shaArg are boxed once: a command then does not allocate.
+	// srcArg and shaArg are boxed once, so that a command does not allocate.
 	srcArg, shaArg any
 }
 
@@ -79,15 +71,12 @@ func newScript(src string) script {
 	return script{src: src, sha: sha, srcArg: src, shaArg: sha}
 }
 
-// algScripts are an algorithm's spec and scripts.
 type algScripts struct {
-	spec   *limiter.AlgorithmSpec
-	single script
-	batch  script
-	// keySuffixes is spec.KeySuffixes(), copied once.
-	keySuffixes []string
-	// nkeys and nargs count one decision's keys and arguments.
-	nkeys, nargs int
+	spec         *limiter.AlgorithmSpec
+	single       script
+	batch        script
+	keySuffixes  []string // spec.KeySuffixes(), copied once
+	nkeys, nargs int      // one decision's
 }
 
 // maxKeys and maxArgs size a request's arrays (see loadScripts).
@@ -98,12 +87,11 @@ const (
 
 //go:generate go test -run ^TestGeneratedScriptsAreCurrent$ -update .
 
-// generatedFiles are the scripts as sent, written by scripts_gen_test.go.
+// generatedFiles are written by scripts_gen_test.go.
 //
 //go:embed lua/generated/*.lua
 var generatedFiles embed.FS
 
-// loadScripts reads every algorithm's scripts, by AlgorithmSpec.Index.
 func loadScripts() ([limiter.NumAlgorithms]algScripts, error) {
 	var all [limiter.NumAlgorithms]algScripts
 	for _, spec := range limiter.AlgorithmSpecs() {
@@ -126,7 +114,6 @@ var (
 	leaseKinds   = [4]string{"acquire", "release", "batch", "renew"}
 )
 
-// readGenerated reads algorithm a's scripts of kinds into dst, in order.
 func readGenerated(a limiter.Algorithm, kinds []string, dst ...*script) error {
 	for i, kind := range kinds {
 		b, err := generatedFiles.ReadFile(generatedPath(a, kind))
@@ -138,13 +125,11 @@ func readGenerated(a limiter.Algorithm, kinds []string, dst ...*script) error {
 	return nil
 }
 
-// generatedPath is the file of algorithm a's script of kind.
 func generatedPath(a limiter.Algorithm, kind string) string {
 	return "lua/generated/" + string(a) + "." + kind + ".lua"
 }
 
-// argsInto appends a decision's ARGV to dst: the algorithm's parameters,
-// the cost and the mode (limiter.Mode's values).
+// argsInto appends a decision's ARGV: the algorithm's parameters, cost and mode.
 func argsInto(dst []int64, spec *limiter.AlgorithmSpec, key string, lim limiter.Limit, cost int64, mode limiter.Mode) []int64 {
 	return append(spec.AppendParams(dst, key, lim), cost, int64(mode))
 }
