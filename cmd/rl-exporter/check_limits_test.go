@@ -15,10 +15,10 @@ const tierListConfig = `tiers: {names: [free, pro, team], default: free}
 identity: {trusted_header_peers: [10.0.0.0/8]}
 classes:
   chat:
-    cost_from: {json: usage.total_tokens}
+    cost: 3
     limits:
       free: {algorithm: fixed_window, rate: 100, period: 1m}
-      pro: [{name: rpm, algorithm: sliding_window, rate: 500, period: 1m, unit: requests}, {name: tpm, algorithm: token_bucket, rate: 200000, period: 1m, burst: 300000, shadow: true}, {name: monthly, algorithm: fixed_window, rate: 50000000, period: month, calendar: {time_zone: UTC}, scope: {header: X-Org-ID}}, {name: inflight, algorithm: concurrency, limit: 20, penalty: {after: 3, within: 1m, for: 10m}}]
+      pro: [{name: rpm, algorithm: sliding_window, rate: 500, period: 1m, unit: requests}, {name: tpm, algorithm: token_bucket, rate: 200000, period: 1m, burst: 300000, shadow: true}, {name: monthly, algorithm: fixed_window, rate: 50000000, period: month, calendar: {time_zone: UTC}, scope: {header: X-Org-ID}}, {name: inflight, algorithm: concurrency, limit: 20}]
 `
 
 // check prints every limit of every tier with its name, scope and unit.
@@ -34,7 +34,7 @@ func TestCheckPrintsEveryLimitOfEveryTier(t *testing.T) {
   chat/pro rpm: sliding_window 500 per 1m0s, scope client, unit requests
   chat/pro tpm: token_bucket 200000 per 1m0s, burst 300000, scope client, unit cost, shadow true
   chat/pro monthly: fixed_window 50000000 per month in UTC, scope header X-Org-ID, unit cost
-  chat/pro inflight: concurrency, 20 in flight, scope client, unit requests, penalty after 3 within 1m0s for 10m0s
+  chat/pro inflight: concurrency, 20 in flight, scope client, unit requests
   chat/team: the default tier's (free)
 `
 	if out.String() != want {
