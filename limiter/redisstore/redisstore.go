@@ -69,7 +69,11 @@ const (
 	DurabilityNone Durability = iota
 	// DurabilityWait pipelines WAIT 1 <DurabilityTimeout> after each
 	// call: answered once a replica holds the write or the timeout passes
-	// (the write still counts). Not on a Cluster.
+	// (the write still counts, unreplicated). WAIT is skipped, the write
+	// counted unreplicated at once, while the primary has no online
+	// replica (ROLE, asked every 100 ms or after a WAIT no replica
+	// answered: a newly promoted primary), and it never outlives the
+	// decision's deadline. Not on a Cluster.
 	DurabilityWait
 )
 
@@ -80,7 +84,8 @@ const DefaultDurabilityTimeout = 50 * time.Millisecond
 // ReplicationObserver is told of the writes no replica acknowledged in
 // time; called concurrently, it must be cheap.
 type ReplicationObserver interface {
-	// ObserveUnreplicated reports n such writes (err: WAIT's own error).
+	// ObserveUnreplicated reports n such writes (err: WAIT's own error;
+	// nil when it timed out or was not sent, the primary having no replica).
 	ObserveUnreplicated(n int, err error)
 }
 
@@ -115,8 +120,13 @@ type Store struct {
 	// call that may be on its way at once (Store.send).
 	alone    []ownConn
 	requests sync.Pool
-	// wait is the WAIT of DurabilityWait, else nil.
-	wait         []any
+	// durability is DurabilityWait's timeout, 0 under DurabilityNone;
+	// repl what it knows of the primary's replicas (durability.go).
+	durability time.Duration
+	repl       replicas
+	// spoiled are own connections whose read a WAIT cut short
+	// (*redis.Conn → error), closed when given back.
+	spoiled      sync.Map
 	replObs      ReplicationObserver
 	unreplicated atomic.Int64
 	// resv are the reservation scripts, by AlgorithmSpec.Index, leases
@@ -173,7 +183,7 @@ func New(client redis.UniversalClient, cfg Config) (*Store, error) {
 		if cfg.DurabilityTimeout < time.Millisecond {
 			return nil, fmt.Errorf("redisstore: durability timeout %s: must be at least 1ms", cfg.DurabilityTimeout)
 		}
-		s.wait = []any{"wait", 1, cfg.DurabilityTimeout.Milliseconds()}
+		s.durability = cfg.DurabilityTimeout
 		s.replObs = cfg.ReplicationObserver
 	default:
 		return nil, fmt.Errorf("redisstore: unknown durability %d", cfg.Durability)
