@@ -386,7 +386,18 @@ func (scriptCmd) NoRetry() bool { return true }
 // after a failure a stale map explains: go-redis alone would keep a dead
 // master's slots until its next periodic reload.
 func (s *Store) noteError(err error) {
-	if !s.cluster || s.refreshMin < 0 || !staleMapError(err) {
+	if staleMapError(err) {
+		s.RefreshShards()
+	}
+}
+
+// RefreshShards asks for the Cluster's slot map in the background, at most
+// once per ClusterRefreshMinInterval (shared with the reloads failed calls
+// ask for): a master's open circuit (limiter.ShardRefresher) lets no call
+// through to learn that its slots moved to a promoted replica. A no-op
+// elsewhere. Safe for concurrent use; it does not block.
+func (s *Store) RefreshShards() {
+	if !s.cluster || s.refreshMin < 0 {
 		return
 	}
 	now := time.Now().UnixNano()
