@@ -65,6 +65,10 @@ type CircuitBreaker struct {
 	openTill     time.Time
 	firstFailure time.Time // of the current run
 	forgotten    bool      // dropped with its shard: reports nothing more
+	// onRefused, set before the breaker is shared, is called (outside the
+	// lock) for each call refused: a shard's breaker asks the store to look
+	// its shards up again (Guard.refreshShards).
+	onRefused func()
 }
 
 // NewCircuitBreaker returns a closed breaker, or nil when cfg.Threshold is
@@ -91,10 +95,22 @@ func (b *CircuitBreaker) State() CircuitState {
 }
 
 // allow reports whether the store may be called; after the cooldown, once.
+// A call it refuses tells onRefused.
 func (b *CircuitBreaker) allow() bool {
 	if CircuitState(b.state.Load()) == CircuitClosed {
 		return true
 	}
+	if b.admit() {
+		return true
+	}
+	if b.onRefused != nil {
+		b.onRefused()
+	}
+	return false
+}
+
+// admit is allow past a closed circuit.
+func (b *CircuitBreaker) admit() bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	switch CircuitState(b.state.Load()) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -33,6 +34,22 @@ type Guard struct {
 	shardsMu   sync.Mutex // held to make or drop one
 	breakerCfg BreakerConfig
 	observer   CircuitObserver
+	// refresher is the ShardRefresher of the Limiters' store, if it is one.
+	refresher atomic.Pointer[ShardRefresher]
+}
+
+// refreshShards asks the store to look its shards up again.
+func (g *Guard) refreshShards() {
+	if r := g.refresher.Load(); r != nil {
+		(*r).RefreshShards()
+	}
+}
+
+// useStore records st's shard lookup, if it has one, for refreshShards.
+func (g *Guard) useStore(st ShardedStore) {
+	if r, ok := st.(ShardRefresher); ok && g.refresher.Load() == nil {
+		g.refresher.Store(&r)
+	}
 }
 
 // ShardedStore is a store of several servers; Shard names key's ("" when unsharded), so
@@ -41,6 +58,19 @@ type ShardedStore interface {
 	Shard(key string) string
 }
 
+// ShardRefresher is a ShardedStore that can look its shards up again. While
+// a shard's circuit is open no call reaches the store to learn that the
+// shard's keys moved (a Cluster master's replica promoted), so the Guard
+// asks on every call the circuit refuses; the keys that moved then name
+// their new shard, whose breaker is closed. RefreshShards must return at
+// once (the lookup runs in the background), be safe for concurrent use and
+// cheap: the store bounds how often it looks.
+type ShardRefresher interface {
+	ShardedStore
+	RefreshShards()
+}
+
+// breakerFor returns shard's breaker, reporting as "<store>/<shard>".
 func (g *Guard) breakerFor(shard string) *CircuitBreaker {
 	if shard == "" || g.breaker == nil {
 		return g.breaker
@@ -60,6 +90,7 @@ func (g *Guard) addShardLocked(shard string) *CircuitBreaker {
 	cfg := g.breakerCfg
 	cfg.Store += "/" + shard
 	b := NewCircuitBreaker(cfg)
+	b.onRefused = g.refreshShards
 	g.shards.Store(shard, b)
 	if o, ok := g.observer.(CircuitSetObserver); ok {
 		o.CircuitAdded(cfg.Store, CircuitClosed)

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -482,5 +483,75 @@ func TestABreakerOfAShardThatLeftTheStoreIsDroppedAndReportsNoMore(t *testing.T)
 	slices.Sort(shards)
 	if got := strings.Join(shards, " "); got != "b:2 c:3" {
 		t.Errorf("shards %q, want b:2 c:3", got)
+	}
+}
+
+// movingStore is a sharded store of one key range whose owner dies: calls
+// to "dead" fail, and once a new owner is elected the store's shard map
+// names it only after RefreshShards asks.
+type movingStore struct {
+	elected   atomic.Bool // the cluster promoted "promoted"
+	refreshed atomic.Bool // the store's map knows it
+	asks      atomic.Int64
+}
+
+func (s *movingStore) Decide(_ context.Context, key string, _ limiter.Limit, _ int64) (limiter.Decision, error) {
+	if s.Shard(key) == "dead" {
+		return limiter.Decision{}, fmt.Errorf("dial tcp dead: connection refused: %w", errStoreDown)
+	}
+	return limiter.Decision{Allowed: true, Limit: 10, Remaining: 9}, nil
+}
+
+func (s *movingStore) Name() string { return "redis" }
+
+func (s *movingStore) Shard(string) string {
+	if s.refreshed.Load() {
+		return "promoted"
+	}
+	return "dead"
+}
+
+func (s *movingStore) RefreshShards() {
+	s.asks.Add(1)
+	if s.elected.Load() {
+		s.refreshed.Store(true)
+	}
+}
+
+// A shard's open circuit asks the store for its shard map itself (no
+// decision reaches the store to learn of it otherwise), so that once a
+// new owner is elected its keys route to the new owner's closed breaker
+// at once, not after the dead one's cooldown.
+func TestAnOpenShardCircuitAsksForTheShardMapAndFollowsItsNewOwner(t *testing.T) {
+	clock := newFakeClock()
+	g := limiter.NewGuard(limiter.GuardConfig{
+		Store:   "redis",
+		Breaker: limiter.BreakerConfig{Threshold: 2, Cooldown: time.Hour, Now: clock.Now},
+	})
+	defer g.Close()
+	st := &movingStore{}
+	l, err := limiter.New(limiter.Config{Limit: limiter.PerMinute(limiter.GCRA, 10), Store: st, Guard: g, FailPolicy: limiter.FailClosed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for range 2 {
+		_, _ = l.Allow(ctx, "k")
+	}
+	if _, err := l.Allow(ctx, "k"); !errors.Is(err, limiter.ErrCircuitOpen) {
+		t.Fatalf("after two failures: %v, want the circuit open", err)
+	}
+	if st.asks.Load() == 0 {
+		t.Fatal("the open circuit did not ask for the shard map")
+	}
+	st.elected.Store(true)
+	var d limiter.Decision
+	for range 3 {
+		if d, err = l.Allow(ctx, "k"); err == nil {
+			break
+		}
+	}
+	if err != nil || !d.Allowed {
+		t.Fatalf("after the new owner's election, with the dead one's cooldown not over: %+v, %v", d, err)
 	}
 }

@@ -113,6 +113,7 @@ func New(cfg Config) (*Limiter, error) {
 			l.failedShard = sh
 			if l.breaker != nil {
 				l.guard, l.sharded = cfg.Guard, sh
+				cfg.Guard.useStore(sh)
 			}
 		}
 	} else {

@@ -18,6 +18,7 @@ package redisstore
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"sync"
@@ -664,7 +665,7 @@ func (sd *sender) exchange(ctx context.Context, conn *redis.Conn) {
 	if failed != nil {
 		s.noteError(failed)
 	}
-	sd.conn.give(conn, failed)
+	sd.conn.give(conn, cmp.Or(failed, s.spoiledErr(conn)))
 	sd.via = nil
 	clear(sd.args)
 }
@@ -688,32 +689,39 @@ func (sd *sender) exec(ctx context.Context) {
 		sd.groups[gi].cmd = sd.newCmd(ctx, &sd.groups[gi])
 	}
 	s := sd.b.s
-	if len(sd.groups) == 1 && s.wait == nil {
-		_ = sd.via.Process(ctx, sd.groups[0].cmd)
+	if s.durability == 0 {
+		if len(sd.groups) == 1 {
+			_ = sd.via.Process(ctx, sd.groups[0].cmd)
+			return
+		}
+		pipe := sd.via.Pipeline()
+		for gi := range sd.groups {
+			_ = pipe.Process(ctx, sd.groups[gi].cmd)
+		}
+		_, _ = pipe.Exec(ctx)
 		return
 	}
-	pipe := sd.via.Pipeline()
+	// WAIT after every group: it waits for all of this connection's
+	// writes, bounded by the earliest member's deadline.
+	cmds := make([]redis.Cmder, len(sd.groups))
+	raws := make([]*bytes.Buffer, len(sd.groups))
+	var earliest time.Time
 	for gi := range sd.groups {
-		_ = pipe.Process(ctx, sd.groups[gi].cmd)
-	}
-	var wait *redis.IntCmd
-	if s.wait != nil {
-		// After every group: it waits for all of this connection's writes.
-		wait = redis.NewIntCmd(ctx, s.wait...)
-		_ = pipe.Process(ctx, wait)
-	}
-	_, _ = pipe.Exec(ctx)
-	if wait != nil {
-		n := 0
-		for gi := range sd.groups {
-			if sd.groups[gi].cmd.Err() == nil {
-				n += len(sd.groups[gi].members)
+		cmds[gi], raws[gi] = sd.groups[gi].cmd, sd.groups[gi].raw
+		for _, r := range sd.groups[gi].members {
+			if !r.deadline.IsZero() && (earliest.IsZero() || r.deadline.Before(earliest)) {
+				earliest = r.deadline
 			}
 		}
-		if n > 0 {
-			s.waited(wait, n)
+	}
+	role, wait := s.sendDurable(ctx, sd.via, earliest, cmds, raws)
+	n := 0
+	for gi := range sd.groups {
+		if g := &sd.groups[gi]; g.cmd.Err() == nil && ranScript(g.raw) {
+			n += len(g.members)
 		}
 	}
+	s.durableDone(role, wait, n)
 }
 
 // replyInts reads a group's reply into sd.ints.
@@ -743,7 +751,11 @@ func (sd *sender) deliverGroup(ctx context.Context, g *group) error {
 	err := sd.replyInts(g)
 	if isNoScript(err) {
 		g.args[0], g.args[1] = "eval", s.batchScript(g.fam).srcArg
-		sd.ints, err = s.call(ctx, sd.via, g.args, g.raw, sd.ints)
+		if s.durability > 0 {
+			sd.ints, err = s.callWait(ctx, sd.via, g.args, g.raw, sd.ints, len(g.members))
+		} else {
+			sd.ints, err = s.call(ctx, sd.via, g.args, g.raw, sd.ints)
+		}
 	}
 	if sd.node != nil && isMoved(err) {
 		s.noteError(err)

@@ -250,3 +250,5 @@ func TestCluster(t *testing.T) {
 		}
 	})
 }
+
+var _ limiter.ShardRefresher = (*redisstore.Store)(nil)

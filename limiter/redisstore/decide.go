@@ -5,6 +5,7 @@ package redisstore
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"sync/atomic"
@@ -137,7 +138,7 @@ func (s *Store) direct(ctx context.Context, r *request, timeout time.Duration) r
 	}
 	r.ints = ints
 	if own != nil {
-		own.give(conn, err)
+		own.give(conn, cmp.Or(err, s.spoiledErr(conn)))
 	}
 	if err != nil {
 		s.noteError(err)
@@ -321,8 +322,8 @@ type processor interface {
 // allocation per element, which TestGoalDecisionAllocatesLittle would see.
 // On a Cluster the typed reply is what lets go-redis follow MOVED and ASK.
 func (s *Store) call(ctx context.Context, via processor, args []any, raw *bytes.Buffer, dst []int64) ([]int64, error) {
-	if s.wait != nil {
-		return s.callWait(ctx, via, args, raw, dst)
+	if s.durability > 0 {
+		return s.callWait(ctx, via, args, raw, dst, 1)
 	}
 	if s.typedReplies {
 		cmd := redis.NewCmd(ctx, args...)
@@ -343,31 +344,20 @@ func (s *Store) call(ctx context.Context, via processor, args []any, raw *bytes.
 	return parseInts(raw.Bytes(), dst)
 }
 
-// callWait is call then WAIT in one pipeline (DurabilityWait).
-func (s *Store) callWait(ctx context.Context, via processor, args []any, raw *bytes.Buffer, dst []int64) ([]int64, error) {
+// callWait is call then the durable commands in one pipeline
+// (DurabilityWait), for a script making writes decisions' writes.
+func (s *Store) callWait(ctx context.Context, via processor, args []any, raw *bytes.Buffer, dst []int64, writes int) ([]int64, error) {
 	raw.Reset()
 	cmd := redis.NewRawWriteToCmd(ctx, raw, args...)
 	cmd.SetFirstKeyPos(3)
-	wait := redis.NewIntCmd(ctx, s.wait...)
-	pipe := via.Pipeline()
-	_ = pipe.Process(ctx, cmd)
-	_ = pipe.Process(ctx, wait)
-	_, _ = pipe.Exec(ctx)
+	dl, _ := ctx.Deadline()
+	role, wait := s.sendDurable(ctx, via, dl, []redis.Cmder{cmd}, []*bytes.Buffer{raw})
 	if err := cmd.Err(); err != nil {
 		return dst[:0], err
 	}
-	s.waited(wait, 1)
+	if !ranScript(raw) {
+		writes = 0 // an error reply (NOSCRIPT): the caller sends it again
+	}
+	s.durableDone(role, wait, writes)
 	return parseInts(raw.Bytes(), dst)
-}
-
-// waited counts and reports n writes when no replica acknowledged them.
-func (s *Store) waited(wait *redis.IntCmd, n int) {
-	replicas, err := wait.Result()
-	if err == nil && replicas >= 1 {
-		return
-	}
-	s.unreplicated.Add(int64(n))
-	if s.replObs != nil {
-		s.replObs.ObserveUnreplicated(n, err)
-	}
 }

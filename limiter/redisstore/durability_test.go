@@ -113,3 +113,95 @@ func replicaCount(t *testing.T, ro *redisstore.Store, key string, lim limiter.Li
 	}
 	return lim.Rate - d.Remaining
 }
+
+// A primary without a replica (a newly promoted one, before Sentinel
+// points the old primary at it) has nothing to WAIT for: under durability
+// wait its decisions are answered at once, alone and batched, each counted
+// unreplicated, instead of each waiting out the durability timeout and
+// queueing the next ones past the decision timeout.
+func TestDurabilityWaitSkipsWaitOnAPrimaryWithoutReplica(t *testing.T) {
+	srv := redistest.Single(t)
+	obs := new(countingReplObserver)
+	store := redisstore.NewTestStore(t, redisstore.ClientConfig{URL: srv.URL()}, redisstore.Config{
+		Durability: redisstore.DurabilityWait, DurabilityTimeout: durabilityTimeout, ReplicationObserver: obs,
+	})
+	lim := limiter.Limit{Algorithm: limiter.FixedWindow, Rate: 1_000_000, Period: time.Hour}
+	run := strconv.FormatInt(time.Now().UnixNano(), 36)
+	ctx := context.Background()
+	const timeout = 100 * time.Millisecond // less than the durability timeout
+	// The store learns that the primary has no replica from its first
+	// exchanges; from then on nothing waits.
+	eventually(t, 10*time.Second, func() string { return "decisions still wait for a replica that is not there" }, func() bool {
+		start := time.Now()
+		_, err := store.DecideMode(ctx, run+":learn", lim, 1, limiter.ModeConsume, time.Second)
+		return err == nil && time.Since(start) < durabilityTimeout/5
+	})
+	before := store.Unreplicated()
+	const callers, each = 8, 25
+	var wg sync.WaitGroup
+	var slow atomic.Int64
+	for c := range callers {
+		wg.Go(func() {
+			key := run + ":" + strconv.Itoa(c)
+			for range each {
+				start := time.Now()
+				d, err := store.DecideMode(ctx, key, lim, 1, limiter.ModeConsume, timeout)
+				if err != nil || !d.Allowed {
+					t.Errorf("decision on a primary without replica: %+v, %v", d, err)
+					return
+				}
+				if time.Since(start) >= durabilityTimeout {
+					slow.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if n := slow.Load(); n > 0 {
+		t.Errorf("%d decisions waited out the durability timeout on a primary without replica", n)
+	}
+	if got := store.Unreplicated() - before; got != callers*each {
+		t.Errorf("%d writes counted unreplicated, want %d", got, callers*each)
+	}
+	if store.Unreplicated() != obs.n.Load() {
+		t.Errorf("store counts %d unreplicated, observer told of %d", store.Unreplicated(), obs.n.Load())
+	}
+}
+
+// WAIT never outlives the decision: with the replica connected but
+// silent and a durability timeout longer than the decision's, the
+// decision is answered within its timeout, counted unreplicated, not
+// failed.
+func TestDurabilityWaitIsBoundedByTheDecisionTimeout(t *testing.T) {
+	sn := redistest.SentinelWith(t, redistest.SentinelConfig{Replicas: 1})
+	obs := new(countingReplObserver)
+	store := redisstore.NewTestStore(t, redisstore.ClientConfig{URL: sn.Primary.URL()}, redisstore.Config{
+		Durability: redisstore.DurabilityWait, DurabilityTimeout: time.Second, ReplicationObserver: obs,
+	})
+	lim := limiter.Limit{Algorithm: limiter.FixedWindow, Rate: 1_000_000, Period: time.Hour}
+	key := strconv.FormatInt(time.Now().UnixNano(), 36)
+	ctx := context.Background()
+	if _, err := store.DecideMode(ctx, key, lim, 1, limiter.ModeConsume, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	replica := sn.Replicas[0]
+	replica.Freeze()
+	defer replica.Thaw()
+	before := store.Unreplicated()
+	const n, timeout = 5, 200 * time.Millisecond
+	for i := range n {
+		start := time.Now()
+		d, err := store.DecideMode(ctx, key, lim, 1, limiter.ModeConsume, timeout)
+		if err != nil || !d.Allowed {
+			t.Fatalf("decision %d with the replica stopped: %+v, %v", i, d, err)
+		}
+		// Redis ends a blocked WAIT on its event loop's tick (up to 100 ms
+		// late): the reply may come at the deadline, not past it by more.
+		if took := time.Since(start); took > timeout+100*time.Millisecond {
+			t.Fatalf("decision %d took %s, past its timeout %s", i, took, timeout)
+		}
+	}
+	if got := store.Unreplicated() - before; got != n {
+		t.Fatalf("%d writes counted unreplicated, want %d", got, n)
+	}
+}

@@ -58,8 +58,13 @@ type Durability uint8
 const (
 	// DurabilityNone answers once the primary ran the script; a failover loses unreplicated writes.
 	DurabilityNone Durability = iota
-	// DurabilityWait pipelines WAIT 1 <DurabilityTimeout> after each call; a timeout
-	// still counts the write. Not on a Cluster.
+	// DurabilityWait pipelines WAIT 1 <DurabilityTimeout> after each
+	// call: answered once a replica holds the write or the timeout passes
+	// (the write still counts, unreplicated). WAIT is skipped, the write
+	// counted unreplicated at once, while the primary has no online
+	// replica (ROLE, asked every 100 ms or after a WAIT no replica
+	// answered: a newly promoted primary), and it never outlives the
+	// decision's deadline. Not on a Cluster.
 	DurabilityWait
 )
 
@@ -69,7 +74,8 @@ const DefaultDurabilityTimeout = 50 * time.Millisecond
 // ReplicationObserver is told of the writes no replica acknowledged in
 // time; called concurrently, it must be cheap.
 type ReplicationObserver interface {
-	// ObserveUnreplicated reports n such writes (err: WAIT's own error).
+	// ObserveUnreplicated reports n such writes (err: WAIT's own error;
+	// nil when it timed out or was not sent, the primary having no replica).
 	ObserveUnreplicated(n int, err error)
 }
 
@@ -90,17 +96,26 @@ type Store struct {
 	cluster      bool
 	single       *redis.Client // nil on a Cluster; what the ownConns hold
 	typedReplies bool          // go-redis's parser, not resp.go (a Cluster's, to follow MOVED and ASK)
-	// encode is (*encoder).encode; a benchmark swaps it.
-	encode       func(e *encoder, dst []any, sc *algScripts, g *group) []any
-	cc           *redis.ClusterClient // the client, on a Cluster
-	refreshMin   time.Duration
-	lastRefresh  atomic.Int64 // Unix ns
-	prefix       string
-	algs         [limiter.NumAlgorithms]algScripts // by AlgorithmSpec.Index
-	batch        *batcher                          // nil without batching
-	alone        []ownConn                         // one per decision made alone that may be on its way at once
-	requests     sync.Pool
-	wait         []any // DurabilityWait's WAIT, else nil
+	// encode is (*encoder).encode; BenchmarkSpeedMechanisms swaps layouts.
+	encode func(e *encoder, dst []any, sc *algScripts, g *group) []any
+	cc     *redis.ClusterClient // the client, on a Cluster
+	// refreshMin and lastRefresh (Unix ns) bound noteError's reloads.
+	refreshMin  time.Duration
+	lastRefresh atomic.Int64
+	prefix      string
+	algs        [limiter.NumAlgorithms]algScripts // by AlgorithmSpec.Index
+	batch       *batcher                          // nil without batching
+	// alone are the connections of decisions made alone, one per such
+	// call that may be on its way at once (Store.send).
+	alone    []ownConn
+	requests sync.Pool
+	// durability is DurabilityWait's timeout, 0 under DurabilityNone;
+	// repl what it knows of the primary's replicas (durability.go).
+	durability time.Duration
+	repl       replicas
+	// spoiled are own connections whose read a WAIT cut short
+	// (*redis.Conn → error), closed when given back.
+	spoiled      sync.Map
 	replObs      ReplicationObserver
 	unreplicated atomic.Int64
 	resv         *[limiter.NumAlgorithms]reserveScripts // by AlgorithmSpec.Index
@@ -154,7 +169,7 @@ func New(client redis.UniversalClient, cfg Config) (*Store, error) {
 		if cfg.DurabilityTimeout < time.Millisecond {
 			return nil, fmt.Errorf("redisstore: durability timeout %s: must be at least 1ms", cfg.DurabilityTimeout)
 		}
-		s.wait = []any{"wait", 1, cfg.DurabilityTimeout.Milliseconds()}
+		s.durability = cfg.DurabilityTimeout
 		s.replObs = cfg.ReplicationObserver
 	default:
 		return nil, fmt.Errorf("redisstore: unknown durability %d", cfg.Durability)
@@ -351,7 +366,18 @@ func (scriptCmd) NoRetry() bool { return true }
 // noteError reloads a Cluster's slot map (at most once per refreshMin): go-redis alone
 // would keep a dead master's slots until its next periodic reload.
 func (s *Store) noteError(err error) {
-	if !s.cluster || s.refreshMin < 0 || !staleMapError(err) {
+	if staleMapError(err) {
+		s.RefreshShards()
+	}
+}
+
+// RefreshShards asks for the Cluster's slot map in the background, at most
+// once per ClusterRefreshMinInterval (shared with the reloads failed calls
+// ask for): a master's open circuit (limiter.ShardRefresher) lets no call
+// through to learn that its slots moved to a promoted replica. A no-op
+// elsewhere. Safe for concurrent use; it does not block.
+func (s *Store) RefreshShards() {
+	if !s.cluster || s.refreshMin < 0 {
 		return
 	}
 	now := time.Now().UnixNano()
