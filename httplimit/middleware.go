@@ -327,24 +327,34 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 			writeJSON(w, "application/json", code, body)
 			return
 		}
-		defer m.holdLease(r.Context(), &o)()
-		if o.Decision.Delay > 0 && o.Verdict.Limited() {
-			t := time.NewTimer(o.Decision.Delay)
-			select {
-			case <-t.C:
-			case <-r.Context().Done():
-				t.Stop()
-				m.cancel(r.Context(), &o)
-				return
-			}
-		}
-		if m.route {
-			r = r.WithContext(context.WithValue(r.Context(), routeKey{}, Route{Class: rt.class.name, Endpoint: o.Endpoint, Tier: o.Tier}))
-		}
-		if o.Mode == limiter.ModeReserve {
-			m.serveReserved(w, r, next, &o)
+		if o.Lease.ID != "" && o.Set != nil && o.Set.Lease != nil {
+			m.serveHoldingLease(w, r, next, rt, o)
 			return
 		}
-		next.ServeHTTP(w, r)
+		m.pass(w, r, next, rt, &o)
 	})
+}
+
+// pass serves an admitted request: after its leaky-bucket delay, with its route on the context
+// when asked, through its reservation when it holds one. o does not escape, so that an admitted
+// request's outcome stays on the stack.
+func (m *Middleware) pass(w http.ResponseWriter, r *http.Request, next http.Handler, rt route, o *outcome) {
+	if o.Decision.Delay > 0 && o.Verdict.Limited() {
+		t := time.NewTimer(o.Decision.Delay)
+		select {
+		case <-t.C:
+		case <-r.Context().Done():
+			t.Stop()
+			m.cancel(r.Context(), o)
+			return
+		}
+	}
+	if m.route {
+		r = r.WithContext(context.WithValue(r.Context(), routeKey{}, Route{Class: rt.class.name, Endpoint: o.Endpoint, Tier: o.Tier}))
+	}
+	if o.Mode == limiter.ModeReserve {
+		m.serveReserved(w, r, next, o)
+		return
+	}
+	next.ServeHTTP(w, r)
 }

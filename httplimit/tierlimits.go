@@ -481,17 +481,18 @@ func (o *outcome) leaseRefused() bool {
 	return o.set != nil && o.set.lease != nil && o.Speaker == o.set.lease.name && o.Verdict == decision.VerdictRejected
 }
 
-// holdLease keeps the lease o holds, if any, while the request is served: renewed every third
-// of its TTL, and given back when the returned func is called.
-func (m *Middleware) holdLease(ctx context.Context, o *outcome) (done func()) {
-	if o.Lease.ID == "" || o.Set == nil || o.Set.Lease == nil {
-		return func() {}
-	}
+// serveHoldingLease serves a request admitted with a lease of its tier's list (o holds it),
+// keeping the lease renewed every third of its TTL while the response runs and releasing it when
+// the response ends. o is a copy: a pointer kept by the deferred release would put every
+// request's outcome on the heap.
+func (m *Middleware) serveHoldingLease(w http.ResponseWriter, r *http.Request, next http.Handler, rt route, o outcome) {
 	stop := o.Set.Lease.Leases.Keep(o.Lease)
-	return func() {
+	ctx := r.Context()
+	defer func() {
 		stop()
 		m.release(ctx, &o.Outcome)
-	}
+	}()
+	m.pass(w, r, next, rt, &o)
 }
 
 // shadowRefusers names the shadow limits of parts that would have refused.
