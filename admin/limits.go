@@ -99,47 +99,60 @@ func (a *API) serve(w http.ResponseWriter, r *http.Request) {
 			fail(w, http.StatusMethodNotAllowed, "method_not_allowed", "only GET on %s", Path)
 			return
 		}
-		writeJSON(w, http.StatusOK, a.list("", ""))
+		writeJSON(w, http.StatusOK, a.list(target{}))
 		return
 	}
 	parts := strings.Split(rest, "/")
-	var class, tier string
+	var at target
 	switch len(parts) {
 	case 1:
-		tier = parts[0]
+		at.tier = parts[0]
 	case 2:
-		class, tier = parts[0], parts[1]
+		at.class, at.tier = parts[0], parts[1]
+	case 3:
+		at.class, at.tier, at.name = parts[0], parts[1], parts[2]
 	default:
-		fail(w, http.StatusNotFound, "not_found", "want %s/{tier} or %s/{class}/{tier}", Path, Path)
+		fail(w, http.StatusNotFound, "not_found", "want %s/{tier}, %s/{class}/{tier} or %s/{class}/{tier}/{limit}", Path, Path, Path)
 		return
 	}
-	key := a.key(class, tier)
-	if !a.known(key) {
-		if class != "" {
-			fail(w, http.StatusNotFound, "not_found", "no class %q with tier %q in the configuration", class, tier)
-		} else {
-			fail(w, http.StatusNotFound, "not_found", "no tier %q in the configuration", tier)
+	key := a.key(at)
+	read := r.Method == http.MethodGet || r.Method == http.MethodHead
+	if !a.known(key) && !(read && at.name == "" && len(a.list(at).Limits) > 0) { // a tier of several limits lists them
+		switch {
+		case at.name != "":
+			fail(w, http.StatusNotFound, "not_found", "no limit %q of several in class %q tier %q in the configuration (a concurrency limit has no live change)", at.name, at.class, at.tier)
+		case at.class != "":
+			fail(w, http.StatusNotFound, "not_found", "no class %q with tier %q under one limit in the configuration (a tier of several limits takes %s/{class}/{tier}/{limit})", at.class, at.tier, Path)
+		default:
+			fail(w, http.StatusNotFound, "not_found", "no tier %q in the configuration", at.tier)
 		}
 		return
 	}
 	switch r.Method {
 	case http.MethodGet, http.MethodHead:
-		writeJSON(w, http.StatusOK, a.list(class, tier))
+		writeJSON(w, http.StatusOK, a.list(at))
 	case http.MethodPut, http.MethodPatch:
-		a.change(w, r, tok, key, class, tier, r.Method == http.MethodPatch)
+		a.change(w, r, tok, key, at, r.Method == http.MethodPatch)
 	case http.MethodDelete:
-		a.remove(w, r, tok, key, class, tier)
+		a.remove(w, r, tok, key, at)
 	default:
 		w.Header().Set("Allow", "GET, PUT, PATCH, DELETE")
 		fail(w, http.StatusMethodNotAllowed, "method_not_allowed", "use GET, PUT, PATCH or DELETE")
 	}
 }
 
-func (a *API) key(class, tier string) string {
-	if class == "" {
-		return livelimits.TierKey(a.cfg.Cache.Prefix(), tier)
+// target is what a request addresses: a tier (every class's), a class's tier, or one of the
+// several limits of a class's tier.
+type target struct{ class, tier, name string }
+
+func (a *API) key(at target) string {
+	switch {
+	case at.class == "":
+		return livelimits.TierKey(a.cfg.Cache.Prefix(), at.tier)
+	case at.name != "":
+		return livelimits.LimitKey(a.cfg.Cache.Prefix(), at.class, at.tier, at.name)
 	}
-	return livelimits.ClassKey(a.cfg.Cache.Prefix(), class, tier)
+	return livelimits.ClassKey(a.cfg.Cache.Prefix(), at.class, at.tier)
 }
 
 func (a *API) known(key string) bool {
@@ -181,7 +194,7 @@ func badChange(kind, format string, args ...any) *changeError {
 
 // change answers PUT (patch false) and PATCH on key: it reads the change
 // in force, builds the new one and previews it (dry_run=true) or writes it.
-func (a *API) change(w http.ResponseWriter, r *http.Request, tok *Token, key, class, tier string, patch bool) {
+func (a *API) change(w http.ResponseWriter, r *http.Request, tok *Token, key string, at target, patch bool) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
 	if err != nil {
 		fail(w, http.StatusRequestEntityTooLarge, "bad_request", "body over %d bytes", maxBody)
@@ -214,10 +227,10 @@ func (a *API) change(w http.ResponseWriter, r *http.Request, tok *Token, key, cl
 	ch.UpdatedBy, ch.UpdatedAt = tok.Name, now
 	var replaced *ChangeJSON
 	if !patch && len(old) > 0 {
-		replaced = storedChange(key, class, tier, old)
+		replaced = storedChange(key, at, old)
 	}
 	if r.URL.Query().Get("dry_run") == "true" {
-		out := a.listWith(a.cfg.Cache.Preview(key, ch), class, tier)
+		out := a.listWith(a.cfg.Cache.Preview(key, ch), at)
 		out.DryRun, out.Replaced = true, replaced
 		out.Note = fmt.Sprintf("dry run: nothing changed; the limits above are what %s would enforce", key)
 		writeJSON(w, http.StatusOK, out)
@@ -235,7 +248,7 @@ func (a *API) change(w http.ResponseWriter, r *http.Request, tok *Token, key, cl
 		action = "patch"
 	}
 	a.audit(r, tok, action, key, old, ch.Fields())
-	out := a.list(class, tier)
+	out := a.list(at)
 	if replaced != nil {
 		out.Replaced = replaced
 		out.Note = fmt.Sprintf("PUT replaced the whole live change at %s (shown in replaced); PATCH changes some fields and keeps the others", key)
@@ -319,7 +332,7 @@ func setChangeFields(fields map[string]string, req ChangeRequest, now time.Time)
 	return nil
 }
 
-func (a *API) remove(w http.ResponseWriter, r *http.Request, tok *Token, key, class, tier string) {
+func (a *API) remove(w http.ResponseWriter, r *http.Request, tok *Token, key string, at target) {
 	ctx := r.Context()
 	current, err := a.cfg.Cache.Backend().Read(ctx, []string{key})
 	if err != nil {
@@ -338,7 +351,7 @@ func (a *API) remove(w http.ResponseWriter, r *http.Request, tok *Token, key, cl
 		a.cfg.Logger.Warn("admin: re-read after a change failed", slog.String("key", key), slog.String("error", err.Error()))
 	}
 	a.audit(r, tok, "delete", key, current[key], nil)
-	writeJSON(w, http.StatusOK, a.list(class, tier))
+	writeJSON(w, http.StatusOK, a.list(at))
 }
 
 // audit logs one change: who (the token's name), what, old → new.

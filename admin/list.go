@@ -25,6 +25,8 @@ func limitJSON(l limiter.Limit) LimitJSON {
 type InForce struct {
 	Class string `json:"class"`
 	Tier  string `json:"tier"`
+	// Limit is the limit's name when the tier has several.
+	Limit string `json:"limit,omitempty"`
 	// Effective is the limit enforced, in words: "2 per 1h0m0s
 	// (fixed_window)", so a tier-wide max_requests shows the window each
 	// class keeps.
@@ -44,6 +46,7 @@ type ChangeJSON struct {
 	Key            string     `json:"key"`
 	Class          string     `json:"class,omitempty"`
 	Tier           string     `json:"tier"`
+	Limit          string     `json:"limit,omitempty"`
 	MaxRequests    int64      `json:"max_requests,omitempty"`
 	Window         string     `json:"window,omitempty"`
 	Burst          int64      `json:"burst,omitempty"`
@@ -80,8 +83,8 @@ func effective(l limiter.Limit) string {
 }
 
 // storedChange shows the fields of a hash as stored, or its error.
-func storedChange(key, class, tier string, fields map[string]string) *ChangeJSON {
-	c := &ChangeJSON{Key: key, Class: class, Tier: tier}
+func storedChange(key string, at target, fields map[string]string) *ChangeJSON {
+	c := &ChangeJSON{Key: key, Class: at.class, Tier: at.tier, Limit: at.name}
 	ch, err := livelimits.ParseFields(fields)
 	if err != nil {
 		c.Error = err.Error()
@@ -108,19 +111,20 @@ func timePtr(t time.Time) *time.Time {
 
 // list shows the limits in force and the changes, narrowed to a tier or a
 // class and tier when given.
-func (a *API) list(class, tier string) List {
-	return a.listWith(a.cfg.Cache.Overlay(), class, tier)
+func (a *API) list(at target) List {
+	return a.listWith(a.cfg.Cache.Overlay(), at)
 }
 
 // listWith is list with the limits of the overlay ov.
-func (a *API) listWith(ov livelimits.Overlay, class, tier string) List {
+func (a *API) listWith(ov livelimits.Overlay, at target) List {
+	class, tier := at.class, at.tier
 	out := List{Limits: []InForce{}, Changes: []ChangeJSON{}}
 	for _, t := range a.cfg.Cache.Targets() {
-		if (tier != "" && t.Tier != tier) || (class != "" && t.Class != class) {
+		if (tier != "" && t.Tier != tier) || (class != "" && t.Class != class) || (at.name != "" && t.Name != at.name) {
 			continue
 		}
-		in := InForce{Class: t.Class, Tier: t.Tier, Configured: limitJSON(t.Limit), Source: "file", RolloutPercent: 100, Effective: effective(t.Limit)}
-		if ap, ok := ov[t.Class][t.Tier]; ok {
+		in := InForce{Class: t.Class, Tier: t.Tier, Limit: t.Name, Configured: limitJSON(t.Limit), Source: "file", RolloutPercent: 100, Effective: effective(t.Limit)}
+		if ap, ok := ov[t.Class][t.At()]; ok {
 			l := limitJSON(ap.Limit)
 			in.Effective = effective(ap.Limit)
 			if ap.RolloutPercent < 100 {
@@ -133,17 +137,17 @@ func (a *API) listWith(ov livelimits.Overlay, class, tier string) List {
 		}
 		out.Limits = append(out.Limits, in)
 	}
-	sort.Slice(out.Limits, func(i, j int) bool {
+	sort.SliceStable(out.Limits, func(i, j int) bool { // a tier's several limits stay in list order
 		if out.Limits[i].Class != out.Limits[j].Class {
 			return out.Limits[i].Class < out.Limits[j].Class
 		}
 		return out.Limits[i].Tier < out.Limits[j].Tier
 	})
 	for _, e := range a.cfg.Cache.Entries() {
-		if (tier != "" && e.Tier != tier) || (class != "" && e.Class != class) || (tier != "" && class == "" && e.Class != "") {
+		if (tier != "" && e.Tier != tier) || (class != "" && e.Class != class) || (tier != "" && class == "" && e.Class != "") || (at.name != "" && e.Name != at.name) {
 			continue
 		}
-		c := ChangeJSON{Key: e.Key, Class: e.Class, Tier: e.Tier, Error: e.Error}
+		c := ChangeJSON{Key: e.Key, Class: e.Class, Tier: e.Tier, Limit: e.Name, Error: e.Error}
 		if ch := e.Change; ch != nil {
 			fillChange(&c, *ch)
 		}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -126,19 +127,32 @@ func (b *Built) setupLive(cfg *config.Config, d Deps, client redis.UniversalClie
 	return nil
 }
 
-// targets lists every class × tier of cfg with its configured limit.
+// targets lists every class × tier of cfg with its configured limit, and every rate limit of a
+// tier of several by its name. A concurrency limit is left out: no live change sets requests in
+// flight.
 func targets(cfg *config.Config) []livelimits.Target {
 	var out []livelimits.Target
 	for _, name := range cfg.ClassNames() {
 		cl := cfg.Classes[name]
 		for _, tier := range cfg.Tiers.Names {
 			l := cfg.TierLimit(name, tier)
-			if l.IsConcurrency() || l.List != nil {
-				// Requests in flight, which no live change sets; a list's
-				// limits, which a live change does not address yet.
+			if l.List == nil {
+				if !l.IsConcurrency() {
+					out = append(out, livelimits.Target{Class: name, Tier: tier, Limit: l.Limiter(), Cost: cl.Cost})
+				}
 				continue
 			}
-			out = append(out, livelimits.Target{Class: name, Tier: tier, Limit: l.Limiter(), Cost: cl.Cost})
+			limits, _ := cfg.NamedLimits(name, tier)
+			for _, nl := range limits {
+				if nl.IsConcurrency() {
+					continue
+				}
+				cost := int64(1)
+				if httplimit.Unit(nl.Unit) == httplimit.UnitCost {
+					cost = cl.Cost
+				}
+				out = append(out, livelimits.Target{Class: name, Tier: tier, Name: nl.Name, Limit: nl.Limiter(), Cost: cost})
+			}
 		}
 	}
 	return out
@@ -223,7 +237,8 @@ func (b *Built) withLive(pc httplimit.PolicyConfig) (httplimit.PolicyConfig, boo
 	live := false
 	for i, c := range pc.Classes {
 		c.Live = nil
-		for tier, ap := range ov[c.Name] {
+		for at, ap := range ov[c.Name] {
+			tier, _, _ := strings.Cut(at, ":") // at is a tier, or a tier and one of its limits' names
 			if err := b.regions.supports(c, tier, ap.Limit); err != nil {
 				b.live.logger.Error("live limit left out", slog.String("source", ap.Source), slog.String("error", err.Error()))
 				continue
@@ -231,7 +246,7 @@ func (b *Built) withLive(pc httplimit.PolicyConfig) (httplimit.PolicyConfig, boo
 			if c.Live == nil {
 				c.Live = map[string]decision.LiveLimit{}
 			}
-			c.Live[tier] = ap.Live()
+			c.Live[at] = ap.Live()
 			live = true
 		}
 		classes[i] = c

@@ -33,8 +33,12 @@ func (l LiveLimit) Covers(client string) bool {
 	case l.RolloutPercent <= 0:
 		return false
 	}
-	return RolloutBucket(client) < l.RolloutPercent
+	return l.CoversBucket(RolloutBucket(client))
 }
+
+// CoversBucket reports whether the change applies to the clients of RolloutBucket b: a caller
+// that decides per bucket once (several limits' changes at once) rather than per client.
+func (l LiveLimit) CoversBucket(b int) bool { return b < l.RolloutPercent }
 
 // Enforced reports whether some clients are held to Limit: gauges show it.
 func (l LiveLimit) Enforced() bool { return !l.Shadow && l.RolloutPercent > 0 }

@@ -142,6 +142,7 @@ func (rt route) ask(tier, client string) decision.Ask {
 func (rt route) askScoped(tier, client string, src *scopeSource) (decision.Ask, int) {
 	a := decision.Ask{Endpoint: rt.pattern, Tier: tier, Key: rt.key(tier, client), Cost: rt.class.cost, Shadow: rt.class.shadow}
 	if ts := rt.class.setFor(tier); ts != nil {
+		ts = ts.forClient(client)
 		var fell int
 		a.Set, fell = ts.askSet(rt, tier, client, src)
 		a.Shadow = ts.shadow
@@ -172,7 +173,7 @@ func askLimit(a decision.Ask) limiter.Limit {
 func (m *Middleware) decide(ctx context.Context, rt route, client string, a decision.Ask) outcome {
 	o := outcome{route: rt}
 	if a.Set != nil {
-		o.set = rt.class.setFor(a.Tier)
+		o.set = rt.class.setFor(a.Tier).forClient(client)
 		o.set.setCosts(&a)
 	}
 	// Read before the store's own clock, so that the reset the headers name is not pushed past

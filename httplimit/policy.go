@@ -29,11 +29,13 @@ type Class struct {
 	// Limits is the limit per plan tier; the default tier's is required and serves the tiers
 	// without one.
 	Limits map[string]limiter.Limit
-	Shadow bool                          // requests over the limit pass, recorded as shadow_rejected
-	Shared bool                          // one budget per client for all routes, not one per endpoint
-	Cost   int64                         // units a request takes unless Config.Cost says; default 1
-	Live   map[string]decision.LiveLimit // a run-time change of a tier's limit
-	Store  limiter.Store                 // when set, replaces PolicyConfig.Store (a region mode's)
+	Shadow bool  // requests over the limit pass, recorded as shadow_rejected
+	Shared bool  // one budget per client for all routes, not one per endpoint
+	Cost   int64 // units a request takes unless Config.Cost says; default 1
+	// Live is the run-time changes of the class's limits: by tier for a tier under one limit, by
+	// LiveAt(tier, name) for one of a tier's several limits (TierLimits).
+	Live  map[string]decision.LiveLimit
+	Store limiter.Store // when set, replaces PolicyConfig.Store (a region mode's)
 	// TierStores, when set for a tier, decides it instead of Store (with the default tier's limit
 	// when the tier has none).
 	TierStores map[string]limiter.Store
@@ -348,18 +350,24 @@ func (p *Policy) compileClass(cfg PolicyConfig, c Class) (*class, error) {
 	return cl, nil
 }
 
-// compileLive makes c's live changes of a tier's limit; a concurrency limit and a tier of
-// several limits have none.
+// compileLive makes c's live changes of a tier's limit; a concurrency limit has none, and those
+// of one of a tier's several limits go to its tierSet (compileSetLive).
 func (cl *class) compileLive(p *Policy, cfg PolicyConfig, c Class) error {
+	if err := cl.compileSetLive(p, cfg, c); err != nil {
+		return err
+	}
 	for tier, lv := range c.Live {
+		if _, _, listed := splitLiveAt(tier); listed {
+			continue
+		}
 		if !p.tiers[tier] {
 			return fmt.Errorf("policy: class %q: live limit for unknown tier %q", c.Name, tier)
 		}
 		if cl.leasesFor(tier) != nil {
 			return fmt.Errorf("policy: class %q tier %q: a live limit cannot change a concurrency limit", c.Name, tier)
 		}
-		if cl.setFor(tier) != nil {
-			return fmt.Errorf("policy: class %q tier %q: a live limit cannot change one of several limits (TierLimits)", c.Name, tier)
+		if ts := cl.setFor(tier); ts != nil {
+			return fmt.Errorf("policy: class %q tier %q: a live limit of a tier of several limits names one of them (%s), as LiveAt does", c.Name, tier, ts.names())
 		}
 		l, err := decision.NewLive(lv, c.engine(cfg, tier))
 		if err == nil {
@@ -523,6 +531,13 @@ func (ts *tierSet) limits(pat, class, tier string) []EndpointLimit {
 		lim := part.lim.Limit()
 		out[i] = EndpointLimit{Endpoint: pat, Class: class, PlanTier: tier, Name: part.name, Limit: lim,
 			Configured: lim, Shadow: ts.shadow || i >= ts.enforced, Source: SourceFile, RolloutPercent: 100}
+		if ts.live != nil && ts.live[i] != nil {
+			lv := ts.live[i]
+			out[i].Source, out[i].RolloutPercent, out[i].LiveShadow = lv.Source, lv.RolloutPercent, lv.Shadow
+			if lv.Enforced() {
+				out[i].Limit = lv.Limit
+			}
+		}
 	}
 	return out
 }

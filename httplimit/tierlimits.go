@@ -87,6 +87,11 @@ type tierSet struct {
 	shadow         bool       // every limit is shadow
 	policy         string     // RateLimit-Policy of set's limits and lease's
 	lease          *tierLease // the list's concurrency limit, nil when it has none
+	// byBucket, when some of the limits have a live change, is the variant of the set that
+	// decides the clients of each rollout bucket (forClient); live is each part's change, nil
+	// for a part without one.
+	byBucket *[100]*tierSet
+	live     []*liveEntry
 }
 
 // tierLease is the concurrency limit of a tierSet: a request holds a lease on it while it runs
@@ -104,6 +109,8 @@ type tierPart struct {
 	unit     Unit
 	scope    Scope // Header canonical
 	rendered decision.RenderedLimit
+	live     string // the source of the live change whose limit lim is, "" for the file's
+	suffix   string // ends the part's keys: a shadow live change's own state
 }
 
 // QuotaUnitRequests is the RateLimit-Policy quota unit ("qu") of a TierLimit counting requests
@@ -198,14 +205,23 @@ func compileTierSet(cfg PolicyConfig, c Class, tier string, list []TierLimit) (*
 	case len(enforced) == 0:
 		enforced, shadowed, ts.shadow = shadowed, nil, true
 	}
-	ts.parts, ts.enforced = append(enforced, shadowed...), len(enforced)
+	if err := ts.assemble(enforced, shadowed, ts.shadow); err != nil {
+		return nil, err
+	}
+	return ts, nil
+}
+
+// assemble makes ts's sets and RateLimit-Policy of its enforced and shadowed parts (every one in
+// enforced when allShadow); ts.lease is set already.
+func (ts *tierSet) assemble(enforced, shadowed []tierPart, allShadow bool) error {
+	ts.parts, ts.enforced, ts.shadow = append(enforced, shadowed...), len(enforced), allShadow
 	var err error
 	if ts.set, err = limiter.NewSet(limitersOf(enforced)...); err != nil {
-		return nil, err
+		return err
 	}
 	if len(shadowed) > 0 {
 		if ts.shadowSet, err = limiter.NewSet(limitersOf(shadowed)...); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	items := make([]string, len(enforced))
@@ -221,7 +237,7 @@ func compileTierSet(cfg PolicyConfig, c Class, tier string, list []TierLimit) (*
 		items = append(items, `"`+ts.lease.name+`";q=`+strconv.FormatInt(ts.lease.leases.Limit().Limit, 10)+`;qu="`+QuotaUnitConcurrent+`"`)
 	}
 	ts.policy = strings.Join(items, ", ")
-	return ts, nil
+	return nil
 }
 
 // compileTierLease checks e, a concurrency limit of several, and builds its Leases on tier's
@@ -433,7 +449,7 @@ func (ts *tierSet) askSet(rt route, tier, client string, src *scopeSource) (*dec
 		return clientKey + "|" + name
 	}
 	for i, p := range ts.parts {
-		all[i] = decision.SetPart{Name: p.name, Key: keyOf(p.scope, p.name), Cost: 1}
+		all[i] = decision.SetPart{Name: p.name, Key: keyOf(p.scope, p.name) + p.suffix, Cost: 1}
 	}
 	sa.Parts, sa.ShadowParts = all[:ts.enforced:ts.enforced], all[ts.enforced:]
 	if len(sa.ShadowParts) == 0 {
@@ -585,7 +601,7 @@ func (req *CheckRequest) setAsk(a *decision.Ask, rt route, tier string) error {
 // concurrency limit last, with its leases in flight), and the enforced one closest to its end
 // (least Remaining ÷ Quota) on the budget itself.
 func (c *class) setUsage(ctx context.Context, a decision.Ask, client string, now time.Time) (UsageLimit, error) {
-	ts := c.setFor(a.Tier)
+	ts := c.setFor(a.Tier).forClient(client)
 	parts := append(append([]decision.SetPart(nil), a.Set.Parts...), a.Set.ShadowParts...)
 	all := make([]UsageLimit, len(parts))
 	at := 0
@@ -594,7 +610,7 @@ func (c *class) setUsage(ctx context.Context, a decision.Ask, client string, now
 		if err != nil {
 			return UsageLimit{}, fmt.Errorf("limit %s: %w", sp.Name, err)
 		}
-		u.Name, u.Shadow = sp.Name, ts.shadow || i >= ts.enforced
+		u.Name, u.Shadow, u.Live = sp.Name, ts.shadow || i >= ts.enforced, ts.parts[i].live
 		all[i] = u
 		if i < ts.enforced && share(u) < share(all[at]) {
 			at = i

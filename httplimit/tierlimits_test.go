@@ -45,7 +45,14 @@ func chatPolicy(store limiter.Store) PolicyConfig {
 // setupChat is setup with the request's cost read from its X-Cost header.
 func setupChat(t *testing.T, store limiter.Store, clk *fakeClock) (*Middleware, http.Handler) {
 	t.Helper()
-	p, err := NewPolicy(chatPolicy(store))
+	m, h, _ := setupChatWith(t, chatPolicy(store), clk)
+	return m, h
+}
+
+// setupChatWith is setupChat of cfg, answering its policy too.
+func setupChatWith(t *testing.T, cfg PolicyConfig, clk *fakeClock) (*Middleware, http.Handler, *Policy) {
+	t.Helper()
+	p, err := NewPolicy(cfg)
 	if err != nil {
 		t.Fatalf("NewPolicy: %v", err)
 	}
@@ -59,7 +66,7 @@ func setupChat(t *testing.T, store limiter.Store, clk *fakeClock) (*Middleware, 
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
-	return m, m.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) }))
+	return m, m.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) })), p
 }
 
 func chat(h http.Handler, user, org string, cost int) *httptestRecorder {

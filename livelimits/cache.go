@@ -26,6 +26,13 @@ func TierKey(prefix, tier string) string { return prefix + ":config:" + tier }
 // ClassKey is the hash of one class and tier: "<prefix>:config:<class>:<tier>".
 func ClassKey(prefix, class, tier string) string { return prefix + ":config:" + class + ":" + tier }
 
+// LimitKey is the hash of one of the several limits of a class's tier, by its name:
+// "<prefix>:config:<class>:<tier>:<name>". No tier-wide hash reaches such a limit: names are
+// the class's own.
+func LimitKey(prefix, class, tier, name string) string {
+	return ClassKey(prefix, class, tier) + ":" + name
+}
+
 // Channel is the pub/sub channel of notifications: "<prefix>:config".
 func Channel(prefix string) string { return prefix + ":config" }
 
@@ -33,6 +40,8 @@ func Channel(prefix string) string { return prefix + ":config" }
 // configured limit and request cost.
 type Target struct {
 	Class, Tier string
+	// Name is the limit's name when the tier has several (LimitKey); "" for a tier under one.
+	Name string
 	// Limit is the configured limit (the file's).
 	Limit limiter.Limit
 	// Cost is the class's cost per request; every limit must admit it.
@@ -57,8 +66,26 @@ func (a Applied) Live() decision.LiveLimit {
 	return decision.LiveLimit{Limit: a.Limit, RolloutPercent: a.RolloutPercent, Shadow: a.Shadow, Source: a.Source}
 }
 
-// Overlay is the live changes in force, by class then tier.
+// Overlay is the live changes in force, by class then target (Target.At: the tier, or
+// "<tier>:<name>" for one of a tier's several limits).
 type Overlay map[string]map[string]Applied
+
+// At is where t's change sits in an Overlay's class: its tier, or "<tier>:<name>" for one of a
+// tier's several limits (as httplimit.LiveAt).
+func (t Target) At() string {
+	if t.Name == "" {
+		return t.Tier
+	}
+	return t.Tier + ":" + t.Name
+}
+
+// key is the hash of t's own change.
+func (t Target) key(prefix string) string {
+	if t.Name == "" {
+		return ClassKey(prefix, t.Class, t.Tier)
+	}
+	return LimitKey(prefix, t.Class, t.Tier, t.Name)
+}
 
 // Live is every change of o as the decision model applies it, by class
 // (or descriptor rule) then tier.
@@ -100,8 +127,9 @@ type Config struct {
 
 // Entry is what the Cache knows of one hash, for the admin API.
 type Entry struct {
-	// Key is the hash's key; Class is empty for a tier's hash.
-	Key, Class, Tier string
+	// Key is the hash's key; Class is empty for a tier's hash, Name for any but one of a
+	// tier's several limits'.
+	Key, Class, Tier, Name string
 	// Change is the last good value (nil when none).
 	Change *Change
 	// Error is why the current content of the hash is ignored ("" when it is not).
@@ -127,7 +155,7 @@ type Cache struct {
 	refreshMu sync.Mutex
 }
 
-type keyInfo struct{ class, tier string }
+type keyInfo struct{ class, tier, name string }
 
 // New returns a Cache; Run starts keeping it current.
 func New(cfg Config) (*Cache, error) {
@@ -169,8 +197,10 @@ func (c *Cache) setTargetsLocked(ts []Target) {
 	c.targets = append([]Target(nil), ts...)
 	c.keys = map[string]keyInfo{}
 	for _, t := range ts {
-		c.keys[TierKey(c.cfg.Prefix, t.Tier)] = keyInfo{tier: t.Tier}
-		c.keys[ClassKey(c.cfg.Prefix, t.Class, t.Tier)] = keyInfo{class: t.Class, tier: t.Tier}
+		if t.Name == "" {
+			c.keys[TierKey(c.cfg.Prefix, t.Tier)] = keyInfo{tier: t.Tier}
+		}
+		c.keys[t.key(c.cfg.Prefix)] = keyInfo{class: t.Class, tier: t.Tier, name: t.Name}
 	}
 }
 
@@ -240,7 +270,7 @@ func (c *Cache) Entries() []Entry {
 		if !ok && !bad {
 			continue
 		}
-		en := Entry{Key: k, Class: info.class, Tier: info.tier, Error: e}
+		en := Entry{Key: k, Class: info.class, Tier: info.tier, Name: info.name, Error: e}
 		if ok {
 			g := g
 			en.Change = &g
@@ -266,10 +296,13 @@ func (c *Cache) checkLocked(key string, ch Change) error {
 		return fmt.Errorf("%s: no such class and tier", key)
 	}
 	for _, t := range c.targets {
-		if t.Tier != info.tier || (info.class != "" && t.Class != info.class) {
+		if t.Tier != info.tier || t.Name != info.name || (info.class != "" && t.Class != info.class) {
 			continue
 		}
 		if err := c.cfg.Validate(ch.Apply(t.Limit), t.Cost); err != nil {
+			if t.Name != "" {
+				return fmt.Errorf("class %s tier %s limit %s: %w", t.Class, t.Tier, t.Name, err)
+			}
 			return fmt.Errorf("class %s tier %s: %w", t.Class, t.Tier, err)
 		}
 	}
@@ -377,7 +410,11 @@ func (c *Cache) computeLocked(now time.Time) Overlay {
 		var key string
 		var ch Change
 		found := false
-		for _, k := range []string{ClassKey(c.cfg.Prefix, t.Class, t.Tier), TierKey(c.cfg.Prefix, t.Tier)} {
+		keys := []string{t.key(c.cfg.Prefix), TierKey(c.cfg.Prefix, t.Tier)}
+		if t.Name != "" {
+			keys = keys[:1]
+		}
+		for _, k := range keys {
 			if g, ok := c.good[k]; ok && !g.Expired(now) {
 				key, ch, found = k, g, true
 				break
@@ -389,7 +426,7 @@ func (c *Cache) computeLocked(now time.Time) Overlay {
 		if ov[t.Class] == nil {
 			ov[t.Class] = map[string]Applied{}
 		}
-		ov[t.Class][t.Tier] = Applied{Limit: ch.Apply(t.Limit), Source: key, RolloutPercent: ch.RolloutPercent, Shadow: ch.Shadow, ExpiresAt: ch.ExpiresAt}
+		ov[t.Class][t.At()] = Applied{Limit: ch.Apply(t.Limit), Source: key, RolloutPercent: ch.RolloutPercent, Shadow: ch.Shadow, ExpiresAt: ch.ExpiresAt}
 	}
 	return ov
 }
