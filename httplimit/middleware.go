@@ -189,10 +189,14 @@ func (m *Middleware) decide(ctx context.Context, rt route, client string, a deci
 	if rt.class.penalties != nil {
 		o.Outcome, boxed = m.penalized(ctx, rt.class, client, a)
 	}
+	partBoxes := o.set != nil && o.set.boxed
+	if !boxed && partBoxes {
+		o.Outcome, boxed = m.partPenalized(ctx, rt.class, o.set, client, a)
+	}
 	if !boxed {
 		o.Outcome = decision.Decide(ctx, a)
-		if rt.class.penalties != nil && !dryRun && o.Verdict == decision.VerdictRejected && o.Err == nil {
-			m.strike(ctx, rt.class, client)
+		if (rt.class.penalties != nil || partBoxes) && !dryRun && o.Verdict == decision.VerdictRejected && o.Err == nil {
+			m.strikeRefusers(ctx, rt.class, &o, client)
 		}
 	}
 	if o.set != nil {
@@ -255,10 +259,13 @@ func (p *Policy) respond(h http.Header, o *outcome) (int, RejectedBody) {
 	case v == decision.VerdictPenalized:
 		p.writeHeaders(h, o)
 		h.Set("Cache-Control", "no-store")
+		msg := fmt.Sprintf("penalized on %s for going over its limit again and again; retry in %d s", o.Endpoint, o.n.Retry)
+		if len(o.RefusedBy) > 0 { // the box of one of several limits
+			msg = fmt.Sprintf("penalized on %s for going over %s again and again; retry in %d s", o.Endpoint, strings.Join(o.RefusedBy, ", "), o.n.Retry)
+		}
 		return http.StatusTooManyRequests, RejectedBody{
-			Error:      "rate_limit_penalized",
-			Message:    fmt.Sprintf("penalized on %s for going over its limit again and again; retry in %d s", o.Endpoint, o.n.Retry),
-			RetryAfter: o.n.Retry, Status: limiter.StatusPenalized,
+			Error: "rate_limit_penalized", Message: msg,
+			RetryAfter: o.n.Retry, Status: limiter.StatusPenalized, RefusedBy: o.RefusedBy,
 		}
 	case v.Refuses():
 		p.writeHeaders(h, o)

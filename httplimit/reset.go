@@ -21,8 +21,11 @@ type ResetState struct {
 	// Live is "" for the configured limit, else the source of the live change whose state this
 	// was, with " shadow" appended for a change in shadow.
 	Live string `json:"live,omitempty"`
-	// Penalty says this is the class's penalty box, lifted, not a budget.
+	// Penalty says this is the class's penalty box, lifted, not a budget; with Limit, the box of
+	// that limit.
 	Penalty bool `json:"penalty,omitempty"`
+	// Limit names the limit of a tier of several limits (TierLimit.Name) the state was kept for.
+	Limit string `json:"limit,omitempty"`
 }
 
 // ErrUnknownClass is returned, wrapped, by ResetClient for a class the policy does not have.
@@ -72,7 +75,20 @@ func (m *Middleware) ResetClient(ctx context.Context, client, className string) 
 			}
 			out = append(out, ResetState{Class: c.name, Endpoint: "*", Penalty: true})
 		}
+		lifted, err := c.liftParts(ctx, p.tierNames, client)
+		out = append(out, lifted...)
+		if err != nil {
+			return sortResets(out), err
+		}
 		for _, tier := range p.tierNames {
+			if ts := c.setFor(tier); ts != nil {
+				for _, pat := range c.routes {
+					if err := ts.resetClient(route{pattern: pat, class: c}, tier, client, reset); err != nil {
+						return sortResets(out), err
+					}
+				}
+				continue
+			}
 			if c.limiterFor(tier) == nil {
 				continue // leases in flight are given back as their requests end
 			}
@@ -115,10 +131,68 @@ func sortResets(rs []ResetState) []ResetState {
 		if a.Endpoint != b.Endpoint {
 			return a.Endpoint < b.Endpoint
 		}
+		if a.Limit != b.Limit {
+			return a.Limit < b.Limit
+		}
 		if a.Live != b.Live {
 			return a.Live < b.Live
 		}
 		return !a.Penalty && b.Penalty
 	})
 	return rs
+}
+
+// resetClient forgets, with reset, client's own budgets of ts's limits on rt and tier: those
+// scoped by the client (an organisation's or the class's budget is not one client's), with any
+// live change's beside the file's.
+func (ts *tierSet) resetClient(rt route, tier, client string, reset func(*limiter.Limiter, string, ResetState) error) error {
+	ep := rt.pattern
+	if rt.class.shared {
+		ep = "*"
+	}
+	key := rt.key(tier, client)
+	for i, part := range ts.parts {
+		if part.scope.Kind != ScopeClient {
+			continue
+		}
+		st := ResetState{Class: rt.class.name, PlanTier: tier, Endpoint: ep, Limit: part.name}
+		if err := reset(part.lim, key+"|"+part.name, st); err != nil {
+			return err
+		}
+		if ts.live == nil || ts.live[i] == nil {
+			continue
+		}
+		lv, k := ts.live[i], key+"|"+part.name
+		st.Live = lv.Source
+		if lv.Shadow {
+			st.Live, k = lv.Source+" shadow", k+decision.ShadowSuffix
+		}
+		if err := reset(lv.lim, k, st); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// liftParts takes client out of the boxes of the limits of c's tiers that have their own.
+func (c *class) liftParts(ctx context.Context, tiers []string, client string) ([]ResetState, error) {
+	var out []ResetState
+	seen := map[string]bool{}
+	for _, tier := range tiers {
+		ts := c.setFor(tier)
+		if ts == nil {
+			continue
+		}
+		for _, part := range ts.parts {
+			if part.box == nil || seen[part.name] {
+				continue
+			}
+			seen[part.name] = true
+			if err := part.box.penalties.Lift(ctx, c.partPenaltyKey(part.name, client), part.box.timeout); err != nil {
+				return out, fmt.Errorf("lift the penalty of %s for class %s limit %s: %w", client, c.name, part.name, err)
+			}
+			out = append(out, ResetState{Class: c.name, Endpoint: "*", Penalty: true, Limit: part.name})
+		}
+	}
+	return out, nil
 }

@@ -87,6 +87,7 @@ type tierSet struct {
 	shadow         bool       // every limit is shadow
 	policy         string     // RateLimit-Policy of set's limits and lease's
 	lease          *tierLease // the list's concurrency limit, nil when it has none
+	boxed          bool       // some enforced part has a penalty box of its own
 	// byBucket, when some of the limits have a live change, is the variant of the set that
 	// decides the clients of each rollout bucket (forClient); live is each part's change, nil
 	// for a part without one.
@@ -109,8 +110,9 @@ type tierPart struct {
 	unit     Unit
 	scope    Scope // Header canonical
 	rendered decision.RenderedLimit
-	live     string // the source of the live change whose limit lim is, "" for the file's
-	suffix   string // ends the part's keys: a shadow live change's own state
+	box      *partBox // the limit's own penalty box, nil when it has none
+	live     string   // the source of the live change whose limit lim is, "" for the file's
+	suffix   string   // ends the part's keys: a shadow live change's own state
 }
 
 // QuotaUnitRequests is the RateLimit-Policy quota unit ("qu") of a TierLimit counting requests
@@ -215,6 +217,9 @@ func compileTierSet(cfg PolicyConfig, c Class, tier string, list []TierLimit) (*
 // enforced when allShadow); ts.lease is set already.
 func (ts *tierSet) assemble(enforced, shadowed []tierPart, allShadow bool) error {
 	ts.parts, ts.enforced, ts.shadow = append(enforced, shadowed...), len(enforced), allShadow
+	for _, p := range enforced {
+		ts.boxed = ts.boxed || (p.box != nil && !allShadow)
+	}
 	var err error
 	if ts.set, err = limiter.NewSet(limitersOf(enforced)...); err != nil {
 		return err
@@ -274,8 +279,8 @@ func compileTierLimit(cfg PolicyConfig, c Class, tier string, e TierLimit) (tier
 	if !ValidName(e.Name) {
 		return part, false, errors.New("name must be letters, digits, '_' or '-'")
 	}
-	if e.Penalty != nil {
-		return part, false, errors.New("a penalty of one limit of several is not supported: the class's Penalty boxes a client the set refuses")
+	if err := part.compilePenalty(cfg, c, tier, e.Penalty); err != nil {
+		return part, false, err
 	}
 	switch part.unit {
 	case "":
