@@ -3,6 +3,7 @@ package httplimit
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -86,8 +87,12 @@ type tierSet struct {
 	enforced       int        // how many of parts are set's
 	shadow         bool       // every limit is shadow
 	policy         string     // RateLimit-Policy of set's limits and lease's
-	lease          *tierLease // the list's concurrency limit, nil when it has none
-	boxed          bool       // some enforced part has a penalty box of its own
+	// items are policy's items, kept when some of them count on a budget other than the
+	// client's: partitioned lists their indices, in order (policyOf).
+	items       []string
+	partitioned []int
+	lease       *tierLease // the list's concurrency limit, nil when it has none
+	boxed       bool       // some enforced part has a penalty box of its own
 	// byBucket, when some of the limits have a live change, is the variant of the set that
 	// decides the clients of each rollout bucket (forClient); live is each part's change, nil
 	// for a part without one.
@@ -242,7 +247,47 @@ func (ts *tierSet) assemble(enforced, shadowed []tierPart, allShadow bool) error
 		items = append(items, `"`+ts.lease.name+`";q=`+strconv.FormatInt(ts.lease.leases.Limit().Limit, 10)+`;qu="`+QuotaUnitConcurrent+`"`)
 	}
 	ts.policy = strings.Join(items, ", ")
+	for i, part := range enforced {
+		if part.scope.Kind != ScopeClient {
+			ts.items, ts.partitioned = items, append(ts.partitioned, i)
+		}
+	}
+	if ts.lease != nil && ts.lease.scope.Kind != ScopeClient {
+		ts.items, ts.partitioned = items, append(ts.partitioned, len(enforced))
+	}
 	return nil
+}
+
+// policyOf is the RateLimit-Policy of ts for the request asked by a: its policy, each limit not
+// counted per client with the partition key ("pk") of the budget it counts on, so that clients
+// that share one (the members of an organisation) can tell so. The key is a hash: the budget's
+// key names an organisation or a header's value, which is not the client's to read.
+func (ts *tierSet) policyOf(a *decision.SetAsk) string {
+	if len(ts.partitioned) == 0 || a == nil {
+		return ts.policy
+	}
+	var b strings.Builder
+	next := 0
+	for i, item := range ts.items {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(item)
+		if next < len(ts.partitioned) && ts.partitioned[next] == i {
+			next++
+			key := ""
+			if i < len(a.Parts) {
+				key = a.Parts[i].Key
+			} else if a.Lease != nil {
+				key = a.Lease.Key
+			}
+			sum := sha256.Sum256([]byte(key))
+			b.WriteString(";pk=:")
+			b.WriteString(base64.StdEncoding.EncodeToString(sum[:9]))
+			b.WriteString(":")
+		}
+	}
+	return b.String()
 }
 
 // compileTierLease checks e, a concurrency limit of several, and builds its Leases on tier's
@@ -492,7 +537,7 @@ func (p *Policy) writeHeaders(h http.Header, o *outcome) {
 		p.headers.Write(h, o.n)
 	}
 	if o.set != nil && !p.headers.OmitRateLimit {
-		h[decision.HeaderPolicy] = []string{o.set.policy}
+		h[decision.HeaderPolicy] = []string{o.set.policyOf(o.Set)}
 	}
 }
 
