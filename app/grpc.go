@@ -10,15 +10,18 @@ import (
 	"sync/atomic"
 	"time"
 
+	rlqsv3 "github.com/envoyproxy/go-control-plane/envoy/service/rate_limit_quota/v3"
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/rl-exporter/rl-exporter/collector"
 	"github.com/rl-exporter/rl-exporter/config"
 	"github.com/rl-exporter/rl-exporter/httplimit"
 	"github.com/rl-exporter/rl-exporter/limiter"
 	"github.com/rl-exporter/rl-exporter/livelimits"
+	"github.com/rl-exporter/rl-exporter/rlqs"
 	"github.com/rl-exporter/rl-exporter/rls"
 	"github.com/rl-exporter/rl-exporter/server"
 )
@@ -49,6 +52,7 @@ type grpcListener struct {
 	panics        *atomic.Uint64 // panics its calls recovered
 	newServer     func() (*grpc.Server, *health.Server)
 	svc           *rls.Service
+	quota         *rlqs.Service // nil unless rlqs.enabled
 	drain         time.Duration
 	logger        *slog.Logger
 	live          *livelimits.Cache // nil when live limits are off
@@ -106,7 +110,22 @@ func (b *Built) newGRPC(cfg *config.Config, d *Deps) (*grpcListener, error) {
 	// Build starts none.
 	panics := &atomic.Uint64{}
 	opts = append(opts, grpc.ChainUnaryInterceptor(recoverUnary(panics, logger)), grpc.ChainStreamInterceptor(recoverStream(panics, logger)))
-	g := &grpcListener{ln: ln, newServer: func() (*grpc.Server, *health.Server) { return rls.NewServer(svc, tc, opts...) }, svc: svc, drain: cfg.Server.ShutdownTimeout, logger: logger, panics: panics,
+	q, err := b.newRLQS(cfg, rules, logger)
+	if err != nil {
+		_ = ln.Close()
+		return nil, fmt.Errorf("config %s: rlqs: %w", cfg.Source, err)
+	}
+	newServer := func() (*grpc.Server, *health.Server) {
+		gs, hs := rls.NewServer(svc, tc, opts...)
+		if q != nil {
+			// Beside the rate limit service: the same listener, TLS and bounds on streams,
+			// messages and keepalive.
+			rlqsv3.RegisterRateLimitQuotaServiceServer(gs, q)
+			hs.SetServingStatus(rlqs.ServiceName, healthpb.HealthCheckResponse_SERVING)
+		}
+		return gs, hs
+	}
+	g := &grpcListener{ln: ln, newServer: newServer, svc: svc, quota: q, drain: cfg.Server.ShutdownTimeout, logger: logger, panics: panics,
 		watcher: watcher, reloads: make(chan struct{}, 1), relabelNeeded: relabelNeeded}
 	if g.drain <= 0 {
 		g.drain = server.DefaultShutdownTimeout
@@ -117,7 +136,7 @@ func (b *Built) newGRPC(cfg *config.Config, d *Deps) (*grpcListener, error) {
 	g.reload = func() { b.reloadRLS(g, dir) }
 	b.followPolicy(g, cfg, d, rules)
 	logger.Info("listening", slog.String("listener", "grpc"), slog.String("addr", ln.Addr().String()),
-		slog.Bool("tls", tc != nil), slog.String("rls_config_dir", dir), slog.Any("domains", rules.Domains()))
+		slog.Bool("tls", tc != nil), slog.String("rls_config_dir", dir), slog.Any("domains", rules.Domains()), slog.Bool("rlqs", q != nil))
 	b.mu.Lock()
 	b.grpc = g
 	b.mu.Unlock()
@@ -187,6 +206,9 @@ func (g *grpcListener) run(ctx context.Context, ready func()) error {
 	served := make(chan error, 1)
 	go func() { served <- gs.Serve(g.ln) }()
 	wg.Go(func() { g.watcher.Run(ctx, g.interval, g.reloads, g.reload) })
+	if g.quota != nil {
+		wg.Go(func() { g.quota.Run(ctx) })
+	}
 	if g.labels != nil {
 		wg.Go(func() {
 			for {
@@ -240,6 +262,9 @@ func (b *Built) reloadRLS(g *grpcListener, dir string) {
 		return
 	}
 	b.live.metrics.reloadsOK.Add(1)
+	if g.quota != nil {
+		g.quota.Swap(rules) // a bucket whose rule is gone is abandoned
+	}
 	if g.live != nil {
 		// Rules added or removed are live-limit classes added or removed.
 		b.mu.Lock()

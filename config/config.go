@@ -74,6 +74,8 @@ type Config struct {
 	Reload Reload `koanf:"reload"`
 	// RLS configures Envoy's rate limit service on server.grpc_listen.
 	RLS RLS `koanf:"rls"`
+	// RLQS configures Envoy's rate limit quota service on server.grpc_listen.
+	RLQS RLQS `koanf:"rlqs"`
 	// Region configures multi-region limits (see region.go).
 	Region Region `koanf:"region"`
 

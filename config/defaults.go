@@ -109,6 +109,7 @@ func Defaults() Config {
 			MaxConcurrentStreams: rls.DefaultMaxConcurrentStreams, KeepaliveMinTime: rls.DefaultKeepaliveMinTime, KeepalivePermitWithoutStream: true,
 			MaxConnectionIdle: rls.DefaultMaxConnectionIdle,
 		},
+		RLQS:   rlqsDefaults(),
 		Region: Region{SyncInterval: region.DefaultSyncInterval, SyncTimeout: region.DefaultSyncTimeout, MaxClockSkew: region.DefaultMaxClockSkew},
 	}
 }

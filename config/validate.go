@@ -37,6 +37,7 @@ func (c *Config) problems() Problems {
 	c.validateAdmin(e)
 	c.validateLive(e)
 	c.validateRLS(e)
+	c.validateRLQS(e)
 	c.validateRegion(e)
 	c.validateOverload(e)
 	if len(e.list) == 0 {

@@ -100,7 +100,8 @@ var units = map[string]unitSpec{
 // Rules are the compiled domain files: an immutable tree per domain, safe for concurrent use.
 type Rules struct {
 	domains map[string]*node
-	Files   []string // the files loaded, sorted
+	files   map[string]string // the file of each domain
+	Files   []string          // the files loaded, sorted
 }
 
 // node is one compiled Descriptor.
@@ -143,8 +144,8 @@ func LoadDir(dir string) (*Rules, error) {
 	if err != nil {
 		return nil, fmt.Errorf("rls config dir: %w", err)
 	}
-	r := &Rules{domains: map[string]*node{}}
-	owner := map[string]string{}
+	r := &Rules{domains: map[string]*node{}, files: map[string]string{}}
+	owner := r.files
 	for _, e := range entries {
 		name := e.Name()
 		if e.IsDir() || strings.HasPrefix(name, ".") || (filepath.Ext(name) != ".yaml" && filepath.Ext(name) != ".yml") {
@@ -198,7 +199,7 @@ func Compile(name string, f File) (*Rules, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Rules{domains: map[string]*node{f.Domain: n}, Files: []string{name}}, nil
+	return &Rules{domains: map[string]*node{f.Domain: n}, files: map[string]string{f.Domain: name}, Files: []string{name}}, nil
 }
 
 func compileFile(name string, f File) (*node, error) {

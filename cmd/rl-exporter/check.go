@@ -72,6 +72,9 @@ func runCheck(_ context.Context, args []string, _ environ, stdout, stderr io.Wri
 			return exitFailure
 		}
 		domains = fmt.Sprintf(", rls domains %s", strings.Join(rules.Domains(), " "))
+		if cfg.RLQS.Enabled && !quotaRulesAccepted(stderr, rules) {
+			return exitFailure
+		}
 	}
 	fmt.Fprintf(stdout, "%s: valid (%d classes, %d tiers, store %s%s)\n", *file, len(cfg.Classes), len(cfg.Tiers.Names), cfg.Store.Type, domains)
 	printLimits(stdout, cfg)
@@ -252,4 +255,17 @@ func printLimits(w io.Writer, cfg *config.Config) {
 			}
 		}
 	}
+}
+
+// quotaRulesAccepted names, on w, each rule of the domain files the quota service (rlqs.enabled)
+// refuses, by file and path, and reports whether there was none.
+func quotaRulesAccepted(w io.Writer, rules *rls.Rules) bool {
+	ok := true
+	for _, q := range rules.QuotaRules() {
+		if q.Refused != "" {
+			fmt.Fprintf(w, "rl-exporter check: rlqs: %s: %s: %s\n", q.File, q.Path, q.Refused)
+			ok = false
+		}
+	}
+	return ok
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -47,5 +48,31 @@ func TestCheckReportsAnInvalidRLSDomainFile(t *testing.T) {
 	code := run(context.Background(), []string{"check", "--config", conf}, nil, &stdout, &stderr)
 	if code == exitOK || !strings.Contains(stderr.String(), "d.yaml") || !strings.Contains(stderr.String(), "d.k: rate_limit: unit") {
 		t.Fatalf("exit %d, stderr %q; want the domain file and descriptor named", code, stderr.String())
+	}
+}
+
+func TestCheckNamesTheRulesTheQuotaServiceRefuses(t *testing.T) {
+	dir := t.TempDir()
+	domain := "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: minute, requests_per_unit: 100, algorithm: token_bucket, charge_on_stream_done: true}\n"
+	if err := os.WriteFile(filepath.Join(dir, "d.yaml"), []byte(domain), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, enabled := range []bool{false, true} {
+		conf := filepath.Join(t.TempDir(), "rl.yaml")
+		body := fmt.Sprintf("server: {grpc_listen: \"127.0.0.1:0\"}\nrls: {config_dir: %q}\nrlqs: {enabled: %v}\n", dir, enabled)
+		if err := os.WriteFile(conf, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		var stdout, stderr bytes.Buffer
+		code := run(context.Background(), []string{"check", "--config", conf}, nil, &stdout, &stderr)
+		if !enabled {
+			if code != exitOK {
+				t.Fatalf("rlqs off: exit %d, stderr %q; the rate limit service takes the rule", code, stderr.String())
+			}
+			continue
+		}
+		if code == exitOK || !strings.Contains(stderr.String(), "d.yaml: d.k: charge_on_stream_done") {
+			t.Fatalf("rlqs on: exit %d, stderr %q; want the file and rule refused named", code, stderr.String())
+		}
 	}
 }
