@@ -55,7 +55,7 @@ func (m *Middleware) ResetClient(ctx context.Context, client, className string) 
 	}
 	done := map[target]bool{}
 	var out []ResetState
-	reset := func(l *limiter.Limiter, key string, st ResetState) error {
+	var reset resetFunc = func(l *limiter.Limiter, key string, st ResetState) error {
 		t := target{key, l.Limit().Algorithm}
 		if done[t] {
 			return nil
@@ -94,24 +94,14 @@ func (m *Middleware) ResetClient(ctx context.Context, client, className string) 
 			}
 			for _, pat := range c.routes { // the default class's include CatchAll
 				rt := route{pattern: pat, class: c}
-				key := rt.key(tier, client)
-				ep := pat
-				if c.shared {
-					ep = "*"
-				}
-				st := ResetState{Class: c.name, PlanTier: tier, Endpoint: ep}
-				if err := reset(c.limiterFor(tier), key, st); err != nil {
-					return sortResets(out), err
-				}
+				st := ResetState{Class: c.name, PlanTier: tier, Endpoint: rt.resetEndpoint()}
+				var live *decision.LiveLimit
+				var liveLim *limiter.Limiter
 				if lv := c.live[tier]; lv != nil {
-					k := key
-					st.Live = lv.Source
-					if lv.Shadow {
-						st.Live, k = lv.Source+" shadow", key+decision.ShadowSuffix
-					}
-					if err := reset(lv.Limiter, k, st); err != nil {
-						return sortResets(out), err
-					}
+					live, liveLim = &lv.LiveLimit, lv.Limiter
+				}
+				if err := resetWithLive(reset, c.limiterFor(tier), rt.key(tier, client), st, live, liveLim); err != nil {
+					return sortResets(out), err
 				}
 			}
 		}
@@ -142,32 +132,46 @@ func sortResets(rs []ResetState) []ResetState {
 	return rs
 }
 
+// resetFunc forgets the budget of a limiter at a key, the state st names.
+type resetFunc func(l *limiter.Limiter, key string, st ResetState) error
+
+// resetWithLive forgets, with reset, the budget of l at key (st names it) and, when live is set,
+// that of its live change (liveLim) beside it: at key, or key+ShadowSuffix in shadow.
+func resetWithLive(reset resetFunc, l *limiter.Limiter, key string, st ResetState, live *decision.LiveLimit, liveLim *limiter.Limiter) error {
+	if err := reset(l, key, st); err != nil || live == nil {
+		return err
+	}
+	st.Live = live.Source
+	if live.Shadow {
+		st.Live, key = live.Source+" shadow", key+decision.ShadowSuffix
+	}
+	return reset(liveLim, key, st)
+}
+
+// resetEndpoint is the endpoint a ResetState names for rt: its pattern, "*" for a shared class.
+func (rt route) resetEndpoint() string {
+	if rt.class.shared {
+		return "*"
+	}
+	return rt.pattern
+}
+
 // resetClient forgets, with reset, client's own budgets of ts's limits on rt and tier: those
 // scoped by the client (an organisation's or the class's budget is not one client's), with any
 // live change's beside the file's.
-func (ts *tierSet) resetClient(rt route, tier, client string, reset func(*limiter.Limiter, string, ResetState) error) error {
-	ep := rt.pattern
-	if rt.class.shared {
-		ep = "*"
-	}
+func (ts *tierSet) resetClient(rt route, tier, client string, reset resetFunc) error {
 	key := rt.key(tier, client)
 	for i, part := range ts.parts {
 		if part.scope.Kind != ScopeClient {
 			continue
 		}
-		st := ResetState{Class: rt.class.name, PlanTier: tier, Endpoint: ep, Limit: part.name}
-		if err := reset(part.lim, key+"|"+part.name, st); err != nil {
-			return err
+		var live *decision.LiveLimit
+		var liveLim *limiter.Limiter
+		if ts.live != nil && ts.live[i] != nil {
+			live, liveLim = &ts.live[i].LiveLimit, ts.live[i].lim
 		}
-		if ts.live == nil || ts.live[i] == nil {
-			continue
-		}
-		lv, k := ts.live[i], key+"|"+part.name
-		st.Live = lv.Source
-		if lv.Shadow {
-			st.Live, k = lv.Source+" shadow", k+decision.ShadowSuffix
-		}
-		if err := reset(lv.lim, k, st); err != nil {
+		st := ResetState{Class: rt.class.name, PlanTier: tier, Endpoint: rt.resetEndpoint(), Limit: part.name}
+		if err := resetWithLive(reset, part.lim, key+"|"+part.name, st, live, liveLim); err != nil {
 			return err
 		}
 	}
