@@ -33,6 +33,7 @@ type lossRun struct {
 	admitted, uncounted, overcounted, keysShort int
 	decisions, failed                           int
 	switchedAfter                               time.Duration
+	origin                                      time.Time     // when the failover was asked for
 	perKey                                      [][]admission // by key index
 	short                                       []int         // admissions each key lacks on the new primary
 }
@@ -101,6 +102,7 @@ func sentinelLossRun(t *testing.T, sn *redistest.SentinelServers, st *redisstore
 		}
 		time.Sleep(after) // not synchronisation: traffic goes on this long after the switch
 	})
+	r.origin = origin
 	for _, o := range outs {
 		r.decisions++
 		if o.err != nil {
@@ -169,5 +171,38 @@ func TestGoalSentinelFailoverUnderLoadLosesFewAdmissions(t *testing.T) {
 	}
 	if s := r.share(r.uncounted); s > 0.005 {
 		t.Errorf("%d of %d admissions (%.2f%%) are not counted on the new primary, want ≤ 0.5%%", r.uncounted, r.admitted, 100*s)
+	}
+	checkCountedWindow(t, r, st)
+}
+
+// checkCountedWindow fails the test unless the store logged a failover
+// window, counted at least as many unconfirmed decisions as went
+// uncounted, and every key's uncounted admissions were on their way
+// inside the window.
+func checkCountedWindow(t *testing.T, r lossRun, st *redisstore.Store) {
+	t.Helper()
+	ws := st.FailoverWindows()
+	if len(ws) == 0 {
+		t.Fatalf("no failover window was closed")
+	}
+	w := ws[len(ws)-1]
+	start, end := w.Start.Sub(r.origin), w.End.Sub(r.origin)
+	t.Logf("failover window %s to %s after the command (%s), %d decisions unconfirmed (the store counted %d)",
+		start, end, end-start, w.Unconfirmed, st.Unconfirmed())
+	if got := st.Unconfirmed(); got < int64(r.uncounted) {
+		t.Errorf("%d admissions uncounted, but only %d decisions counted unconfirmed", r.uncounted, got)
+	}
+	outside := 0
+	for i, short := range r.short {
+		in := 0
+		for _, a := range r.perKey[i] {
+			if a.end >= start && a.start <= end {
+				in++
+			}
+		}
+		outside += max(0, short-in)
+	}
+	if outside > 0 {
+		t.Errorf("%d uncounted admissions were not on their way in the counted window", outside)
 	}
 }
