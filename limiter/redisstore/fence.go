@@ -21,11 +21,10 @@ import (
 var errFenced = errors.New("redis sentinel: the primary is being demoted; nothing was sent")
 
 // sentinelEvents are the channels a fence follows on every Sentinel: the
-// promotion's first step (REPLICAOF NO ONE sent to the replica), its end
-// (the replica reports itself primary), the new configuration, and a
-// failover given up.
+// replica chosen, REPLICAOF NO ONE sent to it, the replica reporting
+// itself primary, the new configuration, and a failover given up.
 var sentinelEvents = []string{
-	"+failover-state-send-slaveof-noone", "+promoted-slave", "+switch-master",
+	"+failover-state-send-slaveof-noone", "+failover-state-wait-promotion", "+promoted-slave", "+switch-master",
 	"-failover-abort-slave-timeout", "-failover-abort-not-elected", "-failover-abort-no-good-slave",
 }
 
@@ -162,17 +161,20 @@ func (f *fence) close() {
 func (f *fence) heard(channel, payload string) {
 	p := strings.Fields(payload)
 	switch channel {
-	case "+failover-state-send-slaveof-noone", "+promoted-slave":
+	case "+failover-state-send-slaveof-noone", "+failover-state-wait-promotion", "+promoted-slave":
 		// <type> <name> <ip> <port> @ <master> <ip> <port>
 		if len(p) < 8 || p[5] != f.masterName {
 			return
 		}
 		promoted, demoted := net.JoinHostPort(p[2], p[3]), net.JoinHostPort(p[6], p[7])
-		if channel == "+promoted-slave" {
+		switch channel {
+		case "+failover-state-send-slaveof-noone":
+			f.arm(demoted, promoted)
+		case "+failover-state-wait-promotion":
+			f.raise(demoted, promoted)
+		default:
 			f.lift(promoted, demoted)
-			return
 		}
-		f.raise(demoted, promoted)
 	case "+switch-master":
 		// <master> <old ip> <old port> <new ip> <new port>
 		if len(p) < 5 || p[0] != f.masterName {
@@ -187,8 +189,30 @@ func (f *fence) heard(channel, payload string) {
 	}
 }
 
-// raise fences demoted off: no write goes to it from now on, and new
-// connections wait for promoted, which a probe watches take writes.
+// arm opens the window: Sentinel chose the replica to promote and sends
+// it REPLICAOF NO ONE on its next tick (up to ~100 ms on). Writes still
+// go to demoted, which still streams them to the replica, but every one
+// of them is counted unconfirmed from now until the route turns, and a
+// probe watches promoted for the instant it takes writes.
+func (f *fence) arm(demoted, promoted string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	r := f.route.Load()
+	g := f.gen.Load()
+	if r.fenced || r.master == promoted || g.stale.Load() || f.ctx.Err() != nil {
+		return
+	}
+	f.log.Warn("redis sentinel: promotion begun; decisions made from now until the promoted primary takes them are counted unconfirmed",
+		"master", f.masterName, "demoted", demoted, "promoted", promoted)
+	g.demoted, g.start = demoted, time.Now()
+	g.stale.Store(true)
+	f.wg.Add(1)
+	go f.probe(promoted)
+}
+
+// raise fences demoted off: Sentinel has sent REPLICAOF NO ONE, so no
+// write goes to demoted from now on, and new connections wait for
+// promoted until the probe sees it take writes.
 func (f *fence) raise(demoted, promoted string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -196,18 +220,19 @@ func (f *fence) raise(demoted, promoted string) {
 	if r.fenced || r.master == promoted || f.ctx.Err() != nil {
 		return
 	}
-	f.log.Warn("redis sentinel: promotion seen; no decision goes to the demoted primary, new ones wait for the promoted one",
-		"master", f.masterName, "demoted", demoted, "promoted", promoted)
 	f.route.Store(&route{fenced: true, open: make(chan struct{})})
 	f.raised = time.Now()
+	if !f.gen.Load().stale.Load() {
+		// The promotion's first step went unheard: probe now.
+		f.wg.Add(1)
+		go f.probe(promoted)
+	}
 	f.turn(demoted)
-	f.wg.Add(1)
-	go f.probe(promoted)
 }
 
 // lift routes writes to master (the promoted primary, or the old one
-// again when the failover was given up): calls on their way to another
-// primary are counted, unless they were already (raise).
+// again when the failover was given up); the calls of the generation
+// before, on their way to another primary, are counted.
 func (f *fence) lift(master, demoted string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -215,7 +240,7 @@ func (f *fence) lift(master, demoted string) {
 	if r.master == master && !r.fenced {
 		return
 	}
-	if !r.fenced && r.master != "" {
+	if f.gen.Load().stale.Load() || r.master != "" {
 		f.turn(cmpOr(demoted, r.master))
 	}
 	f.route.Store(&route{master: master})
@@ -233,13 +258,15 @@ func cmpOr(a, b string) string {
 	return b
 }
 
-// turn starts a new generation: the calls of the current one become
-// stale. Under f.mu.
+// turn starts a new generation: every later call of the current one,
+// already stale when armed, is counted unconfirmed. Under f.mu.
 func (f *fence) turn(demoted string) {
 	old := f.gen.Swap(&generation{})
-	f.demoted = demoted
-	old.demoted, old.start = demoted, time.Now()
-	old.stale.Store(true)
+	if !old.stale.Load() {
+		old.demoted, old.start = demoted, time.Now()
+		old.stale.Store(true)
+	}
+	f.demoted = old.demoted
 	if old.inflight.Load() == 0 {
 		f.closeWindow(old)
 	}
@@ -260,7 +287,9 @@ func (f *fence) leave(g *generation, n int) int {
 		unconfirmed = n
 		g.unconfirmed.Add(int64(n))
 	}
-	if g.inflight.Add(-1) == 0 && g.stale.Load() {
+	// An armed generation is stale while still current: its window
+	// closes once it is turned (turn) and its last call has ended.
+	if g.inflight.Add(-1) == 0 && g.stale.Load() && f.gen.Load() != g {
 		f.closeWindow(g)
 	}
 	return unconfirmed
@@ -287,8 +316,8 @@ func (f *fence) writable(addr string) bool {
 	return !r.fenced && (r.master == "" || r.master == addr)
 }
 
-// probe asks promoted for its role until it is a primary, then lifts the
-// fence to it (Sentinel's +promoted-slave comes up to a second later).
+// probe asks promoted for its role until it is a primary, then routes
+// writes to it (Sentinel's +promoted-slave comes up to a second later).
 func (f *fence) probe(promoted string) {
 	defer f.wg.Done()
 	o := f.dataOpt
@@ -297,7 +326,10 @@ func (f *fence) probe(promoted string) {
 	defer c.Close()
 	t := time.NewTicker(promotionProbeEvery)
 	defer t.Stop()
-	for f.route.Load().fenced {
+	for {
+		if r := f.route.Load(); !r.fenced && r.master != "" && !f.gen.Load().stale.Load() {
+			return // settled: on promoted, or back on the old primary
+		}
 		ctx, cancel := context.WithTimeout(f.ctx, 100*time.Millisecond)
 		v, err := c.Do(ctx, "role").Slice()
 		cancel()

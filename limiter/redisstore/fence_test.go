@@ -21,10 +21,11 @@ func newTestFence(t *testing.T) *fence {
 	return f
 }
 
-// The events of a Sentinel failover, in Sentinel's words: from the first
-// one, nothing is written to the old primary nor, until it takes writes,
-// to the promoted one; the failover's end routes writes to the promoted
-// one alone; another master's events change nothing.
+// The events of a Sentinel failover, in Sentinel's words: once the
+// replica is chosen writes still go to the old primary (counted); once
+// REPLICAOF NO ONE is sent nothing is written to the old primary nor,
+// until it takes writes, to the promoted one; the promotion routes writes
+// to the promoted one alone; another master's events change nothing.
 func TestFenceFollowsAPromotionFromItsFirstStep(t *testing.T) {
 	f := newTestFence(t)
 	const old, promoted = "127.0.0.1:1", "127.0.0.1:2"
@@ -32,10 +33,15 @@ func TestFenceFollowsAPromotionFromItsFirstStep(t *testing.T) {
 		t.Fatalf("before any event: adopt gives %q, writable %v; want the named primary, writable", got, f.writable(old))
 	}
 	f.heard("+failover-state-send-slaveof-noone", "slave 127.0.0.1:3 127.0.0.1 3 @ other 127.0.0.1 1")
-	if !f.writable(old) {
+	f.heard("+failover-state-wait-promotion", "slave 127.0.0.1:3 127.0.0.1 3 @ other 127.0.0.1 1")
+	if !f.writable(old) || f.gen.Load().stale.Load() {
 		t.Fatal("another master's promotion fenced this one's primary")
 	}
 	f.heard("+failover-state-send-slaveof-noone", "slave 127.0.0.1:2 127.0.0.1 2 @ m 127.0.0.1 1")
+	if !f.writable(old) || !f.gen.Load().stale.Load() {
+		t.Fatalf("once the replica is chosen: old writable %v, counted %v; want both", f.writable(old), f.gen.Load().stale.Load())
+	}
+	f.heard("+failover-state-wait-promotion", "slave 127.0.0.1:2 127.0.0.1 2 @ m 127.0.0.1 1")
 	if f.writable(old) || f.writable(promoted) {
 		t.Fatalf("while the replica is promoted: old writable %v, promoted writable %v; want neither", f.writable(old), f.writable(promoted))
 	}
@@ -58,37 +64,44 @@ func TestFenceFollowsAPromotionFromItsFirstStep(t *testing.T) {
 func TestFenceLiftsToTheOldPrimaryWhenTheFailoverIsGivenUp(t *testing.T) {
 	f := newTestFence(t)
 	f.adopt("127.0.0.1:1")
-	f.heard("+failover-state-send-slaveof-noone", "slave 127.0.0.1:2 127.0.0.1 2 @ m 127.0.0.1 1")
+	f.heard("+failover-state-wait-promotion", "slave 127.0.0.1:2 127.0.0.1 2 @ m 127.0.0.1 1")
 	f.heard("-failover-abort-slave-timeout", "master m 127.0.0.1 1")
 	if !f.writable("127.0.0.1:1") || f.writable("127.0.0.1:2") {
 		t.Error("after the failover was given up, writes do not go to the old primary alone")
 	}
 }
 
-// Calls on their way when the promotion is seen are counted unconfirmed
-// in its window; calls sent after it are not; the window closes when the
-// last of them ends.
-func TestFenceCountsTheCallsOnTheirWayAtThePromotion(t *testing.T) {
+// Calls on their way when the replica is chosen, and calls sent until
+// the route turns, are counted unconfirmed in the window; calls sent to
+// the promoted primary are not; the window closes when the last counted
+// call ends.
+func TestFenceCountsTheCallsOfTheWindow(t *testing.T) {
 	f := newTestFence(t)
 	f.adopt("127.0.0.1:1")
 	before := f.enter()
 	failed := f.enter()
 	f.heard("+failover-state-send-slaveof-noone", "slave 127.0.0.1:2 127.0.0.1 2 @ m 127.0.0.1 1")
+	armed := f.enter()
+	if got := f.leave(armed, 2); got != 2 {
+		t.Errorf("a call of 2 writes sent once the replica was chosen: %d unconfirmed, want 2", got)
+	}
+	f.heard("+failover-state-wait-promotion", "slave 127.0.0.1:2 127.0.0.1 2 @ m 127.0.0.1 1")
+	f.heard("+promoted-slave", "slave 127.0.0.1:2 127.0.0.1 2 @ m 127.0.0.1 1")
 	after := f.enter()
 	if got := f.leave(after, 5); got != 0 {
-		t.Errorf("a call sent after the promotion was seen: %d unconfirmed, want 0", got)
+		t.Errorf("a call sent to the promoted primary: %d unconfirmed, want 0", got)
 	}
 	if len(f.windows) != 0 {
 		t.Fatalf("the window closed with calls still on their way")
 	}
 	if got := f.leave(before, 3); got != 3 {
-		t.Errorf("a call of 3 writes on its way at the promotion: %d unconfirmed, want 3", got)
+		t.Errorf("a call of 3 writes on its way when the replica was chosen: %d unconfirmed, want 3", got)
 	}
 	if got := f.leave(failed, 0); got != 0 {
 		t.Errorf("a failed call: %d unconfirmed, want 0", got)
 	}
-	if len(f.windows) != 1 || f.windows[0].unconfirmed != 3 {
-		t.Fatalf("windows %+v, want one of 3 unconfirmed", f.windows)
+	if len(f.windows) != 1 || f.windows[0].unconfirmed != 5 {
+		t.Fatalf("windows %+v, want one of 5 unconfirmed", f.windows)
 	}
 }
 
@@ -97,7 +110,7 @@ func TestFenceCountsTheCallsOnTheirWayAtThePromotion(t *testing.T) {
 func TestFenceHoldsNewConnectionsUntilThePromotionOrTheDeadline(t *testing.T) {
 	f := newTestFence(t)
 	f.adopt("127.0.0.1:1")
-	f.heard("+failover-state-send-slaveof-noone", "slave 127.0.0.1:2 127.0.0.1 2 @ m 127.0.0.1 1")
+	f.heard("+failover-state-wait-promotion", "slave 127.0.0.1:2 127.0.0.1 2 @ m 127.0.0.1 1")
 	dctx := &deadlineCtx{Context: context.Background(), deadline: time.Now().Add(20 * time.Millisecond)}
 	if err := f.wait(dctx); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("wait while fenced: %v, want a deadline exceeded", err)
