@@ -38,7 +38,9 @@ func TestGoalClusterMasterKilledBehindTheBreakerFailsOnlyItsSlots(t *testing.T) 
 	if s := r.stats.healthyShare(); s > 0.01 {
 		t.Errorf("%.2f%% of the decisions on healthy masters' keys failed (%d of %d), want ≤ 1%%", 100*s, r.stats.healthyFailed, r.stats.healthyTotal)
 	}
-	if back := lostBack(r.outs, r.lost, r.promotedAfter) - r.promotedAfter; back > 2*time.Second {
+	back := lostBack(r.outs, r.lost, r.promotedAfter) - r.promotedAfter
+	t.Logf("the killed master's slots back %s after the promotion", back)
+	if back > 2*time.Second {
 		t.Errorf("the killed master's slots failed wholesale until %s after the promotion, want ≤ 2s", back)
 	}
 }
