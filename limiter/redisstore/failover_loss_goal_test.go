@@ -33,7 +33,7 @@ type lossRun struct {
 	admitted, uncounted, overcounted, keysShort int
 	decisions, failed                           int
 	switchedAfter                               time.Duration
-	origin                                      time.Time     // when the failover was asked for
+	origin                                      time.Time // when the failover was asked for
 	outs                                        []outcome
 	perKey                                      [][]admission // by key index
 	short                                       []int         // admissions each key lacks on the new primary
