@@ -237,10 +237,11 @@ func (f *fence) lift(master, demoted string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	r := f.route.Load()
-	if r.master == master && !r.fenced {
+	armed := f.gen.Load().stale.Load()
+	if r.master == master && !r.fenced && !armed {
 		return
 	}
-	if f.gen.Load().stale.Load() || r.master != "" {
+	if armed || r.master != "" {
 		f.turn(cmpOr(demoted, r.master))
 	}
 	f.route.Store(&route{master: master})

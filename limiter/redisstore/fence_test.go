@@ -60,10 +60,16 @@ func TestFenceFollowsAPromotionFromItsFirstStep(t *testing.T) {
 }
 
 // A failover given up after its first step routes writes back to the
-// old primary.
+// old primary, and one given up once the replica was chosen closes its
+// window: later decisions are not counted.
 func TestFenceLiftsToTheOldPrimaryWhenTheFailoverIsGivenUp(t *testing.T) {
 	f := newTestFence(t)
 	f.adopt("127.0.0.1:1")
+	f.heard("+failover-state-send-slaveof-noone", "slave 127.0.0.1:2 127.0.0.1 2 @ m 127.0.0.1 1")
+	f.heard("-failover-abort-not-elected", "master m 127.0.0.1 1")
+	if g := f.enter(); f.leave(g, 1) != 0 || !f.writable("127.0.0.1:1") {
+		t.Fatal("after a failover given up once the replica was chosen, decisions on the old primary are still counted")
+	}
 	f.heard("+failover-state-wait-promotion", "slave 127.0.0.1:2 127.0.0.1 2 @ m 127.0.0.1 1")
 	f.heard("-failover-abort-slave-timeout", "master m 127.0.0.1 1")
 	if !f.writable("127.0.0.1:1") || f.writable("127.0.0.1:2") {
