@@ -43,8 +43,7 @@ type lossRun struct {
 // its replica and Sentinels), asks for SENTINEL FAILOVER after a warm-up
 // (when failover is true; else it only waits as long), keeps the load on
 // for after once the Sentinel names the replica, then compares every
-// key's admissions with its count on the new primary. newStore makes the
-// store on sn.
+// key's admissions with its count on the primary.
 func sentinelLossRun(t *testing.T, sn *redistest.SentinelServers, st *redisstore.Store, failover bool, callers, keys int, after time.Duration) lossRun {
 	t.Helper()
 	names := make([]string, keys)
@@ -104,9 +103,8 @@ func sentinelLossRun(t *testing.T, sn *redistest.SentinelServers, st *redisstore
 		time.Sleep(after) // not synchronisation: traffic goes on this long after the switch
 	})
 	r.origin, r.outs = origin, outs
-	st0 := summarise(outs, 0)
 	timeline(t, outs, 0, 250*time.Millisecond, map[string]time.Duration{"<-command": 0, "<-switch": r.switchedAfter})
-	t.Logf("errors: %v", st0.kinds)
+	t.Logf("errors: %v", summarise(outs, 0).kinds)
 	for _, o := range outs {
 		r.decisions++
 		if o.err != nil {
@@ -118,8 +116,13 @@ func sentinelLossRun(t *testing.T, sn *redistest.SentinelServers, st *redisstore
 		r.admitted++
 		r.perKey[a.key] = append(r.perKey[a.key], admission{key: a.key, start: a.start.Sub(origin), end: a.end.Sub(origin)})
 	}
-	counts := countsOn(t, want, st, names)
-	r.short = make([]int, keys)
+	r.compare(countsOn(t, want, st, names))
+	return r
+}
+
+// compare tallies each key's admissions against its count.
+func (r *lossRun) compare(counts []int64) {
+	r.short = make([]int, len(counts))
 	for i, n := range counts {
 		switch diff := len(r.perKey[i]) - int(n); {
 		case diff > 0:
@@ -130,7 +133,6 @@ func sentinelLossRun(t *testing.T, sn *redistest.SentinelServers, st *redisstore
 			r.overcounted -= diff
 		}
 	}
-	return r
 }
 
 // countsOn reads every key's count on the server at addr.
