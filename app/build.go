@@ -60,6 +60,8 @@ type Deps struct {
 	BatchTracer redisstore.BatchTracer
 	// Replication is told of the writes no replica acknowledged in time (durability wait).
 	Replication redisstore.ReplicationObserver
+	// Failover is told of the decisions a Sentinel failover may have left on the demoted primary.
+	Failover redisstore.FailoverObserver
 	// Region, with region.name, is told of sync rounds, decisions and cross-region round trips.
 	Region region.Observer
 	// Logger receives the serve process's logs. Default: discard.
@@ -366,6 +368,7 @@ func (d Deps) redisStoreConfig(cfg *config.Config) redisstore.Config {
 	scfg := cfg.RedisStoreConfig()
 	scfg.BatchTracer = d.BatchTracer
 	scfg.ReplicationObserver = d.Replication
+	scfg.FailoverObserver = d.Failover
 	return scfg
 }
 
@@ -379,6 +382,7 @@ func openStore(cfg *config.Config, d Deps) (OpenedStore, error) {
 		if err != nil {
 			return OpenedStore{}, fmt.Errorf("config %s: store.redis: %w", cfg.Source, err)
 		}
+		cc.Logger = d.Logger
 		client, err := cc.NewClient()
 		if err != nil {
 			return OpenedStore{}, fmt.Errorf("config %s: store.redis: %w", cfg.Source, err)

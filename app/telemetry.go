@@ -104,7 +104,7 @@ func (t *Telemetry) Register(cs ...prometheus.Collector) error {
 func (t *Telemetry) Deps(logger *slog.Logger) Deps {
 	col := t.Collector
 	d := Deps{
-		Recorder: col, Observer: col, Circuit: col, Replication: col, MetricsHandler: col.Handler(), Labels: col,
+		Recorder: col, Observer: col, Circuit: col, Replication: col, Failover: col, MetricsHandler: col.Handler(), Labels: col,
 		AdminHandlers: map[string]http.Handler{TopLimitedPath: col.TopLimitedHandler()},
 		OnPolicy: func(p *httplimit.Policy) {
 			setLabels(col, t.logger, p.Endpoints(), p.Tiers(), p.DefaultTier(), p.Limits())

@@ -131,6 +131,7 @@ type Collector struct {
 	folded       [numFolds]atomic.Uint64
 	storeErrors  [2]atomic.Uint64 // by storeErrorKinds
 	unreplicated atomic.Uint64
+	unconfirmed  atomic.Uint64 // rate_limit_failover_unconfirmed_total
 
 	storeDuration *prometheus.HistogramVec
 	storeObs      map[string]prometheus.Observer // by operation, read-only after New
@@ -146,7 +147,7 @@ type Collector struct {
 	requestsDesc, nearLimitDesc, failOpenDesc, failClosedDesc *prometheus.Desc
 	storeErrorsDesc, limitDesc, buildInfoDesc, foldedDesc     *prometheus.Desc
 	degradedDesc, canceledDesc, circuitDesc, unreplicatedDesc *prometheus.Desc
-	quotaDesc, refusalsDesc                                   *prometheus.Desc
+	quotaDesc, refusalsDesc, unconfirmedDesc                  *prometheus.Desc
 
 	costDesc, openDesc, unknownDesc *prometheus.Desc
 	duplicatesDesc                  *prometheus.Desc
@@ -253,6 +254,9 @@ func (c *Collector) initDescs() {
 		[]string{"store"}, nil)
 	c.unreplicatedDesc = prometheus.NewDesc("rate_limit_redis_unreplicated_writes_total",
 		"Decisions whose Redis write no replica acknowledged within store.redis.durability_timeout (store.redis.durability wait); they were answered and counted all the same.",
+		[]string{"store"}, nil)
+	c.unconfirmedDesc = prometheus.NewDesc("rate_limit_failover_unconfirmed_total",
+		"Decisions whose Redis write was on its way to a Sentinel-managed primary when a Sentinel began promoting its replica: answered, but possibly missing on the promoted primary.",
 		[]string{"store"}, nil)
 	c.foldedDesc = prometheus.NewDesc("rate_limit_labels_folded_total",
 		`Decisions whose endpoint was counted as "other" or whose plan tier as the default tier, because the value was not configured or beyond the cardinality cap.`,
@@ -433,7 +437,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 		c.requestsDesc, c.nearLimitDesc, c.failOpenDesc, c.failClosedDesc,
 		c.storeErrorsDesc, c.limitDesc, c.buildInfoDesc, c.foldedDesc,
 		c.degradedDesc, c.canceledDesc, c.circuitDesc, c.unreplicatedDesc, c.quotaDesc,
-		c.refusalsDesc, c.costDesc, c.openDesc, c.unknownDesc, c.duplicatesDesc,
+		c.refusalsDesc, c.unconfirmedDesc, c.costDesc, c.openDesc, c.unknownDesc, c.duplicatesDesc,
 	} {
 		ch <- d
 	}
@@ -474,6 +478,8 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(c.unreplicatedDesc, prometheus.CounterValue,
 		float64(c.unreplicated.Load()), c.cfg.Store)
+	ch <- prometheus.MustNewConstMetric(c.unconfirmedDesc, prometheus.CounterValue,
+		float64(c.unconfirmed.Load()), c.cfg.Store)
 	for i, l := range foldLabels {
 		ch <- prometheus.MustNewConstMetric(c.foldedDesc, prometheus.CounterValue,
 			float64(c.folded[i].Load()), l[0], l[1])

@@ -187,3 +187,25 @@ rate_limit_circuit_state{store="redis/10.0.0.2:7000"} 2`
 		t.Errorf("with two nodes' breakers:\n%s\nwant\n%s", got, want)
 	}
 }
+
+// A Sentinel failover's unconfirmed decisions are counted for the store,
+// and the series is there at 0 before any.
+func TestFailoverUnconfirmedDecisionsAreCounted(t *testing.T) {
+	c, err := collector.New(collector.Config{Endpoints: []string{"/a"}, Tiers: []string{"free"}, DefaultTier: "free", Store: "redis"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const head = `
+# HELP rate_limit_failover_unconfirmed_total Decisions whose Redis write was on its way to a Sentinel-managed primary when a Sentinel began promoting its replica: answered, but possibly missing on the promoted primary.
+# TYPE rate_limit_failover_unconfirmed_total counter
+`
+	if err := testutil.CollectAndCompare(c, strings.NewReader(head+"rate_limit_failover_unconfirmed_total{store=\"redis\"} 0\n"), "rate_limit_failover_unconfirmed_total"); err != nil {
+		t.Error(err)
+	}
+	c.ObserveFailoverUnconfirmed(3)
+	c.ObserveFailoverUnconfirmed(0)
+	c.ObserveFailoverUnconfirmed(2)
+	if err := testutil.CollectAndCompare(c, strings.NewReader(head+"rate_limit_failover_unconfirmed_total{store=\"redis\"} 5\n"), "rate_limit_failover_unconfirmed_total"); err != nil {
+		t.Error(err)
+	}
+}

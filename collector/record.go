@@ -159,6 +159,15 @@ func (c *Collector) ObserveUnreplicated(n int, _ error) {
 	}
 }
 
+// ObserveFailoverUnconfirmed counts n decisions a Sentinel failover may
+// have left on the demoted primary in rate_limit_failover_unconfirmed_total.
+// Part of redisstore.FailoverObserver: safe for concurrent use, lock-free.
+func (c *Collector) ObserveFailoverUnconfirmed(n int) {
+	if n > 0 {
+		c.unconfirmed.Add(uint64(n))
+	}
+}
+
 func (c *Collector) countStoreError(err error) {
 	if err == nil {
 		return

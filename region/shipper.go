@@ -164,9 +164,12 @@ func shippingClient(c redis.UniversalClient, timeout time.Duration) (redis.Unive
 
 // ownClient returns a client with c's options but a pool of at least
 // poolSize and dials bounded by dialTimeout (> 0); other kinds of client
-// are used as they are (close nil).
+// are used as they are (close nil). A Sentinel client's copy goes without
+// the fence (fence.go in redisstore), as go-redis's own client was.
 func ownClient(c redis.UniversalClient, poolSize int, dialTimeout time.Duration) (redis.UniversalClient, func() error) {
 	switch c := c.(type) {
+	case *redisstore.FailoverClient:
+		return ownClient(c.Client, poolSize, dialTimeout)
 	case *redis.Client:
 		o := *c.Options()
 		ownOptions{&o.PoolSize, &o.MaxConcurrentDials, &o.MinIdleConns, &o.DialTimeout, &o.Dialer,

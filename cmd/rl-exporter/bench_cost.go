@@ -126,6 +126,9 @@ const (
 func runCeiling(ctx context.Context, rb *benchRedis, lim limiter.Limit, nkeys int, d time.Duration) (ceiling, error) {
 	c := ceiling{batch: redisstore.DefaultBatchMaxSize}
 	client, ok := rb.client.(*redis.Client)
+	if fc, sentinel := rb.client.(*redisstore.FailoverClient); sentinel {
+		client, ok = fc.Client, true
+	}
 	if !ok {
 		return c, fmt.Errorf("the ceiling is measured on a single Redis, not a Cluster")
 	}

@@ -26,10 +26,17 @@ type SentinelConfig struct {
 	DownAfter time.Duration
 	// FailoverTimeout is failover-timeout. Default 10 s.
 	FailoverTimeout time.Duration
+	// Sentinels is how many Sentinels watch the primary (quorum 1, so
+	// that any of them may lead a failover). Default 1.
+	Sentinels int
+	// PrimaryArgs are extra redis-server arguments of the primary and of
+	// every replica (a replica may be promoted): "--min-replicas-to-write",
+	// "1", say.
+	PrimaryArgs []string
 }
 
-// SentinelServers is a primary (and its replicas) watched by one Sentinel
-// (quorum 1).
+// SentinelServers is a primary (and its replicas) watched by one or more
+// Sentinels (quorum 1).
 type SentinelServers struct {
 	// Primary is the monitored redis-server as started.
 	Primary *Server
@@ -52,10 +59,10 @@ func Sentinel(t testing.TB) *SentinelServers {
 }
 
 // SentinelWith starts the setup cfg describes: a primary, its replicas,
-// and one Sentinel (`redis-server sentinel.conf --sentinel`; there is no
+// and its Sentinels (`redis-server sentinel.conf --sentinel`; there is no
 // separate redis-sentinel program) monitoring it with quorum 1. It waits
-// until the Sentinel reports the primary for MasterName and knows every
-// replica, so that a failover can start at once.
+// until every Sentinel reports the primary for MasterName and the first
+// knows every replica, so that a failover can start at once.
 func SentinelWith(t testing.TB, cfg SentinelConfig) *SentinelServers {
 	t.Helper()
 	if cfg.DownAfter <= 0 {
@@ -64,12 +71,17 @@ func SentinelWith(t testing.TB, cfg SentinelConfig) *SentinelServers {
 	if cfg.FailoverTimeout <= 0 {
 		cfg.FailoverTimeout = 10 * time.Second
 	}
+	if cfg.Sentinels <= 0 {
+		cfg.Sentinels = 1
+	}
 	// A replica's first sync starts at once, not after 5 s.
-	primary := start(t, "redis", "", func(int) []string { return []string{"--repl-diskless-sync-delay", "0"} })
+	primary := start(t, "redis", "", func(int) []string {
+		return append([]string{"--repl-diskless-sync-delay", "0"}, cfg.PrimaryArgs...)
+	})
 	sn := &SentinelServers{Primary: primary, MasterName: SentinelMasterName}
 	for i := 0; i < cfg.Replicas; i++ {
 		r := start(t, "replica"+strconv.Itoa(i), "", func(int) []string {
-			return []string{"--replicaof", "127.0.0.1", strconv.Itoa(primary.Port()), "--repl-diskless-sync-delay", "0"}
+			return append([]string{"--replicaof", "127.0.0.1", strconv.Itoa(primary.Port()), "--repl-diskless-sync-delay", "0"}, cfg.PrimaryArgs...)
 		})
 		sn.Replicas = append(sn.Replicas, r)
 	}
@@ -81,24 +93,15 @@ func SentinelWith(t testing.TB, cfg SentinelConfig) *SentinelServers {
 	if err := waitStreaming(primary, sn.Replicas, 20*time.Second); err != nil {
 		t.Fatalf("redistest: %v", err)
 	}
-	dir := t.TempDir()
-	conf := filepath.Join(dir, "sentinel.conf")
-	// Sentinel rewrites its config file, so it must be a writable file of
-	// its own; the options below are the ones only a file can carry.
-	body := fmt.Sprintf("sentinel monitor %s 127.0.0.1 %d 1\n"+
-		"sentinel down-after-milliseconds %s %d\n"+
-		"sentinel failover-timeout %s %d\n",
-		SentinelMasterName, primary.Port(),
-		SentinelMasterName, cfg.DownAfter.Milliseconds(),
-		SentinelMasterName, cfg.FailoverTimeout.Milliseconds())
-	if err := os.WriteFile(conf, []byte(body), 0o600); err != nil {
-		t.Fatalf("redistest: write %s: %v", conf, err)
+	for i := 0; i < cfg.Sentinels; i++ {
+		sentinel := startSentinel(t, cfg, primary.Port())
+		sn.Sentinels = append(sn.Sentinels, sentinel)
+		sn.SentinelAddrs = append(sn.SentinelAddrs, sentinel.Addr())
 	}
-	sentinel := start(t, "sentinel", conf, func(int) []string { return []string{"--sentinel"} })
-	sn.Sentinels = []*Server{sentinel}
-	sn.SentinelAddrs = []string{sentinel.Addr()}
-	if _, err := sn.WaitMaster(primary.Addr(), 10*time.Second); err != nil {
-		t.Fatalf("redistest: %v", err)
+	for i := range sn.Sentinels {
+		if _, err := sn.waitMasterOn(i, primary.Addr(), 10*time.Second); err != nil {
+			t.Fatalf("redistest: %v", err)
+		}
 	}
 	deadline := time.Now().Add(20 * time.Second)
 	for len(sn.Replicas) > 0 {
@@ -107,11 +110,29 @@ func SentinelWith(t testing.TB, cfg SentinelConfig) *SentinelServers {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("redistest: sentinel %s knows %d of %d replicas after 20s (%v)", sentinel.Addr(), n, len(sn.Replicas), err)
+			t.Fatalf("redistest: sentinel %s knows %d of %d replicas after 20s (%v)", sn.SentinelAddrs[0], n, len(sn.Replicas), err)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 	return sn
+}
+
+// startSentinel starts a Sentinel monitoring the primary on port.
+func startSentinel(t testing.TB, cfg SentinelConfig, port int) *Server {
+	t.Helper()
+	conf := filepath.Join(t.TempDir(), "sentinel.conf")
+	// Sentinel rewrites its config file, so it must be a writable file of
+	// its own; the options below are the ones only a file can carry.
+	body := fmt.Sprintf("sentinel monitor %s 127.0.0.1 %d 1\n"+
+		"sentinel down-after-milliseconds %s %d\n"+
+		"sentinel failover-timeout %s %d\n",
+		SentinelMasterName, port,
+		SentinelMasterName, cfg.DownAfter.Milliseconds(),
+		SentinelMasterName, cfg.FailoverTimeout.Milliseconds())
+	if err := os.WriteFile(conf, []byte(body), 0o600); err != nil {
+		t.Fatalf("redistest: write %s: %v", conf, err)
+	}
+	return start(t, "sentinel", conf, func(int) []string { return []string{"--sentinel"} })
 }
 
 // waitLinkUp waits until replica r reports its link to the primary up.
@@ -182,10 +203,13 @@ func (sn *SentinelServers) knownReplicas() (int, error) {
 }
 
 // MasterAddr asks the first Sentinel for the master's address.
-func (sn *SentinelServers) MasterAddr() (string, error) {
+func (sn *SentinelServers) MasterAddr() (string, error) { return sn.masterAddrOn(0) }
+
+// masterAddrOn asks Sentinel i for the master's address.
+func (sn *SentinelServers) masterAddrOn(i int) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	r, err := Do(ctx, sn.SentinelAddrs[0], "SENTINEL", "get-master-addr-by-name", sn.MasterName)
+	r, err := Do(ctx, sn.SentinelAddrs[i], "SENTINEL", "get-master-addr-by-name", sn.MasterName)
 	if err != nil {
 		return "", err
 	}
@@ -205,15 +229,20 @@ func (sn *SentinelServers) MasterAddr() (string, error) {
 // (polling every 5 ms) and returns when it first did, or an error after
 // timeout.
 func (sn *SentinelServers) WaitMaster(want string, timeout time.Duration) (time.Time, error) {
+	return sn.waitMasterOn(0, want, timeout)
+}
+
+// waitMasterOn is WaitMaster on Sentinel i.
+func (sn *SentinelServers) waitMasterOn(i int, want string, timeout time.Duration) (time.Time, error) {
 	deadline := time.Now().Add(timeout)
 	for {
-		got, err := sn.MasterAddr()
+		got, err := sn.masterAddrOn(i)
 		if err == nil && got == want {
 			return time.Now(), nil
 		}
 		if time.Now().After(deadline) {
 			return time.Time{}, fmt.Errorf("sentinel %s does not report master %s at %s after %s (got %q, %v)",
-				sn.SentinelAddrs[0], sn.MasterName, want, timeout, got, err)
+				sn.SentinelAddrs[i], sn.MasterName, want, timeout, got, err)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}

@@ -650,7 +650,17 @@ func (sd *sender) exchange(ctx context.Context, conn *redis.Conn) {
 	} else if sd.node != nil {
 		sd.via = sd.node
 	}
-	sd.exec(ctx)
+	g := s.enter()
+	s.leave(g, sd.exec(ctx))
+	if err := sd.groups[0].cmd.Err(); fenced(err) {
+		sd.conn.give(conn, err)
+		conn = nil
+		sd.via = s.client
+		_ = s.afterFence(ctx, func(ctx context.Context) (int, error) {
+			n := sd.exec(ctx)
+			return n, sd.groups[0].cmd.Err()
+		})
+	}
 	// Before any member hears its answer: its caller finds the span ended.
 	sd.endTrace()
 	var failed error
@@ -683,8 +693,9 @@ func (sd *sender) newCmd(ctx context.Context, g *group) redis.Cmder {
 	return c
 }
 
-// exec sends the groups' commands, pipelined when more than one.
-func (sd *sender) exec(ctx context.Context) {
+// exec sends the groups' commands, pipelined when more than one, and
+// returns how many members' scripts ran.
+func (sd *sender) exec(ctx context.Context) int {
 	for gi := range sd.groups {
 		sd.groups[gi].cmd = sd.newCmd(ctx, &sd.groups[gi])
 	}
@@ -692,14 +703,14 @@ func (sd *sender) exec(ctx context.Context) {
 	if s.durability == 0 {
 		if len(sd.groups) == 1 {
 			_ = sd.via.Process(ctx, sd.groups[0].cmd)
-			return
+		} else {
+			pipe := sd.via.Pipeline()
+			for gi := range sd.groups {
+				_ = pipe.Process(ctx, sd.groups[gi].cmd)
+			}
+			_, _ = pipe.Exec(ctx)
 		}
-		pipe := sd.via.Pipeline()
-		for gi := range sd.groups {
-			_ = pipe.Process(ctx, sd.groups[gi].cmd)
-		}
-		_, _ = pipe.Exec(ctx)
-		return
+		return sd.ran()
 	}
 	// WAIT after every group: it waits for all of this connection's
 	// writes, bounded by the earliest member's deadline.
@@ -715,13 +726,24 @@ func (sd *sender) exec(ctx context.Context) {
 		}
 	}
 	role, wait := s.sendDurable(ctx, sd.via, earliest, cmds, raws)
+	n := sd.ran()
+	s.durableDone(role, wait, n)
+	return n
+}
+
+// ran counts the members of the groups whose script ran.
+func (sd *sender) ran() int {
 	n := 0
 	for gi := range sd.groups {
-		if g := &sd.groups[gi]; g.cmd.Err() == nil && ranScript(g.raw) {
+		g := &sd.groups[gi]
+		if g.cmd.Err() != nil {
+			continue
+		}
+		if _, typed := g.cmd.(scriptCmd); typed || ranScript(g.raw) {
 			n += len(g.members)
 		}
 	}
-	s.durableDone(role, wait, n)
+	return n
 }
 
 // replyInts reads a group's reply into sd.ints.

@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"log/slog"
 	"runtime"
 	"time"
 
@@ -63,6 +64,8 @@ type ClientConfig struct {
 	ClusterMaxRedirects int
 	// ClusterReloadInterval is how often a Cluster client reloads its slot map on its own.
 	ClusterReloadInterval time.Duration
+	// Logger, with SentinelAddrs, is told of each failover's window (nil: slog.Default()).
+	Logger *slog.Logger
 }
 
 // Options returns the go-redis options c describes, defaults applied.
@@ -239,5 +242,38 @@ func (c ClientConfig) NewClient() (redis.UniversalClient, error) {
 		}
 		return redis.NewClusterClient(co), nil
 	}
+	if o.MasterName != "" {
+		return c.newFailoverClient(o), nil
+	}
 	return redis.NewUniversalClient(o), nil
+}
+
+// FailoverClient is the client NewClient returns for a Sentinel-managed
+// primary: go-redis's failover client, whose connections a fence keeps off
+// a primary being demoted (fence.go). Safe for concurrent use.
+type FailoverClient struct {
+	*redis.Client
+	fence *fence
+}
+
+// Close stops following the Sentinels and closes the client.
+func (c *FailoverClient) Close() error {
+	c.fence.close()
+	return c.Client.Close()
+}
+
+func (c ClientConfig) newFailoverClient(o *redis.UniversalOptions) *FailoverClient {
+	fo := o.Failover()
+	sent := redis.Options{
+		Password: o.SentinelPassword, TLSConfig: o.TLSConfig, Protocol: 2,
+		DialTimeout: o.DialTimeout, ReadTimeout: o.ReadTimeout, WriteTimeout: o.WriteTimeout,
+	}
+	data := redis.Options{
+		Username: o.Username, Password: o.Password, TLSConfig: o.TLSConfig, Protocol: 2,
+		DialTimeout: o.DialTimeout, ReadTimeout: o.ReadTimeout, WriteTimeout: o.WriteTimeout,
+	}
+	f := newFence(o.MasterName, o.Addrs, sent, data, c.Logger)
+	cl := redis.NewFailoverClient(fo)
+	cl.AddHook(fenceHook{f})
+	return &FailoverClient{Client: cl, fence: f}
 }

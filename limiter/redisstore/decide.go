@@ -131,15 +131,24 @@ func (s *Store) direct(ctx context.Context, r *request, timeout time.Duration) r
 		}
 	}
 	sc := s.singleScript(r)
+	g := s.enter()
 	ints, err := s.run(ctx, via, sc, r.cmdArgs(), &r.raw, r.ints[:0])
 	// TRYAGAIN: a migrating slot splits the keys and Redis ran nothing.
 	for backoff := tryAgainFirst; isTryAgain(err) && retryWait(ctx, backoff); backoff = min(2*backoff, tryAgainMax) {
 		ints, err = s.run(ctx, via, sc, r.cmdArgs(), &r.raw, ints)
 	}
-	r.ints = ints
+	s.leave(g, ranOne(err))
 	if own != nil {
 		own.give(conn, cmp.Or(err, s.spoiledErr(conn)))
 	}
+	if fenced(err) {
+		err = s.afterFence(ctx, func(ctx context.Context) (int, error) {
+			var err error
+			ints, err = s.run(ctx, s.client, sc, r.cmdArgs(), &r.raw, ints)
+			return ranOne(err), err
+		})
+	}
+	r.ints = ints
 	if err != nil {
 		s.noteError(err)
 		return reply{err: err}

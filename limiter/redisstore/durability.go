@@ -26,6 +26,28 @@ type replicas struct {
 	none atomic.Bool
 	// nextAsk is the Unix time (ns) from which a write asks again; 0: now.
 	nextAsk atomic.Int64
+	// primary is the fence's generation (a Sentinel client's) the above
+	// was learnt in: a promoted primary has no replica yet.
+	primary atomic.Pointer[generation]
+}
+
+// follow forgets what it knew of an earlier primary's replicas once f (nil:
+// none) routes writes to another: the promoted one has none until
+// Sentinel re-points the demoted one, and a WAIT there would only wait
+// out its timeout; ROLE is asked at once.
+func (r *replicas) follow(f *fence) {
+	if f == nil {
+		return
+	}
+	g := f.gen.Load()
+	old := r.primary.Load()
+	if old == g || !r.primary.CompareAndSwap(old, g) {
+		return
+	}
+	if old != nil {
+		r.none.Store(true)
+		r.nextAsk.Store(0)
+	}
 }
 
 // due reports whether the write being sent should ask, claiming the turn.
@@ -54,6 +76,7 @@ func (r *replicas) heard(role *redis.Cmd) {
 // quarter kept for the reply's way back, unless the primary had no
 // replica or there is no millisecond left (WAIT 0 would block forever).
 func (s *Store) durableCmds(ctx context.Context, deadline time.Time) (role *redis.Cmd, wait *redis.IntCmd) {
+	s.repl.follow(s.fence)
 	now := time.Now()
 	if s.repl.due(now) {
 		role = redis.NewCmd(ctx, "role")

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/rl-exporter/rl-exporter/limiter"
 )
@@ -117,3 +118,25 @@ var speedOffOf = map[string]speedOff{"cache": {cache: true}, "compact-args": {ar
 
 // ProcessCPU is processCPU, for the benchmarks that report our CPU.
 var ProcessCPU = processCPU
+
+// FailoverWindow is when decisions may have landed on a primary a
+// Sentinel was demoting, and how many did.
+type FailoverWindow struct {
+	Start, End  time.Time
+	Unconfirmed int64
+}
+
+// FailoverWindows are the windows the store's fence closed (nil without
+// Sentinel), oldest first.
+func (s *Store) FailoverWindows() []FailoverWindow {
+	if s.fence == nil {
+		return nil
+	}
+	s.fence.wmu.Lock()
+	defer s.fence.wmu.Unlock()
+	var ws []FailoverWindow
+	for _, w := range s.fence.windows {
+		ws = append(ws, FailoverWindow{Start: w.start, End: w.end, Unconfirmed: w.unconfirmed})
+	}
+	return ws
+}

@@ -50,6 +50,17 @@ type Config struct {
 	DurabilityTimeout time.Duration
 	// ReplicationObserver, when set, is told of unacknowledged writes.
 	ReplicationObserver ReplicationObserver
+	// FailoverObserver, when set, is told of writes a Sentinel failover
+	// may have left on the demoted primary.
+	FailoverObserver FailoverObserver
+}
+
+// FailoverObserver is told of the decisions whose writes may have landed
+// on a primary that a Sentinel was demoting; called concurrently, it must
+// be cheap.
+type FailoverObserver interface {
+	// ObserveFailoverUnconfirmed reports n such decisions.
+	ObserveFailoverUnconfirmed(n int)
 }
 
 // Durability says what a decision waits for before it is answered.
@@ -118,9 +129,15 @@ type Store struct {
 	spoiled      sync.Map
 	replObs      ReplicationObserver
 	unreplicated atomic.Int64
-	resv         *[limiter.NumAlgorithms]reserveScripts // by AlgorithmSpec.Index
-	leases       *opScripts
-	async        asyncOps // operations nobody waits for, for Close
+	// fence keeps a Sentinel client's writes off a primary being demoted
+	// (nil on other clients); unconfirmed counts the decisions that may
+	// have landed on it all the same.
+	fence       *fence
+	failObs     FailoverObserver
+	unconfirmed atomic.Int64
+	resv        *[limiter.NumAlgorithms]reserveScripts // by AlgorithmSpec.Index
+	leases      *opScripts
+	async       asyncOps // operations nobody waits for, for Close
 }
 
 // New returns a Store on client (only a *redis.Client, Sentinel's
@@ -128,6 +145,10 @@ type Store struct {
 func New(client redis.UniversalClient, cfg Config) (*Store, error) {
 	if client == nil {
 		return nil, errors.New("redisstore: client is required")
+	}
+	var fc *fence
+	if f, ok := client.(*FailoverClient); ok {
+		client, fc = f.Client, f.fence
 	}
 	if cfg.Prefix == "" {
 		cfg.Prefix = DefaultPrefix
@@ -147,7 +168,7 @@ func New(client redis.UniversalClient, cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{client: client, prefix: cfg.Prefix, algs: algs, resv: resv, leases: leases}
+	s := &Store{client: client, prefix: cfg.Prefix, algs: algs, resv: resv, leases: leases, fence: fc, failObs: cfg.FailoverObserver}
 	s.requests.New = func() any { return &request{done: make(chan struct{}, 1)} }
 	s.async.zero = make(chan struct{}, 1)
 	s.cc, s.cluster = client.(*redis.ClusterClient)
@@ -351,6 +372,36 @@ func (s *Store) Reset(ctx context.Context, key string, lim limiter.Limit, timeou
 	}
 	return nil
 }
+
+// Unconfirmed counts the decisions whose writes may have landed on a
+// primary a Sentinel was demoting: on their way when the promotion was
+// seen. Safe for concurrent use.
+func (s *Store) Unconfirmed() int64 { return s.unconfirmed.Load() }
+
+// enter registers a call about to be sent with the fence (nil: none).
+func (s *Store) enter() *generation {
+	if s.fence == nil {
+		return nil
+	}
+	return s.fence.enter()
+}
+
+// leave ends a call entered as g whose n writes ran, counting them
+// unconfirmed when a promotion was seen meanwhile.
+func (s *Store) leave(g *generation, n int) {
+	if g == nil {
+		return
+	}
+	if u := s.fence.leave(g, n); u > 0 {
+		s.unconfirmed.Add(int64(u))
+		if s.failObs != nil {
+			s.failObs.ObserveFailoverUnconfirmed(u)
+		}
+	}
+}
+
+// fenced reports whether err is a write the fence refused (nothing sent).
+func fenced(err error) bool { return err != nil && errors.Is(err, errFenced) }
 
 // Unreplicated counts the writes no replica acknowledged in time
 // (DurabilityWait). Safe for concurrent use.
