@@ -85,6 +85,7 @@ type tierSet struct {
 	parts          []tierPart // set's, then shadowSet's, each in list order
 	enforced       int        // how many of parts are set's
 	shadow         bool       // every limit is shadow
+	reads          bool       // the class reads its cost (CostFrom): its limits of cost hold it
 	policy         string     // RateLimit-Policy of set's limits and lease's
 	lease          *tierLease // the list's concurrency limit, nil when it has none
 }
@@ -115,9 +116,6 @@ const QuotaUnitRequests = "requests"
 func (p *Policy) compileTierLimits(cl *class, cfg PolicyConfig, c Class) error {
 	if len(c.TierLimits) == 0 {
 		return nil
-	}
-	if !c.CostFrom.IsZero() {
-		return fmt.Errorf("policy: class %q: cost_from cannot settle a cost across several limits (TierLimits) yet: use Limits for a class that reads its cost", c.Name)
 	}
 	cl.sets = map[string]*tierSet{}
 	for tier, list := range c.TierLimits {
@@ -163,7 +161,7 @@ func compileTierSet(cfg PolicyConfig, c Class, tier string, list []TierLimit) (*
 	}
 	var enforced, shadowed []tierPart
 	seen := map[string]bool{}
-	ts := &tierSet{}
+	ts := &tierSet{reads: !c.CostFrom.IsZero()}
 	for _, e := range list {
 		if seen[e.Name] {
 			return nil, fmt.Errorf("limit %q listed twice", e.Name)
@@ -208,6 +206,9 @@ func compileTierSet(cfg PolicyConfig, c Class, tier string, list []TierLimit) (*
 			return nil, err
 		}
 	}
+	if ts.reads && (!ts.set.Reserves() || (ts.shadowSet != nil && !ts.shadowSet.Reserves())) {
+		return nil, errors.New("cost_from: this store cannot hold reservations in a set of several limits")
+	}
 	items := make([]string, len(enforced))
 	for i, part := range enforced {
 		lim := part.lim.Limit()
@@ -237,8 +238,6 @@ func compileTierLease(cfg PolicyConfig, c Class, tier string, e TierLimit) (*tie
 		return nil, errors.New("a concurrency limit of several is enforced or shadow as its class is: its lease is what the rate limits' takes wait on")
 	case e.Unit != "" && e.Unit != UnitRequests:
 		return nil, fmt.Errorf("unit %q: a concurrency limit counts requests in flight", e.Unit)
-	case !c.CostFrom.IsZero():
-		return nil, errors.New("a concurrency limit beside a cost read from the response (CostFrom) is not supported")
 	}
 	var err error
 	if tl.scope, err = checkScope(cfg, e.Scope); err != nil {
@@ -278,6 +277,13 @@ func compileTierLimit(cfg PolicyConfig, c Class, tier string, e TierLimit) (tier
 	l, err := c.newLimiter(cfg, tier, e.Limit)
 	if err != nil {
 		return part, false, err
+	}
+	if part.unit == UnitCost {
+		// A limit of cost holds the estimate of a class that reads its cost until the response
+		// settles it; a limit of requests keeps its 1 and needs no reservation.
+		if err := c.checkReserves(l); err != nil {
+			return part, false, err
+		}
 	}
 	part.lim = l
 	part.rendered = decision.RenderLimit(e.Name, e.Limit)
@@ -433,7 +439,7 @@ func (ts *tierSet) askSet(rt route, tier, client string, src *scopeSource) (*dec
 		return clientKey + "|" + name
 	}
 	for i, p := range ts.parts {
-		all[i] = decision.SetPart{Name: p.name, Key: keyOf(p.scope, p.name), Cost: 1}
+		all[i] = decision.SetPart{Name: p.name, Key: keyOf(p.scope, p.name), Cost: 1, Held: ts.reads && p.unit == UnitCost}
 	}
 	sa.Parts, sa.ShadowParts = all[:ts.enforced:ts.enforced], all[ts.enforced:]
 	if len(sa.ShadowParts) == 0 {

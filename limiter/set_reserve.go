@@ -24,6 +24,10 @@ type SetReserver interface {
 	ReserveSet(ctx context.Context, parts []Part, holds []ReserveRequest, timeout time.Duration, out []Decision) (allowed bool, err error)
 }
 
+// Reserves reports whether Reserve can hold reservations: the set's store
+// is a SetReserver (each held Limiter must also Reserves()).
+func (s *Set) Reserves() bool { return s.reserver != nil }
+
 // Limiter returns the set's Limiter i, in NewSet's order.
 func (s *Set) Limiter(i int) *Limiter { return s.limiters[i] }
 
@@ -55,7 +59,7 @@ func (s *Set) Reserve(ctx context.Context, keys []string, costs []int64, held []
 			holds = append(holds, ReserveRequest{})
 			continue
 		}
-		if l.resv == nil || (s.reserver == nil && s.mem == nil) {
+		if l.resv == nil || s.reserver == nil {
 			return false, fmt.Errorf("limiter: set: part %d: %s store, %s: %w", i, l.storeName, l.lim.Algorithm, ErrReservationsNotSupported)
 		}
 		if id == "" {
