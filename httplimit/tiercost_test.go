@@ -2,6 +2,7 @@ package httplimit
 
 import (
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strconv"
 	"testing"
@@ -89,8 +90,8 @@ func used(t *testing.T, m *Middleware, user string) (map[string]int64, map[strin
 }
 
 // A class that reads its cost from the response (cost_from) with a list: each limit of cost
-// holds the estimate while the request runs (usage counts it open), then is settled to the
-// response's count, given back below it, charged past it even beyond the quota; the limit of
+// holds the estimate while the request runs (usage counts it open) beside the lease of its
+// concurrency limit, then is settled to the response's count, the lease released, given back below it, charged past it even beyond the quota; the limit of
 // requests keeps 1; a later request is refused by the spent limit alone, which refused_by names.
 func TestTierLimitsCostFromSettlesEveryLimitOfCost(t *testing.T) {
 	for name, store := range llmStores(t) {
@@ -108,9 +109,11 @@ func TestTierLimitsCostFromSettlesEveryLimitOfCost(t *testing.T) {
 				var got, open map[string]int64
 				if !eventually.Within(5*time.Second, func() bool {
 					got, open = used(t, m, "alice")
-					return equalCounts(got, want) && equalCounts(open, map[string]int64{"rpm": 0, "tpm": 0, "daily": 0, "monthly": 0})
+					lease := partUsage(t, m, "user:alice", "llm", "inflight", org("acme"))
+					return equalCounts(got, want) && equalCounts(open, map[string]int64{"rpm": 0, "tpm": 0, "daily": 0, "monthly": 0}) &&
+						lease.InFlight != nil && *lease.InFlight == 0
 				}) {
-					t.Fatalf("%s: used %s, open %s; want used %s, none open", what, toString(got), toString(open), toString(want))
+					t.Fatalf("%s: used %s, open %s; want used %s, none open, no lease in flight", what, toString(got), toString(open), toString(want))
 				}
 			}
 			if w := send("20"); w.Code != http.StatusOK {
@@ -158,4 +161,27 @@ func toString(m map[string]int64) string {
 		s += k + "=" + strconv.FormatInt(m[k], 10) + " "
 	}
 	return s
+}
+
+// Forward-auth cannot hand a gateway one token for a list's several reservations: a list whose
+// class reads its cost takes the estimate at admission as the cost, holds no reservation and
+// answers no reservation token (its concurrency limit's lease token still).
+func TestForwardAuthTakesAListsEstimateAsItsCost(t *testing.T) {
+	m := setupLLM(t, limiter.NewMemoryStore(limiter.MemoryConfig{}))
+	r := httptest.NewRequest(http.MethodGet, AuthPath, nil)
+	r.RemoteAddr = gatewayPeer
+	for k, v := range map[string]string{"X-Original-URI": "/v1/chat", "X-Original-Method": "POST", "X-User-ID": "alice", "X-Org-ID": "acme"} {
+		r.Header.Set(k, v)
+	}
+	w := httptest.NewRecorder()
+	m.AuthHandler().ServeHTTP(w, r)
+	if w.Code != http.StatusOK || w.Header().Get(ReservationHeader) != "" || w.Header().Get(LeaseHeader) == "" {
+		t.Fatalf("auth: %d, reservation %q, lease %q; want 200 with a lease token and no reservation token",
+			w.Code, w.Header().Get(ReservationHeader), w.Header().Get(LeaseHeader))
+	}
+	got, open := used(t, m, "alice")
+	if !equalCounts(got, map[string]int64{"rpm": 1, "tpm": 50, "daily": 50, "monthly": 50}) ||
+		!equalCounts(open, map[string]int64{"rpm": 0, "tpm": 0, "daily": 0, "monthly": 0}) {
+		t.Errorf("after forward-auth: used %v, open %v; want the estimate of 50 taken, nothing held", got, open)
+	}
 }
