@@ -278,13 +278,6 @@ func compileTierLimit(cfg PolicyConfig, c Class, tier string, e TierLimit) (tier
 	if err != nil {
 		return part, false, err
 	}
-	if part.unit == UnitCost {
-		// A limit of cost holds the estimate of a class that reads its cost until the response
-		// settles it; a limit of requests keeps its 1 and needs no reservation.
-		if err := c.checkReserves(l); err != nil {
-			return part, false, err
-		}
-	}
 	part.lim = l
 	part.rendered = decision.RenderLimit(e.Name, e.Limit)
 	shadow := c.Shadow
