@@ -19,6 +19,9 @@ func TestTheRecipesConfigsConvertToTheirTierLimits(t *testing.T) {
 		file, class, tier string
 		want              []limit
 	}{
+		{"../examples/openai-style.yaml", "chat", "tier1", []limit{
+			{"rpm", httplimit.UnitRequests, httplimit.ScopeClient}, {"tpm", httplimit.UnitCost, httplimit.ScopeClient},
+			{"daily", httplimit.UnitCost, httplimit.ScopeClient}, {"monthly", httplimit.UnitCost, httplimit.ScopeHeader}}},
 		{"../examples/github-style.yaml", "reads", "authenticated", []limit{
 			{"hourly", httplimit.UnitRequests, httplimit.ScopeClient}, {"points", httplimit.UnitCost, httplimit.ScopeClient},
 			{"concurrent", httplimit.UnitRequests, httplimit.ScopeClient}}},

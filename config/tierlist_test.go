@@ -241,10 +241,10 @@ func hasFinding(fs []Finding, key, msg string) bool {
 	return false
 }
 
-// A penalty box of one limit of a list is refused, naming the limit: the
-// class's penalty boxes a client the list refuses.
-func TestAPenaltyOnOneLimitOfAListIsRefusedNamingIt(t *testing.T) {
-	_, err := Parse("list.yaml", []byte(`tiers: {names: [free, pro], default: free}
+// A penalty box of one limit of a list is that limit's own: within defaults
+// to its period, and the policy compiles it.
+func TestAPenaltyOnOneLimitOfAListIsItsOwn(t *testing.T) {
+	c, err := Parse("list.yaml", []byte(`tiers: {names: [free, pro], default: free}
 classes:
   api:
     limits:
@@ -253,7 +253,25 @@ classes:
         - {name: points, algorithm: gcra, rate: 900, period: 1m}
         - {name: calls, algorithm: fixed_window, rate: 100, period: 1m, penalty: {after: 10, for: 5m}}
 `))
-	if err == nil || !strings.Contains(err.Error(), `class "api" tier "pro": limit "calls": a penalty`) {
-		t.Fatalf("err = %v, want a refusal naming api/pro's limit calls and its penalty", err)
+	if err != nil {
+		t.Fatalf("Parse: %v", err)
+	}
+	pc, err := c.PolicyConfig(limiter.NewMemoryStore(limiter.MemoryConfig{}), nil)
+	if err != nil {
+		t.Fatalf("PolicyConfig: %v", err)
+	}
+	var got *limiter.Penalty
+	for _, cl := range pc.Classes {
+		for _, l := range cl.TierLimits["pro"] {
+			if cl.Name == "api" && l.Name == "calls" {
+				got = l.Penalty
+			}
+		}
+	}
+	if want := (limiter.Penalty{After: 10, Within: time.Minute, For: 5 * time.Minute}); got == nil || *got != want {
+		t.Fatalf("calls' penalty %+v, want %+v", got, want)
+	}
+	if _, err := httplimit.NewPolicy(pc); err != nil {
+		t.Fatalf("NewPolicy: %v", err)
 	}
 }

@@ -13,13 +13,18 @@ type SetPart struct {
 	Name string
 	Key  string
 	Cost int64
+	// Held, in a limiter.ModeReserve ask, holds the part's Cost, an estimate, in a reservation
+	// settled at the real cost (SettleSet): a limit of cost beside limits of requests, which
+	// keep their 1. Read in that mode only.
+	Held bool
 }
 
 // SetAsk is the several limits of one request, decided as one: Set's Limiters, with Parts in
 // their order, admit the request only together and a refusal takes from none. ShadowSet and
 // ShadowParts, when set, are limits whose refusal refuses nothing: decided after Set admits
-// (consume only), as one too, their refusal makes the verdict VerdictShadowLimitOver. A plain
-// value; the Sets are safe for concurrent use.
+// (consume or reserve), as one too, their refusal makes the verdict VerdictShadowLimitOver. In
+// limiter.ModeReserve the Held parts' costs are reservations, opened with the take
+// (limiter.Set.Reserve). A plain value; the Sets are safe for concurrent use.
 type SetAsk struct {
 	Set         *limiter.Set
 	Parts       []SetPart
@@ -47,15 +52,19 @@ type PartOutcome struct {
 	Limit    limiter.Limit
 	Decision limiter.Decision
 	Shadow   bool // a shadow limit: its refusal refused nothing
+	// Reservation is what a limiter.ModeReserve ask opened on a Held part (ID "" otherwise):
+	// settled on Limiter, the part's, by SettleSet.
+	Reservation limiter.Reservation
+	Limiter     *limiter.Limiter
 }
 
 // decideSet is Decide of a.Set.
 func (o *Outcome) decideSet(ctx context.Context, a Ask) {
 	s := a.Set
-	lims := s.Set.Limiters()
 	o.Parts = make([]PartOutcome, len(s.Parts), len(s.Parts)+len(s.ShadowParts))
 	for i, p := range s.Parts {
-		o.Parts[i] = PartOutcome{Name: p.Name, Key: p.Key, Limit: lims[i].Limit()}
+		l := s.Set.Limiter(i)
+		o.Parts[i] = PartOutcome{Name: p.Name, Key: p.Key, Limit: l.Limit(), Limiter: l}
 	}
 	if o.refuseCosts(a.Shadow) {
 		return
@@ -66,10 +75,12 @@ func (o *Outcome) decideSet(ctx context.Context, a Ask) {
 		}
 		defer o.giveBackRefused(ctx)
 	}
-	keys, costs, out := partArgs(s.Parts)
-	ok, err := s.Set.Decide(ctx, a.Mode, keys, costs, out)
+	out, res, ok, err := decideParts(ctx, s.Set, a.Mode, s.Parts)
 	for i := range s.Parts {
-		o.Parts[i].Decision = out[i]
+		o.Parts[i].Decision, o.Parts[i].Reservation = out[i], res[i]
+		if o.Reservation.ID == "" {
+			o.Reservation = res[i] // the request's estimate, once, for the cost metrics
+		}
 	}
 	at := speaker(o.Parts, ok)
 	if !ok && err == nil {
@@ -81,14 +92,19 @@ func (o *Outcome) decideSet(ctx context.Context, a Ask) {
 	}
 	o.judge(o.Parts[at].Decision, err, o.Parts[at].Limit, a.Shadow)
 	o.Speaker = o.Parts[at].Name
-	if o.Verdict != VerdictAllowed || s.ShadowSet == nil || a.Mode != limiter.ModeConsume {
+	if o.Verdict != VerdictAllowed {
+		o.Reservation = limiter.Reservation{} // the fail policy's pass holds none
+	}
+	if o.Verdict != VerdictAllowed || s.ShadowSet == nil || (a.Mode != limiter.ModeConsume && a.Mode != limiter.ModeReserve) {
 		return
 	}
-	keys, costs, out = partArgs(s.ShadowParts)
-	sok, serr := s.ShadowSet.Decide(ctx, limiter.ModeConsume, keys, costs, out)
+	out, res, sok, serr := decideParts(ctx, s.ShadowSet, a.Mode, s.ShadowParts)
 	for i, p := range s.ShadowSet.Limiters() {
 		o.Parts = append(o.Parts, PartOutcome{Name: s.ShadowParts[i].Name, Key: s.ShadowParts[i].Key,
-			Limit: p.Limit(), Decision: out[i], Shadow: true})
+			Limit: p.Limit(), Decision: out[i], Shadow: true, Reservation: res[i], Limiter: p})
+		if o.Reservation.ID == "" {
+			o.Reservation = res[i] // only shadow limits hold the cost: they are settled all the same
+		}
 	}
 	if !sok && serr == nil {
 		o.Verdict = VerdictShadowLimitOver
@@ -152,13 +168,21 @@ func (o *Outcome) refuseCosts(shadow bool) bool {
 	return true
 }
 
-// partArgs are the keys, costs and answers of a set's decision on parts.
-func partArgs(parts []SetPart) ([]string, []int64, []limiter.Decision) {
+// decideParts decides parts on set in mode: in limiter.ModeReserve it holds the Held parts'
+// costs in reservations (res, by part; all "" otherwise).
+func decideParts(ctx context.Context, set *limiter.Set, mode limiter.Mode, parts []SetPart) (out []limiter.Decision, res []limiter.Reservation, ok bool, err error) {
 	keys, costs := make([]string, len(parts)), make([]int64, len(parts))
+	held := make([]bool, len(parts))
 	for i, p := range parts {
-		keys[i], costs[i] = p.Key, p.Cost
+		keys[i], costs[i], held[i] = p.Key, p.Cost, p.Held
 	}
-	return keys, costs, make([]limiter.Decision, len(parts))
+	out, res = make([]limiter.Decision, len(parts)), make([]limiter.Reservation, len(parts))
+	if mode == limiter.ModeReserve {
+		ok, err = set.Reserve(ctx, keys, costs, held, out, res)
+	} else {
+		ok, err = set.Decide(ctx, mode, keys, costs, out)
+	}
+	return out, res, ok, err
 }
 
 // speaker is the part an answer of several speaks for: when refused, the refusing part that

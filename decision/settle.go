@@ -291,3 +291,49 @@ func (r Reporter) done(ctx context.Context, o Outcome, end func(limiter.Status, 
 	r.Record(ctx, o)
 	return o
 }
+
+// SettleSetAsync settles, without the caller waiting, every reservation the parts of an ask of
+// several limits opened (PartOutcome.Reservation, limiter.ModeReserve): each committed on its
+// part's Limiter at a.Cost, at its estimate when a.Unknown says the cost is unknown, or given
+// back whole with cancel, as SettleAsync settles one. A charge past a part's estimate is taken
+// even past its quota and never refuses. The first part's settle is traced and recorded (the
+// cost metrics count a request once, as its decision recorded one estimate); the others'
+// Outcomes are only given to then. then (nil: none) gets each part's Outcome once, on the
+// goroutines SettleAsync names. Safe for concurrent use.
+func (r Reporter) SettleSetAsync(ctx context.Context, a Ask, parts []PartOutcome, cancel bool, then func(Outcome)) {
+	first := true
+	for _, p := range parts {
+		if p.Reservation.ID == "" {
+			continue
+		}
+		pa := a
+		pa.Set, pa.Key, pa.Limiter, pa.Reservation = nil, p.Key, p.Limiter, p.Reservation
+		if first {
+			first = false
+			r.SettleAsync(ctx, pa, cancel, then)
+			continue
+		}
+		SettleAsync(ctx, pa, cancel, func(o Outcome) {
+			if then != nil {
+				then(o)
+			}
+		})
+	}
+}
+
+// KeepSet renews every reservation the parts of an ask of several limits opened, each on its
+// part's Limiter every third of its hold (limiter.Limiter.Keep), until stop is called. Safe for
+// concurrent use.
+func KeepSet(parts []PartOutcome) (stop func()) {
+	var stops []func()
+	for _, p := range parts {
+		if p.Reservation.ID != "" {
+			stops = append(stops, p.Limiter.Keep(p.Reservation))
+		}
+	}
+	return func() {
+		for _, s := range stops {
+			s()
+		}
+	}
+}

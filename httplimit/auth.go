@@ -169,6 +169,11 @@ func (m *Middleware) authorize(w http.ResponseWriter, r *http.Request, deny int)
 		est := rt.class.estimate
 		est.JSON = ""
 		a.Mode, a.Cost = limiter.ModeReserve, m.estimate(r, est, a)
+		if a.Set != nil {
+			// A reservation token names one limit's key: a tier of several limits takes its
+			// estimate at admission, settled by nobody (docs/cost-and-quotas.md).
+			a.Mode = limiter.ModeConsume
+		}
 	case m.cost != nil:
 		orig := r.Clone(r.Context())
 		orig.Method, orig.Host, orig.URL = pr.req.Method, pr.req.Host, &pr.url

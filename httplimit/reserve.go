@@ -79,17 +79,36 @@ func (m *Middleware) serveReserved(w http.ResponseWriter, r *http.Request, next 
 		}
 		m.commit(r.Context(), o, cost, reason)
 	}()
-	defer o.Limiter.Keep(o.Reservation)() // stopped before the settle above
+	if o.set != nil {
+		defer decision.KeepSet(o.Parts)() // each limit of cost renewed; stopped before the settle above
+	} else {
+		defer o.Limiter.Keep(o.Reservation)() // stopped before the settle above
+	}
 	next.ServeHTTP(cw, r.WithContext(ctx))
 }
 
 // estimate is what r reserves as est reads it for the ask a, a value given more than once counted.
 func (m *Middleware) estimate(r *http.Request, est Estimate, a decision.Ask) int64 {
-	n, dup := est.of(r, a.Limiter.Limit().Quota())
+	n, dup := est.of(r, heldQuota(a))
 	if dup && m.rep.Costs != nil {
 		m.rep.Costs.CostDuplicate(a.Endpoint, a.Tier, decision.DuplicateEstimate)
 	}
 	return n
+}
+
+// heldQuota is the quota an estimate for a is held to: its Limiter's, or for an ask of several
+// limits the least of those that hold it (SetPart.Held), so that every one can admit it.
+func heldQuota(a decision.Ask) int64 {
+	if a.Set == nil {
+		return a.Limiter.Limit().Quota()
+	}
+	var q int64
+	for i, p := range a.Set.Parts {
+		if qi := a.Set.Set.Limiter(i).Limit().Quota(); p.Held && (q == 0 || qi < q) {
+			q = qi
+		}
+	}
+	return q
 }
 
 // commit settles o's reservation at cost, or at its estimate when reason says why cost is unknown.
@@ -114,12 +133,18 @@ func (m *Middleware) settle(ctx context.Context, o *outcome, cost int64, reason 
 	// batch, and the outcome is traced, recorded and logged when it answers.
 	ctx = context.WithoutCancel(ctx)
 	endpoint := o.Endpoint
-	m.rep.SettleAsync(ctx, a, cancel, func(s decision.Outcome) {
+	then := func(s decision.Outcome) {
 		if s.Verdict == decision.VerdictFailClosed {
 			m.logger.LogAttrs(ctx, slog.LevelWarn, "reservation not settled: it expires by its policy",
 				slog.String("endpoint", endpoint), slog.String("error", s.Err.Error()))
 		}
-	})
+	}
+	if o.set != nil {
+		// Each limit of cost holds its own reservation, settled on its own key.
+		m.rep.SettleSetAsync(ctx, a, o.Parts, cancel, then)
+		return
+	}
+	m.rep.SettleAsync(ctx, a, cancel, then)
 }
 
 // cannotReserve says why a reserving check of class on tier is refused: lim's limiter cannot hold

@@ -86,6 +86,7 @@ type tierSet struct {
 	parts          []tierPart // set's, then shadowSet's, each in list order
 	enforced       int        // how many of parts are set's
 	shadow         bool       // every limit is shadow
+	reads          bool       // the class reads its cost (CostFrom): its limits of cost hold it
 	policy         string     // RateLimit-Policy of set's limits and lease's
 	// items are policy's items, kept when some of them count on a budget other than the
 	// client's: partitioned lists their indices, in order (policyOf).
@@ -129,9 +130,6 @@ const QuotaUnitRequests = "requests"
 func (p *Policy) compileTierLimits(cl *class, cfg PolicyConfig, c Class) error {
 	if len(c.TierLimits) == 0 {
 		return nil
-	}
-	if !c.CostFrom.IsZero() {
-		return fmt.Errorf("policy: class %q: cost_from cannot settle a cost across several limits (TierLimits) yet: use Limits for a class that reads its cost", c.Name)
 	}
 	cl.sets = map[string]*tierSet{}
 	for tier, list := range c.TierLimits {
@@ -177,7 +175,7 @@ func compileTierSet(cfg PolicyConfig, c Class, tier string, list []TierLimit) (*
 	}
 	var enforced, shadowed []tierPart
 	seen := map[string]bool{}
-	ts := &tierSet{}
+	ts := &tierSet{reads: !c.CostFrom.IsZero()}
 	for _, e := range list {
 		if seen[e.Name] {
 			return nil, fmt.Errorf("limit %q listed twice", e.Name)
@@ -233,6 +231,9 @@ func (ts *tierSet) assemble(enforced, shadowed []tierPart, allShadow bool) error
 		if ts.shadowSet, err = limiter.NewSet(limitersOf(shadowed)...); err != nil {
 			return err
 		}
+	}
+	if ts.reads && (!ts.set.Reserves() || (ts.shadowSet != nil && !ts.shadowSet.Reserves())) {
+		return errors.New("cost_from: this store cannot hold reservations in a set of several limits")
 	}
 	items := make([]string, len(enforced))
 	for i, part := range enforced {
@@ -303,8 +304,6 @@ func compileTierLease(cfg PolicyConfig, c Class, tier string, e TierLimit) (*tie
 		return nil, errors.New("a concurrency limit of several is enforced or shadow as its class is: its lease is what the rate limits' takes wait on")
 	case e.Unit != "" && e.Unit != UnitRequests:
 		return nil, fmt.Errorf("unit %q: a concurrency limit counts requests in flight", e.Unit)
-	case !c.CostFrom.IsZero():
-		return nil, errors.New("a concurrency limit beside a cost read from the response (CostFrom) is not supported")
 	}
 	var err error
 	if tl.scope, err = checkScope(cfg, e.Scope); err != nil {
@@ -499,7 +498,7 @@ func (ts *tierSet) askSet(rt route, tier, client string, src *scopeSource) (*dec
 		return clientKey + "|" + name
 	}
 	for i, p := range ts.parts {
-		all[i] = decision.SetPart{Name: p.name, Key: keyOf(p.scope, p.name) + p.suffix, Cost: 1}
+		all[i] = decision.SetPart{Name: p.name, Key: keyOf(p.scope, p.name) + p.suffix, Cost: 1, Held: ts.reads && p.unit == UnitCost}
 	}
 	sa.Parts, sa.ShadowParts = all[:ts.enforced:ts.enforced], all[ts.enforced:]
 	if len(sa.ShadowParts) == 0 {

@@ -319,7 +319,6 @@ func TestTierLimitsCompileErrorsNameClassTierAndLimit(t *testing.T) {
 		{"no header", base([]TierLimit{{Name: "o", Limit: rpm, Scope: Scope{Kind: ScopeHeader}}}, nil), `limit "o": scope header names no header`},
 		{"no claim", base([]TierLimit{{Name: "o", Limit: rpm, Scope: Scope{Kind: ScopeClaim}}}, nil), `limit "o": scope claim names no claim`},
 		{"both", base([]TierLimit{{Name: "a", Limit: rpm}}, func(c *Class) { c.Limits = map[string]limiter.Limit{"default": rpm} }), `tier "default": both Limits and TierLimits`},
-		{"cost_from", base([]TierLimit{{Name: "a", Limit: rpm}}, func(c *Class) { c.CostFrom = CostFrom{Header: "X-Tokens"} }), `cost_from`},
 		{"empty", base(nil, nil), `tier "default": TierLimits lists no limit`},
 	}
 	for _, tc := range cases {

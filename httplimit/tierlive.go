@@ -128,7 +128,7 @@ func (ts *tierSet) variant(entries []*liveEntry, mask []byte) (*tierSet, error) 
 			enforced = append(enforced, part)
 		}
 	}
-	v := &tierSet{lease: ts.lease}
+	v := &tierSet{lease: ts.lease, reads: ts.reads}
 	if ts.shadow {
 		enforced, shadowed = append(enforced, shadowed...), nil
 	}

@@ -124,26 +124,7 @@ func (b *memoryBinding) reserve(_ context.Context, key string, r ReserveRequest,
 	if !d.Allowed {
 		return d, nil
 	}
-	mark := e.stamp // the window start of both window algorithms
-	if cl.alg == slidingLogIndex {
-		mark = now
-	}
-	if c.book == nil {
-		if sh.books == nil {
-			sh.books = make(map[bookKey]*reserveBook)
-		}
-		c.book = &reserveBook{open: make(map[string]openReservation, 1)}
-		sh.books[c.bk] = c.book
-	}
-	hold := r.Hold
-	if hold <= 0 {
-		hold = DefaultHold
-	}
-	rec := openReservation{estimate: r.Estimate, expires: now + us(hold), mark: mark, hold: us(hold), refund: r.OnExpiry == ExpireRefund}
-	if len(c.book.open) == 0 || rec.expires < c.book.next {
-		c.book.next = rec.expires
-	}
-	c.book.open[r.ID] = rec
+	sh.openRecord(c.h, key, cl, now, r, r.Estimate, takeMark(e, cl, now))
 	return d, nil
 }
 

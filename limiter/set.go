@@ -80,11 +80,12 @@ func CheckSet(parts []Part, mode Mode, out []Decision) error {
 // is checked against the share before the store is called.
 //
 // A Set is safe for concurrent use; its Limiters may go on deciding alone
-// beside it. Concurrency limits (Leases) and reservations are not parts of
-// a set.
+// beside it. Concurrency limits (Leases) are not parts of a set; Reserve
+// holds chosen parts' costs in reservations, each settled on its Limiter.
 type Set struct {
 	limiters []*Limiter
 	store    SetStore
+	reserver SetReserver   // the store, when it can hold reservations in a set (Reserve)
 	timeout  time.Duration // the least of the Limiters' (0: none but ctx)
 	// mem is the store when every Limiter calls a MemoryStore directly
 	// (Limiter.mem): the set then skips breakers, observers and errors.
@@ -116,6 +117,7 @@ func NewSet(limiters ...*Limiter) (*Set, error) {
 		return nil, fmt.Errorf("limiter: set: the %s store cannot decide several limits as one (it is no SetStore)", name)
 	}
 	s := &Set{limiters: limiters, store: ss, plain: true}
+	s.reserver, _ = st.(SetReserver)
 	for _, l := range limiters {
 		if l.timeout > 0 && (s.timeout == 0 || l.timeout < s.timeout) {
 			s.timeout = l.timeout
@@ -192,6 +194,11 @@ func (s *Set) PeekN(ctx context.Context, keys []string, costs []int64) ([]Decisi
 // count the error. When the caller cancels ctx, every answer is a refusal
 // with FailureCanceled and the error wraps context.Canceled.
 func (s *Set) Decide(ctx context.Context, mode Mode, keys []string, costs []int64, out []Decision) (bool, error) {
+	return s.decide(ctx, mode, keys, costs, nil, out)
+}
+
+// decide is Decide, opening holds' reservations when admitted (nil: none; Reserve).
+func (s *Set) decide(ctx context.Context, mode Mode, keys []string, costs []int64, holds []ReserveRequest, out []Decision) (bool, error) {
 	n := len(s.limiters)
 	if len(keys) != n || (costs != nil && len(costs) != n) || len(out) < n {
 		return false, fmt.Errorf("limiter: set of %d: %d keys, %d costs, %d answers", n, len(keys), len(costs), len(out))
@@ -206,7 +213,7 @@ func (s *Set) Decide(ctx context.Context, mode Mode, keys []string, costs []int6
 		}
 	}
 	if s.mem != nil {
-		return s.mem.decideSet(keys, s.cls, costs, mode, out)
+		return s.mem.decideSet(keys, s.cls, costs, mode, holds, out)
 	}
 	var buf [8]Part
 	parts := buf[:0]
@@ -217,13 +224,21 @@ func (s *Set) Decide(ctx context.Context, mode Mode, keys []string, costs []int6
 		parts = append(parts, Part{Key: keys[i], Limit: l.lim, Cost: costAt(costs, i)})
 	}
 	if s.plain {
-		ok, err := s.store.DecideSet(ctx, parts, mode, s.timeout, out)
+		ok, err := s.call(ctx, parts, mode, holds, out)
 		if err != nil {
 			return s.failed(ctx, parts, mode, out, err)
 		}
 		return ok, nil
 	}
-	return s.guarded(ctx, parts, mode, out)
+	return s.guarded(ctx, parts, mode, holds, out)
+}
+
+// call asks the store to decide parts, holding holds when set (ReserveSet).
+func (s *Set) call(ctx context.Context, parts []Part, mode Mode, holds []ReserveRequest, out []Decision) (bool, error) {
+	if holds != nil {
+		return s.reserver.ReserveSet(ctx, parts, holds, s.timeout, out)
+	}
+	return s.store.DecideSet(ctx, parts, mode, s.timeout, out)
 }
 
 func costAt(costs []int64, i int) int64 {
@@ -234,7 +249,7 @@ func costAt(costs []int64, i int) int64 {
 }
 
 // guarded is Decide around the breakers, observers and local shares.
-func (s *Set) guarded(ctx context.Context, parts []Part, mode Mode, out []Decision) (bool, error) {
+func (s *Set) guarded(ctx context.Context, parts []Part, mode Mode, holds []ReserveRequest, out []Decision) (bool, error) {
 	var bbuf [8]*CircuitBreaker
 	breakers := bbuf[:0]
 	for i, l := range s.limiters {
@@ -254,7 +269,7 @@ func (s *Set) guarded(ctx context.Context, parts []Part, mode Mode, out []Decisi
 		return s.refusedLocally(ctx, parts, breakers, out)
 	}
 	start := time.Now()
-	ok, err := s.store.DecideSet(ctx, parts, mode, s.timeout, out)
+	ok, err := s.call(ctx, parts, mode, holds, out)
 	if !s.settle(ctx, breakers, start, err) {
 		for i := range parts {
 			out[i] = Decision{Limit: s.limiters[i].quota, Failure: FailureCanceled}

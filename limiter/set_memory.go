@@ -12,7 +12,12 @@ import (
 // on the state as it is, and only when all admit is each one's cost taken,
 // by the same arithmetic as Decide. A set that is refused creates no key.
 // It never waits, so neither ctx nor timeout is consulted.
-func (s *MemoryStore) DecideSet(_ context.Context, parts []Part, mode Mode, _ time.Duration, out []Decision) (bool, error) {
+func (s *MemoryStore) DecideSet(ctx context.Context, parts []Part, mode Mode, _ time.Duration, out []Decision) (bool, error) {
+	return s.decideParts(ctx, parts, mode, nil, out)
+}
+
+// decideParts is DecideSet, opening holds' reservations (nil: none) when admitted (ReserveSet).
+func (s *MemoryStore) decideParts(_ context.Context, parts []Part, mode Mode, holds []ReserveRequest, out []Decision) (bool, error) {
 	if err := CheckSet(parts, mode, out); err != nil {
 		return false, fmt.Errorf("memory store: %w", err)
 	}
@@ -34,13 +39,14 @@ func (s *MemoryStore) DecideSet(_ context.Context, parts []Part, mode Mode, _ ti
 	for i := range cls {
 		ptrs = append(ptrs, &cls[i])
 	}
-	return s.decideSet(keys, ptrs, costs, mode, out)
+	return s.decideSet(keys, ptrs, costs, mode, holds, out)
 }
 
 // decideSet decides keys[i] at costs[i] (nil: 1) under cls[i], all or
-// nothing (DecideSet). The callers checked the costs; two parts of one
-// state are an error.
-func (s *MemoryStore) decideSet(keys []string, cls []*compiledLimit, costs []int64, mode Mode, out []Decision) (bool, error) {
+// nothing (DecideSet), and when admitted opens holds[i] on each part whose
+// ID is set (holds nil: none; ReserveSet). The callers checked the costs;
+// two parts of one state are an error.
+func (s *MemoryStore) decideSet(keys []string, cls []*compiledLimit, costs []int64, mode Mode, holds []ReserveRequest, out []Decision) (bool, error) {
 	n := len(keys)
 	var hbuf [8]uint64
 	var sbuf [8]uint32
@@ -85,6 +91,9 @@ func (s *MemoryStore) decideSet(keys []string, cls []*compiledLimit, costs []int
 		for i, key := range keys {
 			out[i] = slots[i].apply(now, false, key, cls[i], costAt(costs, i), false)
 		}
+		if holds != nil {
+			s.openRecords(keys, hashes, cls, costs, slots, now, holds)
+		}
 	} else if allowed && mode == ModeConsume {
 		// As above, but an insertion may move the slots of its shard, so
 		// each is found again.
@@ -99,12 +108,32 @@ func (s *MemoryStore) decideSet(keys []string, cls []*compiledLimit, costs []int
 				e = sh.slot(j)
 			}
 			out[i] = e.apply(now, fresh, key, cls[i], costAt(costs, i), false)
+			slots[i] = e
+		}
+		if holds != nil {
+			s.openRecords(keys, hashes, cls, costs, slots, now, holds)
 		}
 	}
 	for k := len(shards) - 1; k >= 0; k-- {
 		s.shards[shards[k]].mu.Unlock()
 	}
 	return allowed, nil
+}
+
+// openRecords records holds' reservations of a set just taken from slots
+// at now; the caller holds the shards' locks. The marks are read first:
+// settling a book's expired records may move its shard's slots.
+func (s *MemoryStore) openRecords(keys []string, hashes []uint64, cls []*compiledLimit, costs []int64, slots []*memSlot, now int64, holds []ReserveRequest) {
+	var mbuf [8]int64
+	marks := mbuf[:0]
+	for i := range keys {
+		marks = append(marks, takeMark(slots[i], cls[i], now))
+	}
+	for i, r := range holds {
+		if r.ID != "" {
+			s.shards[hashes[i]&s.mask].openRecord(hashes[i], keys[i], cls[i], now, r, costAt(costs, i), marks[i])
+		}
+	}
 }
 
 // appendSorted inserts v into the ascending xs unless it holds it.

@@ -38,6 +38,8 @@ classes:
 		{"the example config", []string{"check", "--config", "../../config.example.yaml"}, 0, "valid", ""},
 		{"the demo config", []string{"check", "--config", "../../examples/demo.yaml"}, 0, "valid", ""},
 		{"the LLM cost config", []string{"check", "--config", "../../examples/llm-cost.yaml"}, 0, "valid", ""},
+		{"the OpenAI-style recipe", []string{"check", "--config", "../../examples/openai-style.yaml"}, 0,
+			"chat/tier1 monthly: fixed_window 50000000 per month in UTC, scope header X-Org-ID, unit cost", ""},
 		{"cost_from on a region_mode that cannot hold reservations", []string{"check", "--config", asyncCost}, 1, "",
 			"classes.chat.limits.default.region_mode: async decides on a local copy"},
 		{"an invalid config", []string{"check", "--config", bad}, 1, "", "timout"},

@@ -24,6 +24,9 @@ func RunSets(t *testing.T, store limiter.Store) {
 		t.Run("sliding_window requests, token_bucket tokens and a calendar month's quota decide as one", c.mixed)
 		t.Run("peek takes nothing", c.peek)
 		t.Run("64 concurrent clients over 3 windows: no part admits past its quota, and every take is counted once", c.contention)
+		if _, ok := c.store.(limiter.SetReserver); ok {
+			t.Run("reserving sets", c.reserveSets)
+		}
 	})
 }
 

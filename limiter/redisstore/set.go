@@ -62,6 +62,22 @@ const setGiveBack = 3
 // cost until the window or bucket recovers; the set is still answered as
 // refused, without an error.
 func (s *Store) DecideSet(ctx context.Context, parts []limiter.Part, mode limiter.Mode, timeout time.Duration, out []limiter.Decision) (bool, error) {
+	return s.decideSet(ctx, parts, mode, nil, timeout, out)
+}
+
+// ReserveSet implements limiter.SetReserver: DecideSet's script call (one
+// per slot group on a Cluster) also opens the reservation in each held
+// part's book, under the part's hash tag, as the reserve script does; a
+// cross-slot set's give-back drops what the earlier groups opened.
+func (s *Store) ReserveSet(ctx context.Context, parts []limiter.Part, holds []limiter.ReserveRequest, timeout time.Duration, out []limiter.Decision) (bool, error) {
+	if len(holds) != len(parts) {
+		return false, fmt.Errorf("redis store: %d holds for %d parts", len(holds), len(parts))
+	}
+	return s.decideSet(ctx, parts, limiter.ModeConsume, holds, timeout, out)
+}
+
+// decideSet is DecideSet, opening holds' reservations (nil: none).
+func (s *Store) decideSet(ctx context.Context, parts []limiter.Part, mode limiter.Mode, holds []limiter.ReserveRequest, timeout time.Duration, out []limiter.Decision) (bool, error) {
 	if err := limiter.CheckSet(parts, mode, out); err != nil {
 		return false, fmt.Errorf("redis store: %w", err)
 	}
@@ -81,7 +97,12 @@ func (s *Store) DecideSet(ctx context.Context, parts []limiter.Part, mode limite
 	}
 	c := setCalls.Get().(*setCall)
 	defer c.recycle()
-	c.s, c.sc, c.parts, c.out = s, sc, parts, out
+	c.s, c.sc, c.parts, c.out, c.holds = s, sc, parts, out, holds
+	for _, h := range holds {
+		if h.ID != "" {
+			c.id = h.ID
+		}
+	}
 	groups := c.groups()
 	if len(groups) == 1 {
 		ints, err := c.run(ctx, groups[0], int64(mode))
@@ -101,7 +122,9 @@ type setCall struct {
 	sc    *script
 	parts []limiter.Part
 	out   []limiter.Decision
-	marks []int64 // a take's marks, by part (cross-slot)
+	marks []int64                  // a take's marks, by part (cross-slot)
+	holds []limiter.ReserveRequest // ReserveSet's, by part; nil for DecideSet
+	id    string                   // the id of holds, "" when none is held
 	raw   bytes.Buffer
 	ints  []int64
 	// keys and nums are a call's keys and integer arguments, args the
@@ -120,7 +143,7 @@ var setCalls = sync.Pool{New: func() any { return new(setCall) }}
 func (c *setCall) recycle() {
 	clear(c.keys)
 	clear(c.args)
-	c.s, c.sc, c.parts, c.out, c.marks = nil, nil, nil, nil, nil
+	c.s, c.sc, c.parts, c.out, c.marks, c.holds, c.id = nil, nil, nil, nil, nil, nil, ""
 	setCalls.Put(c)
 }
 
@@ -175,6 +198,10 @@ func (c *setCall) run(ctx context.Context, group []int, mode int64) ([]int64, er
 		}
 		c.nums = append(c.nums, p.Cost, mark)
 	}
+	held := len(c.nums)
+	if mode != int64(limiter.ModePeek) {
+		c.appendHolds(group)
+	}
 	c.nums[0] = int64(len(c.keys))
 	// c.nums is complete: pointers into it stay valid.
 	args := append(c.args[:0], nil, nil, &c.nums[0])
@@ -182,6 +209,9 @@ func (c *setCall) run(ctx context.Context, group []int, mode int64) ([]int64, er
 		args = append(args, &c.keys[k])
 	}
 	for k := 1; k < len(c.nums); k++ {
+		if k == held {
+			args = append(args, &c.id) // the trailer's first argument
+		}
 		args = append(args, &c.nums[k])
 	}
 	c.args = args
@@ -198,6 +228,34 @@ func (c *setCall) run(ctx context.Context, group []int, mode int64) ([]int64, er
 	}
 	c.ints = ints
 	return ints, nil
+}
+
+// appendHolds appends, when group holds reservations (ReserveSet), the
+// set script's trailer: their count and, per held part, its index in the
+// group, expiry policy, hold (µs) and keep (ms), each book to the keys; the
+// caller puts the id before the count.
+func (c *setCall) appendHolds(group []int) {
+	if c.id == "" {
+		return
+	}
+	at := len(c.nums)
+	for g, i := range group {
+		h := c.holds
+		if h[i].ID == "" {
+			continue
+		}
+		if at == len(c.nums) {
+			c.nums = append(c.nums, 0)
+		}
+		p := c.parts[i]
+		hold := h[i].Hold
+		if hold <= 0 {
+			hold = limiter.DefaultHold
+		}
+		c.nums[at]++
+		c.nums = append(c.nums, int64(g+1), int64(h[i].OnExpiry), hold.Microseconds(), 2*p.Limit.Window().Milliseconds())
+		c.keys = append(c.keys, c.s.baseKey(p.Key, p.Limit.Algorithm)+bookSuffix)
+	}
 }
 
 // answer writes group's answers from ints to out and reports whether every

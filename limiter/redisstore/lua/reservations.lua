@@ -1,7 +1,7 @@
 -- Reservations: the main part of the reserve, settle and renew scripts,
 -- after the algorithm's decide, run and the settle section of
 -- lua/<algorithm>.lua (mark, adjust), given nk (the algorithm's keys) and
--- np (its parameters).
+-- np (its parameters), and lua/book.lua.
 -- KEYS     the algorithm's keys, then the book, under the key's hash tag: a
 --          hash {id = "estimate:mark:policy:expiry:hold (µs)"} (policy 1 =
 --          refund on expiry) and, in the field "" (never an id), the book's
@@ -28,102 +28,15 @@
 -- A record without its expiry, "estimate:mark:policy", is one written
 -- without the book's own field: it never comes due, and settles once; one
 -- without its hold expires without a tombstone.
-local function record(rec)
-  local est, pol, forget = string.match(rec, '^x:(%-?%d+):(%d):(%-?%d+)$')
-  if est then
-    return tonumber(est), 0, tonumber(pol), tonumber(forget), nil, true
-  end
-  local m, exp, hold
-  est, m, pol, exp, hold = string.match(rec, '^(%-?%d+):(%-?%d+):(%d):?(%-?%d*):?(%d*)$')
-  return tonumber(est), tonumber(m), tonumber(pol), tonumber(exp) or math.huge, tonumber(hold), false
-end
-
-local function readMeta(meta)
-  if not meta then return -1, 0 end
-  local next, till = string.match(meta, '^(%-?%d+):(%-?%d+)$')
-  return tonumber(next), tonumber(till)
-end
-
-local function writeMeta(next, till)
-  return string.format('%d:%d', next, till)
-end
-
--- sweep turns the book's records past their hold into tombstones, giving
--- back the estimate of those with the refund policy, drops the tombstones
--- past theirs, and returns how many records expired and the earliest
--- expiry of those left (-1: none).
-local function sweep(keys, argv, book)
-  local all = redis.call('HGETALL', book)
-  local n, next, ngone, gone, tombs = 0, -1, 0, {}, {}
-  for i = 1, #all, 2 do
-    if all[i] ~= '' then
-      local est, m, pol, exp, hold, dead = record(all[i + 1])
-      if exp <= now then
-        if not dead then
-          n = n + 1
-          if pol == 1 then adjust(keys, argv, now, -est, m) end
-        end
-        if dead or not hold then
-          ngone = ngone + 1
-          gone[ngone] = all[i]
-          exp = math.huge
-        else
-          exp = now + hold
-          tombs[#tombs + 1] = all[i]
-          tombs[#tombs + 1] = string.format('x:%d:%d:%d', est, pol, exp)
-        end
-      end
-      if exp ~= math.huge and (next < 0 or exp < next) then
-        next = exp
-      end
-    end
-  end
-  for i = 1, ngone, 1000 do
-    redis.call('HDEL', book, unpack(gone, i, math.min(i + 999, ngone)))
-  end
-  for i = 1, #tombs, 1000 do
-    redis.call('HSET', book, unpack(tombs, i, math.min(i + 999, #tombs)))
-  end
-  return n, next
-end
-
--- extendBook is the book's until and whether its TTL must grow to keep a
--- record of hold (µs) and its tombstone; twice what they need, so that
--- most calls only read it.
-local function extendBook(till, hold, keep)
-  local ttl = math.ceil(2 * hold / 1000) + keep
-  if till < now + ttl * 1000 then
-    return now + 2 * ttl * 1000, 2 * ttl
-  end
-  return till, nil
-end
-
 -- reserve records an admitted reservation; its id is 128 random bits, so
 -- it is not checked for being open already.
 local function reserve(keys, argv)
   local book = keys[nk + 1]
-  local meta = redis.call('HGET', book, '')
-  local next, till = readMeta(meta)
-  local swept = false
-  if next >= 0 and next <= now then
-    next = select(2, sweep(keys, argv, book))
-    swept = true
-  end
+  local next, till, swept = open_book(keys, argv, book)
   local r = run(keys, argv, np + 2, now)
   if r[1] > 0 then
-    local id, hold, policy, keep = argv[np + 3], tonumber(argv[np + 4]), tonumber(argv[np + 5]), tonumber(argv[np + 6])
-    local exp = now + hold
-    local rec = string.format('%d:%d:%d:%d:%d', r[1], mark(argv, now), policy, exp, hold)
-    local extend
-    till, extend = extendBook(till, hold, keep)
-    if swept or extend or next < 0 or exp < next then
-      -- The book's own field changes only when next or until moves.
-      if next < 0 or exp < next then next = exp end
-      redis.call('HSET', book, id, rec, '', writeMeta(next, till))
-    else
-      redis.call('HSET', book, id, rec)
-    end
-    if extend then redis.call('PEXPIRE', book, extend) end
+    write_record(book, next, till, swept, argv[np + 3], r[1], mark(argv, now),
+      tonumber(argv[np + 5]), tonumber(argv[np + 4]), tonumber(argv[np + 6]))
   elseif swept then
     redis.call('HSET', book, '', writeMeta(next, till))
   end
