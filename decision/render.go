@@ -129,6 +129,23 @@ func ResetAt(now time.Time, resetAfter time.Duration) time.Time {
 	return at
 }
 
+// resetUnix is ResetAt(now, resetAfter).Unix() in integer arithmetic: every decision's headers
+// need it, and the two Truncates of time.Time cost more than the rest of FieldsOf.
+func resetUnix(now time.Time, resetAfter time.Duration) int64 {
+	ra := max(resetAfter, 0)
+	// Seconds and nanoseconds apart, as time.Time.Add: the longest durations do not overflow.
+	sec := now.Unix() + int64(ra/time.Second)
+	ns := int64(now.Nanosecond())
+	ns += int64(ra%time.Second) - ns%int64(time.Microsecond)
+	if ns >= int64(time.Second) {
+		sec, ns = sec+1, ns-int64(time.Second)
+	}
+	if ns != 0 {
+		sec++
+	}
+	return sec
+}
+
 // Fields are the values, all >= 0, every header family and body is written from, so that they
 // agree: Reset is the seconds until the quota is full again (ResetUnix its time), T is
 // RateLimit's t (Reset, or Retry when refused) and Retry is Retry-After (0 when allowed).
@@ -146,7 +163,7 @@ func FieldsOf(rl RenderedLimit, d limiter.Decision, now time.Time) Fields {
 	if f.Quota <= 0 {
 		f.Quota = rl.rl.quota
 	}
-	f.ResetUnix = max(0, ResetAt(now, d.ResetAfter).Unix())
+	f.ResetUnix = max(0, resetUnix(now, d.ResetAfter))
 	f.T = f.Reset
 	if !d.Allowed {
 		f.Retry = RetryAfterSeconds(d)

@@ -2,6 +2,7 @@ package decision
 
 import (
 	"math"
+	"math/rand/v2"
 	"net/http"
 	"strconv"
 	"testing"
@@ -122,6 +123,30 @@ func TestWritingTheHeadersTakesTwoAllocations(t *testing.T) {
 		})
 		if allocs > 2 {
 			t.Errorf("%s: %.1f allocations to write the headers, want at most 2 (one string, one slice array)", name, allocs)
+		}
+	}
+}
+
+// TestResetUnixIsResetAt: the Unix second FieldsOf writes is ResetAt's, for instants on and off
+// whole seconds and microseconds and resets of none, less than a second, whole seconds and more.
+func TestResetUnixIsResetAt(t *testing.T) {
+	bases := []time.Time{
+		time.Unix(1_700_000_000, 0), time.Unix(1_700_000_000, 999), time.Unix(1_700_000_000, 1000),
+		time.Unix(1_700_000_000, 999_999_999), time.Unix(1_700_000_000, 500_000_001), time.Now(),
+		time.Unix(-5, 123_456_789),
+	}
+	resets := []time.Duration{-time.Second, 0, 1, time.Microsecond, 999 * time.Millisecond, time.Second,
+		time.Second + 1, 59*time.Second + 999_999*time.Microsecond, time.Hour, 36 * time.Hour, math.MaxInt64}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 1000 {
+		bases = append(bases, time.Unix(rng.Int64N(4_000_000_000), rng.Int64N(1e9)))
+		resets = append(resets, time.Duration(rng.Int64N(int64(48*time.Hour))))
+	}
+	for i, now := range bases {
+		for _, ra := range []time.Duration{resets[i%len(resets)], resets[(i*7+3)%len(resets)], resets[i%10]} {
+			if got, want := resetUnix(now, ra), ResetAt(now, ra).Unix(); got != want {
+				t.Errorf("resetUnix(%v, %v) = %d, ResetAt's %d", now, ra, got, want)
+			}
 		}
 	}
 }

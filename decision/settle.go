@@ -173,7 +173,9 @@ type Reporter struct {
 //   - OpRenew: a lease renewal's leases found expired.
 //
 // Figures the store did not answer are those of this instance's own holds, never a token's.
-func (r Reporter) Record(ctx context.Context, o Outcome) {
+// o is read, never kept: a pointer, so that every decision does not copy its Outcome to learn
+// that no recorder is set.
+func (r Reporter) Record(ctx context.Context, o *Outcome) {
 	switch o.Op {
 	case OpDecide:
 		if r.Recorder != nil {
@@ -206,14 +208,14 @@ func (r Reporter) Record(ctx context.Context, o Outcome) {
 	}
 }
 
-func (r Reporter) leases(ctx context.Context, o Outcome, inFlight, expired int64) {
+func (r Reporter) leases(ctx context.Context, o *Outcome, inFlight, expired int64) {
 	if lr, ok := r.Recorder.(limiter.LeaseRecorder); ok && (inFlight != 0 || expired != 0) {
 		lr.RecordLeases(ctx, o.Endpoint, o.Tier, inFlight, expired)
 	}
 }
 
 // settled records a commit, cancel or charge.
-func (r Reporter) settled(o Outcome) {
+func (r Reporter) settled(o *Outcome) {
 	if r.Costs == nil {
 		return
 	}
@@ -288,7 +290,7 @@ func (r Reporter) Renew(ctx context.Context, a Ask) Outcome {
 
 func (r Reporter) done(ctx context.Context, o Outcome, end func(limiter.Status, limiter.Decision, error)) Outcome {
 	o.EndTrace(end)
-	r.Record(ctx, o)
+	r.Record(ctx, &o)
 	return o
 }
 

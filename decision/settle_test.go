@@ -56,7 +56,7 @@ func TestEveryOpIsTracedAndRecordedFromItsOutcome(t *testing.T) {
 	ask := Ask{Endpoint: "POST /chat", Tier: "pro", Key: "chat|pro|ip:1", Cost: 30, Mode: limiter.ModeReserve, Limiter: l}
 	reserve := func() limiter.Reservation {
 		o := Decide(ctx, ask)
-		r.Record(ctx, o)
+		r.Record(ctx, &o)
 		if o.Reservation.ID == "" {
 			t.Fatalf("nothing reserved: %+v", o)
 		}
@@ -117,7 +117,7 @@ func TestEveryOpIsTracedAndRecordedFromItsOutcome(t *testing.T) {
 
 	lask := Ask{Endpoint: "POST /upload", Tier: "free", Key: "upload|free|ip:1", Mode: limiter.ModeLease, Leases: leases}
 	lo := Decide(ctx, lask)
-	r.Record(ctx, lo)
+	r.Record(ctx, &lo)
 	if got := rec.take(); !reflect.DeepEqual(got, []string{"decision POST /upload free allowed", "leases POST /upload free +1 expired 0"}) {
 		t.Errorf("a lease: told %q", got)
 	}

@@ -206,10 +206,19 @@ type Ask struct {
 
 // Decide asks for a and judges the answer.
 func Decide(ctx context.Context, a Ask) Outcome {
-	o := Outcome{Ask: a}
+	var o Outcome
+	DecideInto(ctx, &a, &o)
+	return o
+}
+
+// DecideInto is Decide answering in *o, which it overwrites whole, for a way in that keeps the
+// Outcome in a larger value of its own: an Outcome is hundreds of bytes, and the copies of one
+// returned and assigned cost a request path as much as its limiter's answer. a is read only.
+func DecideInto(ctx context.Context, a *Ask, o *Outcome) {
+	*o = Outcome{Ask: *a}
 	if a.Set != nil {
-		o.decideSet(ctx, a)
-		return o
+		o.decideSet(ctx, *a)
+		return
 	}
 	switch a.Mode {
 	case limiter.ModePeek:
@@ -240,7 +249,6 @@ func Decide(ctx context.Context, a Ask) Outcome {
 			o.Verdict = VerdictLiveShadowOver
 		}
 	}
-	return o
 }
 
 // TraceFunc starts one decision's span, returning the context to decide with (so that the store's

@@ -159,7 +159,8 @@ func (m *Middleware) authorize(w http.ResponseWriter, r *http.Request, deny int)
 	if !ok {
 		return nil
 	}
-	a := m.askOf(r, p, rt, c)
+	var a decision.Ask
+	m.askOf(&a, r, p, rt, c)
 	switch {
 	case a.Mode == limiter.ModeLease:
 		m.authorizeLease(w, r, p, rt, a, deny)
@@ -179,7 +180,8 @@ func (m *Middleware) authorize(w http.ResponseWriter, r *http.Request, deny int)
 		orig.Method, orig.Host, orig.URL = pr.req.Method, pr.req.Host, &pr.url
 		a.Cost = m.cost(orig)
 	}
-	o := m.decide(r.Context(), rt, c.key, a)
+	var o outcome
+	m.decide(r.Context(), rt, c.key, &a, &o)
 	code, body := p.respond(w.Header(), &o)
 	if code == http.StatusOK && o.Reservation.ID != "" {
 		w.Header().Set(ReservationHeader, reservationToken(o.Endpoint, o.Tier, c.key, o.Reservation))

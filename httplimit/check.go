@@ -147,7 +147,8 @@ func (m *Middleware) CheckHandler() http.Handler {
 			m.checkLease(w, r, p, rt, a, req)
 			return
 		}
-		o := m.decide(r.Context(), rt, req.Key, a)
+		var o outcome
+		m.decide(r.Context(), rt, req.Key, &a, &o)
 		if req.DryRun && errors.Is(o.Err, limiter.ErrNotSupported) {
 			writeJSON(w, "application/json", http.StatusNotImplemented, RejectedBody{Error: "not_implemented", Message: "dry_run: " + o.Err.Error()})
 			return
@@ -238,14 +239,14 @@ func readCheckRequest(w http.ResponseWriter, r *http.Request) (CheckRequest, int
 		return req, http.StatusBadRequest, fmt.Errorf("read body: %w", err)
 	}
 	if !decodePlainCheckRequest(body, &req) {
-		dec := json.NewDecoder(bytes.NewReader(body))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&req); err != nil {
-			return req, http.StatusBadRequest, fmt.Errorf("body is not a JSON check request: %w", err)
-		}
-		// More() would miss a stray '}' or ']': only whitespace may follow.
-		if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-			return req, http.StatusBadRequest, errors.New("body has data after the JSON object")
+		// encoding/json keeps what it decodes into on the heap: a copy of its own, so that req
+		// stays on the stack for the usual bodies, which decodePlainCheckRequest reads.
+		dst := new(CheckRequest)
+		*dst = req
+		status, err := decodeCheckRequest(body, dst)
+		req = *dst
+		if err != nil {
+			return req, status, err
 		}
 	}
 	switch {
@@ -257,6 +258,21 @@ func readCheckRequest(w http.ResponseWriter, r *http.Request) (CheckRequest, int
 		return req, http.StatusBadRequest, errors.New(`endpoint: required, as "METHOD /path"`)
 	}
 	return req, 0, nil
+}
+
+// decodeCheckRequest decodes a JSON check request in body into req, no unknown field and nothing
+// after the object; an error is the caller's, with its status.
+func decodeCheckRequest(body []byte, req *CheckRequest) (int, error) {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(req); err != nil {
+		return http.StatusBadRequest, fmt.Errorf("body is not a JSON check request: %w", err)
+	}
+	// More() would miss a stray '}' or ']': only whitespace may follow.
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return http.StatusBadRequest, errors.New("body has data after the JSON object")
+	}
+	return 0, nil
 }
 
 // endpointRoutes remembers the routes of the endpoints a decision API is asked about, under the

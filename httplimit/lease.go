@@ -94,7 +94,7 @@ func (m *Middleware) acquire(ctx context.Context, rt route, a decision.Ask) deci
 	ctx, end := m.rep.Trace.Start(ctx, a, limiter.Limit{Algorithm: limiter.Concurrency, Rate: a.Leases.Limit().Limit})
 	o := decision.Decide(ctx, a)
 	o.EndTrace(end)
-	m.rep.Record(ctx, o)
+	m.rep.Record(ctx, &o)
 	if o.Verdict == decision.VerdictRejected || o.Verdict == decision.VerdictShadowClassOver {
 		if m.logger.Enabled(ctx, slog.LevelDebug) {
 			m.logger.LogAttrs(ctx, slog.LevelDebug, "concurrency limited",

@@ -133,28 +133,36 @@ type outcome struct {
 // concurrency limit, else the enforced limiter (a live change's when it covers client) and any
 // live change in shadow beside it.
 func (rt route) ask(tier, client string) decision.Ask {
-	a, _ := rt.askScoped(tier, client, nil)
+	var a decision.Ask
+	rt.askInto(&a, tier, client, nil)
 	return a
 }
 
 // askScoped is ask with the values of header and claim scopes read from src (nil: none), and
 // how many such scopes had no value and fell back to the client's budget.
 func (rt route) askScoped(tier, client string, src *scopeSource) (decision.Ask, int) {
-	a := decision.Ask{Endpoint: rt.pattern, Tier: tier, Key: rt.key(tier, client), Cost: rt.class.cost, Shadow: rt.class.shadow}
+	var a decision.Ask
+	fell := rt.askInto(&a, tier, client, src)
+	return a, fell
+}
+
+// askInto is askScoped writing the Ask in *a, whole: on the request path, where an Ask returned
+// through each caller is a copy of hundreds of bytes at each.
+func (rt route) askInto(a *decision.Ask, tier, client string, src *scopeSource) (fell int) {
+	*a = decision.Ask{Endpoint: rt.pattern, Tier: tier, Key: rt.key(tier, client), Cost: rt.class.cost, Shadow: rt.class.shadow}
 	if ts := rt.class.setFor(tier); ts != nil {
 		ts = ts.forClient(client)
-		var fell int
 		a.Set, fell = ts.askSet(rt, tier, client, src)
 		a.Shadow = ts.shadow
-		return a, fell
+		return fell
 	}
 	if ls := rt.class.leasesFor(tier); ls != nil {
 		a.Mode, a.Leases = limiter.ModeLease, ls
-		return a, 0
+		return 0
 	}
 	a.Limiter = rt.class.limiterFor(tier)
-	rt.class.live[tier].Apply(&a, client)
-	return a, 0
+	rt.class.live[tier].Apply(a, client)
+	return 0
 }
 
 // askLimit is the limit a is traced and boxed under: its Limiter's, else its first limit's.
@@ -169,12 +177,14 @@ func askLimit(a decision.Ask) limiter.Limit {
 }
 
 // decide judges a, asked for client on rt (its penalty box first), and records and traces it
-// once; a dry run is neither.
-func (m *Middleware) decide(ctx context.Context, rt route, client string, a decision.Ask) outcome {
-	o := outcome{route: rt}
+// once; a dry run is neither. The outcome is written in *o, whole, and a is read through a
+// pointer (setCosts aside): both are hundreds of bytes, which copies in and out cost every
+// request more than its memory store's answer.
+func (m *Middleware) decide(ctx context.Context, rt route, client string, a *decision.Ask, o *outcome) {
+	*o = outcome{route: rt}
 	if a.Set != nil {
 		o.set = rt.class.setFor(a.Tier).forClient(client)
-		o.set.setCosts(&a)
+		o.set.setCosts(a)
 	}
 	// Read before the store's own clock, so that the reset the headers name is not pushed past
 	// the store's by the call's latency (decision.ResetAt).
@@ -182,21 +192,21 @@ func (m *Middleware) decide(ctx context.Context, rt route, client string, a deci
 	dryRun := a.Mode == limiter.ModePeek
 	if m.rep.Trace != nil && !dryRun {
 		var end func(limiter.Status, limiter.Decision, error)
-		ctx, end = m.rep.Trace.Start(ctx, a, askLimit(a))
+		ctx, end = m.rep.Trace.Start(ctx, *a, askLimit(*a))
 		defer func() { o.EndTrace(end) }()
 	}
 	boxed := false
 	if rt.class.penalties != nil {
-		o.Outcome, boxed = m.penalized(ctx, rt.class, client, a)
+		o.Outcome, boxed = m.penalized(ctx, rt.class, client, *a)
 	}
 	partBoxes := o.set != nil && o.set.boxed
 	if !boxed && partBoxes {
-		o.Outcome, boxed = m.partPenalized(ctx, rt.class, o.set, client, a)
+		o.Outcome, boxed = m.partPenalized(ctx, rt.class, o.set, client, *a)
 	}
 	if !boxed {
-		o.Outcome = decision.Decide(ctx, a)
+		decision.DecideInto(ctx, a, &o.Outcome)
 		if (rt.class.penalties != nil || partBoxes) && !dryRun && o.Verdict == decision.VerdictRejected && o.Err == nil {
-			m.strikeRefusers(ctx, rt.class, &o, client)
+			m.strikeRefusers(ctx, rt.class, o, client)
 		}
 	}
 	if o.set != nil {
@@ -205,11 +215,10 @@ func (m *Middleware) decide(ctx context.Context, rt route, client string, a deci
 		o.n = decision.FieldsOf(rt.class.renderedFor(a.Limiter), o.Decision, now)
 	}
 	if dryRun {
-		return o
+		return
 	}
-	m.rep.Record(ctx, o.Outcome)
-	m.log(ctx, &o)
-	return o
+	m.rep.Record(ctx, &o.Outcome)
+	m.log(ctx, o)
 }
 
 // log writes the debug and error lines of one decision.
@@ -314,7 +323,8 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 		if !ok {
 			return
 		}
-		a := m.askOf(r, p, rt, c)
+		var a decision.Ask
+		m.askOf(&a, r, p, rt, c)
 		switch {
 		case a.Mode == limiter.ModeLease:
 			m.serveLeased(w, r, p, rt, a, next)
@@ -324,7 +334,8 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 		case m.cost != nil:
 			a.Cost = m.cost(r)
 		}
-		o := m.decide(r.Context(), rt, c.key, a)
+		var o outcome
+		m.decide(r.Context(), rt, c.key, &a, &o)
 		switch code, body := p.respond(w.Header(), &o); code {
 		case 0:
 			return

@@ -103,7 +103,8 @@ func (ps Paths) normalize(u *url.URL) error {
 }
 
 // request is r with its path normal (normalize): r itself when it is, else a shallow copy.
-func (ps Paths) request(r *http.Request) (*http.Request, error) {
+// ps is a pointer: a Paths copied per request is three strings for nothing.
+func (ps *Paths) request(r *http.Request) (*http.Request, error) {
 	if !strings.HasPrefix(r.URL.Path, "/") || isNormal(r.URL.EscapedPath()) {
 		return r, nil
 	}
@@ -117,23 +118,23 @@ func (ps Paths) request(r *http.Request) (*http.Request, error) {
 }
 
 // isNormal reports whether an escaped path is its own normal form: no escape, backslash, empty,
-// "." or ".." segment.
+// "." or ".." segment. Every request asks: the searches below are the runtime's vectorised
+// ones, which a loop over the bytes with a switch is twice as slow as on a usual path.
 func isNormal(p string) bool {
-	for i := 0; i < len(p); i++ {
-		switch p[i] {
-		case '%', '\\':
-			return false
-		case '/':
-			if i+1 < len(p) && p[i+1] == '/' {
-				return false
-			}
-		case '.':
-			if i > 0 && p[i-1] == '/' && (i+1 == len(p) || p[i+1] == '/' || (p[i+1] == '.' && (i+2 == len(p) || p[i+2] == '/'))) {
-				return false
-			}
-		}
+	if strings.IndexByte(p, '%') >= 0 || strings.IndexByte(p, '\\') >= 0 || strings.Contains(p, "//") {
+		return false
 	}
-	return true
+	for rest := p; ; {
+		i := strings.Index(rest, "/.")
+		if i < 0 {
+			return true
+		}
+		seg := rest[i+1:] // from the dot
+		if seg == "." || seg == ".." || strings.HasPrefix(seg, "./") || strings.HasPrefix(seg, "../") {
+			return false
+		}
+		rest = seg
+	}
 }
 
 // normalPath is the escaped path p in normal form: unreserved bytes decoded (RFC 3986, 6.2.2.2),
@@ -284,7 +285,7 @@ func slashDepth(pattern string) int {
 
 // matchURL is the path r is matched on when it is not r's own: lowered when routes match
 // whatever the case, without its trailing slash when that slash is to be ignored (trimSlash).
-func (ps Paths) matchURL(u *url.URL, trimSlash bool) (url.URL, bool) {
+func (ps *Paths) matchURL(u *url.URL, trimSlash bool) (url.URL, bool) {
 	m := url.URL{Path: u.Path, RawPath: u.RawPath}
 	changed := false
 	if ps.Case == PathsInsensitive {

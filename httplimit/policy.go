@@ -416,15 +416,18 @@ type route struct {
 // Paths reads it, else CatchAll.
 func (p *Policy) match(r *http.Request) route {
 	pat := p.lookup(r, false)
-	if p.paths.TrailingSlash == PathsIgnore {
+	// An escaped path ends in '/' only when the path does: most requests skip escaping it again.
+	if strings.HasSuffix(r.URL.Path, "/") && p.paths.TrailingSlash == PathsIgnore {
 		// A trailing slash matches what the path without it matches, unless a pattern names the
 		// path with its slash ("/a/b/", "/a/{x}/", "/a/b/{$}").
 		if path := r.URL.EscapedPath(); len(path) > 1 && path[len(path)-1] == '/' && slashDepth(pat) != strings.Count(path, "/") {
 			pat = p.lookup(r, true)
 		}
 	}
-	if own, ok := p.registered[pat]; ok {
-		pat = own
+	if len(p.registered) > 0 {
+		if own, ok := p.registered[pat]; ok {
+			pat = own
+		}
 	}
 	if c, ok := p.routes[pat]; ok {
 		return route{pattern: pat, class: c}
@@ -434,6 +437,10 @@ func (p *Policy) match(r *http.Request) route {
 
 // lookup is the ServeMux pattern of r's path as Paths matches it, its trailing slash trimmed.
 func (p *Policy) lookup(r *http.Request, trimSlash bool) string {
+	if !trimSlash && p.paths.Case != PathsInsensitive { // the usual request, matched as it is
+		_, pat := p.mux.Handler(r)
+		return pat
+	}
 	u, changed := p.paths.matchURL(r.URL, trimSlash)
 	if !changed {
 		_, pat := p.mux.Handler(r)

@@ -574,16 +574,17 @@ func shadowRefusers(parts []decision.PartOutcome) []string {
 // askOf is the Ask of client c's request r on rt under p, the scopes of a tier of several
 // limits read from r: headers from a trusted header peer only, claims from its verified JWT.
 // The scopes that had no value are counted (ScopeFallbacks) and logged once per interval.
-func (m *Middleware) askOf(r *http.Request, p *Policy, rt route, c client) decision.Ask {
+// It writes the Ask in *a, whole (askInto).
+func (m *Middleware) askOf(a *decision.Ask, r *http.Request, p *Policy, rt route, c client) {
 	tier := p.tier(c.tier)
 	if rt.class.sets == nil {
-		return rt.ask(tier, c.key)
+		rt.askInto(a, tier, c.key, nil)
+		return
 	}
 	src := &scopeSource{header: r.Header, claims: c.claims,
 		trusted: inNetworks(PeerAddr(r.RemoteAddr), p.identity.cfg.TrustedHeaderPeers)}
-	a, fell := rt.askScoped(tier, c.key, src)
+	fell := rt.askInto(a, tier, c.key, src)
 	m.scopeFell(r.Context(), rt, tier, fell)
-	return a
 }
 
 // scopeFell counts n limits whose header or claim scope had no value.

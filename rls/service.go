@@ -547,14 +547,14 @@ func (s *Service) decide(ctx context.Context, c *compiled, l *limiter.Limiter, r
 		o.Outcome = decision.Judge(limiter.Decision{ResetAfter: r.limit.Period, RetryAfter: r.limit.Period}, nil, r.limit, r.shadow)
 		o.Ask = a
 	} else {
-		o.Outcome = decision.Decide(ctx, a)
+		decision.DecideInto(ctx, &a, &o.Outcome)
 	}
 	if charge {
 		s.charge(ctx, &o, cost)
 	}
 	if !charge && !bystander {
 		// A stream-done charge is no admission: its Charge is recorded, in rate_limit_cost_total.
-		s.rep.Record(ctx, o.Outcome)
+		s.rep.Record(ctx, &o.Outcome)
 	}
 	if o.Err != nil {
 		s.logFailure(ctx, o, cost)

@@ -217,7 +217,7 @@ func (s *Service) judgeSet(ctx context.Context, cs *callSet, answers []limiter.D
 			o.EndTrace(ends[i])
 		}
 		if (admitted && cs.live[p]) || final[p] || o.Verdict.Refuses() {
-			s.rep.Record(ctx, o.Outcome)
+			s.rep.Record(ctx, &o.Outcome)
 		}
 		if o.Err != nil {
 			s.logFailure(ctx, *o, a.Cost)

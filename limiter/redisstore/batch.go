@@ -70,6 +70,12 @@ type batcher struct {
 	lanes  sync.Map
 	routed atomic.Bool
 	trace  BatchTracer
+	// quit, closed by retire (Store.Close), sends the senders home as their idle timer does;
+	// live counts them, and each one leaving signals gone.
+	quit     chan struct{}
+	quitOnce sync.Once
+	live     atomic.Int32
+	gone     chan struct{}
 }
 
 // lane is the queue of one Redis node and its senders.
@@ -96,7 +102,8 @@ func newBatcher(s *Store, cfg BatchConfig, trace BatchTracer) *batcher {
 	if cfg.Senders <= 0 {
 		cfg.Senders = DefaultBatchSenders
 	}
-	b := &batcher{s: s, maxSize: cfg.MaxSize, senders: int32(cfg.Senders), gather: max(cfg.MaxSize/4, 2), trace: trace}
+	b := &batcher{s: s, maxSize: cfg.MaxSize, senders: int32(cfg.Senders), gather: max(cfg.MaxSize/4, 2), trace: trace,
+		quit: make(chan struct{}), gone: make(chan struct{}, 1)}
 	if !s.cluster {
 		b.one = b.newLane()
 	}
@@ -288,6 +295,7 @@ func (ln *lane) wake() {
 			return
 		}
 		if ln.running.CompareAndSwap(n, n+1) {
+			ln.b.live.Add(1)
 			go ln.send()
 			return
 		}
@@ -296,6 +304,7 @@ func (ln *lane) wake() {
 
 // send is one sender goroutine, until idle for senderIdle.
 func (ln *lane) send() {
+	defer ln.b.left()
 	sd := newSender(ln.b)
 	sd.node = ln.node
 	idle := time.NewTimer(senderIdle)
@@ -326,6 +335,29 @@ func (ln *lane) send() {
 	}
 }
 
+// left is a sender leaving, for retire.
+func (b *batcher) left() {
+	b.live.Add(-1)
+	select {
+	case b.gone <- struct{}{}:
+	default:
+	}
+}
+
+// retire sends the senders home and waits, until ctx ends, for every one to have left, having
+// given its connection back: a client closed after Store.Close closes none under a sender.
+// A sender started for a decision that slipped in before Close sends it, then leaves.
+func (b *batcher) retire(ctx context.Context) {
+	b.quitOnce.Do(func() { close(b.quit) })
+	for b.live.Load() > 0 {
+		select {
+		case <-b.gone:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
 // idleLeft resets idle to what is left of senderIdle since busy.
 func idleLeft(idle *time.Timer, busy time.Time) {
 	idle.Reset(max(senderIdle-time.Since(busy), time.Millisecond))
@@ -345,6 +377,15 @@ func (ln *lane) takeTurn(idle *time.Timer, busy time.Time) bool {
 		idle.Stop()
 		return true
 	case <-idle.C:
+		ln.running.Add(-1)
+		return false
+	case <-ln.b.quit:
+		idle.Stop()
+		select { // the turn first: whoever takes it looks at the queue once more (next)
+		case <-ln.turn:
+			return true
+		default:
+		}
 		ln.running.Add(-1)
 		return false
 	}
@@ -424,17 +465,19 @@ func (ln *lane) next(idle *time.Timer, busy time.Time) *request {
 			idle.Stop()
 			return r
 		case <-idle.C:
-			ln.running.Add(-1)
-			if len(ln.queue) == 0 {
-				return nil
-			}
-			// One queued just before the count went down: take it on.
-			if ln.running.Add(1) <= ln.b.senders {
-				continue
-			}
-			ln.running.Add(-1)
+		case <-ln.b.quit: // retired by Store.Close: as idle
+			idle.Stop()
+		}
+		ln.running.Add(-1)
+		if len(ln.queue) == 0 {
 			return nil
 		}
+		// One queued just before the count went down: take it on.
+		if ln.running.Add(1) <= ln.b.senders {
+			continue
+		}
+		ln.running.Add(-1)
+		return nil
 	}
 }
 

@@ -47,8 +47,11 @@ func (a *asyncOps) isClosed() bool { return a.closed.Load() }
 // ends for queued SettleAsync and ReleaseLeaseAsync calls to be answered. When ctx
 // ends first, those still queued get ErrClosed unsent, and Close returns an error
 // wrapping ErrClosed that counts them and those still on the wire. Without Close a
-// process loses what was queued silently. The client stays open: it is the caller's.
-// Safe for concurrent use; a second Close waits alike.
+// process loses what was queued silently. Then it waits, until ctx ends, for the batch's
+// senders to give their connections back, which they otherwise keep for seconds after their
+// last call, and gives back those its callers keep between calls (but one a call still holds),
+// so that closing the client next closes no connection under the store. The client stays open:
+// it is the caller's. Safe for concurrent use; a second Close waits alike.
 func (s *Store) Close(ctx context.Context) error {
 	s.async.closed.Store(true)
 	for s.async.n.Load() > 0 {
@@ -57,6 +60,12 @@ func (s *Store) Close(ctx context.Context) error {
 		case <-ctx.Done():
 			return s.closeLate(ctx)
 		}
+	}
+	if s.batch != nil {
+		s.batch.retire(ctx)
+	}
+	for i := range s.alone {
+		s.alone[i].closeIdle()
 	}
 	return nil
 }

@@ -134,3 +134,46 @@ func TestCloseGivesUpAtItsDeadlineAndReportsTheSettlesItCouldNotSend(t *testing.
 		t.Fatal("a settle posted after Close was not refused at once with ErrClosed")
 	}
 }
+
+// TestCloseGivesBackConnections: once Close returns, the store holds no connection of the
+// client: neither the batch's senders, which otherwise keep theirs until they go idle (seconds
+// later), nor its callers' own between calls. A caller closing the client next then closes no
+// connection under a sender (go-redis logs "Unexpected conn state changed by hook to CLOSED"
+// for each, at every shutdown).
+func TestCloseGivesBackConnections(t *testing.T) {
+	srv := redistest.Single(t)
+	client, err := redisstore.ClientConfig{URL: srv.URL()}.NewClient()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = client.Close() })
+	s, err := redisstore.New(client, redisstore.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Calls at once, so that they are batched through the senders.
+	lim := limiter.PerSecond(limiter.GCRA, 1_000_000)
+	var wg sync.WaitGroup
+	for g := range 32 {
+		wg.Go(func() {
+			for i := range 20 {
+				if d, err := s.Decide(context.Background(), fmt.Sprintf("close-conns-%d-%d", g, i), lim, 1); err != nil || !d.Allowed {
+					t.Errorf("decide: %+v, %v", d, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if st := client.PoolStats(); st.TotalConns == st.IdleConns {
+		t.Fatalf("no connection held by the store after its calls (%+v): the test shows nothing", st)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := s.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if st := client.PoolStats(); st.TotalConns != st.IdleConns {
+		t.Errorf("after Close, %d connections are still checked out (%+v)", st.TotalConns-st.IdleConns, st)
+	}
+}

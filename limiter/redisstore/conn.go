@@ -73,3 +73,13 @@ func (o *ownConn) close() {
 	}
 	o.busy, o.warm = false, false
 }
+
+// closeIdle gives the connection back unless a call holds it (its caller's give keeps it then).
+func (o *ownConn) closeIdle() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.held != nil && !o.busy {
+		_ = o.held.Close()
+		o.held, o.warm = nil, false
+	}
+}
