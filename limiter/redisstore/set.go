@@ -85,7 +85,7 @@ const (
 // per part of an earlier group per concurrent cross-slot set that a later
 // group refuses, held for the later group's round trip and the give-back's
 // (TestCluster's cross-slot set measures both: with 64 clients whose
-// users' quotas bind, about 210 refusals by the organisation's part while
+// users' quotas bind, about 210–230 refusals by the organisation's part while
 // its count was under its quota, no unit admitted past a quota, none left
 // short by the end). A give-back that fails
 // (the node unreachable) leaves its take counted, an undershoot of that
