@@ -34,19 +34,13 @@ func scriptCalls(t *testing.T, srv *redistest.Server) int64 {
 	return n
 }
 
-// Sets decided at once by many callers share script calls, as single
-// decisions do, and each still takes its cost exactly once.
-func TestConcurrentSetsShareScriptCalls(t *testing.T) {
-	srv := redistest.Single(t)
-	store := newStore(t, redisstore.ClientConfig{URL: srv.URL(), PoolSize: 8})
-	month := limiter.PerCalendar(1<<20, &limiter.Calendar{Unit: limiter.Month, Location: time.UTC})
+// setOf is a set of lims on store, failing closed, each Limiter holding
+// a Reserve's reservation for hold (0: limiter.DefaultHold).
+func setOf(t *testing.T, store *redisstore.Store, hold time.Duration, lims ...limiter.Limit) (*limiter.Set, []*limiter.Limiter) {
+	t.Helper()
 	var ls []*limiter.Limiter
-	for _, lim := range []limiter.Limit{
-		limiter.PerMinute(limiter.SlidingWindow, 1<<20),
-		{Algorithm: limiter.TokenBucket, Rate: 1 << 20, Period: time.Minute},
-		month,
-	} {
-		l, err := limiter.New(limiter.Config{Limit: lim, Store: store, FailPolicy: limiter.FailClosed, Timeout: 10 * time.Second})
+	for _, lim := range lims {
+		l, err := limiter.New(limiter.Config{Limit: lim, Store: store, FailPolicy: limiter.FailClosed, Timeout: 10 * time.Second, Hold: hold})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -56,17 +50,21 @@ func TestConcurrentSetsShareScriptCalls(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const callers, each, orgs = 64, 20, 4
+	return set, ls
+}
+
+// shareCalls runs each sets on every one of callers at once (caller g's
+// i-th set by decide(g)) and fails unless srv ran fewer script calls
+// than sets.
+func shareCalls(t *testing.T, srv *redistest.Server, callers, each int, decide func(g int) (bool, []limiter.Decision, error)) {
+	t.Helper()
 	before := scriptCalls(t, srv)
 	var wg sync.WaitGroup
 	for g := range callers {
 		wg.Go(func() {
-			user, org := "batched:user"+strconv.Itoa(g), "batched:org"+strconv.Itoa(g%orgs)
-			out := make([]limiter.Decision, 3)
 			for range each {
-				ok, err := set.Decide(context.Background(), limiter.ModeConsume, []string{user, user, org}, []int64{1, 7, 1}, out)
-				if err != nil || !ok {
-					t.Errorf("set of %s: %v %v %+v", user, ok, err, out)
+				if ok, out, err := decide(g); err != nil || !ok {
+					t.Errorf("caller %d's set: %v %v %+v", g, ok, err, out)
 					return
 				}
 			}
@@ -74,16 +72,35 @@ func TestConcurrentSetsShareScriptCalls(t *testing.T) {
 	}
 	wg.Wait()
 	calls := scriptCalls(t, srv) - before
-	if calls >= callers*each {
+	if calls >= int64(callers*each) {
 		t.Fatalf("%d sets took %d script calls: no set shared one", callers*each, calls)
 	}
+	t.Logf("%d sets in %d script calls", callers*each, calls)
+}
+
+// Sets decided at once by many callers share script calls, as single
+// decisions do, and each still takes its cost exactly once.
+func TestConcurrentSetsShareScriptCalls(t *testing.T) {
+	srv := redistest.Single(t)
+	store := newStore(t, redisstore.ClientConfig{URL: srv.URL(), PoolSize: 8})
+	month := limiter.PerCalendar(1<<20, &limiter.Calendar{Unit: limiter.Month, Location: time.UTC})
+	set, ls := setOf(t, store, 0,
+		limiter.PerMinute(limiter.SlidingWindow, 1<<20),
+		limiter.Limit{Algorithm: limiter.TokenBucket, Rate: 1 << 20, Period: time.Minute},
+		month)
+	const callers, each, orgs = 64, 20, 4
+	shareCalls(t, srv, callers, each, func(g int) (bool, []limiter.Decision, error) {
+		user, org := "batched:user"+strconv.Itoa(g), "batched:org"+strconv.Itoa(g%orgs)
+		out := make([]limiter.Decision, 3)
+		ok, err := set.Decide(context.Background(), limiter.ModeConsume, []string{user, user, org}, []int64{1, 7, 1}, out)
+		return ok, out, err
+	})
 	for o := range orgs {
 		d, err := ls[2].PeekN(context.Background(), "batched:org"+strconv.Itoa(o), 1)
 		if want := int64(1<<20 - callers/orgs*each); err != nil || d.Remaining != want {
 			t.Fatalf("organisation %d: %d remaining (%v), want %d: a take was lost or counted twice", o, d.Remaining, err, want)
 		}
 	}
-	t.Logf("%d sets in %d script calls", callers*each, calls)
 }
 
 // A set refused by its last part leaves no key of its other parts behind:
@@ -116,5 +133,60 @@ func TestRefusedSetLeavesNoKeys(t *testing.T) {
 				t.Errorf("%s: key %s left behind by a refused set (EXISTS %v, %v)", p.Limit.Algorithm, k, n, err)
 			}
 		}
+	}
+}
+
+// Reserving sets (Set.Reserve) ride the batches beside plain sets: the
+// sets decided at once share script calls, each reservation is opened
+// once with its take and settles on its own limit, and the counts come
+// out as settled.
+func TestConcurrentReservingSetsShareScriptCalls(t *testing.T) {
+	srv := redistest.Single(t)
+	store := newStore(t, redisstore.ClientConfig{URL: srv.URL(), PoolSize: 8})
+	const quota, tokens = 1 << 20, 100000 // a token refills in 10 minutes
+	set, ls := setOf(t, store, time.Minute,
+		limiter.Limit{Algorithm: limiter.TokenBucket, Rate: 1, Period: 10 * time.Minute, Burst: tokens},
+		limiter.PerMinute(limiter.FixedWindow, quota),
+		limiter.Limit{Algorithm: limiter.SlidingWindow, Rate: quota, Period: time.Hour})
+	const callers, each = 64, 10
+	held := make([][]limiter.Reservation, callers)
+	// Half the callers reserve, the other half decide plain sets.
+	shareCalls(t, srv, callers, each, func(g int) (bool, []limiter.Decision, error) {
+		user := "held:user" + strconv.Itoa(g)
+		keys := []string{user, user, "held:org"}
+		out, res := make([]limiter.Decision, 3), make([]limiter.Reservation, 3)
+		if g%2 == 1 {
+			ok, err := set.Decide(context.Background(), limiter.ModeConsume, keys, []int64{10, 1, 10}, out)
+			return ok, out, err
+		}
+		ok, err := set.Reserve(context.Background(), keys, []int64{10, 1, 10}, []bool{true, false, true}, out, res)
+		held[g] = append(held[g], res[0], res[2])
+		return ok, out, err
+	})
+	// Settle every reservation at 3 (7 given back of each 10 held).
+	var orgSpent int64
+	for g := range callers {
+		spent := int64(each * 10)
+		for k, r := range held[g] {
+			if r.ID == "" {
+				t.Fatalf("caller %d: reservation %d not opened", g, k)
+			}
+			p := 2 * (k % 2) // res[0] on the tokens, res[2] on the organisation
+			if _, err := ls[p].Commit(context.Background(), r, 3); err != nil {
+				t.Fatalf("caller %d: commit %d: %v", g, k, err)
+			}
+		}
+		if g%2 == 0 {
+			spent = each * 3
+		}
+		orgSpent += spent
+		d, err := ls[0].PeekN(context.Background(), "held:user"+strconv.Itoa(g), 1)
+		if err != nil || d.Remaining != tokens-spent {
+			t.Fatalf("caller %d's tokens: %d remaining (%v), want %d", g, d.Remaining, err, tokens-spent)
+		}
+	}
+	d, err := ls[2].PeekN(context.Background(), "held:org", 1)
+	if err != nil || d.Remaining != quota-orgSpent {
+		t.Fatalf("organisation: %d remaining (%v), want %d: a take or settle lost or counted twice", d.Remaining, err, quota-orgSpent)
 	}
 }
