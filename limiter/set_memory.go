@@ -46,94 +46,156 @@ func (s *MemoryStore) decideParts(_ context.Context, parts []Part, mode Mode, ho
 // nothing (DecideSet), and when admitted opens holds[i] on each part whose
 // ID is set (holds nil: none; ReserveSet). The callers checked the costs;
 // two parts of one state are an error.
+//
+// An admitted set applies each part once: a part's slot is saved, then
+// taken from, and put back should a later part refuse (sliding_log, whose
+// log a copy does not save, is peeked first and taken once all admit). A
+// fresh key is decided on a blank slot and inserted only when the set is
+// admitted. A refused set puts every slot back and answers each part
+// peeked on it, as if nothing had been tried.
 func (s *MemoryStore) decideSet(keys []string, cls []*compiledLimit, costs []int64, mode Mode, holds []ReserveRequest, out []Decision) (bool, error) {
 	n := len(keys)
-	var hbuf [8]uint64
-	var sbuf [8]uint32
-	hashes, shards := hbuf[:0], sbuf[:0]
-	if n > len(hbuf) {
-		hashes, shards = make([]uint64, 0, n), make([]uint32, 0, n)
+	var hbuf [setOnStack]uint64
+	var sbuf [setOnStack]uint32
+	var pbuf [setOnStack]*memSlot
+	var vbuf [setOnStack]memSlot
+	var tbuf [setOnStack]bool
+	st := memSetState{hashes: hbuf[:0], shards: sbuf[:0], slots: pbuf[:0], saved: vbuf[:0], taken: tbuf[:0]}
+	if n > setOnStack {
+		st = memSetState{hashes: make([]uint64, 0, n), shards: make([]uint32, 0, n), slots: make([]*memSlot, 0, n), saved: make([]memSlot, 0, n), taken: make([]bool, 0, n)}
 	}
 	for i, key := range keys {
 		h := s.hash(cls[i].alg, key)
 		for j := range i {
-			if hashes[j] == h && cls[j].alg == cls[i].alg && keys[j] == key {
+			if st.hashes[j] == h && cls[j].alg == cls[i].alg && keys[j] == key {
 				return false, fmt.Errorf("memory store: parts %d and %d on key %q: %w", j, i, key, ErrSharedState)
 			}
 		}
-		hashes = append(hashes, h)
-		shards = appendSorted(shards, uint32(h&s.mask))
+		st.hashes = append(st.hashes, h)
+		st.shards = appendSorted(st.shards, uint32(h&s.mask))
 	}
-	for _, i := range shards {
+	st.slots, st.saved, st.taken = st.slots[:n], st.saved[:n], st.taken[:n]
+	for _, i := range st.shards {
 		s.shards[i].mu.Lock()
 	}
-	now := s.nowUS()
-	allowed, fresh := true, false
-	var ebuf [8]*memSlot
-	slots := ebuf[:0]
-	for i, key := range keys {
-		sh := &s.shards[hashes[i]&s.mask]
-		var e *memSlot
-		if j := sh.find(hashes[i], cls[i].alg, key); j >= 0 {
-			e = sh.slot(j)
-			out[i] = e.apply(now, false, key, cls[i], costAt(costs, i), true)
-		} else {
-			var blank memSlot
-			out[i] = blank.apply(now, true, key, cls[i], costAt(costs, i), true)
-			fresh = true
-		}
-		slots = append(slots, e)
-		out[i].Admitted = 0
-		allowed = allowed && out[i].Allowed
+	allowed := s.trySet(&st, keys, cls, costs, mode, out)
+	if allowed && mode == ModeConsume && holds != nil {
+		s.openRecords(&st, keys, cls, costs, holds)
 	}
-	if allowed && mode == ModeConsume && !fresh {
-		// Each part admits on the state just read: take every cost.
-		for i, key := range keys {
-			out[i] = slots[i].apply(now, false, key, cls[i], costAt(costs, i), false)
-		}
-		if holds != nil {
-			s.openRecords(keys, hashes, cls, costs, slots, now, holds)
-		}
-	} else if allowed && mode == ModeConsume {
-		// As above, but an insertion may move the slots of its shard, so
-		// each is found again.
-		for i, key := range keys {
-			sh := &s.shards[hashes[i]&s.mask]
-			var e *memSlot
-			j := sh.find(hashes[i], cls[i].alg, key)
-			fresh := j < 0
-			if fresh {
-				e = sh.insert(hashes[i], cls[i].alg, key, now, s.perShard)
-			} else {
-				e = sh.slot(j)
-			}
-			out[i] = e.apply(now, fresh, key, cls[i], costAt(costs, i), false)
-			slots[i] = e
-		}
-		if holds != nil {
-			s.openRecords(keys, hashes, cls, costs, slots, now, holds)
-		}
-	}
-	for k := len(shards) - 1; k >= 0; k-- {
-		s.shards[shards[k]].mu.Unlock()
+	for k := len(st.shards) - 1; k >= 0; k-- {
+		s.shards[st.shards[k]].mu.Unlock()
 	}
 	return allowed, nil
 }
 
-// openRecords records holds' reservations of a set just taken from slots
-// at now; the caller holds the shards' locks. The marks are read first:
-// settling a book's expired records may move its shard's slots.
-func (s *MemoryStore) openRecords(keys []string, hashes []uint64, cls []*compiledLimit, costs []int64, slots []*memSlot, now int64, holds []ReserveRequest) {
-	var mbuf [8]int64
+// openRecords records holds' reservations of a set just taken, at the
+// instant of its take; the caller holds the shards' locks. Each slot is
+// found again (an insertion of the set's fresh keys may have moved it)
+// and every mark read first: settling a book's expired records may move
+// its shard's slots.
+func (s *MemoryStore) openRecords(st *memSetState, keys []string, cls []*compiledLimit, costs []int64, holds []ReserveRequest) {
+	var mbuf [setOnStack]int64
 	marks := mbuf[:0]
-	for i := range keys {
-		marks = append(marks, takeMark(slots[i], cls[i], now))
+	for i, key := range keys {
+		sh := &s.shards[st.hashes[i]&s.mask]
+		marks = append(marks, takeMark(sh.slot(sh.find(st.hashes[i], cls[i].alg, key)), cls[i], st.now))
 	}
 	for i, r := range holds {
 		if r.ID != "" {
-			s.shards[hashes[i]&s.mask].openRecord(hashes[i], keys[i], cls[i], now, r, costAt(costs, i), marks[i])
+			s.shards[st.hashes[i]&s.mask].openRecord(st.hashes[i], keys[i], cls[i], st.now, r, costAt(costs, i), marks[i])
 		}
 	}
+}
+
+// setOnStack is the most parts decideSet holds on the stack.
+const setOnStack = 8
+
+// memSetState is a set's hashes, shards and slots under decideSet, by part.
+type memSetState struct {
+	hashes []uint64
+	shards []uint32   // ascending, each once
+	slots  []*memSlot // nil: a fresh key, decided on saved
+	saved  []memSlot  // a slot as found, or a fresh key's blank
+	taken  []bool
+	now    int64 // the instant trySet decided at (µs)
+}
+
+// trySet decides the set with its shards locked (see decideSet).
+func (s *MemoryStore) trySet(st *memSetState, keys []string, cls []*compiledLimit, costs []int64, mode Mode, out []Decision) bool {
+	now := s.nowUS()
+	st.now = now
+	allowed, fresh := true, false
+	for i, key := range keys {
+		sh := &s.shards[st.hashes[i]&s.mask]
+		e := &st.saved[i]
+		if j := sh.find(st.hashes[i], cls[i].alg, key); j >= 0 {
+			st.slots[i] = sh.slot(j)
+			*e = *st.slots[i]
+			e = st.slots[i]
+		} else {
+			fresh = true
+		}
+		// Take at once, unless the set is refused already, peeked, or the
+		// part is a log, which only a second pass takes from.
+		take := allowed && mode == ModeConsume && cls[i].alg != slidingLogIndex
+		out[i] = e.apply(now, st.slots[i] == nil, key, cls[i], costAt(costs, i), !take)
+		st.taken[i] = take
+		allowed = allowed && out[i].Allowed
+	}
+	if !allowed || mode != ModeConsume {
+		s.untrySet(st, now, keys, cls, costs, out)
+		return allowed
+	}
+	for i, key := range keys {
+		if st.taken[i] {
+			continue
+		}
+		e := st.slots[i]
+		if e == nil {
+			e = &st.saved[i]
+		}
+		out[i] = e.apply(now, st.slots[i] == nil, key, cls[i], costAt(costs, i), false)
+	}
+	if fresh {
+		// An insertion may move its shard's slots: those taken are done with.
+		for i, key := range keys {
+			if st.slots[i] == nil {
+				sh := &s.shards[st.hashes[i]&s.mask]
+				e := sh.insert(st.hashes[i], cls[i].alg, key, now, s.perShard)
+				e.adopt(&st.saved[i])
+			}
+		}
+	}
+	return true
+}
+
+// untrySet puts back the slots a refused or peeked set took from and
+// answers every part peeked on the state as it is, taking nothing.
+func (s *MemoryStore) untrySet(st *memSetState, now int64, keys []string, cls []*compiledLimit, costs []int64, out []Decision) {
+	for i := range keys {
+		if st.taken[i] {
+			if e := st.slots[i]; e != nil {
+				*e = st.saved[i]
+			} else {
+				st.saved[i] = memSlot{}
+			}
+		}
+	}
+	for i, key := range keys {
+		if st.taken[i] {
+			e := st.slots[i]
+			if e == nil {
+				e = &st.saved[i]
+			}
+			out[i] = e.apply(now, st.slots[i] == nil, key, cls[i], costAt(costs, i), true)
+		}
+		out[i].Admitted = 0
+	}
+}
+
+// adopt gives the inserted slot e a fresh key's state decided on blank.
+func (e *memSlot) adopt(blank *memSlot) {
+	e.stamp, e.units, e.idleAt, e.extra, e.log = blank.stamp, blank.units, blank.idleAt, blank.extra, blank.log
 }
 
 // appendSorted inserts v into the ascending xs unless it holds it.

@@ -139,7 +139,8 @@ func (b *batcher) wait(ctx context.Context, r *request, timeout time.Duration) r
 	}
 	select {
 	case <-r.done:
-		rep := reply{d: r.d, err: r.err, ints: r.out, n: r.nout}
+		rep := reply{d: r.d, err: r.err, ints: r.out, n: r.nout, set: r.sout}
+		r.sout = nil
 		if r.disarm(timed) {
 			b.s.recycle(r) // answered by a sender, which is done with it
 		}
@@ -537,7 +538,11 @@ func newSender(b *batcher) *sender {
 func deliver(r *request, d limiter.Decision, ints []int64, err error) {
 	if r.answered.CompareAndSwap(0, 1) {
 		r.d, r.err = d, err
-		r.nout = copy(r.out[:], ints)
+		if r.fam == famSet {
+			r.sout = append(r.sout[:0], ints...)
+		} else {
+			r.nout = copy(r.out[:], ints)
+		}
 		if r.then != nil {
 			// then recycles r: the store is read first.
 			s := r.s
@@ -674,9 +679,12 @@ func (sd *sender) buildCommands() {
 	for gi := range sd.groups {
 		g := &sd.groups[gi]
 		start := len(sd.args)
-		if g.fam < famReserve {
+		switch {
+		case g.fam < famReserve:
 			sd.args = sd.b.s.encode(&sd.enc, sd.args, &sd.b.s.algs[g.fam], g)
-		} else {
+		case g.fam == famSet:
+			sd.args = sd.enc.encodeSets(sd.args, sd.b.s.sets, g)
+		default:
 			sd.args = sd.enc.encodeOps(sd.args, sd.b.s.batchScript(g.fam), g)
 		}
 		g.args = sd.args[start:len(sd.args):len(sd.args)]
@@ -831,16 +839,22 @@ func (sd *sender) deliverGroup(ctx context.Context, g *group) error {
 		// each decision goes on its own, which MIGRATE does not split.
 		return sd.singly(ctx, g)
 	}
-	if err == nil && len(sd.ints) != replyLen*len(g.members) {
+	want := 0
+	for _, r := range g.members {
+		want += r.width()
+	}
+	if err == nil && len(sd.ints) != want {
 		err = errors.New("unexpected batch reply length")
 	}
-
-	for i, r := range g.members {
+	at := 0
+	for _, r := range g.members {
 		if err != nil {
 			deliver(r, limiter.Decision{}, nil, err)
 			continue
 		}
-		deliverInts(r, sd.ints[i*replyLen:(i+1)*replyLen])
+		w := r.width()
+		deliverInts(r, sd.ints[at:at+w])
+		at += w
 	}
 	return err
 }

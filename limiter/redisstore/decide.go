@@ -111,6 +111,10 @@ func (s *Store) recycle(r *request) {
 		// sameSet compares whole arrays.
 		r.set = [maxOpNums]int64{}
 		r.nout, r.nset, r.kind, r.value = 0, 0, 0, 0
+		clear(r.skeys)
+		clear(r.sargv)
+		r.skeys, r.sparts, r.sargv, r.sout = r.skeys[:0], r.sparts[:0], r.sargv[:0], nil
+		r.sheld, r.sid = r.sheld[:0], ""
 	}
 	r.then, r.onSettle, r.onRelease = nil, nil, nil
 	s.requests.Put(r)
@@ -154,6 +158,10 @@ func (s *Store) direct(ctx context.Context, r *request, timeout time.Duration) r
 		return reply{err: err}
 	}
 	var rep reply
+	if r.fam == famSet {
+		rep.set, r.sout = append(r.sout[:0], ints...), nil
+		return rep
+	}
 	if r.isOp() {
 		rep.n = copy(rep.ints[:], ints)
 		return rep
@@ -168,6 +176,7 @@ type reply struct {
 	d    limiter.Decision
 	ints [replyLen]int64
 	n    int
+	set  []int64 // a set's answer (request.sout)
 	err  error
 }
 
@@ -261,6 +270,18 @@ type request struct {
 	argv [4 + maxOpKeys + maxOpNums]any
 	raw  bytes.Buffer
 	ints []int64
+
+	// A set's slot group (famSet, set.go): its parts' keys, its parts, its
+	// head numbers and its command alone; keys[0] is its first key. sout
+	// is the buffer its answer goes to, the caller's, handed back with the
+	// reply (reply.set), so that a caller who left is never written to.
+	skeys  []string
+	sparts []setPart
+	sheld  []setHold // its held parts (ReserveSet), books last in skeys
+	sid    string    // the reservation's id when sheld is not empty
+	shead  [setHeadLen]int64
+	sargv  []any
+	sout   []int64
 }
 
 // answer checks a decoded reply against the cost and completes it.
@@ -280,6 +301,9 @@ func (r *request) answer(d limiter.Decision, err error) (limiter.Decision, error
 
 // cmdArgs is r's command, slots 0 and 1 left for the name and SHA.
 func (r *request) cmdArgs() []any {
+	if r.fam == famSet {
+		return r.setArgs()
+	}
 	return r.appendArgs(r.appendKeys(append(r.argv[:0], nil, nil, r.nkeys)))
 }
 

@@ -24,6 +24,9 @@ type encoder struct {
 	sets  []int                  // member index of each distinct set's first decision
 	key   []int                  // per member: distinct key index
 	set   []int                  // per member: set index
+	// bySpec and specs are encodeSets': a spec's index, the distinct specs.
+	bySpec map[[setSpecLen]int64]int
+	specs  []*setPart
 }
 
 // reserve sizes nums so that pointers into it stay valid.

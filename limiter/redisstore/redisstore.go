@@ -137,6 +137,7 @@ type Store struct {
 	unconfirmed atomic.Int64
 	resv        *[limiter.NumAlgorithms]reserveScripts // by AlgorithmSpec.Index
 	leases      *opScripts
+	sets        *script  // lua/generated/set.lua, alone and batched
 	async       asyncOps // operations nobody waits for, for Close
 }
 
@@ -168,7 +169,11 @@ func New(client redis.UniversalClient, cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{client: client, prefix: cfg.Prefix, algs: algs, resv: resv, leases: leases, fence: fc, failObs: cfg.FailoverObserver}
+	sets, err := setScript()
+	if err != nil {
+		return nil, fmt.Errorf("redisstore: %w", err)
+	}
+	s := &Store{client: client, prefix: cfg.Prefix, algs: algs, resv: resv, leases: leases, sets: sets, fence: fc, failObs: cfg.FailoverObserver}
 	s.requests.New = func() any { return &request{done: make(chan struct{}, 1)} }
 	s.async.zero = make(chan struct{}, 1)
 	s.cc, s.cluster = client.(*redis.ClusterClient)
@@ -243,6 +248,7 @@ func (s *Store) Warm(ctx context.Context) error {
 				pipe.ScriptLoad(ctx, s.algs[i].single.src)
 				pipe.ScriptLoad(ctx, s.algs[i].batch.src)
 			}
+			pipe.ScriptLoad(ctx, s.sets.src)
 			if _, err := pipe.Exec(ctx); err != nil {
 				errs[0] = fmt.Errorf("load scripts: %w", err)
 			}

@@ -14,8 +14,8 @@ import (
 
 // Script families, request.fam: an algorithm's decisions (its
 // AlgorithmSpec.Index), its reservation calls (famReserve + the index),
-// lease calls (famLease). A batch makes one script call per family and
-// slot.
+// lease calls (famLease), sets (famSet, set.go). A batch makes one script
+// call per family and slot.
 const (
 	famReserve = limiter.NumAlgorithms
 	famLease   = 2 * limiter.NumAlgorithms
@@ -49,6 +49,8 @@ func (s *Store) singleScript(r *request) *script {
 		return &s.algs[r.fam].single
 	case r.fam < famLease:
 		return s.resv[r.fam-famReserve].ops.single[r.kind]
+	case r.fam == famSet:
+		return s.sets
 	default:
 		return s.leases.single[r.kind]
 	}
@@ -61,6 +63,8 @@ func (s *Store) batchScript(fam int) *script {
 		return &s.algs[fam].batch
 	case fam < famLease:
 		return s.resv[fam-famReserve].ops.batch
+	case fam == famSet:
+		return s.sets
 	default:
 		return s.leases.batch
 	}

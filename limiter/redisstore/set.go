@@ -1,7 +1,6 @@
 package redisstore
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"sync"
@@ -30,19 +29,61 @@ const setReplyLen = 6
 // setGiveBack is the set script's mode that gives back a take.
 const setGiveBack = 3
 
+// famSet is the family of set requests (see famReserve): a set's slot
+// group rides the lanes and batches as any other request, the groups of
+// one batch and slot sharing one call of the set script.
+const famSet = famLease + 1
+
+// setSpecLen is the length of a part's spec: its algorithm's index, its
+// number of parameters, the parameters.
+const setSpecLen = 2 + maxArgs
+
+// setPart is one part of a set's slot group as its request carries it
+// (request.parts), in the numbers the set script reads.
+type setPart struct {
+	spec  [setSpecLen]int64
+	index int64 // its spec's index in the call
+	cost  int64
+	mark  int64 // a take's mark, to give back (mode 3)
+}
+
+// setHold is one held part of a set's slot group (ReserveSet) as its
+// request carries it (request.sheld), in the numbers the set script reads.
+type setHold struct {
+	index  int64 // the part's index in the group, from 1
+	policy int64 // limiter.ReserveRequest.OnExpiry
+	hold   int64 // µs
+	keep   int64 // ms: how long past the hold the record may matter
+}
+
+// Indexes of request.shead: the set's mode, number of parts and of held
+// parts, and for a call of the set alone its number of keys and of sets
+// (1).
+const (
+	headMode = iota
+	headParts
+	headHeld
+	headKeys
+	headSets
+	setHeadLen
+)
+
 // DecideSet implements limiter.SetStore. On a single server or through
-// Sentinel the set is one script call over every part's keys (lua/set.lua):
-// it peeks every part and takes only when all admit, atomically, on
-// Redis's clock. Set calls are not batched with other decisions.
+// Sentinel the set is one request over every part's keys, which rides the
+// batches with the store's other requests (batch.go): the sets of one
+// batch share one call of lua/set.lua, which decides them one after
+// another, each peeking every part and taking only when all admit,
+// atomically, on Redis's clock, each part's state read from Redis once.
 //
 // On a Cluster, the parts whose keys share a slot (one user key's parts
-// under any algorithms: the key is the hash tag) are one script call, as
-// above. Parts in several slots (a per-organisation or global limit beside
-// per-client ones) are decided slot group after slot group, each taking as
-// it admits; when a later group refuses, or its call fails, what the
-// earlier groups took is given back (the settle arithmetic of
-// reservations), and every part then answers as if peeked. A peek of
-// several groups is one call per group, not one snapshot.
+// under any algorithms: the key is the hash tag) are one request, as
+// above, on the lane of their slot's master. Parts in several slots (a
+// per-organisation or global limit beside per-client ones) are decided
+// slot group after slot group, each taking as it admits; when a later
+// group refuses, or its call fails, what the earlier groups took is given
+// back (the settle arithmetic of reservations), and every part then
+// answers as if peeked. A peek of several groups is one call per group,
+// not one snapshot.
 //
 // Bound of the cross-slot set: no overshoot. A group's take is counted in
 // its state from before the set is answered until it is given back, so no
@@ -55,7 +96,7 @@ const setGiveBack = 3
 // per part of an earlier group per concurrent cross-slot set that a later
 // group refuses, held for the later group's round trip and the give-back's
 // (TestCluster's cross-slot set measures both: with 64 clients whose
-// users' quotas bind, about 210 refusals by the organisation's part while
+// users' quotas bind, about 210–230 refusals by the organisation's part while
 // its count was under its quota, no unit admitted past a quota, none left
 // short by the end). A give-back that fails
 // (the node unreachable) leaves its take counted, an undershoot of that
@@ -86,18 +127,9 @@ func (s *Store) decideSet(ctx context.Context, parts []limiter.Part, mode limite
 			return false, fmt.Errorf("part %d: %w", i, err)
 		}
 	}
-	sc, err := setScript()
-	if err != nil {
-		return false, fmt.Errorf("redis store: %w", err)
-	}
-	if dl, ok := ctx.Deadline(); timeout > 0 && (!ok || time.Until(dl) > timeout) {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, timeout)
-		defer cancel()
-	}
 	c := setCalls.Get().(*setCall)
 	defer c.recycle()
-	c.s, c.sc, c.parts, c.out, c.holds = s, sc, parts, out, holds
+	c.s, c.parts, c.out, c.holds = s, parts, out, holds
 	for _, h := range holds {
 		if h.ID != "" {
 			c.id = h.ID
@@ -105,33 +137,33 @@ func (s *Store) decideSet(ctx context.Context, parts []limiter.Part, mode limite
 	}
 	groups := c.groups()
 	if len(groups) == 1 {
-		ints, err := c.run(ctx, groups[0], int64(mode))
+		ints, err := c.run(ctx, timeout, groups[0], int64(mode))
 		if err != nil {
 			return false, err
 		}
 		return c.answer(groups[0], ints, mode)
 	}
+	if dl, ok := ctx.Deadline(); timeout > 0 && (!ok || time.Until(dl) > timeout) {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
 	return c.crossSlot(ctx, groups, mode)
 }
 
 // setCall is one DecideSet on its way, with the buffers its calls reuse:
-// setCalls pools them, so that a set allocates its keys and command and
-// nothing per argument (TestSetOfThreeLimitsAllocatesLittle).
+// setCalls pools them, so that a set allocates its keys and nothing per
+// argument (TestSetOfThreeLimitsAllocatesLittle).
 type setCall struct {
 	s     *Store
-	sc    *script
 	parts []limiter.Part
 	out   []limiter.Decision
 	marks []int64                  // a take's marks, by part (cross-slot)
 	holds []limiter.ReserveRequest // ReserveSet's, by part; nil for DecideSet
 	id    string                   // the id of holds, "" when none is held
-	raw   bytes.Buffer
-	ints  []int64
-	// keys and nums are a call's keys and integer arguments, args the
-	// command pointing into them (a pointer boxes without allocating).
-	keys []string
-	nums []int64
-	args []any
+	// ints is the buffer a call's answer is read into, lent to the
+	// request while it is on its way (nil: lent to one its caller left).
+	ints []int64
 	all  []int
 	one  [1][]int
 }
@@ -141,9 +173,7 @@ var setCalls = sync.Pool{New: func() any { return new(setCall) }}
 
 // recycle drops c's references to the caller's values and pools c.
 func (c *setCall) recycle() {
-	clear(c.keys)
-	clear(c.args)
-	c.s, c.sc, c.parts, c.out, c.marks, c.holds, c.id = nil, nil, nil, nil, nil, nil, ""
+	c.s, c.parts, c.out, c.marks, c.holds, c.id = nil, nil, nil, nil, nil, ""
 	setCalls.Put(c)
 }
 
@@ -175,86 +205,179 @@ func (c *setCall) groups() [][]int {
 	return groups
 }
 
-// run sends the set script over the parts of group in mode (with their
-// marks to give back), again after TRYAGAIN (a migrating slot: nothing ran).
-func (c *setCall) run(ctx context.Context, group []int, mode int64) ([]int64, error) {
+// run sends the parts of group in mode (with their marks to give back) as
+// one request, alone or batched (Store.send), bounded by ctx and timeout
+// when > 0, and returns its answer.
+func (c *setCall) run(ctx context.Context, timeout time.Duration, group []int, mode int64) ([]int64, error) {
 	s := c.s
-	c.keys = c.keys[:0]
-	// nums: the number of keys, mode, the number of parts, then per part
-	// its algorithm, numbers of keys and parameters, parameters, cost, mark.
-	c.nums = append(c.nums[:0], 0, mode, int64(len(group)))
+	r := s.newOp(famSet, 0)
 	for _, i := range group {
 		p := c.parts[i]
 		alg := &s.algs[limiter.SpecOf(p.Limit.Algorithm).Index()]
 		base := s.baseKey(p.Key, p.Limit.Algorithm)
 		for _, suffix := range alg.keySuffixes {
-			c.keys = append(c.keys, base+suffix) // the empty suffix allocates nothing
+			r.skeys = append(r.skeys, base+suffix) // the empty suffix allocates nothing
 		}
-		c.nums = append(c.nums, int64(alg.spec.Index()), int64(alg.nkeys), int64(alg.spec.NumParams()))
-		c.nums = alg.spec.AppendParams(c.nums, p.Key, p.Limit)
-		var mark int64
+		r.sparts = append(r.sparts, setPart{cost: p.Cost})
+		sp := &r.sparts[len(r.sparts)-1]
+		sp.spec[0], sp.spec[1] = int64(alg.spec.Index()), int64(alg.spec.NumParams())
+		alg.spec.AppendParams(sp.spec[2:2], p.Key, p.Limit)
 		if c.marks != nil {
-			mark = c.marks[i]
+			sp.mark = c.marks[i]
 		}
-		c.nums = append(c.nums, p.Cost, mark)
 	}
-	held := len(c.nums)
 	if mode != int64(limiter.ModePeek) {
-		c.appendHolds(group)
+		c.appendHolds(r, group)
 	}
-	c.nums[0] = int64(len(c.keys))
-	// c.nums is complete: pointers into it stay valid.
-	args := append(c.args[:0], nil, nil, &c.nums[0])
-	for k := range c.keys {
-		args = append(args, &c.keys[k])
+	r.shead = [setHeadLen]int64{headMode: mode, headParts: int64(len(group)), headHeld: int64(len(r.sheld)), headKeys: int64(len(r.skeys)), headSets: 1}
+	// The first key names the request's slot and lane.
+	first := r.skeys[0]
+	r.addKey(first)
+	s.slotted(r)
+	r.sout, c.ints = c.ints[:0], nil
+	rep := s.send(ctx, r, timeout)
+	if rep.err != nil {
+		return nil, fmt.Errorf("redis set script for %s: %w", first, rep.err)
 	}
-	for k := 1; k < len(c.nums); k++ {
-		if k == held {
-			args = append(args, &c.id) // the trailer's first argument
-		}
-		args = append(args, &c.nums[k])
+	c.ints = rep.set
+	if len(rep.set) != setReplyLen*len(group) {
+		return nil, fmt.Errorf("redis set script: unexpected reply of %d integers for %d parts", len(rep.set), len(group))
 	}
-	c.args = args
-	ints, err := s.run(ctx, s.client, c.sc, args, &c.raw, c.ints[:0])
-	for backoff := tryAgainFirst; isTryAgain(err) && retryWait(ctx, backoff); backoff = min(2*backoff, tryAgainMax) {
-		ints, err = s.run(ctx, s.client, c.sc, args, &c.raw, ints)
-	}
-	if err != nil {
-		s.noteError(err)
-		return nil, fmt.Errorf("redis set script for %s: %w", c.keys[0], err)
-	}
-	if len(ints) != setReplyLen*len(group) {
-		return nil, fmt.Errorf("redis set script: unexpected reply of %d integers for %d parts", len(ints), len(group))
-	}
-	c.ints = ints
-	return ints, nil
+	return rep.set, nil
 }
 
-// appendHolds appends, when group holds reservations (ReserveSet), the
-// set script's trailer: their count and, per held part, its index in the
-// group, expiry policy, hold (µs) and keep (ms), each book to the keys; the
-// caller puts the id before the count.
-func (c *setCall) appendHolds(group []int) {
+// width is the number of integers r's script answers: six a part of a
+// set, else five.
+func (r *request) width() int {
+	if r.fam == famSet {
+		return setReplyLen * len(r.sparts)
+	}
+	return replyLen
+}
+
+// setArgs is the command of r, a set's slot group, alone: every part
+// its own spec. Slots 0 and 1 are left for the name and SHA.
+func (r *request) setArgs() []any {
+	args := append(r.sargv[:0], nil, nil, &r.shead[headKeys])
+	for k := range r.skeys {
+		args = append(args, &r.skeys[k])
+	}
+	args = append(args, &r.shead[headSets], &r.shead[headParts])
+	for i := range r.sparts {
+		p := &r.sparts[i]
+		p.index = int64(i)
+		args = p.appendSpec(args)
+	}
+	r.sargv = r.appendSetParts(args)
+	return r.sargv
+}
+
+// appendSpec appends pointers to p's spec to dst.
+func (p *setPart) appendSpec(dst []any) []any {
+	for j := 0; j < 2+int(p.spec[1]); j++ {
+		dst = append(dst, &p.spec[j])
+	}
+	return dst
+}
+
+// appendSetParts appends pointers to r's mode, number of parts and of
+// held parts, per part its spec's index, cost and, giving back, mark, and
+// when it holds any, the reservation's id and per held part its numbers.
+func (r *request) appendSetParts(dst []any) []any {
+	dst = append(dst, &r.shead[headMode], &r.shead[headParts], &r.shead[headHeld])
+	for i := range r.sparts {
+		p := &r.sparts[i]
+		dst = append(dst, &p.index, &p.cost)
+		if r.shead[headMode] == setGiveBack {
+			dst = append(dst, &p.mark)
+		}
+	}
+	if len(r.sheld) == 0 {
+		return dst
+	}
+	dst = append(dst, &r.sid)
+	for i := range r.sheld {
+		h := &r.sheld[i]
+		dst = append(dst, &h.index, &h.policy, &h.hold, &h.keep)
+	}
+	return dst
+}
+
+// encodeSets appends g's command to dst, a batch of sets' slot groups,
+// each distinct spec once:
+//
+//	EVALSHA sha numkeys <each set's keys> nsets nspecs <per spec: its numbers>
+//	    <per set: mode, nparts, nheld, <per part: spec index (from 0), cost[, mark]>
+//	    [id <per held part: index (from 1), policy, hold, keep>]>
+//
+// The parts of the sets of one limiter.Set have the specs of the set
+// before them, found without the map. Pointers into the requests and
+// e.nums (sized by reserve) box without allocating.
+func (e *encoder) encodeSets(dst []any, sc *script, g *group) []any {
+	if e.bySpec == nil {
+		e.bySpec = make(map[[setSpecLen]int64]int)
+	}
+	clear(e.bySpec)
+	e.specs = e.specs[:0]
+	g.numKeys = 0
+	var prev *request
+	for _, r := range g.members {
+		g.numKeys += int64(len(r.skeys))
+		for i := range r.sparts {
+			p := &r.sparts[i]
+			if prev != nil && i < len(prev.sparts) && prev.sparts[i].spec == p.spec {
+				p.index = prev.sparts[i].index
+				continue
+			}
+			si, ok := e.bySpec[p.spec]
+			if !ok {
+				si = len(e.specs)
+				e.bySpec[p.spec] = si
+				e.specs = append(e.specs, p)
+			}
+			p.index = int64(si)
+		}
+		prev = r
+	}
+	dst = append(dst, "evalsha", sc.shaArg, &g.numKeys)
+	for _, r := range g.members {
+		for k := range r.skeys {
+			dst = append(dst, &r.skeys[k])
+		}
+	}
+	head := len(e.nums)
+	e.nums = append(e.nums, int64(len(g.members)), int64(len(e.specs)))
+	dst = append(dst, &e.nums[head], &e.nums[head+1])
+	for _, p := range e.specs {
+		dst = p.appendSpec(dst)
+	}
+	clear(e.specs)
+	for _, r := range g.members {
+		dst = r.appendSetParts(dst)
+	}
+	return dst
+}
+
+// appendHolds puts on r, when group holds reservations (ReserveSet),
+// the id and, per held part, its index in the group, expiry policy, hold
+// (µs) and keep (ms), and each book to its keys, after the parts' keys.
+func (c *setCall) appendHolds(r *request, group []int) {
 	if c.id == "" {
 		return
 	}
-	at := len(c.nums)
+	r.sid = c.id
 	for g, i := range group {
-		h := c.holds
-		if h[i].ID == "" {
+		h := c.holds[i]
+		if h.ID == "" {
 			continue
 		}
-		if at == len(c.nums) {
-			c.nums = append(c.nums, 0)
-		}
 		p := c.parts[i]
-		hold := h[i].Hold
+		hold := h.Hold
 		if hold <= 0 {
 			hold = limiter.DefaultHold
 		}
-		c.nums[at]++
-		c.nums = append(c.nums, int64(g+1), int64(h[i].OnExpiry), hold.Microseconds(), 2*p.Limit.Window().Milliseconds())
-		c.keys = append(c.keys, c.s.baseKey(p.Key, p.Limit.Algorithm)+bookSuffix)
+		r.sheld = append(r.sheld, setHold{index: int64(g + 1), policy: int64(h.OnExpiry), hold: hold.Microseconds(), keep: 2 * p.Limit.Window().Milliseconds()})
+		r.skeys = append(r.skeys, c.s.baseKey(p.Key, p.Limit.Algorithm)+bookSuffix)
 	}
 }
 
@@ -299,7 +422,7 @@ func (c *setCall) crossSlot(ctx context.Context, groups [][]int, mode limiter.Mo
 	if mode == limiter.ModePeek {
 		allowed := true
 		for _, g := range groups {
-			ints, err := c.run(ctx, g, int64(mode))
+			ints, err := c.run(ctx, 0, g, int64(mode))
 			if err != nil {
 				return false, err
 			}
@@ -313,7 +436,7 @@ func (c *setCall) crossSlot(ctx context.Context, groups [][]int, mode limiter.Mo
 	}
 	c.marks = make([]int64, len(c.parts))
 	for k, g := range groups {
-		ints, err := c.run(ctx, g, int64(limiter.ModeConsume))
+		ints, err := c.run(ctx, 0, g, int64(limiter.ModeConsume))
 		var ok bool
 		if err == nil {
 			ok, err = c.answer(g, ints, mode)
@@ -329,7 +452,7 @@ func (c *setCall) crossSlot(ctx context.Context, groups [][]int, mode limiter.Mo
 		}
 		c.giveBack(ctx, groups[:k])
 		for _, later := range groups[k+1:] {
-			ints, err := c.run(ctx, later, int64(limiter.ModePeek))
+			ints, err := c.run(ctx, 0, later, int64(limiter.ModePeek))
 			if err == nil {
 				_, err = c.answer(later, ints, limiter.ModePeek)
 			}
@@ -352,7 +475,7 @@ func (c *setCall) giveBack(ctx context.Context, groups [][]int) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), giveBackTimeout)
 	defer cancel()
 	for _, g := range groups {
-		ints, err := c.run(ctx, g, setGiveBack)
+		ints, err := c.run(ctx, 0, g, setGiveBack)
 		if err == nil {
 			_, err = c.answer(g, ints, limiter.ModePeek)
 		}

@@ -10,8 +10,8 @@ import (
 // setSource assembles lua/generated/set.lua: the preamble, the clock read
 // once, every algorithm's decide_values, settle section (mark, adjust) and
 // lua/book.lua's open (on that algorithm's adjust) each in a block of its
-// own, so that their locals do not meet, stored by AlgorithmSpec.Index + 1,
-// then lua/set.lua.
+// own, so that their locals do not meet, stored with its number of keys by
+// AlgorithmSpec.Index + 1, then lua/set.lua.
 func setSource(clock string) (string, error) {
 	main, err := luaFiles.ReadFile("lua/set.lua")
 	if err != nil {
@@ -26,7 +26,8 @@ func setSource(clock string) (string, error) {
 	b.WriteString(preamble)
 	b.WriteString("local clock = " + clock + "\n")
 	b.WriteString("local now = tonumber(clock[1]) * 1000000 + tonumber(clock[2])\n")
-	b.WriteString("local decides, marks, adjusts, opens = {}, {}, {}, {}\n")
+	b.WriteString("local decides, marks, adjusts, opens, nks = {}, {}, {}, {}, {}\n")
+	b.WriteString("local logIndex = " + strconv.Itoa(limiter.SpecOf(limiter.SlidingLog).Index()+1) + "\n")
 	for _, spec := range limiter.AlgorithmSpecs() {
 		values, err := decideValues(spec.Algorithm())
 		if err != nil {
@@ -39,8 +40,9 @@ func setSource(clock string) (string, error) {
 		b.WriteString("do -- " + string(spec.Algorithm()) + "\n")
 		b.WriteString(values + settle + string(book))
 		b.WriteString("local i = " + strconv.Itoa(spec.Index()+1) + "\n")
-		b.WriteString("decides[i], marks[i], adjusts[i], opens[i] = decide_values, mark, adjust, open\nend\n")
+		b.WriteString("decides[i], marks[i], adjusts[i], opens[i], nks[i] = decide_values, mark, adjust, open, " + strconv.Itoa(spec.NumKeys()) + "\n")
+		b.WriteString("end\n")
 	}
-	b.WriteString(string(main))
+	b.Write(main)
 	return b.String(), nil
 }

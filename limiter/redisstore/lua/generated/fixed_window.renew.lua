@@ -134,7 +134,8 @@ end
 -- for reservations (lua/reserve.lua). mark is the window charged; adjust
 -- takes delta units more (delta < 0 gives −delta back): an excess into
 -- the window of now, at most one quota past it; a refund into the window
--- charged, if the state still holds it, never below 0.
+-- charged, if the state still holds it, never below 0 (at 0 the key is
+-- deleted).
 -- window is fixed_window.lua's choice of window: a calendar's starts
 -- (ARGV[4..7], 0 without one) or multiples of the period from the offset.
 local function window(ARGV, now)
@@ -161,8 +162,12 @@ local function adjust(KEYS, ARGV, now, delta, charged)
   local state = redis.call('HMGET', KEYS[1], 'w', 'n')
   local w, n = tonumber(state[1]), tonumber(state[2]) or 0
   if delta < 0 then
-    if w == charged then
-      redis.call('HSET', KEYS[1], 'n', math.max(n + delta, 0))
+    if w == charged and n + delta > 0 then
+      redis.call('HSET', KEYS[1], 'n', n + delta)
+    elseif w == charged then
+      -- None left counted: the state of a fresh key, which a set's
+      -- give-back leaves as it found it.
+      redis.call('DEL', KEYS[1])
     end
     return
   end

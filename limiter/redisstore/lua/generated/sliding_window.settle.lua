@@ -146,7 +146,8 @@ local function run(keys, argv, na, now)
 end
 -- sliding_window: mark and adjust for reservations, as fixed_window's. A
 -- refund goes into the window charged: this window's count, or, once the
--- state has moved on one window, the previous count it weighs.
+-- state has moved on one window, the previous count it weighs; with no
+-- count left in either the key is deleted.
 local function mark(ARGV, now)
   return now - math.fmod(now - tonumber(ARGV[3]), tonumber(ARGV[2]))
 end
@@ -156,9 +157,18 @@ local function adjust(KEYS, ARGV, now, delta, charged)
   local w, c, p = tonumber(state[1]), tonumber(state[2]) or 0, tonumber(state[3]) or 0
   if delta < 0 then
     if w == charged then
-      redis.call('HSET', KEYS[1], 'c', math.max(c + delta, 0))
+      c = math.max(c + delta, 0)
     elseif w == charged + period then
-      redis.call('HSET', KEYS[1], 'p', math.max(p + delta, 0))
+      p = math.max(p + delta, 0)
+    else
+      return
+    end
+    if c == 0 and p == 0 then
+      -- None left counted: the state of a fresh key, which a set's
+      -- give-back leaves as it found it.
+      redis.call('DEL', KEYS[1])
+    else
+      redis.call('HSET', KEYS[1], 'c', c, 'p', p)
     end
     return
   end
