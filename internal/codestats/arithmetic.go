@@ -45,11 +45,21 @@ import (
 // compute, and a helper that computes for no named algorithm is shared.
 
 // DefaultArithmeticAside are the files whose arithmetic of an algorithm is
-// listed apart: limiter/calendar.go finds where a calendar's windows start
-// and end in a zone's dates, which both stores share (Lua knows no zones,
-// so the Redis scripts are given the starts); it is fixed_window's
-// boundaries, not its count, which is written in its own two files.
-var DefaultArithmeticAside = []string{"limiter/calendar.go"}
+// listed apart, each with why (AsideWhy): limiter/calendar.go finds where a
+// calendar's windows start and end in a zone's dates, which both stores
+// share (Lua knows no zones, so the Redis scripts are given the starts); it
+// is fixed_window's boundaries, not its count, which is written in its own
+// two files. rlqs/filtersim/stream.go is Envoy's token bucket, not ours: the
+// test client of the quota service enforces its assignments as Envoy's
+// filter does (whole seconds, the old bucket's share of tokens carried into
+// a new one), which rl-exporter's token_bucket must not.
+var DefaultArithmeticAside = []string{"limiter/calendar.go", "rlqs/filtersim/stream.go"}
+
+// AsideWhy says, per file of DefaultArithmeticAside, why it is listed apart.
+var AsideWhy = map[string]string{
+	"limiter/calendar.go":      "calendar boundaries, shared by both stores",
+	"rlqs/filtersim/stream.go": "Envoy's token bucket, simulated by the quota service's test client",
+}
 
 // arithmeticAt is one algorithm and the files its arithmetic is written
 // in, those set aside apart.

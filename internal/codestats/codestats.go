@@ -203,11 +203,15 @@ func report(w io.Writer, files, lua, tests []sourceFile, maxLines, block int, ta
 	for _, a := range arith {
 		most = max(most, len(a.files))
 	}
-	fmt.Fprintf(w, "places each algorithm's arithmetic is written (files with a function, type, switch case or Lua script of the algorithm that computes and compares, decide and settle; calendar boundaries apart): at most %d\n", most)
+	fmt.Fprintf(w, "places each algorithm's arithmetic is written (files with a function, type, switch case or Lua script of the algorithm that computes and compares, decide and settle; calendar boundaries and Envoy's bucket apart): at most %d\n", most)
 	for _, a := range arith {
 		line := fmt.Sprintf("  %2d  %-14s  %s", len(a.files), a.algorithm, strings.Join(a.files, " "))
-		if len(a.aside) > 0 {
-			line += "  (and calendar boundaries, shared by both stores: " + strings.Join(a.aside, " ") + ")"
+		for _, f := range a.aside {
+			why := AsideWhy[f]
+			if why == "" {
+				why = "set aside"
+			}
+			line += "  (and " + why + ": " + f + ")"
 		}
 		fmt.Fprintln(w, line)
 	}

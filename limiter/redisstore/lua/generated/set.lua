@@ -1318,7 +1318,7 @@ end
 -- clock) and every algorithm's decide_values, mark and adjust (the
 -- sections of lua/<algorithm>.lua) and open (lua/book.lua) in decides,
 -- marks, adjusts and opens and its number of keys in nks, by
--- AlgorithmSpec.Index + 1 (sliding_log's: logIndex).
+-- AlgorithmSpec.Index + 1. The log's index is logIndex.
 -- KEYS     every set's keys, set after set: its parts' keys, part after
 --          part, then the books of the parts it holds
 -- ARGV     the number of sets; the number of specs, then each spec: its
