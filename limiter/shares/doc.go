@@ -12,16 +12,13 @@
 //
 // Nothing is admitted that was not first taken from the shared state, so the shared store's
 // rule holds for the units taken. What differs is when a unit is used: up to one Interval after
-// it was taken. Hence the bound:
+// it was taken. Hence the bound, per key:
 //
-//   - token_bucket, gcra, leaky_bucket with nodelay: none beyond the algorithm's rule; a unit
-//     used later than it was taken only left the bucket earlier.
 //   - fixed_window: none beyond the rule; a chunk is not used past the end of the window it was
-//     taken from (the store's ResetAfter, measured from before the call was sent).
-//   - sliding_window, sliding_log: a unit counts from when it was taken, up to one Interval
-//     before it was used, so in any span of a Period at most the chunks taken in the Interval
-//     before it may pass beyond the rule: per key, replicas × the largest chunk
-//     (MaxFraction of the quota).
+//     taken from (the store's ResetAfter, counted from before the call was sent).
+//   - the others (token_bucket, gcra, leaky_bucket with nodelay, sliding_window, sliding_log):
+//     a span of time may admit, beyond the rule, the units the replicas held unused at its
+//     start, taken before it: at most replicas × the largest chunk (MaxFraction of the quota).
 //
 // The price is the other way: units a replica holds are not available to the others until it
 // settles them, at most one Interval later (two for an idle key), so a replica may refuse while

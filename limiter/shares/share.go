@@ -150,6 +150,7 @@ func (s *Store) refill(ctx context.Context, sh *shard, e *share, k shareKey, old
 		e.recheck = before.Add(min(d.RetryAfter, s.interval))
 		return e.refusal(before, quota), nil
 	}
+	s.stats.taken.Add(size)
 	e.chunk = chunk{id: id, taken: size}
 	e.until = before.Add(s.interval)
 	if k.lim.Algorithm == limiter.FixedWindow {

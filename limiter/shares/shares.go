@@ -207,7 +207,7 @@ func (s *Store) Close(ctx context.Context) error {
 		return fmt.Errorf("shares: closed before every chunk was given back: %w", ctx.Err())
 	}
 	if n := s.stats.settleErrors.Load(); n > 0 {
-		return fmt.Errorf("shares: %d chunks could not be given back; their reservations expire charged", n)
+		return fmt.Errorf("shares: %d chunks could not be given back, their reservations expire charged; the first: %w", n, *s.stats.firstErr.Load())
 	}
 	return nil
 }

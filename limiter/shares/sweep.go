@@ -75,8 +75,7 @@ func (s *Store) giveBack(k shareKey, c chunk) {
 	if c.id == "" {
 		return
 	}
-	s.settles.Add(1)
-	s.stats.settles.Add(1)
+	s.count(c)
 	if as, ok := s.inner.(limiter.AsyncSettler); ok {
 		as.SettleAsync(context.Background(), k.key, k.lim, c.id, c.used, s.timeout, func(_ limiter.Settlement, err error) {
 			s.settled(err)
@@ -91,9 +90,15 @@ func (s *Store) settle(ctx context.Context, k shareKey, c chunk) {
 	if c.id == "" {
 		return
 	}
+	s.count(c)
+	s.settled(s.settleNow(ctx, k, c))
+}
+
+// count counts a settle of c about to be sent.
+func (s *Store) count(c chunk) {
 	s.settles.Add(1)
 	s.stats.settles.Add(1)
-	s.settled(s.settleNow(ctx, k, c))
+	s.stats.returned.Add(c.taken - c.used)
 }
 
 func (s *Store) settleNow(ctx context.Context, k shareKey, c chunk) error {
@@ -105,8 +110,8 @@ func (s *Store) settleNow(ctx context.Context, k shareKey, c chunk) error {
 // reservation's policy): its unused units are lost for the rest of the window, never
 // admitted twice.
 func (s *Store) settled(err error) {
-	if err != nil {
-		s.stats.settleErrors.Add(1)
+	if err != nil && s.stats.settleErrors.Add(1) == 1 {
+		s.stats.firstErr.Store(&err)
 	}
 	s.settles.Done()
 }
@@ -114,15 +119,22 @@ func (s *Store) settled(err error) {
 // Stats are what a Store has done since New.
 type Stats struct {
 	Reserves     int64 // chunks asked of the shared store (granted or refused)
+	Taken        int64 // units granted in chunks
+	Returned     int64 // units given back unused (acknowledged or not)
 	Settles      int64 // chunks given back
 	SettleErrors int64 // give-backs the shared store did not acknowledge
 }
 
 type counters struct {
 	reserves, settles, settleErrors atomic.Int64
+	taken, returned                 atomic.Int64
+	firstErr                        atomic.Pointer[error]
 }
 
 // Stats returns the counts so far; safe for concurrent use.
 func (s *Store) Stats() Stats {
-	return Stats{Reserves: s.stats.reserves.Load(), Settles: s.stats.settles.Load(), SettleErrors: s.stats.settleErrors.Load()}
+	return Stats{
+		Reserves: s.stats.reserves.Load(), Taken: s.stats.taken.Load(), Returned: s.stats.returned.Load(),
+		Settles: s.stats.settles.Load(), SettleErrors: s.stats.settleErrors.Load(),
+	}
 }
