@@ -65,6 +65,23 @@ func (e *share) refusal(now time.Time, quota int64) limiter.Decision {
 	}
 }
 
+// coldDemand is the demand in an interval below which a key is decided on the shared store
+// alone: a chunk would cost a reservation and a give-back for fewer decisions than that.
+const coldDemand = 4
+
+// cold reports whether the share's key asked too little, in the last interval and in this one
+// so far, to be worth a chunk.
+func (e *share) cold() bool { return e.last < coldDemand && e.demand < coldDemand }
+
+// plain decides cost units of k on the shared store, as if there were no shares.
+func (s *Store) plain(ctx context.Context, k shareKey, cost int64, timeout time.Duration) (limiter.Decision, error) {
+	s.stats.plain.Add(1)
+	if in, ok := s.inner.(limiter.Inspector); ok {
+		return in.DecideMode(ctx, k.key, k.lim, cost, limiter.ModeConsume, timeout)
+	}
+	return s.inner.Decide(ctx, k.key, k.lim, cost)
+}
+
 // chunkSize is the next chunk of a share whose caller asks cost: the demand of the last
 // interval, or twice this one's so far when that is more (a rising demand doubles the chunk
 // each refill), at most maxChunk, at least cost.
@@ -113,6 +130,12 @@ func (s *Store) consume(ctx context.Context, k shareKey, cost int64, timeout tim
 			}
 			sh.mu.Lock()
 			continue
+		}
+		if e.cold() {
+			old := e.detach()
+			sh.mu.Unlock()
+			s.giveBack(k, old)
+			return s.plain(ctx, k, cost, timeout)
 		}
 		w := make(chan struct{})
 		e.filling = w

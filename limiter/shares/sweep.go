@@ -121,13 +121,14 @@ type Stats struct {
 	Reserves     int64 // chunks asked of the shared store (granted or refused)
 	Taken        int64 // units granted in chunks
 	Returned     int64 // units given back unused (acknowledged or not)
+	Plain        int64 // decisions of cold keys made on the shared store
 	Settles      int64 // chunks given back
 	SettleErrors int64 // give-backs the shared store did not acknowledge
 }
 
 type counters struct {
 	reserves, settles, settleErrors atomic.Int64
-	taken, returned                 atomic.Int64
+	taken, returned, plain          atomic.Int64
 	firstErr                        atomic.Pointer[error]
 }
 
@@ -135,6 +136,6 @@ type counters struct {
 func (s *Store) Stats() Stats {
 	return Stats{
 		Reserves: s.stats.reserves.Load(), Taken: s.stats.taken.Load(), Returned: s.stats.returned.Load(),
-		Settles: s.stats.settles.Load(), SettleErrors: s.stats.settleErrors.Load(),
+		Settles: s.stats.settles.Load(), SettleErrors: s.stats.settleErrors.Load(), Plain: s.stats.plain.Load(),
 	}
 }
