@@ -8,7 +8,9 @@
 // old, when the key was idle for an Interval, or on Close, the unused rest going back to the
 // shared state. A chunk is sized by the key's local demand over the last Interval, at most
 // MaxFraction of the quota, and when the shared state refuses it the Store takes what is left
-// instead (Decision.Remaining), so that the last units of a window are not stranded.
+// instead (Decision.Remaining), so that the last units of a window are not stranded. A key
+// that asked fewer than 4 units in the last Interval and in this one is decided on the shared
+// store as without shares: its chunk would cost two calls for fewer decisions.
 //
 // Nothing is admitted that was not first taken from the shared state, so the shared store's
 // rule holds for the units taken. What differs is when a unit is used: up to one Interval after
