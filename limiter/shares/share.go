@@ -89,10 +89,14 @@ func chunkSize(last, demand, cost, maxChunk int64) int64 {
 	return max(min(max(last, 2*demand), maxChunk), cost)
 }
 
-// maxChunk is the largest chunk of lim: MaxFraction of the quota, at least 1.
-func (s *Store) maxChunk(lim limiter.Limit) int64 {
-	return max(int64(float64(lim.Quota())*s.fraction), 1)
+// MaxChunk is the largest chunk a Store of fraction (Config.MaxFraction) reserves of lim for
+// a cost of 1: fraction of the quota, at least 1.
+func MaxChunk(lim limiter.Limit, fraction float64) int64 {
+	return max(int64(float64(lim.Quota())*fraction), 1)
 }
+
+// maxChunk is MaxChunk of the Store's fraction.
+func (s *Store) maxChunk(lim limiter.Limit) int64 { return MaxChunk(lim, s.fraction) }
 
 // consume decides cost units of k from its share: locally while the chunk holds them, else
 // after reserving the next chunk, once for all the callers that wait on it.
