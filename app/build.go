@@ -75,7 +75,7 @@ func Build(cfg *config.Config, d Deps) (*Built, error) {
 	if err != nil {
 		return nil, err
 	}
-	shareSt := &shareStores{redis: opened.Store, timeout: cfg.Store.Timeout}
+	shareSt := &shareStores{redis: opened.Store}
 	// The shares give their chunks back before the Redis store is closed.
 	closers := []io.Closer{shareSt, opened}
 	var undo []io.Closer // what the parts of Serve close, closed here if Build fails

@@ -17,10 +17,9 @@ import (
 // on first use and kept across reloads, so that a reload keeps the chunks in hand. Closed
 // before the Redis store, so that every chunk's unused units go back. Safe for concurrent use.
 type shareStores struct {
-	redis   limiter.Store // the opened store; its shares need it to be a Reserver
-	timeout time.Duration // of a give-back: store.timeout
-	mu      sync.Mutex
-	byIv    map[time.Duration]*shares.Store
+	redis limiter.Store // the opened store; its shares need it to be a Reserver
+	mu    sync.Mutex
+	byIv  map[time.Duration]*shares.Store
 }
 
 // sharedStore is a class's store with shares: decisions from the shares, penalties (when the
@@ -41,7 +40,7 @@ func (s *shareStores) store(interval time.Duration) (limiter.Store, error) {
 	st := s.byIv[interval]
 	if st == nil {
 		var err error
-		if st, err = shares.New(shares.Config{Store: rs, Interval: interval, Timeout: s.timeout}); err != nil {
+		if st, err = shares.New(shares.Config{Store: rs, Interval: interval}); err != nil {
 			return nil, err
 		}
 		if s.byIv == nil {

@@ -39,7 +39,7 @@ func runBenchShares(ctx context.Context, o benchOptions, lim *limiter.Limiter, s
 		fmt.Fprintf(stderr, "rl-exporter bench: --shares: the %s store holds no reservations\n", storeName)
 		return exitFailure
 	}
-	st, err := shares.New(shares.Config{Store: rs, Interval: o.sharesInterval, Timeout: o.timeout})
+	st, err := shares.New(shares.Config{Store: rs, Interval: o.sharesInterval})
 	if err != nil {
 		fmt.Fprintf(stderr, "rl-exporter bench: %v\n", err)
 		return exitFailure
@@ -97,7 +97,7 @@ func runBenchShares(ctx context.Context, o benchOptions, lim *limiter.Limiter, s
 // CPU time of one decision of each.
 func printSharesReport(w io.Writer, rep benchReport) {
 	fmt.Fprintf(w, "plain        %.0f decisions/s (a Redis call each)\n", rep.PlainDecisionsPerSecond)
-	fmt.Fprintf(w, "shares       %.0f decisions/s, %.2f× the plain decisions (interval %s; %d chunks reserved, %d given back)\n",
+	fmt.Fprintf(w, "shares       %.0f decisions/s, %.2f× the plain decisions (interval %s; %d chunks asked of Redis, %d given back)\n",
 		rep.DecisionsPerSecond, rep.SharesRatio, time.Duration(rep.SharesIntervalSeconds*float64(time.Second)), rep.ShareReservations, rep.ShareGiveBacks)
 	us := func(s float64) string { return strconv.FormatFloat(s*1e6, 'f', 2, 64) + "µs" }
 	fmt.Fprintf(w, "redis cpu    %s a decision from shares, %s a plain decision (%.2f×)\n",

@@ -152,12 +152,9 @@ func (s *Store) consume(ctx context.Context, k shareKey, cost int64, timeout tim
 // refill gives old back, reserves a chunk of size (or, refused, of what the shared store has
 // left, when that covers cost), installs it in e and takes cost of it.
 func (s *Store) refill(ctx context.Context, sh *shard, e *share, k shareKey, old chunk, size, cost int64, timeout time.Duration) (limiter.Decision, error) {
-	if old.used < old.taken {
-		// The rest must be back before the next reservation counts what is left.
-		s.settle(ctx, k, old)
-	} else {
-		s.giveBack(k, old)
-	}
+	// Not waited for: the give-back and the reservation go out in one batch, in order, as a
+	// rule; a reservation that misses the rest given back is refused and retried smaller.
+	s.giveBack(k, old)
 	before := s.now() // the store's ResetAfter counts from no earlier than this
 	id, d, err := s.reserve(ctx, k, size, timeout)
 	if err == nil && !d.Allowed && d.Remaining >= cost && d.Remaining < size {

@@ -30,8 +30,9 @@ type Config struct {
 	// MaxFraction bounds a chunk to this fraction of the quota (but never below the cost
 	// asked); in (0, 1], default DefaultMaxFraction.
 	MaxFraction float64
-	// Timeout bounds the settles sent without a caller (sweeps, Close); default
-	// limiter.DefaultTimeout.
+	// Timeout bounds a give-back, which no caller waits for; default half the reservations'
+	// hold (5 intervals, at least 500ms), so that a slow Redis still gets the units back
+	// before the reservation expires charged.
 	Timeout time.Duration
 	// Now is the clock of the intervals; default time.Now. The windows and buckets are on
 	// the shared store's clock.
@@ -112,9 +113,6 @@ func newStore(cfg Config) (*Store, error) {
 	if s.interval == 0 {
 		s.interval = DefaultInterval
 	}
-	if s.timeout == 0 {
-		s.timeout = limiter.DefaultTimeout
-	}
 	if s.fraction == 0 {
 		s.fraction = DefaultMaxFraction
 	}
@@ -125,6 +123,9 @@ func newStore(cfg Config) (*Store, error) {
 	// settle's timeout; its reservation outlives that by far, so that only a replica gone
 	// leaves it to expire, charged: the units it may have used stay spent.
 	s.hold = max(10*s.interval, time.Second)
+	if s.timeout == 0 {
+		s.timeout = s.hold / 2
+	}
 	for i := range s.shards {
 		s.shards[i].m = map[shareKey]*share{}
 	}

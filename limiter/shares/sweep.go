@@ -85,15 +85,6 @@ func (s *Store) giveBack(k shareKey, c chunk) {
 	go func() { s.settled(s.settleNow(context.Background(), k, c)) }()
 }
 
-// settle settles c at what was used and waits for the answer; nothing for no chunk.
-func (s *Store) settle(ctx context.Context, k shareKey, c chunk) {
-	if c.id == "" {
-		return
-	}
-	s.count(c)
-	s.settled(s.settleNow(ctx, k, c))
-}
-
 // count counts a settle of c about to be sent.
 func (s *Store) count(c chunk) {
 	s.settles.Add(1)
