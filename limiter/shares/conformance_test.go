@@ -124,6 +124,7 @@ func TestSharesTwoReplicasHoldEachWindow(t *testing.T) {
 			per[w0]++
 		}
 	}
+	t.Logf("admitted per window of %s (quota %d): %v", period, lim.Rate, per)
 	full := 0
 	for w, n := range per {
 		if n > lim.Rate {
@@ -144,14 +145,14 @@ func TestSharesTwoReplicasHoldEachWindow(t *testing.T) {
 // the fresh key, never more than the rule's total.
 func TestSharesTwoReplicasHoldEverySpan(t *testing.T) {
 	srv := redistest.Single(t)
-	const period = 400 * time.Millisecond
+	const period, callers = 400 * time.Millisecond, 4 // callers per replica
 	for _, alg := range []limiter.Algorithm{limiter.SlidingLog, limiter.GCRA} {
 		t.Run(string(alg), func(t *testing.T) {
 			lim := limiter.Limit{Algorithm: alg, Rate: 200, Period: period}
 			ls := replicas(t, srv, lim, 2, shares.Config{Interval: 50 * time.Millisecond, Timeout: 5 * time.Second})
 			stop := make(chan struct{})
 			time.AfterFunc(5*period, func() { close(stop) })
-			all := replicaLoad(t, ls, "span-"+string(alg), []int{4}, 0, stop)
+			all := replicaLoad(t, ls, "span-"+string(alg), []int{callers}, 0, stop)
 			bound := 2 * int64(float64(lim.Quota())*shares.DefaultMaxFraction)
 			allowed := func(span time.Duration) int64 { // the rule's most in a span
 				if alg == limiter.GCRA {
@@ -159,14 +160,18 @@ func TestSharesTwoReplicasHoldEverySpan(t *testing.T) {
 				}
 				return lim.Rate
 			}
-			j := 0
+			j, most := 0, int64(0)
 			for i, a := range all { // spans [a.start, a.start+period): counts all started in it
 				for j < len(all) && all[j].start.Before(a.start.Add(period)) {
 					j++
 				}
-				if n := int64(j - i); n > allowed(period)+bound {
-					t.Fatalf("span from %s admitted %d, rule %d + bound %d", a.start.Format(time.StampMicro), n, allowed(period), bound)
-				}
+				most = max(most, int64(j-i))
+			}
+			t.Logf("%s: at most %d admitted in a span of %s, rule %d + bound %d", alg, most, period, allowed(period), bound)
+			// A decision is counted by its call's start: each of the 8 callers may have one
+			// call that started in the span and was decided after it.
+			if slack := int64(2 * callers); most > allowed(period)+bound+slack {
+				t.Errorf("a span admitted %d, rule %d + bound %d + %d calls in flight", most, allowed(period), bound, slack)
 			}
 			total, span := int64(len(all)), all[len(all)-1].end.Sub(all[0].start)
 			if total > allowed(span)+bound && alg == limiter.GCRA {
