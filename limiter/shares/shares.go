@@ -234,7 +234,17 @@ func (s *Store) Renew(ctx context.Context, key string, lim limiter.Limit, id str
 	return s.inner.Renew(ctx, key, lim, id, hold, timeout)
 }
 
+// SettleAsync is the shared store's, so that a proxy's commit does not wait (see Reserve); on
+// a shared store that is no AsyncSettler it settles on a goroutine of its own.
+func (s *Store) SettleAsync(ctx context.Context, key string, lim limiter.Limit, id string, actual int64, timeout time.Duration, then func(limiter.Settlement, error)) {
+	if as, ok := s.inner.(limiter.AsyncSettler); ok {
+		as.SettleAsync(ctx, key, lim, id, actual, timeout, then)
+		return
+	}
+	go func() { then(s.inner.Settle(ctx, key, lim, id, actual, timeout)) }()
+}
+
 var (
-	_ limiter.Inspector = (*Store)(nil)
-	_ limiter.Reserver  = (*Store)(nil)
+	_ limiter.Inspector    = (*Store)(nil)
+	_ limiter.AsyncSettler = (*Store)(nil)
 )

@@ -220,3 +220,29 @@ func TestSharesRefuseLeakyBucketWithDelay(t *testing.T) {
 		t.Fatalf("leaky_bucket nodelay: %+v, %v", d, err)
 	}
 }
+
+// TestSharesPassReservationsThrough: a class's cost_from reserves and commits on the shared
+// store beside its shares, the commit without waiting.
+func TestSharesPassReservationsThrough(t *testing.T) {
+	srv := redistest.Single(t)
+	redis := newRedisStore(t, srv)
+	st := shares.NewManual(t, shares.Config{Store: redis})
+	lim := limiter.Limit{Algorithm: limiter.FixedWindow, Rate: 100, Period: time.Hour, AlignWindows: true}
+	l := newLimiter(t, lim, st)
+	ctx := context.Background()
+	r, d, err := l.Reserve(ctx, "k", 10)
+	if err != nil || !d.Allowed {
+		t.Fatalf("reserve: %+v, %v", d, err)
+	}
+	if got := remaining(t, redis, lim, "k"); got != 90 {
+		t.Fatalf("after reserving 10 the shared store has %d left, want 90", got)
+	}
+	done := make(chan error, 1)
+	l.CommitAsync(ctx, r, 4, func(_ limiter.Settlement, err error) { done <- err })
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if got := remaining(t, redis, lim, "k"); got != 96 {
+		t.Errorf("after committing 4 of 10 the shared store has %d left, want 96", got)
+	}
+}
