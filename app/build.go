@@ -77,7 +77,9 @@ func Build(cfg *config.Config, d Deps) (*Built, error) {
 	if err != nil {
 		return nil, err
 	}
-	closers := []io.Closer{opened}
+	shareSt := &shareStores{redis: opened.Store}
+	// The shares give their chunks back before the Redis store is closed.
+	closers := []io.Closer{shareSt, opened}
 	var undo []io.Closer // what the parts of Serve close, closed here if Build fails
 	fail := func(err error) (*Built, error) {
 		for _, c := range append(undo, closers...) {
@@ -92,7 +94,7 @@ func Build(cfg *config.Config, d Deps) (*Built, error) {
 	if err != nil {
 		return fail(err)
 	}
-	b := &Built{store: opened.Store, observer: d.Observer, serving: make(chan struct{})}
+	b := &Built{store: opened.Store, observer: d.Observer, serving: make(chan struct{}), shares: shareSt}
 	if err := checkSecrets(cfg, d.StrictSecrets, d.Logger); err != nil {
 		return fail(err)
 	}
@@ -214,6 +216,7 @@ type Built struct {
 	guard        *limiter.Guard      // shared by every policy on store, across reloads
 	authFailures *admin.AuthFailures // the admin listener's refused tokens; nil without admin tokens
 	regions      *regions            // nil without region.name
+	shares       *shareStores        // the classes' local shares, made on first use
 	mu           sync.Mutex
 	live         liveState
 	grpc         *grpcListener // nil unless server.grpc_listen is set
@@ -234,7 +237,10 @@ func (b *Built) policyConfig(cfg *config.Config) (httplimit.PolicyConfig, error)
 	if err != nil {
 		return pc, err
 	}
-	return pc, b.setRegionStores(cfg, &pc)
+	if err := b.setRegionStores(cfg, &pc); err != nil {
+		return pc, err
+	}
+	return pc, b.shares.setShareStores(cfg, &pc)
 }
 
 // setupGuard makes the store's guard (breaker, failure summaries, local

@@ -652,7 +652,28 @@ type Class struct {
 	Estimate *Estimate `koanf:"estimate"`
 	// Reserve says how long a reservation is held and what its expiry does.
 	Reserve Reserve `koanf:"reserve"`
+	// Shares, when enabled, decides every limit of the class from a local
+	// share reserved from Redis, with no round trip per decision
+	// (docs/redis-store.md). Off by default.
+	Shares Shares `koanf:"shares"`
 }
+
+// Shares configures a class's local shares (package limiter/shares).
+type Shares struct {
+	// Enabled turns shares on; they need store.type redis.
+	Enabled bool `koanf:"enabled"`
+	// Interval is how long a share's chunk is used before its unused units
+	// go back, and how often an idle key's go back. Default
+	// DefaultSharesInterval when enabled.
+	Interval time.Duration `koanf:"interval"`
+}
+
+// DefaultSharesInterval is shares.interval's default.
+const DefaultSharesInterval = 100 * time.Millisecond
+
+// MaxSharesInterval bounds shares.interval: a unit may be used an interval
+// after it was taken, and held unused by one replica as long.
+const MaxSharesInterval = 10 * time.Second
 
 // Penalty is a class's penalty box: limiter.Penalty's keys (after,
 // within, for). Within defaults to the period of the class's limit for the
@@ -883,6 +904,9 @@ func (c *Config) fill() {
 	for n, cl := range c.Classes {
 		if cl.Cost == 0 {
 			cl.Cost = 1
+		}
+		if cl.Shares.Enabled && cl.Shares.Interval == 0 {
+			cl.Shares.Interval = DefaultSharesInterval
 		}
 		if p := &cl.Penalty; p.After > 0 && p.Within == 0 {
 			if l := cl.Limits[c.Tiers.Default].windowLimit(); !l.IsConcurrency() && l.Period > 0 {

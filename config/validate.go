@@ -411,6 +411,7 @@ func (c *Config) validateClasses(e *errs) {
 			cost = cl.estimate().Default
 		}
 		cl.validateCost(e, key)
+		c.validateShares(e, name, cl)
 		if cl.CostFrom != nil && onlyConcurrency(cl.Limits) {
 			e.add(key+".cost_from", "every limit of class %s is algorithm concurrency, which counts requests in flight and has no cost to settle: remove cost_from, or give a tier a rate limit", name)
 		}

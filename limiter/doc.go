@@ -7,8 +7,9 @@
 //     it and binds it to the store once (bind.go).
 //
 //   - A Store decides atomically: MemoryStore (memory.go, memtable.go) in
-//     process, or limiter/redisstore for a fleet. An Inspector also peeks,
-//     admits at most, and resets.
+//     process, or limiter/redisstore for a fleet; limiter/shares decides
+//     from local shares reserved from a fleet's store. An Inspector also
+//     peeks, admits at most, and resets.
 //
 //   - When the store fails, the FailPolicy decides: FailOpen, FailClosed, or
 //     FailLocal, each instance enforcing its share (local.go).

@@ -17,6 +17,7 @@ import (
 
 	"github.com/rl-exporter/rl-exporter/limiter"
 	"github.com/rl-exporter/rl-exporter/limiter/redisstore"
+	"github.com/rl-exporter/rl-exporter/limiter/shares"
 	"github.com/rl-exporter/rl-exporter/loadgen"
 )
 
@@ -43,6 +44,10 @@ type benchOptions struct {
 	// limits is how many limits each request decides as one (bench_set.go),
 	// the month's per organisation of orgs (0: per client).
 	limits, orgs int
+	// shares measures decisions from local shares beside plain ones
+	// (bench_shares.go), with the shares' interval.
+	shares         bool
+	sharesInterval time.Duration
 }
 
 // usageError is a bad flag value: reported with the flag's name, exit 2.
@@ -75,6 +80,8 @@ func parseBenchFlags(args []string, stderr io.Writer) (benchOptions, error) {
 	fs.StringVar(&o.mode, "mode", "decide", "decide: plain decisions; reserve (lease): plain decisions and, in turns with them for as long, reserve+commit (lease acquire+release) pairs, their ratio and CPU time; the commit (release) is sent without its caller waiting, as a proxy's after its response, and a pair counts once the store acknowledged it")
 	fs.Int64Var(&o.estimate, "estimate", 1, "--mode reserve: units each reservation takes; it commits a random 0 to twice that")
 	fs.IntVar(&o.limits, "limits", 1, "limits each request decides as one (limiter.Set), 1 to 3: the --algorithm --limit limit per client, a token_bucket of 7 tokens a request per client (gcra beside --algorithm token_bucket), a fixed_window calendar month per organisation; above 1 runs one limit and the sets in turns and prints their ratio and CPU time")
+	fs.BoolVar(&o.shares, "shares", false, "--store redis: plain decisions and, in turns with them for as long, decisions from local shares of the limit (limiter/shares: chunks reserved from Redis, given back each --shares-interval), their ratio and CPU time")
+	fs.DurationVar(&o.sharesInterval, "shares-interval", shares.DefaultInterval, "--shares: how long a chunk is used before its unused units go back")
 	fs.IntVar(&o.orgs, "orgs", 100, "--limits 3: organisations, a client's being its number mod this; 0 counts the month per client (on a Cluster: every part in the client's slot)")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), "usage: rl-exporter bench [flags]\n\n"+
@@ -98,7 +105,10 @@ func parseBenchFlags(args []string, stderr io.Writer) (benchOptions, error) {
 	if err := o.resolveMode(); err != nil {
 		return o, err
 	}
-	return o, o.resolveLimits()
+	if err := o.resolveLimits(); err != nil {
+		return o, err
+	}
+	return o, o.resolveShares()
 }
 
 // resolveStore checks the store flags and fills in the Redis client's
@@ -258,6 +268,16 @@ type benchReport struct {
 	SetRatio               float64 `json:"set_ratio,omitempty"`
 	RedisCPUPerSetSeconds  float64 `json:"redis_cpu_per_set_seconds,omitempty"`
 	ClientCPUPerSetSeconds float64 `json:"client_cpu_per_set_seconds,omitempty"`
+	// Mode "shares" (--shares): the report is the decisions from shares',
+	// with the plain decisions' rate of the same run, the ratio, the
+	// chunks reserved and given back, and the CPU time of one decision
+	// of each (the Plain fields).
+	SharesRatio               float64 `json:"shares_ratio,omitempty"`
+	SharesIntervalSeconds     float64 `json:"shares_interval_seconds,omitempty"`
+	ShareReservations         int64   `json:"share_reservations,omitempty"`
+	ShareGiveBacks            int64   `json:"share_give_backs,omitempty"`
+	RedisCPUPerSharesSeconds  float64 `json:"redis_cpu_per_shares_decision_seconds,omitempty"`
+	ClientCPUPerSharesSeconds float64 `json:"client_cpu_per_shares_decision_seconds,omitempty"`
 }
 
 // newBenchReport is the result of a run as --json prints it.
@@ -304,6 +324,9 @@ func runBench(ctx context.Context, args []string, _ environ, stdout, stderr io.W
 	if err != nil {
 		fmt.Fprintf(stderr, "rl-exporter bench: %v\n", err)
 		return exitFailure
+	}
+	if o.shares {
+		return runBenchShares(ctx, o, lim, store, storeName, stdout, stderr)
 	}
 	if o.limits > 1 {
 		return runBenchSet(ctx, o, lim, store, storeName, stdout, stderr)

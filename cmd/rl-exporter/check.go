@@ -82,6 +82,7 @@ func runCheck(_ context.Context, args []string, _ environ, stdout, stderr io.Wri
 	printCalendars(stdout, cfg, time.Now())
 	printOverload(stdout, cfg)
 	printLeases(stdout, cfg)
+	printShares(stdout, cfg)
 	printPenalties(stdout, cfg)
 	printPaths(stdout, cfg)
 	return exitOK

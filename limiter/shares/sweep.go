@@ -1,0 +1,132 @@
+package shares
+
+import (
+	"context"
+	"sync/atomic"
+	"time"
+
+	"github.com/rl-exporter/rl-exporter/limiter"
+)
+
+// sweepEvery sweeps every Interval until Close.
+func (s *Store) sweepEvery() {
+	defer close(s.done)
+	t := time.NewTicker(s.interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+			s.sweep(s.now())
+		}
+	}
+}
+
+// sweep starts a new interval of demand: it gives back the chunks of keys idle since the last
+// sweep and those no longer in use (past until), and forgets idle keys with nothing pending.
+func (s *Store) sweep(now time.Time) {
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		for k, e := range sh.m {
+			idle := e.demand == 0
+			e.last, e.demand = e.demand, 0
+			if e.filling != nil {
+				continue
+			}
+			if e.id != "" && (idle || !now.Before(e.until)) {
+				s.giveBack(k, e.detach())
+			}
+			if idle && e.id == "" && !now.Before(e.recheck) {
+				delete(sh.m, k)
+			}
+		}
+		sh.mu.Unlock()
+	}
+}
+
+// drain gives back every chunk, waiting for the reservations in flight to be answered first.
+func (s *Store) drain(ctx context.Context) error {
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		for k, e := range sh.m {
+			for e.filling != nil {
+				w := e.filling
+				sh.mu.Unlock()
+				select {
+				case <-w:
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+				sh.mu.Lock()
+			}
+			s.giveBack(k, e.detach())
+			delete(sh.m, k)
+		}
+		sh.mu.Unlock()
+	}
+	return nil
+}
+
+// giveBack settles c at what was used without waiting; nothing for no chunk.
+func (s *Store) giveBack(k shareKey, c chunk) {
+	if c.id == "" {
+		return
+	}
+	s.count(c)
+	if as, ok := s.inner.(limiter.AsyncSettler); ok {
+		as.SettleAsync(context.Background(), k.key, k.lim, c.id, c.used, s.timeout, func(_ limiter.Settlement, err error) {
+			s.settled(err)
+		})
+		return
+	}
+	go func() { s.settled(s.settleNow(context.Background(), k, c)) }()
+}
+
+// count counts a settle of c about to be sent.
+func (s *Store) count(c chunk) {
+	s.settles.Add(1)
+	s.stats.settles.Add(1)
+	s.stats.returned.Add(c.taken - c.used)
+}
+
+func (s *Store) settleNow(ctx context.Context, k shareKey, c chunk) error {
+	_, err := s.inner.Settle(ctx, k.key, k.lim, c.id, c.used, s.timeout)
+	return err
+}
+
+// settled counts a settle's end. A chunk that could not be settled expires charged (its
+// reservation's policy): its unused units are lost for the rest of the window, never
+// admitted twice.
+func (s *Store) settled(err error) {
+	if err != nil && s.stats.settleErrors.Add(1) == 1 {
+		s.stats.firstErr.Store(&err)
+	}
+	s.settles.Done()
+}
+
+// Stats are what a Store has done since New.
+type Stats struct {
+	Reserves     int64 // chunks asked of the shared store (granted or refused)
+	Taken        int64 // units granted in chunks
+	Returned     int64 // units given back unused (acknowledged or not)
+	Plain        int64 // decisions of cold keys made on the shared store
+	Settles      int64 // chunks given back
+	SettleErrors int64 // give-backs the shared store did not acknowledge
+}
+
+type counters struct {
+	reserves, settles, settleErrors atomic.Int64
+	taken, returned, plain          atomic.Int64
+	firstErr                        atomic.Pointer[error]
+}
+
+// Stats returns the counts so far; safe for concurrent use.
+func (s *Store) Stats() Stats {
+	return Stats{
+		Reserves: s.stats.reserves.Load(), Taken: s.stats.taken.Load(), Returned: s.stats.returned.Load(),
+		Settles: s.stats.settles.Load(), SettleErrors: s.stats.settleErrors.Load(), Plain: s.stats.plain.Load(),
+	}
+}
