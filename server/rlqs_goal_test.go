@@ -4,7 +4,6 @@ package server_test
 
 import (
 	"context"
-	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -15,27 +14,6 @@ import (
 	"github.com/rl-exporter/rl-exporter/internal/redistest"
 	"github.com/rl-exporter/rl-exporter/rlqs/filtersim"
 )
-
-const rlqsChatDomain = `domain: chat
-descriptors:
-  - key: name
-    value: chat
-    rate_limit: {unit: second, requests_per_unit: 100}
-`
-
-// startRLQSReplica runs `rl-exporter serve` with the quota service on the Redis at url, its
-// buckets matched by dir's domain files, and returns it once its gRPC listener is bound.
-func startRLQSReplica(t *testing.T, url, dir string) *proc {
-	t.Helper()
-	cfg := writeConfig(t, fmt.Sprintf(`server: {grpc_listen: "127.0.0.1:0"}
-rls: {config_dir: %q}
-rlqs: {enabled: true, interval: 1s, assignment_ttl: 5s}
-store: {type: redis, redis: {url: %q}}
-`, dir, url))
-	return startServe(t, []string{"main", "grpc"}, "--config", cfg)
-}
-
-var rlqsChat = map[string]string{"name": "chat"}
 
 // allowedTotals is each client's allowed requests of the chat bucket so far.
 func allowedTotals(cs []*filtersim.Client) []uint64 {
@@ -158,14 +136,4 @@ func sum(xs []float64) float64 {
 		s += x
 	}
 	return s
-}
-
-// assignedRate is the refill rate of the token bucket c holds for the chat bucket, 0 for none.
-func assignedRate(c *filtersim.Client) float64 {
-	s, _ := c.Assignment(rlqsChat)
-	tb := s.GetTokenBucket()
-	if tb == nil || tb.GetFillInterval().GetSeconds() == 0 {
-		return 0
-	}
-	return float64(tb.GetTokensPerFill().GetValue()) / float64(tb.GetFillInterval().GetSeconds())
 }
