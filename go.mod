@@ -3,6 +3,7 @@ module github.com/rl-exporter/rl-exporter
 go 1.26.8
 
 require (
+	github.com/cncf/xds/go v0.0.0-20260202195803-dba9d589def2
 	github.com/dunglas/httpsfv v1.1.2
 	github.com/envoyproxy/go-control-plane/envoy v1.40.0
 	github.com/go-viper/mapstructure/v2 v2.5.0
@@ -31,7 +32,6 @@ require (
 require (
 	cel.dev/expr v0.25.3 // indirect
 	cloud.google.com/go/compute/metadata v0.10.0 // indirect
-	github.com/cncf/xds/go v0.0.0-20260202195803-dba9d589def2 // indirect
 	github.com/envoyproxy/protoc-gen-validate v1.3.3 // indirect
 	github.com/fxamacker/cbor/v2 v2.9.3 // indirect
 	github.com/json-iterator/go v1.1.12 // indirect

@@ -94,7 +94,7 @@ func Build(cfg *config.Config, d Deps) (*Built, error) {
 	if err != nil {
 		return fail(err)
 	}
-	b := &Built{store: opened.Store, observer: d.Observer, serving: make(chan struct{}), shares: shareSt}
+	b := &Built{store: opened.Store, rdb: opened.Client, observer: d.Observer, serving: make(chan struct{}), shares: shareSt}
 	if err := checkSecrets(cfg, d.StrictSecrets, d.Logger); err != nil {
 		return fail(err)
 	}
@@ -212,6 +212,7 @@ func (b *Built) overload(cfg *config.Config) (*server.Overload, error) {
 type Built struct {
 	*server.Server
 	store        limiter.Store
+	rdb          redis.UniversalClient // the Redis store's client; nil for the memory store
 	observer     limiter.Observer
 	guard        *limiter.Guard      // shared by every policy on store, across reloads
 	authFailures *admin.AuthFailures // the admin listener's refused tokens; nil without admin tokens

@@ -228,6 +228,16 @@ func (g *grpcListener) run(ctx context.Context, ready func()) error {
 	case err = <-served:
 	}
 	hs.Shutdown()
+	drainBy := time.Now().Add(g.drain)
+	if g.quota != nil {
+		// Quota streams last as long as their Envoy: ended now, they move to another replica
+		// instead of holding the graceful stop below for the whole drain.
+		dctx, cancel := context.WithDeadline(context.Background(), drainBy)
+		if derr := g.quota.Drain(dctx); derr != nil {
+			g.logger.Warn("rlqs: drain", slog.String("error", derr.Error()))
+		}
+		cancel()
+	}
 	stopped := make(chan struct{})
 	go func() {
 		gs.GracefulStop()
@@ -235,7 +245,7 @@ func (g *grpcListener) run(ctx context.Context, ready func()) error {
 	}()
 	select {
 	case <-stopped:
-	case <-time.After(g.drain):
+	case <-time.After(time.Until(drainBy)):
 		gs.Stop()
 		<-stopped
 	}

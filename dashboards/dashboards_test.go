@@ -252,6 +252,17 @@ func exportedSeries(t *testing.T) series {
 	if err := c.Registry().Register(oc); err != nil {
 		t.Fatal(err)
 	}
+	// And the rate limit quota service's, registered when rlqs is on.
+	qc, err := collector.NewQuota(collector.QuotaConfig{Stats: func() collector.QuotaStats {
+		return collector.QuotaStats{Streams: 2, Rules: map[string]collector.QuotaRuleStats{"chat.name_chat": {Demand: 40, Assigned: 10}},
+			Expired: map[string]uint64{"chat.name_chat": 0}}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Registry().Register(qc); err != nil {
+		t.Fatal(err)
+	}
 	families, err := c.Registry().Gather()
 	if err != nil {
 		t.Fatal(err)
@@ -727,7 +738,7 @@ func TestEveryPanelWatchingAnAlertLinksToItsRunbook(t *testing.T) {
 	m := repoModel(t)
 	runbooks := []string{m.Rejection.RunbookURL, m.Latency.RunbookURL, m.FailOpen.RunbookURL, m.Availability.Template.RunbookURL,
 		m.Regions.SyncLag.RunbookURL, m.Regions.Unreachable.RunbookURL, m.CostExpired.RunbookURL, m.CostEstimate.RunbookURL,
-		m.Overload.CriticalShed.RunbookURL, m.LeasesExpired.RunbookURL}
+		m.Overload.CriticalShed.RunbookURL, m.LeasesExpired.RunbookURL, m.QuotaExpired.RunbookURL}
 	for path, b := range committedBoards(t) {
 		for _, p := range b.Panels {
 			if p.Type == "row" || p.Title == "Instances by version" {
@@ -758,20 +769,23 @@ func TestTheOverviewHasThePanelsOperatorsAskFor(t *testing.T) {
 	}
 	sort.Strings(titles)
 	wantContains := map[string][]string{
-		"Decisions per second by endpoint":             {"sum by (endpoint, status)", "rate_limit_requests_total"},
-		"Decisions per second by plan tier":            {"sum by (plan_tier, status)"},
-		"429 ratio by endpoint and plan tier":          {"[" + duration(m.Rejection.Window) + "]", `status=~"rejected|penalized"`},
-		"Limit in force against usage":                 {"rate_limit_limit", "rate_limit_near_limit_total"},
-		"Store latency p50 / p99":                      {"histogram_quantile(0.5,", "histogram_quantile(0.99,", "rate_limit_redis_duration_seconds_bucket"},
-		"Store latency distribution":                   {"sum by (le) (increase(rate_limit_redis_duration_seconds_bucket"},
-		"Fail-open and fail-closed events per 1m":      {"rate_limit_fail_open_total", "rate_limit_fail_closed_total", slo.FailOpenRecord(time.Minute)},
-		"Error budget remaining (30d)":                 {slo.SLOBudgetRemainingRecord},
-		"Error budget burn rate":                       {slo.ErrorRatioRecord(time.Hour), slo.ErrorRatioRecord(5 * time.Minute)},
-		"429 ratio week by week":                       {"[1w]", `status=~"rejected|penalized"`},
-		"Sync lag by peer region":                      {"max by (peer_region) (rate_limit_region_sync_lag_seconds"},
-		"Sync errors per second by peer region":        {"sum by (peer_region) (rate(rate_limit_region_sync_errors_total"},
-		"Region decisions per second by mode and home": {"sum by (mode, home) (rate(rate_limit_region_decisions_total"},
-		"Cross-region round trip p50 / p99":            {"histogram_quantile(0.99, sum by (peer_region, le) (rate(rate_limit_region_rtt_seconds_bucket"},
+		"Decisions per second by endpoint":                  {"sum by (endpoint, status)", "rate_limit_requests_total"},
+		"Decisions per second by plan tier":                 {"sum by (plan_tier, status)"},
+		"429 ratio by endpoint and plan tier":               {"[" + duration(m.Rejection.Window) + "]", `status=~"rejected|penalized"`},
+		"Limit in force against usage":                      {"rate_limit_limit", "rate_limit_near_limit_total"},
+		"Store latency p50 / p99":                           {"histogram_quantile(0.5,", "histogram_quantile(0.99,", "rate_limit_redis_duration_seconds_bucket"},
+		"Store latency distribution":                        {"sum by (le) (increase(rate_limit_redis_duration_seconds_bucket"},
+		"Fail-open and fail-closed events per 1m":           {"rate_limit_fail_open_total", "rate_limit_fail_closed_total", slo.FailOpenRecord(time.Minute)},
+		"Error budget remaining (30d)":                      {slo.SLOBudgetRemainingRecord},
+		"Error budget burn rate":                            {slo.ErrorRatioRecord(time.Hour), slo.ErrorRatioRecord(5 * time.Minute)},
+		"429 ratio week by week":                            {"[1w]", `status=~"rejected|penalized"`},
+		"Sync lag by peer region":                           {"max by (peer_region) (rate_limit_region_sync_lag_seconds"},
+		"Sync errors per second by peer region":             {"sum by (peer_region) (rate(rate_limit_region_sync_errors_total"},
+		"Region decisions per second by mode and home":      {"sum by (mode, home) (rate(rate_limit_region_decisions_total"},
+		"Cross-region round trip p50 / p99":                 {"histogram_quantile(0.99, sum by (peer_region, le) (rate(rate_limit_region_rtt_seconds_bucket"},
+		"Quota shares assigned and demand reported by rule": {`rate_limit_quota_share{`, `kind="assigned"`, `kind="demand"`},
+		"Quota service streams by instance":                 {"sum by (instance) (rate_limit_rlqs_streams"},
+		"Quota assignments expired unrenewed per second":    {"sum by (endpoint) (rate(rate_limit_rlqs_assignments_expired_total", "rate_limit_rlqs_store_errors_total"},
 	}
 	for title, parts := range wantContains {
 		e, ok := exprs[title]

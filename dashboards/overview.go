@@ -125,6 +125,12 @@ func overview(m *slo.Model, source string) (dashboard.Dashboard, error) {
 			b.WithPanel(p)
 		}
 	}
+	if o := m.QuotaExpired; o != nil {
+		row(QuotaRowTitle)
+		for _, p := range quotaPanels(o, q, next) {
+			b.WithPanel(p)
+		}
+	}
 
 	row("Trend")
 	b.WithPanel(weeklyRejectionPanel(m, q, next()))

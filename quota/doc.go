@@ -9,5 +9,6 @@
 // idle, and each demand capped so that no client can take the whole limit by inflating its
 // reports. Each Share carries the token bucket that enforces it, in the whole seconds Envoy's
 // filter works in. A Store exchanges the demands of several replicas' clients of one bucket, so
-// that every replica divides the same total.
+// that every replica divides the same total: MemoryStore for one replica, quota/redisquota for
+// replicas sharing a Redis.
 package quota

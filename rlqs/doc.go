@@ -7,7 +7,10 @@
 // Rules.MatchBucket): a stream's domain names the file, a BucketId's key/value pairs are the
 // descriptor entries. A rule of requests_per_unit 0 is answered DENY_ALL, an unlimited or
 // shadow_mode one ALLOW_ALL, as is a bucket no rule matches; a bucket whose rule a reload removes
-// is abandoned. The demands live in a quota.Store, so that several replicas divide one limit.
+// is abandoned. The demands live in a quota.Store (quota/redisquota on Redis), so that several
+// replicas divide one limit among the Envoys of all of them. A replica that stops Drains: its
+// streams end (UNAVAILABLE) so that each Envoy moves to another replica at its next report, and
+// its streams' entries leave the store so that the others' shares grow at their next interval.
 //
 // The behaviour of Envoy's filter the Service relies on (docs/envoy.md, "Quota shares"): the
 // first report of a bucket on a stream subscribes it; the filter reports every bucket on one

@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -49,9 +50,10 @@ func loadRules(t testing.TB, src string) (*rls.Rules, string) {
 
 // server is a Service on a gRPC listener, running its intervals.
 type server struct {
-	svc  *Service
-	addr string
-	stop func()
+	svc     *Service
+	addr    string
+	stopRun func() // stops the intervals alone, as a replica that is stopping
+	stop    func()
 }
 
 func startServer(t testing.TB, cfg Config, rules *rls.Rules) *server {
@@ -67,20 +69,21 @@ func startServer(t testing.TB, cfg Config, rules *rls.Rules) *server {
 	gs := grpc.NewServer()
 	rlqsv3.RegisterRateLimitQuotaServiceServer(gs, svc)
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{}, 2)
-	go func() { _ = gs.Serve(ln); done <- struct{}{} }()
-	go func() { svc.Run(ctx); done <- struct{}{} }()
+	served, ran := make(chan struct{}), make(chan struct{})
+	go func() { _ = gs.Serve(ln); close(served) }()
+	go func() { svc.Run(ctx); close(ran) }()
 	s := &server{svc: svc, addr: ln.Addr().String()}
-	stopped := false
-	s.stop = func() {
-		if stopped {
-			return
-		}
-		stopped = true
+	s.stopRun = func() {
 		cancel()
-		gs.Stop()
-		<-done
-		<-done
+		<-ran
+	}
+	var once sync.Once
+	s.stop = func() {
+		once.Do(func() {
+			s.stopRun()
+			gs.Stop()
+			<-served
+		})
 	}
 	t.Cleanup(s.stop)
 	return s

@@ -1,6 +1,7 @@
 package rlqs
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -94,7 +95,11 @@ type Service struct {
 	replica string // names this replica's streams in the store
 	nextID  atomic.Uint64
 
+	handlers sync.WaitGroup // StreamRateLimitQuotas calls under way; Add under mu while !draining
+
 	mu        sync.Mutex
+	draining  bool          // Drain was called: no new stream
+	quit      chan struct{} // closed by Drain: every stream ends
 	rules     *rls.Rules
 	streams   map[*stream]bool
 	buckets   map[string]*bucket // by domain and bucket key
@@ -112,7 +117,7 @@ func New(cfg Config, rules *rls.Rules) (*Service, error) {
 		rules = &rls.Rules{}
 	}
 	return &Service{cfg: cfg.withDefaults(), replica: hex.EncodeToString(b[:]), rules: rules,
-		streams: map[*stream]bool{}, buckets: map[string]*bucket{}, expired: map[string]uint64{}}, nil
+		streams: map[*stream]bool{}, buckets: map[string]*bucket{}, expired: map[string]uint64{}, quit: make(chan struct{})}, nil
 }
 
 // stream is one Envoy's StreamRateLimitQuotas call.
@@ -139,23 +144,56 @@ type bucket struct {
 }
 
 // StreamRateLimitQuotas serves one Envoy: each report's buckets are watched from their first
-// report on, answered at once, then renewed by Run every interval until the stream ends.
+// report on, answered at once, then renewed by Run every interval until the stream ends or
+// Drain ends it.
 func (s *Service) StreamRateLimitQuotas(srv grpc.BidiStreamingServer[rlqsv3.RateLimitQuotaUsageReports, rlqsv3.RateLimitQuotaResponse]) error {
 	st := &stream{id: fmt.Sprintf("%s/%d", s.replica, s.nextID.Add(1)), srv: srv,
 		watched: map[string]*bucket{}, expires: map[string]time.Time{}}
 	s.mu.Lock()
+	if s.draining {
+		s.mu.Unlock()
+		return errDraining
+	}
+	s.handlers.Add(1)
 	s.streams[st] = true
 	s.mu.Unlock()
+	defer s.handlers.Done()
 	defer s.close(st)
+	// Recv runs on its own goroutine so that Drain can end the call while Recv waits; it
+	// returns once the call has ended, when gRPC cancels the stream.
+	type received struct {
+		msg *rlqsv3.RateLimitQuotaUsageReports
+		err error
+	}
+	msgs, ended := make(chan received), make(chan struct{})
+	defer close(ended)
+	go func() {
+		for {
+			msg, err := srv.Recv()
+			select {
+			case msgs <- received{msg, err}:
+			case <-ended:
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
 	for {
-		msg, err := srv.Recv()
-		if errors.Is(err, io.EOF) {
+		var r received
+		select {
+		case <-s.quit:
+			return errDraining
+		case r = <-msgs:
+		}
+		if errors.Is(r.err, io.EOF) {
 			return nil
 		}
-		if err != nil {
-			return err
+		if r.err != nil {
+			return r.err
 		}
-		fresh, err := s.report(st, msg)
+		fresh, err := s.report(st, r.msg)
 		if err != nil {
 			return err
 		}
@@ -163,6 +201,38 @@ func (s *Service) StreamRateLimitQuotas(srv grpc.BidiStreamingServer[rlqsv3.Rate
 			s.assign(srv.Context(), fresh)
 		}
 	}
+}
+
+// errDraining ends a stream of a replica that is stopping: Envoy's filter restarts it, at its
+// next report, on the next host of its cluster.
+var errDraining = status.Error(codes.Unavailable, "rlqs: this server is stopping; reconnect to another")
+
+// Drain ends every stream and refuses new ones (UNAVAILABLE), so that each Envoy moves to
+// another replica at its next report instead of holding this one's graceful stop for the whole
+// drain, then exchanges once more to tell the store its streams are gone: the other replicas
+// divide the limit among their own streams at their next interval rather than after this
+// one's entries go stale (three intervals). The assignments already sent hold until their TTL.
+// It returns ctx's error if the streams or the store outlast ctx. Safe for concurrent use;
+// calling it again only waits again.
+func (s *Service) Drain(ctx context.Context) error {
+	s.mu.Lock()
+	if !s.draining {
+		s.draining = true
+		close(s.quit)
+	}
+	s.mu.Unlock()
+	ended := make(chan struct{})
+	go func() {
+		s.handlers.Wait()
+		close(ended)
+	}()
+	select {
+	case <-ended:
+	case <-ctx.Done():
+		return fmt.Errorf("rlqs: drain: streams still open: %w", ctx.Err())
+	}
+	s.Tick(ctx)
+	return ctx.Err()
 }
 
 // close forgets st: its buckets' shares go back to the other streams at the next interval.

@@ -9,10 +9,12 @@ type RuleStats struct {
 
 // Stats is a snapshot of the Service for its metrics.
 type Stats struct {
-	Streams     int                  // calls open
-	Rules       map[string]RuleStats // by rule path; "" for buckets no limited rule matches
-	Expired     map[string]uint64    // assignments that ran out before a renewal was sent, by rule path
-	StoreErrors uint64               // store exchanges that failed
+	Streams int                  // calls open
+	Rules   map[string]RuleStats // by rule path; "" for buckets no limited rule matches
+	// Expired counts the assignments that ran out before a renewal was sent, by rule path; every
+	// rule of Rules is listed, at zero until its first, so that a counter's first rise shows.
+	Expired     map[string]uint64
+	StoreErrors uint64 // store exchanges that failed
 }
 
 // Stats returns a snapshot of the streams, the demand and shares per rule, and the counts.
@@ -33,6 +35,9 @@ func (s *Service) Stats() Stats {
 			rs.Assigned += b.shares[st]
 		}
 		out.Rules[b.rule.Path] = rs
+	}
+	for k := range out.Rules {
+		out.Expired[k] = 0
 	}
 	for k, v := range s.expired {
 		out.Expired[k] = v

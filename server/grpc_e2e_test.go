@@ -76,7 +76,7 @@ func serveGRPC(t *testing.T, cfg *config.Config, sources *config.Sources) (*app.
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := tel.Register(srv.ConfigMetrics(), srv.RLSMetrics()); err != nil {
+	if err := tel.Register(srv.ConfigMetrics(), srv.RLSMetrics(), srv.QuotaMetrics()); err != nil {
 		t.Fatal(err)
 	}
 	serve(t, srv)

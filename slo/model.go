@@ -68,6 +68,8 @@ type Model struct {
 	Warnings []string
 	// LeasesExpired alerts on concurrency leases never given back.
 	LeasesExpired *LeasesExpiredObjective
+	// QuotaExpired alerts on quota assignments (rlqs) that expire unrenewed.
+	QuotaExpired *QuotaExpiredObjective
 }
 
 // Alert is what every generated alert has: when it fires and what it says.
@@ -232,6 +234,7 @@ func Compile(spec Spec, file string) (*Model, error) {
 	}
 	m.Overload = c.overload(spec)
 	m.LeasesExpired = c.leasesExpired(spec)
+	m.QuotaExpired = c.quotaExpired(spec)
 	m.Routing = c.routing(spec.Routing)
 	c.cost(spec, m)
 	if len(c.errs) > 0 {

@@ -123,6 +123,10 @@ func (m *Model) RuleTests(ruleFile string) ([]NamedRuleTestFile, error) {
 		f, err := g.leasesExpired()
 		errs = append(errs, add("leases-expired.yml", f, err))
 	}
+	if m.QuotaExpired != nil {
+		f, err := g.quotaExpired()
+		errs = append(errs, add("quota-expired.yml", f, err))
+	}
 	if m.Absent != nil {
 		f, err := g.absent()
 		errs = append(errs, add("metrics-absent.yml", f, err))

@@ -117,6 +117,9 @@ func (m *Model) RuleGroups() (*rulefmt.RuleGroups, error) {
 	if o := m.LeasesExpired; o != nil {
 		groups = append(groups, m.leasesGroup(o))
 	}
+	if o := m.QuotaExpired; o != nil {
+		groups = append(groups, m.quotaGroup(o))
+	}
 	if a := m.Absent; a != nil {
 		groups = append(groups, m.absentGroup(a))
 	}

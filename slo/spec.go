@@ -47,6 +47,8 @@ type Spec struct {
 	Overload OverloadSpec `koanf:"overload"`
 	// LeasesExpired is RateLimitLeasesExpiring, on concurrency leases (leases.go).
 	LeasesExpired LeasesExpiredSpec `koanf:"leases_expired"`
+	// QuotaExpired is RateLimitQuotaAssignmentsExpiring, on the quota service (quota.go).
+	QuotaExpired QuotaExpiredSpec `koanf:"quota_assignments_expired"`
 }
 
 // OverloadSpec is the objective of the upstream behind serve: its responses'
@@ -298,6 +300,7 @@ func DefaultSpec() Spec {
 		},
 		Cost:          DefaultCost(),
 		LeasesExpired: defaultLeasesExpired(),
+		QuotaExpired:  defaultQuotaExpired(),
 	}
 }
 

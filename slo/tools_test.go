@@ -143,6 +143,10 @@ func TestPromtoolTestsCatchAThresholdMovedBehindTheirBack(t *testing.T) {
 			"deriv(rate_limit_region_sync_lag_seconds{job=\"rl-exporter\"}[2m]) > 0", "deriv(rate_limit_region_sync_lag_seconds{job=\"rl-exporter\"}[2m]) >= 0"},
 		{"a peer page at 3m misses the 2m30s outage", "regions.yml",
 			"rate_limit_region_sync_lag_seconds{job=\"rl-exporter\"} > 120", "rate_limit_region_sync_lag_seconds{job=\"rl-exporter\"} > 180"},
+		{"a quota expiry alert waiting 10m misses the burst of expired assignments", "quota-expired.yml",
+			"expr: endpoint:rate_limit_rlqs_assignments_expired:increase5m > 0\n", "expr: endpoint:rate_limit_rlqs_assignments_expired:increase5m > 0\n        for: 10m\n"},
+		{"a quota expiry alert at >= 0 fires with no expiry", "quota-expired.yml",
+			"endpoint:rate_limit_rlqs_assignments_expired:increase5m > 0\n", "endpoint:rate_limit_rlqs_assignments_expired:increase5m >= 0\n"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -63,6 +63,7 @@ type bucketState struct {
 	action         *typev3.RateLimitStrategy // nil: the no-assignment behaviour
 	tb             *tokenBucket
 	expires        time.Time // of action; zero: none
+	assigned       time.Time // when the last assignment arrived; zero: none yet
 	fallbackExpiry time.Time // of the expired-assignment fallback in force
 	inFallback     bool
 }
@@ -201,6 +202,18 @@ func (c *Client) Assignment(bucket map[string]string) (*typev3.RateLimitStrategy
 	}
 	c.expire(b, time.Now())
 	return b.action, true
+}
+
+// AssignedAt returns when the last quota assignment of bucket arrived (zero: none since the
+// bucket was cached), so that a test sees a renewal or a new server's first assignment even
+// when its strategy is the same.
+func (c *Client) AssignedAt(bucket map[string]string) time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if b := c.buckets[Key(bucket)]; b != nil {
+		return b.assigned
+	}
+	return time.Time{}
 }
 
 // Offer sends rate requests per second of bucket, evenly spread, until ctx is done or the client

@@ -122,7 +122,7 @@ func (c *Client) onAction(a *rlqsv3.RateLimitQuotaResponse_BucketAction, now tim
 		return // not supported: the previous action stays
 	}
 	c.apply(b, s, now)
-	b.inFallback = false
+	b.inFallback, b.assigned = false, now
 	// The filter arms its expiry timer with the TTL's seconds; unset is 0, an instant expiry.
 	b.expires = now.Add(seconds(qa.GetAssignmentTimeToLive()))
 }
