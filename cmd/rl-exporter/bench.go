@@ -334,6 +334,12 @@ func runBench(ctx context.Context, args []string, _ environ, stdout, stderr io.W
 	if o.mode != "decide" {
 		return runBenchPairs(ctx, o, lim, store, storeName, stdout, stderr)
 	}
+	return runBenchDecide(ctx, o, lim, storeName, rb, stdout, stderr)
+}
+
+// runBenchDecide is bench's plain run: decisions of lim, one per call, reported with Redis's
+// cost when rb is set.
+func runBenchDecide(ctx context.Context, o benchOptions, lim *limiter.Limiter, storeName string, rb *benchRedis, stdout, stderr io.Writer) int {
 	decide := func(ctx context.Context, key string) (bool, error) {
 		d, err := lim.Allow(ctx, key)
 		if err != nil {

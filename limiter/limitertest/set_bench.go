@@ -46,24 +46,7 @@ func BenchmarkSets(b *testing.B, store limiter.Store) {
 	costs := []int64{1, 7, 1}
 	var oneNs float64
 	parallel := func(b *testing.B, decide func(ctx context.Context, i int, out []limiter.Decision) error) float64 {
-		b.SetParallelism((callers + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0))
-		b.ReportAllocs()
-		start := time.Now()
-		b.RunParallel(func(pb *testing.PB) {
-			ctx := context.Background()
-			i := int(time.Now().UnixNano() % users)
-			out := make([]limiter.Decision, 3)
-			for pb.Next() {
-				i += 7919
-				if err := decide(ctx, i, out); err != nil {
-					b.Error(err)
-					return
-				}
-			}
-		})
-		ns := float64(time.Since(start).Nanoseconds()) / float64(b.N)
-		b.ReportMetric(1e9/ns, "decisions/s")
-		return ns
+		return decideInParallel(b, callers, users, decide)
 	}
 	b.Run("one_limit", func(b *testing.B) {
 		oneNs = parallel(b, func(ctx context.Context, i int, _ []limiter.Decision) error {
@@ -107,6 +90,29 @@ func BenchmarkSets(b *testing.B, store limiter.Store) {
 			b.ReportMetric(oneNs/ns, "x_one_limit")
 		}
 	})
+}
+
+// decideInParallel runs decide b.N times from callers goroutines, each from its own place among
+// users (i), and reports and returns the nanoseconds per decision.
+func decideInParallel(b *testing.B, callers, users int, decide func(ctx context.Context, i int, out []limiter.Decision) error) float64 {
+	b.SetParallelism((callers + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0))
+	b.ReportAllocs()
+	start := time.Now()
+	b.RunParallel(func(pb *testing.PB) {
+		ctx := context.Background()
+		i := int(time.Now().UnixNano() % int64(users))
+		out := make([]limiter.Decision, 3)
+		for pb.Next() {
+			i += 7919
+			if err := decide(ctx, i, out); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	ns := float64(time.Since(start).Nanoseconds()) / float64(b.N)
+	b.ReportMetric(1e9/ns, "decisions/s")
+	return ns
 }
 
 // commitHeld commits each reservation of res on its Limiter of set at actual, as a proxy does
