@@ -379,6 +379,11 @@ func (g *grpcListener) relabel(p *httplimit.Policy) {
 		}
 	}
 	setLabels(g.labels, g.logger, endpoints, tiers, dflt, limits)
+	// setLabels' Reconfigure forgot the HTTP policy's concurrency limits: tell them again, as
+	// the policy's own relabel does.
+	if ll, ok := g.labels.(leaseLabels); ok && g.policy != nil {
+		setLeaseLabels(ll, g.logger, g.policy.LeaseLimits())
+	}
 }
 
 // setLabels tells labels the endpoints and tiers, then each limit in force.

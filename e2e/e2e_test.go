@@ -21,6 +21,7 @@ import (
 	"github.com/rl-exporter/rl-exporter/dashboards"
 	"github.com/rl-exporter/rl-exporter/internal/redistest"
 	"github.com/rl-exporter/rl-exporter/internal/testbin"
+	"github.com/rl-exporter/rl-exporter/rlqs/filtersim"
 	"github.com/rl-exporter/rl-exporter/slo"
 	"github.com/rl-exporter/rl-exporter/traffic"
 )
@@ -159,6 +160,16 @@ routing:
   ticket: {webhook: {url: "%[1]s"}}
 `
 
+// quotaDomain is the rls domain file the quota service (rlqs) divides: the chat bucket at 100
+// requests a second.
+const quotaDomain = `
+domain: chat
+descriptors:
+  - key: name
+    value: chat
+    rate_limit: {unit: second, requests_per_unit: 100}
+`
+
 // prometheusConfig scrapes serve every second and evaluates the generated
 // rules every second.
 const prometheusConfig = `
@@ -203,12 +214,32 @@ func TestAlertsReachOnCall(t *testing.T) {
 	redis := redistest.Single(t)
 	upstreamSrv := httptest.NewServer(upstream())
 	t.Cleanup(upstreamSrv.Close)
-	serveAddr := freeAddr(t)
-	servePath := filepath.Join(dir, "serve.yaml")
-	writeFile(t, servePath, serveConfig)
-	start(t, dir, "serve", binary, "serve", "--config", servePath, "--listen", serveAddr,
+	serveAddr, grpcAddr := freeAddr(t), freeAddr(t)
+	servePath, rlsDir := filepath.Join(dir, "serve.yaml"), filepath.Join(dir, "rls")
+	if err := os.Mkdir(rlsDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(rlsDir, "chat.yaml"), quotaDomain)
+	writeFile(t, servePath, serveConfig+fmt.Sprintf("rls: {config_dir: %q}\nrlqs: {enabled: true, interval: 1s}\n", rlsDir))
+	start(t, dir, "serve", binary, "serve", "--config", servePath, "--listen", serveAddr, "--grpc-listen", grpcAddr,
 		"--redis-url", redis.URL(), "--upstream", upstreamSrv.URL)
 	waitHTTP(ctx, t, "http://"+serveAddr+"/readyz")
+	// An Envoy's quota filter on the chat bucket, reporting every second, so that the quota
+	// service's row has series.
+	envoy := filtersim.Start(filtersim.Config{Addrs: []string{grpcAddr}, Domain: "chat", ReportInterval: time.Second})
+	t.Cleanup(envoy.Close)
+	go func() {
+		tick := time.NewTicker(50 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+				envoy.Request(map[string]string{"name": "chat"})
+			}
+		}
+	}()
 
 	amAddr := freeAddr(t)
 	start(t, dir, "alertmanager", tool(t, "prometheus-alertmanager", "alertmanager"),
