@@ -6,6 +6,9 @@ import (
 	"time"
 )
 
+// SlowSpans is slowSpans for tests.
+const SlowSpans = slowSpans
+
 // ChunkSize is chunkSize for tests.
 var ChunkSize = chunkSize
 

@@ -2,6 +2,7 @@ package shares
 
 import (
 	"context"
+	"math"
 	"time"
 
 	"github.com/rl-exporter/rl-exporter/limiter"
@@ -11,8 +12,8 @@ import (
 // and the shared store's last refusal. Guarded by its shard's mutex.
 type share struct {
 	chunk
-	// until is when the chunk stops being used: one Interval after it was taken, or the end of
-	// the fixed window it was taken from.
+	// until is when the chunk stops being used: spans Intervals after it was taken, or the end
+	// of the fixed window it was taken from.
 	until time.Time
 	// base is the shared store's answer to the last reservation, at: Remaining and ResetAfter
 	// of the local decisions are counted from it.
@@ -23,6 +24,13 @@ type share struct {
 	recheck time.Time
 	// demand is the units asked since the last sweep; last, in the interval before it.
 	demand, last int64
+	// asked is the units asked over the last spanned sweeps, since the last refill: a slow
+	// key's rate, halved with spanned so that it stays recent.
+	asked, spanned int64
+	// idle is the sweeps in a row that found no demand.
+	idle int64
+	// spans is the chunk's life in intervals: 1 for a busy key's, up to slowSpans for a slow one.
+	spans int64
 	// filling is closed when the reservation in flight is answered; nil when none is.
 	filling chan struct{}
 }
@@ -65,13 +73,43 @@ func (e *share) refusal(now time.Time, quota int64) limiter.Decision {
 	}
 }
 
-// coldDemand is the demand in an interval below which a key is decided on the shared store
-// alone: a chunk would cost a reservation and a give-back for fewer decisions than that.
+// coldDemand is the demand below which a key is decided on the shared store alone: a chunk
+// would cost a reservation and a give-back for fewer decisions than that.
 const coldDemand = 4
 
-// cold reports whether the share's key asked too little, in the last interval and in this one
-// so far, to be worth a chunk.
-func (e *share) cold() bool { return e.last < coldDemand && e.demand < coldDemand }
+// slowSpans is the most intervals a slow key's chunk lasts, and slowTarget the units it aims
+// to hold: a key asking about one unit an interval (10,000 keys at 100,000 decisions/s) would
+// otherwise be cold forever and cost a round trip a decision. A longer life strands no more
+// than before: the chunk is the key's own demand over it, at most MaxFraction of the quota.
+const (
+	slowSpans  = 10
+	slowTarget = 16
+)
+
+// plan sizes the next chunk of a share whose caller asks cost: size units lasting spans
+// intervals, or ok false when the key asks too little to be worth one. Before a whole interval
+// of the key was seen, or when it asks slowTarget units an interval, a key that asked
+// coldDemand units in the last interval or this one takes chunkSize for one interval. Else its
+// rate since its last refill decides: a chunk of that rate for as many intervals as make
+// slowTarget units (at most slowSpans), when that is at least coldDemand.
+func (e *share) plan(cost, maxChunk int64) (size, spans int64, ok bool) {
+	if e.spanned == 0 || max(e.last, e.demand) >= slowTarget {
+		if e.last >= coldDemand || e.demand >= coldDemand {
+			return chunkSize(e.last, e.demand, cost, maxChunk), 1, true
+		}
+		return 0, 0, false
+	}
+	// Units an interval, the current one counted whole: a rare key's first asks would
+	// otherwise look twice as frequent as they are.
+	rate := max(float64(e.asked)/float64(e.spanned+1), float64(e.last))
+	spans = min(int64(math.Ceil(slowTarget/rate)), slowSpans)
+	if rate*float64(spans) < coldDemand {
+		return 0, 0, false
+	}
+	size = min(max(int64(math.Ceil(rate*float64(spans))), cost), maxChunk)
+	// A chunk cut to maxChunk is used up sooner: its life is what its size lasts.
+	return size, max(min(spans, int64(math.Ceil(float64(size)/rate))), 1), true
+}
 
 // plain decides cost units of k on the shared store, as if there were no shares.
 func (s *Store) plain(ctx context.Context, k shareKey, cost int64, timeout time.Duration) (limiter.Decision, error) {
@@ -113,6 +151,7 @@ func (s *Store) consume(ctx context.Context, k shareKey, cost int64, timeout tim
 		}
 		if !counted {
 			e.demand += cost
+			e.asked += cost
 			counted = true
 		}
 		now := s.now()
@@ -135,7 +174,8 @@ func (s *Store) consume(ctx context.Context, k shareKey, cost int64, timeout tim
 			sh.mu.Lock()
 			continue
 		}
-		if e.cold() {
+		size, spans, ok := e.plan(cost, s.maxChunk(k.lim))
+		if !ok {
 			old := e.detach()
 			sh.mu.Unlock()
 			s.giveBack(k, old)
@@ -143,15 +183,17 @@ func (s *Store) consume(ctx context.Context, k shareKey, cost int64, timeout tim
 		}
 		w := make(chan struct{})
 		e.filling = w
-		old, size := e.detach(), chunkSize(e.last, e.demand, cost, s.maxChunk(k.lim))
+		// The new chunk's demand starts with this caller's.
+		e.asked, e.spanned = cost, 0
+		old := e.detach()
 		sh.mu.Unlock()
-		return s.refill(ctx, sh, e, k, old, size, cost, timeout)
+		return s.refill(ctx, sh, e, k, old, size, spans, cost, timeout)
 	}
 }
 
 // refill gives old back, reserves a chunk of size (or, refused, of what the shared store has
-// left, when that covers cost), installs it in e and takes cost of it.
-func (s *Store) refill(ctx context.Context, sh *shard, e *share, k shareKey, old chunk, size, cost int64, timeout time.Duration) (limiter.Decision, error) {
+// left, when that covers cost) to last spans intervals, installs it in e and takes cost of it.
+func (s *Store) refill(ctx context.Context, sh *shard, e *share, k shareKey, old chunk, size, spans, cost int64, timeout time.Duration) (limiter.Decision, error) {
 	// Not waited for: the give-back and the reservation go out in one batch, in order, as a
 	// rule; a reservation that misses the rest given back is refused and retried smaller.
 	s.giveBack(k, old)
@@ -176,10 +218,12 @@ func (s *Store) refill(ctx context.Context, sh *shard, e *share, k shareKey, old
 	}
 	s.stats.taken.Add(size)
 	e.chunk = chunk{id: id, taken: size}
-	e.until = before.Add(s.interval)
+	e.spans = spans
+	life := time.Duration(spans) * s.interval
 	if k.lim.Algorithm == limiter.FixedWindow {
-		e.until = before.Add(min(s.interval, d.ResetAfter))
+		life = min(life, d.ResetAfter)
 	}
+	e.until = before.Add(life)
 	e.used = cost
 	if s.closed.Load() {
 		// Close may have drained this share before the reservation was answered.

@@ -24,15 +24,16 @@ const DefaultMaxFraction = 0.1
 type Config struct {
 	// Store is the shared store the units are reserved from; required.
 	Store limiter.Reserver
-	// Interval is how long a chunk may be used after it was taken, and how often idle keys'
-	// chunks are given back; default DefaultInterval.
+	// Interval is how long a busy key's chunk may be used after it was taken (a slow key's,
+	// up to 10 of them), and how often idle keys' chunks are given back; default
+	// DefaultInterval.
 	Interval time.Duration
 	// MaxFraction bounds a chunk to this fraction of the quota (but never below the cost
 	// asked); in (0, 1], default DefaultMaxFraction.
 	MaxFraction float64
 	// Timeout bounds a give-back, which no caller waits for; default half the reservations'
-	// hold (5 intervals, at least 500ms), so that a slow Redis still gets the units back
-	// before the reservation expires charged.
+	// hold (10 intervals, at least 1s), so that a slow Redis still gets the units back before
+	// the reservation expires charged.
 	Timeout time.Duration
 	// Now is the clock of the intervals; default time.Now. The windows and buckets are on
 	// the shared store's clock.
@@ -119,10 +120,10 @@ func newStore(cfg Config) (*Store, error) {
 	if s.now == nil {
 		s.now = time.Now
 	}
-	// A chunk is settled within two intervals (an idle key's at the second sweep) and a
-	// settle's timeout; its reservation outlives that by far, so that only a replica gone
-	// leaves it to expire, charged: the units it may have used stay spent.
-	s.hold = max(10*s.interval, time.Second)
+	// A chunk is settled within its life (at most slowSpans intervals), a sweep and a settle's
+	// timeout; its reservation outlives that by far, so that only a replica gone leaves it to
+	// expire, charged: the units it may have used stay spent.
+	s.hold = max(2*slowSpans*s.interval, 2*time.Second)
 	if s.timeout == 0 {
 		s.timeout = s.hold / 2
 	}

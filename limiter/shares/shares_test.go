@@ -132,6 +132,61 @@ func TestSharesDecideLocallyAndGiveBack(t *testing.T) {
 	})
 }
 
+// TestSharesServeASlowKeyFromChunksOfSeveralIntervals: a key asking about one unit an interval
+// (10,000 keys at 100,000 decisions/s each ask that much) is decided from chunks that last
+// several intervals, a few store calls for forty decisions instead of forty; once it stops
+// asking, its chunk goes back within slowSpans intervals, so that the shared store counts
+// exactly what was admitted.
+func TestSharesServeASlowKeyFromChunksOfSeveralIntervals(t *testing.T) {
+	srv := redistest.Single(t)
+	redis := newRedisStore(t, srv)
+	clk := newClock()
+	st := shares.NewManual(t, shares.Config{Store: redis, Now: clk.Now})
+	lim := limiter.Limit{Algorithm: limiter.GCRA, Rate: 1000, Period: time.Hour}
+	l := newLimiter(t, lim, st)
+	ctx := context.Background()
+	for i := range 40 {
+		if d, err := l.Allow(ctx, "k"); err != nil || !d.Allowed {
+			t.Fatalf("decision %d: %+v, %v", i, d, err)
+		}
+		clk.Advance(shares.DefaultInterval)
+		st.Sweep(clk.Now())
+	}
+	s := st.Stats()
+	if calls := s.Plain + s.Reserves + s.Settles; calls > 12 {
+		t.Errorf("40 decisions, one an interval, cost %d store calls (%d plain, %d chunks, %d given back), want at most 12", calls, s.Plain, s.Reserves, s.Settles)
+	}
+	for range shares.SlowSpans {
+		clk.Advance(shares.DefaultInterval)
+		st.Sweep(clk.Now())
+	}
+	eventually.True(t, 5*time.Second, "the stopped key's chunk given back", func() bool {
+		return remaining(t, redis, lim, "k") == 960
+	})
+}
+
+// TestSharesKeepARareKeyOnTheSharedStore: a key asking one unit every five intervals would
+// spend a reservation and a give-back on fewer decisions than coldDemand; it is decided on the
+// shared store as without shares.
+func TestSharesKeepARareKeyOnTheSharedStore(t *testing.T) {
+	srv := redistest.Single(t)
+	clk := newClock()
+	st := shares.NewManual(t, shares.Config{Store: newRedisStore(t, srv), Now: clk.Now})
+	l := newLimiter(t, limiter.Limit{Algorithm: limiter.GCRA, Rate: 1000, Period: time.Hour}, st)
+	for i := range 50 {
+		if i%5 == 0 {
+			if d, err := l.Allow(context.Background(), "k"); err != nil || !d.Allowed {
+				t.Fatalf("decision %d: %+v, %v", i, d, err)
+			}
+		}
+		clk.Advance(shares.DefaultInterval)
+		st.Sweep(clk.Now())
+	}
+	if s := st.Stats(); s.Reserves != 0 || s.Plain != 10 {
+		t.Errorf("10 rare decisions: %d chunks, %d plain; want 0 and 10", s.Reserves, s.Plain)
+	}
+}
+
 // TestSharesTakeWhatIsLeft: a replica refused its chunk takes what the shared store has left
 // when it covers the cost; refused outright, it refuses locally until the shared store's
 // RetryAfter or one interval, whichever is sooner, without asking again.

@@ -23,22 +23,30 @@ func (s *Store) sweepEvery() {
 	}
 }
 
-// sweep starts a new interval of demand: it gives back the chunks of keys idle since the last
-// sweep and those no longer in use (past until), and forgets idle keys with nothing pending.
+// sweep starts a new interval of demand: it gives back the chunks no longer in use (past
+// until) and those of keys idle for their chunk's span, and forgets keys idle for slowSpans
+// intervals with nothing pending, so that a slow key keeps the rate that sizes its chunks.
 func (s *Store) sweep(now time.Time) {
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
 		for k, e := range sh.m {
-			idle := e.demand == 0
+			if e.demand == 0 {
+				e.idle++
+			} else {
+				e.idle = 0
+			}
 			e.last, e.demand = e.demand, 0
+			if e.spanned++; e.spanned >= 2*slowSpans {
+				e.asked, e.spanned = e.asked/2, e.spanned/2
+			}
 			if e.filling != nil {
 				continue
 			}
-			if e.id != "" && (idle || !now.Before(e.until)) {
+			if e.id != "" && (e.idle >= e.spans || !now.Before(e.until)) {
 				s.giveBack(k, e.detach())
 			}
-			if idle && e.id == "" && !now.Before(e.recheck) {
+			if e.id == "" && e.idle >= slowSpans && !now.Before(e.recheck) {
 				delete(sh.m, k)
 			}
 		}
