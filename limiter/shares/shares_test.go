@@ -26,6 +26,9 @@ func newRedisStore(t testing.TB, srv *redistest.Server) *redisstore.Store {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Closed before its client (cleanups run last first): its batch senders give their
+	// connections back rather than find them closed under them.
+	t.Cleanup(func() { _ = st.Close(context.Background()) })
 	return st
 }
 
