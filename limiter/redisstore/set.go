@@ -1,6 +1,7 @@
 package redisstore
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"sync"
@@ -79,11 +80,11 @@ const (
 // under any algorithms: the key is the hash tag) are one request, as
 // above, on the lane of their slot's master. Parts in several slots (a
 // per-organisation or global limit beside per-client ones) are decided
-// slot group after slot group, each taking as it admits; when a later
-// group refuses, or its call fails, what the earlier groups took is given
-// back (the settle arithmetic of reservations), and every part then
-// answers as if peeked. A peek of several groups is one call per group,
-// not one snapshot.
+// slot group by slot group at once, one round trip for all, each taking
+// as it admits; when a group refuses, or its call fails, what the others
+// took is given back (the settle arithmetic of reservations), and every
+// part then answers as if peeked. A peek of several groups is one call per
+// group, not one snapshot.
 //
 // Bound of the cross-slot set: no overshoot. A group's take is counted in
 // its state from before the set is answered until it is given back, so no
@@ -93,8 +94,8 @@ const (
 // window since passed needs none); sliding_log's removes the members
 // scored at the take. The undershoot, requests refused that the parts
 // would have admitted, is bounded by the takes in flight: at most one cost
-// per part of an earlier group per concurrent cross-slot set that a later
-// group refuses, held for the later group's round trip and the give-back's
+// per part of an admitting group per concurrent cross-slot set that
+// another group refuses, held for that round trip and the give-back's
 // (TestCluster's cross-slot set measures both: with 64 clients whose
 // users' quotas bind, about 210–230 refusals by the organisation's part while
 // its count was under its quota, no unit admitted past a quota, none left
@@ -209,6 +210,19 @@ func (c *setCall) groups() [][]int {
 // one request, alone or batched (Store.send), bounded by ctx and timeout
 // when > 0, and returns its answer.
 func (c *setCall) run(ctx context.Context, timeout time.Duration, group []int, mode int64) ([]int64, error) {
+	buf := c.ints
+	c.ints = nil
+	ints, err := c.send(ctx, timeout, group, mode, buf[:0])
+	if err == nil {
+		c.ints = ints
+	}
+	return ints, err
+}
+
+// send is run with buf, the buffer the answer is read into: lent to the
+// request while it is on its way, so that run takes it back only from an
+// answered call and concurrent groups each bring their own (nil).
+func (c *setCall) send(ctx context.Context, timeout time.Duration, group []int, mode int64, buf []int64) ([]int64, error) {
 	s := c.s
 	r := s.newOp(famSet, 0)
 	for _, i := range group {
@@ -234,12 +248,11 @@ func (c *setCall) run(ctx context.Context, timeout time.Duration, group []int, m
 	first := r.skeys[0]
 	r.addKey(first)
 	s.slotted(r)
-	r.sout, c.ints = c.ints[:0], nil
+	r.sout = buf
 	rep := s.send(ctx, r, timeout)
 	if rep.err != nil {
 		return nil, fmt.Errorf("redis set script for %s: %w", first, rep.err)
 	}
-	c.ints = rep.set
 	if len(rep.set) != setReplyLen*len(group) {
 		return nil, fmt.Errorf("redis set script: unexpected reply of %d integers for %d parts", len(rep.set), len(group))
 	}
@@ -417,7 +430,7 @@ func (c *setCall) answer(group []int, ints []int64, mode limiter.Mode) (bool, er
 	return allowed, nil
 }
 
-// crossSlot decides groups one after another (see DecideSet).
+// crossSlot decides groups at once (see DecideSet).
 func (c *setCall) crossSlot(ctx context.Context, groups [][]int, mode limiter.Mode) (bool, error) {
 	if mode == limiter.ModePeek {
 		allowed := true
@@ -435,34 +448,46 @@ func (c *setCall) crossSlot(ctx context.Context, groups [][]int, mode limiter.Mo
 		return allowed, nil
 	}
 	c.marks = make([]int64, len(c.parts))
+	answers, errs := c.takeAll(ctx, groups)
+	allowed, took := true, make([][]int, 0, len(groups))
+	var firstErr error
 	for k, g := range groups {
-		ints, err := c.run(ctx, 0, g, int64(limiter.ModeConsume))
-		var ok bool
+		ok, err := false, errs[k]
 		if err == nil {
-			ok, err = c.answer(g, ints, mode)
+			ok, err = c.answer(g, answers[k], mode)
 		}
-		if err != nil {
+		switch {
+		case err != nil:
 			// The failed group may have taken: what it took, the store
-			// cannot know. The earlier groups' takes are given back.
-			c.giveBack(context.WithoutCancel(ctx), groups[:k])
-			return false, err
+			// cannot know. The others' takes are given back.
+			firstErr = cmp.Or(firstErr, err)
+		case ok:
+			took = append(took, g)
+		default:
+			allowed = false
 		}
-		if ok {
-			continue
-		}
-		c.giveBack(ctx, groups[:k])
-		for _, later := range groups[k+1:] {
-			ints, err := c.run(ctx, 0, later, int64(limiter.ModePeek))
-			if err == nil {
-				_, err = c.answer(later, ints, limiter.ModePeek)
-			}
-			if err != nil {
-				return false, err
-			}
-		}
-		return false, nil
 	}
-	return true, nil
+	if allowed && firstErr == nil {
+		return true, nil
+	}
+	c.giveBack(ctx, took)
+	return false, firstErr
+}
+
+// takeAll sends every group's take at once, the first from this
+// goroutine, and returns their answers and errors by group: a set spread
+// over slots costs one round trip, not one per slot.
+func (c *setCall) takeAll(ctx context.Context, groups [][]int) ([][]int64, []error) {
+	answers, errs := make([][]int64, len(groups)), make([]error, len(groups))
+	var wg sync.WaitGroup
+	for k := 1; k < len(groups); k++ {
+		wg.Go(func() {
+			answers[k], errs[k] = c.send(ctx, 0, groups[k], int64(limiter.ModeConsume), nil)
+		})
+	}
+	answers[0], errs[0] = c.run(ctx, 0, groups[0], int64(limiter.ModeConsume))
+	wg.Wait()
+	return answers, errs
 }
 
 // giveBack returns what groups took, each then answering as peeked; a
