@@ -4,9 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/rl-exporter/rl-exporter/collector"
 	"github.com/rl-exporter/rl-exporter/config"
 	"github.com/rl-exporter/rl-exporter/httplimit"
 	"github.com/rl-exporter/rl-exporter/limiter"
@@ -81,4 +86,36 @@ func (s *shareStores) Close() error {
 		errs = append(errs, st.Close(ctx))
 	}
 	return errors.Join(errs...)
+}
+
+// stats adds up the counts of every store of shares made so far, ok false while there is none.
+// A store is never dropped, so that each sum only grows.
+func (s *shareStores) stats() (out collector.SharesStats, ok bool) {
+	s.mu.Lock()
+	stores := slices.Collect(maps.Values(s.byIv))
+	s.mu.Unlock()
+	for _, st := range stores {
+		c := st.Stats()
+		out.Reservations += uint64(c.Reserves)
+		out.UnitsTaken += uint64(c.Taken)
+		out.UnitsReturned += uint64(c.Returned)
+		out.GiveBacks += uint64(c.Settles)
+		out.GiveBackErrors += uint64(c.SettleErrors)
+		out.Plain += uint64(c.Plain)
+	}
+	return out, len(stores) > 0
+}
+
+// SharesMetrics returns rate_limit_shares_reservations_total, rate_limit_shares_units_total,
+// rate_limit_shares_give_backs_total, rate_limit_shares_give_back_errors_total and
+// rate_limit_shares_plain_decisions_total, summed over the classes' stores of shares, as a
+// prometheus.Collector for the /metrics registry. It collects nothing until a class has
+// shares.enabled, at start-up or on a reload, and counts the stores a reload makes too. Safe
+// for concurrent use.
+func (b *Built) SharesMetrics() prometheus.Collector {
+	m, err := collector.NewShares(collector.SharesConfig{Stats: b.shares.stats})
+	if err != nil { // Stats is set: NewShares cannot fail
+		return noMetrics{}
+	}
+	return m
 }

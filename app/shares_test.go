@@ -3,11 +3,15 @@ package app_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -16,6 +20,7 @@ import (
 
 	"github.com/rl-exporter/rl-exporter/app"
 	"github.com/rl-exporter/rl-exporter/config"
+	"github.com/rl-exporter/rl-exporter/internal/eventually"
 	"github.com/rl-exporter/rl-exporter/internal/redistest"
 )
 
@@ -131,5 +136,206 @@ classes:
 	}
 	if fmt.Sprint(counted) != "[30]" {
 		t.Errorf("after shutdown Redis counts %v, want [30]: the unused units given back", counted)
+	}
+}
+
+// servedWithMetrics builds serve from cfg with its telemetry wired as `rl-exporter serve`
+// wires it, the shares' metrics registered, and serves it until stop, which returns Serve's
+// error. scrape GETs /metrics of the main listener while it serves; gather renders the same
+// registry without it, after stop.
+func servedWithMetrics(t *testing.T, cfg *config.Config) (built *app.Built, scrape, gather func() string, stop func() error) {
+	t.Helper()
+	tel, err := app.NewTelemetry(context.Background(), cfg, app.TelemetryInfo{TraceWriter: io.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	built, err = app.Build(cfg, tel.Deps(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tel.Register(built.SharesMetrics()); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- built.Serve(ctx) }()
+	select {
+	case <-built.Ready():
+	case err := <-done:
+		t.Fatalf("serve ended before it was ready: %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("serve not ready within 10s")
+	}
+	var once sync.Once
+	var serveErr error
+	stop = func() error {
+		once.Do(func() { cancel(); serveErr = <-done })
+		return serveErr
+	}
+	t.Cleanup(func() { _ = stop() })
+	scrape = func() string {
+		resp, err := http.Get("http://" + built.Addr("main") + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET /metrics: %d %v", resp.StatusCode, err)
+		}
+		return string(b)
+	}
+	gather = func() string {
+		rec := httptest.NewRecorder()
+		tel.Collector.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+		return rec.Body.String()
+	}
+	return built, scrape, gather, stop
+}
+
+// sharesSeries are the rate_limit_shares_* samples of a scrape, by series.
+func sharesSeries(t *testing.T, body string) map[string]float64 {
+	t.Helper()
+	out := map[string]float64{}
+	for _, m := range sharesSample.FindAllStringSubmatch(body, -1) {
+		v, err := strconv.ParseFloat(m[2], 64)
+		if err != nil {
+			t.Fatalf("sample %q: %v", m[0], err)
+		}
+		out[m[1]] = v
+	}
+	return out
+}
+
+var sharesSample = regexp.MustCompile(`(?m)^(rate_limit_shares_[a-z_]+(?:\{[^}]*\})?) (\S+)$`)
+
+// The names of the series sharesSeries returns.
+const (
+	sharesReservations = "rate_limit_shares_reservations_total"
+	sharesTaken        = `rate_limit_shares_units_total{kind="taken"}`
+	sharesReturned     = `rate_limit_shares_units_total{kind="returned"}`
+	sharesGiveBacks    = "rate_limit_shares_give_backs_total"
+	sharesErrors       = "rate_limit_shares_give_back_errors_total"
+	sharesPlain        = "rate_limit_shares_plain_decisions_total"
+)
+
+// getMain sends n GETs of path to built's main listener and fails t unless each is let through.
+func getMain(t *testing.T, built *app.Built, path string, n int) {
+	t.Helper()
+	for range n {
+		resp, err := http.Get("http://" + built.Addr("main") + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET %s: %d, want 200", path, resp.StatusCode)
+		}
+	}
+}
+
+// sharesClass is a class of sharesConfig: its name, its one route, and its shares' interval
+// ("" for none).
+type sharesClass struct{ name, route, interval string }
+
+// sharesConfig is serve's config on rdb with classes, the first the default, each of a limit
+// of 1000 an hour.
+func sharesConfig(t *testing.T, rdb *redistest.Server, upstream string, classes ...sharesClass) *config.Config {
+	t.Helper()
+	yaml := fmt.Sprintf("server: {listen: \"127.0.0.1:0\", upstream: %q}\nstore: {type: redis, timeout: 1s, redis: {url: %q}}\ndefault_class: %s\nclasses:\n",
+		upstream, rdb.URL(), classes[0].name)
+	for _, c := range classes {
+		shares := ""
+		if c.interval != "" {
+			shares = fmt.Sprintf("    shares: {enabled: true, interval: %s}\n", c.interval)
+		}
+		yaml += fmt.Sprintf("  %s:\n    routes: [%q]\n%s    limits:\n      default: {algorithm: fixed_window, rate: 1000, period: 1h, align_windows: true}\n", c.name, c.route, shares)
+	}
+	cfg, err := config.Parse("rl.yaml", []byte(yaml))
+	if err != nil {
+		t.Fatalf("%v\n%s", err, yaml)
+	}
+	return cfg
+}
+
+// /metrics shows no shares series until a reload gives a class shares, then their counts
+// while serving, a store of shares made by a later reload added in; after shutdown, with
+// every chunk given back, what was used of the chunks and the plain decisions add up to the
+// requests let through.
+func TestSharesCountsShowOnMetricsAcrossReloadsAndAddUpToTheDecisions(t *testing.T) {
+	rdb := redistest.Single(t)
+	up := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	defer up.Close()
+	orders, search := sharesClass{"api", "GET /orders/{id}", ""}, sharesClass{"search", "GET /search", ""}
+	built, scrape, gather, stop := servedWithMetrics(t, sharesConfig(t, rdb, up.URL, orders))
+	if s := sharesSeries(t, scrape()); len(s) != 0 {
+		t.Fatalf("with no class with shares /metrics shows %v, want no rate_limit_shares_ series", s)
+	}
+
+	orders.interval = "10s"
+	if err := built.Reload(sharesConfig(t, rdb, up.URL, orders)); err != nil {
+		t.Fatal(err)
+	}
+	zero := map[string]float64{sharesReservations: 0, sharesTaken: 0, sharesReturned: 0, sharesGiveBacks: 0, sharesErrors: 0, sharesPlain: 0}
+	if s := sharesSeries(t, scrape()); fmt.Sprint(s) != fmt.Sprint(zero) {
+		t.Fatalf("once a class has shares /metrics shows %v, want every series at zero: %v", s, zero)
+	}
+	getMain(t, built, "/orders/42", 30)
+	first := sharesSeries(t, scrape())
+	// A key's first decision is plain (it asked too little yet); the rest came from chunks.
+	if first[sharesReservations] < 1 || first[sharesPlain] < 1 || first[sharesTaken]+first[sharesPlain] < 30 || first[sharesErrors] != 0 {
+		t.Fatalf("after 30 decisions of a class with shares /metrics shows %v, want reservations and plain decisions, as many units taken as the rest, no give-back error", first)
+	}
+
+	// A reload adding a class of another interval makes a second store of shares.
+	search.interval = "5s"
+	if err := built.Reload(sharesConfig(t, rdb, up.URL, orders, search)); err != nil {
+		t.Fatal(err)
+	}
+	getMain(t, built, "/search", 30)
+	second := sharesSeries(t, scrape())
+	for _, name := range []string{sharesReservations, sharesPlain, sharesTaken} {
+		if second[name] <= first[name] {
+			t.Errorf("%s: %v after the decisions of the class added by a reload, %v before: its store is not counted", name, second[name], first[name])
+		}
+	}
+
+	if err := stop(); err != nil {
+		t.Fatalf("serve: %v", err)
+	}
+	end := sharesSeries(t, gather())
+	if end[sharesGiveBacks] != end[sharesReservations] || end[sharesErrors] != 0 {
+		t.Errorf("after shutdown /metrics shows %v: want every chunk reserved given back, none failed", end)
+	}
+	if used := end[sharesTaken] - end[sharesReturned]; used+end[sharesPlain] != 60 {
+		t.Errorf("after shutdown %v units used of the chunks and %v plain decisions, want 60 in all: %v", used, end[sharesPlain], end)
+	}
+}
+
+// A chunk given back while Redis is down is counted as a give-back error on /metrics, as
+// the shutdown's error says.
+func TestAGiveBackRedisDoesNotAnswerShowsOnMetrics(t *testing.T) {
+	rdb := redistest.Single(t)
+	up := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	defer up.Close()
+	// At 10s no sweep gives the chunk back while the test runs: shutdown does.
+	built, scrape, gather, stop := servedWithMetrics(t, sharesConfig(t, rdb, up.URL, sharesClass{"api", "GET /orders/{id}", "10s"}))
+	getMain(t, built, "/orders/42", 30)
+	before := sharesSeries(t, scrape())
+	if before[sharesReservations] <= before[sharesGiveBacks] || before[sharesErrors] != 0 {
+		t.Fatalf("after 30 decisions /metrics shows %v: want a chunk in hand (reserved, not given back), no give-back error", before)
+	}
+	rdb.Stop()
+	err := stop()
+	if err == nil || !strings.Contains(err.Error(), "given back") {
+		t.Errorf("serve's error with Redis down at shutdown: %v, want the chunks not given back named", err)
+	}
+	var end map[string]float64
+	eventually.True(t, 10*time.Second, "the failed give-back counted", func() bool {
+		end = sharesSeries(t, gather())
+		return end[sharesErrors] >= 1
+	})
+	if failed, sent := end[sharesErrors], end[sharesGiveBacks]-before[sharesGiveBacks]; failed != sent {
+		t.Errorf("%v give-backs sent with Redis down, %v counted as failed: %v", sent, failed, end)
 	}
 }

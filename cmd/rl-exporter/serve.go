@@ -161,9 +161,10 @@ func runServe(ctx context.Context, args []string, env environ, stdout, stderr io
 	}
 	// rate_limit_config_errors_total, rate_limit_config_reloads_total,
 	// rate_limit_slow_clients_total, rate_limit_rls_invalid_requests_total,
-	// with server.overload its limit and shed requests, and with rlqs.enabled
-	// the quota shares, streams and expired assignments on /metrics.
-	if err := tel.Register(srv.ConfigMetrics(), srv.Metrics(), srv.RLSMetrics(), srv.OverloadMetrics(), srv.QuotaMetrics()); err != nil {
+	// with server.overload its limit and shed requests, with rlqs.enabled
+	// the quota shares, streams and expired assignments, and once a class
+	// has shares their chunks, units and failed give-backs on /metrics.
+	if err := tel.Register(srv.ConfigMetrics(), srv.Metrics(), srv.RLSMetrics(), srv.OverloadMetrics(), srv.QuotaMetrics(), srv.SharesMetrics()); err != nil {
 		fmt.Fprintf(stderr, "rl-exporter serve: %v\n", err)
 		return exitFailure
 	}
