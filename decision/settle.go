@@ -3,6 +3,7 @@ package decision
 import (
 	"context"
 	"errors"
+	"sync"
 
 	"github.com/rl-exporter/rl-exporter/limiter"
 )
@@ -303,23 +304,52 @@ func (r Reporter) done(ctx context.Context, o Outcome, end func(limiter.Status, 
 // Outcomes are only given to then. then (nil: none) gets each part's Outcome once, on the
 // goroutines SettleAsync names. Safe for concurrent use.
 func (r Reporter) SettleSetAsync(ctx context.Context, a Ask, parts []PartOutcome, cancel bool, then func(Outcome)) {
-	first := true
+	r.settleSet(ctx, a, parts, cancel, func(_ int, o Outcome) {
+		if then != nil {
+			then(o)
+		}
+	})
+}
+
+// SettleSet is SettleSetAsync waited for: it returns, once the store answered them all, the
+// Outcome of each part that holds a reservation, in parts' order. On a store that settles
+// without waiting (Redis's) the settles ride one batch. Safe for concurrent use.
+func (r Reporter) SettleSet(ctx context.Context, a Ask, parts []PartOutcome, cancel bool) []Outcome {
+	n := 0
+	for _, p := range parts {
+		if p.Reservation.ID != "" {
+			n++
+		}
+	}
+	out := make([]Outcome, n)
+	var wg sync.WaitGroup
+	wg.Add(n)
+	r.settleSet(ctx, a, parts, cancel, func(i int, o Outcome) {
+		out[i] = o
+		wg.Done()
+	})
+	wg.Wait()
+	return out
+}
+
+// settleSet settles each part holding a reservation, the first traced and recorded; then gets
+// the i-th such part's Outcome once.
+func (r Reporter) settleSet(ctx context.Context, a Ask, parts []PartOutcome, cancel bool, then func(int, Outcome)) {
+	i := 0
 	for _, p := range parts {
 		if p.Reservation.ID == "" {
 			continue
 		}
 		pa := a
 		pa.Set, pa.Key, pa.Limiter, pa.Reservation = nil, p.Key, p.Limiter, p.Reservation
-		if first {
-			first = false
-			r.SettleAsync(ctx, pa, cancel, then)
-			continue
+		at := i
+		done := func(o Outcome) { then(at, o) }
+		if i == 0 {
+			r.SettleAsync(ctx, pa, cancel, done)
+		} else {
+			SettleAsync(ctx, pa, cancel, done)
 		}
-		SettleAsync(ctx, pa, cancel, func(o Outcome) {
-			if then != nil {
-				then(o)
-			}
-		})
+		i++
 	}
 }
 

@@ -24,7 +24,8 @@ const AuthPath = "/v1/auth"
 const DenyStatusHeader = "X-Deny-Status"
 
 // ReservationHeader carries the token of the reservation /v1/auth opened for a class with
-// CostFrom; the gateway sends it back, with CostHeader, in a POST CommitPath without a body.
+// CostFrom (on a tier of several limits, of each limit of UnitCost); the gateway sends it back,
+// with CostHeader, in a POST CommitPath without a body.
 const ReservationHeader = "X-RateLimit-Reservation"
 
 // CostHeader is the real cost of a reservation settled by headers; missing or not a number ≥ 0,
@@ -170,11 +171,6 @@ func (m *Middleware) authorize(w http.ResponseWriter, r *http.Request, deny int)
 		est := rt.class.estimate
 		est.JSON = ""
 		a.Mode, a.Cost = limiter.ModeReserve, m.estimate(r, est, a)
-		if a.Set != nil {
-			// A reservation token names one limit's key: a tier of several limits takes its
-			// estimate at admission, settled by nobody (docs/cost-and-quotas.md).
-			a.Mode = limiter.ModeConsume
-		}
 	case m.cost != nil:
 		orig := r.Clone(r.Context())
 		orig.Method, orig.Host, orig.URL = pr.req.Method, pr.req.Host, &pr.url
@@ -184,7 +180,7 @@ func (m *Middleware) authorize(w http.ResponseWriter, r *http.Request, deny int)
 	m.decide(r.Context(), rt, c.key, &a, &o)
 	code, body := p.respond(w.Header(), &o)
 	if code == http.StatusOK && o.Reservation.ID != "" {
-		w.Header().Set(ReservationHeader, reservationToken(o.Endpoint, o.Tier, c.key, o.Reservation))
+		w.Header().Set(ReservationHeader, o.reservationToken(c.key))
 	}
 	if code == http.StatusOK && o.Lease.ID != "" {
 		w.Header().Set(LeaseHeader, tierLeaseToken(o.Lease, o.Tier))

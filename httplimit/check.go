@@ -63,7 +63,8 @@ type CheckRequest struct {
 	// says whether Cost would pass now and Remaining is what is left now.
 	DryRun bool `json:"dry_run"`
 	// Reserve takes Estimate (default: Cost, else the class's estimate or cost) in a reservation
-	// that POST /v1/commit settles at the real cost: the answer carries its token.
+	// that POST /v1/commit settles at the real cost: the answer carries its token. On a tier of
+	// several limits each limit of UnitCost holds it, and the one token names them all.
 	Reserve  bool   `json:"reserve"`
 	Estimate *int64 `json:"estimate"`
 	// Lease asks a concurrency limit for a lease, answered in CheckResponse.Lease: give it back
@@ -155,7 +156,7 @@ func (m *Middleware) CheckHandler() http.Handler {
 		}
 		var token, lease string
 		if o.Reservation.ID != "" {
-			token = reservationToken(o.Endpoint, o.Tier, req.Key, o.Reservation)
+			token = o.reservationToken(req.Key)
 		}
 		if o.Lease.ID != "" {
 			lease = tierLeaseToken(o.Lease, o.Tier)

@@ -36,6 +36,23 @@ type CommitResponse struct {
 	// Late: the reservation had expired before this commit (its policy charged or refunded the
 	// estimate); Charged is what the cost took beyond that, at most one quota, now.
 	Late bool `json:"late,omitempty"`
+	// Limits, for a tier of several limits, is what the commit did on each limit that held the
+	// estimate, in the tier's order; Refunded, Charged and Late above are then the first settled
+	// one's. Absent for a tier of one limit.
+	Limits []CommitLimit `json:"limits,omitempty"`
+}
+
+// CommitLimit is what a commit did on one limit of several (CommitResponse.Limits).
+type CommitLimit struct {
+	Name string `json:"name"` // the limit's (TierLimit.Name)
+	// Settled is false when the store held no such reservation on the limit (settled, cancelled
+	// or expired over a hold ago): the figures are then 0.
+	Settled  bool  `json:"settled"`
+	Estimate int64 `json:"estimate"`
+	Actual   int64 `json:"actual"`
+	Refunded int64 `json:"refunded"`
+	Charged  int64 `json:"charged"`
+	Late     bool  `json:"late,omitempty"`
 }
 
 // tokenPrefix starts every reservation token, naming its format.
@@ -50,38 +67,140 @@ func reservationToken(endpoint, tier, client string, r limiter.Reservation) stri
 	return tokenPrefix + base64.RawURLEncoding.EncodeToString(b)
 }
 
+// reservationToken is the token of what o, asked for client, holds: of its one limit, or of each
+// of its several limits that holds the estimate.
+func (o *outcome) reservationToken(client string) string {
+	if o.set != nil {
+		return setReservationToken(o.Endpoint, o.Tier, client, o.Parts)
+	}
+	return reservationToken(o.Endpoint, o.Tier, client, o.Reservation)
+}
+
+// setTokenPrefix starts the token of the reservations of a tier of several limits.
+const setTokenPrefix = "r2."
+
+// setReservationToken is the token of the reservations an ask of several limits opened, one id
+// and one estimate on the key of each limit of cost (decision.PartOutcome.Reservation):
+// reservationToken's fields and, for each limit holding the estimate, its name and key, so that
+// a commit settles each on its own limiter. A handle as reservationToken's is: the store holds
+// the id under each key alone, and a commit takes a key only where the tier's limit of that name
+// counts for the client the token names (tierSet.countsOn), so that a part altered names no open
+// reservation, nor another limit's. Each part is a handle of its own: a token moved to another
+// client still names the reservation of a limit counted beyond the client (an organisation's
+// month) whose key it kept.
+func setReservationToken(endpoint, tier, client string, parts []decision.PartOutcome) string {
+	var r limiter.Reservation
+	held := make([][2]string, 0, len(parts))
+	for _, p := range parts {
+		if p.Reservation.ID == "" {
+			continue
+		}
+		if r.ID == "" || p.Reservation.Expires.Before(r.Expires) {
+			r = p.Reservation
+		}
+		held = append(held, [2]string{p.Name, p.Key})
+	}
+	b, _ := json.Marshal([]any{endpoint, tier, client, r.ID, r.Estimate, r.Expires.Unix(), held})
+	return setTokenPrefix + base64.RawURLEncoding.EncodeToString(b)
+}
+
 type parsedToken struct {
 	endpoint, tier, client, id string
 	estimate                   int64
 	expires                    time.Time
+	parts                      []tokenPart // of a token of several limits; nil for one limit's
 }
 
+// tokenPart is one limit of several a token names, with the key its reservation is held on.
+type tokenPart struct{ name, key string }
+
+var errNotAToken = errors.New("reservation: not a reservation token")
+
+// parseToken reads a token of one limit (reservationToken) or of several (setReservationToken).
 func parseToken(s string) (parsedToken, error) {
 	var t parsedToken
+	fields := 6
 	raw, ok := strings.CutPrefix(s, tokenPrefix)
 	if !ok {
-		return t, errors.New("reservation: not a reservation token")
+		if raw, ok = strings.CutPrefix(s, setTokenPrefix); !ok {
+			return t, errNotAToken
+		}
+		fields = 7
 	}
 	b, err := base64.RawURLEncoding.DecodeString(raw)
 	if err != nil {
-		return t, errors.New("reservation: not a reservation token")
+		return t, errNotAToken
 	}
 	var f []json.RawMessage
 	var exp int64
-	if json.Unmarshal(b, &f) != nil || len(f) != 6 ||
+	if json.Unmarshal(b, &f) != nil || len(f) != fields ||
 		json.Unmarshal(f[0], &t.endpoint) != nil || json.Unmarshal(f[1], &t.tier) != nil ||
 		json.Unmarshal(f[2], &t.client) != nil || json.Unmarshal(f[3], &t.id) != nil ||
 		json.Unmarshal(f[4], &t.estimate) != nil || json.Unmarshal(f[5], &exp) != nil || t.id == "" {
-		return t, errors.New("reservation: not a reservation token")
+		return t, errNotAToken
 	}
 	t.expires = time.Unix(exp, 0)
+	if fields == 7 {
+		var parts [][]string
+		if json.Unmarshal(f[6], &parts) != nil || len(parts) == 0 {
+			return t, errNotAToken
+		}
+		t.parts = make([]tokenPart, len(parts))
+		for i, p := range parts {
+			if len(p) != 2 || p[0] == "" || p[1] == "" {
+				return t, errNotAToken
+			}
+			t.parts[i] = tokenPart{name: p[0], key: p[1]}
+		}
+	}
 	return t, nil
+}
+
+// heldParts finds the limits of several that tok names on rt, each with the reservation it holds,
+// in the token's order, under the policy in force: the status and error of a token that names a
+// tier without several limits or a limit the tier lacks (404), or a key its limit does not count
+// on for the token's client, or one limit twice (400).
+func (tok parsedToken) heldParts(rt route) ([]decision.PartOutcome, int, error) {
+	ts := rt.class.setFor(tok.tier)
+	if ts == nil {
+		return nil, http.StatusNotFound, fmt.Errorf("reservation: endpoint %q, tier %q has no list of limits in the policy in force", tok.endpoint, tok.tier)
+	}
+	ts = ts.forClient(tok.client)
+	taken := make([]bool, len(ts.parts))
+	parts := make([]decision.PartOutcome, 0, len(tok.parts))
+	for _, tp := range tok.parts {
+		named, at := false, -1
+		for i, p := range ts.parts {
+			if p.name != tp.name {
+				continue
+			}
+			named = true
+			if ts.countsOn(rt, tok.tier, tok.client, i, tp.key) {
+				at = i
+				break
+			}
+		}
+		switch {
+		case !named:
+			return nil, http.StatusNotFound, fmt.Errorf("reservation: endpoint %q, tier %q has no limit %q in the policy in force", tok.endpoint, tok.tier, tp.name)
+		case at < 0:
+			return nil, http.StatusBadRequest, fmt.Errorf("%w: limit %q does not count on the key it names for %q", errNotAToken, tp.name, tok.client)
+		case taken[at]:
+			return nil, http.StatusBadRequest, fmt.Errorf("%w: limit %q named twice", errNotAToken, tp.name)
+		}
+		taken[at] = true
+		l := ts.parts[at].lim
+		parts = append(parts, decision.PartOutcome{Name: tp.name, Key: tp.key, Limit: l.Limit(), Limiter: l, Shadow: ts.shadow || at >= ts.enforced,
+			Reservation: limiter.Reservation{ID: tok.id, Key: tp.key, Estimate: tok.estimate, Expires: tok.expires}})
+	}
+	return parts, 0, nil
 }
 
 // CommitHandler returns the settlement of the decision API's reservations: POST a
 // CommitRequest and get a CommitResponse (200); 400 for a bad body or token, 404 for a token
 // whose endpoint or tier the policy in force does not have, 409 for a reservation the store no
-// longer holds (settled or cancelled, or expired over a hold ago). A commit after the hold ended
+// longer holds (settled or cancelled, or expired over a hold ago). The token of a tier of
+// several limits is settled on each limit it names, at the one cost (commitSet). A commit after the hold ended
 // but within one more hold is settled late (200, "late": true). A gateway that cannot write JSON
 // (nginx's post_action) sends no body and ReservationHeader with CostHeader instead; a cost it
 // lacks or cannot read settles at the estimate, counted as a cost unknown, as the proxy does.
@@ -106,6 +225,10 @@ func (m *Middleware) CommitHandler() http.Handler {
 			return
 		}
 		rt := route{pattern: tok.endpoint, class: cl}
+		if tok.parts != nil {
+			m.commitSet(w, r, rt, tok, req, unknown)
+			return
+		}
 		a := rt.ask(tok.tier, tok.client)
 		if a.Limiter == nil { // a concurrency tier holds no reservation
 			writeJSON(w, "application/json", http.StatusNotFound, RejectedBody{Error: "not_found",
@@ -124,16 +247,12 @@ func (m *Middleware) CommitHandler() http.Handler {
 		case decision.VerdictAllowed:
 			// Settled, or found expired by the store, which charged what the expiry did not take.
 		case decision.VerdictRejected:
-			writeJSON(w, "application/json", http.StatusConflict, RejectedBody{Error: "reservation_not_open",
-				Message: "reservation: not open: already settled, cancelled or expired"})
+			writeNotOpen(w)
 			return
 		case decision.VerdictCanceled:
 			return // nobody is left to answer
 		default:
-			m.logger.Warn("reservation not settled", "endpoint", rt.pattern, "error", o.Err.Error())
-			w.Header().Set("Retry-After", "1")
-			writeJSON(w, "application/json", http.StatusServiceUnavailable, RejectedBody{Error: "rate_limit_unavailable",
-				Message: "the rate limiter cannot settle right now; retry later", RetryAfter: 1})
+			m.unsettled(w, rt.pattern, o.Err)
 			return
 		}
 		s := o.Settlement
@@ -141,6 +260,74 @@ func (m *Middleware) CommitHandler() http.Handler {
 		writeJSON(w, "application/json", http.StatusOK, CommitResponse{Endpoint: rt.pattern, PlanTier: tok.tier,
 			Estimate: s.Estimate, Actual: s.Actual, Refunded: s.Refunded, Charged: s.Charged, Late: s.Late})
 	})
+}
+
+// writeNotOpen answers a commit whose reservation the store no longer holds.
+func writeNotOpen(w http.ResponseWriter) {
+	writeJSON(w, "application/json", http.StatusConflict, RejectedBody{Error: "reservation_not_open",
+		Message: "reservation: not open: already settled, cancelled or expired"})
+}
+
+// unsettled answers a commit the store failed to settle: retry; a reservation it never settles
+// expires by its policy.
+func (m *Middleware) unsettled(w http.ResponseWriter, endpoint string, err error) {
+	m.logger.Warn("reservation not settled", "endpoint", endpoint, "error", err.Error())
+	w.Header().Set("Retry-After", "1")
+	writeJSON(w, "application/json", http.StatusServiceUnavailable, RejectedBody{Error: "rate_limit_unavailable",
+		Message: "the rate limiter cannot settle right now; retry later", RetryAfter: 1})
+}
+
+// commitSet settles the reservations of several limits tok names, each on its own limiter at the
+// cost req reports (a limit of requests took its 1 at admission and holds none), traced and
+// recorded once as the middleware's settle of a request is (decision.Reporter.SettleSet): 200
+// with each limit's settlement when the store settled any, 409 when it held none of them, 503
+// when it failed on any (a retry settles the rest; those settled answer not settled).
+func (m *Middleware) commitSet(w http.ResponseWriter, r *http.Request, rt route, tok parsedToken, req CommitRequest, unknown string) {
+	parts, status, err := tok.heldParts(rt)
+	if err != nil {
+		code := "bad_request"
+		if status == http.StatusNotFound {
+			code = "not_found"
+		}
+		writeJSON(w, "application/json", status, RejectedBody{Error: code, Message: err.Error()})
+		return
+	}
+	// As for one limit, the token is the caller's word (FromToken): what is counted is what the
+	// store answered.
+	a := decision.Ask{Endpoint: rt.pattern, Tier: tok.tier, Key: rt.key(tok.tier, tok.client), Unknown: unknown, FromToken: true}
+	if req.Cost != nil {
+		a.Cost = *req.Cost
+	}
+	resp := CommitResponse{Endpoint: rt.pattern, PlanTier: tok.tier, Estimate: tok.estimate, Limits: make([]CommitLimit, len(parts))}
+	var failed error
+	settled := false
+	for i, o := range m.rep.SettleSet(r.Context(), a, parts, req.Cancel) {
+		resp.Limits[i].Name = parts[i].Name
+		switch o.Verdict {
+		case decision.VerdictAllowed:
+			s := o.Settlement
+			resp.Limits[i] = CommitLimit{Name: parts[i].Name, Settled: true,
+				Estimate: s.Estimate, Actual: s.Actual, Refunded: s.Refunded, Charged: s.Charged, Late: s.Late}
+			if !settled {
+				resp.Actual, resp.Refunded, resp.Charged, resp.Late = s.Actual, s.Refunded, s.Charged, s.Late
+			}
+			settled = true
+		case decision.VerdictRejected:
+		case decision.VerdictCanceled:
+			return // nobody is left to answer
+		default:
+			failed = o.Err
+		}
+	}
+	switch {
+	case failed != nil:
+		m.unsettled(w, rt.pattern, failed)
+	case !settled:
+		writeNotOpen(w)
+	default:
+		w.Header().Set("Cache-Control", "no-store")
+		writeJSON(w, "application/json", http.StatusOK, resp)
+	}
 }
 
 // readCommitRequest reads the JSON body, or the headers of a bodiless commit; unknown is the

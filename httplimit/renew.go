@@ -87,12 +87,47 @@ func (m *Middleware) renewReservation(r *http.Request, token string) (limiter.Re
 	if !ok || !p.tiers[tok.tier] {
 		return limiter.Renewal{}, http.StatusNotFound, fmt.Errorf("reservation: endpoint %q, tier %q is not in the policy in force", tok.endpoint, tok.tier)
 	}
-	a := route{pattern: tok.endpoint, class: cl}.ask(tok.tier, tok.client)
+	rt := route{pattern: tok.endpoint, class: cl}
+	if tok.parts != nil {
+		return m.renewSet(r, rt, tok)
+	}
+	a := rt.ask(tok.tier, tok.client)
 	if a.Limiter == nil {
 		return limiter.Renewal{}, http.StatusNotFound, fmt.Errorf("reservation: endpoint %q, tier %q has a concurrency limit, which holds leases", tok.endpoint, tok.tier)
 	}
 	a.Reservation, a.FromToken = limiter.Reservation{ID: tok.id, Key: a.Key}, true
 	return renewed(m.rep.Renew(r.Context(), a), http.StatusConflict, errors.New("reservation: not open: already settled, cancelled or expired"))
+}
+
+// renewSet renews each reservation of several limits tok names, on its own limiter: renewed
+// (the earliest new end) when the store held any, 409 when it held none, 503 when it failed on
+// any.
+func (m *Middleware) renewSet(r *http.Request, rt route, tok parsedToken) (limiter.Renewal, int, error) {
+	parts, status, err := tok.heldParts(rt)
+	if err != nil {
+		return limiter.Renewal{}, status, err
+	}
+	var rn limiter.Renewal
+	held := false
+	for _, p := range parts {
+		o := m.rep.Renew(r.Context(), decision.Ask{Endpoint: rt.pattern, Tier: tok.tier, Key: p.Key, Limiter: p.Limiter,
+			Reservation: p.Reservation, FromToken: true})
+		switch o.Verdict {
+		case decision.VerdictAllowed:
+			if !held || o.Renewal.Expires.Before(rn.Expires) {
+				rn.Expires = o.Renewal.Expires
+			}
+			rn.Expired += o.Renewal.Expired
+			held = true
+		case decision.VerdictRejected:
+		default:
+			return o.Renewal, http.StatusServiceUnavailable, o.Err
+		}
+	}
+	if !held {
+		return rn, http.StatusConflict, errors.New("reservation: not open: already settled, cancelled or expired")
+	}
+	return rn, 0, nil
 }
 
 // renewed answers a renewal's outcome: the status of a failure, unknown's for nothing held.

@@ -2,7 +2,6 @@ package httplimit
 
 import (
 	"net/http"
-	"net/http/httptest"
 	"slices"
 	"strconv"
 	"testing"
@@ -161,27 +160,4 @@ func toString(m map[string]int64) string {
 		s += k + "=" + strconv.FormatInt(m[k], 10) + " "
 	}
 	return s
-}
-
-// Forward-auth cannot hand a gateway one token for a list's several reservations: a list whose
-// class reads its cost takes the estimate at admission as the cost, holds no reservation and
-// answers no reservation token (its concurrency limit's lease token still).
-func TestForwardAuthTakesAListsEstimateAsItsCost(t *testing.T) {
-	m := setupLLM(t, limiter.NewMemoryStore(limiter.MemoryConfig{}))
-	r := httptest.NewRequest(http.MethodGet, AuthPath, nil)
-	r.RemoteAddr = gatewayPeer
-	for k, v := range map[string]string{"X-Original-URI": "/v1/chat", "X-Original-Method": "POST", "X-User-ID": "alice", "X-Org-ID": "acme"} {
-		r.Header.Set(k, v)
-	}
-	w := httptest.NewRecorder()
-	m.AuthHandler().ServeHTTP(w, r)
-	if w.Code != http.StatusOK || w.Header().Get(ReservationHeader) != "" || w.Header().Get(LeaseHeader) == "" {
-		t.Fatalf("auth: %d, reservation %q, lease %q; want 200 with a lease token and no reservation token",
-			w.Code, w.Header().Get(ReservationHeader), w.Header().Get(LeaseHeader))
-	}
-	got, open := used(t, m, "alice")
-	if !equalCounts(got, map[string]int64{"rpm": 1, "tpm": 50, "daily": 50, "monthly": 50}) ||
-		!equalCounts(open, map[string]int64{"rpm": 0, "tpm": 0, "daily": 0, "monthly": 0}) {
-		t.Errorf("after forward-auth: used %v, open %v; want the estimate of 50 taken, nothing held", got, open)
-	}
 }

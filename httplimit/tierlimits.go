@@ -480,17 +480,14 @@ func (ts *tierSet) askSet(rt route, tier, client string, src *scopeSource) (*dec
 	fell := 0
 	var clientKey string
 	keyOf := func(sc Scope, name string) string {
-		switch sc.Kind {
-		case ScopeGlobal:
-			return rt.class.name + "|*|global|" + name
-		case ScopeHeader, ScopeClaim:
-			if v := src.value(sc); v != "" {
-				if sc.Kind == ScopeHeader {
-					return rt.class.name + "|*|h:" + sc.Header + "=" + scopeKeyValue(v) + "|" + name
-				}
-				return rt.class.name + "|*|c:" + sc.Claim + "=" + scopeKeyValue(v) + "|" + name
+		v := ""
+		if sc.Kind == ScopeHeader || sc.Kind == ScopeClaim {
+			if v = src.value(sc); v == "" {
+				fell++
 			}
-			fell++
+		}
+		if k := sharedKey(rt.class.name, sc, v, name); k != "" {
+			return k
 		}
 		if clientKey == "" {
 			clientKey = rt.key(tier, client)
@@ -508,6 +505,56 @@ func (ts *tierSet) askSet(rt route, tier, client string, src *scopeSource) (*dec
 		sa.Lease = &decision.SetLease{Name: ts.lease.name, Key: keyOf(ts.lease.scope, ts.lease.name), Leases: ts.lease.leases}
 	}
 	return sa, fell
+}
+
+// sharedKey is the key of the limit named name of class counted beyond its client (askSet): the
+// class's for a global limit, the class's and the value v's for one scoped by a header or a
+// claim; "" for a limit of the client's, or a scope without a value, which counts on the
+// client's key.
+func sharedKey(class string, sc Scope, v, name string) string {
+	switch {
+	case sc.Kind == ScopeGlobal:
+		return class + "|*|global|" + name
+	case v == "":
+		return ""
+	case sc.Kind == ScopeHeader:
+		return class + "|*|h:" + sc.Header + "=" + scopeKeyValue(v) + "|" + name
+	case sc.Kind == ScopeClaim:
+		return class + "|*|c:" + sc.Claim + "=" + scopeKeyValue(v) + "|" + name
+	}
+	return ""
+}
+
+// countsOn reports whether key is one that askSet gives part i of ts for client on rt and tier:
+// the client's own, or, for a limit counted beyond its client, its class's for some value of
+// its scope. A commit takes a token's key only so, so that an altered token never settles a
+// reservation on a key its limit does not count on, nor one limit's reservation under another's
+// name.
+func (ts *tierSet) countsOn(rt route, tier, client string, i int, key string) bool {
+	p := ts.parts[i]
+	key, ok := strings.CutSuffix(key, p.suffix)
+	if !ok {
+		return false
+	}
+	if p.scope.Kind != ScopeGlobal && key == rt.key(tier, client)+"|"+p.name {
+		return true
+	}
+	if p.scope.Kind == ScopeClient {
+		return false
+	}
+	if p.scope.Kind == ScopeGlobal {
+		return key == sharedKey(rt.class.name, p.scope, "", p.name)
+	}
+	// The value sits where sharedKey puts it: between the layout's start and "|" + name.
+	start := strings.TrimSuffix(sharedKey(rt.class.name, p.scope, "v", p.name), "v|"+p.name)
+	v, ok := strings.CutPrefix(key, start)
+	if !ok {
+		return false
+	}
+	if v, ok = strings.CutSuffix(v, "|"+p.name); !ok || v == "" {
+		return false
+	}
+	return sharedKey(rt.class.name, p.scope, v, p.name) == key // v as a key holds it: hashed past MaxUserKey
 }
 
 // setCosts gives each part of a its cost: 1 for a limit of requests, a.Cost for one of cost.
@@ -623,7 +670,8 @@ func (req *CheckRequest) scopes() *scopeSource {
 }
 
 // setAsk finishes the decision API's Ask a of a tier of several limits: its cost and mode. A
-// reservation or a lease is the caller's 400: such a tier holds neither.
+// lease is asked for with "lease": true of a tier with a concurrency limit, and of no other; a
+// reserve holds the estimate on each limit of cost (setReserve).
 func (req *CheckRequest) setAsk(a *decision.Ask, rt route, tier string) error {
 	switch leased := a.Set.Lease != nil; {
 	case req.Lease && !leased:
@@ -632,18 +680,64 @@ func (req *CheckRequest) setAsk(a *decision.Ask, rt route, tier string) error {
 		return fmt.Errorf("dry_run: class %s tier %s has a concurrency limit (%s), which takes a lease or refuses; it cannot be peeked", rt.class.name, tier, a.Set.Lease.Name)
 	case leased && !req.Lease:
 		return fmt.Errorf(`lease: class %s tier %s has a concurrency limit (%s): ask with "lease": true and give the lease back with POST %s`, rt.class.name, tier, a.Set.Lease.Name, ReleasePath)
-	case req.Reserve:
-		return fmt.Errorf("reserve: class %s tier %s has several limits, which cannot hold a reservation", rt.class.name, tier)
+	case req.Reserve && req.DryRun:
+		return errors.New("reserve: a dry run reserves nothing")
+	}
+	if req.Reserve && !rt.class.costFrom.IsZero() {
+		a.Cost = rt.class.estimate.Default
 	}
 	if req.Cost != nil {
 		a.Cost = *req.Cost
 	}
+	if req.Estimate != nil && req.Reserve {
+		a.Cost = *req.Estimate
+	}
 	if a.Cost < 1 {
 		return fmt.Errorf("cost: must be >= 1, got %d", a.Cost)
 	}
-	if req.DryRun {
+	switch {
+	case req.Reserve:
+		return req.setReserve(a, rt, tier)
+	case req.DryRun:
 		a.Mode = limiter.ModePeek
 	}
+	return nil
+}
+
+// setReserve makes a, of a tier of several limits, hold its cost in a reservation on each limit
+// of cost, enforced or shadow (the caller reports the cost, so a class without cost_from holds
+// them too), the limits of requests taking their 1. A tier with no limit of cost has nothing to
+// settle, and one whose store or algorithms cannot hold reservations cannot: the caller's 400.
+func (req *CheckRequest) setReserve(a *decision.Ask, rt route, tier string) error {
+	ts := rt.class.setFor(tier).forClient(req.Key)
+	held := false
+	hold := func(parts []decision.SetPart, from int) error {
+		for i := range parts {
+			p := ts.parts[from+i]
+			if parts[i].Held = p.unit == UnitCost; !parts[i].Held {
+				continue
+			}
+			if !p.lim.Reserves() {
+				return errors.New(cannotReserve(rt.class.name, tier, p.lim.Limit()))
+			}
+			held = true
+		}
+		return nil
+	}
+	if err := hold(a.Set.Parts, 0); err != nil {
+		return err
+	}
+	if err := hold(a.Set.ShadowParts, ts.enforced); err != nil {
+		return err
+	}
+	switch {
+	case !held:
+		return fmt.Errorf("reserve: class %s tier %s has no limit of unit cost: each of its limits takes 1 per request, and nothing is left to settle; check without reserve",
+			rt.class.name, tier)
+	case !a.Set.Set.Reserves() || (a.Set.ShadowSet != nil && !a.Set.ShadowSet.Reserves()):
+		return errors.New(cannotReserve(rt.class.name, tier, ts.parts[0].lim.Limit()))
+	}
+	a.Mode = limiter.ModeReserve
 	return nil
 }
 
