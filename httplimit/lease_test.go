@@ -133,10 +133,11 @@ func TestAClientThatDisconnectsMidResponseFreesItsSlot(t *testing.T) {
 		t.Fatal(err)
 	}
 	streaming := make(chan struct{})
+	var once sync.Once // the request after the disconnect streams too
 	srv := httptest.NewServer(m.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = w.Write([]byte("first chunk\n"))
 		w.(http.Flusher).Flush()
-		close(streaming)
+		once.Do(func() { close(streaming) })
 		<-r.Context().Done() // a body that never ends on its own
 	})))
 	t.Cleanup(srv.Close)
