@@ -80,7 +80,7 @@ func TestAlertmanagerInhibitsWhereOneCauseWouldAlertTwice(t *testing.T) {
 	lagEU := region(AlertRegionSyncLagHigh, "warning", "eu-west-1")
 	lostJP := region(AlertRegionUnreachable, "page", "ap-northeast-1")
 	giveBacks := func(job string) map[string]string {
-		return map[string]string{"alertname": AlertSharesGiveBacksFailing, "severity": "page", "job": job, "service": "rl-exporter", "team": "platform"}
+		return map[string]string{"alertname": AlertSharesGiveBacksFailing, "severity": "warning", "job": job, "service": "rl-exporter", "team": "platform"}
 	}
 	giveBacksHere, giveBacksEdge, giveBacksOther := giveBacks("rl-exporter"), giveBacks("edge-limiter"), giveBacks("other-limiter")
 

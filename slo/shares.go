@@ -35,9 +35,9 @@ type SharesGiveBacksSpec struct {
 }
 
 // defaultSharesGiveBacks is SharesGiveBacksSpec's default: more than 5 % failing for 15m, three
-// windows, a page.
+// windows, a warning: the units lost are bounded by the chunks (a tenth of a key's quota each).
 func defaultSharesGiveBacks() SharesGiveBacksSpec {
-	return SharesGiveBacksSpec{AlertSpec: AlertSpec{Enabled: true, For: "15m", Severity: "page"}, ThresholdPercent: 5, Window: "5m"}
+	return SharesGiveBacksSpec{AlertSpec: AlertSpec{Enabled: true, For: "15m", Severity: "warning"}, ThresholdPercent: 5, Window: "5m"}
 }
 
 // SharesGiveBacksObjective alerts on give-backs of local shares that keep failing.

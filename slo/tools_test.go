@@ -189,7 +189,7 @@ func TestAlertmanagerRoutesBySeverity(t *testing.T) {
 		"alertname=RateLimitStoreLatencyHigh severity=warning":                              ReceiverTicket,
 		"alertname=RateLimitRegionPeerUnreachable severity=page peer_region=ap-northeast-1": ReceiverPage,
 		"alertname=RateLimitRegionSyncLagHigh severity=warning peer_region=ap-northeast-1":  ReceiverTicket,
-		"alertname=RateLimitSharesGiveBacksFailing severity=page":                           ReceiverPage,
+		"alertname=RateLimitSharesGiveBacksFailing severity=warning":                        ReceiverTicket,
 		"alertname=SomethingElse":                                                           ReceiverTicket,
 	} {
 		args := append([]string{"config", "routes", "test", "--config.file=" + cfg}, strings.Fields(labels)...)
