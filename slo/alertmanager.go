@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
+	"strings"
 )
 
 // Why these types rather than Alertmanager's own: see the package doc.
@@ -147,6 +149,29 @@ func (m *Model) Alertmanager() (*AlertmanagerConfig, error) {
 			TargetMatchers: []string{matcher("alertname", AlertRegionSyncLagHigh)},
 			Equal:          []string{"peer_region"},
 		})
+	}
+	if m.SharesGiveBacks != nil {
+		// Give-backs fail when the store fails: a page on the same job's store failing
+		// (fail-open, or the budget burning with fail-closed) says it all. Only a page
+		// silences it, never a ticket.
+		var sources []string
+		if m.FailOpen != nil {
+			sources = append(sources, AlertFailOpen)
+		}
+		if s := m.Availability; s != nil && slices.ContainsFunc(s.Rows, func(r BurnRateRow) bool { return r.CanFire && r.Severity == "page" }) {
+			sources = append(sources, AlertErrorBudgetBurn)
+		}
+		if len(sources) > 0 {
+			name := matcher("alertname", sources[0])
+			if len(sources) > 1 {
+				name = "alertname=~" + strconv.Quote(strings.Join(sources, "|"))
+			}
+			cfg.InhibitRules = append(cfg.InhibitRules, AMInhibitRule{
+				SourceMatchers: []string{name, matcher("severity", "page")},
+				TargetMatchers: []string{matcher("alertname", AlertSharesGiveBacksFailing)},
+				Equal:          []string{"job"},
+			})
+		}
 	}
 	return cfg, nil
 }

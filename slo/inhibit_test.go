@@ -79,13 +79,18 @@ func TestAlertmanagerInhibitsWhereOneCauseWouldAlertTwice(t *testing.T) {
 	lagJP := region(AlertRegionSyncLagHigh, "warning", "ap-northeast-1")
 	lagEU := region(AlertRegionSyncLagHigh, "warning", "eu-west-1")
 	lostJP := region(AlertRegionUnreachable, "page", "ap-northeast-1")
+	giveBacks := func(job string) map[string]string {
+		return map[string]string{"alertname": AlertSharesGiveBacksFailing, "severity": "warning", "job": job, "service": "rl-exporter", "team": "platform"}
+	}
+	giveBacksHere, giveBacksEdge, giveBacksOther := giveBacks("rl-exporter"), giveBacks("edge-limiter"), giveBacks("other-limiter")
 
-	// Alone, the latency warning, the burn tickets and the lag warnings
-	// reach on-call.
-	post(t, base, latency, burnTicket, otherJobTicket, lagJP, lagEU)
+	// Alone, the latency warning, the burn tickets, the lag warnings and
+	// the pages on failing give-backs of local shares reach on-call.
+	post(t, base, latency, burnTicket, otherJobTicket, lagJP, lagEU, giveBacksHere, giveBacksEdge, giveBacksOther)
 	waitState(ctx, t, base, latency, "active")
 	waitState(ctx, t, base, burnTicket, "active")
 	waitState(ctx, t, base, lagJP, "active")
+	waitState(ctx, t, base, giveBacksHere, "active")
 
 	// A fail-open page says it all: the store is failing, so it is slow.
 	// A burn page makes the ticket of the same burn redundant, but not the
@@ -96,6 +101,14 @@ func TestAlertmanagerInhibitsWhereOneCauseWouldAlertTwice(t *testing.T) {
 	waitState(ctx, t, base, failOpen, "active")
 	waitState(ctx, t, base, burnPage, "active")
 	waitState(ctx, t, base, otherJobTicket, "active")
+	// Give-backs fail when the store fails: a page on that job's store
+	// failing (fail-open here, a burn page on edge-limiter) makes theirs
+	// redundant, not another job's.
+	waitState(ctx, t, base, giveBacksHere, "suppressed")
+	waitState(ctx, t, base, giveBacksEdge, "active")
+	post(t, base, burn("edge-limiter", "page", "1h", "5m"))
+	waitState(ctx, t, base, giveBacksEdge, "suppressed")
+	waitState(ctx, t, base, giveBacksOther, "active")
 
 	// A lost peer's lag grows past the warning too: the page on that peer
 	// makes its warning redundant, not another peer's.

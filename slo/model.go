@@ -70,6 +70,8 @@ type Model struct {
 	LeasesExpired *LeasesExpiredObjective
 	// QuotaExpired alerts on quota assignments (rlqs) that expire unrenewed.
 	QuotaExpired *QuotaExpiredObjective
+	// SharesGiveBacks alerts on give-backs of local shares (shares.enabled) that keep failing.
+	SharesGiveBacks *SharesGiveBacksObjective
 }
 
 // Alert is what every generated alert has: when it fires and what it says.
@@ -235,6 +237,7 @@ func Compile(spec Spec, file string) (*Model, error) {
 	m.Overload = c.overload(spec)
 	m.LeasesExpired = c.leasesExpired(spec)
 	m.QuotaExpired = c.quotaExpired(spec)
+	m.SharesGiveBacks = c.sharesGiveBacks(spec)
 	m.Routing = c.routing(spec.Routing)
 	c.cost(spec, m)
 	if len(c.errs) > 0 {

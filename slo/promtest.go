@@ -127,6 +127,10 @@ func (m *Model) RuleTests(ruleFile string) ([]NamedRuleTestFile, error) {
 		f, err := g.quotaExpired()
 		errs = append(errs, add("quota-expired.yml", f, err))
 	}
+	if m.SharesGiveBacks != nil {
+		f, err := g.sharesGiveBacks()
+		errs = append(errs, add("shares-give-backs.yml", f, err))
+	}
 	if m.Absent != nil {
 		f, err := g.absent()
 		errs = append(errs, add("metrics-absent.yml", f, err))

@@ -120,6 +120,9 @@ func (m *Model) RuleGroups() (*rulefmt.RuleGroups, error) {
 	if o := m.QuotaExpired; o != nil {
 		groups = append(groups, m.quotaGroup(o))
 	}
+	if o := m.SharesGiveBacks; o != nil {
+		groups = append(groups, m.sharesGroup(o))
+	}
 	if a := m.Absent; a != nil {
 		groups = append(groups, m.absentGroup(a))
 	}

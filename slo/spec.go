@@ -49,6 +49,8 @@ type Spec struct {
 	LeasesExpired LeasesExpiredSpec `koanf:"leases_expired"`
 	// QuotaExpired is RateLimitQuotaAssignmentsExpiring, on the quota service (quota.go).
 	QuotaExpired QuotaExpiredSpec `koanf:"quota_assignments_expired"`
+	// SharesGiveBacks is RateLimitSharesGiveBacksFailing, on classes with shares (shares.go).
+	SharesGiveBacks SharesGiveBacksSpec `koanf:"shares_give_back_errors"`
 }
 
 // OverloadSpec is the objective of the upstream behind serve: its responses'
@@ -298,9 +300,10 @@ func DefaultSpec() Spec {
 			GroupInterval:  "5m",
 			RepeatInterval: "4h",
 		},
-		Cost:          DefaultCost(),
-		LeasesExpired: defaultLeasesExpired(),
-		QuotaExpired:  defaultQuotaExpired(),
+		Cost:            DefaultCost(),
+		LeasesExpired:   defaultLeasesExpired(),
+		QuotaExpired:    defaultQuotaExpired(),
+		SharesGiveBacks: defaultSharesGiveBacks(),
 	}
 }
 

@@ -64,6 +64,9 @@ func TestAnEmptySpecGetsEveryDefault(t *testing.T) {
 	if f := m.FailOpen; f == nil || f.Threshold != 10 || f.Window != time.Minute || f.For != 0 || f.Severity != "page" {
 		t.Errorf("fail open = %+v", f)
 	}
+	if s := m.SharesGiveBacks; s == nil || s.Threshold != 0.05 || s.Window != 5*time.Minute || s.For != 15*time.Minute || s.Severity != "warning" {
+		t.Errorf("shares give-backs = %+v", s)
+	}
 	if a := m.Availability; a == nil || a.Objective != 0.999 || a.Period != 30*24*time.Hour || len(a.Rows) != 4 {
 		t.Errorf("availability = %+v", a)
 	}

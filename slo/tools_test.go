@@ -147,6 +147,12 @@ func TestPromtoolTestsCatchAThresholdMovedBehindTheirBack(t *testing.T) {
 			"expr: endpoint:rate_limit_rlqs_assignments_expired:increase5m > 0\n", "expr: endpoint:rate_limit_rlqs_assignments_expired:increase5m > 0\n        for: 10m\n"},
 		{"a quota expiry alert at >= 0 fires with no expiry", "quota-expired.yml",
 			"endpoint:rate_limit_rlqs_assignments_expired:increase5m > 0\n", "endpoint:rate_limit_rlqs_assignments_expired:increase5m >= 0\n"},
+		{"a give-back page at 20 % misses 10 % of give-backs failing for good", "shares-give-backs.yml",
+			"expr: job:rate_limit_shares_give_back_errors:ratio_rate5m > 0.05\n", "expr: job:rate_limit_shares_give_back_errors:ratio_rate5m > 0.2\n"},
+		{"a give-back page at 2 % fires on 2.5 % failing", "shares-give-backs.yml",
+			"expr: job:rate_limit_shares_give_back_errors:ratio_rate5m > 0.05\n", "expr: job:rate_limit_shares_give_back_errors:ratio_rate5m > 0.02\n"},
+		{"a give-back page waiting 3m fires on one Redis blip", "shares-give-backs.yml",
+			"ratio_rate5m > 0.05\n        for: 15m\n", "ratio_rate5m > 0.05\n        for: 3m\n"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -183,6 +189,7 @@ func TestAlertmanagerRoutesBySeverity(t *testing.T) {
 		"alertname=RateLimitStoreLatencyHigh severity=warning":                              ReceiverTicket,
 		"alertname=RateLimitRegionPeerUnreachable severity=page peer_region=ap-northeast-1": ReceiverPage,
 		"alertname=RateLimitRegionSyncLagHigh severity=warning peer_region=ap-northeast-1":  ReceiverTicket,
+		"alertname=RateLimitSharesGiveBacksFailing severity=warning":                        ReceiverTicket,
 		"alertname=SomethingElse":                                                           ReceiverTicket,
 	} {
 		args := append([]string{"config", "routes", "test", "--config.file=" + cfg}, strings.Fields(labels)...)
