@@ -412,6 +412,88 @@ func TestNginxSettlesEachReservationAtTheAPIsUsage(t *testing.T) {
 	}
 }
 
+// listLeaseCostConfig is serve for nginx with a tier of two limits: tokens per minute read from
+// the API's X-Usage-Tokens, and at most 2 requests in flight.
+const listLeaseCostConfig = `server:
+  check_api:
+    allowed_peers: [127.0.0.1/32]
+identity:
+  trusted_proxies: [127.0.0.1/32]
+classes:
+  completions:
+    routes: ["/v1/completions"]
+    cost_from: {header: X-Usage-Tokens}
+    estimate: 100
+    reserve: {hold: 5m, on_expiry: charge}
+    limits:
+      default:
+        - {name: tpm, algorithm: fixed_window, rate: 100000, period: 1h}
+        - {name: inflight, algorithm: concurrency, limit: 2, lease_ttl: 1m}
+  default:
+    limits:
+      default: {algorithm: fixed_window, rate: 1000, period: 1m}
+`
+
+// Behind nginx, a request of a tier holding a lease and a reservation both ends with its one
+// post_action: the lease is given back and the tokens are settled at the API's usage, not left
+// to expire at the estimate.
+func TestNginxReleasesTheLeaseAndSettlesTheCostOfATierOfBoth(t *testing.T) {
+	run, errLog := runNginx(t)
+	up := newAPIWith(t, map[string]string{"X-Usage-Tokens": "300"})
+	cfg := filepath.Join(t.TempDir(), "list.yaml")
+	writeFile(t, cfg, listLeaseCostConfig)
+	base, rl := serveBehindGateway(t, cfg, up.addr(), nginxConf, nginxListenOld, nginxListen, run)
+	used := func() int64 {
+		resp, err := http.Get(rl + "/v1/usage?key=ip:127.0.0.2")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		// A class of several limits answers for the one nearest its quota, each in its limits.
+		var rep struct {
+			Limits []struct {
+				Class  string `json:"class"`
+				Limits []struct {
+					Name string `json:"name"`
+					Used int64  `json:"used"`
+				} `json:"limits"`
+			} `json:"limits"`
+		}
+		if err := json.NewDecoder(resp.Body).Decode(&rep); err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("usage: status %d, %v", resp.StatusCode, err)
+		}
+		for _, c := range rep.Limits {
+			for _, l := range c.Limits {
+				if c.Class == "completions" && l.Name == "tpm" {
+					return l.Used
+				}
+			}
+		}
+		t.Fatalf("usage: no tpm budget in %+v", rep)
+		return 0
+	}
+	c := clientFrom("127.0.0.2")
+	for i := range 3 { // more than the 2 in flight: each lease was given back
+		if a := send(t, c, "POST", fmt.Sprintf("%s/v1/completions?i=%d", base, i), nil); a.code != http.StatusOK || a.body != "api\n" {
+			t.Fatalf("request %d: status %d %q; want the API's 200", i+1, a.code, a.body)
+		}
+		var got int64
+		if !eventually.Within(10*time.Second, func() bool { got = used(); return got == int64(300*(i+1)) }) {
+			t.Fatalf("after request %d tpm used %d, want %d: each settled at the API's 300", i+1, got, 300*(i+1))
+		}
+		var n float64
+		if !eventually.Within(10*time.Second, func() bool {
+			n = metricSum(t, rl, "rate_limit_in_flight", `endpoint="/v1/completions"`)
+			return n == 0
+		}) {
+			t.Fatalf("after request %d rate_limit_in_flight %v, want 0: the lease given back", i+1, n)
+		}
+	}
+	if b, _ := os.ReadFile(*errLog); strings.Contains(string(b), "[error]") {
+		t.Errorf("nginx logged errors:\n%s", b)
+	}
+}
+
 // leaseConfig is serve for nginx with one class, jobs on /v1/jobs, under a concurrency limit of 2
 // per client; a lease lives a minute, longer than the test, so that none expires on its own.
 const leaseConfig = `server:

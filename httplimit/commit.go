@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -204,6 +205,8 @@ func (tok parsedToken) heldParts(rt route) ([]decision.PartOutcome, int, error) 
 // but within one more hold is settled late (200, "late": true). A gateway that cannot write JSON
 // (nginx's post_action) sends no body and ReservationHeader with CostHeader instead; a cost it
 // lacks or cannot read settles at the estimate, counted as a cost unknown, as the proxy does.
+// Such a commit may carry the request's LeaseHeader too (a tier holding both): the lease is
+// released first, as ReleaseHandler would, and LeaseReleasedHeader says whether it was.
 // Mount it beside CheckHandler, behind the same peer rules.
 func (m *Middleware) CommitHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -217,6 +220,7 @@ func (m *Middleware) CommitHandler() http.Handler {
 			writeJSON(w, "application/json", status, RejectedBody{Error: "bad_request", Message: err.Error()})
 			return
 		}
+		m.releaseWithCommit(w, r)
 		p := m.policy.Load()
 		cl, ok := p.routes[tok.endpoint]
 		if !ok || !p.tiers[tok.tier] {
@@ -260,6 +264,25 @@ func (m *Middleware) CommitHandler() http.Handler {
 		writeJSON(w, "application/json", http.StatusOK, CommitResponse{Endpoint: rt.pattern, PlanTier: tok.tier,
 			Estimate: s.Estimate, Actual: s.Actual, Refunded: s.Refunded, Charged: s.Charged, Late: s.Late})
 	})
+}
+
+// LeaseReleasedHeader answers a bodiless commit that also carried LeaseHeader: "true" when the
+// lease was given back, else "false" (its reason logged; the lease expires at its lease_ttl).
+const LeaseReleasedHeader = "X-RateLimit-Lease-Released"
+
+// releaseWithCommit gives back the lease of a bodiless commit's LeaseHeader, before the commit
+// is answered: a gateway's one call after the response (nginx's post_action) ends a request of
+// a tier that holds both a lease and a reservation.
+func (m *Middleware) releaseWithCommit(w http.ResponseWriter, r *http.Request) {
+	token := r.Header.Get(LeaseHeader)
+	if token == "" || r.Header.Get(ReservationHeader) == "" {
+		return
+	}
+	status, resp := m.releaseLease(r.Context(), token)
+	if status != http.StatusOK {
+		m.logger.Warn("lease not released with its commit", "status", status, "error", resp.Message)
+	}
+	w.Header().Set(LeaseReleasedHeader, strconv.FormatBool(status == http.StatusOK))
 }
 
 // writeNotOpen answers a commit whose reservation the store no longer holds.

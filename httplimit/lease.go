@@ -326,31 +326,38 @@ func (m *Middleware) serveRelease(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, "application/json", http.StatusBadRequest, RejectedBody{Error: "bad_request", Message: err.Error()})
 		return
 	}
-	lease, className, tier, err := parseLeaseToken(req.Lease)
+	status, resp := m.releaseLease(r.Context(), req.Lease)
+	if status == http.StatusServiceUnavailable {
+		w.Header().Set(decision.HeaderRetryAfter, "1")
+	}
+	writeJSON(w, "application/json", status, resp)
+}
+
+// releaseLease releases the lease token names and answers what ReleaseHandler answers for it:
+// 200, 400 for a token that is none, 404 for a lease unknown to the policy or the store, 503
+// when the store failed (the lease then expires at its lease_ttl).
+func (m *Middleware) releaseLease(ctx context.Context, token string) (int, ReleaseResponse) {
+	lease, className, tier, err := parseLeaseToken(token)
 	if err != nil {
-		writeJSON(w, "application/json", http.StatusBadRequest, RejectedBody{Error: "bad_request", Message: err.Error()})
-		return
+		return http.StatusBadRequest, ReleaseResponse{Error: "bad_request", Message: err.Error()}
 	}
 	ls, endpoint := m.policy.Load().leasesOf(lease, className, tier)
 	if ls == nil {
-		writeJSON(w, "application/json", http.StatusNotFound, ReleaseResponse{Error: "lease_unknown",
-			Message: fmt.Sprintf("class %s tier %s has no concurrency limit in force", className, tier)})
-		return
+		return http.StatusNotFound, ReleaseResponse{Error: "lease_unknown",
+			Message: fmt.Sprintf("class %s tier %s has no concurrency limit in force", className, tier)}
 	}
 	// The token is the caller's word (FromToken): a lease the store does not hold (released
 	// already, expired, or made up) takes nothing off this instance's in-flight count.
-	o := m.rep.Release(context.WithoutCancel(r.Context()), decision.Ask{Endpoint: endpoint, Tier: tier, Key: lease.Key,
+	o := m.rep.Release(context.WithoutCancel(ctx), decision.Ask{Endpoint: endpoint, Tier: tier, Key: lease.Key,
 		Mode: limiter.ModeLease, Leases: ls, Lease: lease, FromToken: true})
 	switch {
 	case o.Verdict == decision.VerdictRejected:
-		writeJSON(w, "application/json", http.StatusNotFound, ReleaseResponse{Error: "lease_unknown", Message: limiter.ErrLeaseUnknown.Error()})
+		return http.StatusNotFound, ReleaseResponse{Error: "lease_unknown", Message: limiter.ErrLeaseUnknown.Error()}
 	case o.Err != nil:
-		w.Header().Set(decision.HeaderRetryAfter, "1")
-		writeJSON(w, "application/json", http.StatusServiceUnavailable, ReleaseResponse{Error: "rate_limit_unavailable",
-			Message: "the store cannot release the lease right now; it expires at its lease_ttl"})
-	default:
-		writeJSON(w, "application/json", http.StatusOK, ReleaseResponse{Released: true})
+		return http.StatusServiceUnavailable, ReleaseResponse{Error: "rate_limit_unavailable",
+			Message: "the store cannot release the lease right now; it expires at its lease_ttl"}
 	}
+	return http.StatusOK, ReleaseResponse{Released: true}
 }
 
 // leasesOf finds the concurrency limit a lease token's class and tier name, and the endpoint its
