@@ -234,9 +234,8 @@ func (m *Middleware) CommitHandler() http.Handler {
 			return
 		}
 		a := rt.ask(tok.tier, tok.client)
-		if a.Limiter == nil { // a concurrency tier holds no reservation
-			writeJSON(w, "application/json", http.StatusNotFound, RejectedBody{Error: "not_found",
-				Message: fmt.Sprintf("reservation: endpoint %q, tier %q has a concurrency limit, which holds leases", tok.endpoint, tok.tier)})
+		if a.Limiter == nil {
+			writeJSON(w, "application/json", http.StatusNotFound, RejectedBody{Error: "not_found", Message: errHoldsNoReservation(rt, tok).Error()})
 			return
 		}
 		// The token is the caller's word (FromToken): its estimate, held to the quota, is what a
@@ -283,6 +282,16 @@ func (m *Middleware) releaseWithCommit(w http.ResponseWriter, r *http.Request) {
 		m.logger.Warn("lease not released with its commit", "status", status, "error", resp.Message)
 	}
 	w.Header().Set(LeaseReleasedHeader, strconv.FormatBool(status == http.StatusOK))
+}
+
+// errHoldsNoReservation says why tok, a token of one limit, names no reservation on rt's tier:
+// a concurrency limit holds leases; a tier of several limits (since a reload) is named by
+// tokens of several limits only.
+func errHoldsNoReservation(rt route, tok parsedToken) error {
+	if rt.class.setFor(tok.tier) != nil {
+		return fmt.Errorf("reservation: endpoint %q, tier %q has several limits in the policy in force, which a token of one limit (made before a reload) does not name", tok.endpoint, tok.tier)
+	}
+	return fmt.Errorf("reservation: endpoint %q, tier %q has a concurrency limit, which holds leases", tok.endpoint, tok.tier)
 }
 
 // writeNotOpen answers a commit whose reservation the store no longer holds.

@@ -93,7 +93,7 @@ func (m *Middleware) renewReservation(r *http.Request, token string) (limiter.Re
 	}
 	a := rt.ask(tok.tier, tok.client)
 	if a.Limiter == nil {
-		return limiter.Renewal{}, http.StatusNotFound, fmt.Errorf("reservation: endpoint %q, tier %q has a concurrency limit, which holds leases", tok.endpoint, tok.tier)
+		return limiter.Renewal{}, http.StatusNotFound, errHoldsNoReservation(rt, tok)
 	}
 	a.Reservation, a.FromToken = limiter.Reservation{ID: tok.id, Key: a.Key}, true
 	return renewed(m.rep.Renew(r.Context(), a), http.StatusConflict, errors.New("reservation: not open: already settled, cancelled or expired"))

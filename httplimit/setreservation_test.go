@@ -378,3 +378,36 @@ func settleSet(t *testing.T, h http.Handler, hdr map[string]string) (int, setCom
 	decodeJSON(t, w.Body.Bytes(), &out)
 	return w.Code, out
 }
+
+// A token of one limit committed after a reload turned its tier into several limits is a 404 that
+// says so, not one about a concurrency limit the tier does not have.
+func TestATokenOfOneLimitOnATierNowOfSeveralSaysSo(t *testing.T) {
+	store := limiter.NewMemoryStore(limiter.MemoryConfig{})
+	policy := func(c Class) *Policy {
+		p, err := NewPolicy(PolicyConfig{Store: store, DefaultClass: "default", Classes: []Class{c,
+			{Name: "default", Limits: map[string]limiter.Limit{"default": limiter.PerMinute(limiter.FixedWindow, 100)}}},
+			Identity: IdentityConfig{TrustedHeaderPeers: testGateway}})
+		if err != nil {
+			t.Fatalf("NewPolicy: %v", err)
+		}
+		return p
+	}
+	one := Class{Name: "llm", Routes: []string{"POST /v1/chat"}, CostFrom: CostFrom{Header: "X-Tokens"}, Estimate: Estimate{Default: 50},
+		Limits: map[string]limiter.Limit{"default": limiter.PerMinute(limiter.FixedWindow, 1000)}}
+	m, err := New(Config{Policy: policy(one)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got CheckResponse
+	if code := post(t, m.CheckHandler(), CheckPath, `{"key":"user:alice","endpoint":"POST /v1/chat","reserve":true}`, &got); code != http.StatusOK || !strings.HasPrefix(got.Reservation, "r1.") {
+		t.Fatalf("reserving check: %d %+v, want 200 with a token of one limit", code, got)
+	}
+	several := one
+	several.Limits, several.TierLimits = nil, map[string][]TierLimit{"default": llmTier()}
+	m.Swap(policy(several))
+	var bad RejectedBody
+	if code := post(t, m.CommitHandler(), CommitPath, `{"reservation":"`+got.Reservation+`","cost":10}`, &bad); code != http.StatusNotFound ||
+		!strings.Contains(bad.Message, "several limits") || strings.Contains(bad.Message, "concurrency") {
+		t.Errorf("commit after the reload: %d %+v, want 404 saying the tier has several limits now", code, bad)
+	}
+}
