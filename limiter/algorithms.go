@@ -30,8 +30,7 @@ const (
 	ParamPeriod                    // Limit.Period in µs
 	ParamWindowOffset              // WindowOffset in µs, 0 with AlignWindows
 	ParamNoDelay                   // 1 with Limit.NoDelay, else 0
-	// The calendar's window starts (µs, all 0 without Limit.Calendar) around the caller's
-	// now; the script counts in the one holding Redis's clock.
+	// The calendar's window starts around now (µs; 0 without a Calendar): see the package doc.
 	ParamCalendarPrev
 	ParamCalendarStart
 	ParamCalendarNext

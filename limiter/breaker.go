@@ -65,9 +65,8 @@ type CircuitBreaker struct {
 	openTill     time.Time
 	firstFailure time.Time // of the current run
 	forgotten    bool      // dropped with its shard: reports nothing more
-	// onRefused, set before the breaker is shared, is called (outside the
-	// lock) for each call refused: a shard's breaker asks the store to look
-	// its shards up again (Guard.refreshShards).
+	// onRefused, set before the breaker is shared, is called outside the
+	// lock for each call refused (a shard's: Guard.refreshShards).
 	onRefused func()
 }
 

@@ -101,7 +101,6 @@ func (c *Calendar) Window(t time.Time) (start, end time.Time) {
 	return start, c.after(start)
 }
 
-// startOf is the start of the window holding t.
 func (c *Calendar) startOf(t time.Time) time.Time {
 	s := c.dateStart(t)
 	if s.After(t) { // t is in an hour repeated before its day's midnight
@@ -127,7 +126,6 @@ func (c *Calendar) dateStart(t time.Time) time.Time {
 	return c.midnight(y, m, d)
 }
 
-// after is the start of the window after the one starting at start.
 func (c *Calendar) after(start time.Time) time.Time {
 	y, m, d := start.In(c.location()).Date()
 	switch c.Unit {
@@ -172,8 +170,7 @@ func sameDate(a, b time.Time) bool {
 	return ay == by && am == bm && ad == bd
 }
 
-// windowsAt returns the window starts around now (µs), the last found
-// while now is in the same window.
+// windowsAt returns the window starts around now (µs), reused while in one window.
 func (c *Calendar) windowsAt(now int64) *calendarWindows {
 	if w := c.last.Load(); w != nil && w[1] <= now && now < w[2] {
 		return w

@@ -88,8 +88,7 @@
 // once that has passed. The record lives with the key and a settle removes
 // it in the same atomic step: once. Unsettled, it is charged (ExpireCharge)
 // or refunded (ExpireRefund) by the next Reserve or Settle on the key.
-// CommitAsync and CancelAsync settle without the caller waiting for the
-// store (an AsyncSettler, such as Redis's, queues the settle in its next batch).
+// CommitAsync and CancelAsync settle without waiting (Redis: in its next batch).
 //
 // Overshoot bound: a window settles at most the quota plus the excesses of
 // the reservations in flight at its last admission, ≤ (in flight) × the

@@ -1,8 +1,7 @@
 package limiter
 
-// fixedWindow decides on fixed_window's state: units admitted in the window
-// that starts at stamp (µs), the windows multiples of the period from the
-// key's offset or a calendar's (calendar.go). Redis: lua/fixed_window.lua.
+// fixedWindow decides on fixed_window's state (its MemoryState), windows on
+// the key's offset or a calendar (calendar.go). Redis: lua/fixed_window.lua.
 func (e *memSlot) fixedWindow(d *Decision, now int64, key string, cl *compiledLimit, cost int64, peek bool) {
 	p, r := cl.periodUS, cl.rate
 	// extra is the period and alignment e.stamp was computed for: while now

@@ -5,9 +5,8 @@ import "math"
 // gcraEpsilon absorbs float rounding in counts of intervals that are whole.
 const gcraEpsilon = 1e-9
 
-// gcra decides on gcra's state: stamp holds the theoretical arrival time
-// (TAT, a float64's bits, µs). It works relative to now: TAT − now is
-// exact, and every later step handles small numbers. Redis: lua/gcra.lua.
+// gcra decides on the TAT (its MemoryState) relative to now: TAT − now is
+// exact, so every later step handles small numbers. Redis: lua/gcra.lua.
 func (e *memSlot) gcra(d *Decision, now int64, cl *compiledLimit, cost int64, peek bool) {
 	t := cl.interval
 	nowF := float64(now)

@@ -38,7 +38,6 @@ type Guard struct {
 	refresher atomic.Pointer[ShardRefresher]
 }
 
-// refreshShards asks the store to look its shards up again.
 func (g *Guard) refreshShards() {
 	if r := g.refresher.Load(); r != nil {
 		(*r).RefreshShards()
@@ -59,12 +58,11 @@ type ShardedStore interface {
 }
 
 // ShardRefresher is a ShardedStore that can look its shards up again. While
-// a shard's circuit is open no call reaches the store to learn that the
-// shard's keys moved (a Cluster master's replica promoted), so the Guard
-// asks on every call the circuit refuses; the keys that moved then name
-// their new shard, whose breaker is closed. RefreshShards must return at
-// once (the lookup runs in the background), be safe for concurrent use and
-// cheap: the store bounds how often it looks.
+// a shard's circuit is open no call reaches the store to learn that its
+// keys moved (a Cluster master's replica promoted), so the Guard asks on
+// every call the circuit refuses; moved keys then name their new shard,
+// whose breaker is closed. RefreshShards must return at once, be safe for
+// concurrent use and cheap: the store bounds how often it looks.
 type ShardRefresher interface {
 	ShardedStore
 	RefreshShards()

@@ -18,7 +18,6 @@ type keeper struct {
 	stopped bool
 }
 
-// keepAlive starts a keeper and returns its stop.
 func keepAlive(every time.Duration, renew func(context.Context) bool) (stop func()) {
 	k := &keeper{every: max(every, time.Millisecond), renew: renew}
 	k.mu.Lock()

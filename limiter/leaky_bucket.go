@@ -2,9 +2,8 @@ package limiter
 
 import "time"
 
-// leakyBucket decides on leaky_bucket's state: units holds the work queued
-// at stamp, in units of 1/period request (a fresh slot is empty), which
-// drains rate per period. Redis: lua/leaky_bucket.lua.
+// leakyBucket decides on leaky_bucket's state (its MemoryState; a fresh
+// slot is empty), drained rate per period. Redis: lua/leaky_bucket.lua.
 func (e *memSlot) leakyBucket(d *Decision, now int64, cl *compiledLimit, cost int64, peek bool) {
 	p, r, b := cl.periodUS, cl.rate, cl.quota
 	full := b * p

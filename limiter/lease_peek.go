@@ -50,10 +50,9 @@ func (s *MemoryStore) PeekLeases(_ context.Context, key string, most int, _ time
 	return u, nil
 }
 
-// Peek reads what key holds, changing nothing. As Limiter.OpenReservations, it goes through the
-// breaker and the timeout and returns a failure: no fail policy applies, since a fail-policy
-// answer is no reading. A store that is no LeasePeeker fails it with ErrNotSupported, wrapped.
-// Safe for concurrent use.
+// Peek reads what key holds, changing nothing: as Limiter.OpenReservations, through the breaker
+// and the timeout, with no fail policy, whose answer would be no reading. A store that is no
+// LeasePeeker fails it with ErrNotSupported, wrapped. Safe for concurrent use.
 func (l *Leases) Peek(ctx context.Context, key string) (LeaseUsage, error) {
 	st, ok := l.store.(LeasePeeker)
 	if !ok {

@@ -206,8 +206,7 @@ func (l *Limiter) decide(ctx context.Context, key string, cost int64, mode Mode)
 	var d Decision
 	var err error
 	if ib, ok := l.store.(inspectorBinding); ok {
-		// The store called straight, not through the binding's method: one hop
-		// fewer on every request's path (README.md, "How it fits together").
+		// Straight to the store, not through the binding: one hop fewer per request.
 		d, err = ib.store.DecideMode(ctx, key, ib.limit, cost, mode, l.timeout)
 	} else {
 		d, err = l.store.decide(ctx, key, cost, mode, l.timeout)

@@ -137,8 +137,7 @@ func (f *LocalFallback) decide(ctx context.Context, key string, lim Limit, cost 
 	return d, nil
 }
 
-// afterStore remembers d and, until key's local state resets, holds it to
-// the local share.
+// afterStore remembers d and holds key to its local share until that resets.
 func (f *LocalFallback) afterStore(ctx context.Context, key string, lim Limit, mode Mode, d Decision) Decision {
 	if mode == ModePeek {
 		return d

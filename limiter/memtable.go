@@ -25,8 +25,7 @@ type memShard struct {
 	_ [8]byte
 }
 
-// ctrlOf takes the hash's top 7 bits, by which neither the shard nor the home slot
-// is chosen alone.
+// ctrlOf is h's top 7 bits, by which neither the shard nor the home slot is chosen alone.
 func ctrlOf(h uint64) uint8 { return uint8(h>>57) | 0x80 }
 
 // A table chunk is 512 slots, 64 KiB.

@@ -27,8 +27,7 @@ var recorded = [...]Status{StatusAllowed, StatusRejected, StatusShadowRejected, 
 // NumStatuses is len(AllStatuses()): the number of Index values.
 const NumStatuses = len(recorded)
 
-// AllStatuses returns the other statuses in a stable order (their Index), as
-// a new slice.
+// AllStatuses returns the other statuses in Index order, as a new slice.
 func AllStatuses() []Status {
 	return append([]Status(nil), recorded[:]...)
 }

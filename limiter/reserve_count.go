@@ -12,15 +12,13 @@ import (
 type ReservationCounter interface {
 	Reserver
 	// OpenReservations counts key's reservations under lim neither settled
-	// nor past their hold, in one atomic read that changes nothing, not
-	// even by settling those past their hold. A timeout > 0 bounds the
-	// call as well as ctx.
+	// nor past their hold, in one atomic read that writes nothing, not even
+	// a settle. A timeout > 0 bounds the call as well as ctx.
 	OpenReservations(ctx context.Context, key string, lim Limit, timeout time.Duration) (int64, error)
 }
 
-// ErrOpenReservationsNotSupported is returned, wrapped, by
-// Limiter.OpenReservations when the store is no ReservationCounter or the
-// algorithm cannot hold reservations.
+// ErrOpenReservationsNotSupported is returned, wrapped, by Limiter.OpenReservations
+// when the store is no ReservationCounter or the algorithm holds no reservations.
 var ErrOpenReservationsNotSupported = errors.New("store or algorithm keeps no count of open reservations")
 
 // OpenReservations implements ReservationCounter. Like Decide it never waits.
@@ -71,9 +69,8 @@ func bindCounter(st Store, bound boundStore, lim Limit) counterFunc {
 }
 
 // OpenReservations counts key's reservations neither settled nor past their
-// hold, changing nothing. As Reset, it goes through the breaker and the
-// timeout and returns a failure: no fail policy applies. Safe for
-// concurrent use.
+// hold, changing nothing: as Reset, through the breaker and the timeout,
+// with no fail policy. Safe for concurrent use.
 func (l *Limiter) OpenReservations(ctx context.Context, key string) (int64, error) {
 	if l.count == nil {
 		return 0, fmt.Errorf("%s store, %s: %w", l.storeName, l.lim.Algorithm, ErrOpenReservationsNotSupported)

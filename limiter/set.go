@@ -21,16 +21,12 @@ type Part struct {
 // takes nothing from any part. Implementations are safe for concurrent use.
 type SetStore interface {
 	Store
-	// DecideSet decides parts in mode, ModeConsume or ModePeek (another
-	// mode is an error), writes parts[i]'s answer to out[i] (len(out) ≥
-	// len(parts)) and reports whether every part admitted. Admitted: each
-	// part's state after taking its cost. Refused, or peeked: each part's
-	// own answer on the state as it is, taking nothing, Allowed when it
-	// alone would admit, Admitted 0. The caller checked every Limit and
-	// cost; two parts on one key under one algorithm (one state) are an
-	// error, as is a set of no parts. A timeout > 0 bounds the call as well
-	// as ctx. On error nothing was taken that the store could give back,
-	// and out is to be ignored.
+	// DecideSet decides parts in mode, ModeConsume or ModePeek, writes
+	// parts[i]'s answer to out[i] as Set.Decide describes and reports
+	// whether every part admitted. The caller checked every Limit and cost;
+	// what CheckSet refuses is an error. A timeout > 0 bounds the call as
+	// well as ctx. On error nothing was taken that the store could give
+	// back, and out is to be ignored.
 	DecideSet(ctx context.Context, parts []Part, mode Mode, timeout time.Duration, out []Decision) (allowed bool, err error)
 }
 
@@ -62,10 +58,8 @@ func CheckSet(parts []Part, mode Mode, out []Decision) error {
 }
 
 // Set decides several Limiters on one store for one request, all or
-// nothing: the request is admitted only when every Limiter admits it, and a
-// refused request takes nothing from any (requests per minute and tokens
-// per minute and a monthly quota, each on its own key). The store decides
-// the set as one (SetStore); NewSet refuses a store that cannot.
+// nothing, as SetStore describes (requests and tokens per minute and a
+// monthly quota, each on its own key); NewSet refuses a store that cannot.
 //
 // Each Limiter keeps its own fail policy, breaker and guard. The store is
 // called once per decision when every part's breaker lets it (else not at
@@ -73,11 +67,11 @@ func CheckSet(parts []Part, mode Mode, out []Decision) error {
 // told once to each distinct Observer as operation "set". When the store
 // fails, each part's answer is its Limiter's FailPolicy's: open admits,
 // closed refuses, local asks the local share; the set is admitted only when
-// every part's policy admits, and only then are the local shares taken (one
-// after another: under a race on one instance a refused set may leave a
-// local share taken, as local shares are approximate anyway). A FailLocal
-// part whose key is held to its local share after an outage (LocalFallback)
-// is checked against the share before the store is called.
+// every policy admits, and only then are the local shares taken, one after
+// another (a race on one instance may leave a refused set's local share
+// taken; local shares are approximate anyway). A FailLocal part whose key
+// is held to its local share after an outage is checked against the share
+// before the store is called.
 //
 // A Set is safe for concurrent use; its Limiters may go on deciding alone
 // beside it. Concurrency limits (Leases) are not parts of a set; Reserve
@@ -334,9 +328,8 @@ func (s *Set) settle(ctx context.Context, breakers []*CircuitBreaker, start time
 	return true
 }
 
-// heldLocally writes, for each FailLocal part whose key is still held to
-// its local share after an outage, the share's answer to out (else a zero
-// Decision), and reports whether one refuses.
+// heldLocally writes to out the local share's answer for each part still
+// held to it after an outage (else a zero Decision); true if one refuses.
 func (s *Set) heldLocally(ctx context.Context, parts []Part, out []Decision) bool {
 	refused := false
 	for i, l := range s.limiters {
@@ -372,9 +365,8 @@ func (s *Set) refusedLocally(ctx context.Context, parts []Part, breakers []*Circ
 	return false, err
 }
 
-// heldShare is the local share's answer, without taking, for key when it
-// is still held to the share after an outage (afterStore); held is false
-// otherwise.
+// heldShare is the local share's peek for key while it is held to the
+// share after an outage (afterStore); held is false otherwise.
 func (f *LocalFallback) heldShare(ctx context.Context, key string, lim Limit, cost int64) (d Decision, held bool) {
 	now := f.cfg.Now().UnixNano()
 	sh := f.shard(key)

@@ -8,10 +8,8 @@ import (
 
 // DecideSet implements SetStore: the parts' shards are locked in one order
 // (ascending, each once), so that sets on shared shards never deadlock and
-// every set sees and changes its parts at one instant; each part is peeked
-// on the state as it is, and only when all admit is each one's cost taken,
-// by the same arithmetic as Decide. A set that is refused creates no key.
-// It never waits, so neither ctx nor timeout is consulted.
+// every set sees and changes its parts at one instant (see decideSet).
+// Like Decide it never waits.
 func (s *MemoryStore) DecideSet(ctx context.Context, parts []Part, mode Mode, _ time.Duration, out []Decision) (bool, error) {
 	return s.decideParts(ctx, parts, mode, nil, out)
 }
@@ -43,16 +41,15 @@ func (s *MemoryStore) decideParts(_ context.Context, parts []Part, mode Mode, ho
 }
 
 // decideSet decides keys[i] at costs[i] (nil: 1) under cls[i], all or
-// nothing (DecideSet), and when admitted opens holds[i] on each part whose
-// ID is set (holds nil: none; ReserveSet). The callers checked the costs;
-// two parts of one state are an error.
+// nothing, and when admitted opens holds[i] on each part whose ID is set
+// (ReserveSet). The callers checked the costs; two parts of one state are
+// an error.
 //
-// An admitted set applies each part once: a part's slot is saved, then
-// taken from, and put back should a later part refuse (sliding_log, whose
-// log a copy does not save, is peeked first and taken once all admit). A
-// fresh key is decided on a blank slot and inserted only when the set is
-// admitted. A refused set puts every slot back and answers each part
-// peeked on it, as if nothing had been tried.
+// Each part's slot is saved, taken from by Decide's arithmetic, and put
+// back should a later part refuse (sliding_log, whose log a copy does not
+// save, is peeked first and taken once all admit). A fresh key is decided
+// on a blank slot and inserted only when the set is admitted, so a refused
+// set creates no key and answers each part peeked, as if never tried.
 func (s *MemoryStore) decideSet(keys []string, cls []*compiledLimit, costs []int64, mode Mode, holds []ReserveRequest, out []Decision) (bool, error) {
 	n := len(keys)
 	var hbuf [setOnStack]uint64
@@ -88,11 +85,10 @@ func (s *MemoryStore) decideSet(keys []string, cls []*compiledLimit, costs []int
 	return allowed, nil
 }
 
-// openRecords records holds' reservations of a set just taken, at the
-// instant of its take; the caller holds the shards' locks. Each slot is
-// found again (an insertion of the set's fresh keys may have moved it)
-// and every mark read first: settling a book's expired records may move
-// its shard's slots.
+// openRecords records holds' reservations of a set just taken, at its
+// instant, under the shards' locks. Each slot is found again (inserting
+// the set's fresh keys may have moved it) and every mark read first:
+// settling a book's expired records may move its shard's slots.
 func (s *MemoryStore) openRecords(st *memSetState, keys []string, cls []*compiledLimit, costs []int64, holds []ReserveRequest) {
 	var mbuf [setOnStack]int64
 	marks := mbuf[:0]
@@ -135,8 +131,7 @@ func (s *MemoryStore) trySet(st *memSetState, keys []string, cls []*compiledLimi
 		} else {
 			fresh = true
 		}
-		// Take at once, unless the set is refused already, peeked, or the
-		// part is a log, which only a second pass takes from.
+		// A log is taken from only by the second pass (see decideSet).
 		take := allowed && mode == ModeConsume && cls[i].alg != slidingLogIndex
 		out[i] = e.apply(now, st.slots[i] == nil, key, cls[i], costAt(costs, i), !take)
 		st.taken[i] = take

@@ -14,13 +14,12 @@ type SetReserver interface {
 	SetStore
 	Reserver
 	// ReserveSet decides parts as DecideSet does in ModeConsume and, when
-	// every part admits, opens beside each part i whose holds[i].ID is not
-	// "" that reservation (its estimate the part's Cost, holds[i].Estimate
-	// unread), in the same atomic step as the take: Settle, Renew and the
-	// expiry of (parts[i].Key, parts[i].Limit, holds[i].ID) then act on it
-	// as on one Reserve opened. len(holds) == len(parts). A set refused, or
-	// failed, opens none (a Cluster's cross-slot set gives back what an
-	// earlier slot took and opened, as DecideSet gives back its takes).
+	// every part admits, opens in the same atomic step, beside each part i
+	// whose holds[i].ID is set, that reservation (estimate the part's Cost;
+	// holds[i].Estimate unread): Settle, Renew and expiry of (parts[i].Key,
+	// parts[i].Limit, holds[i].ID) then act on it as on a Reserve's.
+	// len(holds) == len(parts). A set refused or failed opens none (a
+	// cross-slot set gives back what earlier slots took and opened).
 	ReserveSet(ctx context.Context, parts []Part, holds []ReserveRequest, timeout time.Duration, out []Decision) (allowed bool, err error)
 }
 
@@ -32,16 +31,15 @@ func (s *Set) Reserves() bool { return s.reserver != nil }
 func (s *Set) Limiter(i int) *Limiter { return s.limiters[i] }
 
 // Reserve is AllowN that also holds the cost of each Limiter i with
-// held[i] in a reservation (Limiter.Reserve's, its estimate costs[i]),
-// opened with the take when the set is admitted and written to res[i]
-// (len(res) ≥ Len; ID "" for the others, and for every Limiter when the
-// set is refused or decided by a fail policy). Each is settled on its
-// own Limiter (Commit, CommitAsync, Cancel, Keep) like any reservation,
-// so that a charge after the response never refuses and a give-back
-// returns to the window the estimate was taken from. One id names the
-// request's reservations on every Limiter: each is on a key of its own.
-// It needs a store that is a SetReserver and Limiters that Reserves();
-// otherwise it is an error, with nothing decided.
+// held[i] in a reservation (Limiter.Reserve's, estimate costs[i]), opened
+// with the take when the set is admitted and written to res[i] (len(res) ≥
+// Len; ID "" for the others, and for all when the set is refused or
+// decided by a fail policy). Each is settled on its own Limiter like any
+// reservation, so a charge after the response never refuses and a
+// give-back returns to the window the estimate was taken from. One id
+// names the request's reservations on every Limiter, each on its own key.
+// It needs a SetReserver store and Limiters that Reserves(); otherwise it
+// is an error, with nothing decided.
 func (s *Set) Reserve(ctx context.Context, keys []string, costs []int64, held []bool, out []Decision, res []Reservation) (bool, error) {
 	n := len(s.limiters)
 	if len(held) != n || len(res) < n {

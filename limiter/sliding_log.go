@@ -2,8 +2,7 @@ package limiter
 
 import "time"
 
-// slidingLog decides on sliding_log's state: the log of the units admitted
-// within the last period. Redis: lua/sliding_log.lua.
+// slidingLog decides on sliding_log's state, its log. Redis: lua/sliding_log.lua.
 func (e *memSlot) slidingLog(d *Decision, now int64, cl *compiledLimit, cost int64, peek bool) {
 	p, r := cl.periodUS, cl.rate
 	if e.log == nil {
@@ -105,8 +104,7 @@ func (l *timestampLog) nthOldest(k int64) int64 {
 	return l.newest()
 }
 
-// remove takes up to n units admitted at ts out of the log; none when they
-// have left the window.
+// remove takes up to n units admitted at ts out of the log, if still in the window.
 func (l *timestampLog) remove(ts, n int64) {
 	for i := 0; i < l.size && n > 0; i++ {
 		j := (l.head + i) % len(l.ring)

@@ -2,10 +2,9 @@ package limiter
 
 import "time"
 
-// slidingWindow decides on sliding_window's state: units admitted in the
-// window that starts at stamp (µs) and, in extra, in the one before. It
-// compares prev·(P−e)/P in integers scaled by P, which is exact as
-// R·P ≤ 2^53 (Limit.Validate). Redis: lua/sliding_window.lua.
+// slidingWindow decides on sliding_window's state (its MemoryState),
+// comparing prev·(P−e)/P in integers scaled by P, exact as R·P ≤ 2^53
+// (Limit.Validate). Redis: lua/sliding_window.lua.
 func (e *memSlot) slidingWindow(d *Decision, now int64, key string, cl *compiledLimit, cost int64, peek bool) {
 	p, r := cl.periodUS, cl.rate
 	ws := windowStart(now, windowOffset(key, cl), p)

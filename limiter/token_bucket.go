@@ -2,9 +2,8 @@ package limiter
 
 import "time"
 
-// tokenBucket decides on token_bucket's state: units holds the tokens at
-// stamp, in units of 1/period token (a fresh slot is a full bucket), which
-// refill rate per period. Redis: lua/token_bucket.lua.
+// tokenBucket decides on token_bucket's state (its MemoryState; a fresh
+// slot is a full bucket), refilled rate per period. Redis: lua/token_bucket.lua.
 func (e *memSlot) tokenBucket(d *Decision, now int64, fresh bool, cl *compiledLimit, cost int64, peek bool) {
 	p, r, b := cl.periodUS, cl.rate, cl.quota
 	full := b * p

@@ -1,20 +1,14 @@
 package redisstore
 
-// The batching layer, behind Store.send (decide.go): one operation model.
-// Every store operation is a request (decide.go): a decision, or a
-// reservation's reserve, settle or renewal, or a lease's acquire, release
-// or renewal. One made while others are in progress is queued
-// (batcher.wait; batcher.post for one nobody waits for) on the lane of its
-// Redis node (one on a single server, one per Cluster master); up to
-// BatchConfig.Senders goroutines per lane (lane.send) take turns to gather
-// what is queued, up to MaxSize, and flush it (sender.flush): group it by
-// script family (an algorithm's decisions, its reservation calls, lease
-// calls) and slot, one batch-script call per group (encode.go), all in one
-// pipeline, so that a reserve or a settle rides in the same round trip as
-// the decisions beside it, each member handed its answer (five integers
-// each, whatever its family). A request goes back to the pool once its
-// answer is read; one whose caller gave up is left to the garbage
-// collector, because a sender may still hold it.
+// The batching layer behind Store.send. Every store operation is a
+// request (decide.go); one made while others are in progress is queued
+// (wait, or post when nobody waits) on the lane of its Redis node (one per
+// Cluster master). Up to BatchConfig.Senders goroutines per lane take turns
+// to gather up to MaxSize of what is queued and flush it: one batch-script
+// call per script family and slot (encode.go), all in one pipeline, so a
+// reserve or a settle rides the round trip of the decisions beside it. A
+// request goes back to the pool once its answer is read; one whose caller
+// gave up is left to the garbage collector, as a sender may still hold it.
 
 import (
 	"bytes"
@@ -151,10 +145,9 @@ func (b *batcher) wait(ctx context.Context, r *request, timeout time.Duration) r
 	}
 }
 
-// post queues r, an operation nobody waits for, and returns at once
-// unless its lane's queue is full: then it waits for room until r's
-// deadline. r.then gets its answer (or the error that kept it from Redis)
-// on a sender's goroutine, or on the caller's when it could not be queued.
+// post queues r, which nobody waits for, waiting only for room in a full
+// queue until r's deadline. r.then gets its answer (or the error that kept
+// it from Redis) on a sender's goroutine, or the caller's if not queued.
 func (b *batcher) post(ctx context.Context, r *request, timeout time.Duration) {
 	r.answered.Store(0)
 	r.ctx = ctx
@@ -199,11 +192,9 @@ func (r *request) setDeadline(ctx context.Context, timeout time.Duration) bool {
 	return true
 }
 
-// expire answers r with errDeadline unless it has its answer already.
 func (r *request) expire() { deliver(r, limiter.Decision{}, nil, errDeadline) }
 
-// disarm stops r's timer when timed and reports whether it can no longer
-// touch r.
+// disarm stops r's timer when timed; true once the timer cannot touch r.
 func (r *request) disarm(timed bool) bool {
 	return !timed || r.timer.Stop()
 }
@@ -345,9 +336,8 @@ func (b *batcher) left() {
 	}
 }
 
-// retire sends the senders home and waits, until ctx ends, for every one to have left, having
-// given its connection back: a client closed after Store.Close closes none under a sender.
-// A sender started for a decision that slipped in before Close sends it, then leaves.
+// retire sends the senders home and waits, until ctx ends, for all to leave (see Store.Close);
+// one started for a decision that slipped in before Close sends it first.
 func (b *batcher) retire(ctx context.Context) {
 	b.quitOnce.Do(func() { close(b.quit) })
 	for b.live.Load() > 0 {
@@ -359,7 +349,6 @@ func (b *batcher) retire(ctx context.Context) {
 	}
 }
 
-// idleLeft resets idle to what is left of senderIdle since busy.
 func idleLeft(idle *time.Timer, busy time.Time) {
 	idle.Reset(max(senderIdle-time.Since(busy), time.Millisecond))
 }
@@ -417,10 +406,9 @@ func (ln *lane) hold(timer *time.Timer) {
 	}
 }
 
-// claim reports whether a decision may be sent alone by its caller, as
-// one of the lane's calls on their way (flying, which land ends): when
-// fewer than the senders are, no sender is gathering a batch (the turn is
-// free) and nothing is queued, nothing would join it.
+// claim reports whether a decision may go alone from its caller, counted
+// in flying until land: with fewer than the senders on their way, the turn
+// free (no sender gathering) and nothing queued, none would join it.
 func (ln *lane) claim() bool {
 	if ln.flying.Load() >= ln.b.senders || len(ln.queue) > 0 {
 		return false
@@ -482,7 +470,6 @@ func (ln *lane) next(idle *time.Timer, busy time.Time) *request {
 	}
 }
 
-// drain appends what else is queued to batch, up to the batch size.
 func (ln *lane) drain(batch []*request) []*request {
 	for len(batch) < ln.b.maxSize {
 		select {
@@ -635,7 +622,6 @@ func (sd *sender) end() {
 	sd.cancel = nil
 }
 
-// endTrace ends the batch's span, if it has one still open.
 func (sd *sender) endTrace() {
 	if sd.traceEnd != nil {
 		sd.traceEnd()
@@ -797,7 +783,6 @@ func (sd *sender) ran() int {
 	return n
 }
 
-// replyInts reads a group's reply into sd.ints.
 func (sd *sender) replyInts(g *group) error {
 	var err error
 	switch c := g.cmd.(type) {
@@ -890,9 +875,8 @@ func retryWait(ctx context.Context, backoff time.Duration) bool {
 	}
 }
 
-// singly sends each of g's decisions as its own call through the cluster
-// client (which follows ASK and MOVED), again after TRYAGAIN (nothing ran)
-// within ctx's deadline. It returns the last member's error.
+// singly sends each of g's decisions alone through the cluster client (which
+// follows ASK and MOVED), again after TRYAGAIN, within ctx; it returns the last error.
 func (sd *sender) singly(ctx context.Context, g *group) error {
 	s := sd.b.s
 	pending := append(sd.pending[:0], g.members...)

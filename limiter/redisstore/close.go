@@ -44,14 +44,13 @@ func (a *asyncOps) done() {
 func (a *asyncOps) isClosed() bool { return a.closed.Load() }
 
 // Close flushes the store: further calls fail with ErrClosed, and it waits until ctx
-// ends for queued SettleAsync and ReleaseLeaseAsync calls to be answered. When ctx
-// ends first, those still queued get ErrClosed unsent, and Close returns an error
-// wrapping ErrClosed that counts them and those still on the wire. Without Close a
-// process loses what was queued silently. Then it waits, until ctx ends, for the batch's
-// senders to give their connections back, which they otherwise keep for seconds after their
-// last call, and gives back those its callers keep between calls (but one a call still holds),
-// so that closing the client next closes no connection under the store. The client stays open:
-// it is the caller's. Safe for concurrent use; a second Close waits alike.
+// ends for queued SettleAsync and ReleaseLeaseAsync calls, which a process without Close
+// loses silently. When ctx ends first, those still queued get ErrClosed unsent, and Close
+// returns an error wrapping ErrClosed that counts them and those still on the wire. Then
+// it waits, until ctx ends, for the senders to give back their connections (kept for
+// seconds after their last call otherwise) and gives back those its callers keep between
+// calls (but one a call holds), so that closing the client, which stays the caller's,
+// closes none under the store. Safe for concurrent use; a second Close waits alike.
 func (s *Store) Close(ctx context.Context) error {
 	s.async.closed.Store(true)
 	for s.async.n.Load() > 0 {

@@ -18,10 +18,9 @@ import (
 
 // DecideMode implements limiter.Inspector and is the store's one way to
 // decide: one decision of cost in mode, atomic on Redis, bounded by ctx
-// and by timeout when > 0. The caller validated lim and cost; the store
-// refuses only what would corrupt the shared state (checkCall). A decision
-// made alone is its own script call; one made while others are in
-// progress joins a batch (batch.go), as atomic as alone.
+// and by timeout when > 0, alone or in a batch (batch.go). The caller
+// validated lim and cost; the store refuses only what would corrupt the
+// shared state (checkCall).
 func (s *Store) DecideMode(ctx context.Context, key string, lim limiter.Limit, cost int64, mode limiter.Mode, timeout time.Duration) (limiter.Decision, error) {
 	if mode > limiter.ModeAtMost {
 		return limiter.Decision{}, fmt.Errorf("redis store: unknown mode %d", mode)
@@ -75,10 +74,9 @@ func (s *Store) fill(r *request, sc *algScripts, key string, lim limiter.Limit, 
 	}
 }
 
-// send makes r's call (a decision or any other operation): alone when no
-// other is in progress, or when the others leave room for one more call
-// on its way and none to gather (lane.claim): handed to a sender it would
-// go alone all the same, a goroutine switch later; else batched.
+// send makes r's call: alone when no other is in progress, or when the
+// others leave room for one more on its way and none gather (lane.claim),
+// as a sender would send it alone a goroutine switch later; else batched.
 func (s *Store) send(ctx context.Context, r *request, timeout time.Duration) reply {
 	if s.async.isClosed() {
 		s.recycle(r)
@@ -101,7 +99,6 @@ func (s *Store) send(ctx context.Context, r *request, timeout time.Duration) rep
 	return s.batch.wait(ctx, r, timeout)
 }
 
-// recycle clears r and puts it back in the pool.
 func (s *Store) recycle(r *request) {
 	clear(r.keys[:r.nkeys])
 	r.ctx, r.err, r.id = nil, nil, ""
@@ -212,20 +209,14 @@ func (r *request) unbind() {
 	r.dctx = deadlineCtx{}
 }
 
-// request is one store operation on its way and, once made, its answer:
-// a decision (consume, peek, at most) or another operation (reserve,
-// settle, renew; lease acquire, release, renew), each with its keys,
-// limit, cost and mode, which the same lanes carry (batch.go). Requests
-// are pooled, and their keys and arguments held in arrays, so that a
-// decision allocates only its key and command (TestGoalDecisionAllocatesLittle).
+// request is one store operation on its way (a decision in any mode, or a
+// reservation's or lease's call) and, once made, its answer. Requests are
+// pooled and hold their keys and arguments in arrays, so that a decision
+// allocates only its key and command (TestGoalDecisionAllocatesLittle).
 type request struct {
-	alg int // limiter.AlgorithmSpec.Index
-	// fam is the request's script family (decision, reservation or lease
-	// scripts, see famReserve), which its batch shares a call with.
-	fam int
-	// kind is an operation's kind of call (kindReserve ..., kindAcquire
-	// ...), in its family's batch script.
-	kind  int64
+	alg   int   // limiter.AlgorithmSpec.Index
+	fam   int   // script family (see famReserve)
+	kind  int64 // an operation's call in its family (kindReserve ..., kindAcquire ...)
 	keys  [maxOpKeys]string
 	nkeys int
 	// args are the script's integer arguments, the id between
@@ -271,10 +262,10 @@ type request struct {
 	raw  bytes.Buffer
 	ints []int64
 
-	// A set's slot group (famSet, set.go): its parts' keys, its parts, its
-	// head numbers and its command alone; keys[0] is its first key. sout
-	// is the buffer its answer goes to, the caller's, handed back with the
-	// reply (reply.set), so that a caller who left is never written to.
+	// A set's slot group (famSet, set.go): keys, parts, head numbers and
+	// command alone; keys[0] is its first key. sout, the caller's answer
+	// buffer, goes back with the reply (reply.set): a caller who left is
+	// never written to.
 	skeys  []string
 	sparts []setPart
 	sheld  []setHold // its held parts (ReserveSet), books last in skeys
@@ -307,7 +298,6 @@ func (r *request) cmdArgs() []any {
 	return r.appendArgs(r.appendKeys(append(r.argv[:0], nil, nil, r.nkeys)))
 }
 
-// appendKeys appends pointers to r's keys to dst.
 func (r *request) appendKeys(dst []any) []any {
 	for i := 0; i < r.nkeys; i++ {
 		dst = append(dst, &r.keys[i])
@@ -315,7 +305,6 @@ func (r *request) appendKeys(dst []any) []any {
 	return dst
 }
 
-// appendArgs appends pointers to r's script arguments to dst.
 func (r *request) appendArgs(dst []any) []any {
 	for i := 0; i < r.idAt; i++ {
 		dst = append(dst, &r.args[i])

@@ -1,10 +1,8 @@
 package redisstore
 
-// Defaults returns the Config a zero Config stands for: each field that
-// has a default set to it (Prefix DefaultPrefix, batches of
-// DefaultBatchMaxSize sent by DefaultBatchSenders, ...). A caller that
-// shows the defaults (rl-exporter check --print-defaults) starts from it,
-// so that each is written once, here. Each call returns a fresh value.
+// Defaults returns the Config a zero Config stands for, every default set,
+// so that a caller showing them (rl-exporter check --print-defaults) writes
+// none itself. Each call returns a fresh value.
 func Defaults() Config {
 	return Config{
 		Prefix:                    DefaultPrefix,

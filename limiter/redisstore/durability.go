@@ -10,9 +10,8 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// replicaAskEvery is how often, at most, a store under DurabilityWait asks
-// the primary (ROLE, pipelined with a write) which replicas it streams to,
-// unless a WAIT that no replica answered asks for it sooner.
+// replicaAskEvery spaces the ROLE a write pipelines under DurabilityWait to
+// learn the primary's replicas, unless a WAIT no replica answered asks sooner.
 const replicaAskEvery = 100 * time.Millisecond
 
 // replicas is what a store under DurabilityWait knows of the primary's
@@ -26,15 +25,12 @@ type replicas struct {
 	none atomic.Bool
 	// nextAsk is the Unix time (ns) from which a write asks again; 0: now.
 	nextAsk atomic.Int64
-	// primary is the fence's generation (a Sentinel client's) the above
-	// was learnt in: a promoted primary has no replica yet.
+	// primary is the fence's generation (Sentinel) the above was learnt in.
 	primary atomic.Pointer[generation]
 }
 
 // follow forgets what it knew of an earlier primary's replicas once f (nil:
-// none) routes writes to another: the promoted one has none until
-// Sentinel re-points the demoted one, and a WAIT there would only wait
-// out its timeout; ROLE is asked at once.
+// none) routes writes to another (see replicas), and asks ROLE at once.
 func (r *replicas) follow(f *fence) {
 	if f == nil {
 		return
@@ -143,11 +139,10 @@ func (s *Store) sendDurable(ctx context.Context, via processor, deadline time.Ti
 }
 
 // keepRan keeps the replies of cmds that arrived whole before the
-// pipeline's read failed at err (WAIT outliving the deadline: Redis's
-// blocked-command timeouts fire on its event loop's tick, up to 1/hz
-// late): go-redis gave every command of the pipeline err, but Redis ran
-// those writes, and a WAIT's timeout is no store failure. The connection,
-// its read cut short, is marked to be closed when given back (spoiled).
+// pipeline's read failed at err (WAIT outliving the deadline: Redis fires
+// blocked-command timeouts on its event loop's tick, up to 1/hz late):
+// go-redis gave every command err, but Redis ran those writes, and a
+// WAIT's timeout is no store failure. The connection is marked spoiled.
 func (s *Store) keepRan(via processor, err error, cmds []redis.Cmder, raws []*bytes.Buffer) {
 	if c, ok := via.(*redis.Conn); ok {
 		s.spoiled.Store(c, err)

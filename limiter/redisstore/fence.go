@@ -15,9 +15,8 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// errFenced is a write refused before any byte of it left: its
-// connection goes to a primary that a Sentinel is demoting. Nothing ran,
-// so the call is sent again on a connection to the promoted one.
+// errFenced is a write refused, before any byte left, on a connection to a
+// primary being demoted: nothing ran, so the call goes again to the promoted one.
 var errFenced = errors.New("redis sentinel: the primary is being demoted; nothing was sent")
 
 // sentinelEvents are the channels a fence follows on every Sentinel: the
@@ -83,10 +82,9 @@ type window struct {
 	unconfirmed int64
 }
 
-// generation is the calls sent while one primary took writes; once a
-// promotion fences it (stale), its calls still on their way may land on
-// the demoted primary and are counted, and the window is logged when the
-// last of them ends.
+// generation is the calls sent while one primary took writes; once stale
+// (a promotion seen), those still on their way are counted, and the window
+// is logged when the last ends.
 type generation struct {
 	inflight    atomic.Int64
 	stale       atomic.Bool
@@ -190,10 +188,9 @@ func (f *fence) heard(channel, payload string) {
 }
 
 // arm opens the window: Sentinel chose the replica to promote and sends
-// it REPLICAOF NO ONE on its next tick (up to ~100 ms on). Writes still
-// go to demoted, which still streams them to the replica, but every one
-// of them is counted unconfirmed from now until the route turns, and a
-// probe watches promoted for the instant it takes writes.
+// it REPLICAOF NO ONE on its next tick (up to ~100 ms on). Writes still go
+// to demoted, which streams them to the replica, but count unconfirmed
+// until the route turns; a probe watches for promoted taking writes.
 func (f *fence) arm(demoted, promoted string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -317,8 +314,7 @@ func (f *fence) writable(addr string) bool {
 	return !r.fenced && (r.master == "" || r.master == addr)
 }
 
-// probe asks promoted for its role until it is a primary, then routes
-// writes to it (Sentinel's +promoted-slave comes up to a second later).
+// probe asks promoted its role until it is a primary, then routes writes to it.
 func (f *fence) probe(promoted string) {
 	defer f.wg.Done()
 	o := f.dataOpt
@@ -359,10 +355,9 @@ func (fenceHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proce
 }
 
 // dialVia starts following the Sentinels, waits while fenced (until ctx's
-// deadline), dials through next, and hands out a fencedConn to the
-// primary the fence knows: when next reached another (a Sentinel that has
-// not switched yet names the demoted primary for up to a second after
-// the promotion), it dials the fence's instead.
+// deadline), dials through next, and hands out a fencedConn to the primary
+// the fence knows, dialling it instead when next reached another (a
+// Sentinel not switched yet still names the demoted one).
 func (f *fence) dialVia(next redis.DialHook) redis.DialHook {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
 		f.watch()
@@ -451,9 +446,8 @@ func (c *fencedConn) Write(b []byte) (int, error) {
 	return c.Conn.Write(b)
 }
 
-// ranOne is the writes a single call that ended with err made: one,
-// unless it failed (a call whose reply was lost may have run: the
-// Limiter's fail policy answers it, and it is not counted here).
+// ranOne is the writes of a call that ended with err: none if it failed (one
+// whose reply was lost may have run; the fail policy answers for it).
 func ranOne(err error) int {
 	if err != nil {
 		return 0

@@ -8,7 +8,6 @@ import (
 	"github.com/rl-exporter/rl-exporter/limiter"
 )
 
-// leasePeekScript is lua/lease_peek.lua.
 var leasePeekScript = luaScript("lease_peek")
 
 // PeekLeases implements limiter.LeasePeeker: one read-only script call on the key's lease set,

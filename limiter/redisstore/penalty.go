@@ -12,7 +12,6 @@ import (
 //go:embed lua/penalty.lua
 var penaltySource string
 
-// strikeScript is lua/penalty.lua, sent by its SHA and whole on NOSCRIPT.
 var strikeScript = NewScript(penaltySource)
 
 // penaltyKeys are key's strike counter and box, under one hash tag.

@@ -69,13 +69,12 @@ type Durability uint8
 const (
 	// DurabilityNone answers once the primary ran the script; a failover loses unreplicated writes.
 	DurabilityNone Durability = iota
-	// DurabilityWait pipelines WAIT 1 <DurabilityTimeout> after each
-	// call: answered once a replica holds the write or the timeout passes
-	// (the write still counts, unreplicated). WAIT is skipped, the write
-	// counted unreplicated at once, while the primary has no online
-	// replica (ROLE, asked every 100 ms or after a WAIT no replica
-	// answered: a newly promoted primary), and it never outlives the
-	// decision's deadline. Not on a Cluster.
+	// DurabilityWait pipelines WAIT 1 <DurabilityTimeout> after each call,
+	// never past the decision's deadline: answered once a replica holds the
+	// write or the timeout passes (the write still counts, unreplicated).
+	// While the primary lists no online replica (ROLE, asked every 100 ms or
+	// after a WAIT no replica answered: a newly promoted primary), WAIT is
+	// skipped and the write counted unreplicated at once. Not on a Cluster.
 	DurabilityWait
 )
 
@@ -116,22 +115,19 @@ type Store struct {
 	prefix      string
 	algs        [limiter.NumAlgorithms]algScripts // by AlgorithmSpec.Index
 	batch       *batcher                          // nil without batching
-	// alone are the connections of decisions made alone, one per such
-	// call that may be on its way at once (Store.send).
+	// alone: a connection per call that may go alone at once (Store.send).
 	alone    []ownConn
 	requests sync.Pool
 	// durability is DurabilityWait's timeout, 0 under DurabilityNone;
 	// repl what it knows of the primary's replicas (durability.go).
 	durability time.Duration
 	repl       replicas
-	// spoiled are own connections whose read a WAIT cut short
-	// (*redis.Conn → error), closed when given back.
+	// spoiled: connections whose read a WAIT cut short (keepRan), closed when given back.
 	spoiled      sync.Map
 	replObs      ReplicationObserver
 	unreplicated atomic.Int64
-	// fence keeps a Sentinel client's writes off a primary being demoted
-	// (nil on other clients); unconfirmed counts the decisions that may
-	// have landed on it all the same.
+	// fence keeps writes off a primary being demoted (nil but on a Sentinel
+	// client); unconfirmed counts those that may have landed on it anyway.
 	fence       *fence
 	failObs     FailoverObserver
 	unconfirmed atomic.Int64
@@ -428,11 +424,9 @@ func (s *Store) noteError(err error) {
 	}
 }
 
-// RefreshShards asks for the Cluster's slot map in the background, at most
-// once per ClusterRefreshMinInterval (shared with the reloads failed calls
-// ask for): a master's open circuit (limiter.ShardRefresher) lets no call
-// through to learn that its slots moved to a promoted replica. A no-op
-// elsewhere. Safe for concurrent use; it does not block.
+// RefreshShards implements limiter.ShardRefresher: it asks for the Cluster's
+// slot map in the background, at most once per ClusterRefreshMinInterval
+// (shared with noteError's reloads); a no-op elsewhere. Safe for concurrent use.
 func (s *Store) RefreshShards() {
 	if !s.cluster || s.refreshMin < 0 {
 		return

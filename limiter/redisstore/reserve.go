@@ -90,10 +90,9 @@ func (s *Store) Settle(ctx context.Context, key string, lim limiter.Limit, id st
 	return settlement(lim.Algorithm, key, id, actual, ints)
 }
 
-// SettleAsync implements limiter.AsyncSettler: Settle's call, queued in the store's
-// next batch without its caller waiting. then gets Settle's result or the error that
-// kept the call from Redis, once, on a sender goroutine (or the caller's), so it must
-// not block. Safe for concurrent use.
+// SettleAsync implements limiter.AsyncSettler: Settle's call, queued in the store's next
+// batch; then gets its result, or the error that kept it from Redis, once, on a sender
+// goroutine (or the caller's), and must not block. Safe for concurrent use.
 func (s *Store) SettleAsync(ctx context.Context, key string, lim limiter.Limit, id string, actual int64, timeout time.Duration, then func(limiter.Settlement, error)) {
 	spec := limiter.SpecOf(lim.Algorithm)
 	if err := checkCall(spec, lim, 1); err != nil {

@@ -1,9 +1,7 @@
 package redisstore
 
-// Operations besides decisions (reservations, leases) are requests as
-// decisions are (decide.go), in the same lanes and batches (batch.go):
-// this file holds what is theirs alone, their scripts and their encoding
-// in a batch call.
+// What operations besides decisions (reservations, leases) have of their
+// own: their scripts and their encoding in a batch call (see batch.go).
 
 import (
 	"context"
@@ -21,10 +19,9 @@ const (
 	famLease   = 2 * limiter.NumAlgorithms
 )
 
-// opScripts are the scripts of one family of keyed calls besides
-// decisions (reservations of an algorithm, leases): the script of each
-// kind of call alone, by request.kind, and the batch of many calls in
-// one, which answers opWidth integers a call.
+// opScripts are one family's scripts besides decisions (an algorithm's
+// reservations, leases): each kind of call's alone, by request.kind, and
+// the batch script, which answers opWidth integers a call.
 type opScripts struct {
 	single [3]*script
 	batch  *script
@@ -42,7 +39,6 @@ const (
 	maxOpNums = maxArgs + 3
 )
 
-// singleScript is the script that runs r alone.
 func (s *Store) singleScript(r *request) *script {
 	switch {
 	case r.fam < famReserve:
@@ -56,7 +52,6 @@ func (s *Store) singleScript(r *request) *script {
 	}
 }
 
-// batchScript is the script that runs a group of family fam.
 func (s *Store) batchScript(fam int) *script {
 	switch {
 	case fam < famReserve:
@@ -80,7 +75,6 @@ func (r *request) addSet(vs ...int64) { r.nset += copy(r.set[r.nset:], vs) }
 
 func (r *request) sameSet(o *request) bool { return r.nset == o.nset && r.set == o.set }
 
-// newOp returns a pooled request for an operation of family fam and kind.
 func (s *Store) newOp(fam int, kind int64) *request {
 	r := s.requests.Get().(*request)
 	r.fam, r.kind, r.nkeys, r.nargs, r.nset = fam, kind, 0, 0, 0
@@ -88,7 +82,6 @@ func (s *Store) newOp(fam int, kind int64) *request {
 	return r
 }
 
-// slotted sets a Cluster slot of r from its first key.
 func (s *Store) slotted(r *request) {
 	if s.cluster {
 		r.slot = keySlot(r.keys[0])
@@ -127,9 +120,6 @@ func (s *Store) postOp(ctx context.Context, r *request, timeout time.Duration, f
 //
 //	EVALSHA sha numkeys <each op's keys> n nsets <per set: its length, its numbers>
 //	    <per op: kind, set index (from 0), value, id>
-//
-// Pointers into the requests and e.nums (sized by reserve) box without
-// allocating.
 func (e *encoder) encodeOps(dst []any, sc *script, g *group) []any {
 	sets := e.sets[:0] // member index of each distinct set's first op
 	g.numKeys = 0

@@ -8,7 +8,6 @@ import (
 	"github.com/rl-exporter/rl-exporter/limiter"
 )
 
-// openScript is lua/open_reservations.lua.
 var openScript = luaScript("open_reservations")
 
 // OpenReservations implements limiter.ReservationCounter: one read-only

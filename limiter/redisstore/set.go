@@ -14,7 +14,6 @@ import (
 // every algorithm's decide and settle sections (set_gen_test.go).
 const setPath = "lua/generated/set.lua"
 
-// setScript is the set script, read once.
 var setScript = sync.OnceValues(func() (*script, error) {
 	b, err := generatedFiles.ReadFile(setPath)
 	if err != nil {
@@ -30,9 +29,7 @@ const setReplyLen = 6
 // setGiveBack is the set script's mode that gives back a take.
 const setGiveBack = 3
 
-// famSet is the family of set requests (see famReserve): a set's slot
-// group rides the lanes and batches as any other request, the groups of
-// one batch and slot sharing one call of the set script.
+// famSet is the family of set requests (see famReserve).
 const famSet = famLease + 1
 
 // setSpecLen is the length of a part's spec: its algorithm's index, its
@@ -57,9 +54,8 @@ type setHold struct {
 	keep   int64 // ms: how long past the hold the record may matter
 }
 
-// Indexes of request.shead: the set's mode, number of parts and of held
-// parts, and for a call of the set alone its number of keys and of sets
-// (1).
+// Indexes of request.shead: mode, parts, held parts and, for a call of the
+// set alone, keys and sets (1).
 const (
 	headMode = iota
 	headParts
@@ -69,39 +65,34 @@ const (
 	setHeadLen
 )
 
-// DecideSet implements limiter.SetStore. On a single server or through
-// Sentinel the set is one request over every part's keys, which rides the
-// batches with the store's other requests (batch.go): the sets of one
-// batch share one call of lua/set.lua, which decides them one after
-// another, each peeking every part and taking only when all admit,
-// atomically, on Redis's clock, each part's state read from Redis once.
+// DecideSet implements limiter.SetStore. Off a Cluster the set is one
+// request over every part's keys, batched with the store's other requests:
+// a batch's sets share one call of lua/set.lua, which decides them in
+// turn, each peeking every part and taking only when all admit, atomically,
+// on Redis's clock, each part's state read once.
 //
-// On a Cluster, the parts whose keys share a slot (one user key's parts
-// under any algorithms: the key is the hash tag) are one request, as
-// above, on the lane of their slot's master. Parts in several slots (a
-// per-organisation or global limit beside per-client ones) are decided
-// slot group by slot group at once, one round trip for all, each taking
-// as it admits; when a group refuses, or its call fails, what the others
-// took is given back (the settle arithmetic of reservations), and every
-// part then answers as if peeked. A peek of several groups is one call per
+// On a Cluster the parts sharing a slot (one user key's parts under any
+// algorithms: the key is the hash tag) are one request on their master's
+// lane. Parts in several slots (a per-organisation or global limit beside
+// per-client ones) are decided group by group at once, one round trip for
+// all, each taking as it admits; when a group refuses or fails, what the
+// others took is given back (the settle arithmetic of reservations) and
+// every part answers as peeked. A peek of several groups is one call per
 // group, not one snapshot.
 //
-// Bound of the cross-slot set: no overshoot. A group's take is counted in
-// its state from before the set is answered until it is given back, so no
-// part ever admits past its quota through a give-back: for the buckets
-// and gcra the give-back leaves the state exactly as if never taken;
-// fixed_window's and sliding_window's return to the window charged (a
-// window since passed needs none); sliding_log's removes the members
-// scored at the take. The undershoot, requests refused that the parts
-// would have admitted, is bounded by the takes in flight: at most one cost
-// per part of an admitting group per concurrent cross-slot set that
-// another group refuses, held for that round trip and the give-back's
-// (TestCluster's cross-slot set measures both: with 64 clients whose
-// users' quotas bind, about 210–230 refusals by the organisation's part while
-// its count was under its quota, no unit admitted past a quota, none left
-// short by the end). A give-back that fails
-// (the node unreachable) leaves its take counted, an undershoot of that
-// cost until the window or bucket recovers; the set is still answered as
+// Bound of the cross-slot set: no overshoot. A group's take is counted from
+// before the set is answered until it is given back, and the give-back
+// leaves the state exactly as if never taken (buckets, gcra), returns to
+// the window charged (fixed_window, sliding_window; a passed window needs
+// none) or removes the members scored at the take (sliding_log). The
+// undershoot, refusals the parts would have admitted, is bounded by the
+// takes in flight: at most one cost per part of an admitting group per
+// concurrent cross-slot set that another group refuses, for that round trip
+// and the give-back's (TestCluster's cross-slot set, 64 clients whose
+// users' quotas bind: about 210–230 refusals by the organisation's part
+// under its quota, no unit past a quota, none short by the end). A failed
+// give-back (node unreachable) leaves its take counted, an undershoot of
+// that cost until the window or bucket recovers; the set still answers
 // refused, without an error.
 func (s *Store) DecideSet(ctx context.Context, parts []limiter.Part, mode limiter.Mode, timeout time.Duration, out []limiter.Decision) (bool, error) {
 	return s.decideSet(ctx, parts, mode, nil, timeout, out)
@@ -162,14 +153,12 @@ type setCall struct {
 	marks []int64                  // a take's marks, by part (cross-slot)
 	holds []limiter.ReserveRequest // ReserveSet's, by part; nil for DecideSet
 	id    string                   // the id of holds, "" when none is held
-	// ints is the buffer a call's answer is read into, lent to the
-	// request while it is on its way (nil: lent to one its caller left).
+	// ints is the answers' buffer (see send; nil: lent to a request its caller left).
 	ints []int64
 	all  []int
 	one  [1][]int
 }
 
-// setCalls pools setCalls.
 var setCalls = sync.Pool{New: func() any { return new(setCall) }}
 
 // recycle drops c's references to the caller's values and pools c.
@@ -206,9 +195,8 @@ func (c *setCall) groups() [][]int {
 	return groups
 }
 
-// run sends the parts of group in mode (with their marks to give back) as
-// one request, alone or batched (Store.send), bounded by ctx and timeout
-// when > 0, and returns its answer.
+// run sends group's parts in mode (with their marks, giving back) as one
+// request (Store.send) within ctx and timeout (> 0), and returns its answer.
 func (c *setCall) run(ctx context.Context, timeout time.Duration, group []int, mode int64) ([]int64, error) {
 	buf := c.ints
 	c.ints = nil
@@ -259,8 +247,7 @@ func (c *setCall) send(ctx context.Context, timeout time.Duration, group []int, 
 	return rep.set, nil
 }
 
-// width is the number of integers r's script answers: six a part of a
-// set, else five.
+// width is the integers r's script answers: six a set's part, else five.
 func (r *request) width() int {
 	if r.fam == famSet {
 		return setReplyLen * len(r.sparts)
@@ -285,7 +272,6 @@ func (r *request) setArgs() []any {
 	return r.sargv
 }
 
-// appendSpec appends pointers to p's spec to dst.
 func (p *setPart) appendSpec(dst []any) []any {
 	for j := 0; j < 2+int(p.spec[1]); j++ {
 		dst = append(dst, &p.spec[j])
@@ -293,9 +279,7 @@ func (p *setPart) appendSpec(dst []any) []any {
 	return dst
 }
 
-// appendSetParts appends pointers to r's mode, number of parts and of
-// held parts, per part its spec's index, cost and, giving back, mark, and
-// when it holds any, the reservation's id and per held part its numbers.
+// appendSetParts appends pointers to r's per-set numbers (see encodeSets).
 func (r *request) appendSetParts(dst []any) []any {
 	dst = append(dst, &r.shead[headMode], &r.shead[headParts], &r.shead[headHeld])
 	for i := range r.sparts {
@@ -323,9 +307,8 @@ func (r *request) appendSetParts(dst []any) []any {
 //	    <per set: mode, nparts, nheld, <per part: spec index (from 0), cost[, mark]>
 //	    [id <per held part: index (from 1), policy, hold, keep>]>
 //
-// The parts of the sets of one limiter.Set have the specs of the set
-// before them, found without the map. Pointers into the requests and
-// e.nums (sized by reserve) box without allocating.
+// Sets of one limiter.Set repeat the specs of the set before, found
+// without the map.
 func (e *encoder) encodeSets(dst []any, sc *script, g *group) []any {
 	if e.bySpec == nil {
 		e.bySpec = make(map[[setSpecLen]int64]int)
@@ -371,9 +354,8 @@ func (e *encoder) encodeSets(dst []any, sc *script, g *group) []any {
 	return dst
 }
 
-// appendHolds puts on r, when group holds reservations (ReserveSet),
-// the id and, per held part, its index in the group, expiry policy, hold
-// (µs) and keep (ms), and each book to its keys, after the parts' keys.
+// appendHolds puts on r group's reservation (ReserveSet), if any: its id,
+// a setHold per held part, and each book after the parts' keys.
 func (c *setCall) appendHolds(r *request, group []int) {
 	if c.id == "" {
 		return
@@ -474,9 +456,8 @@ func (c *setCall) crossSlot(ctx context.Context, groups [][]int, mode limiter.Mo
 	return false, firstErr
 }
 
-// takeAll sends every group's take at once, the first from this
-// goroutine, and returns their answers and errors by group: a set spread
-// over slots costs one round trip, not one per slot.
+// takeAll sends every group's take at once, the first from this goroutine,
+// so a set over several slots costs one round trip; answers and errors by group.
 func (c *setCall) takeAll(ctx context.Context, groups [][]int) ([][]int64, []error) {
 	answers, errs := make([][]int64, len(groups)), make([]error, len(groups))
 	var wg sync.WaitGroup
