@@ -73,7 +73,7 @@ func TestLeasesAreSharedAcrossStoresOnOneRedis(t *testing.T) {
 
 // A lease never released is dropped at its TTL on Redis's clock, counted
 // as expired by the key's next call, and the key's set outlives its last
-// lease by one TTL so that the count is not lost with it.
+// lease by at least one TTL so that the count is not lost with it.
 func TestLeasesExpireOnRedisAndAreCounted(t *testing.T) {
 	srv := redistest.Single(t)
 	st := newStore(t, redisstore.ClientConfig{URL: srv.URL()})
@@ -83,8 +83,8 @@ func TestLeasesExpireOnRedisAndAreCounted(t *testing.T) {
 		t.Fatalf("%+v %v", d, err)
 	}
 	pttl, _ := srv.Do("PTTL", st.LeaseKey("k"))
-	if ms, _ := pttl.(int64); ms <= 200 || ms > 400 {
-		t.Fatalf("PTTL %v ms, want the lease's 200 ms and one TTL more", pttl)
+	if ms, _ := pttl.(int64); ms <= 400 || ms > 600 {
+		t.Fatalf("PTTL %v ms, want three TTLs of 200 ms: a fresh set's life", pttl)
 	}
 	d, err := st.AcquireLease(ctx, "k", lim, "second", time.Second)
 	if err != nil || d.Allowed || d.RetryAfter <= 0 || d.RetryAfter > lim.TTL {
@@ -106,6 +106,36 @@ func TestLeasesExpireOnRedisAndAreCounted(t *testing.T) {
 	}
 	if n, _ := srv.Do("EXISTS", st.LeaseKey("k")); n != int64(0) {
 		t.Fatal("an empty lease set is left behind")
+	}
+}
+
+// The set's life is renewed only when under two TTLs are left, so right
+// after any acquire it still outlives the new lease by one TTL, however
+// the acquires fall between renewals.
+func TestEveryAcquireLeavesTheSetTwoTTLsOfLife(t *testing.T) {
+	srv := redistest.Single(t)
+	st := newStore(t, redisstore.ClientConfig{URL: srv.URL()})
+	ctx := context.Background()
+	lim := limiter.LeaseLimit{Limit: 1_000_000, TTL: 100 * time.Millisecond}
+	const twoTTLs, slack = 200, 10 // ms; slack: the PTTL read comes a few ms after the acquire
+	renewals, last := 0, int64(0)
+	for i := 0; renewals < 3; i++ {
+		if i > 100_000 {
+			t.Fatalf("the set's life was renewed %d times in %d acquires", renewals, i)
+		}
+		id, _ := limiter.NewReservationID()
+		if d, err := st.AcquireLease(ctx, "k", lim, id, time.Second); err != nil || !d.Allowed {
+			t.Fatalf("acquire %d: %+v %v", i, d, err)
+		}
+		reply, err := srv.Do("PTTL", st.LeaseKey("k"))
+		ms, _ := reply.(int64)
+		if err != nil || ms < twoTTLs-slack {
+			t.Fatalf("acquire %d: PTTL %v ms (%v), want at least two TTLs (%d ms)", i, reply, err, twoTTLs)
+		}
+		if ms > last {
+			renewals++
+		}
+		last = ms
 	}
 }
 
