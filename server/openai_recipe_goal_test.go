@@ -5,6 +5,7 @@ package server_test
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -29,10 +30,12 @@ import (
 
 // The OpenAI-style recipe's goal run, its minute scaled down tenfold: 12 s stand for the two
 // minutes, 6 s for each limit's minute; the organisation's month keeps its calendar, its quota
-// scaled down to what the run can spend.
+// scaled down to what the run can spend. Every total is the same at any scale (the rates per
+// second grow as the run shrinks), so `go test -run TestGoalOpenAIStyleRecipe ./server/ -args
+// -recipe-scale 1` runs the two real minutes a store, which make test cannot afford.
+var recipeScale = flag.Int64("recipe-scale", 10, "the OpenAI-style recipe's goal run: how many times shorter than two minutes, each limit's minute shortened alike")
+
 const (
-	recipeScale  = 10
-	recipeRun    = 2 * time.Minute / recipeScale
 	recipeOrgCap = 1_100_000 // tokens; the recipe's 50,000,000 a month cannot bind in a test
 	recipeOrg    = "acme"
 	maxPrompt    = 60 // an answer's prompt tokens are 20 to 60
@@ -110,7 +113,7 @@ func recipeProxy(t *testing.T, upstream string, store limiter.Store, keys []stri
 		for j := range list {
 			switch l := &list[j].Limit; list[j].Name {
 			case "rpm", "tpm":
-				l.Period /= recipeScale
+				l.Period /= time.Duration(*recipeScale)
 			case "monthly":
 				l.Rate = recipeOrgCap
 			}
@@ -156,7 +159,7 @@ func driveRecipe(t *testing.T, base string, up *llmUpstream, keys []string) ([]r
 	var mu sync.Mutex
 	var refusals []refusal
 	start := time.Now()
-	end := start.Add(recipeRun)
+	end := start.Add(2 * time.Minute / time.Duration(*recipeScale))
 	var wg sync.WaitGroup
 	for g := range 64 {
 		key := keys[g%len(keys)]
@@ -217,6 +220,9 @@ func driveRecipe(t *testing.T, base string, up *llmUpstream, keys []string) ([]r
 // served at least the budget less what the 64 clients can hold in flight. Once settled, each
 // key's daily limit counts exactly the tokens the upstream reported, and nothing is left open.
 func TestGoalOpenAIStyleRecipeHoldsEveryLimitThroughTheProxy(t *testing.T) {
+	if *recipeScale < 1 {
+		t.Fatalf("-recipe-scale %d: want 1 (two real minutes) or more", *recipeScale)
+	}
 	stores := map[string]func(t *testing.T) limiter.Store{
 		"memory": func(*testing.T) limiter.Store { return limiter.NewMemoryStore(limiter.MemoryConfig{}) },
 		"redis": func(t *testing.T) limiter.Store {
