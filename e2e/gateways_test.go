@@ -494,6 +494,96 @@ func TestNginxReleasesTheLeaseAndSettlesTheCostOfATierOfBoth(t *testing.T) {
 	}
 }
 
+// manyLimitsConfig is serve for nginx with a tier of twelve limits of cost per client, keyed by
+// the user id nginx sets (identity.user_header): with an id of 256 bytes, the longest kept as it
+// is, the token /v1/auth answers names twelve keys of some 300 bytes, over 5 KiB in all.
+func manyLimitsConfig() string {
+	var b strings.Builder
+	b.WriteString(`server:
+  check_api:
+    allowed_peers: [127.0.0.1/32]
+identity:
+  trusted_proxies: [127.0.0.1/32]
+  trusted_header_peers: [127.0.0.1/32]
+  user_header: X-User-ID
+classes:
+  completions:
+    routes: ["/v1/completions"]
+    cost_from: {header: X-Usage-Tokens}
+    estimate: 100
+    reserve: {hold: 5m, on_expiry: charge}
+    limits:
+      default:
+`)
+	for i := range 12 {
+		fmt.Fprintf(&b, "        - {name: t%d, algorithm: fixed_window, rate: 100000, period: 1h}\n", i)
+	}
+	b.WriteString(`  default:
+    limits:
+      default: {algorithm: fixed_window, rate: 1000, period: 1m}
+`)
+	return b.String()
+}
+
+// Behind nginx, the reservation of a tier of many limits on a long user id is settled at the
+// API's usage: the example's auth location reads an answer whose token is past a memory page,
+// nginx's default proxy_buffer_size, with which nginx took the answer as its failure ("upstream
+// sent too big header"), let the request through unchecked and left its estimate held.
+func TestNginxSettlesTheLongTokenOfATierOfManyLimits(t *testing.T) {
+	run, errLog := runNginx(t)
+	withUser := func(dir, conf string) {
+		editFile(t, conf, `proxy_set_header X-User-ID "";`, `proxy_set_header X-User-ID $http_x_user_id;`)
+		run(dir, conf)
+	}
+	up := newAPIWith(t, map[string]string{"X-Usage-Tokens": "300"})
+	cfg := filepath.Join(t.TempDir(), "many.yaml")
+	writeFile(t, cfg, manyLimitsConfig())
+	base, rl := serveBehindGateway(t, cfg, up.addr(), nginxConf, nginxListenOld, nginxListen, withUser)
+	user := strings.Repeat("u", 256)
+	used := func() (int64, int64) {
+		resp, err := http.Get(rl + "/v1/usage?key=user:" + user)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var rep struct {
+			Limits []struct {
+				Class  string `json:"class"`
+				Limits []struct {
+					Name string `json:"name"`
+					Used int64  `json:"used"`
+					Open int64  `json:"open_reservations"`
+				} `json:"limits"`
+			} `json:"limits"`
+		}
+		if err := json.NewDecoder(resp.Body).Decode(&rep); err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("usage: status %d, %v", resp.StatusCode, err)
+		}
+		for _, c := range rep.Limits {
+			for _, l := range c.Limits {
+				if c.Class == "completions" && l.Name == "t11" {
+					return l.Used, l.Open
+				}
+			}
+		}
+		t.Fatalf("usage: no t11 budget in %+v", rep)
+		return 0, 0
+	}
+	for i := range 2 {
+		a := send(t, clientFrom("127.0.0.2"), "POST", fmt.Sprintf("%s/v1/completions?i=%d", base, i), map[string]string{"X-User-ID": user})
+		if a.code != http.StatusOK || a.body != "api\n" || a.hdr.Get("X-RateLimit-Limit") != "100000" {
+			t.Fatalf("request %d: status %d %q, X-RateLimit-Limit %q; want the API's 200, decided", i+1, a.code, a.body, a.hdr.Get("X-RateLimit-Limit"))
+		}
+		var got, open int64
+		if !eventually.Within(10*time.Second, func() bool { got, open = used(); return got == int64(300*(i+1)) && open == 0 }) {
+			t.Fatalf("after request %d t11 used %d, %d open; want %d, none open: each settled at the API's 300", i+1, got, open, 300*(i+1))
+		}
+	}
+	if b, _ := os.ReadFile(*errLog); strings.Contains(string(b), "[error]") {
+		t.Errorf("nginx logged errors:\n%s", b)
+	}
+}
+
 // leaseConfig is serve for nginx with one class, jobs on /v1/jobs, under a concurrency limit of 2
 // per client; a lease lives a minute, longer than the test, so that none expires on its own.
 const leaseConfig = `server:

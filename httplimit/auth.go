@@ -79,7 +79,9 @@ type DenyReason uint8
 
 // The reasons of DenyAuth.
 const (
-	// DenyRequestTooLarge: a head past the bounds of the listener serving AuthPath.
+	// DenyRequestTooLarge: a head past the bounds of the listener serving AuthPath, or a
+	// reservation whose token, of the client's key and scope values, would be past
+	// MaxReservationToken.
 	DenyRequestTooLarge DenyReason = iota
 	// DenyBadPath: an original path refused as the upstream would read it otherwise.
 	DenyBadPath
@@ -171,6 +173,12 @@ func (m *Middleware) authorize(w http.ResponseWriter, r *http.Request, deny int)
 		est := rt.class.estimate
 		est.JSON = ""
 		a.Mode, a.Cost = limiter.ModeReserve, m.estimate(r, est, a)
+		if err := tokenFits(&a, c.key); err != nil {
+			// Refused before anything is held: a token the gateway could not send back would
+			// leave the estimate held until its hold ends.
+			m.DenyAuth(w, r, DenyRequestTooLarge, err.Error())
+			return nil
+		}
 	case m.cost != nil:
 		orig := r.Clone(r.Context())
 		orig.Method, orig.Host, orig.URL = pr.req.Method, pr.req.Host, &pr.url

@@ -39,7 +39,8 @@ func (m *Middleware) DecisionAPI() map[string]http.Handler {
 	}
 }
 
-// MaxCheckBody is the largest decision API request body; larger ones get 413.
+// MaxCheckBody is the largest body of CheckPath; larger ones get 413. The requests that send a
+// token back read MaxTokenBody.
 const MaxCheckBody = 4 << 10
 
 // MaxCheckKey is the longest key the decision API takes (longer: 400).
@@ -220,6 +221,7 @@ func (p *Policy) checkAsk(rt route, req *CheckRequest) (decision.Ask, error) {
 		return a, errors.New(cannotReserve(rt.class.name, tier, a.Limiter.Limit()))
 	case req.Reserve:
 		a.Mode = limiter.ModeReserve
+		return a, tokenFits(&a, req.Key)
 	case req.DryRun:
 		a.Mode = limiter.ModePeek
 	}

@@ -105,6 +105,72 @@ func setReservationToken(endpoint, tier, client string, parts []decision.PartOut
 	return setTokenPrefix + base64.RawURLEncoding.EncodeToString(b)
 }
 
+// MaxReservationToken is the longest reservation token the decision API hands out. A token
+// names each limit holding the estimate with its key, so a tier of several limits on long keys
+// (a check's key of MaxCheckKey bytes, scope values of MaxUserKey, JSON-escaped, base64) makes
+// one of many kilobytes, past the 4 KiB of a check body. CommitPath, RenewPath and ReleasePath
+// read bodies of MaxTokenBody, room for the longest token; a reserve whose token would be longer
+// is refused before anything is taken (tokenFits). So no client ever holds a token those
+// endpoints refuse, and what a body may be stays bounded whatever the policy: the bound is
+// fixed rather than derived from the policy in force, as a reload could shorten the latter
+// under tokens already handed out. 16 KiB holds some twenty limits on keys of the longest,
+// hundreds on usual ones. Behind nginx, /v1/auth's answer must fit its proxy_buffer_size
+// (examples/nginx/nginx.conf).
+const MaxReservationToken = 16 << 10
+
+// MaxTokenBody is the largest body of CommitPath, RenewPath and ReleasePath: a token of
+// MaxReservationToken and a check body's worth of JSON around it; larger ones get 413 (commit)
+// or 400.
+const MaxTokenBody = MaxReservationToken + MaxCheckBody
+
+// tokenFits returns the error of a reserving ask a for client whose token would be longer than
+// MaxReservationToken, nil for one that fits: the caller refuses the former before deciding, so
+// that nothing is held on a token no commit would take back. Most asks are settled by a bound
+// on the token's length, without making it.
+func tokenFits(a *decision.Ask, client string) error {
+	n, held := len(a.Endpoint)+len(a.Tier)+len(client), 0
+	if a.Set != nil {
+		for _, parts := range [][]decision.SetPart{a.Set.Parts, a.Set.ShadowParts} {
+			for _, p := range parts {
+				if p.Held {
+					n, held = n+len(p.Name)+len(p.Key), held+1
+				}
+			}
+		}
+	}
+	// JSON escapes a byte into at most six (\u00XX); 128 holds the brackets, quotes and commas,
+	// the id and two numbers, 8 each limit's.
+	if len(setTokenPrefix)+base64.RawURLEncoding.EncodedLen(6*n+128+8*held) <= MaxReservationToken {
+		return nil
+	}
+	l := len(askToken(a, client))
+	if l <= MaxReservationToken {
+		return nil
+	}
+	return fmt.Errorf("reserve: the reservation token of endpoint %q, tier %q for this client would be %d bytes, past the %d a commit takes back "+
+		"(it names each limit holding the estimate, %d here, with its key): shorten the key and scope values, or hold the cost on fewer limits",
+		a.Endpoint, a.Tier, l, MaxReservationToken, max(held, 1))
+}
+
+// askToken is the token a reserving ask a for client would answer at its longest: its id of
+// 32 digits, its expiry of more digits than any real one, every limit of its set that holds the
+// estimate holding it.
+func askToken(a *decision.Ask, client string) string {
+	r := limiter.Reservation{ID: strings.Repeat("0", 32), Estimate: a.Cost, Expires: time.Unix(1<<40, 0)}
+	if a.Set == nil {
+		return reservationToken(a.Endpoint, a.Tier, client, r)
+	}
+	var parts []decision.PartOutcome
+	for _, ps := range [][]decision.SetPart{a.Set.Parts, a.Set.ShadowParts} {
+		for _, p := range ps {
+			if p.Held {
+				parts = append(parts, decision.PartOutcome{Name: p.Name, Key: p.Key, Reservation: r})
+			}
+		}
+	}
+	return setReservationToken(a.Endpoint, a.Tier, client, parts)
+}
+
 type parsedToken struct {
 	endpoint, tier, client, id string
 	estimate                   int64
@@ -365,11 +431,11 @@ func (m *Middleware) commitSet(w http.ResponseWriter, r *http.Request, rt route,
 // readCommitRequest reads the JSON body, or the headers of a bodiless commit; unknown is the
 // reason the headers give no cost.
 func readCommitRequest(w http.ResponseWriter, r *http.Request) (req CommitRequest, tok parsedToken, unknown string, status int, err error) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxCheckBody))
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxTokenBody))
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			return req, tok, "", http.StatusRequestEntityTooLarge, fmt.Errorf("body over %d bytes", MaxCheckBody)
+			return req, tok, "", http.StatusRequestEntityTooLarge, fmt.Errorf("body over %d bytes", MaxTokenBody)
 		}
 		return req, tok, "", http.StatusBadRequest, fmt.Errorf("read body: %w", err)
 	}

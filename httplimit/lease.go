@@ -386,7 +386,7 @@ func (p *Policy) leasesOf(lease limiter.Lease, className, tier string) (*limiter
 // post_action cannot write JSON).
 func readReleaseRequest(w http.ResponseWriter, r *http.Request) (ReleaseRequest, error) {
 	var req ReleaseRequest
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxCheckBody))
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxTokenBody))
 	if err != nil {
 		return req, fmt.Errorf("read body: %w", err)
 	}

@@ -160,7 +160,7 @@ func (m *Middleware) renewLease(r *http.Request, token string) (limiter.Renewal,
 // renewal; exactly one token.
 func readRenewRequest(w http.ResponseWriter, r *http.Request) (RenewRequest, error) {
 	var req RenewRequest
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxCheckBody))
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxTokenBody))
 	if err != nil {
 		return req, fmt.Errorf("read body: %w", err)
 	}

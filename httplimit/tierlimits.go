@@ -738,7 +738,7 @@ func (req *CheckRequest) setReserve(a *decision.Ask, rt route, tier string) erro
 		return errors.New(cannotReserve(rt.class.name, tier, ts.parts[0].lim.Limit()))
 	}
 	a.Mode = limiter.ModeReserve
-	return nil
+	return tokenFits(a, req.Key)
 }
 
 // setUsage peeks at every limit of the set a names, of class c and client: each in Limits (its

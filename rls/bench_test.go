@@ -28,7 +28,9 @@ const benchStreams = 64
 // BenchmarkShouldRateLimit measures ShouldRateLimit calls per second over
 // one gRPC connection with 64 calls in flight, one descriptor each, on 1000
 // users under a fixed window that admits them all, on the server options serve
-// uses by default and without stream workers (a goroutine per call).
+// uses by default and without stream workers (a goroutine per call); and, as
+// all-or-nothing, calls of three descriptors (the user, one of 10
+// organisations, one of 3 routes) decided as one (Config.AllOrNothing).
 //
 //	go test -run '^$' -bench ShouldRateLimit -benchtime 5s ./rls/
 func BenchmarkShouldRateLimit(b *testing.B) {
@@ -36,6 +38,10 @@ func BenchmarkShouldRateLimit(b *testing.B) {
 domain: bench
 descriptors:
   - key: user
+    rate_limit: {unit: second, requests_per_unit: 1000000}
+  - key: org
+    rate_limit: {unit: second, requests_per_unit: 1000000}
+  - key: route
     rate_limit: {unit: second, requests_per_unit: 1000000}
 `})
 	// One private redis-server for every round of the benchmark.
@@ -60,17 +66,21 @@ descriptors:
 				name += "/no-workers"
 			}
 			b.Run(name, func(b *testing.B) {
-				benchCalls(b, startOpts(b, s.open(b), dir, nil, rls.ServerConfig{StreamWorkers: workers}.Options()...))
+				benchCalls(b, startOpts(b, s.open(b), dir, nil, rls.ServerConfig{StreamWorkers: workers}.Options()...), false)
 			})
 		}
+		b.Run(s.name+"/all-or-nothing", func(b *testing.B) {
+			benchCalls(b, startOpts(b, s.open(b), dir, allOrNothing, rls.ServerConfig{}.Options()...), true)
+		})
 	}
 }
 
-// benchCalls drives h as BenchmarkShouldRateLimit says.
-func benchCalls(b *testing.B, h *harness) {
-	reqs := make([]*rlsv3.RateLimitRequest, 1000)
-	for i := range reqs {
-		reqs[i] = &rlsv3.RateLimitRequest{Domain: "bench", Descriptors: []*ratelimitv3.RateLimitDescriptor{desc("user", "u"+strconv.Itoa(i))}}
+// benchCalls drives h as BenchmarkShouldRateLimit says: each call of three descriptors when
+// three is set, else of one.
+func benchCalls(b *testing.B, h *harness, three bool) {
+	reqs := allocRequests(1000)
+	if three {
+		reqs = threeDescriptorRequests(1000)
 	}
 	var next, over atomic.Int64
 	b.SetParallelism((benchStreams + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0))
@@ -164,28 +174,47 @@ domain: bench
 descriptors:
   - key: user
     rate_limit: {unit: second, requests_per_unit: 1000000}
+  - key: org
+    rate_limit: {unit: second, requests_per_unit: 1000000}
+  - key: route
+    rate_limit: {unit: second, requests_per_unit: 1000000}
 `
 
 // handlerService is a Service as serve builds it by default (response headers on, the collector
-// as recorder and store observer) on store, for calls made directly, without gRPC.
-func handlerService(t testing.TB, store limiter.Store) *rls.Service {
+// as recorder and store observer) on store, for calls made directly, without gRPC; mods change
+// its Config.
+func handlerService(t testing.TB, store limiter.Store, mods ...func(*rls.Config)) *rls.Service {
 	t.Helper()
 	rules, err := rls.LoadDir(writeDir(t, map[string]string{"bench.yaml": allocRules}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	col, err := collector.New(collector.Config{Endpoints: []string{"bench.user"}, Tiers: []string{"free"}, DefaultTier: "free"})
+	col, err := collector.New(collector.Config{Endpoints: []string{"bench.user", "bench.org", "bench.route"}, Tiers: []string{"free"}, DefaultTier: "free"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc, err := rls.New(rls.Config{
+	cfg := rls.Config{
 		Engine:   limiter.Config{Store: store, Observer: col},
 		Recorder: col, Costs: col, ResponseHeaders: true, Tiers: []string{"free"}, DefaultTier: "free",
-	}, rules)
+	}
+	for _, mod := range mods {
+		mod(&cfg)
+	}
+	svc, err := rls.New(cfg, rules)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return svc
+}
+
+// threeDescriptorRequests are requests of three descriptors: one of users distinct users, one
+// of 10 organisations, one of 3 routes.
+func threeDescriptorRequests(users int) []*rlsv3.RateLimitRequest {
+	reqs := allocRequests(users)
+	for i, r := range reqs {
+		r.Descriptors = append(r.Descriptors, desc("org", "o"+strconv.Itoa(i%10)), desc("route", "r"+strconv.Itoa(i%3)))
+	}
+	return reqs
 }
 
 // allocRequests are one-descriptor requests over users distinct values.
@@ -198,7 +227,8 @@ func allocRequests(users int) []*rlsv3.RateLimitRequest {
 }
 
 // BenchmarkHandler measures ShouldRateLimit called directly, without gRPC, one admitted
-// descriptor per call, on the memory store and on Redis, with -benchmem's allocations.
+// descriptor per call, on the memory store and on Redis, with -benchmem's allocations; and, as
+// memory/all-or-nothing, calls of three descriptors decided as one (Config.AllOrNothing).
 //
 //	go test -run '^$' -bench Handler -benchmem ./rls/
 func BenchmarkHandler(b *testing.B) {
@@ -213,17 +243,24 @@ func BenchmarkHandler(b *testing.B) {
 	}
 	for _, s := range stores {
 		b.Run(s.name, func(b *testing.B) {
-			svc := handlerService(b, s.open(b))
-			reqs := allocRequests(1000)
-			ctx := context.Background()
-			b.ReportAllocs()
-			i := 0
-			for b.Loop() {
-				if _, err := svc.ShouldRateLimit(ctx, reqs[i%len(reqs)]); err != nil {
-					b.Fatal(err)
-				}
-				i++
-			}
+			benchHandler(b, handlerService(b, s.open(b)), allocRequests(1000))
 		})
+	}
+	b.Run("memory/all-or-nothing", func(b *testing.B) {
+		benchHandler(b, handlerService(b, limiter.NewMemoryStore(limiter.MemoryConfig{}), allOrNothing), threeDescriptorRequests(1000))
+	})
+}
+
+// benchHandler calls svc directly with reqs in turn, as BenchmarkHandler says.
+func benchHandler(b *testing.B, svc *rls.Service, reqs []*rlsv3.RateLimitRequest) {
+	ctx := context.Background()
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		resp, err := svc.ShouldRateLimit(ctx, reqs[i%len(reqs)])
+		if err != nil || resp.OverallCode != rlsv3.RateLimitResponse_OK {
+			b.Fatalf("ShouldRateLimit: %v, %v", resp, err)
+		}
+		i++
 	}
 }

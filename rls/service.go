@@ -112,6 +112,7 @@ type compiled struct {
 	limiters  map[*rule]*limiter.Limiter
 	live      map[*rule]map[string]*liveLimiter
 	overrides *lru.Cache[overrideKey, *overridden] // the limits requests carried (see override)
+	sets      setCache                             // all_or_nothing's Sets of these limiters
 }
 
 type overrideKey struct {

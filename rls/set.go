@@ -4,6 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
@@ -115,7 +119,7 @@ func (s *Service) decideAll(ctx context.Context, c *compiled, req *rlsv3.RateLim
 		}
 	}
 	if len(cs.keys) > 0 {
-		refused = s.decideSet(ctx, &cs, rules, outs, refused, quotas, quotasPassed)
+		refused = s.decideSet(ctx, c, &cs, rules, outs, refused, quotas, quotasPassed)
 	} else if quotas > 0 && quotasPassed == 0 {
 		refused = true
 	}
@@ -129,7 +133,7 @@ func (s *Service) decideAll(ctx context.Context, c *compiled, req *rlsv3.RateLim
 // decideSet decides cs's parts, consuming unless the call is already refused, and writes each
 // member descriptor's outcome to outs; it reports whether the call is refused. A quota part
 // found over leaves the set, and the set is decided again: at most one call per quota part more.
-func (s *Service) decideSet(ctx context.Context, cs *callSet, rules []*rule, outs []outcome, refused bool, quotas, quotasPassed int) bool {
+func (s *Service) decideSet(ctx context.Context, c *compiled, cs *callSet, rules []*rule, outs []outcome, refused bool, quotas, quotasPassed int) bool {
 	var ends []func(limiter.Status, limiter.Decision, error)
 	if s.cfg.Trace != nil {
 		ends = make([]func(limiter.Status, limiter.Decision, error), len(outs))
@@ -166,7 +170,7 @@ func (s *Service) decideSet(ctx context.Context, cs *callSet, rules []*rule, out
 			mode = limiter.ModePeek
 		}
 		out := make([]limiter.Decision, len(idx))
-		ok, err := decideParts(ctx, mode, lims, keys, costs, out)
+		ok, err := decideParts(ctx, &c.sets, mode, lims, keys, costs, out)
 		for j, p := range idx {
 			answers[p], errs[p] = out[j], nil
 			if out[j].Failure != limiter.FailureNone || errors.Is(err, context.Canceled) {
@@ -256,9 +260,9 @@ func (cs *callSet) quotaLeft() bool {
 	return false
 }
 
-// decideParts decides the parts as one set of lims.
-func decideParts(ctx context.Context, mode limiter.Mode, lims []*limiter.Limiter, keys []string, costs []int64, out []limiter.Decision) (bool, error) {
-	set, err := limiter.NewSet(lims...)
+// decideParts decides the parts as one set of lims, the Set sets keeps for them.
+func decideParts(ctx context.Context, sets *setCache, mode limiter.Mode, lims []*limiter.Limiter, keys []string, costs []int64, out []limiter.Decision) (bool, error) {
+	set, err := sets.of(lims)
 	if err == nil {
 		return set.Decide(ctx, mode, keys, costs, out)
 	}
@@ -267,4 +271,63 @@ func decideParts(ctx context.Context, mode limiter.Mode, lims []*limiter.Limiter
 		out[j] = limiter.Decision{Limit: l.Limit().Quota(), RetryAfter: time.Second, Failure: limiter.FailureClosed}
 	}
 	return false, err
+}
+
+// Bounds of a setCache: a call deciding more parts than maxCachedSetParts builds its Set, as does
+// a combination past maxCachedSets, so that calls carrying limits of their own (overrides,
+// compiled anew as their LRU drops them) grow nothing.
+const (
+	maxCachedSetParts = 8
+	maxCachedSets     = 1024
+)
+
+// setKey is a combination of Limiters in order, nil past its last.
+type setKey [maxCachedSetParts]*limiter.Limiter
+
+// setCache keeps the limiter.Set of each combination of Limiters all_or_nothing calls decide
+// as one, so that a call builds none: a Set depends on its Limiters alone, which are immutable,
+// and a compiled holds one cache, so that a Swap or SetLive, which compiles new Limiters,
+// starts an empty one and lets the old Sets go with the old rules. Lookups take no lock: the
+// map is replaced whole, under mu, to add a Set, which happens once per combination. Safe for
+// concurrent use; the zero value is ready.
+type setCache struct {
+	mu   sync.Mutex
+	sets atomic.Pointer[map[setKey]*limiter.Set]
+}
+
+// of returns the Set of lims, in their order: the one kept, else a new one, kept while the
+// cache has room.
+func (sc *setCache) of(lims []*limiter.Limiter) (*limiter.Set, error) {
+	if len(lims) > maxCachedSetParts {
+		return limiter.NewSet(lims...)
+	}
+	var k setKey
+	copy(k[:], lims)
+	if m := sc.sets.Load(); m != nil {
+		if set, ok := (*m)[k]; ok {
+			return set, nil
+		}
+	}
+	// A Set keeps the slice it is given: lims is the caller's to reuse.
+	set, err := limiter.NewSet(slices.Clone(lims)...)
+	if err != nil {
+		return nil, err
+	}
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	old := sc.sets.Load()
+	if old == nil {
+		old = &map[setKey]*limiter.Set{}
+	}
+	if kept, ok := (*old)[k]; ok {
+		return kept, nil // another call added it first
+	}
+	if len(*old) >= maxCachedSets {
+		return set, nil
+	}
+	m := make(map[setKey]*limiter.Set, len(*old)+1)
+	maps.Copy(m, *old)
+	m[k] = set
+	sc.sets.Store(&m)
+	return set, nil
 }

@@ -3,11 +3,14 @@ package rls_test
 import (
 	"math"
 	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
+	"github.com/rl-exporter/rl-exporter/decision"
 	"github.com/rl-exporter/rl-exporter/limiter"
 	"github.com/rl-exporter/rl-exporter/rls"
 )
@@ -255,4 +258,63 @@ func descsOf(kvs [][]string) []*ratelimitv3.RateLimitDescriptor {
 		out[i] = desc(kv...)
 	}
 	return out
+}
+
+// setLiveConfig has two limits a call decides as one, wide and narrow.
+const setLiveConfig = `
+domain: set
+descriptors:
+  - key: wide
+    rate_limit: {unit: day, requests_per_unit: 100}
+  - key: narrow
+    rate_limit: {unit: day, requests_per_unit: 2}
+`
+
+// An all_or_nothing call is decided on the limits in force, however often a call of the same
+// rules was decided before: after a live change of one of its limits, after the change is
+// removed, and after each reload of the rules, narrow's first call on a user leaves the limit
+// now in force less one, and a call it refuses takes nothing from wide.
+func TestRlsAllOrNothingDecidesOnTheLimitsInForceAfterALiveChangeOrAReload(t *testing.T) {
+	h := start(t, limiter.NewMemoryStore(limiter.MemoryConfig{}), writeDir(t, map[string]string{"set.yaml": setLiveConfig}), allOrNothing)
+	call := func(when, user string, want rlsv3.RateLimitResponse_Code, limit, remaining uint32) {
+		t.Helper()
+		resp := h.call(t, "set", 0, desc("wide", user), desc("narrow", user))
+		st := resp.Statuses[1]
+		if got := st.CurrentLimit.GetRequestsPerUnit(); resp.OverallCode != want || got != limit || st.LimitRemaining != remaining {
+			t.Fatalf("%s: %v, narrow's limit %d, %d remaining; want %v, limit %d, %d remaining",
+				when, resp.OverallCode, got, st.LimitRemaining, want, limit, remaining)
+		}
+	}
+	call("first call", "a", ok, 2, 1)
+	call("second call", "a", ok, 2, 0)
+	call("third call", "a", over, 2, 0)
+
+	five := limiter.Limit{Algorithm: limiter.FixedWindow, Rate: 5, Period: 24 * time.Hour, AlignWindows: true}
+	if err := h.svc.SetLive(map[string]map[string]decision.LiveLimit{"set.narrow": {"free": {Limit: five, RolloutPercent: 100}}}); err != nil {
+		t.Fatal(err)
+	}
+	call("under the live change to 5", "b", ok, 5, 4)
+	if err := h.svc.SetLive(nil); err != nil {
+		t.Fatal(err)
+	}
+	call("once the live change is removed", "c", ok, 2, 1)
+
+	reload := func(rate string) {
+		t.Helper()
+		rules, err := rls.LoadDir(writeDir(t, map[string]string{"set.yaml": strings.Replace(setLiveConfig, "requests_per_unit: 2}", "requests_per_unit: "+rate+"}", 1)}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := h.svc.Swap(rules); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reload("50")
+	call("reloaded with narrow at 50", "d", ok, 50, 49)
+	reload("1")
+	call("reloaded with narrow at 1", "e", ok, 1, 0)
+	call("reloaded with narrow at 1, again", "e", over, 1, 0)
+	if r := h.remaining(t, "wide", "e"); r != 98 {
+		t.Errorf("wide of e: remaining %d, want 98 (the admitted call and this one; the refused took nothing)", r)
+	}
 }
