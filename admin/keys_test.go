@@ -70,6 +70,16 @@ func TestAKeyResetNamesWhatItForgotAndIsAudited(t *testing.T) {
 	}
 }
 
+// A client key need not be UTF-8 (a user id header's obs-text bytes): its percent-encoded bytes
+// name it as they are.
+func TestAKeyResetNamesAKeyThatIsNotUTF8ByItsBytes(t *testing.T) {
+	keys := &stubKeys{}
+	h, _ := newKeysAPI(t, keys)
+	if w := call(h, "DELETE", KeysPath+"/user:bob-%FF%FE", rwToken, ""); w.Code != 200 || keys.client != "user:bob-\xff\xfe" {
+		t.Fatalf("DELETE user:bob-%%FF%%FE: %d %s, ResetClient(%q); want 200 and the key's own bytes", w.Code, w.Body, keys.client)
+	}
+}
+
 func TestAKeyResetThatTheStoreFailsSays503AndWhatWasForgotten(t *testing.T) {
 	keys := &stubKeys{
 		states: []httplimit.ResetState{{Class: "public", PlanTier: "free", Endpoint: "/", Algorithm: limiter.TokenBucket}},

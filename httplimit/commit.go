@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/rl-exporter/rl-exporter/decision"
 	"github.com/rl-exporter/rl-exporter/limiter"
@@ -60,12 +61,50 @@ type CommitLimit struct {
 const tokenPrefix = "r1."
 
 // reservationToken is the token of a reservation opened through the decision API: the endpoint,
-// tier and client that find its limiter and key, its 128-bit random id, estimate and expiry. It
-// is a handle, not a secret to sign: the store holds the id under that key alone, so a token
-// altered to name another key or class names no open reservation.
+// tier and client that find its limiter and key (each byte for byte, tokenString), its 128-bit
+// random id, estimate and expiry. It is a handle, not a secret to sign: the store holds the id
+// under that key alone, so a token altered to name another key or class names no open
+// reservation.
 func reservationToken(endpoint, tier, client string, r limiter.Reservation) string {
-	b, _ := json.Marshal([]any{endpoint, tier, client, r.ID, r.Estimate, r.Expires.Unix()})
+	b, _ := json.Marshal([]any{tokenString(endpoint), tokenString(tier), tokenString(client), r.ID, r.Estimate, r.Expires.Unix()})
 	return tokenPrefix + base64.RawURLEncoding.EncodeToString(b)
+}
+
+// tokenBytes is a string of a token that is not valid UTF-8, its bytes as they are (JSON's
+// base64 of a []byte).
+type tokenBytes struct {
+	B []byte `json:"b"`
+}
+
+// tokenString is how a token writes s, a key or a name: a JSON string when s is valid UTF-8,
+// else {"b": its bytes in base64}. Keys are made of what a client sends, and a header value may
+// carry any byte from 0x80 up (obs-text), so a user id or a scope value /v1/auth reads, and the
+// key made of it, need not be UTF-8. json.Marshal writes each byte of such a string that is not
+// as U+FFFD: the token would name a key no reservation is held on, and its commit would answer
+// 409 while the estimate stayed held until its hold ended. Only such strings take the other
+// form, so that a token of keys that are UTF-8 (every key of /v1/check, read from JSON) is byte
+// for byte what versions before wrote and read: in a rolling upgrade each settles the other's
+// tokens. A version before reads the other form as no token (400), where it settled nothing
+// either. Keys are kept as they are, not hashed to UTF-8 where they are made, which would move
+// the budgets already kept for such clients to new keys.
+func tokenString(s string) any {
+	if utf8.ValidString(s) {
+		return s
+	}
+	return tokenBytes{B: []byte(s)}
+}
+
+// readTokenString reads a string tokenString wrote into s, reporting whether raw is one.
+func readTokenString(raw json.RawMessage, s *string) bool {
+	if len(raw) == 0 || raw[0] != '{' {
+		return json.Unmarshal(raw, s) == nil
+	}
+	var b tokenBytes
+	if json.Unmarshal(raw, &b) != nil || b.B == nil {
+		return false
+	}
+	*s = string(b.B)
+	return true
 }
 
 // reservationToken is the token of what o, asked for client, holds: of its one limit, or of each
@@ -92,6 +131,7 @@ const setTokenPrefix = "r2."
 func setReservationToken(endpoint, tier, client string, parts []decision.PartOutcome) string {
 	var r limiter.Reservation
 	held := make([][2]string, 0, len(parts))
+	utf := true
 	for _, p := range parts {
 		if p.Reservation.ID == "" {
 			continue
@@ -100,8 +140,17 @@ func setReservationToken(endpoint, tier, client string, parts []decision.PartOut
 			r = p.Reservation
 		}
 		held = append(held, [2]string{p.Name, p.Key})
+		utf = utf && utf8.ValidString(p.Name) && utf8.ValidString(p.Key)
 	}
-	b, _ := json.Marshal([]any{endpoint, tier, client, r.ID, r.Estimate, r.Expires.Unix(), held})
+	var named any = held
+	if !utf { // rare: only then does each string cost an interface
+		bytewise := make([][2]any, len(held))
+		for i, h := range held {
+			bytewise[i] = [2]any{tokenString(h[0]), tokenString(h[1])}
+		}
+		named = bytewise
+	}
+	b, _ := json.Marshal([]any{tokenString(endpoint), tokenString(tier), tokenString(client), r.ID, r.Estimate, r.Expires.Unix(), named})
 	return setTokenPrefix + base64.RawURLEncoding.EncodeToString(b)
 }
 
@@ -138,9 +187,10 @@ func tokenFits(a *decision.Ask, client string) error {
 			}
 		}
 	}
-	// JSON escapes a byte into at most six (\u00XX); 128 holds the brackets, quotes and commas,
-	// the id and two numbers, 8 each limit's.
-	if len(setTokenPrefix)+base64.RawURLEncoding.EncodedLen(6*n+128+8*held) <= MaxReservationToken {
+	// JSON escapes a byte into at most six (\u00XX), and a string that is not UTF-8 is its base64
+	// in {"b":""} (tokenString): 8 around each of the 3+2×held strings; 128 holds the brackets,
+	// quotes and commas, the id and two numbers, 8 each limit's.
+	if len(setTokenPrefix)+base64.RawURLEncoding.EncodedLen(6*n+8*(3+2*held)+128+8*held) <= MaxReservationToken {
 		return nil
 	}
 	l := len(askToken(a, client))
@@ -201,23 +251,23 @@ func parseToken(s string) (parsedToken, error) {
 	var f []json.RawMessage
 	var exp int64
 	if json.Unmarshal(b, &f) != nil || len(f) != fields ||
-		json.Unmarshal(f[0], &t.endpoint) != nil || json.Unmarshal(f[1], &t.tier) != nil ||
-		json.Unmarshal(f[2], &t.client) != nil || json.Unmarshal(f[3], &t.id) != nil ||
+		!readTokenString(f[0], &t.endpoint) || !readTokenString(f[1], &t.tier) ||
+		!readTokenString(f[2], &t.client) || json.Unmarshal(f[3], &t.id) != nil ||
 		json.Unmarshal(f[4], &t.estimate) != nil || json.Unmarshal(f[5], &exp) != nil || t.id == "" {
 		return t, errNotAToken
 	}
 	t.expires = time.Unix(exp, 0)
 	if fields == 7 {
-		var parts [][]string
+		var parts [][]json.RawMessage
 		if json.Unmarshal(f[6], &parts) != nil || len(parts) == 0 {
 			return t, errNotAToken
 		}
 		t.parts = make([]tokenPart, len(parts))
 		for i, p := range parts {
-			if len(p) != 2 || p[0] == "" || p[1] == "" {
+			tp := &t.parts[i]
+			if len(p) != 2 || !readTokenString(p[0], &tp.name) || !readTokenString(p[1], &tp.key) || tp.name == "" || tp.key == "" {
 				return t, errNotAToken
 			}
-			t.parts[i] = tokenPart{name: p[0], key: p[1]}
 		}
 	}
 	return t, nil
