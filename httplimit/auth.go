@@ -186,9 +186,17 @@ func (m *Middleware) authorize(w http.ResponseWriter, r *http.Request, deny int)
 	}
 	var o outcome
 	m.decide(r.Context(), rt, c.key, &a, &o)
-	code, body := p.respond(w.Header(), &o)
+	m.answerAuth(w, r, p, &o, c.key, deny)
+	return nil
+}
+
+// answerAuth answers a forward-auth request decided as o for client: the tokens of what an
+// admitted request holds, a refusal with the deny status, or an admission after any leaky-bucket
+// delay forward-auth can hold.
+func (m *Middleware) answerAuth(w http.ResponseWriter, r *http.Request, p *Policy, o *outcome, client string, deny int) {
+	code, body := p.respond(w.Header(), o)
 	if code == http.StatusOK && o.Reservation.ID != "" {
-		w.Header().Set(ReservationHeader, o.reservationToken(c.key))
+		w.Header().Set(ReservationHeader, o.reservationToken(client))
 	}
 	if code == http.StatusOK && o.Lease.ID != "" {
 		w.Header().Set(LeaseHeader, tierLeaseToken(o.Lease, o.Tier))
@@ -202,14 +210,14 @@ func (m *Middleware) authorize(w http.ResponseWriter, r *http.Request, deny int)
 	default:
 		if o.Decision.Delay > AuthMaxDelay && o.Verdict.Limited() {
 			// The queued slot stays taken: a client that queues deep spends its own budget.
-			m.cancel(r.Context(), &o)
+			m.cancel(r.Context(), o)
 			m.release(r.Context(), &o.Outcome)
 			w.Header().Del(LeaseHeader)
 			retry := decision.CeilSeconds(o.Decision.Delay)
 			w.Header().Set("Retry-After", strconv.FormatInt(retry, 10))
 			writeJSON(w, "application/json", deny, RejectedBody{Error: "rate_limit_exceeded", RetryAfter: retry,
 				Message: fmt.Sprintf("queued %s behind the requests before it, past the %s forward-auth holds an answer", o.Decision.Delay.Round(time.Millisecond), AuthMaxDelay)})
-			return nil
+			return
 		}
 		if o.Decision.Delay > 0 && o.Verdict.Limited() {
 			t := time.NewTimer(o.Decision.Delay)
@@ -217,15 +225,14 @@ func (m *Middleware) authorize(w http.ResponseWriter, r *http.Request, deny int)
 			select {
 			case <-t.C:
 			case <-r.Context().Done():
-				m.cancel(r.Context(), &o)
+				m.cancel(r.Context(), o)
 				m.release(r.Context(), &o.Outcome)
-				return nil
+				return
 			}
 		}
 		w.Header().Set("Content-Length", "0")
 		w.WriteHeader(code)
 	}
-	return nil
 }
 
 // AuthMaxDelay is the longest forward-auth holds an answer for a leaky bucket's delay. A
