@@ -77,7 +77,7 @@ func Build(cfg *config.Config, d Deps) (*Built, error) {
 	if err != nil {
 		return nil, err
 	}
-	shareSt := &shareStores{redis: opened.Store}
+	shareSt := &shareStores{redis: opened.Store, logger: cmp.Or(d.Logger, slog.New(slog.DiscardHandler))}
 	// The shares give their chunks back before the Redis store is closed.
 	closers := []io.Closer{shareSt, opened}
 	var undo []io.Closer // what the parts of Serve close, closed here if Build fails
@@ -296,6 +296,7 @@ func (b *Built) policy(cfg *config.Config) (*httplimit.Policy, error) {
 		return nil, fmt.Errorf("config %s: %w", cfg.Source, err)
 	}
 	b.live.pc = pc
+	b.shares.use(pc)
 	return p, nil
 }
 

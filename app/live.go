@@ -352,6 +352,7 @@ func (b *Built) reload(cfg *config.Config) error {
 		b.live.logger.Warn("config reloaded; these changes need a restart to apply", slog.Any("keys", restart))
 	}
 	b.live.cfg, b.live.pc = cfg, pc
+	b.shares.use(pc)
 	return nil
 }
 

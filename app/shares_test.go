@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -140,16 +141,16 @@ classes:
 }
 
 // servedWithMetrics builds serve from cfg with its telemetry wired as `rl-exporter serve`
-// wires it, the shares' metrics registered, and serves it until stop, which returns Serve's
-// error. scrape GETs /metrics of the main listener while it serves; gather renders the same
-// registry without it, after stop.
-func servedWithMetrics(t *testing.T, cfg *config.Config) (built *app.Built, scrape, gather func() string, stop func() error) {
+// wires it, the shares' metrics registered, its log to logger (nil: discarded), and serves it
+// until stop, which returns Serve's error. scrape GETs /metrics of the main listener while it
+// serves; gather renders the same registry without it, after stop.
+func servedWithMetrics(t *testing.T, cfg *config.Config, logger *slog.Logger) (built *app.Built, scrape, gather func() string, stop func() error) {
 	t.Helper()
 	tel, err := app.NewTelemetry(context.Background(), cfg, app.TelemetryInfo{TraceWriter: io.Discard})
 	if err != nil {
 		t.Fatal(err)
 	}
-	built, err = app.Build(cfg, tel.Deps(nil))
+	built, err = app.Build(cfg, tel.Deps(logger))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -209,15 +210,43 @@ func sharesSeries(t *testing.T, body string) map[string]float64 {
 
 var sharesSample = regexp.MustCompile(`(?m)^(rate_limit_shares_[a-z_]+(?:\{[^}]*\})?) (\S+)$`)
 
-// The names of the series sharesSeries returns.
-const (
-	sharesReservations = "rate_limit_shares_reservations_total"
-	sharesTaken        = `rate_limit_shares_units_total{kind="taken"}`
-	sharesReturned     = `rate_limit_shares_units_total{kind="returned"}`
-	sharesGiveBacks    = "rate_limit_shares_give_backs_total"
-	sharesErrors       = "rate_limit_shares_give_back_errors_total"
-	sharesPlain        = "rate_limit_shares_plain_decisions_total"
-)
+// sharesOf are the names of a class's series, as sharesSeries returns them.
+type sharesOf string
+
+func (c sharesOf) reservations() string {
+	return fmt.Sprintf("rate_limit_shares_reservations_total{class=%q}", string(c))
+}
+func (c sharesOf) taken() string {
+	return fmt.Sprintf(`rate_limit_shares_units_total{class=%q,kind="taken"}`, string(c))
+}
+func (c sharesOf) returned() string {
+	return fmt.Sprintf(`rate_limit_shares_units_total{class=%q,kind="returned"}`, string(c))
+}
+func (c sharesOf) giveBacks() string {
+	return fmt.Sprintf("rate_limit_shares_give_backs_total{class=%q}", string(c))
+}
+func (c sharesOf) errors() string {
+	return fmt.Sprintf("rate_limit_shares_give_back_errors_total{class=%q}", string(c))
+}
+func (c sharesOf) plain() string {
+	return fmt.Sprintf("rate_limit_shares_plain_decisions_total{class=%q}", string(c))
+}
+
+// zero is every series of the class at zero.
+func (c sharesOf) zero() map[string]float64 {
+	return map[string]float64{c.reservations(): 0, c.taken(): 0, c.returned(): 0, c.giveBacks(): 0, c.errors(): 0, c.plain(): 0}
+}
+
+// of keeps the series of the class among s.
+func (c sharesOf) of(s map[string]float64) map[string]float64 {
+	out := map[string]float64{}
+	for name, v := range s {
+		if strings.Contains(name, fmt.Sprintf("class=%q", string(c))) {
+			out[name] = v
+		}
+	}
+	return out
+}
 
 // getMain sends n GETs of path to built's main listener and fails t unless each is let through.
 func getMain(t *testing.T, built *app.Built, path string, n int) {
@@ -258,71 +287,100 @@ func sharesConfig(t *testing.T, rdb *redistest.Server, upstream string, classes 
 	return cfg
 }
 
-// /metrics shows no shares series until a reload gives a class shares, then their counts
-// while serving, a store of shares made by a later reload added in; after shutdown, with
-// every chunk given back, what was used of the chunks and the plain decisions add up to the
-// requests let through.
-func TestSharesCountsShowOnMetricsAcrossReloadsAndAddUpToTheDecisions(t *testing.T) {
+// /metrics shows no shares series until a reload gives a class shares, then that class's
+// series, at zero, then its counts while serving; a class given shares by a later reload
+// (another interval) shows its own, and its decisions move no other class's; a reload taking
+// a class's shares away takes its series away, and one giving them back brings them back
+// where they were. After shutdown, with every chunk given back, each class's chunks used and
+// plain decisions add up to its requests.
+func TestSharesCountsShowOnMetricsByClassAcrossReloadsAndAddUpToTheDecisions(t *testing.T) {
 	rdb := redistest.Single(t)
 	up := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 	defer up.Close()
 	orders, search := sharesClass{"api", "GET /orders/{id}", ""}, sharesClass{"search", "GET /search", ""}
-	built, scrape, gather, stop := servedWithMetrics(t, sharesConfig(t, rdb, up.URL, orders))
+	api, srch := sharesOf("api"), sharesOf("search")
+	built, scrape, gather, stop := servedWithMetrics(t, sharesConfig(t, rdb, up.URL, orders, search), nil)
 	if s := sharesSeries(t, scrape()); len(s) != 0 {
 		t.Fatalf("with no class with shares /metrics shows %v, want no rate_limit_shares_ series", s)
 	}
+	reload := func(what string, classes ...sharesClass) {
+		t.Helper()
+		if err := built.Reload(sharesConfig(t, rdb, up.URL, classes...)); err != nil {
+			t.Fatalf("reload %s: %v", what, err)
+		}
+	}
 
 	orders.interval = "10s"
-	if err := built.Reload(sharesConfig(t, rdb, up.URL, orders)); err != nil {
-		t.Fatal(err)
-	}
-	zero := map[string]float64{sharesReservations: 0, sharesTaken: 0, sharesReturned: 0, sharesGiveBacks: 0, sharesErrors: 0, sharesPlain: 0}
-	if s := sharesSeries(t, scrape()); fmt.Sprint(s) != fmt.Sprint(zero) {
-		t.Fatalf("once a class has shares /metrics shows %v, want every series at zero: %v", s, zero)
+	reload("giving api shares", orders, search)
+	if s := sharesSeries(t, scrape()); fmt.Sprint(s) != fmt.Sprint(api.zero()) {
+		t.Fatalf("once class api has shares /metrics shows %v, want its every series at zero: %v", s, api.zero())
 	}
 	getMain(t, built, "/orders/42", 30)
 	first := sharesSeries(t, scrape())
 	// A key's first decision is plain (it asked too little yet); the rest came from chunks.
-	if first[sharesReservations] < 1 || first[sharesPlain] < 1 || first[sharesTaken]+first[sharesPlain] < 30 || first[sharesErrors] != 0 {
-		t.Fatalf("after 30 decisions of a class with shares /metrics shows %v, want reservations and plain decisions, as many units taken as the rest, no give-back error", first)
+	if first[api.reservations()] < 1 || first[api.plain()] < 1 || first[api.taken()]+first[api.plain()] < 30 || first[api.errors()] != 0 {
+		t.Fatalf("after 30 decisions of class api /metrics shows %v, want reservations and plain decisions, as many units taken as the rest, no give-back error", first)
 	}
 
-	// A reload adding a class of another interval makes a second store of shares.
+	// A reload giving search shares of another interval shows search's series beside api's;
+	// search's decisions count under search alone.
 	search.interval = "5s"
-	if err := built.Reload(sharesConfig(t, rdb, up.URL, orders, search)); err != nil {
-		t.Fatal(err)
+	reload("giving search shares", orders, search)
+	if s := srch.of(sharesSeries(t, scrape())); fmt.Sprint(s) != fmt.Sprint(srch.zero()) {
+		t.Fatalf("once class search has shares /metrics shows %v of it, want its every series at zero: %v", s, srch.zero())
 	}
 	getMain(t, built, "/search", 30)
 	second := sharesSeries(t, scrape())
-	for _, name := range []string{sharesReservations, sharesPlain, sharesTaken} {
-		if second[name] <= first[name] {
-			t.Errorf("%s: %v after the decisions of the class added by a reload, %v before: its store is not counted", name, second[name], first[name])
+	if s := srch.of(second); s[srch.reservations()] < 1 || s[srch.plain()] < 1 || s[srch.taken()]+s[srch.plain()] < 30 {
+		t.Errorf("after 30 decisions of class search /metrics shows %v of it, want its reservations, plain decisions and units taken", s)
+	}
+	for _, name := range []string{api.reservations(), api.plain(), api.taken()} {
+		if second[name] != first[name] {
+			t.Errorf("%s: %v after class search's decisions, %v before: counted under the wrong class", name, second[name], first[name])
 		}
+	}
+
+	// A reload taking api's shares away takes its series away; one giving them back brings
+	// them back, counted since start.
+	orders.interval = ""
+	reload("taking api's shares away", orders, search)
+	if s := sharesSeries(t, scrape()); len(api.of(s)) != 0 || len(srch.of(s)) != 6 {
+		t.Fatalf("once class api has no shares /metrics shows %v, want search's 6 series alone", s)
+	}
+	orders.interval = "10s"
+	reload("giving api its shares back", orders, search)
+	if s := api.of(sharesSeries(t, scrape())); s[api.reservations()] < first[api.reservations()] || len(s) != 6 {
+		t.Fatalf("once class api has shares again /metrics shows %v of it, want its 6 series, at least where they were: %v", s, api.of(first))
 	}
 
 	if err := stop(); err != nil {
 		t.Fatalf("serve: %v", err)
 	}
 	end := sharesSeries(t, gather())
-	if end[sharesGiveBacks] != end[sharesReservations] || end[sharesErrors] != 0 {
-		t.Errorf("after shutdown /metrics shows %v: want every chunk reserved given back, none failed", end)
-	}
-	if used := end[sharesTaken] - end[sharesReturned]; used+end[sharesPlain] != 60 {
-		t.Errorf("after shutdown %v units used of the chunks and %v plain decisions, want 60 in all: %v", used, end[sharesPlain], end)
+	for _, c := range []sharesOf{api, srch} {
+		if end[c.giveBacks()] != end[c.reservations()] || end[c.errors()] != 0 {
+			t.Errorf("after shutdown /metrics shows %v of class %s: want every chunk reserved given back, none failed", c.of(end), string(c))
+		}
+		if used := end[c.taken()] - end[c.returned()]; used+end[c.plain()] != 30 {
+			t.Errorf("after shutdown class %s used %v units of its chunks and made %v plain decisions, want 30 in all: %v", string(c), used, end[c.plain()], c.of(end))
+		}
 	}
 }
 
-// A chunk given back while Redis is down is counted as a give-back error on /metrics, as
-// the shutdown's error says.
-func TestAGiveBackRedisDoesNotAnswerShowsOnMetrics(t *testing.T) {
+// A chunk given back while Redis is down is counted as a give-back error of its class on
+// /metrics, as the shutdown's error says, and logged at WARN naming the class.
+func TestAGiveBackRedisDoesNotAnswerShowsOnMetricsAndInTheLog(t *testing.T) {
 	rdb := redistest.Single(t)
 	up := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 	defer up.Close()
+	var log lockedBuffer
 	// At 10s no sweep gives the chunk back while the test runs: shutdown does.
-	built, scrape, gather, stop := servedWithMetrics(t, sharesConfig(t, rdb, up.URL, sharesClass{"api", "GET /orders/{id}", "10s"}))
+	built, scrape, gather, stop := servedWithMetrics(t, sharesConfig(t, rdb, up.URL, sharesClass{"api", "GET /orders/{id}", "10s"}),
+		slog.New(slog.NewJSONHandler(&log, nil)))
+	api := sharesOf("api")
 	getMain(t, built, "/orders/42", 30)
 	before := sharesSeries(t, scrape())
-	if before[sharesReservations] <= before[sharesGiveBacks] || before[sharesErrors] != 0 {
+	if before[api.reservations()] <= before[api.giveBacks()] || before[api.errors()] != 0 {
 		t.Fatalf("after 30 decisions /metrics shows %v: want a chunk in hand (reserved, not given back), no give-back error", before)
 	}
 	rdb.Stop()
@@ -333,9 +391,36 @@ func TestAGiveBackRedisDoesNotAnswerShowsOnMetrics(t *testing.T) {
 	var end map[string]float64
 	eventually.True(t, 10*time.Second, "the failed give-back counted", func() bool {
 		end = sharesSeries(t, gather())
-		return end[sharesErrors] >= 1
+		return end[api.errors()] >= 1
 	})
-	if failed, sent := end[sharesErrors], end[sharesGiveBacks]-before[sharesGiveBacks]; failed != sent {
+	if failed, sent := end[api.errors()], end[api.giveBacks()]-before[api.giveBacks()]; failed != sent {
 		t.Errorf("%v give-backs sent with Redis down, %v counted as failed: %v", sent, failed, end)
 	}
+	var warned []string
+	for _, l := range strings.Split(log.String(), "\n") {
+		if strings.Contains(l, `"level":"WARN"`) && strings.Contains(l, "did not acknowledge a chunk given back") {
+			warned = append(warned, l)
+		}
+	}
+	if len(warned) != 1 || !strings.Contains(warned[0], `"class":"api"`) || !strings.Contains(warned[0], `"units":`) || !strings.Contains(warned[0], `"error":`) {
+		t.Errorf("serve's log of the failed give-backs: %q, want one WARN line naming class api, the units lost and the error\n%s", warned, log.String())
+	}
+}
+
+// lockedBuffer is a log written by several goroutines.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf strings.Builder
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

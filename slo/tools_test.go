@@ -148,9 +148,11 @@ func TestPromtoolTestsCatchAThresholdMovedBehindTheirBack(t *testing.T) {
 		{"a quota expiry alert at >= 0 fires with no expiry", "quota-expired.yml",
 			"endpoint:rate_limit_rlqs_assignments_expired:increase5m > 0\n", "endpoint:rate_limit_rlqs_assignments_expired:increase5m >= 0\n"},
 		{"a give-back page at 20 % misses 10 % of give-backs failing for good", "shares-give-backs.yml",
-			"expr: job:rate_limit_shares_give_back_errors:ratio_rate5m > 0.05\n", "expr: job:rate_limit_shares_give_back_errors:ratio_rate5m > 0.2\n"},
+			"expr: job_class:rate_limit_shares_give_back_errors:ratio_rate5m > 0.05\n", "expr: job_class:rate_limit_shares_give_back_errors:ratio_rate5m > 0.2\n"},
 		{"a give-back page at 2 % fires on 2.5 % failing", "shares-give-backs.yml",
-			"expr: job:rate_limit_shares_give_back_errors:ratio_rate5m > 0.05\n", "expr: job:rate_limit_shares_give_back_errors:ratio_rate5m > 0.02\n"},
+			"expr: job_class:rate_limit_shares_give_back_errors:ratio_rate5m > 0.05\n", "expr: job_class:rate_limit_shares_give_back_errors:ratio_rate5m > 0.02\n"},
+		{"give-backs summed over the classes miss one class failing them all beside a busier one", "shares-give-backs.yml",
+			"sum by (job, class) (rate(rate_limit_shares_give_back", "sum by (job) (rate(rate_limit_shares_give_back"},
 		{"a give-back page waiting 3m fires on one Redis blip", "shares-give-backs.yml",
 			"ratio_rate5m > 0.05\n        for: 15m\n", "ratio_rate5m > 0.05\n        for: 3m\n"},
 	}

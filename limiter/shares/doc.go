@@ -31,6 +31,10 @@
 // refuse while another still holds units; under a steady demand every replica's chunks are
 // used up well within that time.
 //
+// A give-back that the shared store does not acknowledge (down, or slower than Timeout) leaves
+// its reservation to expire charged: its unused units are lost for the window, never admitted
+// twice. It is counted (Stats.SettleErrors) and logged at WARN, summarised (Config.Logger).
+//
 // leaky_bucket without nodelay cannot hold a share: its admissions carry a Delay each, which a
 // bulk reservation would lose (Supports).
 package shares

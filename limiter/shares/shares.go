@@ -1,14 +1,17 @@
 package shares
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"hash/maphash"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/rl-exporter/rl-exporter/internal/summarylog"
 	"github.com/rl-exporter/rl-exporter/limiter"
 )
 
@@ -35,9 +38,17 @@ type Config struct {
 	// hold (10 intervals, at least 1s), so that a slow Redis still gets the units back before
 	// the reservation expires charged.
 	Timeout time.Duration
-	// Now is the clock of the intervals; default time.Now. The windows and buckets are on
-	// the shared store's clock.
+	// Now is the clock of the intervals and of LogInterval; default time.Now. The windows and
+	// buckets are on the shared store's clock.
 	Now func() time.Time
+	// Logger receives a warning for the give-backs the shared store did not acknowledge,
+	// summarised: the first at once, then at most a line each LogInterval counting those since
+	// (occurrences) and their unused units (units), so that a store down does not write a line
+	// a chunk. Its attributes name the Store to the reader (serve's: the class). Default:
+	// discard.
+	Logger *slog.Logger
+	// LogInterval spaces those lines; default limiter.DefaultLogInterval.
+	LogInterval time.Duration
 }
 
 // Supports reports whether lim's algorithm can be decided from a share: all but leaky_bucket
@@ -66,6 +77,7 @@ type Store struct {
 	closed     atomic.Bool
 	settles    sync.WaitGroup // give-backs in flight
 	stats      counters
+	lostLog    *summarylog.Line // give-backs that failed
 }
 
 const numShards = 64
@@ -97,8 +109,8 @@ func newStore(cfg Config) (*Store, error) {
 	if cfg.Store == nil {
 		return nil, errors.New("shares: Store is required")
 	}
-	if cfg.Interval < 0 || cfg.Timeout < 0 {
-		return nil, fmt.Errorf("shares: interval and timeout must be >= 0, got %s and %s", cfg.Interval, cfg.Timeout)
+	if cfg.Interval < 0 || cfg.Timeout < 0 || cfg.LogInterval < 0 {
+		return nil, fmt.Errorf("shares: interval, timeout and log interval must be >= 0, got %s, %s and %s", cfg.Interval, cfg.Timeout, cfg.LogInterval)
 	}
 	if cfg.MaxFraction < 0 || cfg.MaxFraction > 1 {
 		return nil, fmt.Errorf("shares: max fraction must be in (0, 1], got %g", cfg.MaxFraction)
@@ -120,6 +132,11 @@ func newStore(cfg Config) (*Store, error) {
 	if s.now == nil {
 		s.now = time.Now
 	}
+	logger := cfg.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	s.lostLog = summarylog.NewAt(logger, slog.LevelWarn, cmp.Or(cfg.LogInterval, limiter.DefaultLogInterval), s.now)
 	// A chunk is settled within its life (at most slowSpans intervals), a sweep and a settle's
 	// timeout; its reservation outlives that by far, so that only a replica gone leaves it to
 	// expire, charged: the units it may have used stay spent.

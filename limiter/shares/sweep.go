@@ -2,6 +2,7 @@ package shares
 
 import (
 	"context"
+	"log/slog"
 	"sync/atomic"
 	"time"
 
@@ -86,11 +87,11 @@ func (s *Store) giveBack(k shareKey, c chunk) {
 	s.count(c)
 	if as, ok := s.inner.(limiter.AsyncSettler); ok {
 		as.SettleAsync(context.Background(), k.key, k.lim, c.id, c.used, s.timeout, func(_ limiter.Settlement, err error) {
-			s.settled(err)
+			s.settled(c, err)
 		})
 		return
 	}
-	go func() { s.settled(s.settleNow(context.Background(), k, c)) }()
+	go func() { s.settled(c, s.settleNow(context.Background(), k, c)) }()
 }
 
 // count counts a settle of c about to be sent.
@@ -105,12 +106,19 @@ func (s *Store) settleNow(ctx context.Context, k shareKey, c chunk) error {
 	return err
 }
 
-// settled counts a settle's end. A chunk that could not be settled expires charged (its
-// reservation's policy): its unused units are lost for the rest of the window, never
-// admitted twice.
-func (s *Store) settled(err error) {
-	if err != nil && s.stats.settleErrors.Add(1) == 1 {
-		s.stats.firstErr.Store(&err)
+// settled counts the end of c's settle. A chunk that could not be settled expires charged
+// (its reservation's policy): its unused units are lost for the rest of the window, never
+// admitted twice. Nobody waits for a give-back, so its failure is logged here, summarised:
+// a sweep with the shared store down fails every chunk it gives back. Logged before Done, so
+// that Close returns after the line.
+func (s *Store) settled(c chunk, err error) {
+	if err != nil {
+		if s.stats.settleErrors.Add(1) == 1 {
+			s.stats.firstErr.Store(&err)
+		}
+		s.lostLog.LogSum(context.Background(),
+			"shares: the shared store did not acknowledge a chunk given back; its reservation expires charged, its unused units lost to every replica for the rest of the window",
+			[]slog.Attr{slog.String("store", s.Name()), slog.String("error", err.Error())}, "units", c.taken-c.used)
 	}
 	s.settles.Done()
 }
