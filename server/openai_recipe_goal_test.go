@@ -236,6 +236,7 @@ func TestGoalOpenAIStyleRecipeHoldsEveryLimitThroughTheProxy(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			t.Cleanup(func() { _ = rs.Close(context.Background()) }) // before the client: its batch senders use it
 			return rs
 		},
 	}
