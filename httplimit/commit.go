@@ -77,16 +77,11 @@ type tokenBytes struct {
 }
 
 // tokenString is how a token writes s, a key or a name: a JSON string when s is valid UTF-8,
-// else {"b": its bytes in base64}. Keys are made of what a client sends, and a header value may
-// carry any byte from 0x80 up (obs-text), so a user id or a scope value /v1/auth reads, and the
-// key made of it, need not be UTF-8. json.Marshal writes each byte of such a string that is not
-// as U+FFFD: the token would name a key no reservation is held on, and its commit would answer
-// 409 while the estimate stayed held until its hold ended. Only such strings take the other
-// form, so that a token of keys that are UTF-8 (every key of /v1/check, read from JSON) is byte
-// for byte what versions before wrote and read: in a rolling upgrade each settles the other's
-// tokens. A version before reads the other form as no token (400), where it settled nothing
-// either. Keys are kept as they are, not hashed to UTF-8 where they are made, which would move
-// the budgets already kept for such clients to new keys.
+// else {"b": its bytes in base64}. A header value may carry bytes from 0x80 up (obs-text), so a
+// key /v1/auth makes need not be UTF-8, and json.Marshal would write such bytes as U+FFFD: the
+// token would name a key holding nothing. UTF-8 strings keep the old form, so that versions
+// before settle these tokens in a rolling upgrade; keys are not hashed to UTF-8 where they are
+// made, which would move the budgets already kept for them to new keys.
 func tokenString(s string) any {
 	if utf8.ValidString(s) {
 		return s
@@ -155,27 +150,19 @@ func setReservationToken(endpoint, tier, client string, parts []decision.PartOut
 }
 
 // MaxReservationToken is the longest reservation token the decision API hands out. A token
-// names each limit holding the estimate with its key, so a tier of several limits on long keys
-// (a check's key of MaxCheckKey bytes, scope values of MaxUserKey, JSON-escaped, base64) makes
-// one of many kilobytes, past the 4 KiB of a check body. CommitPath, RenewPath and ReleasePath
-// read bodies of MaxTokenBody, room for the longest token; a reserve whose token would be longer
-// is refused before anything is taken (tokenFits). So no client ever holds a token those
-// endpoints refuse, and what a body may be stays bounded whatever the policy: the bound is
-// fixed rather than derived from the policy in force, as a reload could shorten the latter
-// under tokens already handed out. 16 KiB holds some twenty limits on keys of the longest,
-// hundreds on usual ones. Behind nginx, /v1/auth's answer must fit its proxy_buffer_size
-// (examples/nginx/nginx.conf).
+// names each limit holding the estimate with its key, so several limits on long keys make one of
+// kilobytes; CommitPath, RenewPath and ReleasePath read MaxTokenBody, room for it, and a reserve
+// whose token would be longer is refused before anything is taken (tokenFits). Fixed, not derived
+// from the policy, which a reload could shorten under tokens handed out: some twenty limits on
+// the longest keys. Behind nginx, /v1/auth's answer must fit its proxy_buffer_size.
 const MaxReservationToken = 16 << 10
 
 // MaxTokenBody is the largest body of CommitPath, RenewPath and ReleasePath: a token of
-// MaxReservationToken and a check body's worth of JSON around it; larger ones get 413 (commit)
-// or 400.
+// MaxReservationToken and a check body's worth of JSON around it (past it: 413 or 400).
 const MaxTokenBody = MaxReservationToken + MaxCheckBody
 
 // tokenFits returns the error of a reserving ask a for client whose token would be longer than
-// MaxReservationToken, nil for one that fits: the caller refuses the former before deciding, so
-// that nothing is held on a token no commit would take back. Most asks are settled by a bound
-// on the token's length, without making it.
+// MaxReservationToken, for its caller to refuse before deciding; most pass a bound, unmade.
 func tokenFits(a *decision.Ask, client string) error {
 	n, held := len(a.Endpoint)+len(a.Tier)+len(client), 0
 	if a.Set != nil {
