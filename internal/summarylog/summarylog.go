@@ -32,8 +32,7 @@ func New(logger *slog.Logger, interval time.Duration, now func() time.Time) *Lin
 	return NewAt(logger, slog.LevelError, interval, now)
 }
 
-// NewAt is New writing at level: a warning for a failure the process
-// recovers from without anyone's help.
+// NewAt is New writing at level (a warning for what heals on its own).
 func NewAt(logger *slog.Logger, level slog.Level, interval time.Duration, now func() time.Time) *Line {
 	if now == nil {
 		now = time.Now
@@ -51,8 +50,7 @@ func (l *Line) Log(ctx context.Context, msg string, attrs []slog.Attr) {
 }
 
 // LogSum is Log for an occurrence that costs amount (units, bytes): its
-// line also writes key=<the amounts of the occurrences it counts>, so that
-// the occurrences held back between two lines are not lost from the sum.
+// line also writes key=<the sum over the occurrences it counts>.
 func (l *Line) LogSum(ctx context.Context, msg string, attrs []slog.Attr, key string, amount int64) {
 	l.log(ctx, msg, attrs, key, amount)
 }

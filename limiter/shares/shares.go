@@ -41,11 +41,9 @@ type Config struct {
 	// Now is the clock of the intervals and of LogInterval; default time.Now. The windows and
 	// buckets are on the shared store's clock.
 	Now func() time.Time
-	// Logger receives a warning for the give-backs the shared store did not acknowledge,
-	// summarised: the first at once, then at most a line each LogInterval counting those since
-	// (occurrences) and their unused units (units), so that a store down does not write a line
-	// a chunk. Its attributes name the Store to the reader (serve's: the class). Default:
-	// discard.
+	// Logger receives a warning for the give-backs the shared store did not acknowledge: the
+	// first at once, then a line each LogInterval at most with their count (occurrences) and
+	// unused units (units). Its attributes name the Store (serve's: the class). Default: discard.
 	Logger *slog.Logger
 	// LogInterval spaces those lines; default limiter.DefaultLogInterval.
 	LogInterval time.Duration

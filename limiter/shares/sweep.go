@@ -106,11 +106,9 @@ func (s *Store) settleNow(ctx context.Context, k shareKey, c chunk) error {
 	return err
 }
 
-// settled counts the end of c's settle. A chunk that could not be settled expires charged
-// (its reservation's policy): its unused units are lost for the rest of the window, never
-// admitted twice. Nobody waits for a give-back, so its failure is logged here, summarised:
-// a sweep with the shared store down fails every chunk it gives back. Logged before Done, so
-// that Close returns after the line.
+// settled counts the end of c's settle; a chunk not settled expires charged (doc.go). Nobody
+// waits for a give-back, so its failure is logged here, summarised, before Done, so that Close
+// returns after the line.
 func (s *Store) settled(c chunk, err error) {
 	if err != nil {
 		if s.stats.settleErrors.Add(1) == 1 {
