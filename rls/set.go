@@ -39,6 +39,7 @@ type callSet struct {
 	live  []bool // still asked: a quota found over leaves the set
 	part  []int  // by descriptor: its part, -1 when not in the set
 	asks  []decision.Ask
+	sets  *setCache // the Sets kept for the rules in force; nil for a call carrying limits
 }
 
 // add puts descriptor i's ask in the set and reports whether it could: not when its key's
@@ -86,6 +87,15 @@ func (s *Service) decideAll(ctx context.Context, c *compiled, req *rlsv3.RateLim
 	descs := req.GetDescriptors()
 	n := len(descs)
 	cs := callSet{part: make([]int, n), asks: make([]decision.Ask, n)}
+	cs.sets = &c.sets
+	for _, d := range descs {
+		if d.GetLimit() != nil {
+			// A limit the call carries is compiled anew once its LRU drops it (or at once, on a
+			// long path): a combination holding it would be kept for nothing.
+			cs.sets = nil
+			break
+		}
+	}
 	refused := false             // a descriptor of no quota_mode refused
 	quotas, quotasPassed := 0, 0 // quota_mode descriptors, and those not over, outside the set
 	for i, d := range descs {
@@ -170,7 +180,7 @@ func (s *Service) decideSet(ctx context.Context, c *compiled, cs *callSet, rules
 			mode = limiter.ModePeek
 		}
 		out := make([]limiter.Decision, len(idx))
-		ok, err := decideParts(ctx, &c.sets, mode, lims, keys, costs, out)
+		ok, err := decideParts(ctx, cs.sets, mode, lims, keys, costs, out)
 		for j, p := range idx {
 			answers[p], errs[p] = out[j], nil
 			if out[j].Failure != limiter.FailureNone || errors.Is(err, context.Canceled) {
@@ -260,7 +270,8 @@ func (cs *callSet) quotaLeft() bool {
 	return false
 }
 
-// decideParts decides the parts as one set of lims, the Set sets keeps for them.
+// decideParts decides the parts as one set of lims, the Set sets keeps for them (nil: a Set
+// built for the call).
 func decideParts(ctx context.Context, sets *setCache, mode limiter.Mode, lims []*limiter.Limiter, keys []string, costs []int64, out []limiter.Decision) (bool, error) {
 	set, err := sets.of(lims)
 	if err == nil {
@@ -274,8 +285,7 @@ func decideParts(ctx context.Context, sets *setCache, mode limiter.Mode, lims []
 }
 
 // Bounds of a setCache: a call deciding more parts than maxCachedSetParts builds its Set, as does
-// a combination past maxCachedSets, so that calls carrying limits of their own (overrides,
-// compiled anew as their LRU drops them) grow nothing.
+// a combination past maxCachedSets. Calls carrying limits of their own use none (decideAll).
 const (
 	maxCachedSetParts = 8
 	maxCachedSets     = 1024
@@ -298,7 +308,7 @@ type setCache struct {
 // of returns the Set of lims, in their order: the one kept, else a new one, kept while the
 // cache has room.
 func (sc *setCache) of(lims []*limiter.Limiter) (*limiter.Set, error) {
-	if len(lims) > maxCachedSetParts {
+	if sc == nil || len(lims) > maxCachedSetParts {
 		return limiter.NewSet(lims...)
 	}
 	var k setKey
@@ -306,6 +316,9 @@ func (sc *setCache) of(lims []*limiter.Limiter) (*limiter.Set, error) {
 	if m := sc.sets.Load(); m != nil {
 		if set, ok := (*m)[k]; ok {
 			return set, nil
+		}
+		if len(*m) >= maxCachedSets {
+			return limiter.NewSet(lims...) // full: no lock taken
 		}
 	}
 	// A Set keeps the slice it is given: lims is the caller's to reuse.
