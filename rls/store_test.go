@@ -3,6 +3,7 @@ package rls_test
 import (
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/rl-exporter/rl-exporter/internal/redistest"
 	"github.com/rl-exporter/rl-exporter/limiter"
@@ -13,8 +14,11 @@ import (
 func TestTwoInstancesSharingOneRedisAdmitTheLimitOnce(t *testing.T) {
 	srv := redistest.Single(t)
 	dir := writeDir(t, map[string]string{"suite.yaml": suiteConfig})
-	a := start(t, redisStore(t, redisstore.ClientConfig{URL: srv.URL()}), dir, nil)
-	b := start(t, redisStore(t, redisstore.ClientConfig{URL: srv.URL()}), dir, nil)
+	// A call slower than the default 100 ms on a loaded machine would fail open and count as
+	// an admission Redis never saw: this test is about sharing the limit, so none times out.
+	patient := func(c *rls.Config) { c.Engine.FailPolicy, c.Engine.Timeout = limiter.FailClosed, 10*time.Second }
+	a := start(t, redisStore(t, redisstore.ClientConfig{URL: srv.URL(), ReadTimeout: 10 * time.Second}), dir, patient)
+	b := start(t, redisStore(t, redisstore.ClientConfig{URL: srv.URL(), ReadTimeout: 10 * time.Second}), dir, patient)
 	var mu sync.Mutex
 	total := 0
 	var wg sync.WaitGroup
