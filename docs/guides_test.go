@@ -178,12 +178,12 @@ type portMap map[string]string
 
 func newPortMap(t *testing.T) portMap {
 	m := portMap{}
-	for _, p := range guidePorts {
-		_, free, err := net.SplitHostPort(freeAddr(t))
+	for i, a := range freeAddrs(t, len(guidePorts)) {
+		_, free, err := net.SplitHostPort(a)
 		if err != nil {
 			t.Fatal(err)
 		}
-		m[p] = free
+		m[guidePorts[i]] = free
 	}
 	return m
 }
@@ -360,6 +360,7 @@ func startGuideShell(t *testing.T, dir string) *guideShell {
 type result struct {
 	output []string
 	status int
+	pid    int // the program a command started in the background ($!)
 }
 
 // run runs a block's commands (ports already moved) and returns what each
@@ -373,7 +374,7 @@ func (sh *guideShell) run(ctx context.Context, id int, cmds []string) ([]result,
 		// jobs, after each command, reports and forgets the jobs that
 		// ended, as an interactive shell does at its next prompt: the
 		// next job started is %1 again once all have ended, as the reader's.
-		fmt.Fprintf(&script, "printf '\\036cmd %d\\n'\n%s\nprintf '\\n\\036rc %d %%d\\n' $?\njobs >/dev/null\n", i, c, i)
+		fmt.Fprintf(&script, "printf '\\036cmd %d\\n'\n%s\nprintf '\\n\\036rc %d %%d %%s\\n' $? \"$!\"\njobs >/dev/null\n", i, c, i)
 	}
 	if _, err := io.WriteString(sh.in, script.String()); err != nil {
 		return nil, err
@@ -390,6 +391,9 @@ func (sh *guideShell) run(ctx context.Context, id int, cmds []string) ([]result,
 			case strings.HasPrefix(l, "\x1erc "):
 				f := strings.Fields(strings.TrimPrefix(l, "\x1erc "))
 				results[i].status, _ = strconv.Atoi(f[1])
+				if len(f) > 2 && background.MatchString(cmds[i]) {
+					results[i].pid, _ = strconv.Atoi(f[2])
+				}
 				// The marker's leading newline ends the output.
 				if o := results[i].output; len(o) > 0 && o[len(o)-1] == "" {
 					results[i].output = o[:len(o)-1]
@@ -405,14 +409,22 @@ func (sh *guideShell) run(ctx context.Context, id int, cmds []string) ([]result,
 	return results, nil
 }
 
-// waitListening waits until every address accepts connections.
-func waitListening(ctx context.Context, addrs []string) error {
+// waitListening waits until every address accepts connections. It fails
+// at once when one does not yet and a program the block started in the
+// background (started: its pid, and its command) has ended: that one will
+// never listen (a port taken, a config refused), and its log says why.
+func waitListening(ctx context.Context, addrs []string, started map[int]string) error {
 	for _, a := range addrs {
 		for {
 			c, err := net.DialTimeout("tcp", a, time.Second)
 			if err == nil {
 				c.Close()
 				break
+			}
+			for pid, cmd := range started {
+				if !running(pid) {
+					return fmt.Errorf("nothing listens on %s, and this program the block started has ended:\n%s", a, cmd)
+				}
 			}
 			select {
 			case <-ctx.Done():
@@ -422,6 +434,22 @@ func waitListening(ctx context.Context, addrs []string) error {
 		}
 	}
 	return nil
+}
+
+// running says whether process pid runs: neither gone nor a zombie its
+// shell has yet to reap. Without /proc a zombie counts as running.
+func running(pid int) bool {
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		if _, err := os.Stat("/proc/self/stat"); err != nil {
+			return syscall.Kill(pid, 0) == nil
+		}
+		return false
+	}
+	// The state follows the name, which is in parentheses and may hold any byte.
+	s := string(stat)
+	i := strings.LastIndexByte(s, ')')
+	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
 }
 
 // logsOf returns what the background commands printed.
@@ -442,7 +470,8 @@ func (sh *guideShell) logsOf() string {
 // with ports, times, ids and hashes normalised. A program started in the
 // background (cmd &) serves the next blocks once the loopback addresses
 // its block names (in the command or its --config file, nginx's -c under
-// its -p) accept connections. A block whose info string says "not-run: why" is skipped.
+// its -p) accept connections; the block fails at once if one of its
+// programs ends before. A block whose info string says "not-run: why" is skipped.
 func TestEveryGuideRunsAsWrittenAndPrintsWhatItShows(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs every guide's commands")
@@ -478,8 +507,14 @@ func TestEveryGuideRunsAsWrittenAndPrintsWhatItShows(t *testing.T) {
 				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 				results, err := sh.run(ctx, id, cmds)
 				if err == nil && starts {
+					started := map[int]string{}
+					for i, r := range results {
+						if r.pid > 0 {
+							started[r.pid] = cmds[i]
+						}
+					}
 					slices.Sort(addrs)
-					err = waitListening(ctx, slices.Compact(addrs))
+					err = waitListening(ctx, slices.Compact(addrs), started)
 				}
 				cancel()
 				if err != nil {
@@ -548,6 +583,55 @@ func TestTheGuideExtractorSeesPromptsOutputContinuationsAndNotRun(t *testing.T) 
 	}
 	if got := m.undo("addr=127.0.0.1:41234"); got != "addr=127.0.0.1:8480" {
 		t.Errorf("ports moved back: %q", got)
+	}
+}
+
+// A program a block starts in the background that ends before its address
+// listens (a port another program took, a config it refuses) fails the
+// block at once, naming it, rather than when the block's time is up.
+func TestABlockWhoseProgramEndsBeforeListeningFailsAtOnce(t *testing.T) {
+	sh := startGuideShell(t, t.TempDir())
+	addr := freeAddr(t)
+	cmd := "bash -c 'echo cannot listen on " + addr + "; exit 3' &"
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	results, err := sh.run(ctx, 0, []string{cmd, "true"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if results[0].pid == 0 || results[1].pid != 0 {
+		t.Fatalf("pids of the commands: %d, %d; want the background one's alone", results[0].pid, results[1].pid)
+	}
+	err = waitListening(ctx, []string{addr}, map[int]string{results[0].pid: cmd})
+	if err == nil || !strings.Contains(err.Error(), "has ended") || !strings.Contains(err.Error(), cmd) {
+		t.Fatalf("waitListening: %v; want at once that %q ended", err, cmd)
+	}
+	if logs := sh.logsOf(); !strings.Contains(logs, "cannot listen on "+addr) {
+		t.Errorf("the program's log:\n%s", logs)
+	}
+}
+
+// Every port a guide's programs listen on is one of its own, and none is
+// of the kernel's ephemeral range, which connections take their local port
+// from: one taken so between its choice and the program's listen would
+// leave the program unable to listen.
+func TestTheGuidesPortsAreDistinctAndNoConnectionsOwn(t *testing.T) {
+	low, high := belowEphemeral()
+	if high <= low {
+		t.Skip("the kernel names no ephemeral range with room below it")
+	}
+	for range 20 {
+		m := newPortMap(t)
+		distinct := map[string]bool{}
+		for orig, free := range m {
+			if port, err := strconv.Atoi(free); err != nil || port < low || port >= high {
+				t.Fatalf("%s moved to %s, not in [%d, %d)", orig, free, low, high)
+			}
+			distinct[free] = true
+		}
+		if len(distinct) != len(guidePorts) {
+			t.Fatalf("%v: %d distinct ports for the guides' %d", m, len(distinct), len(guidePorts))
+		}
 	}
 }
 

@@ -160,8 +160,8 @@ func sendRawFrom(t *testing.T, ip, addr string, req []byte) int {
 	return resp.StatusCode
 }
 
-// fivePerHour is examples/forward-auth.yaml at 5 requests an hour per client, so that no
-// window ends during a test.
+// fivePerHour is examples/forward-auth.yaml at 5 requests an hour per client, so that none
+// of a client's five comes back (one every 12 minutes) during a test.
 func fivePerHour(t *testing.T, dir string) string {
 	t.Helper()
 	return fromExample(t, forwardAuthConfig, dir, "period: 1m", "period: 1h")
