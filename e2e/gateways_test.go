@@ -444,33 +444,8 @@ func TestNginxReleasesTheLeaseAndSettlesTheCostOfATierOfBoth(t *testing.T) {
 	writeFile(t, cfg, listLeaseCostConfig)
 	base, rl := serveBehindGateway(t, cfg, up.addr(), nginxConf, nginxListenOld, nginxListen, run)
 	used := func() int64 {
-		resp, err := http.Get(rl + "/v1/usage?key=ip:127.0.0.2")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		// A class of several limits answers for the one nearest its quota, each in its limits.
-		var rep struct {
-			Limits []struct {
-				Class  string `json:"class"`
-				Limits []struct {
-					Name string `json:"name"`
-					Used int64  `json:"used"`
-				} `json:"limits"`
-			} `json:"limits"`
-		}
-		if err := json.NewDecoder(resp.Body).Decode(&rep); err != nil || resp.StatusCode != http.StatusOK {
-			t.Fatalf("usage: status %d, %v", resp.StatusCode, err)
-		}
-		for _, c := range rep.Limits {
-			for _, l := range c.Limits {
-				if c.Class == "completions" && l.Name == "tpm" {
-					return l.Used
-				}
-			}
-		}
-		t.Fatalf("usage: no tpm budget in %+v", rep)
-		return 0
+		used, _ := listLimitUsage(t, rl, "ip:127.0.0.2", "completions", "tpm")
+		return used
 	}
 	c := clientFrom("127.0.0.2")
 	for i := range 3 { // more than the 2 in flight: each lease was given back
@@ -540,35 +515,7 @@ func TestNginxSettlesTheLongTokenOfATierOfManyLimits(t *testing.T) {
 	writeFile(t, cfg, manyLimitsConfig())
 	base, rl := serveBehindGateway(t, cfg, up.addr(), nginxConf, nginxListenOld, nginxListen, withUser)
 	user := strings.Repeat("u", 256)
-	used := func() (int64, int64) {
-		resp, err := http.Get(rl + "/v1/usage?key=user:" + user)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		var rep struct {
-			Limits []struct {
-				Class  string `json:"class"`
-				Limits []struct {
-					Name string `json:"name"`
-					Used int64  `json:"used"`
-					Open int64  `json:"open_reservations"`
-				} `json:"limits"`
-			} `json:"limits"`
-		}
-		if err := json.NewDecoder(resp.Body).Decode(&rep); err != nil || resp.StatusCode != http.StatusOK {
-			t.Fatalf("usage: status %d, %v", resp.StatusCode, err)
-		}
-		for _, c := range rep.Limits {
-			for _, l := range c.Limits {
-				if c.Class == "completions" && l.Name == "t11" {
-					return l.Used, l.Open
-				}
-			}
-		}
-		t.Fatalf("usage: no t11 budget in %+v", rep)
-		return 0, 0
-	}
+	used := func() (int64, int64) { return listLimitUsage(t, rl, "user:"+user, "completions", "t11") }
 	for i := range 2 {
 		a := send(t, clientFrom("127.0.0.2"), "POST", fmt.Sprintf("%s/v1/completions?i=%d", base, i), map[string]string{"X-User-ID": user})
 		if a.code != http.StatusOK || a.body != "api\n" || a.hdr.Get("X-RateLimit-Limit") != "100000" {
@@ -1033,4 +980,38 @@ func TestEnvoyExampleSendsOnlyTheHeadersRlExporterReads(t *testing.T) {
 	if authz.GetHttpService().GetAuthorizationRequest().GetAllowedHeaders() != nil {
 		t.Error("http_service.authorization_request.allowed_headers is set: deprecated since Envoy 1.25 for allowed_headers")
 	}
+}
+
+// listLimitUsage is what /v1/usage of the serve at rl says key used of the limit name of class,
+// a class of several limits, and how many of its reservations are open.
+func listLimitUsage(t *testing.T, rl, key, class, name string) (used, open int64) {
+	t.Helper()
+	resp, err := http.Get(rl + "/v1/usage?key=" + key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	// A class of several limits answers for the one nearest its quota, each in its limits.
+	var rep struct {
+		Limits []struct {
+			Class  string `json:"class"`
+			Limits []struct {
+				Name string `json:"name"`
+				Used int64  `json:"used"`
+				Open int64  `json:"open_reservations"`
+			} `json:"limits"`
+		} `json:"limits"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&rep); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("usage: status %d, %v", resp.StatusCode, err)
+	}
+	for _, c := range rep.Limits {
+		for _, l := range c.Limits {
+			if c.Class == class && l.Name == name {
+				return l.Used, l.Open
+			}
+		}
+	}
+	t.Fatalf("usage of %s: no %s budget of %s in %+v", key, name, class, rep)
+	return 0, 0
 }
