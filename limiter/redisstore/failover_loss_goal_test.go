@@ -180,14 +180,44 @@ func TestGoalSentinelFailoverUnderLoadLosesFewAdmissions(t *testing.T) {
 	if s := r.share(r.uncounted); s > 0.005 {
 		t.Errorf("%d of %d admissions (%.2f%%) are not counted on the new primary, want ≤ 0.5%%", r.uncounted, r.admitted, 100*s)
 	}
-	checkCountedWindow(t, r, st)
+	checkCountedWindow(t, r, st, nil)
 }
 
 // checkCountedWindow fails the test unless the store logged a failover
 // window, counted at least as many unconfirmed decisions as went
 // uncounted, and every key's uncounted admissions were on their way
 // inside the window.
-func checkCountedWindow(t *testing.T, r lossRun, st *redisstore.Store) {
+// replReports records when a store under durability wait reported writes no replica
+// acknowledged (redisstore.ReplicationObserver). Safe for concurrent use.
+type replReports struct {
+	mu sync.Mutex
+	at []time.Time
+	n  []int
+}
+
+func (r *replReports) ObserveUnreplicated(n int, _ error) {
+	r.mu.Lock()
+	r.at, r.n = append(r.at, time.Now()), append(r.n, n)
+	r.mu.Unlock()
+}
+
+// between is how many writes were reported unacknowledged from from to to.
+func (r *replReports) between(from, to time.Time) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	sum := 0
+	for i, at := range r.at {
+		if !at.Before(from) && !at.After(to) {
+			sum += r.n[i]
+		}
+	}
+	return sum
+}
+
+// checkCountedWindow checks that every admission the new primary does not count was seen: on
+// its way while the store's failover window was open, or (repl, under durability wait; nil
+// otherwise) among the writes WAITs reported unacknowledged by the time the window closed.
+func checkCountedWindow(t *testing.T, r lossRun, st *redisstore.Store, repl *replReports) {
 	t.Helper()
 	ws := st.FailoverWindows()
 	if len(ws) == 0 {
@@ -210,8 +240,20 @@ func checkCountedWindow(t *testing.T, r lossRun, st *redisstore.Store) {
 		}
 		outside += max(0, short-in)
 	}
-	if outside > 0 {
+	if outside == 0 {
+		return
+	}
+	if repl == nil {
 		t.Errorf("%d uncounted admissions were not on their way in the counted window", outside)
+		return
+	}
+	// Reported by the time the window closed (its last call ended): the old primary's writes,
+	// and the promoted one's before it had a replica, so an upper bound of the former; which
+	// decision each was is not told.
+	reported := repl.between(r.origin, w.End)
+	t.Logf("%d uncounted admissions outside the counted window; %d writes reported unacknowledged by its close", outside, reported)
+	if outside > reported {
+		t.Errorf("%d uncounted admissions were neither on their way in the counted window nor among the %d writes reported unacknowledged by its close", outside, reported)
 	}
 }
 
@@ -223,11 +265,15 @@ func checkCountedWindow(t *testing.T, r lossRun, st *redisstore.Store) {
 // What fails or goes uncounted is the batch on its way at the cut, about
 // 65 decisions whichever way it goes (its reply late, or its WAIT
 // unacknowledged): the run lasts 15 s, about 150,000 decisions as in the
-// runs the goal was set on, so that one batch is a fraction of it.
+// runs the goal was set on, so that one batch is a fraction of it. An
+// uncounted admission is seen either way: on its way in the counted window,
+// or among the writes reported unacknowledged (a run beside other tests had
+// 43 of its 44 outside the window).
 func TestGoalSentinelFailoverWithDurabilityWaitFailsAndLosesLittle(t *testing.T) {
 	sn := redistest.SentinelWith(t, redistest.SentinelConfig{Replicas: 1, Sentinels: 3})
+	repl := &replReports{}
 	st := redisstore.NewTestStore(t, redisstore.ClientConfig{SentinelAddrs: sn.SentinelAddrs, MasterName: sn.MasterName},
-		redisstore.Config{Durability: redisstore.DurabilityWait})
+		redisstore.Config{Durability: redisstore.DurabilityWait, ReplicationObserver: repl})
 	base := sentinelLossRun(t, sn, st, false, 100, 3000, 0)
 	base.log(t, "no failover, durability wait")
 	unreplicated := st.Unreplicated()
@@ -247,7 +293,7 @@ func TestGoalSentinelFailoverWithDurabilityWaitFailsAndLosesLittle(t *testing.T)
 		t.Errorf("%d of %d admissions (%.2f%%) are not counted on the new primary, want ≤ 0.1%%", r.uncounted, r.admitted, 100*s)
 	}
 	if r.uncounted > 0 {
-		checkCountedWindow(t, r, st)
+		checkCountedWindow(t, r, st, repl)
 	}
 }
 
@@ -271,6 +317,6 @@ func TestGoalSentinelFailoverBehindRedisFenceLosesNothingMore(t *testing.T) {
 		t.Errorf("%d of %d admissions (%.2f%%) are not counted on the new primary, want ≤ 0.5%%", r.uncounted, r.admitted, 100*s)
 	}
 	if r.uncounted > 0 {
-		checkCountedWindow(t, r, st)
+		checkCountedWindow(t, r, st, nil)
 	}
 }
