@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"iter"
 	"net/http"
 	"strconv"
 	"strings"
@@ -165,14 +166,8 @@ const MaxTokenBody = MaxReservationToken + MaxCheckBody
 // MaxReservationToken, for its caller to refuse before deciding; most pass a bound, unmade.
 func tokenFits(a *decision.Ask, client string) error {
 	n, held := len(a.Endpoint)+len(a.Tier)+len(client), 0
-	if a.Set != nil {
-		for _, parts := range [][]decision.SetPart{a.Set.Parts, a.Set.ShadowParts} {
-			for _, p := range parts {
-				if p.Held {
-					n, held = n+len(p.Name)+len(p.Key), held+1
-				}
-			}
-		}
+	for p := range heldSetParts(a) {
+		n, held = n+len(p.Name)+len(p.Key), held+1
 	}
 	// JSON escapes a byte into at most six (\u00XX), and a string that is not UTF-8 is its base64
 	// in {"b":""} (tokenString): 8 around each of the 3+2×held strings; 128 holds the brackets,
@@ -198,14 +193,26 @@ func askToken(a *decision.Ask, client string) string {
 		return reservationToken(a.Endpoint, a.Tier, client, r)
 	}
 	var parts []decision.PartOutcome
-	for _, ps := range [][]decision.SetPart{a.Set.Parts, a.Set.ShadowParts} {
-		for _, p := range ps {
-			if p.Held {
-				parts = append(parts, decision.PartOutcome{Name: p.Name, Key: p.Key, Reservation: r})
+	for p := range heldSetParts(a) {
+		parts = append(parts, decision.PartOutcome{Name: p.Name, Key: p.Key, Reservation: r})
+	}
+	return setReservationToken(a.Endpoint, a.Tier, client, parts)
+}
+
+// heldSetParts yields the parts of a's set, enforced then shadow, that hold the estimate.
+func heldSetParts(a *decision.Ask) iter.Seq[decision.SetPart] {
+	return func(yield func(decision.SetPart) bool) {
+		if a.Set == nil {
+			return
+		}
+		for _, parts := range [2][]decision.SetPart{a.Set.Parts, a.Set.ShadowParts} {
+			for _, p := range parts {
+				if p.Held && !yield(p) {
+					return
+				}
 			}
 		}
 	}
-	return setReservationToken(a.Endpoint, a.Tier, client, parts)
 }
 
 type parsedToken struct {
