@@ -185,7 +185,7 @@ func (c *suite) reserveExpiry(t *testing.T) {
 func (c *suite) reserveRenew(t *testing.T) {
 	ctx := context.Background()
 	// The holder renews every third of the hold: 300 ms leaves a renewal 200 ms late on a
-	// loaded machine (150 ms was missed under a race-detector run beside busy CPUs).
+	// loaded machine.
 	const hold = 300 * time.Millisecond
 	l := c.reserver(t, c.dayLimit(100), hold, limiter.ExpireRefund)
 	key := c.key(t, "k")

@@ -267,8 +267,7 @@ func checkCountedWindow(t *testing.T, r lossRun, st *redisstore.Store, repl *rep
 // unacknowledged): the run lasts 15 s, about 150,000 decisions as in the
 // runs the goal was set on, so that one batch is a fraction of it. An
 // uncounted admission is seen either way: on its way in the counted window,
-// or among the writes reported unacknowledged (a run beside other tests had
-// 43 of its 44 outside the window).
+// or among the writes reported unacknowledged.
 func TestGoalSentinelFailoverWithDurabilityWaitFailsAndLosesLittle(t *testing.T) {
 	sn := redistest.SentinelWith(t, redistest.SentinelConfig{Replicas: 1, Sentinels: 3})
 	repl := &replReports{}
