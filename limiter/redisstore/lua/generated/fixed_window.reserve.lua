@@ -73,7 +73,7 @@ else
   reset = we - now
 end
 
-local count, mine = 0, 0
+local count, mine, counted = 0, 0, false
 if regions then
   for name, s in pairs(regions.read(KEYS[1])) do
     if s[1] == ws then
@@ -88,6 +88,7 @@ else
   local state = redis.call('HMGET', KEYS[1], 'w', 'n')
   if tonumber(state[1]) == ws then
     count = tonumber(state[2]) or 0
+    counted = true
   end
 end
 
@@ -104,8 +105,14 @@ if regions then
   regions.save_slot(KEYS[1], slot, math.ceil(reset / 1000))
   return cost, rate - count, reset, 0, 0, 0, reset, slot
 end
-redis.call('HSET', KEYS[1], 'w', ws, 'n', count)
-redis.call('PEXPIRE', KEYS[1], math.ceil(reset / 1000))
+if counted then
+  -- Every write in a window (this decide's, adjust's) expires the key at
+  -- the window's end: it has that expiry already.
+  redis.call('HSET', KEYS[1], 'n', count)
+else
+  redis.call('HSET', KEYS[1], 'w', ws, 'n', count)
+  redis.call('PEXPIRE', KEYS[1], math.ceil(reset / 1000))
+end
 return cost, rate - count, reset, 0, 0
 end
 local function decide(KEYS, ARGV, now, cost, peek)

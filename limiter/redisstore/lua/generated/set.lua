@@ -78,7 +78,7 @@ else
   reset = we - now
 end
 
-local count, mine = 0, 0
+local count, mine, counted = 0, 0, false
 if regions then
   for name, s in pairs(regions.read(KEYS[1])) do
     if s[1] == ws then
@@ -93,6 +93,7 @@ else
   local state = redis.call('HMGET', KEYS[1], 'w', 'n')
   if tonumber(state[1]) == ws then
     count = tonumber(state[2]) or 0
+    counted = true
   end
 end
 
@@ -109,8 +110,14 @@ if regions then
   regions.save_slot(KEYS[1], slot, math.ceil(reset / 1000))
   return cost, rate - count, reset, 0, 0, 0, reset, slot
 end
-redis.call('HSET', KEYS[1], 'w', ws, 'n', count)
-redis.call('PEXPIRE', KEYS[1], math.ceil(reset / 1000))
+if counted then
+  -- Every write in a window (this decide's, adjust's) expires the key at
+  -- the window's end: it has that expiry already.
+  redis.call('HSET', KEYS[1], 'n', count)
+else
+  redis.call('HSET', KEYS[1], 'w', ws, 'n', count)
+  redis.call('PEXPIRE', KEYS[1], math.ceil(reset / 1000))
+end
 return cost, rate - count, reset, 0, 0
 end
 -- fixed_window: mark(ARGV, now) and adjust(KEYS, ARGV, now, delta, mark)
@@ -481,6 +488,7 @@ local elapsed = now - ws
 local windowEnd = ws + period - now
 
 local cur, prev, mycur, myprev = 0, 0, 0, 0
+local stored -- the state's window; nil across regions
 if regions then
   for name, s in pairs(regions.read(KEYS[1])) do
     local c, p = s[2] or 0, s[3] or 0
@@ -494,7 +502,7 @@ if regions then
   end
 else
   local state = redis.call('HMGET', KEYS[1], 'w', 'c', 'p')
-  local stored = tonumber(state[1])
+  stored = tonumber(state[1])
   if stored == ws then
     cur = tonumber(state[2]) or 0
     prev = tonumber(state[3]) or 0
@@ -531,8 +539,15 @@ if allowed then
     regions.save_slot(KEYS[1], slot, math.ceil(reset / 1000))
     return cost, remaining, reset, 0, 0, 0, windowEnd, slot
   end
-  redis.call('HSET', KEYS[1], 'w', ws, 'c', newcur, 'p', prev)
-  redis.call('PEXPIRE', KEYS[1], math.ceil(reset / 1000))
+  if stored == ws then
+    -- Every write in a window (this decide's, adjust's) expires the key
+    -- at the next window's end, when this window's count stops weighing;
+    -- a refund keeps that expiry: it has it already.
+    redis.call('HSET', KEYS[1], 'c', newcur)
+  else
+    redis.call('HSET', KEYS[1], 'w', ws, 'c', newcur, 'p', prev)
+    redis.call('PEXPIRE', KEYS[1], math.ceil(reset / 1000))
+  end
   return cost, remaining, reset, 0, 0
 end
 

@@ -54,6 +54,7 @@ local elapsed = now - ws
 local windowEnd = ws + period - now
 
 local cur, prev, mycur, myprev = 0, 0, 0, 0
+local stored -- the state's window; nil across regions
 if regions then
   for name, s in pairs(regions.read(KEYS[1])) do
     local c, p = s[2] or 0, s[3] or 0
@@ -67,7 +68,7 @@ if regions then
   end
 else
   local state = redis.call('HMGET', KEYS[1], 'w', 'c', 'p')
-  local stored = tonumber(state[1])
+  stored = tonumber(state[1])
   if stored == ws then
     cur = tonumber(state[2]) or 0
     prev = tonumber(state[3]) or 0
@@ -104,8 +105,15 @@ if allowed then
     regions.save_slot(KEYS[1], slot, math.ceil(reset / 1000))
     return cost, remaining, reset, 0, 0, 0, windowEnd, slot
   end
-  redis.call('HSET', KEYS[1], 'w', ws, 'c', newcur, 'p', prev)
-  redis.call('PEXPIRE', KEYS[1], math.ceil(reset / 1000))
+  if stored == ws then
+    -- Every write in a window (this decide's, adjust's) expires the key
+    -- at the next window's end, when this window's count stops weighing;
+    -- a refund keeps that expiry: it has it already.
+    redis.call('HSET', KEYS[1], 'c', newcur)
+  else
+    redis.call('HSET', KEYS[1], 'w', ws, 'c', newcur, 'p', prev)
+    redis.call('PEXPIRE', KEYS[1], math.ceil(reset / 1000))
+  end
   return cost, remaining, reset, 0, 0
 end
 

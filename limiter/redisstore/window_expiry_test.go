@@ -1,0 +1,78 @@
+package redisstore_test
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rl-exporter/rl-exporter/internal/redistest"
+	"github.com/rl-exporter/rl-exporter/limiter"
+	"github.com/rl-exporter/rl-exporter/limiter/redisstore"
+)
+
+// commandCalls is how many times srv has run cmd (e.g. "pexpire"),
+// scripts' calls included.
+func commandCalls(t *testing.T, srv *redistest.Server, cmd string) int64 {
+	t.Helper()
+	info, err := srv.Info("commandstats")
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls, _, _ := strings.Cut(strings.TrimPrefix(info["cmdstat_"+cmd], "calls="), ",")
+	if calls == "" {
+		return 0
+	}
+	n, err := strconv.ParseInt(calls, 10, 64)
+	if err != nil {
+		t.Fatalf("cmdstat_%s: %q: %v", cmd, info["cmdstat_"+cmd], err)
+	}
+	return n
+}
+
+// A window's key expires at the same instant whatever decision in that
+// window wrote it last (its end, or the end of the next for a sliding
+// window's), so a decision on a key its window already counts has no
+// expiry to renew: one PEXPIRE a key and window, where each decision sent
+// one, a third of a fixed window's commands. The key still expires when
+// the decisions say the full quota is back.
+func TestWindowsSetTheirKeysExpiryOncePerWindow(t *testing.T) {
+	for _, alg := range []limiter.Algorithm{limiter.FixedWindow, limiter.SlidingWindow} {
+		t.Run(string(alg), func(t *testing.T) {
+			srv := redistest.Single(t)
+			st := newStore(t, redisstore.ClientConfig{URL: srv.URL()})
+			ctx := context.Background()
+			lim := limiter.Limit{Algorithm: alg, Rate: 1_000_000, Period: 24 * time.Hour}
+			const decisions = 50
+			var last limiter.Decision
+			for try := 0; ; try++ {
+				before := commandCalls(t, srv, "pexpire")
+				key := "k" + strconv.Itoa(try)
+				first, err := st.Decide(ctx, key, lim, 1)
+				if err != nil || !first.Allowed {
+					t.Fatalf("decision 1: %+v %v", first, err)
+				}
+				for i := 2; i <= decisions; i++ {
+					if last, err = st.Decide(ctx, key, lim, 1); err != nil || !last.Allowed {
+						t.Fatalf("decision %d: %+v %v", i, last, err)
+					}
+				}
+				// A day's window ends during the run once in thousands of runs: try again on a new key.
+				if last.ResetAfter > first.ResetAfter {
+					continue
+				}
+				if n := commandCalls(t, srv, "pexpire") - before; n != 1 {
+					t.Fatalf("%d decisions in one window on one key sent %d PEXPIREs, want 1", decisions, n)
+				}
+				reply, err := srv.Do("PTTL", st.Keys(key, alg)[0])
+				ms, _ := reply.(int64)
+				want := last.ResetAfter.Milliseconds()
+				if err != nil || ms < want-1000 || ms > want+1 {
+					t.Fatalf("PTTL %v ms (%v), want the reset the decisions answered, %d ms", reply, err, want)
+				}
+				return
+			}
+		})
+	}
+}
