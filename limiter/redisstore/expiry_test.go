@@ -38,12 +38,13 @@ func commandCalls(t *testing.T, srv *redistest.Server, cmd string) int64 {
 // one, a third of a fixed window's commands. The key still expires when
 // the decisions say the full quota is back.
 func TestWindowsSetTheirKeysExpiryOncePerWindow(t *testing.T) {
+	const day = 24 * time.Hour
 	for _, alg := range []limiter.Algorithm{limiter.FixedWindow, limiter.SlidingWindow} {
+		lim := limiter.Limit{Algorithm: alg, Rate: 1_000_000, Period: day}
 		t.Run(string(alg), func(t *testing.T) {
 			srv := redistest.Single(t)
 			st := newStore(t, redisstore.ClientConfig{URL: srv.URL()})
 			ctx := context.Background()
-			lim := limiter.Limit{Algorithm: alg, Rate: 1_000_000, Period: 24 * time.Hour}
 			const decisions = 50
 			var last limiter.Decision
 			for try := 0; ; try++ {
@@ -63,13 +64,14 @@ func TestWindowsSetTheirKeysExpiryOncePerWindow(t *testing.T) {
 					continue
 				}
 				if n := commandCalls(t, srv, "pexpire") - before; n != 1 {
-					t.Fatalf("%d decisions in one window on one key sent %d PEXPIREs, want 1", decisions, n)
+					t.Fatalf("%d decisions on one key sent %d PEXPIREs, want 1", decisions, n)
 				}
 				reply, err := srv.Do("PTTL", st.Keys(key, alg)[0])
 				ms, _ := reply.(int64)
-				want := last.ResetAfter.Milliseconds()
-				if err != nil || ms < want-1000 || ms > want+1 {
-					t.Fatalf("PTTL %v ms (%v), want the reset the decisions answered, %d ms", reply, err, want)
+				reset := last.ResetAfter.Milliseconds()
+				// The PTTL is read after the last decision, on a loaded machine up to a second later.
+				if err != nil || ms < reset-1000 || ms > reset+1 {
+					t.Fatalf("PTTL %v ms (%v), want the reset the decisions answered, %d ms", reply, err, reset)
 				}
 				return
 			}
