@@ -125,7 +125,10 @@ local function decide_values(KEYS, ARGV, now, cost, peek)
 -- peek), one decision made atomically at now (µs, Redis's clock); with peek
 -- it writes nothing and answers with the state as it is.
 -- KEYS[1]  hash {w = current window start (µs), c = units admitted in it,
---                p = units admitted in the window before}; across regions
+--                p = units admitted in the window before, x = when the key
+--                expires (µs): two periods past w, written with w, so that
+--                a decision finding both as its own window's (the period
+--                may have changed live) has no expiry to set}; across regions
 --          (regions set, see region/lua/slots.lua) the key's slots "w:c:p",
 --          one per writer: the current and previous counts are the sums
 --          over the slots of this window (c and p) and of the one before (c)
@@ -144,7 +147,7 @@ local elapsed = now - ws
 local windowEnd = ws + period - now
 
 local cur, prev, mycur, myprev = 0, 0, 0, 0
-local stored -- the state's window; nil across regions
+local kept = false -- the key has this window's expiry (x) already
 if regions then
   for name, s in pairs(regions.read(KEYS[1])) do
     local c, p = s[2] or 0, s[3] or 0
@@ -157,11 +160,12 @@ if regions then
     end
   end
 else
-  local state = redis.call('HMGET', KEYS[1], 'w', 'c', 'p')
-  stored = tonumber(state[1])
+  local state = redis.call('HMGET', KEYS[1], 'w', 'c', 'p', 'x')
+  local stored = tonumber(state[1])
   if stored == ws then
     cur = tonumber(state[2]) or 0
     prev = tonumber(state[3]) or 0
+    kept = tonumber(state[4]) == ws + 2 * period
   elseif stored == ws - period then
     prev = tonumber(state[2]) or 0
   end
@@ -195,13 +199,11 @@ if allowed then
     regions.save_slot(KEYS[1], slot, math.ceil(reset / 1000))
     return cost, remaining, reset, 0, 0, 0, windowEnd, slot
   end
-  if stored == ws then
-    -- Every write in a window (this decide's, adjust's) expires the key
-    -- at the next window's end, when this window's count stops weighing;
-    -- a refund keeps that expiry: it has it already.
+  if kept then
+    -- The write that set w and x set this expiry; any other leaves it.
     redis.call('HSET', KEYS[1], 'c', newcur)
   else
-    redis.call('HSET', KEYS[1], 'w', ws, 'c', newcur, 'p', prev)
+    redis.call('HSET', KEYS[1], 'w', ws, 'c', newcur, 'p', prev, 'x', ws + 2 * period)
     redis.call('PEXPIRE', KEYS[1], math.ceil(reset / 1000))
   end
   return cost, remaining, reset, 0, 0

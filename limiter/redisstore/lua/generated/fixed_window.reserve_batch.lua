@@ -34,7 +34,10 @@ local function decide_values(KEYS, ARGV, now, cost, peek)
 -- fixed_window: the body of decide_values(KEYS, ARGV, now, cost, peek), one
 -- decision made atomically at now (µs, Redis's clock); with peek it writes
 -- nothing and answers with the state as it is.
--- KEYS[1]  hash {w = window start (µs), n = units admitted in that window};
+-- KEYS[1]  hash {w = window start (µs), n = units admitted in that window,
+--          x = when the key expires (µs): the window's end, written with
+--          w, so that a decision finding both as its own window's (the
+--          period may have changed live) has no expiry to set};
 --          across regions (regions set, see region/lua/slots.lua) the
 --          key's slots "w:n", one per writer, summed over this window's
 -- ARGV     rate, period (µs), window offset (µs), calendar window starts
@@ -72,8 +75,9 @@ else
   end
   reset = we - now
 end
+local expires = now + reset
 
-local count, mine, counted = 0, 0, false
+local count, mine, kept = 0, 0, false
 if regions then
   for name, s in pairs(regions.read(KEYS[1])) do
     if s[1] == ws then
@@ -85,10 +89,10 @@ if regions then
     return 0, math.max(rate - count, 0), reset, 0, 0, 1, reset, ''
   end
 else
-  local state = redis.call('HMGET', KEYS[1], 'w', 'n')
+  local state = redis.call('HMGET', KEYS[1], 'w', 'n', 'x')
   if tonumber(state[1]) == ws then
     count = tonumber(state[2]) or 0
-    counted = true
+    kept = tonumber(state[3]) == expires
   end
 end
 
@@ -105,12 +109,11 @@ if regions then
   regions.save_slot(KEYS[1], slot, math.ceil(reset / 1000))
   return cost, rate - count, reset, 0, 0, 0, reset, slot
 end
-if counted then
-  -- Every write in a window (this decide's, adjust's) expires the key at
-  -- the window's end: it has that expiry already.
+if kept then
+  -- The write that set w and x set this expiry; any other leaves it.
   redis.call('HSET', KEYS[1], 'n', count)
 else
-  redis.call('HSET', KEYS[1], 'w', ws, 'n', count)
+  redis.call('HSET', KEYS[1], 'w', ws, 'n', count, 'x', expires)
   redis.call('PEXPIRE', KEYS[1], math.ceil(reset / 1000))
 end
 return cost, rate - count, reset, 0, 0
@@ -180,7 +183,7 @@ local function adjust(KEYS, ARGV, now, delta, charged)
   end
   local ws, we = window(ARGV, now)
   if w ~= ws then n = 0 end
-  redis.call('HSET', KEYS[1], 'w', ws, 'n', math.min(n + delta, 2 * rate))
+  redis.call('HSET', KEYS[1], 'w', ws, 'n', math.min(n + delta, 2 * rate), 'x', we)
   redis.call('PEXPIRE', KEYS[1], math.ceil((we - now) / 1000))
 end
 local clock = redis.call('TIME')

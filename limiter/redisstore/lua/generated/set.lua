@@ -39,7 +39,10 @@ local function decide_values(KEYS, ARGV, now, cost, peek)
 -- fixed_window: the body of decide_values(KEYS, ARGV, now, cost, peek), one
 -- decision made atomically at now (µs, Redis's clock); with peek it writes
 -- nothing and answers with the state as it is.
--- KEYS[1]  hash {w = window start (µs), n = units admitted in that window};
+-- KEYS[1]  hash {w = window start (µs), n = units admitted in that window,
+--          x = when the key expires (µs): the window's end, written with
+--          w, so that a decision finding both as its own window's (the
+--          period may have changed live) has no expiry to set};
 --          across regions (regions set, see region/lua/slots.lua) the
 --          key's slots "w:n", one per writer, summed over this window's
 -- ARGV     rate, period (µs), window offset (µs), calendar window starts
@@ -77,8 +80,9 @@ else
   end
   reset = we - now
 end
+local expires = now + reset
 
-local count, mine, counted = 0, 0, false
+local count, mine, kept = 0, 0, false
 if regions then
   for name, s in pairs(regions.read(KEYS[1])) do
     if s[1] == ws then
@@ -90,10 +94,10 @@ if regions then
     return 0, math.max(rate - count, 0), reset, 0, 0, 1, reset, ''
   end
 else
-  local state = redis.call('HMGET', KEYS[1], 'w', 'n')
+  local state = redis.call('HMGET', KEYS[1], 'w', 'n', 'x')
   if tonumber(state[1]) == ws then
     count = tonumber(state[2]) or 0
-    counted = true
+    kept = tonumber(state[3]) == expires
   end
 end
 
@@ -110,12 +114,11 @@ if regions then
   regions.save_slot(KEYS[1], slot, math.ceil(reset / 1000))
   return cost, rate - count, reset, 0, 0, 0, reset, slot
 end
-if counted then
-  -- Every write in a window (this decide's, adjust's) expires the key at
-  -- the window's end: it has that expiry already.
+if kept then
+  -- The write that set w and x set this expiry; any other leaves it.
   redis.call('HSET', KEYS[1], 'n', count)
 else
-  redis.call('HSET', KEYS[1], 'w', ws, 'n', count)
+  redis.call('HSET', KEYS[1], 'w', ws, 'n', count, 'x', expires)
   redis.call('PEXPIRE', KEYS[1], math.ceil(reset / 1000))
 end
 return cost, rate - count, reset, 0, 0
@@ -163,7 +166,7 @@ local function adjust(KEYS, ARGV, now, delta, charged)
   end
   local ws, we = window(ARGV, now)
   if w ~= ws then n = 0 end
-  redis.call('HSET', KEYS[1], 'w', ws, 'n', math.min(n + delta, 2 * rate))
+  redis.call('HSET', KEYS[1], 'w', ws, 'n', math.min(n + delta, 2 * rate), 'x', we)
   redis.call('PEXPIRE', KEYS[1], math.ceil((we - now) / 1000))
 end
 -- A key's reservation book (the record formats are lua/reservations.lua's):
@@ -469,7 +472,10 @@ local function decide_values(KEYS, ARGV, now, cost, peek)
 -- peek), one decision made atomically at now (µs, Redis's clock); with peek
 -- it writes nothing and answers with the state as it is.
 -- KEYS[1]  hash {w = current window start (µs), c = units admitted in it,
---                p = units admitted in the window before}; across regions
+--                p = units admitted in the window before, x = when the key
+--                expires (µs): two periods past w, written with w, so that
+--                a decision finding both as its own window's (the period
+--                may have changed live) has no expiry to set}; across regions
 --          (regions set, see region/lua/slots.lua) the key's slots "w:c:p",
 --          one per writer: the current and previous counts are the sums
 --          over the slots of this window (c and p) and of the one before (c)
@@ -488,7 +494,7 @@ local elapsed = now - ws
 local windowEnd = ws + period - now
 
 local cur, prev, mycur, myprev = 0, 0, 0, 0
-local stored -- the state's window; nil across regions
+local kept = false -- the key has this window's expiry (x) already
 if regions then
   for name, s in pairs(regions.read(KEYS[1])) do
     local c, p = s[2] or 0, s[3] or 0
@@ -501,11 +507,12 @@ if regions then
     end
   end
 else
-  local state = redis.call('HMGET', KEYS[1], 'w', 'c', 'p')
-  stored = tonumber(state[1])
+  local state = redis.call('HMGET', KEYS[1], 'w', 'c', 'p', 'x')
+  local stored = tonumber(state[1])
   if stored == ws then
     cur = tonumber(state[2]) or 0
     prev = tonumber(state[3]) or 0
+    kept = tonumber(state[4]) == ws + 2 * period
   elseif stored == ws - period then
     prev = tonumber(state[2]) or 0
   end
@@ -539,13 +546,11 @@ if allowed then
     regions.save_slot(KEYS[1], slot, math.ceil(reset / 1000))
     return cost, remaining, reset, 0, 0, 0, windowEnd, slot
   end
-  if stored == ws then
-    -- Every write in a window (this decide's, adjust's) expires the key
-    -- at the next window's end, when this window's count stops weighing;
-    -- a refund keeps that expiry: it has it already.
+  if kept then
+    -- The write that set w and x set this expiry; any other leaves it.
     redis.call('HSET', KEYS[1], 'c', newcur)
   else
-    redis.call('HSET', KEYS[1], 'w', ws, 'c', newcur, 'p', prev)
+    redis.call('HSET', KEYS[1], 'w', ws, 'c', newcur, 'p', prev, 'x', ws + 2 * period)
     redis.call('PEXPIRE', KEYS[1], math.ceil(reset / 1000))
   end
   return cost, remaining, reset, 0, 0
@@ -598,7 +603,7 @@ local function adjust(KEYS, ARGV, now, delta, charged)
   elseif w ~= ws then
     c, p = 0, 0
   end
-  redis.call('HSET', KEYS[1], 'w', ws, 'c', math.min(c + delta, 2 * rate), 'p', p)
+  redis.call('HSET', KEYS[1], 'w', ws, 'c', math.min(c + delta, 2 * rate), 'p', p, 'x', ws + 2 * period)
   redis.call('PEXPIRE', KEYS[1], math.ceil((ws + 2 * period - now) / 1000))
 end
 -- A key's reservation book (the record formats are lua/reservations.lua's):
