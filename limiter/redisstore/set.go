@@ -212,6 +212,22 @@ func (c *setCall) run(ctx context.Context, timeout time.Duration, group []int, m
 // answered call and concurrent groups each bring their own (nil).
 func (c *setCall) send(ctx context.Context, timeout time.Duration, group []int, mode int64, buf []int64) ([]int64, error) {
 	s := c.s
+	r := c.request(group, mode)
+	first := r.skeys[0]
+	r.sout = buf
+	rep := s.send(ctx, r, timeout)
+	if rep.err != nil {
+		return nil, fmt.Errorf("redis set script for %s: %w", first, rep.err)
+	}
+	if len(rep.set) != setReplyLen*len(group) {
+		return nil, fmt.Errorf("redis set script: unexpected reply of %d integers for %d parts", len(rep.set), len(group))
+	}
+	return rep.set, nil
+}
+
+// request is group's parts in mode as the set request send sends.
+func (c *setCall) request(group []int, mode int64) *request {
+	s := c.s
 	r := s.newOp(famSet, 0)
 	for _, i := range group {
 		p := c.parts[i]
@@ -233,18 +249,9 @@ func (c *setCall) send(ctx context.Context, timeout time.Duration, group []int, 
 	}
 	r.shead = [setHeadLen]int64{headMode: mode, headParts: int64(len(group)), headHeld: int64(len(r.sheld)), headKeys: int64(len(r.skeys)), headSets: 1}
 	// The first key names the request's slot and lane.
-	first := r.skeys[0]
-	r.addKey(first)
+	r.addKey(r.skeys[0])
 	s.slotted(r)
-	r.sout = buf
-	rep := s.send(ctx, r, timeout)
-	if rep.err != nil {
-		return nil, fmt.Errorf("redis set script for %s: %w", first, rep.err)
-	}
-	if len(rep.set) != setReplyLen*len(group) {
-		return nil, fmt.Errorf("redis set script: unexpected reply of %d integers for %d parts", len(rep.set), len(group))
-	}
-	return rep.set, nil
+	return r
 }
 
 // width is the integers r's script answers: six a set's part, else five.
