@@ -177,7 +177,8 @@ func BenchmarkBatchScriptSpeed(b *testing.B) {
 // BenchmarkSetScript measures what Redis spends on a set of rl-exporter
 // bench --limits 3 (gcra 1,000,000/m per client, a token_bucket of 7 a
 // request per client, a fixed_window calendar month per organisation of
-// 100) inside the set script, and, in the same run, on one batched gcra
+// 100, or one key for all: limits=3,global) inside the set script, and,
+// in the same run, on one batched gcra
 // decision of the first limit, each in calls of 32 as 64 callers make
 // them, over 10,000 clients. x_one_limit, the ratio of the two, is what
 // --limits 3's ratio would be were Redis its only cost: without this
@@ -210,7 +211,20 @@ func BenchmarkSetScript(b *testing.B) {
 		}
 		oneUS = benchCallsOf(b, srv, store, store.scriptsOf(limiter.GCRA).batch.src, keys, args, perCall)
 	})
-	b.Run("limits=3", func(b *testing.B) {
+	for _, orgs := range []int{orgs, 1} {
+		name := "limits=3"
+		if orgs == 1 {
+			name += ",global" // the month one key for every client: scope global
+		}
+		b.Run(name, func(b *testing.B) { benchSetScript(b, srv, store, lims, costs, clients, orgs, perCall, oneUS) })
+	}
+}
+
+// benchSetScript is BenchmarkSetScript's sets of lims at costs, the third
+// limit's key one of orgs, in calls of perCall; oneUS is one decision's
+// cost to report the ratio against.
+func benchSetScript(b *testing.B, srv *redistest.Server, store *Store, lims []limiter.Limit, costs []int64, clients, orgs, perCall int, oneUS float64) {
+	{
 		sc, err := setScript()
 		if err != nil {
 			b.Fatal(err)
@@ -246,5 +260,5 @@ func BenchmarkSetScript(b *testing.B) {
 		if oneUS > 0 {
 			b.ReportMetric(oneUS/setUS, "x_one_limit")
 		}
-	})
+	}
 }

@@ -3,7 +3,6 @@ package redisstore_test
 import (
 	"context"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -11,25 +10,6 @@ import (
 	"github.com/rl-exporter/rl-exporter/limiter"
 	"github.com/rl-exporter/rl-exporter/limiter/redisstore"
 )
-
-// commandCalls is how many times srv has run cmd (e.g. "pexpire"),
-// scripts' calls included.
-func commandCalls(t *testing.T, srv *redistest.Server, cmd string) int64 {
-	t.Helper()
-	info, err := srv.Info("commandstats")
-	if err != nil {
-		t.Fatal(err)
-	}
-	calls, _, _ := strings.Cut(strings.TrimPrefix(info["cmdstat_"+cmd], "calls="), ",")
-	if calls == "" {
-		return 0
-	}
-	n, err := strconv.ParseInt(calls, 10, 64)
-	if err != nil {
-		t.Fatalf("cmdstat_%s: %q: %v", cmd, info["cmdstat_"+cmd], err)
-	}
-	return n
-}
 
 // A window's key expires at the same instant whatever decision in that
 // window wrote it last (its end, or the end of the next for a sliding
@@ -48,7 +28,7 @@ func TestWindowsSetTheirKeysExpiryOncePerWindow(t *testing.T) {
 			const decisions = 50
 			var last limiter.Decision
 			for try := 0; ; try++ {
-				before := commandCalls(t, srv, "pexpire")
+				before := redisstore.CommandCalls(t, srv, "pexpire")
 				key := "k" + strconv.Itoa(try)
 				first, err := st.Decide(ctx, key, lim, 1)
 				if err != nil || !first.Allowed {
@@ -63,7 +43,7 @@ func TestWindowsSetTheirKeysExpiryOncePerWindow(t *testing.T) {
 				if last.ResetAfter > first.ResetAfter {
 					continue
 				}
-				if n := commandCalls(t, srv, "pexpire") - before; n != 1 {
+				if n := redisstore.CommandCalls(t, srv, "pexpire") - before; n != 1 {
 					t.Fatalf("%d decisions on one key sent %d PEXPIREs, want 1", decisions, n)
 				}
 				reply, err := srv.Do("PTTL", st.Keys(key, alg)[0])
