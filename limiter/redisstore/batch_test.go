@@ -388,8 +388,12 @@ func batchCall(s *Store, reqs []*request) (keys []string, args []any) {
 	g := group{fam: reqs[0].fam, members: reqs}
 	var e encoder
 	e.reserve([]group{g})
-	cmd := s.encode(&e, nil, &s.algs[g.fam], &g)
-	nk := int(g.numKeys)
+	return unboxCall(s.encode(&e, nil, &s.algs[g.fam], &g), int(g.numKeys))
+}
+
+// unboxCall is the KEYS and ARGV of cmd, an encoded EVALSHA of nk keys
+// whose arguments point into the requests and the encoder.
+func unboxCall(cmd []any, nk int) (keys []string, args []any) {
 	for _, k := range cmd[3 : 3+nk] {
 		keys = append(keys, *k.(*string))
 	}

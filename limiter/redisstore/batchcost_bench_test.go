@@ -233,7 +233,7 @@ func benchSetScript(b *testing.B, srv *redistest.Server, store *Store, lims []li
 	var keys [][]string
 	var args [][]any
 	for c := 0; c < clients/perCall; c++ {
-		g := group{fam: famSet}
+		var sets [][]limiter.Part
 		for i := range perCall {
 			client := c*perCall + i
 			parts := make([]limiter.Part, len(lims))
@@ -241,20 +241,9 @@ func benchSetScript(b *testing.B, srv *redistest.Server, store *Store, lims []li
 				parts[j] = limiter.Part{Key: "client:" + strconv.Itoa(client), Limit: lim, Cost: costs[j]}
 			}
 			parts[2].Key = "org:" + strconv.Itoa(client%orgs)
-			call := &setCall{s: store, parts: parts}
-			g.members = append(g.members, call.request(call.groups()[0], int64(limiter.ModeConsume)))
+			sets = append(sets, parts)
 		}
-		var e encoder
-		cmd := e.encodeSets(nil, sc, &g)
-		nk := int(g.numKeys)
-		var k []string
-		for _, v := range cmd[3 : 3+nk] {
-			k = append(k, *v.(*string))
-		}
-		var a []any
-		for _, v := range cmd[3+nk:] {
-			a = append(a, *v.(*int64))
-		}
+		k, a := setCallOf(b, store, sets, limiter.ModeConsume)
 		keys, args = append(keys, k), append(args, a)
 	}
 	setUS := benchCallsOf(b, srv, store, sc.src, keys, args, perCall)

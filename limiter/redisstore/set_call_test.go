@@ -34,7 +34,7 @@ func commandCalls(t *testing.T, srv *redistest.Server, cmd string) int64 {
 
 // setCallOf is the KEYS and ARGV of one set-script call deciding sets
 // (each its parts) in mode, as a sender encodes them.
-func setCallOf(t *testing.T, s *Store, sets [][]limiter.Part, mode limiter.Mode) (keys []string, args []any) {
+func setCallOf(t testing.TB, s *Store, sets [][]limiter.Part, mode limiter.Mode) (keys []string, args []any) {
 	t.Helper()
 	sc, err := setScript()
 	if err != nil {
@@ -46,15 +46,7 @@ func setCallOf(t *testing.T, s *Store, sets [][]limiter.Part, mode limiter.Mode)
 		g.members = append(g.members, call.request(call.groups()[0], int64(mode)))
 	}
 	var e encoder
-	cmd := e.encodeSets(nil, sc, &g)
-	nk := int(g.numKeys)
-	for _, v := range cmd[3 : 3+nk] {
-		keys = append(keys, *v.(*string))
-	}
-	for _, v := range cmd[3+nk:] {
-		args = append(args, *v.(*int64))
-	}
-	return keys, args
+	return unboxCall(e.encodeSets(nil, sc, &g), int(g.numKeys))
 }
 
 // Sets of one call share keys (every set of a class on its global limit,
