@@ -28,7 +28,7 @@ func TestWindowsSetTheirKeysExpiryOncePerWindow(t *testing.T) {
 			const decisions = 50
 			var last limiter.Decision
 			for try := 0; ; try++ {
-				before := redisstore.CommandCalls(t, srv, "pexpire")
+				before := commandCalls(t, srv, "pexpire")
 				key := "k" + strconv.Itoa(try)
 				first, err := st.Decide(ctx, key, lim, 1)
 				if err != nil || !first.Allowed {
@@ -43,14 +43,16 @@ func TestWindowsSetTheirKeysExpiryOncePerWindow(t *testing.T) {
 				if last.ResetAfter > first.ResetAfter {
 					continue
 				}
-				if n := redisstore.CommandCalls(t, srv, "pexpire") - before; n != 1 {
+				if n := commandCalls(t, srv, "pexpire") - before; n != 1 {
 					t.Fatalf("%d decisions on one key sent %d PEXPIREs, want 1", decisions, n)
 				}
 				reply, err := srv.Do("PTTL", st.Keys(key, alg)[0])
 				ms, _ := reply.(int64)
 				reset := last.ResetAfter.Milliseconds()
-				// The PTTL is read after the last decision, on a loaded machine up to a second later.
-				if err != nil || ms < reset-1000 || ms > reset+1 {
+				// The PTTL is read after the last decision, on a loaded machine up to a second later;
+				// it may pass the reset by 2 ms of rounding: the expiry is whole ms from the first
+				// write (rounded up, on Redis's ms clock), the reset µs truncated to ms.
+				if err != nil || ms < reset-1000 || ms > reset+2 {
 					t.Fatalf("PTTL %v ms (%v), want the reset the decisions answered, %d ms", reply, err, reset)
 				}
 				return
