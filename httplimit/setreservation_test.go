@@ -43,19 +43,7 @@ func post(t *testing.T, h http.Handler, path, body string, out any) int {
 // llmMiddleware is setupLLM telling its costs to ev.
 func llmMiddleware(t *testing.T, store limiter.Store, ev *costEvents) *Middleware {
 	t.Helper()
-	c := Class{Name: "llm", Routes: []string{"POST /v1/chat"}, TierLimits: map[string][]TierLimit{"default": llmTier()},
-		CostFrom: CostFrom{Header: "X-Tokens"}, Estimate: Estimate{Default: 50}}
-	p, err := NewPolicy(PolicyConfig{Store: store, DefaultClass: "default", Classes: []Class{c,
-		{Name: "default", Limits: map[string]limiter.Limit{"default": limiter.PerMinute(limiter.FixedWindow, 100)}}},
-		Identity: IdentityConfig{UserHeader: "X-User-ID", TrustedHeaderPeers: testGateway}})
-	if err != nil {
-		t.Fatalf("NewPolicy: %v", err)
-	}
-	m, err := New(Config{Policy: p, Costs: ev})
-	if err != nil {
-		t.Fatalf("New: %v", err)
-	}
-	return m
+	return llmClassMiddleware(t, store, llmTier(), Config{Costs: ev})
 }
 
 // usedNow waits until alice's limits of the llm class show want used and none open.

@@ -30,7 +30,14 @@ func llmTier() []TierLimit {
 // setupLLM is the middleware of the llm class on store.
 func setupLLM(t *testing.T, store limiter.Store) *Middleware {
 	t.Helper()
-	c := Class{Name: "llm", Routes: []string{"POST /v1/chat"}, TierLimits: map[string][]TierLimit{"default": llmTier()},
+	return llmClassMiddleware(t, store, llmTier(), Config{})
+}
+
+// llmClassMiddleware is the middleware of cfg with the policy of an llm class of tier (its cost
+// from X-Tokens, estimated at 50) on store, beside a default class.
+func llmClassMiddleware(t *testing.T, store limiter.Store, tier []TierLimit, cfg Config) *Middleware {
+	t.Helper()
+	c := Class{Name: "llm", Routes: []string{"POST /v1/chat"}, TierLimits: map[string][]TierLimit{"default": tier},
 		CostFrom: CostFrom{Header: "X-Tokens"}, Estimate: Estimate{Default: 50}}
 	p, err := NewPolicy(PolicyConfig{Store: store, DefaultClass: "default", Classes: []Class{c,
 		{Name: "default", Limits: map[string]limiter.Limit{"default": limiter.PerMinute(limiter.FixedWindow, 100)}}},
@@ -38,7 +45,8 @@ func setupLLM(t *testing.T, store limiter.Store) *Middleware {
 	if err != nil {
 		t.Fatalf("NewPolicy: %v", err)
 	}
-	m, err := New(Config{Policy: p})
+	cfg.Policy = p
+	m, err := New(cfg)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}

@@ -24,19 +24,7 @@ func manyLimitsMiddleware(t *testing.T, clientScoped, orgScoped int) *Middleware
 		tier = append(tier, TierLimit{Name: fmt.Sprintf("o%d", i), Limit: limiter.Limit{Algorithm: limiter.FixedWindow, Rate: 1e6, Period: time.Hour},
 			Scope: Scope{Kind: ScopeHeader, Header: "X-Org-ID"}})
 	}
-	c := Class{Name: "llm", Routes: []string{"POST /v1/chat"}, TierLimits: map[string][]TierLimit{"default": tier},
-		CostFrom: CostFrom{Header: "X-Tokens"}, Estimate: Estimate{Default: 50}}
-	p, err := NewPolicy(PolicyConfig{Store: limiter.NewMemoryStore(limiter.MemoryConfig{}), DefaultClass: "default", Classes: []Class{c,
-		{Name: "default", Limits: map[string]limiter.Limit{"default": limiter.PerMinute(limiter.FixedWindow, 100)}}},
-		Identity: IdentityConfig{UserHeader: "X-User-ID", TrustedHeaderPeers: testGateway}})
-	if err != nil {
-		t.Fatalf("NewPolicy: %v", err)
-	}
-	m, err := New(Config{Policy: p})
-	if err != nil {
-		t.Fatalf("New: %v", err)
-	}
-	return m
+	return llmClassMiddleware(t, limiter.NewMemoryStore(limiter.MemoryConfig{}), tier, Config{})
 }
 
 // The longest key and scope value the decision API keeps as they are: a check's key of

@@ -132,7 +132,7 @@ func (s *MemoryStore) nowUS() int64 {
 // a shard and a probe run: a set locks once for them and finds the second
 // beside the first, in the cache lines the first brought. The slot's tag
 // tells the algorithms apart.
-func (s *MemoryStore) hash(_ algorithmIndex, key string) uint64 {
+func (s *MemoryStore) hash(key string) uint64 {
 	return maphash.String(s.seed, key)
 }
 
@@ -207,7 +207,7 @@ func (b *memoryBinding) decide(_ context.Context, key string, cost int64, mode M
 // store forwarding, costing more than gcra's arithmetic.
 func (b *memoryBinding) consume(d *Decision, key string, cost int64) {
 	s, cl := b.store, &b.limit
-	h := s.hash(cl.alg, key)
+	h := s.hash(key)
 	sh := &s.shards[h&s.mask]
 	sh.mu.Lock()
 	now := s.nowUS()
@@ -239,7 +239,7 @@ func (b *memoryBinding) consume(d *Decision, key string, cost int64) {
 
 func (b *memoryBinding) decideMode(key string, cost int64, mode Mode) Decision {
 	s, cl := b.store, &b.limit
-	h := s.hash(cl.alg, key)
+	h := s.hash(key)
 	sh := &s.shards[h&s.mask]
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
@@ -284,7 +284,7 @@ func peekFresh(now int64, key string, cl *compiledLimit, cost int64) Decision {
 }
 
 func (s *MemoryStore) reset(key string, alg algorithmIndex) {
-	h := s.hash(alg, key)
+	h := s.hash(key)
 	sh := &s.shards[h&s.mask]
 	sh.mu.Lock()
 	if i := sh.find(h, alg, key); i >= 0 {

@@ -32,7 +32,7 @@ func (s *MemoryStore) OpenReservations(_ context.Context, key string, lim Limit,
 
 func (b *memoryBinding) openReservations(key string) int64 {
 	s, alg := b.store, b.limit.alg
-	sh := &s.shards[s.hash(alg, key)&s.mask]
+	sh := &s.shards[s.hash(key)&s.mask]
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	book := sh.books[bookKey{alg, key}]

@@ -88,7 +88,7 @@ type keyCall struct {
 // lock locks key's shard; the caller unlocks c.sh.mu.
 func (b *memoryBinding) lock(key string) keyCall {
 	s, cl := b.store, &b.limit
-	h := s.hash(cl.alg, key)
+	h := s.hash(key)
 	c := keyCall{sh: &s.shards[h&s.mask], h: h, bk: bookKey{cl.alg, key}}
 	c.sh.mu.Lock()
 	c.now = s.nowUS()

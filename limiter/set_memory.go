@@ -62,7 +62,7 @@ func (s *MemoryStore) decideSet(keys []string, cls []*compiledLimit, costs []int
 		st = memSetState{hashes: make([]uint64, 0, n), shards: make([]uint32, 0, n), slots: make([]*memSlot, 0, n), saved: make([]memSlot, 0, n), taken: make([]bool, 0, n)}
 	}
 	for i, key := range keys {
-		h := s.hashOnce(st.hashes, keys[:i], cls[i].alg, key)
+		h := s.hashOnce(st.hashes, keys[:i], key)
 		for j := range i {
 			if st.hashes[j] == h && cls[j].alg == cls[i].alg && keys[j] == key {
 				return false, fmt.Errorf("memory store: parts %d and %d on key %q: %w", j, i, key, ErrSharedState)
@@ -87,13 +87,13 @@ func (s *MemoryStore) decideSet(keys []string, cls []*compiledLimit, costs []int
 
 // hashOnce is key's hash, taken from an earlier part of the set on the
 // same key (done: their hashes) rather than hashed again.
-func (s *MemoryStore) hashOnce(done []uint64, earlier []string, alg algorithmIndex, key string) uint64 {
+func (s *MemoryStore) hashOnce(done []uint64, earlier []string, key string) uint64 {
 	for j, k := range earlier {
 		if k == key {
 			return done[j]
 		}
 	}
-	return s.hash(alg, key)
+	return s.hash(key)
 }
 
 // openRecords records holds' reservations of a set just taken, at its

@@ -253,7 +253,7 @@ func benchSetScript(b *testing.B, srv *redistest.Server, store *Store, lims []li
 }
 
 // oneHashFloor is a set of BenchmarkSetScript's three limits on the state
-// layout the closing notes propose: the client's two limits in one hash
+// layout docs/performance.md weighs for sets: the client's two limits in one hash
 // (read by one HMGET, written by one HSET and a PEXPIRE), the month in
 // its organisation's window hash (an HMGET, and an HSET of its count),
 // with arithmetic of a few lines and the set's reply of 18 integers: what

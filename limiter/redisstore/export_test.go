@@ -13,9 +13,6 @@ import (
 // KeySlot is keySlot, for the Cluster tests.
 var KeySlot = keySlot
 
-// CommandCalls is commandCalls, for the tests that count Redis commands.
-var CommandCalls = commandCalls
-
 // StaleMapError is staleMapError, for its table test.
 var StaleMapError = staleMapError
 

@@ -16,20 +16,24 @@ import (
 // scriptCalls is how many scripts srv has run (EVALSHA and EVAL).
 func scriptCalls(t *testing.T, srv *redistest.Server) int64 {
 	t.Helper()
+	return commandCalls(t, srv, "evalsha") + commandCalls(t, srv, "eval")
+}
+
+// commandCalls is how many times srv has run cmd (e.g. "pexpire"),
+// scripts' calls included.
+func commandCalls(t *testing.T, srv *redistest.Server, cmd string) int64 {
+	t.Helper()
 	info, err := srv.Info("commandstats")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var n int64
-	for _, cmd := range []string{"cmdstat_evalsha", "cmdstat_eval"} {
-		calls, _, _ := strings.Cut(strings.TrimPrefix(info[cmd], "calls="), ",")
-		if calls != "" {
-			v, err := strconv.ParseInt(calls, 10, 64)
-			if err != nil {
-				t.Fatalf("%s: %q: %v", cmd, info[cmd], err)
-			}
-			n += v
-		}
+	calls, _, _ := strings.Cut(strings.TrimPrefix(info["cmdstat_"+cmd], "calls="), ",")
+	if calls == "" {
+		return 0
+	}
+	n, err := strconv.ParseInt(calls, 10, 64)
+	if err != nil {
+		t.Fatalf("cmdstat_%s: %q: %v", cmd, info["cmdstat_"+cmd], err)
 	}
 	return n
 }

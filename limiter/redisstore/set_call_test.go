@@ -4,33 +4,12 @@ import (
 	"context"
 	"slices"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/rl-exporter/rl-exporter/internal/redistest"
 	"github.com/rl-exporter/rl-exporter/limiter"
 )
-
-// commandCalls is how many times srv has run cmd (e.g. "pexpire"),
-// scripts' calls included.
-func commandCalls(t *testing.T, srv *redistest.Server, cmd string) int64 {
-	t.Helper()
-	info, err := srv.Info("commandstats")
-	if err != nil {
-		t.Fatal(err)
-	}
-	calls, _, _ := strings.Cut(strings.TrimPrefix(info["cmdstat_"+cmd], "calls="), ",")
-	if calls == "" {
-		return 0
-	}
-	n, err := strconv.ParseInt(calls, 10, 64)
-	if err != nil {
-		t.Fatalf("cmdstat_%s: %q: %v", cmd, info["cmdstat_"+cmd], err)
-	}
-	return n
-}
 
 // setCallOf is the KEYS and ARGV of one set-script call deciding sets
 // (each its parts) in mode, as a sender encodes them.
