@@ -2,6 +2,7 @@ package redisstore_test
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"strconv"
 	"testing"
@@ -159,8 +160,11 @@ func TestAFixedWindowAdmitsNoSecondQuotaInItsLastInstant(t *testing.T) {
 		if err != nil || len(vals) != 2 {
 			t.Fatalf("TIME: %#v %v", reply, err)
 		}
-		s, _ := strconv.ParseInt(vals[0].(string), 10, 64)
-		us, _ := strconv.ParseInt(vals[1].(string), 10, 64)
+		s, errS := strconv.ParseInt(fmt.Sprint(vals[0]), 10, 64)
+		us, errUS := strconv.ParseInt(fmt.Sprint(vals[1]), 10, 64)
+		if errS != nil || errUS != nil {
+			t.Fatalf("TIME: %#v", reply)
+		}
 		return time.Duration(s)*time.Second + time.Duration(us)*time.Microsecond
 	}
 	start := redisNow()
@@ -179,7 +183,7 @@ func TestAFixedWindowAdmitsNoSecondQuotaInItsLastInstant(t *testing.T) {
 	end := redisNow()
 	off := limiter.WindowOffset(key, period)
 	windows := int64((end-off)/period-(start-off)/period) + 1
-	if max := windows * lim.Rate; int64(admitted) > max {
-		t.Errorf("%d admitted over %d windows of %v, at most %d: a window admitted a second quota", admitted, windows, period, max)
+	if most := windows * lim.Rate; int64(admitted) > most {
+		t.Errorf("%d admitted over %d windows of %v, at most %d: a window admitted a second quota", admitted, windows, period, most)
 	}
 }
