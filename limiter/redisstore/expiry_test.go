@@ -14,9 +14,8 @@ import (
 // A window's key expires at the same instant whatever decision in that
 // window wrote it last (its end, or the end of the next for a sliding
 // window's), so a decision on a key its window already counts has no
-// expiry to renew: one PEXPIRE a key and window, where each decision sent
-// one, a third of a fixed window's commands. The key still expires when
-// the decisions say the full quota is back.
+// expiry to renew: one PEXPIRE a key and window, whatever the decisions.
+// The key still expires when the decisions say the full quota is back.
 func TestWindowsSetTheirKeysExpiryOncePerWindow(t *testing.T) {
 	const day = 24 * time.Hour
 	for _, alg := range []limiter.Algorithm{limiter.FixedWindow, limiter.SlidingWindow} {
