@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"testing"
 )
 
 // goroutine is one entry of a full stack dump: its id, the id of the
@@ -14,6 +15,10 @@ import (
 type goroutine struct {
 	id, parent int
 	stack      string
+	// exiting is a goroutine whose function has returned, caught in
+	// runtime.goexit1 on its way out: it runs nothing more (client_golang's
+	// Register leaves one for an instant after each registration).
+	exiting bool
 }
 
 // liveGoroutines reads every goroutine's id and creator from a full stack
@@ -30,14 +35,23 @@ func liveGoroutines() map[int]goroutine {
 		}
 		buf = make([]byte, 2*len(buf))
 	}
+	return parseGoroutines(buf)
+}
+
+// parseGoroutines reads a full stack dump's goroutines by id.
+func parseGoroutines(buf []byte) map[int]goroutine {
 	all := map[int]goroutine{}
 	for _, block := range bytes.Split(buf, []byte("\n\n")) {
 		g := goroutine{stack: string(block)}
 		sc := bufio.NewScanner(bytes.NewReader(block))
-		for sc.Scan() {
+		for first := true; sc.Scan(); {
 			line := sc.Text()
 			if rest, ok := strings.CutPrefix(line, "goroutine "); ok && g.id == 0 {
 				g.id, _ = strconv.Atoi(strings.Fields(rest)[0])
+				continue
+			}
+			if first {
+				g.exiting, first = strings.HasPrefix(line, "runtime.goexit1("), false
 			}
 			if strings.HasPrefix(line, "created by ") {
 				if i := strings.LastIndex(line, " in goroutine "); i >= 0 {
@@ -72,7 +86,8 @@ type family struct {
 func newFamily(root int) *family { return &family{root: root, known: map[int]bool{root: true}} }
 
 // alive looks at the goroutines now running and returns those of the
-// family, root excluded.
+// family, root and those already exiting excluded (an exiting one still
+// links the children it started to the family).
 func (f *family) alive() []goroutine {
 	all := liveGoroutines()
 	for grew := true; grew; {
@@ -85,7 +100,7 @@ func (f *family) alive() []goroutine {
 	}
 	var out []goroutine
 	for id, g := range all {
-		if id != f.root && f.known[id] {
+		if id != f.root && f.known[id] && !g.exiting {
 			out = append(out, g)
 		}
 	}
@@ -98,4 +113,32 @@ func stacks(gs []goroutine) string {
 		fmt.Fprintf(&b, "\n%s\n", g.stack)
 	}
 	return b.String()
+}
+
+// One exiting goroutine, as a leak check caught it after Build (its
+// function returned, it runs nothing more), beside one that still runs:
+// the family's alive is the running one alone.
+func TestAnExitingGoroutineIsNotAlive(t *testing.T) {
+	dump := []byte(`goroutine 6845 [running]:
+main.test()
+	/x/test.go:1 +0x1
+
+goroutine 6855 [runnable]:
+runtime.goexit1()
+	/usr/local/go/src/runtime/proc.go:4475 +0xf0
+runtime.goexit({})
+	/usr/local/go/src/runtime/asm_amd64.s:1772 +0x6
+created by github.com/prometheus/client_golang/prometheus.(*Registry).Register in goroutine 6845
+	/root/go/pkg/mod/github.com/prometheus/client_golang@v1.25.0/prometheus/registry.go:291 +0x27d
+
+goroutine 6856 [select]:
+example.run()
+	/x/run.go:9 +0x2
+created by example.start in goroutine 6845
+	/x/run.go:3 +0x3
+`)
+	all := parseGoroutines(dump)
+	if len(all) != 3 || !all[6855].exiting || all[6856].exiting || all[6855].parent != 6845 {
+		t.Fatalf("parsed %+v", all)
+	}
 }
