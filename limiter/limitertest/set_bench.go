@@ -16,7 +16,9 @@ import (
 // as a set of one part, and a set of three (that, token_bucket tokens and
 // a calendar month's quota per organisation). The set benchmarks report
 // their decisions per second as a share of the one limit's
-// (x_one_limit), so run "one_limit" with them. "parts=3,held=2" is a whole
+// (x_one_limit), so run "one_limit" with them. "apart=3" decides the
+// three limits one after another (three AllowN, no atomicity): what a set
+// of three would cost were being all or nothing free. "parts=3,held=2" is a whole
 // request of a list whose class reads its cost: the three decided as one,
 // the tokens and the month held (Set.Reserve), then both settled at 5
 // (CommitAsync) and waited for.
@@ -72,6 +74,21 @@ func BenchmarkSets(b *testing.B, store limiter.Store) {
 			}
 		})
 	}
+	b.Run("apart=3", func(b *testing.B) {
+		ns := parallel(b, func(ctx context.Context, i int, out []limiter.Decision) error {
+			if _, err := requests.AllowN(ctx, userKey(i), 1); err != nil {
+				return err
+			}
+			if _, err := tokens.AllowN(ctx, userKey(i), 7); err != nil {
+				return err
+			}
+			_, err := quota.AllowN(ctx, orgKey(i), 1)
+			return err
+		})
+		if oneNs > 0 {
+			b.ReportMetric(oneNs/ns, "x_one_limit")
+		}
+	})
 	b.Run("parts=3,held=2", func(b *testing.B) {
 		set, err := limiter.NewSet(requests, tokens, quota)
 		if err != nil {
