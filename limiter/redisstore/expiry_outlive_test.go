@@ -104,14 +104,15 @@ func TestKeysOutliveTheirState(t *testing.T) {
 						t.Fatalf("settle on %s: %v", key, err)
 					}
 				}
-				for _, k := range st.Keys(key, c.alg) {
+				ks := st.Keys(key, c.alg)
+				until := c.until(ks[0], lim)
+				for _, k := range ks {
 					checked++
 					reply, err := srv.Do("PEXPIRETIME", k)
 					at, _ := reply.(int64)
 					if err != nil || at <= 0 {
 						t.Fatalf("PEXPIRETIME %s: %#v %v", k, reply, err)
 					}
-					until := c.until(st.Keys(key, c.alg)[0], lim)
 					// Read through the whole millisecond at, gone from at + 1 ms.
 					if gone := float64(at+1) * 1000; gone < until {
 						early++
